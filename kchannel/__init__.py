@@ -1,0 +1,16 @@
+"""kchannel: Apache Kafka's connection-security layer for Python.
+
+``implementation()`` reports whether the compiled (Cython) hot paths or their
+pure-Python twins are active.  ``KCHANNEL_NO_EXTENSIONS=1`` forces pure Python.
+"""
+__version__ = "0.1.0"
+
+
+def implementation():
+    """Return ``"compiled"`` when every compiled twin loaded, else ``"pure"``.
+
+    ``implementation(detail=True)`` style details are in
+    ``kchannel._impl.loaded()``.
+    """
+    from . import _impl
+    return _impl.implementation()

@@ -1,0 +1,5 @@
+import sys
+
+from kchannel.cli import main
+
+sys.exit(main())

@@ -1,0 +1,58 @@
+"""``kchannel`` command line: one subcommand per module.
+
+Each module in ``_COMMANDS`` defines ``NAME`` (the subcommand), ``HELP`` and
+``add_arguments(parser)`` and ``run(args) -> int``.  Exit codes follow Kafka's
+tools: 0 ok, 1 failure, 2 usage error (argparse's own).
+"""
+import argparse
+import importlib
+import logging
+import sys
+
+_COMMANDS = [
+    "kchannel.cli.serve",
+    "kchannel.cli.broker_api_versions",
+    "kchannel.cli.configs",
+    "kchannel.cli.config_tool",
+    "kchannel.cli.delegation_tokens",
+]
+
+
+def _load_commands():
+    mods = []
+    for name in _COMMANDS:
+        try:
+            mods.append(importlib.import_module(name))
+        except ImportError as exc:
+            # Only a missing module of our own is skipped; a broken import
+            # inside a command module must surface.
+            if exc.name != name:
+                raise
+    return mods
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="kchannel", description="Kafka connection security tools")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for mod in _load_commands():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""kchannel's exception hierarchy.
+
+Every error says whose fault it is:
+
+* ``AuthenticationError`` and subclasses: the credentials or the TLS peer were
+  refused.  Non-retriable: retrying with the same settings fails the same way.
+  They carry the server's message verbatim.
+* ``InvalidReceiveError`` / ``InvalidRequestError``: the peer sent bytes that
+  are not valid Kafka framing or protocol; only that connection is closed.
+* ``ConfigError``: the operator's configuration is wrong; raised at start-up
+  with the key, the value and what is allowed.
+* ``KafkaError``: a Kafka error code returned in a response.
+"""
+
+
+class KChannelError(Exception):
+    """Base class of every kchannel error."""
+
+    retriable = False
+
+
+class ConnectionError_(KChannelError):
+    """Network-level failure on one connection (reset, EOF, refused).
+
+    Retriable: a new connection may succeed.
+    """
+
+    retriable = True
+
+
+# Public alias with a readable name; the trailing underscore avoids shadowing
+# the builtin ConnectionError inside this module.
+ChannelConnectionError = ConnectionError_
+
+
+class InvalidReceiveError(KChannelError):
+    """A frame size prefix was negative or above the configured maximum.
+
+    Raised before any buffer of that size is allocated.
+    """
+
+
+class InvalidRequestError(KChannelError):
+    """A request could not be parsed (truncated, bad header, bad body)."""
+
+
+class UnsupportedVersionError(KChannelError):
+    """An API version outside the supported range was used."""
+
+
+class ConfigError(KChannelError, ValueError):
+    """Invalid configuration: names the key, the value and what is allowed."""
+
+    def __init__(self, message, key=None, value=None):
+        super().__init__(message)
+        self.key = key
+        self.value = value
+
+
+class AuthenticationError(KChannelError):
+    """Authentication failed.  Non-retriable; carries the server's message."""
+
+    retriable = False
+
+    def __init__(self, message="", error_code=None):
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class SslAuthenticationError(AuthenticationError):
+    """TLS handshake failure (untrusted certificate, host name mismatch,
+    protocol or cipher mismatch).  ``reason`` is OpenSSL's reason string."""
+
+    def __init__(self, message="", reason=None):
+        super().__init__(message)
+        self.reason = reason
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed (Kafka error SASL_AUTHENTICATION_FAILED, 58).
+
+    ``message`` is the server's error message when it sent one.
+    """
+
+    def __init__(self, message="", error_code=58, mechanism=None):
+        super().__init__(message, error_code)
+        self.mechanism = mechanism
+
+
+class IllegalSaslStateError(AuthenticationError):
+    """A request arrived that is not allowed in the current SASL state (34)."""
+
+    def __init__(self, message="", error_code=34):
+        super().__init__(message, error_code)
+
+
+class UnsupportedSaslMechanismError(AuthenticationError):
+    """The server does not enable the requested mechanism (33).
+
+    ``enabled_mechanisms`` lists what the server offered.
+    """
+
+    def __init__(self, message="", enabled_mechanisms=(), error_code=33):
+        super().__init__(message, error_code)
+        self.enabled_mechanisms = list(enabled_mechanisms)
+
+
+class KafkaError(KChannelError):
+    """An error code returned by a Kafka broker in a response body."""
+
+    def __init__(self, error_code, name="", message=""):
+        text = f"{name or 'ERROR'} ({error_code})"
+        if message:
+            text += f": {message}"
+        super().__init__(text)
+        self.error_code = error_code
+        self.name = name
+        self.message = message
+
+
+class DelegationTokenError(KafkaError):
+    """A delegation token API returned an error code."""

@@ -1,0 +1,22 @@
+"""Shared pytest configuration.
+
+Fixtures live in ``tests/fixtures/`` as plugins, one per concern (implementation
+twins, certificates, Kerberos KDC, real peers, ZooKeeper).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+pytest_plugins = [
+    "tests.fixtures.impl",
+    "tests.fixtures.certs",
+    "tests.fixtures.kdc",
+    "tests.fixtures.peers",
+    "tests.fixtures.zookeeper",
+]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: slow interop test (still run in CI)")
+    config.addinivalue_line("markers", "interop: talks to a real third-party peer")
