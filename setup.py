@@ -1,0 +1,132 @@
+"""Build script for kchannel's optional compiled twins.
+
+Metadata lives in pyproject.toml; this file only adds the Cython extensions.
+Every ``kchannel_ext/<stem>.pyx`` becomes the module ``kchannel.<stem>``, so a
+new compiled twin needs no change here.
+
+The extensions are optional: each has a pure-Python twin that is used when it
+is missing.  A failed Cython or C compile therefore only prints a warning and
+the build goes on without that module, unless ``KCHANNEL_REQUIRE_EXTENSIONS=1``
+(CI, release builds), where any failure stops the build.
+``KCHANNEL_NO_EXTENSIONS=1`` skips compiling altogether.
+"""
+import glob
+import os
+import sys
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXT_DIR = "kchannel_ext"
+COMPILE_ARGS = ["-O2"]
+
+
+def _flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+REQUIRE = _flag("KCHANNEL_REQUIRE_EXTENSIONS")
+SKIP = _flag("KCHANNEL_NO_EXTENSIONS")
+
+
+def _warn(message):
+    bar = "*" * 72
+    sys.stderr.write(f"\n{bar}\nWARNING: {message}\n"
+                     "kchannel will use its pure-Python implementation for the "
+                     "affected modules.\n"
+                     "Set KCHANNEL_REQUIRE_EXTENSIONS=1 to make this an error.\n"
+                     f"{bar}\n\n")
+
+
+def _pyx_sources():
+    # Relative paths: setuptools wants sources relative to setup.py.
+    pattern = os.path.join(HERE, EXT_DIR, "*.pyx")
+    return sorted(os.path.relpath(p, HERE) for p in glob.glob(pattern))
+
+
+def _extensions():
+    """One Extension per .pyx, named kchannel.<stem>, still as .pyx sources.
+
+    Cythonizing is deferred to build time (see OptionalBuildExt) so that a
+    missing Cython or a broken .pyx cannot break ``egg_info`` / ``sdist`` or
+    an install that only wants the pure-Python package.
+    """
+    from setuptools import Extension
+
+    exts = []
+    for src in _pyx_sources():
+        stem = os.path.splitext(os.path.basename(src))[0]
+        # optional=True also makes setuptools skip a module that failed to
+        # build when an editable install copies the results into the tree.
+        exts.append(Extension(f"kchannel.{stem}", [src],
+                              extra_compile_args=list(COMPILE_ARGS),
+                              optional=not REQUIRE))
+    return exts
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that cythonizes each extension itself and treats failures as
+    optional (warning) unless extensions are required."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if SKIP:
+            self.extensions = []
+
+    def run(self):
+        if SKIP:
+            sys.stderr.write("KCHANNEL_NO_EXTENSIONS=1: not compiling kchannel's "
+                             "extensions (pure Python only)\n")
+            return
+        if not self.extensions:
+            return
+        try:
+            from Cython.Build import cythonize
+        except ImportError as exc:
+            if REQUIRE:
+                raise SystemExit("KCHANNEL_REQUIRE_EXTENSIONS=1 but Cython is not "
+                                 f"installed ({exc}); install Cython>=3") from exc
+            _warn(f"Cython is not installed ({exc}); no extension is compiled.")
+            self.extensions = []
+            return
+        ready = []
+        for ext in self.extensions:
+            try:
+                (cythonized,) = cythonize(
+                    [ext],
+                    language_level=3,
+                    quiet=True,
+                    compiler_directives={"embedsignature": True},
+                )
+                # Keep setuptools' own (already finalized) Extension object;
+                # only its sources change from .pyx to the generated .c.
+                ext.sources = cythonized.sources
+                ready.append(ext)
+            except BaseException as exc:  # Cython raises SystemExit/CompileError
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                if REQUIRE:
+                    raise SystemExit(f"KCHANNEL_REQUIRE_EXTENSIONS=1: Cython failed "
+                                     f"on {ext.sources[0]}: {exc!r}") from exc
+                _warn(f"Cython failed on {ext.sources[0]} ({exc!r}); "
+                      f"{ext.name} is not built.")
+        self.extensions = ready
+        super().run()
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except BaseException as exc:  # CompileError, LinkError, DistutilsExecError
+            if isinstance(exc, KeyboardInterrupt) or REQUIRE:
+                if REQUIRE:
+                    sys.stderr.write(f"KCHANNEL_REQUIRE_EXTENSIONS=1: building {ext.name} "
+                                     "failed\n")
+                raise
+            _warn(f"compiling {ext.name} failed ({exc!r}); it is not built.")
+
+
+setup(
+    ext_modules=[] if SKIP else _extensions(),
+    cmdclass={"build_ext": OptionalBuildExt},
+)
