@@ -1,0 +1,486 @@
+"""Kafka wire primitives, pure-Python twin of ``kchannel._cwire``.
+
+Both twins expose exactly the same names with the same behaviour:
+
+* ``Reader(buf, offset=0, end=None)`` reads primitives from ``buf`` starting at
+  ``offset``; ``.pos`` is the next offset to read, ``.end`` the limit.
+* ``Writer()`` appends primitives; ``.getvalue()`` returns the bytes.
+* ``encode_unsigned_varint``, ``encode_varint``, ``encode_varlong``,
+  ``size_of_unsigned_varint``.
+
+Readers are the attack surface of a server: every one of them raises
+``kchannel.errors.InvalidRequestError`` on truncation or invalid lengths and
+never ``IndexError``/``struct.error``.  Every length is checked against the
+bytes that are really left *before* anything of that length is allocated, so a
+hostile length such as 2**31-1 costs nothing.
+
+Writers raise ``ValueError`` for values that cannot be represented (integer out
+of range, string longer than 32767 UTF-8 bytes, null in a non-nullable field):
+those are programming errors on our side, not peer errors.
+
+Strings are decoded as Java's ``new String(bytes, UTF_8)`` does, replacing
+malformed sequences instead of failing, so a client id Kafka accepts is
+accepted here too.
+"""
+import struct
+import uuid as _uuid
+
+from kchannel.errors import InvalidRequestError
+
+__all__ = [
+    "Reader",
+    "Writer",
+    "encode_unsigned_varint",
+    "encode_varint",
+    "encode_varlong",
+    "size_of_unsigned_varint",
+]
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_F64 = struct.Struct(">d")
+
+# Kafka refuses string lengths above Short.MAX_VALUE in both encodings.
+_MAX_STRING = 0x7FFF
+
+
+def _underflow(need, pos, left):
+    return InvalidRequestError(
+        f"Buffer underflow: needed {need} bytes at offset {pos}, {left} remaining")
+
+
+class Reader:
+    """Bounds-checked cursor over an immutable buffer."""
+
+    __slots__ = ("buf", "pos", "end")
+
+    def __init__(self, buf, offset=0, end=None):
+        if not isinstance(buf, bytes):
+            buf = bytes(buf)
+        n = len(buf)
+        if end is None or end > n:
+            end = n
+        if offset < 0 or offset > end:
+            raise InvalidRequestError(f"Invalid offset {offset} for buffer of {end} bytes")
+        self.buf = buf
+        self.pos = offset
+        self.end = end
+
+    def remaining(self):
+        return self.end - self.pos
+
+    def _take(self, n):
+        # Returns the start offset of n bytes and advances past them.
+        p = self.pos
+        if n > self.end - p:
+            raise _underflow(n, p, self.end - p)
+        self.pos = p + n
+        return p
+
+    # -- fixed-width integers --------------------------------------------
+    def read_int8(self):
+        return _I8.unpack_from(self.buf, self._take(1))[0]
+
+    def read_int16(self):
+        return _I16.unpack_from(self.buf, self._take(2))[0]
+
+    def read_int32(self):
+        return _I32.unpack_from(self.buf, self._take(4))[0]
+
+    def read_int64(self):
+        return _I64.unpack_from(self.buf, self._take(8))[0]
+
+    def read_uint16(self):
+        return _U16.unpack_from(self.buf, self._take(2))[0]
+
+    def read_uint32(self):
+        return _U32.unpack_from(self.buf, self._take(4))[0]
+
+    def read_boolean(self):
+        # Kafka: any non-zero byte is true.
+        return self.buf[self._take(1)] != 0
+
+    def read_float64(self):
+        return _F64.unpack_from(self.buf, self._take(8))[0]
+
+    def read_uuid(self):
+        p = self._take(16)
+        return _uuid.UUID(bytes=self.buf[p:p + 16])
+
+    # -- variable-length integers -----------------------------------------
+    def read_unsigned_varint(self):
+        # At most 5 bytes and at most 32 bits, as Kafka's ByteUtils.
+        buf = self.buf
+        p = self.pos
+        end = self.end
+        value = 0
+        shift = 0
+        while True:
+            if p >= end:
+                raise _underflow(1, p, 0)
+            b = buf[p]
+            p += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift >= 35:
+                raise InvalidRequestError("Varint is too long, most significant bit in the 5th byte is set")
+        if value > 0xFFFFFFFF:
+            raise InvalidRequestError("Varint is too long, value does not fit in 32 bits")
+        self.pos = p
+        return value
+
+    def read_varint(self):
+        v = self.read_unsigned_varint()
+        return (v >> 1) ^ -(v & 1)
+
+    def read_varlong(self):
+        buf = self.buf
+        p = self.pos
+        end = self.end
+        value = 0
+        shift = 0
+        while True:
+            if p >= end:
+                raise _underflow(1, p, 0)
+            b = buf[p]
+            p += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift >= 70:
+                raise InvalidRequestError("Varlong is too long, most significant bit in the 10th byte is set")
+        if value > 0xFFFFFFFFFFFFFFFF:
+            raise InvalidRequestError("Varlong is too long, value does not fit in 64 bits")
+        self.pos = p
+        return (value >> 1) ^ -(value & 1)
+
+    # -- strings ------------------------------------------------------------
+    def _str(self, n):
+        p = self._take(n)
+        return self.buf[p:p + n].decode("utf-8", "replace")
+
+    def read_nullable_string(self):
+        n = self.read_int16()
+        if n < 0:
+            if n == -1:
+                return None
+            raise InvalidRequestError(f"String field had invalid length {n}")
+        return self._str(n)
+
+    def read_string(self):
+        n = self.read_int16()
+        if n < 0:
+            if n == -1:
+                raise InvalidRequestError("Non-nullable string field was serialized as null")
+            raise InvalidRequestError(f"String field had invalid length {n}")
+        return self._str(n)
+
+    def read_compact_nullable_string(self):
+        n = self.read_unsigned_varint() - 1
+        if n < 0:
+            return None
+        if n > _MAX_STRING:
+            raise InvalidRequestError(f"String field had invalid length {n}")
+        return self._str(n)
+
+    def read_compact_string(self):
+        n = self.read_unsigned_varint() - 1
+        if n < 0:
+            raise InvalidRequestError("Non-nullable string field was serialized as null")
+        if n > _MAX_STRING:
+            raise InvalidRequestError(f"String field had invalid length {n}")
+        return self._str(n)
+
+    # -- bytes ----------------------------------------------------------------
+    def read_raw(self, n):
+        if n < 0:
+            raise InvalidRequestError(f"Invalid length {n}")
+        p = self._take(n)
+        return self.buf[p:p + n]
+
+    def skip(self, n):
+        if n < 0:
+            raise InvalidRequestError(f"Invalid length {n}")
+        self._take(n)
+
+    def read_nullable_bytes(self):
+        n = self.read_int32()
+        if n < 0:
+            if n == -1:
+                return None
+            raise InvalidRequestError(f"Bytes field had invalid length {n}")
+        return self.read_raw(n)
+
+    def read_bytes(self):
+        n = self.read_int32()
+        if n < 0:
+            if n == -1:
+                raise InvalidRequestError("Non-nullable bytes field was serialized as null")
+            raise InvalidRequestError(f"Bytes field had invalid length {n}")
+        return self.read_raw(n)
+
+    def read_compact_nullable_bytes(self):
+        n = self.read_unsigned_varint() - 1
+        if n < 0:
+            return None
+        return self.read_raw(n)
+
+    def read_compact_bytes(self):
+        n = self.read_unsigned_varint() - 1
+        if n < 0:
+            raise InvalidRequestError("Non-nullable bytes field was serialized as null")
+        return self.read_raw(n)
+
+    # -- arrays ---------------------------------------------------------------
+    def read_array_length(self, min_element_size=1):
+        """int32 element count; -1 means null.  The count is checked against
+        the remaining bytes (each element needs at least min_element_size)."""
+        n = self.read_int32()
+        if n < 0:
+            if n == -1:
+                return -1
+            raise InvalidRequestError(f"Array field had invalid length {n}")
+        if n * min_element_size > self.end - self.pos:
+            raise InvalidRequestError(
+                f"Array length {n} exceeds the {self.end - self.pos} remaining bytes")
+        return n
+
+    def read_compact_array_length(self, min_element_size=1):
+        """Unsigned varint count+1; 0 means null (returned as -1)."""
+        n = self.read_unsigned_varint() - 1
+        if n < 0:
+            return -1
+        if n * min_element_size > self.end - self.pos:
+            raise InvalidRequestError(
+                f"Array length {n} exceeds the {self.end - self.pos} remaining bytes")
+        return n
+
+    # -- tagged fields --------------------------------------------------------
+    def read_tag_header(self):
+        """(tag, size) of the next tagged field; size checked against the
+        remaining bytes."""
+        tag = self.read_unsigned_varint()
+        size = self.read_unsigned_varint()
+        if size > self.end - self.pos:
+            raise _underflow(size, self.pos, self.end - self.pos)
+        return tag, size
+
+    def read_tagged_fields(self):
+        """Every tagged field as a list of (tag, raw bytes)."""
+        count = self.read_unsigned_varint()
+        # Each tagged field takes at least two bytes (tag and size).
+        if count * 2 > self.end - self.pos:
+            raise InvalidRequestError(
+                f"Tagged field count {count} exceeds the {self.end - self.pos} remaining bytes")
+        out = []
+        for _ in range(count):
+            tag, size = self.read_tag_header()
+            out.append((tag, self.read_raw(size)))
+        return out
+
+
+def _range_error(kind, value):
+    return ValueError(f"{value!r} does not fit in {kind}")
+
+
+class Writer:
+    """Append-only encoder."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self):
+        self._buf = bytearray()
+
+    def getvalue(self):
+        return bytes(self._buf)
+
+    def __len__(self):
+        return len(self._buf)
+
+    def _pack(self, st, kind, value):
+        try:
+            self._buf += st.pack(value)
+        except struct.error:
+            raise _range_error(kind, value) from None
+
+    def write_int8(self, v):
+        self._pack(_I8, "int8", v)
+
+    def write_int16(self, v):
+        self._pack(_I16, "int16", v)
+
+    def write_int32(self, v):
+        self._pack(_I32, "int32", v)
+
+    def write_int64(self, v):
+        self._pack(_I64, "int64", v)
+
+    def write_uint16(self, v):
+        self._pack(_U16, "uint16", v)
+
+    def write_uint32(self, v):
+        self._pack(_U32, "uint32", v)
+
+    def write_boolean(self, v):
+        self._buf.append(1 if v else 0)
+
+    def write_float64(self, v):
+        self._pack(_F64, "float64", v)
+
+    def write_uuid(self, v):
+        self._buf += _uuid_bytes(v)
+
+    def write_unsigned_varint(self, v):
+        self._buf += encode_unsigned_varint(v)
+
+    def write_varint(self, v):
+        self._buf += encode_varint(v)
+
+    def write_varlong(self, v):
+        self._buf += encode_varlong(v)
+
+    def write_raw(self, data):
+        self._buf += data
+
+    def _utf8(self, s):
+        if not isinstance(s, str):
+            raise ValueError(f"expected a string, got {type(s).__name__}")
+        b = s.encode("utf-8")
+        if len(b) > _MAX_STRING:
+            raise ValueError(f"string of {len(b)} bytes is too long to be serialized")
+        return b
+
+    def write_string(self, s):
+        if s is None:
+            raise ValueError("null value for a non-nullable string")
+        b = self._utf8(s)
+        self._buf += _I16.pack(len(b))
+        self._buf += b
+
+    def write_nullable_string(self, s):
+        if s is None:
+            self._buf += b"\xff\xff"
+            return
+        self.write_string(s)
+
+    def write_compact_string(self, s):
+        if s is None:
+            raise ValueError("null value for a non-nullable string")
+        b = self._utf8(s)
+        self._buf += encode_unsigned_varint(len(b) + 1)
+        self._buf += b
+
+    def write_compact_nullable_string(self, s):
+        if s is None:
+            self._buf.append(0)
+            return
+        self.write_compact_string(s)
+
+    def write_bytes(self, b):
+        if b is None:
+            raise ValueError("null value for non-nullable bytes")
+        b = _as_bytes(b)
+        self._buf += _I32.pack(len(b))
+        self._buf += b
+
+    def write_nullable_bytes(self, b):
+        if b is None:
+            self._buf += b"\xff\xff\xff\xff"
+            return
+        self.write_bytes(b)
+
+    def write_compact_bytes(self, b):
+        if b is None:
+            raise ValueError("null value for non-nullable bytes")
+        b = _as_bytes(b)
+        self._buf += encode_unsigned_varint(len(b) + 1)
+        self._buf += b
+
+    def write_compact_nullable_bytes(self, b):
+        if b is None:
+            self._buf.append(0)
+            return
+        self.write_compact_bytes(b)
+
+    def write_array_length(self, n):
+        """n elements, or -1 for null."""
+        self._pack(_I32, "int32", n)
+
+    def write_compact_array_length(self, n):
+        """n elements, or -1 for null."""
+        if n < -1:
+            raise _range_error("compact array length", n)
+        self._buf += encode_unsigned_varint(n + 1)
+
+    def write_tagged_fields(self, fields):
+        """fields: iterable of (tag, raw bytes), written in ascending tag order."""
+        fields = sorted(fields, key=lambda f: f[0])
+        self._buf += encode_unsigned_varint(len(fields))
+        for tag, raw in fields:
+            self._buf += encode_unsigned_varint(tag)
+            self._buf += encode_unsigned_varint(len(raw))
+            self._buf += raw
+
+
+def _as_bytes(b):
+    if isinstance(b, bytes):
+        return b
+    if isinstance(b, (bytearray, memoryview)):
+        return bytes(b)
+    raise ValueError(f"expected bytes, got {type(b).__name__}")
+
+
+def _uuid_bytes(v):
+    if isinstance(v, _uuid.UUID):
+        return v.bytes
+    if isinstance(v, (bytes, bytearray, memoryview)) and len(v) == 16:
+        return bytes(v)
+    raise ValueError(f"expected a uuid.UUID or 16 bytes, got {v!r}")
+
+
+def encode_unsigned_varint(v):
+    if v < 0 or v > 0xFFFFFFFF:
+        raise _range_error("unsigned varint", v)
+    if v < 0x80:
+        return bytes((v,))
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def encode_varint(v):
+    if v < -0x80000000 or v > 0x7FFFFFFF:
+        raise _range_error("varint", v)
+    return encode_unsigned_varint(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
+
+
+def encode_varlong(v):
+    if v < -0x8000000000000000 or v > 0x7FFFFFFFFFFFFFFF:
+        raise _range_error("varlong", v)
+    u = ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+    return bytes(out)
+
+
+def size_of_unsigned_varint(v):
+    if v < 0 or v > 0xFFFFFFFF:
+        raise _range_error("unsigned varint", v)
+    n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n

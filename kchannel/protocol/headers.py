@@ -1,0 +1,234 @@
+"""Request and response headers, and whole request/response payloads.
+
+Header versions follow Kafka's rules:
+
+* request header v2 (tagged fields) for flexible request versions, else v1;
+  v0 (no client id) only for ControlledShutdown v0;
+* response header v1 (tagged fields) for flexible response versions, else v0,
+  except ApiVersions responses, which always use v0 so that a client that
+  sent a version the server does not know can still parse the fallback.
+
+The request header is parsed for every request, so ``parse_request_header``
+works from the raw bytes with ``struct`` and builds nothing but the
+``RequestHeader`` itself.  It accepts any API key and version, even ones no
+schema knows (an unknown key is assumed to use header v1), because a server
+must be able to refuse such a request from its header alone.
+
+Payloads here never include the 4-byte size prefix; framing adds it.
+"""
+import struct
+from dataclasses import dataclass
+
+from kchannel.errors import InvalidRequestError, UnsupportedVersionError
+from kchannel.protocol.api_keys import (
+    API_NAMES,
+    REQUEST_FLEXIBLE_FROM,
+    RESPONSE_FLEXIBLE_FROM,
+)
+from kchannel.protocol.messages import API
+from kchannel.protocol.wire import Reader, Writer
+
+__all__ = [
+    "RequestHeader",
+    "request_header_version",
+    "response_header_version",
+    "parse_request_header",
+    "encode_request_header",
+    "encode_request",
+    "decode_request",
+    "encode_response_header",
+    "encode_response",
+    "decode_response",
+    "decode_response_header",
+]
+
+_API_VERSIONS = 18
+_CONTROLLED_SHUTDOWN = 7
+
+_HDR = struct.Struct(">hhi")
+_HDR_V1 = struct.Struct(">hhih")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    """A parsed request header.  ``client_id`` is ``None`` when the client sent
+    a null client id and ``""`` for header v0 (which has none).
+    ``header_version`` is the header version the request used."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+    header_version: int | None = None
+
+    def __post_init__(self):
+        if self.header_version is None:
+            self.header_version = request_header_version(self.api_key, self.api_version)
+
+
+def request_header_version(api_key, api_version):
+    """Kafka's request header version for this API key and version."""
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    flex = REQUEST_FLEXIBLE_FROM.get(api_key)
+    if flex is not None and api_version >= flex:
+        return 2
+    return 1
+
+
+def response_header_version(api_key, api_version):
+    """Kafka's response header version; ApiVersions responses always use v0."""
+    if api_key == _API_VERSIONS:
+        return 0
+    flex = RESPONSE_FLEXIBLE_FROM.get(api_key)
+    if flex is not None and api_version >= flex:
+        return 1
+    return 0
+
+
+def _skip_tagged_fields(payload, offset):
+    r = Reader(payload, offset)
+    r.read_tagged_fields()
+    return r.pos
+
+
+def parse_request_header(payload):
+    """Parse the header at the start of ``payload``.
+
+    Returns ``(RequestHeader, body_offset)``.  Raises ``InvalidRequestError``
+    for a truncated or malformed header.
+    """
+    n = len(payload)
+    if n < 8:
+        raise InvalidRequestError(f"Request header truncated: {n} bytes")
+    api_key, api_version, correlation_id = _HDR.unpack_from(payload, 0)
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return RequestHeader(api_key, api_version, correlation_id, "", 0), 8
+    if n < 10:
+        raise InvalidRequestError(f"Request header truncated: {n} bytes")
+    size = _I16.unpack_from(payload, 8)[0]
+    off = 10
+    if size < 0:
+        if size != -1:
+            raise InvalidRequestError(f"Invalid client id length {size}")
+        client_id = None
+    else:
+        end = off + size
+        if end > n:
+            raise InvalidRequestError(
+                f"Request header truncated: client id of {size} bytes, {n - off} remaining")
+        # As Java's new String(bytes, UTF_8): malformed input is replaced.
+        client_id = bytes(payload[off:end]).decode("utf-8", "replace")
+        off = end
+    flex = REQUEST_FLEXIBLE_FROM.get(api_key)
+    if flex is not None and api_version >= flex:
+        off = _skip_tagged_fields(payload, off)
+        return RequestHeader(api_key, api_version, correlation_id, client_id, 2), off
+    return RequestHeader(api_key, api_version, correlation_id, client_id, 1), off
+
+
+def encode_request_header(header):
+    """The header bytes for ``header`` at its API's header version."""
+    hv = request_header_version(header.api_key, header.api_version)
+    if hv == 0:
+        return _HDR.pack(header.api_key, header.api_version, header.correlation_id)
+    w = Writer()
+    w.write_raw(_HDR.pack(header.api_key, header.api_version, header.correlation_id))
+    # The client id is a classic int16 string in every header version, so that
+    # a server can read the header of a request version it does not know.
+    w.write_nullable_string(header.client_id)
+    if hv == 2:
+        w.write_raw(b"\x00")
+    return w.getvalue()
+
+
+def encode_request(header, body):
+    """Header + body bytes (no size prefix).  ``body`` is a dict encoded with the
+    API's request schema at ``header.api_version``, or already-encoded bytes."""
+    head = encode_request_header(header)
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return head + bytes(body)
+    api = API.get(header.api_key)
+    if api is None:
+        raise UnsupportedVersionError(f"Unsupported API key {header.api_key}")
+    return head + api.request.encode(body, header.api_version)
+
+
+def _supported_api(api_key, api_version):
+    api = API.get(api_key)
+    if api is None:
+        if api_key not in API_NAMES:
+            raise InvalidRequestError(f"Unknown API key {api_key}")
+        raise UnsupportedVersionError(
+            f"Unsupported API key {api_key} ({API_NAMES[api_key]})")
+    if not (api.min_version <= api_version <= api.max_version):
+        raise UnsupportedVersionError(
+            f"{api.name} version {api_version} is not supported "
+            f"(supported: {api.min_version}-{api.max_version})")
+    return api
+
+
+def decode_request(payload):
+    """``(RequestHeader, body dict)`` of a whole request payload.
+
+    Raises ``InvalidRequestError`` for junk or an API key Kafka does not
+    define, ``UnsupportedVersionError`` for an API or version kchannel does not
+    support.  A server answers an ApiVersions request of an unsupported
+    version from the header alone (see ``kchannel.protocol.api_versions``):
+    check the header with ``parse_request_header`` first.
+    """
+    header, off = parse_request_header(payload)
+    api = _supported_api(header.api_key, header.api_version)
+    body = api.request.decode(payload, header.api_version, off)
+    return header, body
+
+
+def encode_response_header(api_key, api_version, correlation_id):
+    if response_header_version(api_key, api_version) == 1:
+        return _I32.pack(correlation_id) + b"\x00"
+    return _I32.pack(correlation_id)
+
+
+def encode_response(api_key, api_version, correlation_id, body):
+    """Response header + body bytes (no size prefix).  ``body`` is a dict
+    encoded with the API's response schema, or already-encoded bytes."""
+    head = encode_response_header(api_key, api_version, correlation_id)
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return head + bytes(body)
+    api = API.get(api_key)
+    if api is None:
+        raise UnsupportedVersionError(f"Unsupported API key {api_key}")
+    return head + api.response.encode(body, api_version)
+
+
+def decode_response_header(payload, api_key, api_version):
+    """``(correlation_id, body_offset)``."""
+    if len(payload) < 4:
+        raise InvalidRequestError(f"Response header truncated: {len(payload)} bytes")
+    correlation_id = _I32.unpack_from(payload, 0)[0]
+    if response_header_version(api_key, api_version) == 1:
+        return correlation_id, _skip_tagged_fields(payload, 4)
+    return correlation_id, 4
+
+
+def decode_response(payload, api_key, api_version):
+    """``(correlation_id, body dict)`` of a response to a request sent at
+    ``api_version``.  Raises ``InvalidRequestError`` for junk.
+
+    As Kafka's ApiVersionsResponse.parse: an ApiVersions response that does
+    not parse at the requested version is parsed again as v0, because a
+    server that does not know the requested version answers with a v0
+    UNSUPPORTED_VERSION response.
+    """
+    correlation_id, off = decode_response_header(payload, api_key, api_version)
+    api = API.get(api_key)
+    if api is None:
+        raise UnsupportedVersionError(f"Unsupported API key {api_key}")
+    if api_key == _API_VERSIONS and api_version != 0:
+        try:
+            return correlation_id, api.response.decode(payload, api_version, off)
+        except InvalidRequestError:
+            return correlation_id, api.response.decode(payload, 0, off)
+    return correlation_id, api.response.decode(payload, api_version, off)

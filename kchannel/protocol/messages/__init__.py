@@ -1,0 +1,73 @@
+"""Schemas of the Kafka messages kchannel speaks, one module per API.
+
+``API`` maps each supported API key to its ``Api`` (request/response schemas
+and the version range kchannel supports); the module constants
+(``API_VERSIONS``, ``METADATA``, ...) are the same ``Api`` objects.
+"""
+from kchannel.protocol.messages import (
+    alter_user_scram_credentials,
+    api_versions,
+    create_delegation_token,
+    describe_cluster,
+    describe_delegation_token,
+    describe_user_scram_credentials,
+    expire_delegation_token,
+    find_coordinator,
+    header,
+    metadata,
+    renew_delegation_token,
+    sasl_authenticate,
+    sasl_handshake,
+)
+
+METADATA = metadata.API
+FIND_COORDINATOR = find_coordinator.API
+SASL_HANDSHAKE = sasl_handshake.API
+API_VERSIONS = api_versions.API
+SASL_AUTHENTICATE = sasl_authenticate.API
+CREATE_DELEGATION_TOKEN = create_delegation_token.API
+RENEW_DELEGATION_TOKEN = renew_delegation_token.API
+EXPIRE_DELEGATION_TOKEN = expire_delegation_token.API
+DESCRIBE_DELEGATION_TOKEN = describe_delegation_token.API
+DESCRIBE_USER_SCRAM_CREDENTIALS = describe_user_scram_credentials.API
+ALTER_USER_SCRAM_CREDENTIALS = alter_user_scram_credentials.API
+DESCRIBE_CLUSTER = describe_cluster.API
+
+REQUEST_HEADER = header.REQUEST_HEADER
+RESPONSE_HEADER = header.RESPONSE_HEADER
+
+API = {
+    api.api_key: api
+    for api in (
+        METADATA,
+        FIND_COORDINATOR,
+        SASL_HANDSHAKE,
+        API_VERSIONS,
+        SASL_AUTHENTICATE,
+        CREATE_DELEGATION_TOKEN,
+        RENEW_DELEGATION_TOKEN,
+        EXPIRE_DELEGATION_TOKEN,
+        DESCRIBE_DELEGATION_TOKEN,
+        DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ALTER_USER_SCRAM_CREDENTIALS,
+        DESCRIBE_CLUSTER,
+    )
+}
+
+__all__ = [
+    "API",
+    "METADATA",
+    "FIND_COORDINATOR",
+    "SASL_HANDSHAKE",
+    "API_VERSIONS",
+    "SASL_AUTHENTICATE",
+    "CREATE_DELEGATION_TOKEN",
+    "RENEW_DELEGATION_TOKEN",
+    "EXPIRE_DELEGATION_TOKEN",
+    "DESCRIBE_DELEGATION_TOKEN",
+    "DESCRIBE_USER_SCRAM_CREDENTIALS",
+    "ALTER_USER_SCRAM_CREDENTIALS",
+    "DESCRIBE_CLUSTER",
+    "REQUEST_HEADER",
+    "RESPONSE_HEADER",
+]
