@@ -1,0 +1,778 @@
+"""SASL/SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) as Kafka speaks them.
+
+Wire format (Kafka's ``ScramMessages``)::
+
+    client-first  n,[a=authzid],n=<saslname>,r=<cnonce>[,<ext>=<value>...]
+    server-first  r=<cnonce><snonce>,s=<base64 salt>,i=<iterations>
+    client-final  c=biws,r=<cnonce><snonce>,p=<base64 proof>
+    server-final  v=<base64 server signature>     (or e=<error>)
+
+Math (RFC 5802 section 3)::
+
+    SaltedPassword  = Hi(password, salt, i)          (PBKDF2-HMAC, dkLen = hLen)
+    ClientKey       = HMAC(SaltedPassword, "Client Key")
+    StoredKey       = H(ClientKey)
+    ServerKey       = HMAC(SaltedPassword, "Server Key")
+    AuthMessage     = client-first-bare "," server-first "," client-final-without-proof
+    ClientProof     = ClientKey XOR HMAC(StoredKey, AuthMessage)
+    ServerSignature = HMAC(ServerKey, AuthMessage)
+
+Where kchannel is stricter than Kafka's Java implementation, on purpose:
+
+* The server never tells an unknown user apart from a wrong password.  Kafka
+  fails the client-first message for an unknown user; kchannel answers with a
+  server-first built from a salt derived from the user name and a process
+  secret (stable across attempts, so it cannot be told from a real one) and
+  fails the client-final message with the same message as a bad password,
+  after the same HMAC work.
+* The server checks the channel-binding attribute (it must be the base64 of
+  the gs2 header, i.e. ``biws`` for ``n,,``: no channel binding) and that the
+  client-final nonce equals the combined nonce; it refuses a mandatory
+  extension (``m=``), which RFC 5802 requires.
+* The client refuses a server nonce that does not extend the client nonce.
+* AuthMessage is built from the messages as received (RFC 5802) rather than
+  re-serialised; for Kafka peers the result is the same bytes.
+
+Failure messages sent to the client follow Kafka: an authorization id other
+than the user name gets Kafka's specific message; every other server-side
+failure gets ``Authentication failed during authentication due to invalid
+credentials with SASL mechanism <mechanism>`` (what Kafka's authenticator sends
+for a ``SaslException``).  The precise reason is logged at DEBUG on the server.
+
+PBKDF2 is the whole cost of SCRAM.  The client keeps an LRU cache of derived
+keys per (password, salt, iterations, mechanism), keyed by an HMAC of those
+under a per-process random key (the password is never a dict key), so a burst
+of reconnects derives once.  The server stores and uses only salt, iterations,
+StoredKey and ServerKey.
+"""
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kchannel import errors
+from kchannel.security.sasl import mechanism as _mechanism
+from kchannel.security.sasl.mechanism import (
+    CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, SaslClientMechanism, SaslServerMechanism, jaas_option)
+from kchannel.security.sasl.scram_store import DEFAULT_ITERATIONS, ScramCredential
+
+log = logging.getLogger("kchannel.security.sasl.scram")
+
+
+def _load_pbkdf2():
+    try:
+        from kchannel import _impl
+    except ImportError:  # pragma: no cover - _impl ships with kchannel
+        from kchannel.security.sasl import _scram_py
+        return _scram_py
+    return _impl.load("kchannel.security.sasl._scram_py", "kchannel._cscram")
+
+
+_pbkdf2 = _load_pbkdf2()
+
+
+@dataclass(frozen=True)
+class ScramMechanism:
+    """Kafka's internal ``ScramMechanism`` enum."""
+
+    mechanism_name: str     # "SCRAM-SHA-256"
+    enum_name: str          # "SCRAM_SHA_256": how Kafka prints it in messages
+    hash_name: str          # hashlib / OpenSSL name
+    type: int               # the int8 of Describe/AlterUserScramCredentials
+    digest_size: int
+    min_iterations: int = 4096
+    max_iterations: int = 16384
+
+    def __str__(self):
+        return self.enum_name
+
+
+SCRAM_SHA_256 = ScramMechanism("SCRAM-SHA-256", "SCRAM_SHA_256", "sha256", 1, 32)
+SCRAM_SHA_512 = ScramMechanism("SCRAM-SHA-512", "SCRAM_SHA_512", "sha512", 2, 64)
+MECHANISMS = {m.mechanism_name: m for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
+MECHANISMS_BY_TYPE = {m.type: m for m in MECHANISMS.values()}
+
+
+def mechanism_for(name):
+    """The :class:`ScramMechanism` for a mechanism name, or ValueError."""
+    if isinstance(name, ScramMechanism):
+        return name
+    try:
+        return MECHANISMS[name]
+    except KeyError:
+        raise ValueError(f"Unknown SCRAM mechanism {name}") from None
+
+
+def is_scram(name):
+    return name in MECHANISMS
+
+
+# ---------------------------------------------------------------- formatter
+
+def hi(mech, password, salt, iterations):
+    """SaltedPassword = Hi(password, salt, iterations) (PBKDF2-HMAC)."""
+    return _pbkdf2.pbkdf2_hmac(mech.hash_name, password, salt, iterations)
+
+
+def _hmac(mech, key, data):
+    return hmac.new(key, data, mech.hash_name).digest()
+
+
+def _hash(mech, data):
+    return hashlib.new(mech.hash_name, data).digest()
+
+
+def _xor(a, b):
+    if len(a) != len(b):
+        raise ValueError("Argument arrays must be of the same length")
+    return (int.from_bytes(a, "big") ^ int.from_bytes(b, "big")).to_bytes(len(a), "big")
+
+
+def client_key(mech, salted_password):
+    return _hmac(mech, salted_password, b"Client Key")
+
+
+def server_key(mech, salted_password):
+    return _hmac(mech, salted_password, b"Server Key")
+
+
+def stored_key(mech, client_key_):
+    return _hash(mech, client_key_)
+
+
+def _to_bytes(text):
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    return str(text).encode("utf-8")
+
+
+def secure_random_string():
+    """Kafka's ``ScramFormatter.secureRandomString``: a 130-bit random number
+    in base 36 (used for nonces and salts)."""
+    n = secrets.randbits(130)
+    return _base36(n)
+
+
+def _base36(n):
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    if n == 0:
+        return "0"
+    out = []
+    while n:
+        n, r = divmod(n, 36)
+        out.append(digits[r])
+    return "".join(reversed(out))
+
+
+def generate_salt():
+    """Kafka's ``secureRandomBytes``: the UTF-8 bytes of a random string."""
+    return secure_random_string().encode("ascii")
+
+
+def credential_from_salted_password(mechanism, salt, salted_password, iterations):
+    mech = mechanism_for(mechanism)
+    ck = client_key(mech, salted_password)
+    return ScramCredential(salt=bytes(salt), stored_key=stored_key(mech, ck),
+                           server_key=server_key(mech, salted_password),
+                           iterations=int(iterations))
+
+
+def generate_credential(mechanism, password, iterations=DEFAULT_ITERATIONS, salt=None):
+    """Kafka's ``ScramFormatter.generateCredential(password, iterations)``."""
+    mech = mechanism_for(mechanism)
+    if salt is None:
+        salt = generate_salt()
+    salted = hi(mech, _to_bytes(_reveal(password)), bytes(salt), int(iterations))
+    return credential_from_salted_password(mech, salt, salted, iterations)
+
+
+def _reveal(value):
+    from kchannel.config.types import reveal
+    return reveal(value)
+
+
+def sasl_name(username):
+    """Escape a user name for the ``n=`` attribute: ``=`` -> ``=3D``, ``,`` -> ``=2C``."""
+    return username.replace("=", "=3D").replace(",", "=2C")
+
+
+def username_from_sasl_name(name):
+    """Undo :func:`sasl_name`; ValueError for an ``=`` not starting an escape."""
+    unescaped = name.replace("=2C", ",")
+    if "=" in unescaped.replace("=3D", ""):
+        raise ValueError(f"Invalid username: {name}")
+    return unescaped.replace("=3D", "=")
+
+
+# ----------------------------------------------------------------- messages
+# Kafka's ScramMessages regular expressions, in Python syntax.  Every class is
+# ASCII-only, so a message with any other character fails to parse.
+
+_VALUE_SAFE = r"[\x01-\x2b\x2d-\x3c\x3e-\x7f]+"          # [\x01-\x7F] minus = ,
+_VALUE = r"[\x01-\x2b\x2d-\x7f]+"                          # [\x01-\x7F] minus ,
+_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"                      # [\x21-\x7E] minus ,
+_SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
+_B64C = r"[a-zA-Z0-9/+]"
+_BASE64 = rf"(?:{_B64C}{{4}})*(?:{_B64C}{{3}}=|{_B64C}{{2}}==)?"
+_RESERVED = rf"(?:m=(?P<reserved>{_VALUE}),)?"
+_EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
+
+_CLIENT_FIRST = re.compile(
+    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?P<bare>{_RESERVED}n=(?P<saslname>{_SASLNAME}),"
+    rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))")
+_SERVER_FIRST = re.compile(
+    rf"{_RESERVED}r=(?P<nonce>{_PRINTABLE}),s=(?P<salt>{_BASE64}),i=(?P<iterations>[0-9]+)"
+    rf"{_EXTENSIONS}")
+_CLIENT_FINAL = re.compile(
+    rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS}),"
+    rf"p=(?P<proof>{_BASE64})")
+_SERVER_FINAL = re.compile(
+    rf"(?:e=(?P<error>{_VALUE_SAFE}))|(?:v=(?P<signature>{_BASE64}){_EXTENSIONS})")
+
+_INT_MAX = 2 ** 31 - 1
+
+
+class _ParseError(Exception):
+    pass
+
+
+def _text(data):
+    # Java decodes with replacement characters; those fail every pattern.
+    return bytes(data or b"").decode("utf-8", errors="replace")
+
+
+def _b64(text):
+    return base64.b64decode(text, validate=True)
+
+
+def parse_extensions(text):
+    """Kafka's ``Utils.parseMap(ext, "=", ",")`` for ``a=1,b=2``."""
+    out = {}
+    if text:
+        for item in text.split(","):
+            if not item:
+                continue
+            key, _, value = item.partition("=")
+            out[key] = value
+    return out
+
+
+@dataclass
+class ClientFirstMessage:
+    sasl_name: str
+    nonce: str
+    authorization_id: str = ""
+    extensions: dict = None
+    bare: str = None
+
+    @classmethod
+    def parse(cls, data):
+        m = _CLIENT_FIRST.fullmatch(_text(data))
+        if m is None:
+            raise _ParseError("Invalid SCRAM client first message format")
+        if m.group("reserved") is not None:
+            raise _ParseError("Unsupported mandatory extension in SCRAM client first message")
+        ext = m.group("extensions")
+        return cls(sasl_name=m.group("saslname"), nonce=m.group("nonce"),
+                   authorization_id=m.group("authzid") or "",
+                   extensions=parse_extensions(ext[1:] if ext.startswith(",") else ""),
+                   bare=m.group("bare"))
+
+    def gs2_header(self):
+        return f"n,{'a=' + self.authorization_id if self.authorization_id else ''},"
+
+    def client_first_message_bare(self):
+        if self.bare is not None:
+            return self.bare
+        ext = ",".join(f"{k}={v}" for k, v in (self.extensions or {}).items())
+        return f"n={self.sasl_name},r={self.nonce}" + (f",{ext}" if ext else "")
+
+    def to_bytes(self):
+        return (self.gs2_header() + self.client_first_message_bare()).encode("utf-8")
+
+
+@dataclass
+class ServerFirstMessage:
+    nonce: str
+    salt: bytes
+    iterations: int
+    text: str = None
+
+    @classmethod
+    def parse(cls, data):
+        text = _text(data)
+        m = _SERVER_FIRST.fullmatch(text)
+        if m is None:
+            raise _ParseError("Invalid SCRAM server first message format")
+        iterations = int(m.group("iterations"))
+        if iterations <= 0 or iterations > _INT_MAX:
+            raise _ParseError(
+                f"Invalid SCRAM server first message format: invalid iterations {iterations}")
+        return cls(nonce=m.group("nonce"), salt=_b64(m.group("salt")),
+                   iterations=iterations, text=text)
+
+    def to_message(self):
+        if self.text is not None:
+            return self.text
+        return (f"r={self.nonce},s={base64.b64encode(self.salt).decode('ascii')},"
+                f"i={self.iterations}")
+
+    def to_bytes(self):
+        return self.to_message().encode("utf-8")
+
+
+@dataclass
+class ClientFinalMessage:
+    channel_binding: bytes
+    nonce: str
+    proof: bytes = None
+    without_proof: str = None
+
+    @classmethod
+    def parse(cls, data):
+        m = _CLIENT_FINAL.fullmatch(_text(data))
+        if m is None:
+            raise _ParseError("Invalid SCRAM client final message format")
+        return cls(channel_binding=_b64(m.group("channel")), nonce=m.group("nonce"),
+                   proof=_b64(m.group("proof")), without_proof=m.group("without_proof"))
+
+    def client_final_message_without_proof(self):
+        if self.without_proof is not None:
+            return self.without_proof
+        return f"c={base64.b64encode(self.channel_binding).decode('ascii')},r={self.nonce}"
+
+    def to_bytes(self):
+        return (self.client_final_message_without_proof() + ",p="
+                + base64.b64encode(self.proof).decode("ascii")).encode("utf-8")
+
+
+@dataclass
+class ServerFinalMessage:
+    error: str = None
+    server_signature: bytes = None
+
+    @classmethod
+    def parse(cls, data):
+        m = _SERVER_FINAL.fullmatch(_text(data))
+        if m is None:
+            raise _ParseError("Invalid SCRAM server final message format")
+        if m.group("error") is not None:
+            return cls(error=m.group("error"))
+        return cls(server_signature=_b64(m.group("signature")))
+
+    def to_bytes(self):
+        if self.error is not None:
+            return f"e={self.error}".encode("utf-8")
+        return b"v=" + base64.b64encode(self.server_signature)
+
+
+def auth_message(client_first, server_first, client_final):
+    return ",".join((client_first.client_first_message_bare(), server_first.to_message(),
+                     client_final.client_final_message_without_proof())).encode("utf-8")
+
+
+# ------------------------------------------------------ client key cache
+
+class SaltedPasswordCache:
+    """Bounded LRU of (ClientKey, ServerKey) per (password, salt, iterations,
+    mechanism).
+
+    The dict key is an HMAC of those four under a random per-process key, so
+    neither the password nor a fast unsalted hash of it sits in memory as a
+    key.  ``hits`` / ``misses`` count lookups.
+    """
+
+    def __init__(self, maxsize=128):
+        self.maxsize = maxsize
+        self._entries = OrderedDict()
+        self._lock = threading.Lock()
+        self._key = os.urandom(32)
+        self.hits = 0
+        self.misses = 0
+
+    def _cache_key(self, mech, password, salt, iterations):
+        h = hmac.new(self._key, digestmod="sha256")
+        for part in (mech.mechanism_name.encode(), bytes(salt), str(iterations).encode(),
+                     password):
+            h.update(len(part).to_bytes(4, "big"))
+            h.update(part)
+        return h.digest()
+
+    def keys_for(self, mech, password, salt, iterations):
+        """Return ``(client_key, server_key)``, deriving them on a miss."""
+        key = self._cache_key(mech, password, salt, iterations)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry
+            self.misses += 1
+        salted = hi(mech, password, salt, iterations)
+        entry = (client_key(mech, salted), server_key(mech, salted))
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        return entry
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self):
+        return len(self._entries)
+
+
+SALTED_PASSWORD_CACHE = SaltedPasswordCache()
+
+
+# ------------------------------------------------------------------ client
+
+class ScramSaslClient(SaslClientMechanism):
+    """Kafka's ``ScramSaslClient``.
+
+    ``username``/``password`` come from the JAAS options of
+    ``ScramLoginModule``; ``tokenauth=true`` adds the ``tokenauth=true``
+    extension (delegation-token login: the user name is the token id and the
+    password the token's HMAC in base64).
+    """
+
+    SEND_CLIENT_FIRST_MESSAGE = "SEND_CLIENT_FIRST_MESSAGE"
+    RECEIVE_SERVER_FIRST_MESSAGE = "RECEIVE_SERVER_FIRST_MESSAGE"
+    RECEIVE_SERVER_FINAL_MESSAGE = "RECEIVE_SERVER_FINAL_MESSAGE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+    def __init__(self, mechanism, username, password, extensions=None, nonce=None,
+                 cache=SALTED_PASSWORD_CACHE):
+        self.mech = mechanism_for(mechanism)
+        self.mechanism_name = self.mech.mechanism_name
+        self._username = username
+        self._password = password
+        self._extensions = dict(extensions or {})
+        self._fixed_nonce = nonce
+        self._cache = cache
+        self._client_nonce = None
+        self._client_first = None
+        self._server_first = None
+        self._client_final = None
+        self._server_key = None
+        self.state = self.SEND_CLIENT_FIRST_MESSAGE
+
+    def __repr__(self):
+        return f"ScramSaslClient({self.mechanism_name}, state={self.state})"
+
+    def has_initial_response(self):
+        return True
+
+    def is_complete(self):
+        return self.state == self.COMPLETE
+
+    def _set_state(self, state):
+        log.debug("Setting SASL/%s client state to %s", self.mech, state)
+        self.state = state
+
+    def _fail(self, message):
+        self._set_state(self.FAILED)
+        self._server_key = None
+        raise errors.SaslAuthenticationError(message, mechanism=self.mechanism_name)
+
+    def evaluate_challenge(self, challenge):
+        if self.state == self.SEND_CLIENT_FIRST_MESSAGE:
+            if challenge:
+                self._fail("Expected empty challenge")
+            if self._username is None or self._password is None:
+                self._fail(f"SASL/{self.mechanism_name}: JAAS options 'username' and "
+                           "'password' must be set")
+            self._client_nonce = self._fixed_nonce or secure_random_string()
+            self._client_first = ClientFirstMessage(
+                sasl_name=sasl_name(self._username), nonce=self._client_nonce,
+                extensions=self._extensions)
+            self._set_state(self.RECEIVE_SERVER_FIRST_MESSAGE)
+            return self._client_first.to_bytes()
+
+        if self.state == self.RECEIVE_SERVER_FIRST_MESSAGE:
+            try:
+                self._server_first = ServerFirstMessage.parse(challenge)
+            except (_ParseError, binascii.Error, ValueError) as exc:
+                self._fail(f"{exc}: {_text(challenge)[:200]}")
+            nonce = self._server_first.nonce
+            if not nonce.startswith(self._client_nonce):
+                self._fail("Invalid server nonce: does not start with client nonce")
+            if len(nonce) == len(self._client_nonce):
+                self._fail("Invalid server nonce: server did not add a nonce of its own")
+            if self._server_first.iterations < self.mech.min_iterations:
+                self._fail(f"Requested iterations {self._server_first.iterations} is less than "
+                           f"the minimum {self.mech.min_iterations} for {self.mech}")
+            password = _to_bytes(_reveal(self._password))
+            ck, sk = self._cache.keys_for(self.mech, password, self._server_first.salt,
+                                          self._server_first.iterations)
+            self._server_key = sk
+            self._client_final = ClientFinalMessage(
+                channel_binding=self._client_first.gs2_header().encode("ascii"), nonce=nonce)
+            signature = _hmac(self.mech, stored_key(self.mech, ck),
+                              auth_message(self._client_first, self._server_first,
+                                           self._client_final))
+            self._client_final.proof = _xor(ck, signature)
+            self._set_state(self.RECEIVE_SERVER_FINAL_MESSAGE)
+            return self._client_final.to_bytes()
+
+        if self.state == self.RECEIVE_SERVER_FINAL_MESSAGE:
+            try:
+                final = ServerFinalMessage.parse(challenge)
+            except (_ParseError, binascii.Error, ValueError) as exc:
+                self._fail(f"{exc}: {_text(challenge)[:200]}")
+            if final.error is not None:
+                # An e= attribute is a failure whatever the response's error
+                # code said.
+                self._fail(f"Sasl authentication using {self.mech} failed with error: "
+                           f"{final.error}")
+            expected = _hmac(self.mech, self._server_key,
+                             auth_message(self._client_first, self._server_first,
+                                          self._client_final))
+            if not hmac.compare_digest(final.server_signature, expected):
+                self._fail("Invalid server signature in server final message")
+            self._server_key = None
+            self._set_state(self.COMPLETE)
+            return None
+
+        raise errors.IllegalSaslStateError(f"Unexpected challenge in Sasl client state {self.state}")
+
+    def dispose(self):
+        self._server_key = None
+        self._password = None
+
+
+# ------------------------------------------------------------------ server
+
+_PROCESS_SECRET = os.urandom(32)
+
+
+def _fake_credential(mech, username):
+    """A credential for a user that does not exist.
+
+    The salt is derived from the user name and a per-process secret: asking
+    twice gives the same salt, as for a real user, and it has the shape of
+    Kafka's salts.  The keys are random, so no password matches.
+    """
+    digest = hmac.new(_PROCESS_SECRET, f"{mech.mechanism_name}\0{username}".encode("utf-8"),
+                      "sha256").digest()
+    salt = _base36(int.from_bytes(digest[:17], "big") >> 6).encode("ascii")
+    return ScramCredential(salt=salt, stored_key=os.urandom(mech.digest_size),
+                           server_key=os.urandom(mech.digest_size),
+                           iterations=DEFAULT_ITERATIONS)
+
+
+class ScramSaslServer(SaslServerMechanism):
+    """Kafka's ``ScramSaslServer``.
+
+    ``callbacks.scram_credential(username, mechanism)`` supplies user
+    credentials; with the ``tokenauth=true`` extension
+    ``callbacks.token_credential(token_id, mechanism, now)`` supplies the
+    delegation token's credential, the authorization id becomes the token
+    owner and ``CREDENTIAL.LIFETIME.MS`` the token expiry.
+    """
+
+    RECEIVE_CLIENT_FIRST_MESSAGE = "RECEIVE_CLIENT_FIRST_MESSAGE"
+    RECEIVE_CLIENT_FINAL_MESSAGE = "RECEIVE_CLIENT_FINAL_MESSAGE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+
+    SUPPORTED_EXTENSIONS = frozenset({TOKEN_AUTH})
+
+    def __init__(self, mechanism, callbacks, nonce=None):
+        self.mech = mechanism_for(mechanism)
+        self.mechanism_name = self.mech.mechanism_name
+        self._callbacks = callbacks
+        self._fixed_nonce = nonce
+        self._client_first = None
+        self._server_first = None
+        self._credential = None
+        self._unknown = False
+        self._authorization_id = None
+        self._token_auth = False
+        self._token_expiry_ms = None
+        self.extensions = {}
+        self.state = self.RECEIVE_CLIENT_FIRST_MESSAGE
+
+    def __repr__(self):
+        return f"ScramSaslServer({self.mechanism_name}, state={self.state})"
+
+    def _set_state(self, state):
+        log.debug("Setting SASL/%s server state to %s", self.mech, state)
+        self.state = state
+
+    def _clear(self):
+        self._credential = None
+        self._client_first = None
+        self._server_first = None
+
+    def _fail(self, reason, client_message=None):
+        """Fail closed.  ``reason`` stays in the server log; the client sees
+        ``client_message`` or Kafka's generic invalid-credentials text."""
+        self._clear()
+        self._set_state(self.FAILED)
+        log.debug("SASL/%s authentication failed: %s", self.mechanism_name, reason)
+        raise errors.SaslAuthenticationError(
+            client_message or ("Authentication failed during authentication due to invalid "
+                               f"credentials with SASL mechanism {self.mechanism_name}"),
+            mechanism=self.mechanism_name)
+
+    def evaluate_response(self, response, now=None):
+        if self.state == self.RECEIVE_CLIENT_FIRST_MESSAGE:
+            return self._client_first_message(response, now)
+        if self.state == self.RECEIVE_CLIENT_FINAL_MESSAGE:
+            return self._client_final_message(response)
+        # Fail closed: nothing may be processed after COMPLETE or FAILED.
+        self._set_state(self.FAILED)
+        raise errors.SaslAuthenticationError(
+            f"Unexpected challenge in Sasl server state {self.state}",
+            mechanism=self.mechanism_name)
+
+    def _lookup(self, username, now):
+        """Return (credential or None, authorization id, expiry ms)."""
+        cb = self._callbacks
+        if self._token_auth:
+            fn = getattr(cb, "token_credential", None)
+            token = fn(username, self.mechanism_name, now) if fn is not None else None
+            if token is None or token.owner is None:
+                return None, username, None
+            if token.expiry_ms is not None and now is not None and token.expiry_ms <= now:
+                return None, username, None
+            owner = token.owner
+            owner_name = getattr(owner, "name", owner)
+            return token.credential, owner_name, token.expiry_ms
+        fn = getattr(cb, "scram_credential", None)
+        credential = fn(username, self.mechanism_name) if fn is not None else None
+        return credential, username, None
+
+    def _client_first_message(self, response, now):
+        try:
+            client_first = ClientFirstMessage.parse(response)
+            username = username_from_sasl_name(client_first.sasl_name)
+            authzid = (username_from_sasl_name(client_first.authorization_id)
+                       if client_first.authorization_id else "")
+        except (_ParseError, ValueError) as exc:
+            self._fail(str(exc))
+        self.extensions = dict(client_first.extensions)
+        unsupported = set(self.extensions) - self.SUPPORTED_EXTENSIONS
+        if unsupported:
+            log.debug("Unsupported extensions will be ignored, supported %s, provided %s",
+                      sorted(self.SUPPORTED_EXTENSIONS), sorted(self.extensions))
+        # Boolean.parseBoolean semantics.
+        self._token_auth = self.extensions.get(TOKEN_AUTH, "").lower() == "true"
+        # Checked before the credential lookup, so the answer is the same
+        # whether or not the user exists.
+        if authzid and authzid != username:
+            self._fail("authorization id differs from user name",
+                       "Authentication failed: Client requested an authorization id that is "
+                       "different from username")
+        try:
+            credential, authorization_id, expiry = self._lookup(username, now)
+        except Exception as exc:  # a broken store must not leak details
+            log.warning("SASL/%s: credentials could not be obtained: %s",
+                        self.mechanism_name, exc)
+            self._fail("Authentication failed: Credentials could not be obtained")
+        if credential is not None and credential.iterations < self.mech.min_iterations:
+            log.warning("SASL/%s: stored credential has %d iterations, less than the minimum "
+                        "%d", self.mechanism_name, credential.iterations,
+                        self.mech.min_iterations)
+            credential = None
+        if credential is None:
+            # Carry on with a stand-in so the exchange looks the same as for
+            # a real user with a wrong password.
+            self._unknown = True
+            credential = _fake_credential(self.mech, username)
+        self._credential = credential
+        self._authorization_id = authorization_id
+        self._token_expiry_ms = expiry
+        self._client_first = client_first
+        server_nonce = self._fixed_nonce or secure_random_string()
+        self._server_first = ServerFirstMessage(
+            nonce=client_first.nonce + server_nonce, salt=credential.salt,
+            iterations=credential.iterations)
+        self._set_state(self.RECEIVE_CLIENT_FINAL_MESSAGE)
+        return self._server_first.to_bytes()
+
+    def _client_final_message(self, response):
+        try:
+            final = ClientFinalMessage.parse(response)
+        except (_ParseError, binascii.Error, ValueError) as exc:
+            self._fail(str(exc))
+        if final.channel_binding != self._client_first.gs2_header().encode("ascii"):
+            self._fail("Invalid channel binding in the final client message")
+        if final.nonce != self._server_first.nonce:
+            self._fail("Invalid client nonce in the final client message.")
+        credential = self._credential
+        message = auth_message(self._client_first, self._server_first, final)
+        signature = _hmac(self.mech, credential.stored_key, message)
+        if len(final.proof) != len(signature):
+            self._fail("Invalid client proof length")
+        computed = _hash(self.mech, _xor(signature, final.proof))
+        ok = hmac.compare_digest(computed, credential.stored_key)
+        if self._unknown or not ok:
+            self._fail("unknown user" if self._unknown else "Invalid client credentials")
+        server_signature = _hmac(self.mech, credential.server_key, message)
+        self._clear()
+        self._set_state(self.COMPLETE)
+        return ServerFinalMessage(server_signature=server_signature).to_bytes()
+
+    def is_complete(self):
+        return self.state == self.COMPLETE
+
+    def get_authorization_id(self):
+        if not self.is_complete():
+            raise RuntimeError("Authentication exchange has not completed")
+        return self._authorization_id
+
+    def get_negotiated_property(self, name):
+        if not self.is_complete():
+            return None
+        if name == CREDENTIAL_LIFETIME_MS:
+            return self._token_expiry_ms
+        if name == TOKEN_AUTH:
+            return self._token_auth
+        return None
+
+    @property
+    def token_authenticated(self):
+        return self.is_complete() and self._token_auth
+
+    def dispose(self):
+        self._clear()
+
+
+# ---------------------------------------------------------------- registry
+
+def _client_factory(mechanism, *, jaas_options, configs, server_host, username=None,
+                    password=None, extensions=None, nonce=None, cache=SALTED_PASSWORD_CACHE,
+                    **_kw):
+    if username is None:
+        username = jaas_option(jaas_options, "username")
+    if password is None:
+        password = (jaas_options or {}).get("password")
+    ext = dict(extensions or {})
+    token = jaas_option(jaas_options, TOKEN_AUTH)
+    if token is not None and str(token).lower() == "true":
+        ext[TOKEN_AUTH] = "true"
+    return ScramSaslClient(mechanism, username, password, extensions=ext, nonce=nonce,
+                           cache=cache)
+
+
+def _server_factory(mechanism, *, jaas_options, configs, callbacks, server_host, now,
+                    nonce=None, **_kw):
+    return ScramSaslServer(mechanism, callbacks, nonce=nonce)
+
+
+for _name in MECHANISMS:
+    _mechanism.register(_name, _client_factory, _server_factory)

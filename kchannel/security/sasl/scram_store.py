@@ -1,0 +1,328 @@
+"""SCRAM credentials and where the server keeps them.
+
+A :class:`ScramCredential` holds only what RFC 5802 lets a server keep: the
+salt, the iteration count, StoredKey and ServerKey.  Neither the password nor
+the SaltedPassword (which would let anyone log in) is ever stored.
+
+Stores map ``(user, mechanism)`` to a credential:
+
+* :class:`SqliteScramCredentialStore` (the default): one SQLite file in the
+  server's data directory, WAL mode, so several server processes on one host
+  and the offline ``kchannel configs --server-config`` tool share it safely.
+  Every lookup reads the database, so a credential altered by another process
+  is used by the very next authentication (Kafka's brokers likewise apply
+  credential changes as soon as they see them).
+* :class:`InMemoryScramCredentialStore`: for tests and embedded use.
+
+``credential_to_string`` / ``credential_from_string`` implement Kafka's
+``ScramCredentialUtils`` text form
+``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``.
+"""
+import base64
+import binascii
+import logging
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+
+log = logging.getLogger("kchannel.security.sasl.scram_store")
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+DEFAULT_ITERATIONS = 4096
+STORE_FILE_NAME = "scram-credentials.db"
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    """Kafka's ``ScramCredential``: salt, StoredKey, ServerKey, iterations."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def __repr__(self):
+        # StoredKey/ServerKey are not the password, but together with a
+        # captured exchange they help offline attacks: keep them out of logs.
+        return f"ScramCredential(iterations={self.iterations})"
+
+    __str__ = __repr__
+
+
+def credential_to_string(credential):
+    """Kafka's ``ScramCredentialUtils.credentialToString``."""
+    b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
+    return (f"salt={b64(credential.salt)},stored_key={b64(credential.stored_key)},"
+            f"server_key={b64(credential.server_key)},iterations={credential.iterations}")
+
+
+def credential_from_string(text):
+    """Kafka's ``ScramCredentialUtils.credentialFromString``; raises ValueError."""
+    props = {}
+    for token in text.split(","):
+        index = token.find("=")
+        if index <= 0:
+            raise ValueError(f"Credentials not valid: {text}")
+        props[token[:index]] = token[index + 1:]
+    if set(props) != {"salt", "stored_key", "server_key", "iterations"}:
+        raise ValueError(f"Credentials not valid: {text}")
+    try:
+        return ScramCredential(
+            salt=base64.b64decode(props["salt"], validate=True),
+            stored_key=base64.b64decode(props["stored_key"], validate=True),
+            server_key=base64.b64decode(props["server_key"], validate=True),
+            iterations=int(props["iterations"]))
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"Credentials not valid: {text}") from exc
+
+
+def credential_from_password(mechanism, password, iterations=DEFAULT_ITERATIONS, salt=None):
+    """Build the credential a server stores for ``password``
+    (Kafka's ``ScramFormatter.generateCredential``).
+
+    ``salt`` defaults to a fresh random salt in Kafka's format (the UTF-8
+    bytes of a 130-bit random number in base 36).
+    """
+    from kchannel.security.sasl import scram
+    return scram.generate_credential(mechanism, password, iterations, salt)
+
+
+def credential_from_salted_password(mechanism, salt, salted_password, iterations):
+    """Credential from a client-computed SaltedPassword (AlterUserScramCredentials)."""
+    from kchannel.security.sasl import scram
+    return scram.credential_from_salted_password(mechanism, salt, salted_password, iterations)
+
+
+class ScramCredentialStore:
+    """Where the server looks up SCRAM credentials.
+
+    ``get(user, mechanism)`` is what the SCRAM server mechanism calls (through
+    ``ServerCallbacks.scram_credential``); the rest serves the
+    Describe/AlterUserScramCredentials APIs and ``kchannel configs``.
+    """
+
+    def get(self, user, mechanism):
+        """Return the :class:`ScramCredential` or ``None``."""
+        raise NotImplementedError
+
+    def put(self, user, mechanism, credential):
+        raise NotImplementedError
+
+    def delete(self, user, mechanism):
+        """Remove a credential; return True if it existed."""
+        raise NotImplementedError
+
+    def list(self, users=None):
+        """``{user: {mechanism: ScramCredential}}`` for ``users`` (all if None).
+
+        Users without any credential are absent from the result.
+        """
+        raise NotImplementedError
+
+    def alter(self, upsertions=(), deletions=()):
+        """Apply ``upsertions`` ``[(user, mechanism, credential)]`` and
+        ``deletions`` ``[(user, mechanism)]`` atomically."""
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class InMemoryScramCredentialStore(ScramCredentialStore):
+    def __init__(self):
+        self._data = {}
+        self._lock = threading.Lock()
+
+    def get(self, user, mechanism):
+        with self._lock:
+            return self._data.get((user, mechanism))
+
+    def put(self, user, mechanism, credential):
+        _check_mechanism(mechanism)
+        with self._lock:
+            self._data[(user, mechanism)] = credential
+
+    def delete(self, user, mechanism):
+        with self._lock:
+            return self._data.pop((user, mechanism), None) is not None
+
+    def list(self, users=None):
+        wanted = None if users is None else set(users)
+        out = {}
+        with self._lock:
+            for (user, mech), cred in self._data.items():
+                if wanted is None or user in wanted:
+                    out.setdefault(user, {})[mech] = cred
+        return out
+
+    def alter(self, upsertions=(), deletions=()):
+        for _, mech, _ in upsertions:
+            _check_mechanism(mech)
+        with self._lock:
+            for user, mech in deletions:
+                self._data.pop((user, mech), None)
+            for user, mech, cred in upsertions:
+                self._data[(user, mech)] = cred
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS scram_credentials (
+    user        TEXT    NOT NULL,
+    mechanism   TEXT    NOT NULL,
+    salt        BLOB    NOT NULL,
+    stored_key  BLOB    NOT NULL,
+    server_key  BLOB    NOT NULL,
+    iterations  INTEGER NOT NULL,
+    PRIMARY KEY (user, mechanism)
+)
+"""
+
+
+class SqliteScramCredentialStore(ScramCredentialStore):
+    """SCRAM credentials in one SQLite file (WAL mode).
+
+    Safe for several processes on one host: SQLite's file locking serialises
+    writers, WAL lets readers proceed during a write, and ``busy_timeout``
+    makes a process wait for a lock instead of failing.  One connection per
+    store object, guarded by a lock, so the object may be shared by threads.
+    """
+
+    def __init__(self, path, busy_timeout_ms=10000):
+        self.path = os.fspath(path)
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        self._lock = threading.Lock()
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so that
+        # alter() is one transaction.
+        self._conn = sqlite3.connect(self.path, timeout=busy_timeout_ms / 1000.0,
+                                     isolation_level=None, check_same_thread=False)
+        with self._lock:
+            self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(_SCHEMA)
+        try:
+            # The file holds password-equivalent material for offline attacks.
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+
+    def __repr__(self):
+        return f"SqliteScramCredentialStore({self.path!r})"
+
+    @staticmethod
+    def _row_to_credential(row):
+        return ScramCredential(bytes(row[0]), bytes(row[1]), bytes(row[2]), int(row[3]))
+
+    def get(self, user, mechanism):
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT salt, stored_key, server_key, iterations FROM scram_credentials "
+                "WHERE user = ? AND mechanism = ?", (user, mechanism)).fetchone()
+        return None if row is None else self._row_to_credential(row)
+
+    def put(self, user, mechanism, credential):
+        self.alter(upsertions=[(user, mechanism, credential)])
+
+    def delete(self, user, mechanism):
+        with self._lock:
+            cur = self._conn.execute(
+                "DELETE FROM scram_credentials WHERE user = ? AND mechanism = ?",
+                (user, mechanism))
+            return cur.rowcount > 0
+
+    def list(self, users=None):
+        query = ("SELECT user, mechanism, salt, stored_key, server_key, iterations "
+                 "FROM scram_credentials")
+        with self._lock:
+            if users is None:
+                rows = self._conn.execute(query).fetchall()
+            else:
+                rows = []
+                for user in set(users):
+                    rows.extend(self._conn.execute(query + " WHERE user = ?", (user,)).fetchall())
+        out = {}
+        for user, mech, *cred in rows:
+            out.setdefault(user, {})[mech] = self._row_to_credential(cred)
+        return out
+
+    def alter(self, upsertions=(), deletions=()):
+        for _, mech, _ in upsertions:
+            _check_mechanism(mech)
+        with self._lock:
+            # BEGIN IMMEDIATE takes the write lock up front, so two processes
+            # altering at once serialise instead of failing at commit.
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for user, mech in deletions:
+                    self._conn.execute(
+                        "DELETE FROM scram_credentials WHERE user = ? AND mechanism = ?",
+                        (user, mech))
+                for user, mech, cred in upsertions:
+                    self._conn.execute(
+                        "INSERT OR REPLACE INTO scram_credentials "
+                        "(user, mechanism, salt, stored_key, server_key, iterations) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (user, mech, cred.salt, cred.stored_key, cred.server_key,
+                         int(cred.iterations)))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    def close(self):
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _check_mechanism(mechanism):
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ValueError(f"Unknown SCRAM mechanism {mechanism}")
+
+
+def default_store_path(data_dir):
+    """Path of the credential store inside a server data directory."""
+    return os.path.join(os.fspath(data_dir), STORE_FILE_NAME)
+
+
+# Server config keys that name the data directory, in order of preference.
+# ``log.dirs`` / ``log.dir`` are Kafka's (the first directory is used, as
+# Kafka keeps its own metadata in the first log dir).
+DATA_DIR_KEYS = ("log.dirs", "log.dir")
+
+
+def data_dir_from_server_config(props):
+    """The data directory named by a server config (dict of strings or typed
+    values); ``None`` if there is none."""
+    for key in DATA_DIR_KEYS:
+        value = props.get(key)
+        if value is None or value == "":
+            continue
+        if isinstance(value, (list, tuple)):
+            value = value[0] if value else None
+        else:
+            value = str(value).split(",")[0].strip()
+        if value:
+            return value
+    return None
+
+
+def open_store(path=None, data_dir=None, server_config=None):
+    """Open the SQLite store at ``path``, or in ``data_dir``, or in the data
+    directory of ``server_config``."""
+    if path is None:
+        if data_dir is None and server_config is not None:
+            data_dir = data_dir_from_server_config(server_config)
+        if data_dir is None:
+            raise ValueError("No data directory: set log.dirs (or log.dir) in the server config")
+        path = default_store_path(data_dir)
+    return SqliteScramCredentialStore(path)
