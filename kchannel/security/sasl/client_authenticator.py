@@ -1,0 +1,518 @@
+"""Client side of SASL authentication (Kafka's ``SaslClientAuthenticator``).
+
+Sans-I/O, driven by the channel through ``authenticate(io, now)``.
+
+States (Kafka's ``SaslState``)::
+
+    SEND_APIVERSIONS_REQUEST       ApiVersions v0 first (brokers treat a request
+                                   with a schema error as a GSSAPI token, so v0
+                                   is the only safe opener)
+    RECEIVE_APIVERSIONS_RESPONSE   pick SaslHandshake / SaslAuthenticate versions
+    SEND_HANDSHAKE_REQUEST
+    RECEIVE_HANDSHAKE_RESPONSE
+    INITIAL                        send the mechanism's first token
+    INTERMEDIATE                   challenge / response
+    CLIENT_COMPLETE                mechanism done; waiting for the server's
+                                   final SaslAuthenticate response
+    COMPLETE / FAILED
+    REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE, REAUTH_SEND_HANDSHAKE_REQUEST,
+    REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE, REAUTH_INITIAL   (KIP-368)
+
+SaslHandshake v1 makes tokens travel inside SaslAuthenticate requests (the
+highest version both sides support); v0 sends them as raw size-prefixed
+frames.  SASL requests use correlation ids from a small reserved range at the
+top of the int32 space so that, during re-authentication, a response to an
+ordinary in-flight request can never be mistaken for a SASL response: such
+responses are kept and handed back through
+``get_and_clear_responses_received_during_reauthentication()``.
+"""
+import enum
+import logging
+import random
+
+from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
+                             InvalidRequestError, KChannelError, SaslAuthenticationError,
+                             UnsupportedSaslMechanismError)
+from kchannel.network.authenticator import Authenticator
+from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
+from kchannel.principal import KafkaPrincipal
+from kchannel.security.sasl import _wire
+
+log = logging.getLogger("kchannel.security.sasl.client_authenticator")
+
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+NONE = 0
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+
+# Kafka's SaslClientAuthenticator: the reserved correlation id range for SASL
+# requests.  Only one SASL request is in flight at a time, so 8 ids suffice.
+MAX_RESERVED_CORRELATION_ID = 2 ** 31 - 1
+MIN_RESERVED_CORRELATION_ID = MAX_RESERVED_CORRELATION_ID - 7
+
+# Sentinel: no SaslAuthenticate headers (SaslHandshake v0 / no handshake).
+DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER = -1
+
+GSSAPI = "GSSAPI"
+
+
+def is_reserved(correlation_id):
+    """True if ``correlation_id`` belongs to the SASL reserved range."""
+    return correlation_id >= MIN_RESERVED_CORRELATION_ID
+
+
+class SaslState(enum.Enum):
+    SEND_APIVERSIONS_REQUEST = "SEND_APIVERSIONS_REQUEST"
+    RECEIVE_APIVERSIONS_RESPONSE = "RECEIVE_APIVERSIONS_RESPONSE"
+    SEND_HANDSHAKE_REQUEST = "SEND_HANDSHAKE_REQUEST"
+    RECEIVE_HANDSHAKE_RESPONSE = "RECEIVE_HANDSHAKE_RESPONSE"
+    INITIAL = "INITIAL"
+    INTERMEDIATE = "INTERMEDIATE"
+    CLIENT_COMPLETE = "CLIENT_COMPLETE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE = "REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE"
+    REAUTH_SEND_HANDSHAKE_REQUEST = "REAUTH_SEND_HANDSHAKE_REQUEST"
+    REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE = "REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE"
+    REAUTH_INITIAL = "REAUTH_INITIAL"
+
+
+class _ReauthInfo:
+    def __init__(self):
+        self.api_versions_from_original_authentication = None
+        self.reauthentication_begin_ms = None
+        self.pending_authenticated_receives = []
+        self.api_versions_received_from_broker = None
+        self.positive_session_lifetime_ms = None
+        self.authentication_end_ms = None
+        self.client_session_reauthentication_ms = None
+
+    def reauthenticating(self):
+        return self.api_versions_from_original_authentication is not None
+
+    def api_versions_response(self):
+        if self.reauthenticating():
+            return self.api_versions_from_original_authentication
+        return self.api_versions_received_from_broker
+
+    def text(self):
+        return "re-authentication" if self.reauthenticating() else "authentication"
+
+
+def _java_list(items):
+    return "[" + ", ".join(str(i) for i in (items or [])) + "]"
+
+
+def _error_name(code):
+    try:
+        from kchannel.protocol.errors import Errors
+        return Errors(code).name
+    except Exception:
+        return str(code)
+
+
+def _exception_for(code, message):
+    """The kchannel exception for a SaslAuthenticate error code."""
+    if code == SASL_AUTHENTICATION_FAILED:
+        return SaslAuthenticationError(message or "SASL Authentication failed.")
+    if code == ILLEGAL_SASL_STATE:
+        return IllegalSaslStateError(
+            message or "Request is not valid given the current SASL state.")
+    if code == UNSUPPORTED_SASL_MECHANISM:
+        return UnsupportedSaslMechanismError(
+            message or "The broker does not support the requested SASL mechanism.")
+    try:
+        from kchannel.protocol.errors import exception_for
+        exc = exception_for(code, message)
+        if isinstance(exc, AuthenticationError):
+            return exc
+        return SaslAuthenticationError(str(exc), error_code=code)
+    except Exception:
+        return SaslAuthenticationError(message or f"error code {code}", error_code=code)
+
+
+class SaslClientAuthenticator(Authenticator):
+    """Kafka's ``SaslClientAuthenticator`` for one connection.
+
+    Keywords: ``mechanism`` (``sasl.mechanism``), ``jaas_options`` (the
+    client login module's options), ``configs`` (effective client config,
+    e.g. ``client.id``, ``sasl.kerberos.service.name``), ``server_host``
+    (the broker host name, used by GSSAPI), ``node`` (connection id),
+    ``handshake_request_enable`` (False only for 0.9-style GSSAPI without
+    SaslHandshake), ``mechanism_factory`` (default
+    ``kchannel.security.sasl.mechanism.create_client``), ``rng`` (for the
+    re-authentication jitter).
+    """
+
+    def __init__(self, *, mechanism, jaas_options=None, configs=None, server_host=None,
+                 node=None, handshake_request_enable=True, mechanism_factory=None,
+                 rng=None, client_id=None):
+        self.mechanism = mechanism
+        self._jaas_options = dict(jaas_options or {})
+        self._configs = dict(configs or {})
+        self._server_host = server_host
+        self.node = node
+        self._client_id = client_id if client_id is not None else \
+            (self._configs.get("client.id") or "")
+        if mechanism_factory is None:
+            from kchannel.security.sasl.mechanism import create_client
+            mechanism_factory = create_client
+        self._mechanism_factory = mechanism_factory
+        self._rng = rng or random.Random()
+        self._handshake_request_enable = handshake_request_enable
+        self._correlation_id = 0
+        self._current_request = None   # (api_key, version, correlation_id)
+        self._sasl_authenticate_version = DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER
+        self._sasl_handshake_version = 0
+        self._writes_pending = False
+        self._pending_state = None
+        self._reauth = _ReauthInfo()
+        if mechanism == GSSAPI:
+            self._client_principal_name = self._jaas_options.get("principal")
+        else:
+            self._client_principal_name = None
+        self.state = None
+        self._set_state(SaslState.SEND_APIVERSIONS_REQUEST if handshake_request_enable
+                        else SaslState.INITIAL)
+        self._sasl_client = self._create_sasl_client()
+
+    def _create_sasl_client(self):
+        try:
+            client = self._mechanism_factory(
+                self.mechanism, jaas_options=self._jaas_options, configs=self._configs,
+                server_host=self._server_host)
+        except AuthenticationError:
+            raise
+        except Exception as exc:
+            raise SaslAuthenticationError(
+                "Failed to configure SaslClientAuthenticator: "
+                f"{type(exc).__name__}: {exc}", mechanism=self.mechanism) from exc
+        if client is None:
+            raise SaslAuthenticationError(
+                f"Failed to create SaslClient with mechanism {self.mechanism}",
+                mechanism=self.mechanism)
+        return client
+
+    # -- Authenticator API ---------------------------------------------------
+    def authenticate(self, io, now):
+        try:
+            return self._authenticate(io, now)
+        except AuthenticationError as exc:
+            self.state = SaslState.FAILED
+            log.warning("Failed %s with %s (%s)", self._reauth.text(),
+                        self.node or self._server_host, exc)
+            raise
+        except KChannelError:
+            self.state = SaslState.FAILED
+            raise
+        except Exception as exc:
+            self.state = SaslState.FAILED
+            raise InvalidRequestError(
+                f"Unexpected error during SASL {self._reauth.text()}: {exc!r}") from exc
+
+    def _authenticate(self, io, now):
+        while True:
+            if self._writes_pending and not self._flush(io, now):
+                return OP_WRITE
+            state = self.state
+            if state == SaslState.SEND_APIVERSIONS_REQUEST:
+                self._send_request(io, now, API_VERSIONS, 0, {})
+                self._set_state(SaslState.RECEIVE_APIVERSIONS_RESPONSE, now)
+            elif state == SaslState.RECEIVE_APIVERSIONS_RESPONSE:
+                body = self._receive_kafka_response(io)
+                if body is None:
+                    return OP_READ
+                self._set_versions(body)
+                self._reauth.api_versions_received_from_broker = body
+                self._set_state(SaslState.SEND_HANDSHAKE_REQUEST, now)
+            elif state in (SaslState.SEND_HANDSHAKE_REQUEST,
+                           SaslState.REAUTH_SEND_HANDSHAKE_REQUEST):
+                self._send_request(io, now, SASL_HANDSHAKE, self._sasl_handshake_version,
+                                   {"mechanism": self.mechanism})
+                self._set_state(SaslState.RECEIVE_HANDSHAKE_RESPONSE
+                                if state == SaslState.SEND_HANDSHAKE_REQUEST
+                                else SaslState.REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE, now)
+            elif state in (SaslState.RECEIVE_HANDSHAKE_RESPONSE,
+                           SaslState.REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE):
+                body = self._receive_kafka_response(io)
+                if body is None:
+                    return OP_READ
+                self._handle_handshake_response(body, now)
+                self._set_state(SaslState.INITIAL if state == SaslState.RECEIVE_HANDSHAKE_RESPONSE
+                                else SaslState.REAUTH_INITIAL, now)
+            elif state in (SaslState.INITIAL, SaslState.REAUTH_INITIAL):
+                self._send_sasl_client_token(io, now, b"", True)
+                self._set_state(SaslState.INTERMEDIATE, now)
+            elif state == SaslState.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE:
+                self._set_versions(self._reauth.api_versions_from_original_authentication)
+                self._set_state(SaslState.REAUTH_SEND_HANDSHAKE_REQUEST, now)
+            elif state == SaslState.INTERMEDIATE:
+                server_token = self._receive_token(io, now)
+                if server_token is None:
+                    return OP_READ
+                no_responses_pending = not self._send_sasl_client_token(
+                    io, now, server_token, False)
+                # Without SaslAuthenticate headers the exchange may be over as
+                # soon as the last token is sent; with them the server always
+                # answers each SaslAuthenticate request.
+                if self._sasl_client.is_complete():
+                    if (self._sasl_authenticate_version == DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER
+                            or no_responses_pending):
+                        self._set_state(SaslState.COMPLETE, now)
+                    else:
+                        self._set_state(SaslState.CLIENT_COMPLETE, now)
+                elif self.state == SaslState.INTERMEDIATE and not self._writes_pending:
+                    # Waiting for the next challenge.
+                    continue
+            elif state == SaslState.CLIENT_COMPLETE:
+                if self._receive_token(io, now) is None:
+                    return OP_READ
+                self._set_state(SaslState.COMPLETE, now)
+            elif state == SaslState.COMPLETE:
+                return OP_NONE
+            elif state == SaslState.FAILED:
+                raise IllegalSaslStateError("SASL handshake has already failed")
+
+    def reauthenticate(self, io, first_frame, now, previous=None):
+        """Begin client re-authentication (KIP-368): reuse the original
+        ApiVersions response, handshake again, run a fresh mechanism.
+
+        ``previous``: the authenticator of the original authentication when
+        the channel swaps in a new one; otherwise this one restarts itself.
+        """
+        source = previous if previous is not None else self
+        api_versions = source._reauth.api_versions_response()
+        if api_versions is None:
+            raise IllegalSaslStateError(
+                "Re-authentication requires the ApiVersions response of the "
+                "original authentication")
+        if source._sasl_client is not None:
+            source._sasl_client.dispose()
+        if previous is not None:
+            self._correlation_id = previous._correlation_id
+        self._reauth = _ReauthInfo()
+        self._reauth.api_versions_from_original_authentication = api_versions
+        self._reauth.reauthentication_begin_ms = now
+        self._current_request = None
+        self._sasl_client = self._create_sasl_client()
+        self.state = SaslState.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE
+        log.debug("Set SASL client state to %s", self.state.name)
+        return self.authenticate(io, now)
+
+    def complete(self):
+        return self.state == SaslState.COMPLETE
+
+    def principal(self):
+        return KafkaPrincipal("User", self._client_principal_name)
+
+    def close(self):
+        if self._sasl_client is not None:
+            self._sasl_client.dispose()
+
+    def client_session_reauth_ms(self):
+        return self._reauth.client_session_reauthentication_ms
+
+    def server_session_expiration_ms(self):
+        return None
+
+    def reauthentication_latency_ms(self):
+        r = self._reauth
+        if not r.reauthenticating() or r.authentication_end_ms is None:
+            return None
+        return max(0, r.authentication_end_ms - r.reauthentication_begin_ms)
+
+    def reauthenticating(self):
+        return self._reauth.reauthenticating()
+
+    def get_and_clear_responses_received_during_reauthentication(self):
+        pending = self._reauth.pending_authenticated_receives
+        self._reauth.pending_authenticated_receives = []
+        return pending
+
+    def poll_response_received_during_reauthentication(self):
+        pending = self._reauth.pending_authenticated_receives
+        return pending.pop(0) if pending else None
+
+    def handle_authentication_failure(self):
+        return None
+
+    @property
+    def sasl_handshake_version(self):
+        return self._sasl_handshake_version
+
+    @property
+    def sasl_authenticate_version(self):
+        return self._sasl_authenticate_version
+
+    @property
+    def session_lifetime_ms(self):
+        return self._reauth.positive_session_lifetime_ms
+
+    def __repr__(self):
+        return (f"SaslClientAuthenticator(state={self.state.name if self.state else None}, "
+                f"mechanism={self.mechanism}, node={self.node})")
+
+    # -- internals -----------------------------------------------------------
+    def next_correlation_id(self):
+        if not is_reserved(self._correlation_id):
+            self._correlation_id = MIN_RESERVED_CORRELATION_ID
+        cid = self._correlation_id
+        self._correlation_id += 1
+        if self._correlation_id > MAX_RESERVED_CORRELATION_ID:
+            self._correlation_id = MIN_RESERVED_CORRELATION_ID
+        return cid
+
+    def _set_state(self, state, now=None):
+        if self._writes_pending:
+            self._pending_state = state
+            return
+        self._pending_state = None
+        self.state = state
+        log.debug("Set SASL client state to %s", state.name)
+        if state == SaslState.COMPLETE:
+            self._set_authentication_end(now)
+
+    def _set_authentication_end(self, now):
+        r = self._reauth
+        r.authentication_end_ms = now
+        if r.positive_session_lifetime_ms is not None and now is not None:
+            # A random point in 85%-95% of the session: 85% leaves room for
+            # latency and clock drift, the 10% jitter spreads re-authentication
+            # of many connections.
+            pct = 0.85 + self._rng.random() * 0.10
+            use_ms = int(r.positive_session_lifetime_ms * pct)
+            r.client_session_reauthentication_ms = now + use_ms
+            log.debug("Finished %s with session expiration in %d ms and session "
+                      "re-authentication on or after %d ms", r.text(),
+                      r.positive_session_lifetime_ms, use_ms)
+        else:
+            r.client_session_reauthentication_ms = None
+            log.debug("Finished %s with no session expiration and no session "
+                      "re-authentication", r.text())
+
+    def _flush(self, io, now):
+        if io.flush():
+            self._writes_pending = False
+            if self._pending_state is not None:
+                self._set_state(self._pending_state, now)
+            return True
+        return False
+
+    def _send(self, io, now, payload):
+        io.write_frame(payload)
+        self._writes_pending = True
+        self._flush(io, now)
+
+    def _send_request(self, io, now, api_key, version, body):
+        cid = self.next_correlation_id()
+        self._current_request = (api_key, version, cid)
+        payload = _wire.encode_request(api_key, version, cid, self._client_id, body)
+        self._send(io, now, payload)
+
+    def _set_versions(self, api_versions_body):
+        for entry in api_versions_body.get("api_keys") or ():
+            key = entry.get("api_key")
+            if key == SASL_AUTHENTICATE:
+                ours = _wire.supported_range(SASL_AUTHENTICATE)[1]
+                self._sasl_authenticate_version = min(entry.get("max_version", 0), ours)
+            elif key == SASL_HANDSHAKE:
+                ours = _wire.supported_range(SASL_HANDSHAKE)[1]
+                self._sasl_handshake_version = min(entry.get("max_version", 0), ours)
+
+    def _receive_kafka_response(self, io):
+        """The decoded body of the response to the current SASL request, or
+        None if it has not fully arrived.  During re-authentication, responses
+        to earlier ordinary requests are set aside."""
+        while True:
+            frame = io.read_frame()
+            if frame is None:
+                return None
+            frame = bytes(frame)
+            api_key, version, cid = self._current_request
+            try:
+                if _wire.peek_correlation_id(frame) != cid:
+                    raise InvalidRequestError(
+                        f"Correlation id for response ({_wire.peek_correlation_id(frame)}) "
+                        f"does not match request ({cid})")
+                _, body = _wire.decode_response(frame, api_key, version)
+            except KChannelError as exc:
+                if self._reauth.reauthenticating():
+                    # Not the SASL response: a response to a request sent
+                    # before re-authentication began.  Keep it for the caller.
+                    self._reauth.pending_authenticated_receives.append(frame)
+                    continue
+                log.debug("Invalid SASL mechanism response, server may be expecting "
+                          "only GSSAPI tokens")
+                self.state = SaslState.FAILED
+                raise IllegalSaslStateError(
+                    "Invalid SASL mechanism response, server may be expecting a "
+                    f"different protocol: {exc}") from exc
+            self._current_request = None
+            return body
+
+    def _receive_token(self, io, now):
+        if self._sasl_authenticate_version == DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER:
+            frame = io.read_frame()
+            return None if frame is None else bytes(frame)
+        body = self._receive_kafka_response(io)
+        if body is None:
+            return None
+        code = body.get("error_code", 0)
+        if code != NONE:
+            self.state = SaslState.FAILED
+            raise _exception_for(code, body.get("error_message"))
+        lifetime = body.get("session_lifetime_ms") or 0
+        if lifetime > 0:
+            self._reauth.positive_session_lifetime_ms = lifetime
+        return bytes(body.get("auth_bytes") or b"")
+
+    def _send_sasl_client_token(self, io, now, server_token, is_initial):
+        """Send the mechanism's next token if it has one; True if sent."""
+        if self._sasl_client.is_complete():
+            return False
+        token = self._create_sasl_token(server_token, is_initial)
+        if token is None:
+            return False
+        token = bytes(token)
+        if self._sasl_authenticate_version == DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER:
+            self._send(io, now, token)
+        else:
+            self._send_request(io, now, SASL_AUTHENTICATE, self._sasl_authenticate_version,
+                               {"auth_bytes": token})
+        return True
+
+    def _create_sasl_token(self, server_token, is_initial):
+        if server_token is None:
+            raise IllegalSaslStateError(
+                "Error authenticating with the Kafka Broker: received a `null` saslToken.")
+        try:
+            if is_initial and not self._sasl_client.has_initial_response():
+                return server_token
+            return self._sasl_client.evaluate_challenge(server_token)
+        except Exception as exc:
+            raise SaslAuthenticationError(
+                f"An error: ({type(exc).__name__}: {exc}) occurred when evaluating SASL "
+                "token received from the Kafka Broker. Kafka Client will go to "
+                "AUTHENTICATION_FAILED state.", mechanism=self.mechanism) from exc
+
+    def _handle_handshake_response(self, body, now):
+        code = body.get("error_code", 0)
+        mechanisms = body.get("mechanisms") or []
+        if code == NONE:
+            return
+        self.state = SaslState.FAILED
+        if code == UNSUPPORTED_SASL_MECHANISM:
+            raise UnsupportedSaslMechanismError(
+                f"Client SASL mechanism '{self.mechanism}' not enabled in the server, "
+                f"enabled mechanisms are {_java_list(mechanisms)}", mechanisms)
+        if code == ILLEGAL_SASL_STATE:
+            raise IllegalSaslStateError(
+                f"Unexpected handshake request with client mechanism {self.mechanism}, "
+                f"enabled mechanisms are {_java_list(mechanisms)}")
+        raise IllegalSaslStateError(
+            f"Unknown error code {_error_name(code)}, client mechanism is {self.mechanism}, "
+            f"enabled mechanisms are {_java_list(mechanisms)}")

@@ -1,0 +1,734 @@
+"""Server side of SASL authentication (Kafka's ``SaslServerAuthenticator``).
+
+A sans-I/O state machine driven by the channel: ``authenticate(io, now)``
+reads at most the frames it needs through the channel's ``AuthIO``, queues
+responses with ``io.write_frame`` and returns the interest ops it still needs
+(0 when authentication is complete).
+
+States, in order (Kafka's ``SaslState``)::
+
+    INITIAL_REQUEST                 first frame: ApiVersions, SaslHandshake or a
+                                    raw GSSAPI token from a 0.9 client
+    HANDSHAKE_OR_VERSIONS_REQUEST   a valid Kafka header was seen
+    HANDSHAKE_REQUEST               ApiVersions answered; SaslHandshake next
+    AUTHENTICATE                    mechanism tokens: raw size-prefixed
+                                    (SaslHandshake v0) or SaslAuthenticate
+                                    requests (SaslHandshake v1)
+    COMPLETE / FAILED
+
+Re-authentication (KIP-368) starts at REAUTH_PROCESS_HANDSHAKE with the
+SaslHandshake the data phase received, may pass through REAUTH_BAD_MECHANISM
+(different mechanism: fails on the next token, so the failure is counted as a
+failed re-authentication) and otherwise joins AUTHENTICATE.
+
+State changes that follow a response take effect only once that response is
+flushed (Kafka's ``pendingSaslState``), so ``complete()`` never turns true
+while the final response is still queued.
+
+Failures: the error response (SaslAuthenticate / SaslHandshake with an error
+code) is *built* when the failure is detected but only *sent* by
+``handle_authentication_failure()``, which the selector calls after
+``connection.failed.authentication.delay.ms`` just before closing: the
+authenticator raises the ``AuthenticationError`` and the channel delays the
+close, exactly as Kafka's ``DelayedResponseAuthenticationException``.
+"""
+import enum
+import logging
+
+from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
+                             InvalidReceiveError, InvalidRequestError, KChannelError,
+                             SaslAuthenticationError, UnsupportedSaslMechanismError)
+from kchannel.network.authenticator import Authenticator
+from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
+from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
+                                SaslAuthenticationContext)
+from kchannel.security.sasl import _wire
+from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH
+
+log = logging.getLogger("kchannel.security.sasl.server_authenticator")
+
+# API keys handled here (Kafka's ApiKeys ids).
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+# Kafka error codes used in pre-auth responses.
+NONE = 0
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+SASL_AUTHENTICATION_FAILED = 58
+
+GSSAPI = "GSSAPI"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# BrokerSecurityConfigs.DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288
+
+# ApiVersionsRequest.isValid(): client software name/version (KIP-511).
+import re  # noqa: E402  (kept next to its only use)
+_SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+class SaslState(enum.Enum):
+    INITIAL_REQUEST = "INITIAL_REQUEST"
+    HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
+    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
+    AUTHENTICATE = "AUTHENTICATE"
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
+    REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
+    REAUTH_INITIAL = "REAUTH_INITIAL"
+
+
+class _ReauthInfo:
+    """What re-authentication needs to remember (Kafka's ``ReauthInfo``)."""
+
+    def __init__(self):
+        self.previous_mechanism = None
+        self.previous_principal = None
+        self.reauthentication_begin_ms = None
+        self.session_expiration_ms = None
+        self.connected_client_supports_reauthentication = False
+        self.authentication_end_ms = None
+        self.bad_mechanism_error_message = None
+
+    def reauthenticating(self):
+        return self.previous_mechanism is not None
+
+    def text(self):
+        return "re-authentication" if self.reauthenticating() else "authentication"
+
+    def latency_ms(self):
+        if not self.reauthenticating() or self.authentication_end_ms is None:
+            return None
+        latency = self.authentication_end_ms - self.reauthentication_begin_ms
+        return max(0, latency)
+
+
+def _zero_if_negative(value):
+    return max(0, value)
+
+
+class SaslServerAuthenticator(Authenticator):
+    """Kafka's ``SaslServerAuthenticator`` for one accepted channel.
+
+    Parameters (keywords):
+
+    * ``enabled_mechanisms``: ``sasl.enabled.mechanisms`` of the listener.
+    * ``jaas_options``: mechanism -> JAAS options dict (the listener's
+      ``<mechanism>.sasl.jaas.config`` login-module options).
+    * ``callbacks``: a ``ServerCallbacks`` or mechanism -> ``ServerCallbacks``.
+    * ``configs``: effective config dict handed to the mechanisms.
+    * ``principal_builder``: object with ``build(context)``; default
+      ``DefaultKafkaPrincipalBuilder(kerberos_short_namer=...)``.
+    * ``connections_max_reauth_ms``: int, or mechanism -> int (0/None = off).
+    * ``max_receive_size``: ``sasl.server.max.receive.size``.
+    * ``api_versions_supplier``: ``fn(version) -> ApiVersions response body``
+      with the server's full API list.
+    * ``mechanism_factory``: ``fn(mechanism, **kw) -> SaslServerMechanism``;
+      default ``kchannel.security.sasl.mechanism.create_server``.
+    """
+
+    def __init__(self, *, enabled_mechanisms, jaas_options=None, callbacks=None,
+                 configs=None, principal_builder=None, kerberos_short_namer=None,
+                 connections_max_reauth_ms=None, max_receive_size=None,
+                 api_versions_supplier=None, connection_id=None, listener_name=None,
+                 security_protocol=None, client_address=None, server_host=None,
+                 mechanism_factory=None, ssl_peer_subject_dn=None):
+        mechanisms = []
+        for m in enabled_mechanisms or ():
+            if m not in mechanisms:
+                mechanisms.append(m)
+        if not mechanisms:
+            raise ValueError("No SASL mechanisms are enabled")
+        self.enabled_mechanisms = mechanisms
+        self._jaas_options = dict(jaas_options or {})
+        self._callbacks = callbacks
+        self._configs = dict(configs or {})
+        if principal_builder is None:
+            principal_builder = DefaultKafkaPrincipalBuilder(
+                kerberos_short_namer=kerberos_short_namer)
+        self._principal_builder = principal_builder
+        if isinstance(connections_max_reauth_ms, dict):
+            self._max_reauth_ms = dict(connections_max_reauth_ms)
+        else:
+            self._max_reauth_ms = {m: connections_max_reauth_ms for m in mechanisms}
+        self._max_receive_size = (DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+                                  if max_receive_size is None else int(max_receive_size))
+        self._api_versions_supplier = api_versions_supplier
+        self.connection_id = connection_id
+        self._listener_name = listener_name
+        self._security_protocol = security_protocol
+        self._client_address = client_address
+        self._server_host = server_host
+        self._ssl_peer_subject_dn = ssl_peer_subject_dn
+        if mechanism_factory is None:
+            from kchannel.security.sasl.mechanism import create_server
+            mechanism_factory = create_server
+        self._mechanism_factory = mechanism_factory
+
+        self.state = SaslState.INITIAL_REQUEST
+        self._pending_state = None
+        self._pending_exception = None
+        self._writes_pending = False
+        self._sasl_server = None
+        self.mechanism = None
+        # True after SaslHandshake v1+: tokens travel in SaslAuthenticate.
+        self._kafka_authenticate_headers = False
+        self._failure_response = None
+        self._io = None
+        self._reauth = _ReauthInfo()
+        self._principal = None
+        # ClientInformation from ApiVersions v3+ (software name, version).
+        self.client_information = None
+
+    # -- Authenticator API ----------------------------------------------------
+    def authenticate(self, io, now):
+        """Advance the exchange; returns interest ops (0 when complete).
+
+        Raises ``AuthenticationError`` (after building the client's error
+        response, sent by ``handle_authentication_failure``) or another
+        ``KChannelError`` for malformed traffic (close at once).
+        """
+        self._io = io
+        while True:
+            if self._writes_pending and not self._flush(io):
+                return OP_WRITE
+            if self.state == SaslState.COMPLETE:
+                self._restore_receive_size(io)
+                return OP_NONE
+            if self.state == SaslState.FAILED:
+                raise SaslAuthenticationError("SASL authentication already failed")
+            if self._sasl_server is not None and self._sasl_server.is_complete():
+                self._set_state(SaslState.COMPLETE)
+                continue
+            # Bound every pre-auth receive (sasl.server.max.receive.size)
+            # before its size prefix is examined.
+            io.set_max_receive_size(self._max_receive_size)
+            try:
+                frame = io.read_frame()
+            except InvalidReceiveError as exc:
+                self.state = SaslState.FAILED
+                err = SaslAuthenticationError(
+                    "Failing SASL authentication due to invalid receive size")
+                err.__cause__ = exc
+                self._log_failure(err)
+                raise err
+            if frame is None:
+                return OP_READ
+            self._process_frame(bytes(frame), now)
+
+    @staticmethod
+    def _restore_receive_size(io):
+        # The SASL bound applies to authentication frames only; the data phase
+        # gets the channel's own limit (socket.request.max.bytes) back.
+        normal = getattr(io, "max_receive_size", None)
+        if normal is not None:
+            io.set_max_receive_size(normal)
+
+    def reauthenticate(self, io, first_frame, now, previous=None):
+        """Begin server-side re-authentication with the SaslHandshake request
+        ``first_frame`` received by the data phase (KIP-368).
+
+        ``previous`` is the authenticator of the original authentication when
+        the channel builds a fresh one (Kafka's swap); without it this
+        authenticator re-authenticates itself.
+        """
+        if first_frame is None:
+            raise ValueError("Invalid saslHandshakeReceive in server-side "
+                             "re-authentication context: null")
+        source = previous if previous is not None else self
+        prev_mechanism = source.mechanism
+        prev_principal = source.principal()
+        if source._sasl_server is not None:
+            source._sasl_server.dispose()
+            source._sasl_server = None
+        self._sasl_server = None
+        self._reauth = _ReauthInfo()
+        self._reauth.previous_mechanism = prev_mechanism
+        self._reauth.previous_principal = prev_principal
+        self._reauth.reauthentication_begin_ms = now
+        self._principal = None
+        self._failure_response = None
+        self._pending_state = None
+        self._pending_exception = None
+        self._kafka_authenticate_headers = False
+        log.debug("Beginning re-authentication: %s", self)
+        self.state = SaslState.REAUTH_PROCESS_HANDSHAKE
+        self._io = io
+        self._process_frame(bytes(first_frame), now)
+        return self.authenticate(io, now)
+
+    def complete(self):
+        return self.state == SaslState.COMPLETE
+
+    def principal(self):
+        if self._principal is not None:
+            return self._principal
+        server = self._sasl_server
+        if server is None or not server.is_complete():
+            return KafkaPrincipal("User", "ANONYMOUS")
+        token_auth = False
+        if self.mechanism in SCRAM_MECHANISMS:
+            token_auth = _truthy(server.get_negotiated_property(TOKEN_AUTH))
+        context = SaslAuthenticationContext(
+            mechanism=self.mechanism,
+            authorization_id=server.get_authorization_id(),
+            token_authenticated=token_auth,
+            ssl_peer_subject_dn=self._peer_dn(),
+            client_address=self._address(),
+            listener_name=self._listener(),
+            security_protocol=self._protocol_name(),
+        )
+        principal = self._principal_builder.build(context)
+        if token_auth and isinstance(principal, KafkaPrincipal) \
+                and not principal.token_authenticated:
+            principal = principal.with_token_authenticated(True)
+        if self.complete():
+            self._principal = principal
+        return principal
+
+    def handle_authentication_failure(self):
+        """Send the error response built when authentication failed (called by
+        the selector right before the delayed close)."""
+        response, self._failure_response = self._failure_response, None
+        if response is None or self._io is None:
+            return
+        try:
+            self._io.write_frame(response)
+            self._io.flush()
+        except KChannelError as exc:
+            log.debug("Could not send the authentication failure response: %s", exc)
+
+    def close(self):
+        if self._sasl_server is not None:
+            self._sasl_server.dispose()
+        closer = getattr(self._principal_builder, "close", None)
+        if callable(closer):
+            try:
+                closer()
+            except Exception:  # closing must not mask the channel's own error
+                log.debug("principal builder close failed", exc_info=True)
+
+    def server_session_expiration_ms(self):
+        return self._reauth.session_expiration_ms
+
+    def reauthentication_latency_ms(self):
+        return self._reauth.latency_ms()
+
+    def connected_client_supports_reauthentication(self):
+        return self._reauth.connected_client_supports_reauthentication
+
+    def reauthenticating(self):
+        return self._reauth.reauthenticating()
+
+    def client_session_reauth_ms(self):
+        return None
+
+    def get_and_clear_responses_received_during_reauthentication(self):
+        return []
+
+    def __repr__(self):
+        return (f"SaslServerAuthenticator(state={self.state.name}, "
+                f"mechanism={self.mechanism}, connection_id={self.connection_id})")
+
+    # -- state handling ------------------------------------------------------
+    def _set_state(self, state, exception=None):
+        if self._writes_pending:
+            self._pending_state = state
+            self._pending_exception = exception
+            return
+        self.state = state
+        log.debug("Set SASL server state to %s during %s", state.name, self._reauth.text())
+        self._pending_state = None
+        self._pending_exception = None
+        if exception is not None:
+            raise exception
+
+    def _send(self, io, payload):
+        io.write_frame(payload)
+        self._writes_pending = True
+        self._flush(io)
+
+    def _flush(self, io):
+        if io.flush():
+            self._writes_pending = False
+            if self._pending_state is not None:
+                self._set_state(self._pending_state, self._pending_exception)
+            return True
+        return False
+
+    def _process_frame(self, frame, now):
+        io = self._io
+        try:
+            state = self.state
+            if state in (SaslState.REAUTH_PROCESS_HANDSHAKE,
+                         SaslState.HANDSHAKE_OR_VERSIONS_REQUEST,
+                         SaslState.HANDSHAKE_REQUEST):
+                self._handle_kafka_request(io, frame, now)
+            elif state == SaslState.REAUTH_BAD_MECHANISM:
+                raise SaslAuthenticationError(self._reauth.bad_mechanism_error_message)
+            elif state in (SaslState.INITIAL_REQUEST, SaslState.AUTHENTICATE):
+                if state == SaslState.INITIAL_REQUEST and \
+                        self._handle_kafka_request(io, frame, now):
+                    return
+                # A 0.9 client's raw GSSAPI token (INITIAL_REQUEST fall through)
+                # or a mechanism token.
+                self._handle_sasl_token(io, frame, now)
+                # The exchange is over when the mechanism says so; the state
+                # flips once the last response is flushed.
+                if self._sasl_server.is_complete():
+                    self._set_state(SaslState.COMPLETE)
+                    self._log_success()
+        except AuthenticationError as exc:
+            self._log_failure(exc)
+            # Propagated once any response already queued is flushed.
+            self._set_state(SaslState.FAILED, exc)
+        except KChannelError as exc:
+            self.state = SaslState.FAILED
+            log.debug("Failed during %s: %s", self._reauth.text(), exc)
+            raise
+        except Exception as exc:
+            # Anything else (a mechanism or codec bug) must still fail closed.
+            self.state = SaslState.FAILED
+            log.debug("Failed during %s: %r", self._reauth.text(), exc, exc_info=True)
+            raise InvalidRequestError(
+                f"Unexpected error during SASL {self._reauth.text()}: {exc!r}") from exc
+
+    def _handle_kafka_request(self, io, frame, now):
+        """Handle ApiVersions / SaslHandshake.  Returns False if the frame is
+        not a Kafka request (raw GSSAPI token in INITIAL_REQUEST)."""
+        client_mechanism = None
+        try:
+            header = _wire.parse_request_header(frame)
+        except InvalidRequestError as exc:
+            if self.state != SaslState.INITIAL_REQUEST:
+                raise
+            log.debug("Received client packet of length %d starting with bytes 0x%s, "
+                      "process as GSSAPI packet", len(frame), frame[:10].hex())
+            if GSSAPI in self.enabled_mechanisms:
+                log.debug("First client packet is not a SASL mechanism request, "
+                          "using default mechanism GSSAPI")
+                client_mechanism = GSSAPI
+            else:
+                raise UnsupportedSaslMechanismError(
+                    "Exception handling first SASL packet from client, GSSAPI is not "
+                    "supported by server", self.enabled_mechanisms) from exc
+            self._create_sasl_server(client_mechanism, now)
+            self._set_state(SaslState.AUTHENTICATE)
+            return False
+
+        # A valid Kafka header: SASL tokens are now expected only after a
+        # SaslHandshake (this is not a 0.9 GSSAPI token).
+        if self.state == SaslState.INITIAL_REQUEST:
+            self._set_state(SaslState.HANDSHAKE_OR_VERSIONS_REQUEST)
+        api_key = header.api_key
+        # Refuse before parsing the body: keeps the pre-auth attack surface to
+        # the two schemas below.
+        if api_key not in (API_VERSIONS, SASL_HANDSHAKE):
+            raise IllegalSaslStateError(
+                f"Unexpected Kafka request of type {_wire.api_key_name(api_key)} "
+                "during SASL handshake.")
+        log.debug("Handling Kafka request %s during %s",
+                  _wire.api_key_name(api_key), self._reauth.text())
+        if api_key == API_VERSIONS:
+            self._handle_api_versions(io, header, frame)
+            return True
+        client_mechanism = self._handle_handshake(io, header, frame)
+        if not self._reauth.reauthenticating() or \
+                self._mechanism_unchanged(client_mechanism):
+            self._create_sasl_server(client_mechanism, now)
+            self._set_state(SaslState.AUTHENTICATE)
+        return True
+
+    def _handle_api_versions(self, io, header, frame):
+        if self.state != SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+            # Not an AuthenticationError in Kafka either (IllegalStateException):
+            # the connection is closed without a response.
+            raise InvalidRequestError(
+                "Unexpected ApiVersions request received during SASL authentication "
+                f"state {self.state.name}")
+        lo, hi = _wire.supported_range(API_VERSIONS)
+        version = header.api_version
+        if version < lo or version > hi:
+            # KIP-511: answer in v0 with UNSUPPORTED_VERSION and our range so
+            # the client can retry with a version we speak; state unchanged.
+            body = {"error_code": UNSUPPORTED_VERSION,
+                    "api_keys": [{"api_key": API_VERSIONS, "min_version": lo,
+                                  "max_version": hi}]}
+            self._send(io, _wire.encode_response(API_VERSIONS, 0, header.correlation_id, body))
+            return
+        request = _wire.decode_request_body(header, frame)
+        if version >= 3:
+            name = request.get("client_software_name") or ""
+            sw_version = request.get("client_software_version") or ""
+            if not (_SOFTWARE_NAME_VERSION.fullmatch(name)
+                    and _SOFTWARE_NAME_VERSION.fullmatch(sw_version)):
+                body = {"error_code": INVALID_REQUEST, "throttle_time_ms": 0, "api_keys": []}
+                self._send(io, _wire.encode_response(API_VERSIONS, version,
+                                                     header.correlation_id, body))
+                return
+            self.client_information = (name, sw_version)
+        body = self._api_versions_body(version)
+        self._send(io, _wire.encode_response(API_VERSIONS, version, header.correlation_id, body))
+        self._set_state(SaslState.HANDSHAKE_REQUEST)
+
+    def _api_versions_body(self, version):
+        if self._api_versions_supplier is not None:
+            body = self._api_versions_supplier(version)
+            if body is not None:
+                return body
+        # Without a server-supplied list, advertise what this layer answers.
+        keys = []
+        for key in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            lo, hi = _wire.supported_range(key)
+            keys.append({"api_key": key, "min_version": lo, "max_version": hi})
+        return {"error_code": NONE, "api_keys": keys, "throttle_time_ms": 0}
+
+    def _handle_handshake(self, io, header, frame):
+        request = _wire.decode_request_body(header, frame)
+        mechanism = request.get("mechanism")
+        if header.api_version >= 1:
+            self._kafka_authenticate_headers = True
+        if mechanism in self.enabled_mechanisms:
+            log.debug("Using SASL mechanism '%s' provided by client", mechanism)
+            body = {"error_code": NONE, "mechanisms": list(self.enabled_mechanisms)}
+            self._send(io, _wire.encode_response(SASL_HANDSHAKE, header.api_version,
+                                                 header.correlation_id, body))
+            return mechanism
+        log.debug("SASL mechanism '%s' requested by client is not supported", mechanism)
+        body = {"error_code": UNSUPPORTED_SASL_MECHANISM,
+                "mechanisms": list(self.enabled_mechanisms)}
+        self._failure_response = _wire.encode_response(
+            SASL_HANDSHAKE, header.api_version, header.correlation_id, body)
+        raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}",
+                                            self.enabled_mechanisms)
+
+    def _mechanism_unchanged(self, client_mechanism):
+        previous = self._reauth.previous_mechanism
+        if previous == client_mechanism:
+            return True
+        # Kafka answers the handshake normally and fails on the next token so
+        # the failure counts as a failed re-authentication.
+        self._reauth.bad_mechanism_error_message = (
+            f"SASL mechanism '{client_mechanism}' requested by client is not supported "
+            f"for re-authentication of mechanism '{previous}'")
+        log.debug(self._reauth.bad_mechanism_error_message)
+        self._set_state(SaslState.REAUTH_BAD_MECHANISM)
+        return False
+
+    def _create_sasl_server(self, mechanism, now):
+        self.mechanism = mechanism
+        callbacks = self._callbacks
+        if isinstance(callbacks, dict):
+            callbacks = callbacks.get(mechanism)
+        try:
+            self._sasl_server = self._mechanism_factory(
+                mechanism, jaas_options=self._jaas_options.get(mechanism) or {},
+                configs=self._configs, callbacks=callbacks,
+                server_host=self._server_host, now=now)
+        except AuthenticationError:
+            raise
+        except Exception as exc:
+            raise SaslAuthenticationError(
+                "Kafka Server failed to create a SaslServer to interact with a client "
+                f"during session authentication with server mechanism {mechanism}",
+                mechanism=mechanism) from exc
+        if self._sasl_server is None:
+            raise SaslAuthenticationError(
+                "Kafka Server failed to create a SaslServer to interact with a client "
+                f"during session authentication with server mechanism {mechanism}",
+                mechanism=mechanism)
+
+    def _handle_sasl_token(self, io, token, now):
+        server = self._sasl_server
+        if not self._kafka_authenticate_headers:
+            # SaslHandshake v0 (or no handshake): raw size-prefixed tokens.
+            try:
+                response = server.evaluate_response(token, now)
+            except AuthenticationError:
+                raise
+            except Exception as exc:
+                raise SaslAuthenticationError(self._generic_failure_message(),
+                                              mechanism=self.mechanism) from exc
+            if server.is_complete():
+                self._calc_completion_times(now)
+                if self._reauth.reauthenticating():
+                    self._ensure_principal_unchanged()
+            # Kafka sends a frame whenever the SaslServer returned non-null.
+            # The JDK's PLAIN/SCRAM/OAUTHBEARER servers return a (possibly
+            # empty) array, and v0 clients wait for that final frame; the
+            # GSSAPI server returns null after the security-layer step and a
+            # v0 GSSAPI client would mistake an extra frame for the first
+            # Kafka response.
+            if response is None and self.mechanism != GSSAPI:
+                response = b""
+            if self.mechanism == GSSAPI and server.is_complete() and not response:
+                response = None
+            if response is not None:
+                self._send(io, bytes(response))
+            return
+
+        header = _wire.parse_request_header(token)
+        api_key = header.api_key
+        if api_key != SASL_AUTHENTICATE:
+            err = IllegalSaslStateError(
+                f"Unexpected Kafka request of type {_wire.api_key_name(api_key)} "
+                "during SASL authentication.")
+            failure = self._error_response_for(header, ILLEGAL_SASL_STATE, str(err))
+            if failure is not None:
+                self._failure_response = failure
+            raise err
+        lo, hi = _wire.supported_range(SASL_AUTHENTICATE)
+        version = header.api_version
+        if version < lo or version > hi:
+            # No response is possible for a version we cannot encode.
+            raise InvalidRequestError(
+                f"Version {version} is not supported for apiKey SASL_AUTHENTICATE")
+        request = _wire.decode_request_body(header, token)
+        # The client supports re-authentication if any of its SaslAuthenticate
+        # requests is v1+.
+        if not self._reauth.connected_client_supports_reauthentication:
+            self._reauth.connected_client_supports_reauthentication = version > 0
+        auth_bytes = request.get("auth_bytes") or b""
+        try:
+            try:
+                response = server.evaluate_response(bytes(auth_bytes), now)
+                if self._reauth.reauthenticating() and server.is_complete():
+                    self._ensure_principal_unchanged()
+            except AuthenticationError:
+                raise
+            except Exception as exc:
+                # Never echo the mechanism's own text: it could tell whether
+                # the user exists.
+                raise _GenericFailure() from exc
+        except _GenericFailure as wrapped:
+            message = self._generic_failure_message()
+            self._failure_response = _wire.encode_response(
+                SASL_AUTHENTICATE, version, header.correlation_id,
+                {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": message,
+                 "auth_bytes": b"", "session_lifetime_ms": 0})
+            raise SaslAuthenticationError(message, mechanism=self.mechanism) \
+                from wrapped.__cause__
+        except AuthenticationError as exc:
+            self._failure_response = _wire.encode_response(
+                SASL_AUTHENTICATE, version, header.correlation_id,
+                {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": str(exc),
+                 "auth_bytes": b"", "session_lifetime_ms": 0})
+            if not isinstance(exc, SaslAuthenticationError):
+                raise SaslAuthenticationError(str(exc), mechanism=self.mechanism) from exc
+            raise
+        lifetime = 0
+        if server.is_complete():
+            lifetime = self._calc_completion_times(now)
+        body = {"error_code": NONE, "error_message": None,
+                "auth_bytes": bytes(response) if response is not None else b"",
+                "session_lifetime_ms": lifetime}
+        self._send(io, _wire.encode_response(SASL_AUTHENTICATE, version,
+                                             header.correlation_id, body))
+
+    def _error_response_for(self, header, error_code, message):
+        """An error response for a request Kafka would answer with
+        ``getErrorResponse``; only for the APIs whose body has a top-level
+        error code this layer can encode."""
+        try:
+            if header.api_key == SASL_HANDSHAKE:
+                return _wire.encode_response(SASL_HANDSHAKE, header.api_version,
+                                             header.correlation_id,
+                                             {"error_code": error_code, "mechanisms": []})
+            if header.api_key == API_VERSIONS:
+                return _wire.encode_response(API_VERSIONS, header.api_version,
+                                             header.correlation_id,
+                                             {"error_code": error_code, "api_keys": []})
+        except Exception:
+            return None
+        return None
+
+    def _generic_failure_message(self):
+        return (f"Authentication failed during {self._reauth.text()} due to invalid "
+                f"credentials with SASL mechanism {self.mechanism}")
+
+    def _ensure_principal_unchanged(self):
+        previous = self._reauth.previous_principal
+        current = self.principal()
+        if previous != current:
+            raise SaslAuthenticationError(
+                "Cannot change principals during re-authentication from "
+                f"{previous.principal_type}.{previous.name}: "
+                f"{current.principal_type}.{current.name}", mechanism=self.mechanism)
+
+    def _calc_completion_times(self, now):
+        """Session lifetime sent to the client and the server-side session
+        expiry (Kafka's ``calcCompletionTimesAndReturnSessionLifetimeMs``)."""
+        reauth = self._reauth
+        lifetime = 0
+        reauth.authentication_end_ms = now
+        credential_expiration = self._sasl_server.get_negotiated_property(
+            CREDENTIAL_LIFETIME_MS)
+        if credential_expiration is not None:
+            credential_expiration = int(credential_expiration)
+        max_reauth = self._max_reauth_ms.get(self.mechanism)
+        max_reauth_set = max_reauth is not None and max_reauth > 0
+        if credential_expiration is not None or max_reauth_set:
+            if credential_expiration is None:
+                lifetime = _zero_if_negative(max_reauth)
+            elif not max_reauth_set:
+                lifetime = _zero_if_negative(credential_expiration - now)
+            else:
+                lifetime = _zero_if_negative(min(credential_expiration - now, max_reauth))
+            reauth.session_expiration_ms = now + lifetime
+        log.debug("Authentication complete; session max lifetime from broker config=%s ms, "
+                  "credential expiration=%s; session expiration=%s, sending %d ms to client",
+                  max_reauth, credential_expiration, reauth.session_expiration_ms, lifetime)
+        return lifetime
+
+    # -- context -------------------------------------------------------------
+    def _listener(self):
+        if self._listener_name is not None:
+            return self._listener_name
+        return getattr(self._io, "listener_name", None)
+
+    def _protocol_name(self):
+        if self._security_protocol is not None:
+            return self._security_protocol
+        return getattr(self._io, "security_protocol", None) or "SASL_PLAINTEXT"
+
+    def _address(self):
+        if self._client_address is not None:
+            return self._client_address
+        return getattr(self._io, "client_address", None)
+
+    def _peer_dn(self):
+        if self._ssl_peer_subject_dn is not None:
+            return self._ssl_peer_subject_dn
+        transport = getattr(self._io, "transport", None)
+        getter = getattr(transport, "peer_subject_dn", None)
+        if callable(getter):
+            try:
+                return getter()
+            except Exception:
+                return None
+        return None
+
+    def _log_success(self):
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Successfully %s with %s using SASL mechanism %s",
+                      "re-authenticated" if self._reauth.reauthenticating()
+                      else "authenticated", self._address(), self.mechanism)
+
+    def _log_failure(self, exc):
+        log.warning("Failed %s with %s (%s)", self._reauth.text(), self._address(), exc)
+
+
+class _GenericFailure(Exception):
+    """Internal marker: a mechanism failed with something other than a
+    ``SaslAuthenticationError``; the client gets Kafka's generic message."""
+
+
+def _truthy(value):
+    if isinstance(value, str):
+        return value.lower() == "true"
+    return bool(value)
