@@ -1,0 +1,480 @@
+"""Kafka size-prefixed framing (NetworkReceive / NetworkSend semantics), run
+against both implementation twins through the ``impl`` fixture, plus a
+differential test that feeds both twins the same operations."""
+import struct
+import tracemalloc
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kchannel.errors import InvalidReceiveError
+
+HYPO = settings(max_examples=200, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def frame(payload):
+    return struct.pack(">i", len(payload)) + payload
+
+
+def drain_next(decoder):
+    out = []
+    while True:
+        f = decoder.next_frame()
+        if f is None:
+            return out
+        out.append(f)
+
+
+# ---------------------------------------------------------------- encoding
+
+def test_encode_frame_is_signed_big_endian_size_then_payload(impl):
+    fr = impl.framing
+    assert fr.encode_frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert fr.encode_frame(b"") == b"\x00\x00\x00\x00"
+    payload = bytes(range(256)) * 300
+    assert fr.encode_frame(payload) == struct.pack(">i", 76800) + payload
+
+
+def test_encode_frame_accepts_any_bytes_like(impl):
+    fr = impl.framing
+    for payload in (bytearray(b"xyz"), memoryview(b"xyz"), memoryview(b"..xyz")[2:]):
+        out = fr.encode_frame(payload)
+        assert type(out) is bytes
+        assert out == b"\x00\x00\x00\x03xyz"
+
+
+def test_encode_frames_concatenates(impl):
+    fr = impl.framing
+    payloads = [b"a", b"", bytearray(b"bc"), b"x" * 70000]
+    expected = b"".join(frame(bytes(p)) for p in payloads)
+    assert fr.encode_frames(payloads) == expected
+    assert fr.encode_frames(tuple(payloads)) == expected
+    assert fr.encode_frames(p for p in payloads) == expected
+    assert fr.encode_frames([]) == b""
+
+
+def test_default_max_size_is_kafka_socket_request_max_bytes(impl):
+    assert impl.framing.DEFAULT_MAX_SIZE == 104857600
+    assert impl.framing.FrameDecoder().max_size == 104857600
+
+
+# ---------------------------------------------------------------- decoding
+
+PAYLOADS = [b"first", b"", b"\x00\x00\x00\x05", bytes(range(256)) * 5, b"last"]
+
+
+def test_round_trip_whole_stream(impl):
+    fr = impl.framing
+    stream = fr.encode_frames(PAYLOADS)
+    d = fr.FrameDecoder()
+    d.feed(stream)
+    assert d.frames() == PAYLOADS
+    assert d.frames() == []
+    d.feed(stream)
+    assert drain_next(d) == PAYLOADS
+    assert d.next_frame() is None
+    assert d.buffered == 0
+    assert not d.has_partial()
+
+
+def test_frames_are_bytes_and_independent_of_input_buffers(impl):
+    fr = impl.framing
+    data = bytearray(fr.encode_frames([b"hello", b"world"]))
+    d = fr.FrameDecoder()
+    d.feed(data)
+    data[4:9] = b"XXXXX"   # the decoder must have copied what it was fed
+    first = d.next_frame()
+    rest = d.frames()
+    assert type(first) is bytes and first == b"hello"
+    assert rest == [b"world"] and type(rest[0]) is bytes
+
+
+@pytest.mark.parametrize("method", ["next_frame", "frames"])
+def test_every_split_point(impl, method):
+    fr = impl.framing
+    stream = fr.encode_frames(PAYLOADS[:3] + [b"z" * 40])
+    for i in range(len(stream) + 1):
+        for j in range(i, len(stream) + 1, 7):
+            d = fr.FrameDecoder()
+            got = []
+            for chunk in (stream[:i], stream[i:j], stream[j:]):
+                d.feed(chunk)
+                got.extend(drain_next(d) if method == "next_frame" else d.frames())
+            assert got == PAYLOADS[:3] + [b"z" * 40], (i, j)
+            assert d.buffered == 0
+
+
+def test_byte_at_a_time(impl):
+    fr = impl.framing
+    stream = fr.encode_frames(PAYLOADS)
+    d = fr.FrameDecoder()
+    got = []
+    for k in range(len(stream)):
+        d.feed(stream[k:k + 1])
+        got.extend(d.frames())
+    assert got == PAYLOADS
+
+
+def test_feed_accepts_bytes_like(impl):
+    fr = impl.framing
+    stream = fr.encode_frame(b"payload")
+    d = fr.FrameDecoder()
+    d.feed(bytearray(stream[:3]))
+    d.feed(memoryview(stream)[3:6])
+    d.feed(b"")
+    d.feed(stream[6:])
+    assert d.frames() == [b"payload"]
+
+
+def test_large_frames_in_socket_sized_chunks(impl):
+    fr = impl.framing
+    big = bytes(range(251)) * 4200          # ~1 MiB, not a multiple of chunk
+    stream = fr.encode_frames([big, b"tail", big])
+    d = fr.FrameDecoder()
+    got = []
+    for k in range(0, len(stream), 65536):
+        d.feed(stream[k:k + 65536])
+        got.extend(d.frames())
+    assert got == [big, b"tail", big]
+    assert d.buffered == 0
+
+
+def test_many_small_frames_interleaved_with_partial_reads(impl):
+    fr = impl.framing
+    payloads = [bytes([k % 256]) * (k % 37) for k in range(5000)]
+    stream = fr.encode_frames(payloads)
+    d = fr.FrameDecoder()
+    got = []
+    step = 1
+    k = 0
+    while k < len(stream):
+        d.feed(stream[k:k + step])
+        k += step
+        step = step * 3 % 1021 + 1
+        got.extend(d.frames())
+    assert got == payloads
+
+
+# ---------------------------------------------------------------- invalid sizes
+
+def test_negative_size_is_rejected_as_soon_as_the_prefix_is_in(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    d.feed(b"\xff\xff")
+    assert d.next_frame() is None          # prefix not complete yet
+    d.feed(b"\xff\xff")
+    with pytest.raises(InvalidReceiveError) as ei:
+        d.next_frame()
+    assert str(ei.value) == "Invalid receive (size = -1)"
+    with pytest.raises(InvalidReceiveError, match=r"^Invalid receive \(size = -1\)$"):
+        d.frames()
+
+
+def test_min_int_size(impl):
+    d = impl.framing.FrameDecoder()
+    d.feed(b"\x80\x00\x00\x00rest")
+    with pytest.raises(InvalidReceiveError, match=r"^Invalid receive \(size = -2147483648\)$"):
+        d.frames()
+
+
+@pytest.mark.parametrize("method", ["next_frame", "frames"])
+def test_oversized_prefix_raises_before_allocating(impl, method):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    d.feed(b"\x7f\xff\xff\xff")
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidReceiveError) as ei:
+            getattr(d, method)()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(ei.value) == "Invalid receive (size = 2147483647 larger than 104857600)"
+    assert peak < 1 << 20
+    # The error is sticky: the bad prefix stays at the head.
+    with pytest.raises(InvalidReceiveError):
+        d.next_frame()
+
+
+def test_max_size_boundary(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=10)
+    d.feed(fr.encode_frame(b"x" * 10))
+    assert d.frames() == [b"x" * 10]
+    d.feed(struct.pack(">i", 11))
+    with pytest.raises(InvalidReceiveError,
+                       match=r"^Invalid receive \(size = 11 larger than 10\)$"):
+        d.next_frame()
+
+
+def test_max_size_zero_allows_only_empty_frames(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=0)
+    d.feed(fr.encode_frames([b"", b""]))
+    assert d.frames() == [b"", b""]
+    d.feed(fr.encode_frame(b"a"))
+    with pytest.raises(InvalidReceiveError, match=r"larger than 0\)$"):
+        d.frames()
+
+
+def test_frames_keeps_good_frames_before_a_bad_prefix(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=100)
+    d.feed(fr.encode_frames([b"a", b"bb"]) + struct.pack(">i", 101) + b"junk")
+    with pytest.raises(InvalidReceiveError) as ei:
+        d.frames()
+    assert ei.value.frames == [b"a", b"bb"]
+    assert d.buffered == 8
+    with pytest.raises(InvalidReceiveError):
+        d.frames()
+
+
+def test_next_frame_delivers_good_frames_then_raises(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=100)
+    d.feed(fr.encode_frame(b"ok") + b"\xff\xff\xff\xfe")
+    assert d.next_frame() == b"ok"
+    with pytest.raises(InvalidReceiveError, match=r"^Invalid receive \(size = -2\)$"):
+        d.next_frame()
+
+
+def test_max_size_setter(impl):
+    d = impl.framing.FrameDecoder(max_size=5)
+    assert d.max_size == 5
+    d.max_size = 524288
+    assert d.max_size == 524288
+    with pytest.raises(ValueError):
+        d.max_size = -1
+    assert d.max_size == 524288
+    with pytest.raises(ValueError):
+        impl.framing.FrameDecoder(max_size=-5)
+
+
+def test_sasl_style_max_size_switch(impl):
+    """Pre-authentication limit 524288, then the listener's limit again."""
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    d.max_size = 524288
+    d.feed(fr.encode_frame(b"auth"))
+    assert d.next_frame() == b"auth"
+    big = b"p" * 600000
+    stream = fr.encode_frame(big)
+    d.feed(stream[:100])       # the next frame's prefix is already buffered...
+    d.max_size = 104857600     # ...and is checked against the limit in force now
+    d.feed(stream[100:])
+    assert d.frames() == [big]
+    d.max_size = 524288
+    d.feed(stream)
+    with pytest.raises(InvalidReceiveError, match=r"size = 600000 larger than 524288"):
+        d.frames()
+
+
+def test_lowering_max_size_keeps_an_already_accepted_frame(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=1000)
+    stream = fr.encode_frames([b"q" * 500, b"r" * 500])
+    d.feed(stream[:10])
+    assert d.next_frame() is None       # prefix of the first frame accepted
+    d.max_size = 100
+    d.feed(stream[10:])
+    assert d.next_frame() == b"q" * 500
+    with pytest.raises(InvalidReceiveError, match=r"size = 500 larger than 100"):
+        d.next_frame()
+    d.max_size = 500
+    assert d.frames() == [b"r" * 500]
+
+
+def test_raising_max_size_accepts_a_previously_rejected_prefix(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=3)
+    d.feed(fr.encode_frame(b"four"))
+    with pytest.raises(InvalidReceiveError):
+        d.next_frame()
+    d.max_size = 4
+    assert d.next_frame() == b"four"
+
+
+# ---------------------------------------------------------------- accounting
+
+def test_buffered_and_has_partial(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    assert d.buffered == 0 and not d.has_partial()
+    d.feed(b"\x00\x00")
+    assert d.buffered == 2 and d.has_partial()
+    d.feed(b"\x00\x03ab")
+    assert d.buffered == 6 and d.has_partial()
+    assert d.next_frame() is None
+    assert d.buffered == 6 and d.has_partial()
+    d.feed(b"c")
+    # A complete frame waiting to be drained is not a partial frame.
+    assert d.buffered == 7 and not d.has_partial()
+    d.feed(b"\x00\x00\x00\x00")
+    assert d.buffered == 11 and not d.has_partial()
+    d.feed(b"\x00")
+    assert d.buffered == 12 and d.has_partial()
+    assert d.next_frame() == b"abc"
+    assert d.buffered == 5 and d.has_partial()
+    assert d.frames() == [b""]
+    assert d.buffered == 1 and d.has_partial()
+    d.feed(b"\x00\x00\x00")
+    assert d.buffered == 4 and not d.has_partial()
+    assert d.frames() == [b""]
+    assert d.buffered == 0 and not d.has_partial()
+
+
+def test_has_partial_with_a_bad_prefix_does_not_raise(impl):
+    d = impl.framing.FrameDecoder(max_size=10)
+    d.feed(b"\xff\xff\xff\xff")
+    assert d.has_partial()
+    d2 = impl.framing.FrameDecoder(max_size=10)
+    d2.feed(struct.pack(">i", 50))
+    assert d2.has_partial()
+
+
+def test_buffer_reuse_after_draining(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    for k in range(200):
+        payload = bytes([k]) * (k * 997 % 70000)
+        stream = fr.encode_frame(payload)
+        d.feed(stream[:5])
+        first = d.frames()
+        assert first == ([payload] if len(stream) <= 5 else [])
+        d.feed(stream[5:])
+        assert first + d.frames() == [payload]
+        assert d.buffered == 0
+
+
+def test_repr_shows_no_payload(impl):
+    d = impl.framing.FrameDecoder(max_size=77)
+    d.feed(b"\x00\x00\x00\x05secret")
+    text = repr(d)
+    assert "77" in text and "secret" not in text
+
+
+# ---------------------------------------------------------------- properties
+
+def model(stream, max_size):
+    """Reference decoder: (frames before the first error, error message or
+    None, bytes left or None after an error)."""
+    frames = []
+    pos = 0
+    while len(stream) - pos >= 4:
+        size = struct.unpack_from(">i", stream, pos)[0]
+        if size < 0:
+            return frames, f"Invalid receive (size = {size})", None
+        if size > max_size:
+            return frames, f"Invalid receive (size = {size} larger than {max_size})", None
+        if len(stream) - pos - 4 < size:
+            break
+        frames.append(stream[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return frames, None, len(stream) - pos
+
+
+def chop(stream, cuts):
+    points = sorted({c % (len(stream) + 1) for c in cuts}) if stream else []
+    out = []
+    prev = 0
+    for p in points:
+        out.append(stream[prev:p])
+        prev = p
+    out.append(stream[prev:])
+    return out
+
+
+def run_decoder(fr, chunks, max_size, method):
+    d = fr.FrameDecoder(max_size=max_size)
+    got = []
+    for chunk in chunks:
+        d.feed(chunk)
+        try:
+            if method == "frames":
+                got.extend(d.frames())
+            else:
+                while True:
+                    f = d.next_frame()
+                    if f is None:
+                        break
+                    got.append(f)
+        except InvalidReceiveError as exc:
+            got.extend(getattr(exc, "frames", []))
+            # How much was buffered depends on where the stream was cut: the
+            # error comes as soon as the bad prefix is in.
+            return got, str(exc), None
+        except Exception as exc:  # anything else is a bug
+            pytest.fail(f"{type(exc).__name__} escaped the decoder: {exc}")
+    return got, None, d.buffered
+
+
+# Mostly-plausible streams: real frames with junk and odd prefixes mixed in.
+def _piece():
+    return st.one_of(
+        st.binary(max_size=40).map(frame),
+        st.integers(-2 ** 31, 2 ** 31 - 1).map(lambda n: struct.pack(">i", n)),
+        st.binary(max_size=12),
+    )
+
+
+streams = st.one_of(st.binary(max_size=300), st.lists(_piece(), max_size=12).map(b"".join))
+
+
+@HYPO
+@given(stream=streams, cuts=st.lists(st.integers(0, 400), max_size=10),
+       max_size=st.one_of(st.just(104857600), st.integers(0, 64)),
+       method=st.sampled_from(["frames", "next_frame"]))
+def test_any_stream_any_chopping_gives_the_frames_or_invalid_receive(
+        impl, stream, cuts, max_size, method):
+    fr = impl.framing
+    assert run_decoder(fr, chop(stream, cuts), max_size, method) == model(stream, max_size)
+
+
+@HYPO
+@given(payloads=st.lists(st.binary(max_size=600), max_size=20),
+       cuts=st.lists(st.integers(0, 20000), max_size=15))
+def test_valid_frames_any_chopping_round_trip(impl, payloads, cuts):
+    fr = impl.framing
+    stream = fr.encode_frames(payloads)
+    assert stream == b"".join(frame(p) for p in payloads)
+    got, err, left = run_decoder(fr, chop(stream, cuts), 104857600, "frames")
+    assert (got, err, left) == (payloads, None, 0)
+
+
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("feed"), streams),
+    st.tuples(st.just("next"), st.none()),
+    st.tuples(st.just("frames"), st.none()),
+    st.tuples(st.just("max"), st.integers(0, 80)),
+), max_size=25)
+
+
+def transcript(fr, ops):
+    d = fr.FrameDecoder(max_size=64)
+    out = []
+    for op, arg in ops:
+        try:
+            if op == "feed":
+                d.feed(arg)
+                r = None
+            elif op == "next":
+                r = d.next_frame()
+            elif op == "frames":
+                r = d.frames()
+            else:
+                d.max_size = arg
+                r = d.max_size
+        except InvalidReceiveError as exc:
+            r = ("InvalidReceiveError", str(exc), getattr(exc, "frames", None))
+        out.append((op, r, d.buffered, d.has_partial(), d.max_size))
+    return out
+
+
+@HYPO
+@given(ops=_ops)
+def test_differential_pure_vs_compiled(impl_pair, ops):
+    pure, compiled = impl_pair
+    compiled_framing = compiled.framing   # skips when not built
+    assert transcript(pure.framing, ops) == transcript(compiled_framing, ops)
