@@ -1,0 +1,286 @@
+"""A small metrics registry with Kafka's sensor/stat model.
+
+Mirrors the parts of ``org.apache.kafka.common.metrics`` the network layer
+uses: a :class:`Metrics` registry holds named metrics (``MetricName`` = name,
+group, tags), fed by :class:`Sensor` objects that record values into stats:
+
+* :class:`Rate` -- value per second over a sampled window (Kafka's ``Rate``
+  with ``SampledStat``: 2 samples of 30 s by default).
+* :class:`CumulativeSum` (Kafka's ``*-total``), :class:`CumulativeCount`,
+  :class:`Avg`, :class:`Max` (windowed like Kafka), :class:`Value` (last value),
+  and :class:`Gauge` (a callable measured on read).
+* :func:`meter` -- Kafka's ``Meter``: a ``<base>-rate`` + ``<base>-total`` pair.
+
+Time is epoch milliseconds supplied by the caller (``kchannel.utils.now_ms``
+by default), so tests can drive windows deterministically.
+
+``Metrics.snapshot()`` returns ``{metric name: value}`` (the first metric of
+each name wins when the same name is registered with different tags).
+"""
+import threading
+from dataclasses import dataclass, field
+
+from .utils import now_ms as _now_ms
+
+__all__ = [
+    "MetricName", "MetricConfig", "Metrics", "Sensor", "Rate", "CumulativeSum",
+    "CumulativeCount", "Avg", "Max", "Value", "Gauge", "meter",
+]
+
+
+@dataclass(frozen=True)
+class MetricName:
+    name: str
+    group: str
+    description: str = field(default="", compare=False)
+    tags: tuple = ()          # sorted tuple of (key, value) pairs, hashable
+
+    @classmethod
+    def of(cls, name, group, description="", tags=None):
+        return cls(name, group, description, tuple(sorted((tags or {}).items())))
+
+    def __str__(self):
+        tags = ",".join(f"{k}={v}" for k, v in self.tags)
+        return f"{self.group}:{self.name}" + (f"{{{tags}}}" if tags else "")
+
+
+@dataclass
+class MetricConfig:
+    """Window configuration (Kafka's ``metrics.num.samples`` = 2 and
+    ``metrics.sample.window.ms`` = 30000)."""
+    samples: int = 2
+    time_window_ms: int = 30000
+
+
+class _SampledStat:
+    """Kafka's SampledStat: values fall into ``samples`` rolling windows."""
+
+    def __init__(self, config=None):
+        self.config = config or MetricConfig()
+        # each sample: [window_start_ms, value, event_count]
+        self._samples = []
+
+    def _initial(self):
+        return 0.0
+
+    def _combine_into(self, sample, value):
+        sample[1] += value
+
+    def record(self, value, now):
+        cur = self._current(now)
+        self._combine_into(cur, value)
+        cur[2] += 1
+
+    def _current(self, now):
+        if self._samples:
+            cur = self._samples[-1]
+            if now - cur[0] < self.config.time_window_ms:
+                return cur
+        cur = [now, self._initial(), 0]
+        self._samples.append(cur)
+        if len(self._samples) > self.config.samples:
+            del self._samples[0]
+        return cur
+
+    def _purge(self, now):
+        limit = self.config.samples * self.config.time_window_ms
+        self._samples = [s for s in self._samples if now - s[0] < limit]
+
+    def _oldest_start(self, now):
+        return self._samples[0][0] if self._samples else now
+
+
+class Rate(_SampledStat):
+    """Value recorded per second (``unit_ns=True`` makes it a ratio of
+    nanoseconds per nanosecond, as Kafka's io-ratio / io-wait-ratio)."""
+
+    def __init__(self, config=None, count=False, per_ns=False):
+        super().__init__(config)
+        self.count = count          # WindowedCount: count events, not values
+        self.per_ns = per_ns
+
+    def _combine_into(self, sample, value):
+        sample[1] += 1 if self.count else value
+
+    def measure(self, now):
+        self._purge(now)
+        total = sum(s[1] for s in self._samples)
+        elapsed_ms = now - self._oldest_start(now)
+        full = elapsed_ms // self.config.time_window_ms
+        min_full = self.config.samples - 1
+        # Kafka pads young windows so a single early event is not reported as
+        # a huge rate.
+        if full < min_full:
+            elapsed_ms += (min_full - full) * self.config.time_window_ms
+        if elapsed_ms <= 0:
+            return 0.0
+        if self.per_ns:
+            return total / (elapsed_ms * 1e6)
+        return total / (elapsed_ms / 1000.0)
+
+
+class Avg(_SampledStat):
+    def measure(self, now):
+        self._purge(now)
+        count = sum(s[2] for s in self._samples)
+        if count == 0:
+            return float("nan")
+        return sum(s[1] for s in self._samples) / count
+
+
+class Max(_SampledStat):
+    def _initial(self):
+        return float("-inf")
+
+    def _combine_into(self, sample, value):
+        sample[1] = max(sample[1], value)
+
+    def measure(self, now):
+        self._purge(now)
+        if not any(s[2] for s in self._samples):
+            return float("nan")
+        return max(s[1] for s in self._samples if s[2])
+
+
+class CumulativeSum:
+    def __init__(self, initial=0.0):
+        self.total = float(initial)
+
+    def record(self, value, now):
+        self.total += value
+
+    def measure(self, now):
+        return self.total
+
+
+class CumulativeCount(CumulativeSum):
+    def record(self, value, now):
+        self.total += 1
+
+
+class Value:
+    def __init__(self):
+        self.value = float("nan")
+
+    def record(self, value, now):
+        self.value = float(value)
+
+    def measure(self, now):
+        return self.value
+
+
+class Gauge:
+    """A metric measured by calling ``fn()`` when read."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def record(self, value, now):  # gauges are not fed by sensors
+        pass
+
+    def measure(self, now):
+        return self.fn()
+
+
+class Sensor:
+    """Records a value into every stat attached to it."""
+
+    def __init__(self, registry, name):
+        self.registry = registry
+        self.name = name
+        self._stats = []
+
+    def add(self, metric_name, stat):
+        self.registry._register(metric_name, stat)
+        self._stats.append(stat)
+        return self
+
+    def add_meter(self, group, base, description="", tags=None, count=False):
+        """Kafka's Meter: ``<base>-rate`` (per second) and ``<base>-total``."""
+        rate_name = MetricName.of(f"{base}-rate", group,
+                                  f"The number of {description} per second", tags)
+        total_name = MetricName.of(f"{base}-total", group,
+                                   f"The total number of {description}", tags)
+        self.add(rate_name, Rate(self.registry.config, count=count))
+        self.add(total_name, CumulativeCount() if count else CumulativeSum())
+        return self
+
+    def record(self, value=1.0, now=None):
+        if now is None:
+            now = self.registry.time()
+        with self.registry._lock:
+            for stat in self._stats:
+                stat.record(value, now)
+
+
+def meter(sensor, group, base, description="", tags=None, count=False):
+    return sensor.add_meter(group, base, description, tags, count)
+
+
+class Metrics:
+    """Registry of metrics; ``time`` is a ms clock (injectable for tests)."""
+
+    def __init__(self, config=None, time=None):
+        self.config = config or MetricConfig()
+        self.time = time or _now_ms
+        self._metrics = {}       # MetricName -> stat
+        self._sensors = {}
+        self._lock = threading.Lock()
+
+    def sensor(self, name):
+        s = self._sensors.get(name)
+        if s is None:
+            s = self._sensors[name] = Sensor(self, name)
+        return s
+
+    def get_sensor(self, name):
+        return self._sensors.get(name)
+
+    def remove_sensor(self, name):
+        s = self._sensors.pop(name, None)
+        if s is not None:
+            with self._lock:
+                ids = {id(st) for st in s._stats}
+                for k in [k for k, st in self._metrics.items() if id(st) in ids]:
+                    del self._metrics[k]
+
+    def add_gauge(self, metric_name, fn):
+        self._register(metric_name, Gauge(fn))
+
+    def _register(self, metric_name, stat):
+        with self._lock:
+            self._metrics[metric_name] = stat
+
+    def metric(self, name, group=None, tags=None):
+        """The current value of the first metric called ``name`` (optionally
+        restricted to ``group`` / exact ``tags``), or None."""
+        now = self.time()
+        want_tags = tuple(sorted(tags.items())) if tags is not None else None
+        with self._lock:
+            for mn, stat in self._metrics.items():
+                if mn.name != name:
+                    continue
+                if group is not None and mn.group != group:
+                    continue
+                if want_tags is not None and mn.tags != want_tags:
+                    continue
+                return stat.measure(now)
+        return None
+
+    def metrics(self):
+        """``{MetricName: value}`` for every registered metric."""
+        now = self.time()
+        with self._lock:
+            return {mn: stat.measure(now) for mn, stat in self._metrics.items()}
+
+    def snapshot(self):
+        """``{metric name: value}``; untagged metrics win over tagged ones
+        of the same name."""
+        out = {}
+        now = self.time()
+        with self._lock:
+            items = sorted(self._metrics.items(), key=lambda kv: len(kv[0].tags))
+            for mn, stat in items:
+                if mn.name not in out:
+                    out[mn.name] = stat.measure(now)
+        return out

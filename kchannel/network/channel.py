@@ -1,0 +1,656 @@
+"""One Kafka connection: transport + authenticator + framing + send queue.
+
+Mirrors ``org.apache.kafka.common.network.KafkaChannel`` and ``ChannelState``.
+
+Lifecycle: ``NOT_CONNECTED`` -> (``finish_connect``) -> ``AUTHENTICATE`` ->
+(``prepare`` until the transport handshake and the authenticator complete)
+-> ``READY``.  The selector records the state a channel was in when it was
+closed (``EXPIRED`` for idle expiry, ``LOCAL_CLOSE`` for an explicit close,
+``FAILED_SEND`` / ``FAILED_RECEIVE`` for I/O faults, ``AUTHENTICATION_FAILED``
+carrying the exception).
+
+The channel owns the connection's single :class:`FrameDecoder`; the
+authenticator reads frames through :class:`AuthIO` from that same decoder, so
+anything the peer pipelined behind its last authentication frame is still
+there for the data phase.
+"""
+import collections
+import enum
+import logging
+import random
+import socket
+
+from .. import errors
+from ..framing import FrameDecoder, encode_frame
+from .ops import OP_NONE, OP_READ, OP_WRITE
+
+log = logging.getLogger("kchannel.network.channel")
+
+__all__ = ["State", "ChannelState", "ChannelMuteState", "AuthIO", "KafkaChannel",
+           "DEFAULT_MAX_RECEIVE_SIZE", "READ_CHUNK"]
+
+DEFAULT_MAX_RECEIVE_SIZE = 104857600      # socket.request.max.bytes
+READ_CHUNK = 65536
+# Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection may
+# not start a server re-authentication more than once a second (DoS guard).
+MIN_REAUTH_INTERVAL_MS = 1000
+
+
+class State(enum.Enum):
+    NOT_CONNECTED = "NOT_CONNECTED"
+    AUTHENTICATE = "AUTHENTICATE"
+    READY = "READY"
+    EXPIRED = "EXPIRED"
+    FAILED_SEND = "FAILED_SEND"
+    FAILED_RECEIVE = "FAILED_RECEIVE"
+    LOCAL_CLOSE = "LOCAL_CLOSE"
+    AUTHENTICATION_FAILED = "AUTHENTICATION_FAILED"
+
+
+class ChannelState:
+    """Kafka's ChannelState: a :class:`State` plus, for failures, the
+    exception and the remote address.
+
+    The shared constants (``ChannelState.READY`` ...) carry no exception.
+    Equality compares the :class:`State` only, so
+    ``disconnected[id] == ChannelState.EXPIRED`` works as in Kafka.
+    """
+
+    __slots__ = ("state", "exception", "remote_address")
+
+    def __init__(self, state, exception=None, remote_address=None):
+        self.state = state
+        self.exception = exception
+        self.remote_address = remote_address
+
+    @property
+    def name(self):
+        return self.state.name
+
+    def __eq__(self, other):
+        if isinstance(other, ChannelState):
+            return self.state is other.state
+        if isinstance(other, State):
+            return self.state is other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.state)
+
+    def __repr__(self):
+        extra = ""
+        if self.exception is not None:
+            extra = f", {type(self.exception).__name__}: {self.exception}"
+        if self.remote_address is not None:
+            extra += f", remote={self.remote_address}"
+        return f"ChannelState({self.state.name}{extra})"
+
+    __str__ = __repr__
+
+
+for _s in State:
+    setattr(ChannelState, _s.name, ChannelState(_s))
+
+
+class ChannelMuteState(enum.Enum):
+    """Kafka's KafkaChannel.ChannelMuteState (the server's response-pending
+    states are kept for name compatibility; the selector uses the first two)."""
+    NOT_MUTED = "NOT_MUTED"
+    MUTED = "MUTED"
+    MUTED_AND_RESPONSE_PENDING = "MUTED_AND_RESPONSE_PENDING"
+    MUTED_AND_THROTTLED = "MUTED_AND_THROTTLED"
+    MUTED_AND_THROTTLED_AND_RESPONSE_PENDING = "MUTED_AND_THROTTLED_AND_RESPONSE_PENDING"
+
+
+def _format_address(addr):
+    if addr is None:
+        return None
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = addr[0]
+        return f"[{host}]:{addr[1]}" if ":" in str(host) else f"{host}:{addr[1]}"
+    return str(addr)
+
+
+class AuthIO:
+    """What an authenticator may do with its connection.
+
+    * ``read_frame()`` -> next complete frame payload or None.  Reads from
+      the transport into the channel's FrameDecoder.  Raises
+      ``ChannelConnectionError`` on EOF and ``InvalidReceiveError`` for a bad
+      size prefix.
+    * ``write_frame(payload)`` queues a size-prefixed frame;
+      ``write_raw(data)`` queues bytes as they are; ``flush()`` writes what
+      the socket accepts now and returns True when nothing is left.
+    * ``set_max_receive_size(n)`` (SASL: 524288 before authentication).
+    * ``transport``, ``client_address``, ``listener_name``,
+      ``security_protocol``, ``channel_id``, ``mode``.
+    """
+
+    __slots__ = ("_ch",)
+
+    def __init__(self, channel):
+        self._ch = channel
+
+    @property
+    def transport(self):
+        return self._ch.transport
+
+    @property
+    def client_address(self):
+        return self._ch.remote_address
+
+    @property
+    def listener_name(self):
+        return self._ch.listener_name
+
+    @property
+    def security_protocol(self):
+        return self._ch.security_protocol
+
+    @property
+    def channel_id(self):
+        return self._ch.id
+
+    @property
+    def mode(self):
+        return self._ch.mode
+
+    def read_frame(self):
+        return self._ch._read_one_frame()
+
+    def write_frame(self, payload):
+        self._ch._enqueue(encode_frame(payload), report=False)
+
+    def write_raw(self, data):
+        self._ch._enqueue(bytes(data), report=False)
+
+    def flush(self):
+        return self._ch._flush_all()
+
+    def has_pending_writes(self):
+        return self._ch.has_pending_writes()
+
+    def set_max_receive_size(self, n):
+        self._ch.decoder.max_size = n
+
+    def get_max_receive_size(self):
+        return self._ch.decoder.max_size
+
+    @property
+    def max_receive_size(self):
+        return self._ch.max_receive_size
+
+
+class KafkaChannel:
+    """A connection: ``transport`` + authenticator + framing + sends.
+
+    ``authenticator_factory()`` creates an authenticator; it is called once
+    now and again for each re-authentication (Kafka's authenticatorCreator).
+    """
+
+    def __init__(self, id, transport, authenticator_factory,
+                 max_receive_size=DEFAULT_MAX_RECEIVE_SIZE, *, mode="server",
+                 listener_name=None, security_protocol="PLAINTEXT",
+                 remote_address=None, read_chunk=READ_CHUNK):
+        self.id = id
+        self.transport = transport
+        self._authenticator_factory = authenticator_factory
+        self.authenticator = authenticator_factory()
+        self.max_receive_size = max_receive_size
+        self.mode = mode
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.remote_address = remote_address
+        self.read_chunk = read_chunk
+        self.decoder = FrameDecoder(max_receive_size)
+        self.io = AuthIO(self)
+        self.state = ChannelState.NOT_CONNECTED
+        self.mute_state = ChannelMuteState.NOT_MUTED
+        self.successful_authentications = 0
+        # ops the transport/authenticator said they wait for (until READY)
+        self.prepare_ops = OP_READ
+        # True when the last AuthenticationError was raised by the
+        # authenticator (not the TLS handshake): the server may delay the
+        # close by connection.failed.authentication.delay.ms (Kafka's
+        # DelayedResponseAuthenticationException).
+        self.auth_failure_delayable = False
+        self._last_reauth_start_ms = None
+        self._disconnected = False
+        self._eof = False
+        # frames pulled out of the decoder to answer "is a frame complete?"
+        self._stash = collections.deque()
+        # send queue: deque of [memoryview, size, report]; size = payload size
+        # reported in completed sends; report=False for authentication frames.
+        self._sends = collections.deque()
+        self._accepted = []       # sizes fully handed to the transport but
+                                  # maybe still buffered in it (TLS)
+        self._mid_write = False
+
+    # -- identity -------------------------------------------------------------
+    def __repr__(self):
+        return (f"KafkaChannel(id={self.id!r}, state={self.state.name}, "
+                f"remote={self.socket_description()})")
+
+    def socket_description(self):
+        return _format_address(self.remote_address) or "unknown"
+
+    def fileno(self):
+        return self.transport.fileno()
+
+    # -- connection ------------------------------------------------------------
+    def finish_connect(self):
+        """Complete a non-blocking connect.  True when connected; raises
+        ``ChannelConnectionError`` when the connect failed."""
+        fc = getattr(self.transport, "finish_connect", None)
+        if fc is not None:
+            connected = fc()
+        else:
+            sock = self.transport.socket
+            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise errors.ChannelConnectionError(
+                    f"Connection to {self.socket_description()} failed: {socket.errno.errorcode.get(err, err)}")
+            connected = True
+        if connected:
+            self.state = ChannelState.READY if self.ready() else ChannelState.AUTHENTICATE
+        return connected
+
+    def mark_connected(self):
+        """Accepted or immediately-connected sockets skip finish_connect."""
+        self.state = ChannelState.READY if self.ready() else ChannelState.AUTHENTICATE
+
+    # -- preparation -----------------------------------------------------------
+    def ready(self):
+        return self.transport.ready() and self.authenticator.complete()
+
+    def prepare(self, now):
+        """Drive the TLS handshake, then the authenticator.
+
+        Returns the readiness ops still needed (0 once READY).  Raises
+        ``AuthenticationError`` (state becomes AUTHENTICATION_FAILED with the
+        exception) or network errors.
+        """
+        authenticating = False
+        ops = OP_NONE
+        try:
+            if not self.transport.ready():
+                ops = self.transport.handshake() or OP_NONE
+            if self.transport.ready() and not self.authenticator.complete():
+                authenticating = True
+                ops = self.authenticator.authenticate(self.io, now) or OP_NONE
+        except errors.AuthenticationError as exc:
+            self.state = ChannelState(State.AUTHENTICATION_FAILED, exc,
+                                      self.socket_description())
+            self.auth_failure_delayable = authenticating
+            raise
+        if self.ready():
+            self.successful_authentications += 1
+            self.state = ChannelState.READY
+            self.prepare_ops = OP_NONE
+            return OP_NONE
+        if self.has_pending_writes():
+            ops |= OP_WRITE
+        if not ops:
+            ops = OP_READ
+        self.prepare_ops = ops
+        return ops
+
+    def principal(self):
+        return self.authenticator.principal()
+
+    # -- mute ------------------------------------------------------------------
+    def mute(self):
+        if self.mute_state is ChannelMuteState.NOT_MUTED:
+            self.mute_state = ChannelMuteState.MUTED
+
+    def unmute(self):
+        """Kafka's maybeUnmute: only MUTED becomes NOT_MUTED."""
+        if self.mute_state is ChannelMuteState.MUTED:
+            self.mute_state = ChannelMuteState.NOT_MUTED
+        return self.mute_state is ChannelMuteState.NOT_MUTED
+
+    maybe_unmute = unmute
+
+    def is_muted(self):
+        return self.mute_state is not ChannelMuteState.NOT_MUTED
+
+    is_mute = is_muted
+
+    # -- interest ----------------------------------------------------------------
+    def interest_ops(self):
+        """The readiness events the selector should wait for now."""
+        if self._disconnected:
+            return OP_NONE
+        if self.state is ChannelState.NOT_CONNECTED:
+            return OP_WRITE
+        if not self.ready():
+            ops = self.prepare_ops or OP_READ
+            if self.has_pending_writes():
+                ops |= OP_WRITE
+            return ops
+        ops = OP_NONE if self.is_muted() else OP_READ
+        if self._sends or self.has_pending_writes():
+            ops |= OP_WRITE
+        return ops
+
+    # -- receive -----------------------------------------------------------------
+    def has_bytes_buffered(self):
+        """True when data is waiting that no readiness event will announce:
+        decrypted TLS bytes, or complete frames already in the decoder."""
+        try:
+            if self.transport.has_bytes_buffered():
+                return True
+        except AttributeError:
+            pass
+        return self.has_complete_frame()
+
+    def has_complete_frame(self):
+        d = self.decoder
+        buffered = d.buffered
+        if buffered < 4:
+            return False
+        # peek at the size prefix without consuming (decoder.has_partial only
+        # says "something is buffered")
+        peek = getattr(d, "peek_complete", None)
+        if peek is not None:
+            return peek()
+        return self._peek_complete()
+
+    def _peek_complete(self):
+        # Without a peek API, pull the frame and keep it aside.
+        if self._stash:
+            return True
+        try:
+            f = self.decoder.next_frame()
+        except errors.InvalidReceiveError:
+            return True   # surfaces on the next read
+        if f is None:
+            return False
+        self._stash.append(f)
+        return True
+
+    def _next_buffered_frame(self):
+        if self._stash:
+            return self._stash.popleft()
+        return self.decoder.next_frame()
+
+    def _fill(self, max_bytes):
+        """Read up to about ``max_bytes`` from the transport into the decoder.
+        Returns the number of bytes read.  EOF is remembered (``_eof``) and
+        raised by the caller once buffered frames are drained."""
+        total = 0
+        t = self.transport
+        read_into = getattr(t, "read_into", None)
+        while total < max_bytes and not self._eof:
+            try:
+                if read_into is not None:
+                    n = read_into(self.decoder.feed)
+                else:
+                    data = t.read(min(self.read_chunk, max_bytes - total))
+                    n = len(data)
+                    if n:
+                        self.decoder.feed(data)
+            except errors.ChannelConnectionError:
+                self._eof = True
+                break
+            if not n:
+                break
+            total += n
+            # a full decoder frame is enough for this round (fairness); keep
+            # reading only while no frame is complete and the peer keeps up
+            if self.decoder.buffered >= 4 and not self.decoder.has_partial():
+                break
+        return total
+
+    def _transport_buffered(self):
+        try:
+            return self.transport.has_bytes_buffered()
+        except AttributeError:
+            return False
+
+    def _read_one_frame(self):
+        """AuthIO.read_frame: one frame, reading only if none is buffered."""
+        frame = self._next_buffered_frame()
+        if frame is not None:
+            return frame
+        self._fill(self.read_chunk)
+        frame = self._next_buffered_frame()
+        if frame is None and self._eof:
+            raise errors.ChannelConnectionError(
+                f"Connection with {self.socket_description()} closed by peer")
+        return frame
+
+    def read(self, max_frames=1, max_bytes=1048576):
+        """Data phase read: at most ``max_frames`` complete payloads, reading
+        at most ``max_bytes`` from the transport (fairness bound).
+
+        Returns ``(frames, bytes_read)``.  Raises ``InvalidReceiveError`` for a
+        bad size prefix and ``ChannelConnectionError`` at EOF once every
+        complete frame has been returned.
+        """
+        frames = []
+        bytes_read = 0
+        while len(frames) < max_frames:
+            frame = self._next_buffered_frame()
+            if frame is None:
+                if bytes_read >= max_bytes or self._eof:
+                    break
+                n = self._fill(max_bytes - bytes_read)
+                bytes_read += n
+                if n == 0:
+                    break
+                continue
+            frames.append(frame)
+        if not frames and self._eof:
+            raise errors.ChannelConnectionError(
+                f"Connection with {self.socket_description()} closed by peer")
+        return frames, bytes_read
+
+    def drain_after_eof(self):
+        """After EOF: every complete frame still buffered."""
+        out = list(self._stash)
+        self._stash.clear()
+        try:
+            out.extend(self.decoder.frames())
+        except errors.InvalidReceiveError:
+            pass
+        return out
+
+    # -- send ----------------------------------------------------------------------
+    def has_send(self):
+        return bool(self._sends)
+
+    def has_pending_writes(self):
+        if self._sends:
+            return True
+        try:
+            return bool(self.transport.has_pending_writes())
+        except AttributeError:
+            return False
+
+    def set_send(self, payload, already_framed=False):
+        """Queue one frame (``payload`` without size prefix unless
+        ``already_framed``).  Unlike Kafka's single in-flight Send, sends
+        queue up behind each other; each is reported once fully written."""
+        data = payload if already_framed else encode_frame(payload)
+        self._enqueue(data, report=True, size=len(data))
+
+    def _enqueue(self, data, report, size=None):
+        self._sends.append([memoryview(data), size if size is not None else len(data), report])
+
+    def write(self, max_bytes=4194304):
+        """Write queued sends.  Returns the list of completed send sizes
+        (only data-phase sends).  Raises on socket errors."""
+        written = 0
+        t = self.transport
+        while self._sends and written < max_bytes:
+            entry = self._sends[0]
+            mv = entry[0]
+            # coalesce small frames into one write to save syscalls
+            if len(mv) < 16384 and len(self._sends) > 1:
+                parts = []
+                n_parts = 0
+                total = 0
+                for e in self._sends:
+                    if total + len(e[0]) > 65536 and parts:
+                        break
+                    parts.append(e[0])
+                    total += len(e[0])
+                    n_parts += 1
+                buf = b"".join(parts)
+                self._mid_write = True
+                n = t.write(buf)
+                written += n
+                # retire fully written entries, trim the partial one
+                remaining = n
+                for _ in range(n_parts):
+                    e = self._sends[0]
+                    ln = len(e[0])
+                    if remaining >= ln:
+                        remaining -= ln
+                        self._sends.popleft()
+                        if e[2]:
+                            self._accepted.append(e[1])
+                    else:
+                        e[0] = e[0][remaining:]
+                        remaining = 0
+                        break
+                if n < len(buf):
+                    break
+                continue
+            self._mid_write = True
+            n = t.write(mv)
+            written += n
+            if n < len(mv):
+                entry[0] = mv[n:]
+                break
+            self._sends.popleft()
+            if entry[2]:
+                self._accepted.append(entry[1])
+        pending = False
+        try:
+            flush = t.flush
+        except AttributeError:
+            flush = None
+        if flush is not None:
+            pending = not flush()
+        if not self._sends and not pending:
+            self._mid_write = False
+            done, self._accepted = self._accepted, []
+            return done
+        return []
+
+    def _flush_all(self):
+        """AuthIO.flush: write queued authentication frames now.  Data-phase
+        completions are kept for the selector to report."""
+        if self._sends:
+            done = self.write()
+            if done:
+                self._accepted[:0] = done
+        elif getattr(self.transport, "flush", None) is not None:
+            self.transport.flush()
+        return not self.has_pending_writes()
+
+    def take_accepted(self):
+        done, self._accepted = self._accepted, []
+        return done
+
+    # -- re-authentication (KIP-368) ---------------------------------------------
+    def maybe_begin_server_reauthentication(self, frame, now):
+        """Server: ``frame`` is a SaslHandshake request received on a READY
+        channel.  Starts re-authentication and returns True when the session
+        has an expiry and the last re-authentication began at least a second
+        ago; otherwise False (the request is then processed normally)."""
+        if not self.ready():
+            return False
+        if self.authenticator.server_session_expiration_ms() is None:
+            return False
+        if (self._last_reauth_start_ms is not None
+                and now - self._last_reauth_start_ms < MIN_REAUTH_INTERVAL_MS):
+            return False
+        self._last_reauth_start_ms = now
+        self._swap_authenticators_and_begin_reauthentication(frame, now)
+        return True
+
+    def maybe_begin_client_reauthentication(self, now):
+        """Client: re-authenticate when the session's re-auth time has come,
+        the channel is unmuted and no write is in progress."""
+        if not self.ready():
+            return False
+        if self.is_muted() or self._mid_write or self._sends:
+            return False
+        at = self.authenticator.client_session_reauth_ms()
+        if at is None or now < at:
+            return False
+        self._swap_authenticators_and_begin_reauthentication(None, now)
+        return True
+
+    def _swap_authenticators_and_begin_reauthentication(self, first_frame, now):
+        previous = self.authenticator
+        # The new authenticator takes over from the old one (it may read the
+        # previous session's principal/mechanism and close it).
+        self.authenticator = self._authenticator_factory()
+        self.state = ChannelState.AUTHENTICATE
+        ops = self.authenticator.reauthenticate(self.io, first_frame, now, previous)
+        self.prepare_ops = ops or OP_READ
+        if self.authenticator.complete():
+            # finished in one step (possible on the server)
+            self.successful_authentications += 1
+            self.state = ChannelState.READY
+            self.prepare_ops = OP_NONE
+
+    def server_authentication_session_expired(self, now):
+        exp = self.authenticator.server_session_expiration_ms()
+        return exp is not None and now - exp > 0
+
+    def session_expired(self, now):
+        at = self.authenticator.client_session_reauth_ms()
+        return at is not None and now > at
+
+    def reauthentication_latency_ms(self):
+        return self.authenticator.reauthentication_latency_ms()
+
+    def connected_client_supports_reauthentication(self):
+        return self.authenticator.connected_client_supports_reauthentication()
+
+    def get_and_clear_responses_received_during_reauthentication(self):
+        return list(self.authenticator.get_and_clear_responses_received_during_reauthentication() or [])
+
+    # -- failure / close ------------------------------------------------------------
+    def complete_close_on_authentication_failure(self):
+        """Kafka's completeCloseOnAuthenticationFailure: let the
+        authenticator send its deferred failure response, then push it out
+        best-effort."""
+        try:
+            self.authenticator.handle_authentication_failure()
+        finally:
+            try:
+                self._flush_all()
+            except Exception:
+                pass
+
+    def close(self, flush=False):
+        if self._disconnected:
+            return
+        self._disconnected = True
+        if flush:
+            try:
+                self._flush_all()
+            except Exception:
+                pass
+        try:
+            self.authenticator.close()
+        except Exception:  # never let a close fail the selector loop
+            log.debug("authenticator close failed for %s", self.id, exc_info=True)
+        try:
+            self.transport.close()
+        except Exception:
+            log.debug("transport close failed for %s", self.id, exc_info=True)
+
+    @property
+    def disconnected(self):
+        return self._disconnected
+
+    def random_jitter(self):
+        """Kafka's 85-95% re-authentication window factor (clients)."""
+        return 0.85 + random.random() * 0.10

@@ -1,0 +1,736 @@
+"""Kafka's non-blocking multi-connection Selector, on Python's ``selectors``.
+
+Single-threaded: every method except :meth:`Selector.wakeup` must be called
+from the thread that calls :meth:`Selector.poll`.
+
+One ``poll(timeout_ms)``:
+
+1. clears the previous results;
+2. waits in ``select`` -- no longer than ``timeout_ms``, not at all when a
+   channel already holds data no readiness event will announce (decrypted TLS
+   bytes, frames read ahead) or a connect completed immediately, and no longer
+   than the next delayed authentication-failure close;
+3. services each ready channel once: finish connect, ``prepare()`` (TLS
+   handshake + authenticator) until READY, then at most one complete receive
+   and a bounded number of bytes read, then writes.  Bounded work per channel
+   per poll is what keeps one flooding peer from starving thousands of others
+   (Kafka's one-receive-per-poll rule);
+4. carries out due delayed closes and closes connections idle for longer than
+   ``connections.max.idle.ms`` (least recently active first, Kafka's
+   IdleExpiryManager).
+
+Results: ``completed_receives`` (list of ``(id, payload)``),
+``completed_sends`` (list of ``(id, size)``), ``connected`` (ids),
+``disconnected`` (dict id -> :class:`ChannelState`; failures carry the
+exception).  A failure on one channel closes only that channel, is logged once
+(authentication failures at WARNING) and is reported in ``disconnected``.
+An explicit :meth:`close` is not reported (as in Kafka).
+"""
+import collections
+import errno
+import heapq
+import logging
+import selectors
+import socket
+import time as _time
+
+from .. import errors
+from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
+from ..utils import now_ms
+from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
+from .ops import OP_NONE, OP_READ, OP_WRITE
+
+log = logging.getLogger("kchannel.network.selector")
+
+__all__ = ["Selector", "SelectorMetrics", "NO_IDLE_TIMEOUT_MS"]
+
+NO_IDLE_TIMEOUT_MS = -1
+# Bytes read from one channel in one poll (fairness bound).
+MAX_READ_PER_CHANNEL_PER_POLL = 1048576
+# Bytes written to one channel in one poll.
+MAX_WRITE_PER_CHANNEL_PER_POLL = 4194304
+# Connections accepted per listener per poll.
+MAX_ACCEPTS_PER_POLL = 256
+
+
+class SelectorMetrics:
+    """Kafka's Selector.SelectorMetrics: sensors with Kafka's metric names in
+    group ``<prefix>-metrics``."""
+
+    def __init__(self, metrics, group_prefix="selector", tags=None, connection_count=None):
+        self.metrics = metrics
+        g = f"{group_prefix}-metrics"
+        self.group = g
+        tags = dict(tags or {})
+        key = f"{group_prefix}:{sorted(tags.items())}:{id(self)}"
+
+        def sensor(name):
+            return metrics.sensor(f"{key}:{name}")
+
+        def mn(name, desc):
+            return MetricName.of(name, g, desc, tags)
+
+        self.connection_closed = sensor("connections-closed").add_meter(
+            g, "connection-close", "connections closed", tags)
+        self.connection_created = sensor("connections-created").add_meter(
+            g, "connection-creation", "new connections established", tags)
+        self.successful_authentication = sensor("successful-authentication").add_meter(
+            g, "successful-authentication", "connections with successful authentication",
+            tags, count=True)
+        self.successful_reauthentication = sensor("successful-reauthentication").add_meter(
+            g, "successful-reauthentication", "successful re-authentication of connections",
+            tags, count=True)
+        self.successful_authentication_no_reauth = sensor(
+            "successful-authentication-no-reauth").add(
+            mn("successful-authentication-no-reauth-total",
+               "The total number of connections with successful authentication where the "
+               "client does not support re-authentication"), CumulativeSum())
+        self.failed_authentication = sensor("failed-authentication").add_meter(
+            g, "failed-authentication", "connections with failed authentication", tags,
+            count=True)
+        self.failed_reauthentication = sensor("failed-reauthentication").add_meter(
+            g, "failed-reauthentication", "failed re-authentication of connections", tags,
+            count=True)
+        self.reauthentication_latency = sensor("reauthentication-latency")
+        self.reauthentication_latency.add(
+            mn("reauthentication-latency-max", "The max latency observed due to re-authentication"),
+            Max(metrics.config))
+        self.reauthentication_latency.add(
+            mn("reauthentication-latency-avg", "The average latency observed due to re-authentication"),
+            Avg(metrics.config))
+        self.bytes_transferred = sensor("bytes-sent-received").add_meter(
+            g, "network-io", "network operations (reads or writes) on all connections", tags,
+            count=True)
+        self.bytes_sent = sensor("bytes-sent").add_meter(
+            g, "outgoing-byte", "outgoing bytes sent to all servers", tags)
+        self.requests_sent = sensor("requests-sent").add_meter(
+            g, "request", "requests sent", tags, count=True)
+        self.requests_sent.add(mn("request-size-avg", "The average size of requests sent."),
+                               Avg(metrics.config))
+        self.requests_sent.add(mn("request-size-max", "The maximum size of any request sent."),
+                               Max(metrics.config))
+        self.bytes_received = sensor("bytes-received").add_meter(
+            g, "incoming-byte", "bytes read off all sockets", tags)
+        self.responses_received = sensor("responses-received").add_meter(
+            g, "response", "responses received", tags, count=True)
+        self.select_time = sensor("select-time").add_meter(
+            g, "select", "times the I/O layer checked for new I/O to perform", tags, count=True)
+        self.select_time.add(mn("io-wait-time-ns-avg",
+                                "The average length of time the I/O thread spent waiting for "
+                                "a socket ready for reads or writes in nanoseconds."),
+                             Avg(metrics.config))
+        self.select_time.add(mn("io-wait-ratio",
+                                "The fraction of time the I/O thread spent waiting"),
+                             Rate(metrics.config, per_ns=True))
+        self.select_time.add(mn("io-wait-time-ns-total",
+                                "The total time the I/O thread spent waiting in nanoseconds"),
+                             CumulativeSum())
+        self.select_time.add(mn("io-waittime-total", "*Deprecated* io-wait-time-ns-total"),
+                             CumulativeSum())
+        self.io_time = sensor("io-time")
+        self.io_time.add(mn("io-time-ns-avg",
+                            "The average length of time for I/O per select call in nanoseconds."),
+                         Avg(metrics.config))
+        self.io_time.add(mn("io-ratio", "The fraction of time the I/O thread spent doing I/O"),
+                         Rate(metrics.config, per_ns=True))
+        self.io_time.add(mn("io-time-ns-total",
+                            "The total time the I/O thread spent doing I/O in nanoseconds"),
+                         CumulativeSum())
+        self.io_time.add(mn("iotime-total", "*Deprecated* io-time-ns-total"), CumulativeSum())
+        self.expired_connections_killed = sensor("expired-connections-killed-count").add(
+            mn("expired-connections-killed-count",
+               "The number of connections disconnected on a processor due to a client not "
+               "re-authenticating and then using the connection beyond its expiration time "
+               "for anything other than re-authentication"), CumulativeSum())
+        if connection_count is not None:
+            metrics.add_gauge(mn("connection-count", "The current number of active connections."),
+                              connection_count)
+
+
+class _Listener:
+    __slots__ = ("sock", "on_acceptable")
+
+    def __init__(self, sock, on_acceptable):
+        self.sock = sock
+        self.on_acceptable = on_acceptable
+
+
+class _Wakeup:
+    __slots__ = ()
+
+
+_WAKEUP = _Wakeup()
+
+
+class Selector:
+    """Non-blocking I/O over many Kafka channels.
+
+    ``channel_builder``: default :class:`ChannelBuilder` for :meth:`connect`
+    and :meth:`register`.  ``time``: ms clock (injectable for tests).
+    ``failed_authentication_delay_ms``: server side, delay closing a channel
+    whose authenticator failed (``connection.failed.authentication.delay.ms``;
+    0 closes at once).
+    """
+
+    def __init__(self, channel_builder=None, metrics=None, connections_max_idle_ms=600000, *,
+                 time=None, metric_group_prefix="selector", metric_tags=None,
+                 failed_authentication_delay_ms=0, max_receive_size=DEFAULT_MAX_RECEIVE_SIZE,
+                 send_buffer_size=-1, receive_buffer_size=-1,
+                 max_read_per_channel=MAX_READ_PER_CHANNEL_PER_POLL):
+        self.channel_builder = channel_builder
+        self.time = time or now_ms
+        self.metrics = metrics if metrics is not None else Metrics(time=self.time)
+        self.sensors = SelectorMetrics(self.metrics, metric_group_prefix, metric_tags,
+                                       connection_count=lambda: len(self._channels))
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.failed_authentication_delay_ms = failed_authentication_delay_ms
+        self.max_receive_size = max_receive_size
+        self.send_buffer_size = send_buffer_size
+        self.receive_buffer_size = receive_buffer_size
+        self.max_read_per_channel = max_read_per_channel
+
+        self._sel = selectors.DefaultSelector()
+        self._channels = {}              # id -> KafkaChannel
+        self._fd_ops = {}                # id -> ops registered with self._sel
+        self._fds = {}                   # id -> fileno at registration
+        self._immediately_connected = set()
+        self._buffered = set()           # ids with data no event will announce
+        self._explicitly_muted = set()
+        self._idle = collections.OrderedDict()   # id -> last activity ms (LRU)
+        self._next_idle_check_ms = 0
+        self._delayed = []               # heap (due_ms, seq, id)
+        self._delayed_ids = set()
+        self._seq = 0
+        self._closed = False
+
+        self.completed_receives = []
+        self.completed_sends = []
+        self.connected = []
+        self.disconnected = {}
+
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
+
+    # ------------------------------------------------------------------ access
+    def channel(self, id):
+        """The open channel ``id`` or None."""
+        return self._channels.get(id)
+
+    def channels(self):
+        return list(self._channels.values())
+
+    def is_channel_ready(self, id):
+        ch = self._channels.get(id)
+        return ch is not None and ch.ready()
+
+    def __len__(self):
+        return len(self._channels)
+
+    # ------------------------------------------------------------ connections
+    def connect(self, id, address, send_buffer_size=None, receive_buffer_size=None,
+                channel_builder=None):
+        """Start a non-blocking connection ``id`` to ``address`` = (host, port).
+
+        Completion is reported in ``connected`` (or ``disconnected`` with state
+        NOT_CONNECTED when it fails) by a later :meth:`poll`.  Raises
+        ``ChannelConnectionError`` when the address cannot be resolved or the
+        connect fails at once.
+        """
+        if id in self._channels:
+            raise errors.KChannelError(f"There is already a connection for id {id}")
+        if self._closed:
+            raise errors.KChannelError("Selector is closed")
+        builder = channel_builder or self.channel_builder
+        host, port = address[0], int(address[1])
+        try:
+            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise errors.ChannelConnectionError(f"Can't resolve address: {host}:{port}: {exc}")
+        family, stype, proto, _, sockaddr = infos[0]
+        sock = socket.socket(family, stype, proto)
+        try:
+            self._configure_socket(sock, send_buffer_size, receive_buffer_size)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            rc = sock.connect_ex(sockaddr)
+            if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                raise errors.ChannelConnectionError(
+                    f"Connection to {host}:{port} failed: {errno.errorcode.get(rc, rc)}")
+            ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
+                                       peer_port=port, max_receive_size=self.max_receive_size,
+                                       remote_address=(host, port))
+        except BaseException:
+            sock.close()
+            raise
+        self._channels[id] = ch
+        self._idle_update(id, self.time())
+        if rc == 0:
+            self._immediately_connected.add(id)
+        self._sync(ch)
+        return ch
+
+    def register(self, id, sock, channel_builder=None, listener_name=None):
+        """Adopt an accepted socket as channel ``id`` (server side)."""
+        if id in self._channels:
+            raise errors.KChannelError(f"There is already a connection for id {id}")
+        builder = channel_builder or self.channel_builder
+        self._configure_socket(sock, None, None)
+        try:
+            remote = sock.getpeername()
+        except OSError:
+            remote = None
+        ch = builder.build_channel(id, sock, mode=builder.mode, listener_name=listener_name,
+                                   max_receive_size=self.max_receive_size, remote_address=remote)
+        ch.mark_connected()
+        self._channels[id] = ch
+        self._idle_update(id, self.time())
+        self.sensors.connection_created.record()
+        # A freshly accepted channel may already have bytes waiting; the
+        # readiness event will announce them.
+        self._sync(ch)
+        return ch
+
+    def _configure_socket(self, sock, sndbuf, rcvbuf):
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        sndbuf = self.send_buffer_size if sndbuf is None else sndbuf
+        rcvbuf = self.receive_buffer_size if rcvbuf is None else rcvbuf
+        if sndbuf is not None and sndbuf > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        if rcvbuf is not None and rcvbuf > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+
+    def add_listener(self, sock, on_acceptable):
+        """Watch a listening socket; ``on_acceptable()`` is called from
+        :meth:`poll` when it is readable (it should accept in a bounded loop and
+        :meth:`register` each connection)."""
+        sock.setblocking(False)
+        self._sel.register(sock, selectors.EVENT_READ, _Listener(sock, on_acceptable))
+
+    def remove_listener(self, sock):
+        try:
+            self._sel.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------- sends
+    def send(self, id, payload):
+        """Queue ``payload`` (a frame without its size prefix) on ``id``."""
+        ch = self._channels.get(id)
+        if ch is None:
+            raise errors.KChannelError(
+                f"Attempt to retrieve channel for which there is no connection. "
+                f"Connection id {id} existing connections {list(self._channels)[:10]}")
+        if id in self._delayed_ids:
+            return   # closing after an authentication failure: drop silently
+        ch.set_send(payload)
+        self._sync(ch)
+
+    # -------------------------------------------------------------------- mute
+    def mute(self, id):
+        ch = self._channels.get(id)
+        if ch is None:
+            raise errors.KChannelError(f"No channel with id {id}")
+        ch.mute()
+        self._explicitly_muted.add(id)
+        self._buffered.discard(id)
+        self._sync(ch)
+
+    def unmute(self, id):
+        ch = self._channels.get(id)
+        if ch is None:
+            raise errors.KChannelError(f"No channel with id {id}")
+        if ch.unmute():
+            self._explicitly_muted.discard(id)
+            if ch.has_bytes_buffered():
+                self._buffered.add(id)
+        self._sync(ch)
+
+    def mute_all(self):
+        for id in list(self._channels):
+            self.mute(id)
+
+    def unmute_all(self):
+        for id in list(self._channels):
+            self.unmute(id)
+
+    def is_muted(self, id):
+        ch = self._channels.get(id)
+        return ch is not None and ch.is_muted()
+
+    # ------------------------------------------------------------------- close
+    def close(self, id=None):
+        """``close(id)``: close one connection locally (state LOCAL_CLOSE, not
+        reported in ``disconnected``, as Kafka).  ``close()``: close everything
+        (channels, wakeup pipe, OS selector)."""
+        if id is not None:
+            ch = self._channels.get(id)
+            if ch is not None:
+                ch.state = ChannelState.LOCAL_CLOSE
+                self._close_channel(ch, notify=False, flush=True)
+            return
+        if self._closed:
+            return
+        self._closed = True
+        for ch in list(self._channels.values()):
+            ch.state = ChannelState.LOCAL_CLOSE
+            self._close_channel(ch, notify=False, flush=False)
+        try:
+            self._sel.unregister(self._wake_r)
+        except Exception:
+            pass
+        self._wake_r.close()
+        self._wake_w.close()
+        self._sel.close()
+
+    def wakeup(self):
+        """Make a blocked :meth:`poll` return (thread-safe)."""
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    def record_expired_connection_killed(self):
+        self.sensors.expired_connections_killed.record()
+
+    # -------------------------------------------------------------------- poll
+    def _clear(self):
+        self.completed_receives = []
+        self.completed_sends = []
+        self.connected = []
+        self.disconnected = {}
+
+    def poll(self, timeout_ms):
+        """Do I/O for up to ``timeout_ms`` (0 = don't wait, negative = wait
+        until something happens).  See the module docstring."""
+        if self._closed:
+            raise errors.KChannelError("Selector is closed")
+        self._clear()
+        now = self.time()
+        ready_buffered = [i for i in self._buffered
+                          if i not in self._explicitly_muted and i in self._channels]
+        if self._immediately_connected or ready_buffered:
+            timeout_ms = 0
+        if self._delayed:
+            wait = max(0, self._delayed[0][0] - now)
+            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
+        timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
+
+        start_select = _time.perf_counter_ns()
+        events = self._sel.select(timeout)
+        end_select = _time.perf_counter_ns()
+        self.sensors.select_time.record(end_select - start_select)
+
+        now = self.time()
+        seen = set()
+        work = []
+        for key, mask in events:
+            data = key.data
+            if data is _WAKEUP:
+                self._drain_wakeup()
+                continue
+            if isinstance(data, _Listener):
+                try:
+                    data.on_acceptable()
+                except Exception:
+                    log.exception("Error accepting connections")
+                continue
+            ch = data
+            if self._channels.get(ch.id) is not ch:
+                continue
+            seen.add(ch.id)
+            work.append((ch, bool(mask & selectors.EVENT_READ), bool(mask & selectors.EVENT_WRITE)))
+        # Channels with buffered data but no event this time.
+        for id in ready_buffered:
+            if id not in seen:
+                ch = self._channels.get(id)
+                if ch is not None:
+                    work.append((ch, False, False))
+                    seen.add(id)
+        for id in list(self._immediately_connected):
+            if id not in seen:
+                ch = self._channels.get(id)
+                if ch is not None:
+                    work.append((ch, False, False))
+        for ch, readable, writable in work:
+            self._poll_channel(ch, readable, writable, now)
+
+        self._complete_delayed_closes(now)
+        self._maybe_close_idle(now)
+        self.sensors.io_time.record(_time.perf_counter_ns() - end_select)
+
+    def _drain_wakeup(self):
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _poll_channel(self, ch, readable, writable, now):
+        id = ch.id
+        if id in self._delayed_ids:
+            return
+        self._idle_update(id, now)
+        send_failed = False
+        try:
+            if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
+                self._immediately_connected.discard(id)
+                if not ch.finish_connect():
+                    self._sync(ch)
+                    return
+                self.connected.append(id)
+                self.sensors.connection_created.record()
+                writable = True   # handshake may start writing at once
+                readable = True
+
+            if not ch.ready():
+                was_reauth = ch.successful_authentications > 0
+                ch.prepare(now)
+                if ch.ready():
+                    self._on_authenticated(ch, was_reauth, now)
+
+            if ch.ready():
+                if ((readable or id in self._buffered) and id not in self._explicitly_muted
+                        and not ch.is_muted()):
+                    self._attempt_read(ch, now)
+                if ch.ready() and ch.has_send():
+                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                        pass
+                    else:
+                        try:
+                            self._attempt_write(ch, now)
+                        except Exception:
+                            send_failed = True
+                            raise
+                elif ch.ready():
+                    # TLS may still hold encrypted bytes of an earlier write
+                    try:
+                        done = ch.write() if ch.has_pending_writes() else []
+                    except Exception:
+                        send_failed = True
+                        raise
+                    self._record_sends(ch, done, now)
+            self._update_buffered(ch)
+            self._sync(ch)
+        except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
+            self._handle_channel_error(ch, exc, send_failed, now)
+
+    def _on_authenticated(self, ch, was_reauth, now):
+        if ch.successful_authentications == 1 and not was_reauth:
+            self.sensors.successful_authentication.record(1.0, now)
+            if not ch.connected_client_supports_reauthentication():
+                self.sensors.successful_authentication_no_reauth.record(1.0, now)
+            log.debug("Successfully authenticated with %s (channelId=%s) as %s",
+                      ch.socket_description(), ch.id, ch.principal())
+        else:
+            self.sensors.successful_reauthentication.record(1.0, now)
+            latency = ch.reauthentication_latency_ms()
+            if latency is not None:
+                self.sensors.reauthentication_latency.record(latency, now)
+            log.debug("Successfully re-authenticated with %s (channelId=%s)",
+                      ch.socket_description(), ch.id)
+            if ch.mode == "client":
+                for payload in ch.get_and_clear_responses_received_during_reauthentication():
+                    self._add_receive(ch, payload, now)
+
+    def _add_receive(self, ch, payload, now):
+        self.completed_receives.append((ch.id, payload))
+        self.sensors.responses_received.record(1.0, now)
+        self.sensors.bytes_transferred.record(1.0, now)
+
+    def _attempt_read(self, ch, now):
+        try:
+            frames, nbytes = ch.read(1, self.max_read_per_channel)
+        except errors.ChannelConnectionError:
+            # EOF: hand over whatever complete frames arrived before it
+            for payload in ch.drain_after_eof():
+                self._add_receive(ch, payload, now)
+            raise
+        if nbytes:
+            self.sensors.bytes_received.record(nbytes, now)
+        for payload in frames:
+            self._add_receive(ch, payload, now)
+
+    def _attempt_write(self, ch, now):
+        done = ch.write(MAX_WRITE_PER_CHANNEL_PER_POLL)
+        self._record_sends(ch, done, now)
+
+    def _record_sends(self, ch, done, now):
+        for size in done:
+            self.completed_sends.append((ch.id, size))
+            self.sensors.bytes_sent.record(size, now)
+            self.sensors.requests_sent.record(size, now)
+            self.sensors.bytes_transferred.record(1.0, now)
+
+    def _update_buffered(self, ch):
+        id = ch.id
+        if (id not in self._explicitly_muted and not ch.is_muted()
+                and not ch.disconnected and ch.has_bytes_buffered()):
+            self._buffered.add(id)
+        else:
+            self._buffered.discard(id)
+
+    def _handle_channel_error(self, ch, exc, send_failed, now):
+        desc = f"{ch.socket_description()} (channelId={ch.id})"
+        if isinstance(exc, errors.AuthenticationError):
+            reauth = ch.successful_authentications > 0
+            if reauth:
+                self.sensors.failed_reauthentication.record(1.0, now)
+            else:
+                self.sensors.failed_authentication.record(1.0, now)
+            log.warning("Failed %sauthentication with %s (%s)", "re-" if reauth else "",
+                        desc, exc)
+            if ch.state != State.AUTHENTICATION_FAILED:
+                ch.state = ChannelState(State.AUTHENTICATION_FAILED, exc, ch.socket_description())
+            if (ch.auth_failure_delayable and ch.mode == "server"
+                    and self.failed_authentication_delay_ms > 0):
+                self._delay_close(ch, now)
+                return
+            if ch.auth_failure_delayable:
+                try:
+                    ch.complete_close_on_authentication_failure()
+                except Exception:
+                    pass
+            self._close_channel(ch, notify=True, flush=True)
+            return
+        if isinstance(exc, errors.ChannelConnectionError) or isinstance(exc, OSError):
+            if ch.state is ChannelState.NOT_CONNECTED:
+                log.info("Connection to %s could not be established: %s", desc, exc)
+                ch.state = ChannelState(State.NOT_CONNECTED, exc, ch.socket_description())
+            else:
+                log.debug("Connection with %s disconnected: %s", desc, exc)
+                st = State.FAILED_SEND if send_failed else State.FAILED_RECEIVE
+                if ch.state == State.AUTHENTICATE or ch.state == State.READY:
+                    ch.state = ChannelState(st, exc, ch.socket_description())
+            self._close_channel(ch, notify=True, flush=False)
+            return
+        if isinstance(exc, (errors.InvalidReceiveError, errors.InvalidRequestError,
+                            errors.KChannelError)):
+            log.info("Closing connection with %s: %s: %s", desc, type(exc).__name__, exc)
+        else:
+            log.warning("Unexpected error from %s; closing connection", desc, exc_info=exc)
+        st = State.FAILED_SEND if send_failed else State.FAILED_RECEIVE
+        ch.state = ChannelState(st, exc, ch.socket_description())
+        self._close_channel(ch, notify=True, flush=False)
+
+    def fail(self, id, exc, state=State.FAILED_RECEIVE):
+        """Close ``id`` because its peer sent something unacceptable above the
+        framing layer (e.g. an unparsable request header); reported in
+        ``disconnected`` with ``exc``."""
+        ch = self._channels.get(id)
+        if ch is None:
+            return
+        ch.state = ChannelState(state, exc, ch.socket_description())
+        self._close_channel(ch, notify=True, flush=False)
+
+    # --------------------------------------------------------- delayed close
+    def _delay_close(self, ch, now):
+        due = now + self.failed_authentication_delay_ms
+        self._seq += 1
+        heapq.heappush(self._delayed, (due, self._seq, ch.id))
+        self._delayed_ids.add(ch.id)
+        self._idle.pop(ch.id, None)
+        self._buffered.discard(ch.id)
+        self._unregister(ch)
+
+    def _complete_delayed_closes(self, now):
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, id = heapq.heappop(self._delayed)
+            self._delayed_ids.discard(id)
+            ch = self._channels.get(id)
+            if ch is None:
+                continue
+            try:
+                ch.complete_close_on_authentication_failure()
+            except Exception:
+                log.debug("Error sending authentication failure response to %s", id,
+                          exc_info=True)
+            self._close_channel(ch, notify=True, flush=True)
+
+    # ----------------------------------------------------------- idle expiry
+    def _idle_update(self, id, now):
+        if self.connections_max_idle_ms is None or self.connections_max_idle_ms < 0:
+            return
+        idle = self._idle
+        if id in idle:
+            idle.move_to_end(id)
+        idle[id] = now
+
+    def _maybe_close_idle(self, now):
+        max_idle = self.connections_max_idle_ms
+        if max_idle is None or max_idle < 0 or not self._idle or now < self._next_idle_check_ms:
+            return
+        idle = self._idle
+        while idle:
+            id, last = next(iter(idle.items()))
+            if now - last <= max_idle:
+                self._next_idle_check_ms = last + max_idle
+                return
+            idle.popitem(last=False)
+            ch = self._channels.get(id)
+            if ch is None:
+                continue
+            log.debug("About to close the idle connection from %s due to being idle for %d millis",
+                      id, now - last)
+            ch.state = ChannelState.EXPIRED
+            self._close_channel(ch, notify=True, flush=False)
+        self._next_idle_check_ms = now + max_idle
+
+    # -------------------------------------------------------- registration
+    def _sync(self, ch):
+        """Bring the OS selector registration in line with the channel."""
+        id = ch.id
+        if self._channels.get(id) is not ch or id in self._delayed_ids:
+            return
+        want = ch.interest_ops()
+        have = self._fd_ops.get(id, OP_NONE)
+        if want == have:
+            return
+        try:
+            if want == OP_NONE:
+                self._sel.unregister(self._fds[id])
+                del self._fd_ops[id]
+            elif have == OP_NONE:
+                fd = ch.fileno()
+                self._sel.register(fd, want, ch)
+                self._fds[id] = fd
+                self._fd_ops[id] = want
+            else:
+                self._sel.modify(self._fds[id], want, ch)
+                self._fd_ops[id] = want
+        except (ValueError, KeyError, OSError) as exc:
+            # socket already closed underneath us
+            log.debug("Selector registration failed for %s: %s", id, exc)
+
+    def _unregister(self, ch):
+        id = ch.id
+        if id in self._fd_ops:
+            try:
+                self._sel.unregister(self._fds[id])
+            except (KeyError, ValueError, OSError):
+                pass
+            del self._fd_ops[id]
+
+    def _close_channel(self, ch, notify, flush):
+        id = ch.id
+        if self._channels.get(id) is not ch:
+            return
+        self._unregister(ch)
+        self._fds.pop(id, None)
+        del self._channels[id]
+        self._immediately_connected.discard(id)
+        self._buffered.discard(id)
+        self._explicitly_muted.discard(id)
+        self._idle.pop(id, None)
+        if id in self._delayed_ids:
+            self._delayed_ids.discard(id)
+            self._delayed = [d for d in self._delayed if d[2] != id]
+            heapq.heapify(self._delayed)
+        ch.close(flush=flush)
+        self.sensors.connection_closed.record()
+        if notify:
+            self.disconnected[id] = ch.state
