@@ -24,6 +24,7 @@ accepted here too.
 """
 import struct
 import uuid as _uuid
+from operator import index as _index
 
 from kchannel.errors import InvalidRequestError
 
@@ -290,6 +291,19 @@ def _range_error(kind, value):
     return ValueError(f"{value!r} does not fit in {kind}")
 
 
+def _int(v, lo, hi, kind):
+    # Integers and objects with __index__ (bool, IntEnum); anything else, or an
+    # out-of-range value, is a ValueError as in the compiled twin.
+    if type(v) is not int:
+        try:
+            v = _index(v)
+        except TypeError:
+            raise _range_error(kind, v) from None
+    if v < lo or v > hi:
+        raise _range_error(kind, v)
+    return v
+
+
 class Writer:
     """Append-only encoder."""
 
@@ -415,8 +429,7 @@ class Writer:
 
     def write_compact_array_length(self, n):
         """n elements, or -1 for null."""
-        if n < -1:
-            raise _range_error("compact array length", n)
+        n = _int(n, -1, 0xFFFFFFFE, "compact array length")
         self._buf += encode_unsigned_varint(n + 1)
 
     def write_tagged_fields(self, fields):
@@ -424,6 +437,7 @@ class Writer:
         fields = sorted(fields, key=lambda f: f[0])
         self._buf += encode_unsigned_varint(len(fields))
         for tag, raw in fields:
+            raw = _as_bytes(raw)
             self._buf += encode_unsigned_varint(tag)
             self._buf += encode_unsigned_varint(len(raw))
             self._buf += raw
@@ -446,8 +460,7 @@ def _uuid_bytes(v):
 
 
 def encode_unsigned_varint(v):
-    if v < 0 or v > 0xFFFFFFFF:
-        raise _range_error("unsigned varint", v)
+    v = _int(v, 0, 0xFFFFFFFF, "unsigned varint")
     if v < 0x80:
         return bytes((v,))
     out = bytearray()
@@ -459,14 +472,12 @@ def encode_unsigned_varint(v):
 
 
 def encode_varint(v):
-    if v < -0x80000000 or v > 0x7FFFFFFF:
-        raise _range_error("varint", v)
+    v = _int(v, -0x80000000, 0x7FFFFFFF, "varint")
     return encode_unsigned_varint(((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
 
 
 def encode_varlong(v):
-    if v < -0x8000000000000000 or v > 0x7FFFFFFFFFFFFFFF:
-        raise _range_error("varlong", v)
+    v = _int(v, -0x8000000000000000, 0x7FFFFFFFFFFFFFFF, "varlong")
     u = ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
     out = bytearray()
     while u >= 0x80:
@@ -477,8 +488,7 @@ def encode_varlong(v):
 
 
 def size_of_unsigned_varint(v):
-    if v < 0 or v > 0xFFFFFFFF:
-        raise _range_error("unsigned varint", v)
+    v = _int(v, 0, 0xFFFFFFFF, "unsigned varint")
     n = 1
     while v >= 0x80:
         v >>= 7
