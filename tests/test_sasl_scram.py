@@ -1,0 +1,511 @@
+"""SCRAM-SHA-256/512 mechanisms: RFC vectors, Kafka's message rules, real
+peers (scramp), delegation-token login, user-existence hiding, fail-closed."""
+import base64
+import hashlib
+import hmac
+
+import pytest
+import scramp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kchannel.errors import SaslAuthenticationError
+from kchannel.principal import KafkaPrincipal
+from kchannel.security.sasl import mechanism as registry
+from kchannel.security.sasl import scram
+from kchannel.security.sasl.mechanism import ServerCallbacks, TokenCredential
+from kchannel.security.sasl.scram_store import (
+    InMemoryScramCredentialStore, ScramCredential, credential_from_password)
+
+GENERIC = ("Authentication failed during authentication due to invalid credentials with "
+           "SASL mechanism {}")
+
+# RFC 7677 section 3 (SCRAM-SHA-256), user "user", password "pencil".
+RFC7677 = {
+    "client_nonce": "rOprNGfwEbeRWgbNEkqO",
+    "server_nonce": "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+    "salt": base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="),
+    "client_first": b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO",
+    "server_first": (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                     b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"),
+    "client_final": (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="),
+    "server_final": b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
+}
+
+
+def make_store(users, iterations=4096):
+    store = InMemoryScramCredentialStore()
+    for (user, mech), password in users.items():
+        store.put(user, mech, credential_from_password(mech, password, iterations))
+    return store
+
+
+def exchange(client, server, now=0):
+    """Drive a client and server mechanism to completion; returns server."""
+    token = client.evaluate_challenge(b"")
+    while True:
+        challenge = server.evaluate_response(token, now)
+        token = client.evaluate_challenge(challenge)
+        if server.is_complete():
+            assert client.is_complete()
+            assert token is None
+            return server
+
+
+def client(mech, username, password, **kw):
+    return registry.create_client(mech, jaas_options={"username": username, "password": password},
+                                  server_host="localhost", **kw)
+
+
+def server(mech, store=None, callbacks=None, **kw):
+    if callbacks is None:
+        callbacks = ServerCallbacks.default(store=store)
+    return registry.create_server(mech, jaas_options={}, configs={}, callbacks=callbacks,
+                                  server_host="localhost", now=0, **kw)
+
+
+# ------------------------------------------------------------ RFC vectors
+
+def test_rfc7677_client_messages_byte_exact():
+    c = client("SCRAM-SHA-256", "user", "pencil", nonce=RFC7677["client_nonce"])
+    assert c.has_initial_response()
+    assert c.evaluate_challenge(b"") == RFC7677["client_first"]
+    assert c.evaluate_challenge(RFC7677["server_first"]) == RFC7677["client_final"]
+    assert c.evaluate_challenge(RFC7677["server_final"]) is None
+    assert c.is_complete()
+
+
+def test_rfc7677_server_messages_byte_exact():
+    store = InMemoryScramCredentialStore()
+    store.put("user", "SCRAM-SHA-256",
+              credential_from_password("SCRAM-SHA-256", "pencil", 4096, RFC7677["salt"]))
+    s = server("SCRAM-SHA-256", store, nonce=RFC7677["server_nonce"])
+    assert s.evaluate_response(RFC7677["client_first"], 0) == RFC7677["server_first"]
+    assert s.evaluate_response(RFC7677["client_final"], 0) == RFC7677["server_final"]
+    assert s.is_complete()
+    assert s.get_authorization_id() == "user"
+    assert not s.token_authenticated
+    assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") is None
+
+
+def test_rfc5802_sha1_math_through_formatter():
+    # RFC 5802 section 5 uses SCRAM-SHA-1 (not a Kafka mechanism); check the
+    # shared math (Hi, keys, proof) against it with a SHA-1 mechanism object.
+    sha1 = scram.ScramMechanism("SCRAM-SHA-1", "SCRAM_SHA_1", "sha1", 0, 20)
+    salted = hashlib.pbkdf2_hmac("sha1", b"pencil", base64.b64decode("QSXCR+Q6sek8bf92"), 4096)
+    ck = scram.client_key(sha1, salted)
+    auth = (b"n=user,r=fyko+d2lbbFgONRv9qkxdawL,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,"
+            b"s=QSXCR+Q6sek8bf92,i=4096,c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j")
+    proof = scram._xor(ck, hmac.new(scram.stored_key(sha1, ck), auth, "sha1").digest())
+    assert base64.b64encode(proof) == b"v0X8v3Bz2T0CJGbJQyF0X+HI4Ts="
+    sig = hmac.new(scram.server_key(sha1, salted), auth, "sha1").digest()
+    assert base64.b64encode(sig) == b"rmF9pqV8S7suAoZWja4dJRkFsKQ="
+
+
+def test_pbkdf2_matches_hashlib_for_both_mechanisms():
+    for mech in scram.MECHANISMS.values():
+        assert scram.hi(mech, b"pw", b"salt", 4096) == hashlib.pbkdf2_hmac(
+            mech.hash_name, b"pw", b"salt", 4096)
+
+
+# ------------------------------------------------------ full exchanges
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_round_trip(mech):
+    store = make_store({("alice", mech): "alice-secret"})
+    s = exchange(client(mech, "alice", "alice-secret"), server(mech, store))
+    assert s.get_authorization_id() == "alice"
+    assert s.mechanism_name == mech
+
+
+@pytest.mark.parametrize("username", ["a,b", "a=b", "=2C", "x=3D,=,", "=", ","])
+def test_usernames_with_comma_and_equals_are_escaped(username):
+    store = make_store({(username, "SCRAM-SHA-256"): "pw"})
+    c = client("SCRAM-SHA-256", username, "pw")
+    first = c.evaluate_challenge(b"")
+    bare_name = first.split(b",")[2]
+    assert bare_name == b"n=" + scram.sasl_name(username).encode()
+    assert b"," not in bare_name[2:] and scram.username_from_sasl_name(bare_name[2:].decode()) == username
+    s = server("SCRAM-SHA-256", store)
+    c2 = client("SCRAM-SHA-256", username, "pw")
+    assert exchange(c2, s).get_authorization_id() == username
+
+
+def test_sasl_name_escaping_rules():
+    assert scram.sasl_name("a,b=c") == "a=2Cb=3Dc"
+    assert scram.username_from_sasl_name("a=2Cb=3Dc") == "a,b=c"
+    with pytest.raises(ValueError):
+        scram.username_from_sasl_name("a=b")
+    with pytest.raises(ValueError):
+        scram.username_from_sasl_name("a=2")
+
+
+def test_wrong_password_generic_message():
+    store = make_store({("alice", "SCRAM-SHA-256"): "right"})
+    s = server("SCRAM-SHA-256", store)
+    with pytest.raises(SaslAuthenticationError) as exc:
+        exchange(client("SCRAM-SHA-256", "alice", "wrong"), s)
+    assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
+    assert not s.is_complete()
+
+
+def test_unknown_user_indistinguishable_from_wrong_password():
+    store = make_store({("alice", "SCRAM-SHA-256"): "right"})
+
+    def run(user):
+        s = server("SCRAM-SHA-256", store)
+        c = client("SCRAM-SHA-256", user, "wrong", nonce="fixednonce")
+        first = c.evaluate_challenge(b"")
+        server_first = s.evaluate_response(first, 0)
+        final = c.evaluate_challenge(server_first)
+        with pytest.raises(SaslAuthenticationError) as exc:
+            s.evaluate_response(final, 0)
+        return server_first, str(exc.value)
+
+    known_first, known_msg = run("alice")
+    unknown_first, unknown_msg = run("mallory")
+    assert known_msg == unknown_msg == GENERIC.format("SCRAM-SHA-256")
+    parsed_known = scram.ServerFirstMessage.parse(known_first)
+    parsed_unknown = scram.ServerFirstMessage.parse(unknown_first)
+    assert parsed_unknown.iterations == parsed_known.iterations == 4096
+    # A fake salt has the shape of a real one (base36 text) and is stable, so
+    # asking twice does not reveal that the user is unknown.
+    assert parsed_unknown.salt.isalnum() and parsed_unknown.salt.islower()
+    assert run("mallory")[0].split(b",")[1] == unknown_first.split(b",")[1]
+    assert run("mallory2")[0].split(b",")[1] != unknown_first.split(b",")[1]
+
+
+def test_unknown_user_cannot_authenticate_with_any_password():
+    s = server("SCRAM-SHA-256", InMemoryScramCredentialStore())
+    with pytest.raises(SaslAuthenticationError):
+        exchange(client("SCRAM-SHA-256", "ghost", ""), s)
+
+
+def test_credential_for_only_one_variant():
+    store = make_store({("alice", "SCRAM-SHA-512"): "pw"})
+    exchange(client("SCRAM-SHA-512", "alice", "pw"), server("SCRAM-SHA-512", store))
+    with pytest.raises(SaslAuthenticationError) as exc:
+        exchange(client("SCRAM-SHA-256", "alice", "pw"), server("SCRAM-SHA-256", store))
+    assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
+
+
+def test_stored_credential_below_minimum_iterations_refused():
+    store = InMemoryScramCredentialStore()
+    store.put("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "pw", 1000))
+    with pytest.raises(SaslAuthenticationError) as exc:
+        exchange(client("SCRAM-SHA-256", "alice", "pw"), server("SCRAM-SHA-256", store))
+    assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
+
+
+def test_authzid_must_match_username():
+    store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
+    s = server("SCRAM-SHA-256", store)
+    with pytest.raises(SaslAuthenticationError) as exc:
+        s.evaluate_response(b"n,a=bob,n=alice,r=abc", 0)
+    assert str(exc.value) == ("Authentication failed: Client requested an authorization id "
+                              "that is different from username")
+    # Same answer for a user that does not exist.
+    s = server("SCRAM-SHA-256", store)
+    with pytest.raises(SaslAuthenticationError) as exc2:
+        s.evaluate_response(b"n,a=bob,n=nobody,r=abc", 0)
+    assert str(exc2.value) == str(exc.value)
+    # Equal authzid is accepted, and the channel binding then covers it.
+    s = server("SCRAM-SHA-256", store)
+    first = s.evaluate_response(b"n,a=alice,n=alice,r=abc", 0)
+    assert first.startswith(b"r=abc")
+
+
+def test_channel_binding_must_be_gs2_header():
+    store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
+    c = client("SCRAM-SHA-256", "alice", "pw")
+    s = server("SCRAM-SHA-256", store)
+    first = s.evaluate_response(c.evaluate_challenge(b""), 0)
+    final = c.evaluate_challenge(first)
+    assert final.startswith(b"c=biws,")
+    tampered = b"c=" + base64.b64encode(b"p=tls-unique,,") + final[len(b"c=biws"):]
+    with pytest.raises(SaslAuthenticationError):
+        s.evaluate_response(tampered, 0)
+
+
+def test_server_refuses_final_nonce_mismatch():
+    store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
+    c = client("SCRAM-SHA-256", "alice", "pw")
+    s = server("SCRAM-SHA-256", store)
+    first = s.evaluate_response(c.evaluate_challenge(b""), 0)
+    final = c.evaluate_challenge(first)
+    parts = final.split(b",")
+    parts[1] = parts[1] + b"x"
+    with pytest.raises(SaslAuthenticationError):
+        s.evaluate_response(b",".join(parts), 0)
+
+
+def test_server_refuses_mandatory_extension():
+    s = server("SCRAM-SHA-256", make_store({("alice", "SCRAM-SHA-256"): "pw"}))
+    with pytest.raises(SaslAuthenticationError):
+        s.evaluate_response(b"n,,m=foo,n=alice,r=abc", 0)
+
+
+# ------------------------------------------------------- client checks
+
+def test_client_nonce_mismatch_refused():
+    c = client("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    c.evaluate_challenge(b"")
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.evaluate_challenge(b"r=XYZabc123,s=QSXCR+Q6sek8bf92,i=4096")
+    assert "does not start with client nonce" in str(exc.value)
+
+
+def test_client_refuses_server_nonce_without_server_part():
+    c = client("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    c.evaluate_challenge(b"")
+    with pytest.raises(SaslAuthenticationError):
+        c.evaluate_challenge(b"r=abc,s=QSXCR+Q6sek8bf92,i=4096")
+
+
+@pytest.mark.parametrize("iterations", [1, 4095])
+def test_client_refuses_low_iterations(iterations):
+    c = client("SCRAM-SHA-512", "user", "pencil", nonce="abc")
+    c.evaluate_challenge(b"")
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.evaluate_challenge(b"r=abcdef,s=QSXCR+Q6sek8bf92,i=%d" % iterations)
+    assert str(exc.value) == (f"Requested iterations {iterations} is less than the minimum "
+                              "4096 for SCRAM_SHA_512")
+
+
+@pytest.mark.parametrize("bad", [b"r=abcdef,s=QSXCR+Q6sek8bf92,i=0",
+                                 b"r=abcdef,s=QSXCR+Q6sek8bf92,i=99999999999",
+                                 b"r=abcdef,s=not*base64,i=4096",
+                                 b"r=abcdef,i=4096", b"", b"e=other-error"])
+def test_client_refuses_malformed_server_first(bad):
+    c = client("SCRAM-SHA-256", "user", "pencil", nonce="abc")
+    c.evaluate_challenge(b"")
+    with pytest.raises(SaslAuthenticationError):
+        c.evaluate_challenge(bad)
+
+
+def test_client_server_final_error_attribute_is_failure():
+    c = client("SCRAM-SHA-256", "user", "pencil", nonce=RFC7677["client_nonce"])
+    c.evaluate_challenge(b"")
+    c.evaluate_challenge(RFC7677["server_first"])
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.evaluate_challenge(b"e=invalid-proof")
+    assert str(exc.value) == ("Sasl authentication using SCRAM_SHA_256 failed with error: "
+                              "invalid-proof")
+    assert not c.is_complete()
+
+
+def test_client_refuses_wrong_server_signature():
+    c = client("SCRAM-SHA-256", "user", "pencil", nonce=RFC7677["client_nonce"])
+    c.evaluate_challenge(b"")
+    c.evaluate_challenge(RFC7677["server_first"])
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.evaluate_challenge(b"v=" + base64.b64encode(b"\x00" * 32))
+    assert str(exc.value) == "Invalid server signature in server final message"
+
+
+def test_client_first_challenge_must_be_empty():
+    with pytest.raises(SaslAuthenticationError):
+        client("SCRAM-SHA-256", "u", "p").evaluate_challenge(b"x")
+
+
+def test_client_without_credentials_fails_clearly():
+    c = registry.create_client("SCRAM-SHA-256", jaas_options={}, server_host="h")
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.evaluate_challenge(b"")
+    assert "username" in str(exc.value)
+
+
+# ------------------------------------------------------- salted-password cache
+
+def test_salted_password_cache_hit_and_no_plaintext_key():
+    cache = scram.SaltedPasswordCache(maxsize=2)
+    store = make_store({("alice", "SCRAM-SHA-256"): "alice-secret"})
+    for _ in range(3):
+        exchange(client("SCRAM-SHA-256", "alice", "alice-secret", cache=cache),
+                 server("SCRAM-SHA-256", store))
+    assert (cache.misses, cache.hits) == (1, 2)
+    for key in cache._entries:
+        assert b"alice-secret" not in key
+    # Another salt is another entry; the LRU stays bounded.
+    for i in range(3):
+        cache.keys_for(scram.SCRAM_SHA_256, b"pw", b"salt%d" % i, 4096)
+    assert len(cache) == 2
+
+
+def test_cache_entry_depends_on_every_input():
+    cache = scram.SaltedPasswordCache()
+    base = (scram.SCRAM_SHA_256, b"pw", b"salt", 4096)
+    variants = [(scram.SCRAM_SHA_512, b"pw", b"salt", 4096),
+                (scram.SCRAM_SHA_256, b"pw2", b"salt", 4096),
+                (scram.SCRAM_SHA_256, b"pw", b"salt2", 4096),
+                (scram.SCRAM_SHA_256, b"pw", b"salt", 4097)]
+    first = cache.keys_for(*base)
+    for v in variants:
+        assert cache.keys_for(*v) != first
+    assert cache.misses == 5 and cache.hits == 0
+
+
+# ------------------------------------------------------------ token login
+
+def _token_callbacks(tokens, calls=None):
+    def token_credential(token_id, mechanism, now):
+        if calls is not None:
+            calls.append((token_id, mechanism, now))
+        return tokens.get((token_id, mechanism))
+
+    def scram_credential(user, mechanism):  # must not be used for token logins
+        raise AssertionError("scram_credential called for a token login")
+
+    return ServerCallbacks(token_credential=token_credential, scram_credential=scram_credential)
+
+
+def test_tokenauth_extension_parsed_and_token_credential_used():
+    hmac_b64 = base64.b64encode(b"token-hmac-bytes").decode()
+    cred = credential_from_password("SCRAM-SHA-512", hmac_b64, 4096)
+    owner = KafkaPrincipal("User", "alice")
+    tokens = {("tok1", "SCRAM-SHA-512"): TokenCredential(cred, owner, 5_000, "tok1")}
+    calls = []
+    c = registry.create_client("SCRAM-SHA-512", server_host="h", jaas_options={
+        "username": "tok1", "password": hmac_b64, "tokenauth": "true"})
+    first = c.evaluate_challenge(b"")
+    assert first.endswith(b",tokenauth=true")
+    s = server("SCRAM-SHA-512", callbacks=_token_callbacks(tokens, calls))
+    token = first
+    challenge = s.evaluate_response(token, 1_000)
+    c.evaluate_challenge(s.evaluate_response(c.evaluate_challenge(challenge), 1_000))
+    assert c.is_complete() and s.is_complete()
+    assert calls == [("tok1", "SCRAM-SHA-512", 1_000)]
+    assert s.get_authorization_id() == "alice"
+    assert s.token_authenticated is True
+    assert s.get_negotiated_property("tokenauth") is True
+    assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") == 5_000
+    assert s.extensions == {"tokenauth": "true"}
+
+
+def test_tokenauth_false_uses_user_credentials():
+    store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
+    s = server("SCRAM-SHA-256", store)
+    c = client("SCRAM-SHA-256", "alice", "pw", extensions={"tokenauth": "false", "other": "x"})
+    exchange(c, s)
+    assert not s.token_authenticated
+    assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") is None
+
+
+@pytest.mark.parametrize("case", ["unknown", "expired", "wrong-password"])
+def test_token_failures_are_generic(case):
+    cred = credential_from_password("SCRAM-SHA-256", "hmac", 4096)
+    expiry = 500 if case == "expired" else 5_000
+    tokens = {("tok1", "SCRAM-SHA-256"): TokenCredential(
+        cred, KafkaPrincipal("User", "alice"), expiry, "tok1")}
+    c = registry.create_client("SCRAM-SHA-256", server_host="h", jaas_options={
+        "username": "tok2" if case == "unknown" else "tok1",
+        "password": "bad" if case == "wrong-password" else "hmac", "tokenauth": "TRUE"})
+    s = server("SCRAM-SHA-256", callbacks=_token_callbacks(tokens))
+    with pytest.raises(SaslAuthenticationError) as exc:
+        exchange(c, s, now=1_000)
+    assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
+
+
+# ------------------------------------------------------ real peer: scramp
+
+@pytest.mark.interop
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kchannel_client_against_scramp_server(mech):
+    m = scramp.ScramMechanism(mech)
+    auth_info = m.make_auth_info("s3cret", iteration_count=4096)
+    srv = m.make_server(lambda username: auth_info if username == "al,i=ce" else None)
+    c = client(mech, "al,i=ce", "s3cret")
+    srv.set_client_first(c.evaluate_challenge(b"").decode())
+    final = c.evaluate_challenge(srv.get_server_first().encode())
+    srv.set_client_final(final.decode())
+    assert c.evaluate_challenge(srv.get_server_final().encode()) is None
+    assert c.is_complete()
+
+
+@pytest.mark.interop
+def test_kchannel_client_against_scramp_server_wrong_password():
+    m = scramp.ScramMechanism("SCRAM-SHA-256")
+    auth_info = m.make_auth_info("s3cret", iteration_count=4096)
+    srv = m.make_server(lambda username: auth_info)
+    c = client("SCRAM-SHA-256", "bob", "nope")
+    srv.set_client_first(c.evaluate_challenge(b"").decode())
+    final = c.evaluate_challenge(srv.get_server_first().encode())
+    with pytest.raises(scramp.ScramException):
+        srv.set_client_final(final.decode())
+    # scramp's server-final in that case carries e=...; our client fails on it.
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.evaluate_challenge(srv.get_server_final().encode())
+    assert "failed with error: invalid-proof" in str(exc.value)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scramp_client_against_kchannel_server(mech):
+    store = make_store({("bob=1,x", mech): "pw"})
+    cl = scramp.ScramClient([mech], "bob=1,x", "pw")
+    s = server(mech, store)
+    cl.set_server_first(s.evaluate_response(cl.get_client_first().encode(), 0).decode())
+    cl.set_server_final(s.evaluate_response(cl.get_client_final().encode(), 0).decode())
+    assert s.get_authorization_id() == "bob=1,x"
+
+
+@pytest.mark.interop
+def test_scramp_client_wrong_password_against_kchannel_server():
+    store = make_store({("bob", "SCRAM-SHA-256"): "pw"})
+    cl = scramp.ScramClient(["SCRAM-SHA-256"], "bob", "bad")
+    s = server("SCRAM-SHA-256", store)
+    cl.set_server_first(s.evaluate_response(cl.get_client_first().encode(), 0).decode())
+    with pytest.raises(SaslAuthenticationError):
+        s.evaluate_response(cl.get_client_final().encode(), 0)
+
+
+@pytest.mark.interop
+def test_credentials_made_by_scramp_verify_in_kchannel_server():
+    m = scramp.ScramMechanism("SCRAM-SHA-256")
+    salt, stored, server_key, iterations = m.make_auth_info("pw", iteration_count=8192)
+    store = InMemoryScramCredentialStore()
+    store.put("carol", "SCRAM-SHA-256", ScramCredential(salt, stored, server_key, iterations))
+    s = exchange(client("SCRAM-SHA-256", "carol", "pw"), server("SCRAM-SHA-256", store))
+    assert s.get_authorization_id() == "carol"
+
+
+# ---------------------------------------------------------- fail closed
+
+def test_server_after_completion_refuses_more():
+    store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
+    s = exchange(client("SCRAM-SHA-256", "alice", "pw"), server("SCRAM-SHA-256", store))
+    with pytest.raises(SaslAuthenticationError):
+        s.evaluate_response(b"n,,n=alice,r=abc", 0)
+
+
+_STORE = make_store({("alice", "SCRAM-SHA-256"): "pw"})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=st.one_of(st.binary(max_size=200),
+                       st.builds(lambda s: b"n,,n=" + s, st.binary(max_size=80))),
+       second=st.binary(max_size=200), step=st.integers(0, 1))
+def test_arbitrary_bytes_fail_closed(first, second, step):
+    s = server("SCRAM-SHA-256", _STORE)
+    ok_first = b"n,,n=alice,r=abc"
+    try:
+        if step == 0:
+            s.evaluate_response(first, 0)
+        else:
+            s.evaluate_response(ok_first, 0)
+            s.evaluate_response(second, 0)
+    except SaslAuthenticationError:
+        assert not s.is_complete()
+        with pytest.raises(SaslAuthenticationError):
+            s.evaluate_response(ok_first, 0)
+        return
+    # Anything accepted must be a well-formed message, never a completion.
+    assert not s.is_complete()
+
+
+def test_registry_lists_scram_and_rejects_unknown():
+    from kchannel.errors import UnsupportedSaslMechanismError
+    assert {"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"} <= set(registry.supported_mechanisms())
+    with pytest.raises(UnsupportedSaslMechanismError):
+        registry.create_server("SCRAM-SHA-1", callbacks=ServerCallbacks(), now=0)
