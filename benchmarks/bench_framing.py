@@ -9,8 +9,6 @@ one-at-a-time path.  Encode measures ``encode_frame`` per payload and
 """
 import pytest
 
-from conftest import load_twin
-
 SIZES = {"100B": 100, "1KiB": 1024, "16KiB": 16384, "1MiB": 1 << 20}
 READ = 65536
 # About 4 MiB of payload per round, at least 4 frames.
@@ -32,8 +30,8 @@ def size(request):
     return SIZES[request.param]
 
 
-def test_decode_frames(benchmark, twin_kind, size):
-    fr = load_twin("framing", twin_kind)
+def test_decode_frames(benchmark, twin, size):
+    fr = twin("framing")
     n, chunks = _chunks(fr, size)
 
     def run():
@@ -48,8 +46,8 @@ def test_decode_frames(benchmark, twin_kind, size):
     benchmark.extra_info["frames_per_round"] = n
 
 
-def test_decode_next_frame(benchmark, twin_kind, size):
-    fr = load_twin("framing", twin_kind)
+def test_decode_next_frame(benchmark, twin, size):
+    fr = twin("framing")
     n, chunks = _chunks(fr, size)
 
     def run():
@@ -66,8 +64,8 @@ def test_decode_next_frame(benchmark, twin_kind, size):
     benchmark.extra_info["frames_per_round"] = n
 
 
-def test_encode_frame(benchmark, twin_kind, size):
-    fr = load_twin("framing", twin_kind)
+def test_encode_frame(benchmark, twin, size):
+    fr = twin("framing")
     n = _frame_count(size)
     payloads = [b"\xcd" * size] * n
     enc = fr.encode_frame
@@ -81,8 +79,8 @@ def test_encode_frame(benchmark, twin_kind, size):
     benchmark.extra_info["frames_per_round"] = n
 
 
-def test_encode_frames(benchmark, twin_kind, size):
-    fr = load_twin("framing", twin_kind)
+def test_encode_frames(benchmark, twin, size):
+    fr = twin("framing")
     n = _frame_count(size)
     payloads = [b"\xcd" * size] * n
     out = benchmark(fr.encode_frames, payloads)

@@ -1,8 +1,9 @@
 """Benchmarks: run with ``python -m pytest benchmarks`` (never part of the
 test suite, whose testpaths is tests/).
 
-``twin`` gives each benchmark the pure and the compiled module of a twin;
-the compiled parameter is skipped when the extensions are not built.
+Fixture ``twin``: parametrized "pure" / "compiled"; ``twin("framing")``
+returns that kind's module of the named twin (see ``kchannel._impl.TWINS``).
+The compiled parameter is skipped when the extensions are not built.
 """
 import importlib
 import os
@@ -28,5 +29,11 @@ def load_twin(name, kind):
 
 
 @pytest.fixture(params=["pure", "compiled"])
-def twin_kind(request):
-    return request.param
+def twin(request):
+    kind = request.param
+
+    def get(name):
+        return load_twin(name, kind)
+
+    get.kind = kind
+    return get
