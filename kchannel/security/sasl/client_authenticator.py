@@ -265,9 +265,6 @@ class SaslClientAuthenticator(Authenticator):
                         self._set_state(SaslState.COMPLETE, now)
                     else:
                         self._set_state(SaslState.CLIENT_COMPLETE, now)
-                elif self.state == SaslState.INTERMEDIATE and not self._writes_pending:
-                    # Waiting for the next challenge.
-                    continue
             elif state == SaslState.CLIENT_COMPLETE:
                 if self._receive_token(io, now) is None:
                     return OP_READ
@@ -290,15 +287,22 @@ class SaslClientAuthenticator(Authenticator):
             raise IllegalSaslStateError(
                 "Re-authentication requires the ApiVersions response of the "
                 "original authentication")
-        if source._sasl_client is not None:
-            source._sasl_client.dispose()
         if previous is not None:
+            # This authenticator was just built for the re-authentication and
+            # already holds a fresh mechanism (e.g. a new OAuth token).
+            if previous._sasl_client is not None:
+                previous._sasl_client.dispose()
             self._correlation_id = previous._correlation_id
+        else:
+            if self._sasl_client is not None:
+                self._sasl_client.dispose()
+            self._sasl_client = self._create_sasl_client()
         self._reauth = _ReauthInfo()
         self._reauth.api_versions_from_original_authentication = api_versions
         self._reauth.reauthentication_begin_ms = now
         self._current_request = None
-        self._sasl_client = self._create_sasl_client()
+        self._pending_state = None
+        self._writes_pending = False
         self.state = SaslState.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE
         log.debug("Set SASL client state to %s", self.state.name)
         return self.authenticate(io, now)
