@@ -627,6 +627,23 @@ class Selector:
         ch.state = ChannelState(state, exc, ch.socket_description())
         self._close_channel(ch, notify=True, flush=False)
 
+    def handle_failure(self, id, exc):
+        """Close ``id`` after ``exc`` raised while the caller worked on it
+        (e.g. a server re-authentication that failed at once): same logging,
+        metrics, delayed close and ``disconnected`` entry as a failure inside
+        :meth:`poll`."""
+        ch = self._channels.get(id)
+        if ch is not None:
+            self._handle_channel_error(ch, exc, False, self.time())
+
+    def update_interest(self, id):
+        """Re-derive ``id``'s readiness interest after its state changed
+        outside :meth:`poll` (e.g. re-authentication began)."""
+        ch = self._channels.get(id)
+        if ch is not None:
+            self._update_buffered(ch)
+            self._sync(ch)
+
     # --------------------------------------------------------- delayed close
     def _delay_close(self, ch, now):
         due = now + self.failed_authentication_delay_ms

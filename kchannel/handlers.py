@@ -1,0 +1,170 @@
+"""Request handlers: what the :class:`kchannel.server.Server` does with a request.
+
+A handler is ``fn(ctx: RequestContext) -> dict | None``: it gets the decoded
+request and returns the response body as a dict (the server encodes it with the
+request's API version and correlation id), or None to send no response (as a
+Kafka broker for Produce with acks=0).
+
+:class:`HandlerRegistry` maps API keys to handlers and version ranges.  The
+built-ins are :func:`handle_api_versions` (KIP-511 fallback for unknown
+versions is done by the server from the header alone) and
+:func:`handle_metadata` (this node only, no topics).
+"""
+import base64
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from .protocol import messages
+from .protocol.errors import Errors
+
+log = logging.getLogger("kchannel.handlers")
+
+__all__ = ["Session", "RequestContext", "Handler", "HandlerRegistry",
+           "handle_api_versions", "handle_metadata", "random_cluster_id",
+           "SASL_API_KEYS"]
+
+SASL_API_KEYS = (messages.SASL_HANDSHAKE.api_key, messages.SASL_AUTHENTICATE.api_key)
+
+# Kafka's ApiVersionsRequest.isValid(): client software name/version pattern.
+_SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+@dataclass(frozen=True)
+class Session:
+    """Kafka's RequestChannel.Session: who is asking and from where."""
+    principal: object
+    client_address: object
+
+
+@dataclass
+class RequestContext:
+    """Everything a handler knows about one request.
+
+    ``header`` (:class:`kchannel.protocol.headers.RequestHeader`), ``body``
+    (decoded request dict), ``principal`` (``KafkaPrincipal``),
+    ``listener_name``, ``security_protocol``, ``channel_id`` (Kafka's
+    connection id ``local-remote-index``), ``client_address`` ((host, port)),
+    ``session`` (:class:`Session`), ``server`` (the Server), ``now`` (epoch ms
+    when the request was dispatched).
+    """
+    header: object
+    body: dict
+    principal: object
+    listener_name: str
+    security_protocol: str
+    channel_id: str
+    client_address: object
+    session: Session = None
+    server: object = field(default=None, repr=False)
+    now: int = 0
+
+    @property
+    def api_key(self):
+        return self.header.api_key
+
+    @property
+    def api_version(self):
+        return self.header.api_version
+
+    @property
+    def correlation_id(self):
+        return self.header.correlation_id
+
+    @property
+    def client_id(self):
+        return self.header.client_id
+
+
+@dataclass
+class Handler:
+    api_key: int
+    fn: object
+    min_version: int
+    max_version: int
+
+
+class HandlerRegistry:
+    """API key -> :class:`Handler`.  Version ranges are clamped to what the
+    codec can encode/decode (``kchannel.protocol.messages.API``)."""
+
+    def __init__(self):
+        self._handlers = {}
+
+    def register(self, api_key, fn, min_version=None, max_version=None):
+        api_key = int(api_key)
+        api = messages.API.get(api_key)
+        if api is None:
+            raise ValueError(f"API key {api_key} has no schema in kchannel.protocol.messages")
+        lo = api.min_version if min_version is None else int(min_version)
+        hi = api.max_version if max_version is None else int(max_version)
+        if lo < api.min_version or hi > api.max_version or lo > hi:
+            raise ValueError(
+                f"{api.name} versions {lo}-{hi} outside the supported "
+                f"{api.min_version}-{api.max_version}")
+        self._handlers[api_key] = Handler(api_key, fn, lo, hi)
+
+    def unregister(self, api_key):
+        self._handlers.pop(int(api_key), None)
+
+    def get(self, api_key):
+        return self._handlers.get(api_key)
+
+    def __contains__(self, api_key):
+        return api_key in self._handlers
+
+    def ranges(self):
+        """``[(api_key, min, max)]`` sorted by key."""
+        return sorted((h.api_key, h.min_version, h.max_version)
+                      for h in self._handlers.values())
+
+
+def random_cluster_id():
+    """A Kafka-style cluster id: a random UUID in URL-safe base64 without
+    padding (22 characters), as ``Uuid.randomUuid().toString()``."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def handle_api_versions(ctx):
+    """ApiVersions: every registered API with its version range.  The SASL
+    APIs are listed on SASL listeners only.  An invalid client software
+    name/version (v3+) gets INVALID_REQUEST, as Kafka."""
+    server = ctx.server
+    body = ctx.body or {}
+    if ctx.api_version >= 3:
+        name = body.get("client_software_name")
+        version = body.get("client_software_version")
+        if not (name and version and _SOFTWARE_RE.fullmatch(name)
+                and _SOFTWARE_RE.fullmatch(version)):
+            return {"error_code": int(Errors.INVALID_REQUEST), "api_keys": [],
+                    "throttle_time_ms": 0}
+    return server.api_versions_body(ctx.api_version, ctx.listener_name)
+
+
+def handle_metadata(ctx):
+    """Metadata: this node only (host/port of the advertised listener that
+    matches the request's listener), rack null, cluster id, controller = this
+    node.  Named topics are answered UNKNOWN_TOPIC_OR_PARTITION: this node
+    hosts none."""
+    server = ctx.server
+    host, port = server.advertised_endpoint(ctx.listener_name)
+    topics = []
+    requested = (ctx.body or {}).get("topics")
+    for t in requested or ():
+        topics.append({
+            "error_code": int(Errors.UNKNOWN_TOPIC_OR_PARTITION),
+            "name": t.get("name"),
+            "topic_id": t.get("topic_id"),
+            "is_internal": False,
+            "partitions": [],
+        })
+    body = {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": server.node_id, "host": host, "port": port,
+                     "rack": server.rack}],
+        "cluster_id": server.cluster_id,
+        "controller_id": server.node_id,
+        "topics": topics,
+    }
+    return body

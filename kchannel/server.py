@@ -1,0 +1,570 @@
+"""A single-threaded Kafka-protocol server (Kafka's SocketServer + a tiny API layer).
+
+:class:`Server` binds one or more listeners (KIP-103 named listeners, each with
+its security protocol and its own configs), accepts connections, runs each
+through TLS and authentication (``KafkaChannel.prepare`` in the
+:class:`~kchannel.network.selector.Selector`), parses each request header and
+dispatches the request to the handler registered for its API key.
+
+Built-in handlers: ApiVersions (every registered API's range; an ApiVersions
+request of an unknown version gets Kafka's v0 UNSUPPORTED_VERSION fallback and
+the connection stays usable) and Metadata (this node only, the advertised
+endpoint of the listener the request came in on, no topics).  A request for an
+API key without a handler, or a version outside the handler's range, closes
+the connection, as a Kafka broker does.
+
+Quick start::
+
+    server = Server(listeners=["PLAINTEXT://127.0.0.1:0"])
+    server.register_handler(ApiKey.DESCRIBE_CLUSTER, my_fn)
+    server.start()                       # background thread
+    port = server.bound_port("PLAINTEXT")
+    ...
+    server.shutdown()
+
+``Server(config)`` also takes a ``kchannel.config.ServerConfig`` or a dict of
+server properties (``listeners``, ``advertised.listeners``,
+``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).
+"""
+import logging
+import socket
+import threading
+
+from . import errors
+from .handlers import (
+    SASL_API_KEYS,
+    HandlerRegistry,
+    RequestContext,
+    Session,
+    handle_api_versions,
+    handle_metadata,
+    random_cluster_id,
+)
+from .metrics import Metrics
+from .network.channel_builder import create_channel_builder
+from .network.selector import MAX_ACCEPTS_PER_POLL, Selector
+from .protocol import messages
+from .protocol.api_versions import api_versions_fallback
+from .protocol.headers import encode_response, parse_request_header
+from .utils import now_ms
+
+log = logging.getLogger("kchannel.server")
+
+__all__ = ["Server", "Listener", "parse_listeners"]
+
+_DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+
+
+class Listener:
+    """One listener: ``name`` (e.g. "CLIENT"), ``host`` ("" = all
+    interfaces), ``port`` (0 = ephemeral), ``security_protocol`` and its
+    effective ``configs`` dict.  After binding, ``bound_port`` is the real
+    port."""
+
+    def __init__(self, name, host, port, security_protocol=None, configs=None):
+        self.name = str(name).upper()
+        self.host = host or ""
+        self.port = int(port)
+        self.security_protocol = (security_protocol or self.name).upper()
+        self.configs = dict(configs or {})
+        self.sock = None
+        self.bound_port = None
+        self.channel_builder = None
+
+    # Endpoint-style aliases
+    @property
+    def listener_name(self):
+        return self.name
+
+    def __repr__(self):
+        return (f"Listener({self.name}://{self.host}:{self.bound_port or self.port}, "
+                f"{self.security_protocol})")
+
+
+def _split_host_port(text):
+    # "host:port", "[v6]:port", ":port"
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, int(rest.lstrip(":"))
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
+def parse_listeners(value, protocol_map=None):
+    """Parse Kafka's ``listeners`` syntax (``NAME://host:port,...``) into
+    :class:`Listener` objects (no configs)."""
+    protocol_map = {k.upper(): v.upper() for k, v in (protocol_map or _DEFAULT_PROTOCOL_MAP).items()}
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    else:
+        items = list(value or ())
+    out = []
+    for item in items:
+        if not isinstance(item, str):
+            out.append(item)
+            continue
+        name, sep, rest = item.partition("://")
+        if not sep:
+            raise errors.ConfigError(f"Unable to parse {item} to a broker endpoint",
+                                     key="listeners", value=item)
+        host, port = _split_host_port(rest)
+        name = name.upper()
+        proto = protocol_map.get(name)
+        if proto is None:
+            raise errors.ConfigError(
+                f"No security protocol defined for listener {name}",
+                key="listener.security.protocol.map", value=protocol_map)
+        out.append(Listener(name, host, port, proto))
+    return out
+
+
+def _parse_protocol_map(value):
+    if value is None:
+        return dict(_DEFAULT_PROTOCOL_MAP)
+    if isinstance(value, dict):
+        return {k.upper(): v.upper() for k, v in value.items()}
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    out = {}
+    for item in value:
+        k, _, v = str(item).partition(":")
+        out[k.strip().upper()] = v.strip().upper()
+    return out
+
+
+def _listener_configs_from_props(props, listener_name):
+    """Effective configs for a listener from plain properties: the global
+    keys overlaid with ``listener.name.<listener>.<key>``."""
+    prefix = f"listener.name.{listener_name.lower()}."
+    out = {k: v for k, v in props.items() if not k.startswith("listener.name.")}
+    for k, v in props.items():
+        if k.startswith(prefix):
+            out[k[len(prefix):]] = v
+    return out
+
+
+def _as_endpoint(obj, protocol_map=None):
+    """Normalise a listener spec: Listener, ServerConfig Endpoint, dict,
+    (name, host, port[, protocol[, configs]]) tuple or ``NAME://host:port``."""
+    if isinstance(obj, Listener):
+        return obj
+    if isinstance(obj, str):
+        return parse_listeners(obj, protocol_map)[0]
+    if isinstance(obj, dict):
+        return Listener(obj.get("name") or obj.get("listener_name"), obj.get("host", ""),
+                        obj.get("port", 0), obj.get("security_protocol"), obj.get("configs"))
+    if isinstance(obj, (tuple, list)):
+        return Listener(*obj)
+    name = getattr(obj, "listener_name", None) or getattr(obj, "name")
+    return Listener(name, getattr(obj, "host", ""), getattr(obj, "port", 0),
+                    getattr(obj, "security_protocol", None))
+
+
+def _cfg_get(config, props, key, default):
+    if config is not None and hasattr(config, "get"):
+        try:
+            v = config.get(key)
+        except Exception:
+            v = None
+        if v is not None:
+            return v
+    if props is not None and props.get(key) is not None:
+        return props[key]
+    return default
+
+
+class Server:
+    """Kafka-protocol server.  See the module docstring.
+
+    Parameters (all optional; explicit keywords win over ``config``):
+
+    * ``config``: ``kchannel.config.ServerConfig``, or a dict of server
+      properties (validated by ServerConfig when available).
+    * ``listeners``: list of ``"NAME://host:port"`` strings, :class:`Listener`
+      objects, dicts (name, host, port, security_protocol, configs) or tuples.
+    * ``advertised_listeners``: same forms; host/port reported by Metadata.
+    * ``listener_configs``: ``{listener name: configs dict}`` overriding
+      per-listener configs.
+    * ``node_id`` (default 0), ``cluster_id`` (default: a random 22-char
+      base64 UUID, stable for this Server), ``rack``.
+    * ``connections_max_idle_ms`` (600000), ``failed_authentication_delay_ms``
+      (``connection.failed.authentication.delay.ms``, 100),
+      ``socket_request_max_bytes`` (104857600).
+    * ``jaas``, ``callbacks``, ``token_manager``, ``sasl_kwargs``: handed to
+      the SASL channel builder of SASL listeners.
+    * ``time``: ms clock (tests); ``metrics``: a ``kchannel.metrics.Metrics``.
+    """
+
+    def __init__(self, config=None, *, listeners=None, advertised_listeners=None,
+                 listener_configs=None, node_id=None, cluster_id=None, rack=None,
+                 connections_max_idle_ms=None, failed_authentication_delay_ms=None,
+                 socket_request_max_bytes=None, jaas=None, callbacks=None,
+                 token_manager=None, sasl_kwargs=None, time=None, metrics=None,
+                 register_builtins=True):
+        props = None
+        if isinstance(config, dict):
+            props = dict(config)
+            try:
+                from .config import ServerConfig
+            except ImportError:
+                ServerConfig = None
+            config = ServerConfig(props) if ServerConfig is not None else None
+        self.config = config
+        self._props = props
+        self.time = time or now_ms
+        self.node_id = int(node_id if node_id is not None else
+                           (getattr(config, "node_id", None)
+                            if config is not None and getattr(config, "node_id", None) is not None
+                            else _cfg_get(config, props, "node.id",
+                                          _cfg_get(config, props, "broker.id", 0))))
+        self.cluster_id = cluster_id or _cfg_get(config, props, "cluster.id", None) \
+            or random_cluster_id()
+        self.rack = rack if rack is not None else _cfg_get(config, props, "broker.rack", None)
+        self.jaas = jaas
+        self.callbacks = callbacks
+        self.token_manager = token_manager
+        self.sasl_kwargs = dict(sasl_kwargs or {})
+
+        protocol_map = _parse_protocol_map(
+            getattr(config, "listener_security_protocol_map", None)
+            if config is not None else (props or {}).get("listener.security.protocol.map"))
+        if listeners is None:
+            if config is not None and getattr(config, "listeners", None) is not None:
+                listeners = config.listeners
+            elif props is not None:
+                listeners = parse_listeners(props.get("listeners", "PLAINTEXT://:9092"),
+                                            protocol_map)
+            else:
+                listeners = ["PLAINTEXT://127.0.0.1:0"]
+        self.listeners = [_as_endpoint(l, protocol_map) for l in listeners]
+        names = [l.name for l in self.listeners]
+        if len(set(names)) != len(names):
+            raise errors.ConfigError(f"Each listener must have a different name, listeners: {names}",
+                                     key="listeners", value=names)
+        if advertised_listeners is None and config is not None:
+            advertised_listeners = getattr(config, "advertised_listeners", None)
+        elif advertised_listeners is None and props and props.get("advertised.listeners"):
+            advertised_listeners = parse_listeners(props["advertised.listeners"], protocol_map)
+        self.advertised = {}
+        for a in advertised_listeners or ():
+            ep = _as_endpoint(a, protocol_map)
+            self.advertised[ep.name] = ep
+
+        for l in self.listeners:
+            if listener_configs and l.name in listener_configs:
+                l.configs = dict(listener_configs[l.name])
+            elif not l.configs:
+                if config is not None and hasattr(config, "listener_configs"):
+                    l.configs = dict(config.listener_configs(l.name))
+                elif props is not None:
+                    l.configs = _listener_configs_from_props(props, l.name)
+
+        self.connections_max_idle_ms = int(connections_max_idle_ms if connections_max_idle_ms
+                                           is not None else
+                                           _cfg_get(config, props, "connections.max.idle.ms", 600000))
+        self.failed_authentication_delay_ms = int(
+            failed_authentication_delay_ms if failed_authentication_delay_ms is not None else
+            _cfg_get(config, props, "connection.failed.authentication.delay.ms", 100))
+        self.socket_request_max_bytes = int(
+            socket_request_max_bytes if socket_request_max_bytes is not None else
+            _cfg_get(config, props, "socket.request.max.bytes", 104857600))
+
+        self.metrics = metrics if metrics is not None else Metrics(time=self.time)
+        self.selector = Selector(
+            None, self.metrics, self.connections_max_idle_ms, time=self.time,
+            metric_group_prefix="socket-server",
+            failed_authentication_delay_ms=self.failed_authentication_delay_ms,
+            max_receive_size=self.socket_request_max_bytes)
+        self.handlers = HandlerRegistry()
+        if register_builtins:
+            self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
+            self.handlers.register(messages.METADATA.api_key, handle_metadata)
+        self._conn_index = 0
+        self._stop = threading.Event()
+        self._thread = None
+        self._closed = False
+        self._lock = threading.Lock()
+        try:
+            for l in self.listeners:
+                self._bind(l)
+        except BaseException:
+            self._close_listeners()
+            raise
+
+    # ------------------------------------------------------------- listeners
+    def _bind(self, l):
+        l.channel_builder = self._channel_builder(l)
+        family = socket.AF_INET6 if ":" in l.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((l.host, l.port))
+            sock.listen(int(l.configs.get("socket.listen.backlog.size", 50) or 50) * 20)
+        except OSError as exc:
+            sock.close()
+            raise errors.ChannelConnectionError(
+                f"Socket server failed to bind to {l.host}:{l.port}: {exc.strerror or exc}.")
+        l.sock = sock
+        l.bound_port = sock.getsockname()[1]
+        self.selector.add_listener(sock, lambda l=l: self._accept(l))
+        log.info("[SocketServer listener=%s, securityProtocol=%s] "
+                 "Awaiting socket connections on %s:%d.", l.name, l.security_protocol,
+                 l.host or "0.0.0.0", l.bound_port)
+
+    def _channel_builder(self, l):
+        kw = {}
+        if l.security_protocol.startswith("SASL_"):
+            kw = dict(self.sasl_kwargs)
+            kw.setdefault("api_versions_supplier",
+                          lambda version, name=l.name: self.api_versions_body(version, name))
+            if self.jaas is not None:
+                kw.setdefault("jaas", self.jaas)
+            if self.callbacks is not None:
+                kw.setdefault("callbacks", self.callbacks)
+            if self.token_manager is not None:
+                kw.setdefault("token_manager", self.token_manager)
+            if self.config is not None:
+                kw.setdefault("server_config", self.config)
+        return create_channel_builder(l.security_protocol, "server", l.configs, l.name, **kw)
+
+    def _accept(self, l):
+        for _ in range(MAX_ACCEPTS_PER_POLL):
+            try:
+                sock, addr = l.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("Error accepting connection on %s: %s", l.name, exc)
+                return
+            self._conn_index += 1
+            try:
+                local = sock.getsockname()
+                cid = f"{local[0]}:{local[1]}-{addr[0]}:{addr[1]}-{self._conn_index}"
+                self.selector.register(cid, sock, l.channel_builder, l.name)
+            except Exception as exc:  # a broken socket must not stop accepting
+                log.warning("Failed to register connection from %s on %s: %s", addr, l.name, exc)
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def bound_port(self, listener_name):
+        """The real port a listener is bound to (useful with port 0)."""
+        return self._listener(listener_name).bound_port
+
+    def listener(self, listener_name):
+        return self._listener(listener_name)
+
+    def _listener(self, name):
+        name = str(name).upper()
+        for l in self.listeners:
+            if l.name == name:
+                return l
+        raise KeyError(f"No listener named {name}")
+
+    def advertised_endpoint(self, listener_name):
+        """(host, port) clients should use for ``listener_name``: the
+        advertised listener of that name, else the bound one.  An empty host
+        becomes this machine's name; port 0 becomes the bound port."""
+        l = self._listener(listener_name)
+        ep = self.advertised.get(l.name)
+        host = ep.host if ep is not None else l.host
+        port = ep.port if ep is not None else l.bound_port
+        if not host or host in ("0.0.0.0", "::"):
+            host = socket.getfqdn()
+        if not port:
+            port = l.bound_port
+        return host, int(port)
+
+    # --------------------------------------------------------------- handlers
+    def register_handler(self, api_key, fn, min_version=None, max_version=None):
+        """Serve ``api_key`` with ``fn(ctx: RequestContext) -> dict | None``
+        for versions ``min_version``..``max_version`` (default: every version
+        the codec supports).  Replaces an earlier handler (built-ins too)."""
+        self.handlers.register(api_key, fn, min_version, max_version)
+
+    def unregister_handler(self, api_key):
+        self.handlers.unregister(api_key)
+
+    def api_versions_body(self, version, listener_name=None):
+        """The ApiVersions response body this server sends on
+        ``listener_name`` (also used by the SASL authenticator before
+        authentication)."""
+        ranges = {k: (lo, hi) for k, lo, hi in self.handlers.ranges()}
+        proto = None
+        if listener_name is not None:
+            try:
+                proto = self._listener(listener_name).security_protocol
+            except KeyError:
+                proto = None
+        if proto is not None and proto.startswith("SASL_"):
+            for k in SASL_API_KEYS:
+                if k not in ranges:
+                    api = messages.API[k]
+                    ranges[k] = (api.min_version, api.max_version)
+        return {
+            "error_code": 0,
+            "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                         for k, (lo, hi) in sorted(ranges.items())],
+            "throttle_time_ms": 0,
+            "supported_features": [],
+            "finalized_features_epoch": -1,
+            "finalized_features": [],
+            "zk_migration_ready": False,
+        }
+
+    # ------------------------------------------------------------------ loop
+    def poll(self, timeout_ms=300):
+        """One iteration: network I/O then request dispatch."""
+        sel = self.selector
+        sel.poll(timeout_ms)
+        for cid, payload in sel.completed_receives:
+            self._process_request(cid, payload)
+
+    def _process_request(self, cid, payload):
+        sel = self.selector
+        ch = sel.channel(cid)
+        if ch is None:
+            return
+        try:
+            header, off = parse_request_header(payload)
+        except errors.InvalidRequestError as exc:
+            log.info("Closing connection %s from %s: invalid request header: %s",
+                     cid, ch.socket_description(), exc)
+            sel.fail(cid, exc)
+            return
+        now = self.time()
+        if header.api_key == messages.SASL_HANDSHAKE.api_key:
+            try:
+                if ch.maybe_begin_server_reauthentication(payload, now):
+                    log.debug("Begin re-authentication: %s", ch)
+                    sel.update_interest(cid)
+                    return
+            except errors.AuthenticationError as exc:
+                sel.handle_failure(cid, exc)
+                return
+            except Exception as exc:
+                sel.handle_failure(cid, exc)
+                return
+        if ch.server_authentication_session_expired(now):
+            log.debug("Disconnecting expired channel: %s : %s", ch, header)
+            sel.close(cid)
+            sel.record_expired_connection_killed()
+            return
+        handler = self.handlers.get(header.api_key)
+        api = messages.API.get(header.api_key)
+        v = header.api_version
+        if header.api_key == messages.API_VERSIONS.api_key:
+            lo, hi = ((handler.min_version, handler.max_version) if handler is not None
+                      else (0, -1))
+            if not (lo <= v <= hi):
+                # KIP-511: answer from the header alone with a v0 body listing
+                # our ApiVersions range; the connection stays usable.
+                log.debug("ApiVersions v%d from %s is not supported; sending v0 "
+                          "UNSUPPORTED_VERSION", v, cid)
+                sel.send(cid, api_versions_fallback(
+                    header.correlation_id,
+                    handler.min_version if handler else api.min_version,
+                    handler.max_version if handler else api.max_version))
+                return
+        if handler is None or api is None:
+            exc = errors.UnsupportedVersionError(
+                f"Unsupported API key {header.api_key}")
+            log.info("Closing connection %s from %s: no handler for API key %d (version %d)",
+                     cid, ch.socket_description(), header.api_key, v)
+            sel.fail(cid, exc)
+            return
+        if not (handler.min_version <= v <= handler.max_version):
+            exc = errors.UnsupportedVersionError(
+                f"{api.name} version {v} is not supported "
+                f"(supported: {handler.min_version}-{handler.max_version})")
+            log.info("Closing connection %s from %s: %s", cid, ch.socket_description(), exc)
+            sel.fail(cid, exc)
+            return
+        try:
+            body = api.request.decode(payload, v, off)
+        except errors.KChannelError as exc:
+            log.info("Closing connection %s from %s: invalid %s v%d request: %s",
+                     cid, ch.socket_description(), api.name, v, exc)
+            sel.fail(cid, exc)
+            return
+        principal = ch.principal()
+        ctx = RequestContext(header, body, principal, ch.listener_name, ch.security_protocol,
+                             cid, ch.remote_address, Session(principal, ch.remote_address),
+                             self, now)
+        try:
+            response = handler.fn(ctx)
+        except Exception as exc:  # noqa: BLE001 - a handler bug closes one connection
+            log.error("Error processing %s v%d request from %s (%s); closing connection",
+                      api.name, v, cid, principal, exc_info=True)
+            sel.fail(cid, exc)
+            return
+        if response is None:
+            return
+        try:
+            out = encode_response(header.api_key, v, header.correlation_id, response)
+        except Exception as exc:  # noqa: BLE001
+            log.error("Could not encode %s v%d response for %s; closing connection",
+                      api.name, v, cid, exc_info=True)
+            sel.fail(cid, exc)
+            return
+        sel.send(cid, out)
+
+    def serve_forever(self, poll_timeout_ms=300):
+        """Run the loop in this thread until :meth:`shutdown`."""
+        try:
+            while not self._stop.is_set():
+                self.poll(poll_timeout_ms)
+        finally:
+            self._close()
+
+    def start(self):
+        """Run :meth:`serve_forever` in a daemon thread; returns self."""
+        if self._thread is not None:
+            raise RuntimeError("Server already started")
+        self._thread = threading.Thread(target=self.serve_forever, name="kchannel-server",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self, timeout=10.0):
+        """Stop the loop, close every connection and listener."""
+        self._stop.set()
+        if self._thread is not None:
+            self.selector.wakeup()
+            if self._thread is not threading.current_thread():
+                self._thread.join(timeout)
+        else:
+            self._close()
+
+    close = shutdown
+
+    def _close_listeners(self):
+        for l in self.listeners:
+            if l.sock is not None:
+                self.selector.remove_listener(l.sock)
+                try:
+                    l.sock.close()
+                except OSError:
+                    pass
+                l.sock = None
+            if l.channel_builder is not None:
+                try:
+                    l.channel_builder.close()
+                except Exception:
+                    pass
+
+    def _close(self):
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._close_listeners()
+        self.selector.close()
+        log.info("Server (node %d) shut down", self.node_id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
