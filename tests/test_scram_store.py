@@ -166,8 +166,9 @@ def test_open_store_from_server_config(tmp_path):
     assert data_dir_from_server_config({"log.dirs": f"{tmp_path}/a,{tmp_path}/b"}) == f"{tmp_path}/a"
     assert data_dir_from_server_config({"log.dir": str(tmp_path)}) == str(tmp_path)
     assert data_dir_from_server_config({"log.dirs": [str(tmp_path)]}) == str(tmp_path)
-    assert data_dir_from_server_config({}) is None
+    assert data_dir_from_server_config({}) == "/tmp/kafka-logs"
+    assert data_dir_from_server_config({}, default=None) is None
     with open_store(server_config={"log.dirs": str(tmp_path / "d")}) as s:
         assert s.path == str(tmp_path / "d" / "scram-credentials.db")
     with pytest.raises(ValueError):
-        open_store(server_config={})
+        open_store()

@@ -298,11 +298,13 @@ def default_store_path(data_dir):
 # ``log.dirs`` / ``log.dir`` are Kafka's (the first directory is used, as
 # Kafka keeps its own metadata in the first log dir).
 DATA_DIR_KEYS = ("log.dirs", "log.dir")
+DEFAULT_LOG_DIR = "/tmp/kafka-logs"   # Kafka's log.dir default
 
 
-def data_dir_from_server_config(props):
-    """The data directory named by a server config (dict of strings or typed
-    values); ``None`` if there is none."""
+def data_dir_from_server_config(props, default=DEFAULT_LOG_DIR):
+    """The data directory of a server config (dict of strings or typed
+    values): the first of ``log.dirs``, else ``log.dir``, else Kafka's
+    default ``/tmp/kafka-logs`` (``default``)."""
     for key in DATA_DIR_KEYS:
         value = props.get(key)
         if value is None or value == "":
@@ -313,7 +315,7 @@ def data_dir_from_server_config(props):
             value = str(value).split(",")[0].strip()
         if value:
             return value
-    return None
+    return default
 
 
 def open_store(path=None, data_dir=None, server_config=None):
@@ -323,6 +325,6 @@ def open_store(path=None, data_dir=None, server_config=None):
         if data_dir is None and server_config is not None:
             data_dir = data_dir_from_server_config(server_config)
         if data_dir is None:
-            raise ValueError("No data directory: set log.dirs (or log.dir) in the server config")
+            raise ValueError("No data directory given for the SCRAM credential store")
         path = default_store_path(data_dir)
     return SqliteScramCredentialStore(path)

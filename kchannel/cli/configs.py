@@ -1,0 +1,419 @@
+"""``kchannel configs``: kafka-configs.sh for SCRAM user credentials.
+
+Flag for flag as ``kafka-configs.sh`` for the ``users`` entity type::
+
+    kchannel configs --bootstrap-server HOST:PORT [--command-config client.properties] \\
+        --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]' \\
+        --entity-type users --entity-name alice
+    kchannel configs ... --alter --delete-config 'SCRAM-SHA-512' --entity-type users --entity-name alice
+    kchannel configs ... --describe [--entity-type users] [--entity-name alice]
+
+Targets:
+
+* ``--bootstrap-server HOST:PORT[,HOST:PORT]`` (with ``--command-config`` for
+  the client's security settings): talks to a running server through the
+  DescribeUserScramCredentials / AlterUserScramCredentials APIs.  As Kafka's
+  admin client, the password never leaves this process: it sends a random
+  salt and the SaltedPassword.
+* ``--server-config server.properties``: kchannel's equivalent of
+  ``kafka-configs.sh --zookeeper``, direct access to a server's credential
+  store (the SQLite file in the first of its ``log.dirs``).  Use it to create
+  credentials before the server first starts.  Validation and messages are
+  the same as through the API; running servers see the change at their next
+  authentication.
+
+Output is kafka-configs.sh's: ``Completed updating config for user alice.``
+and ``SCRAM credential configs for user-principal 'alice' are
+SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096``.  Exit status
+0 on success, 1 on any failure (message on stderr), 2 for command-line syntax
+errors.
+"""
+import argparse
+import re
+import sys
+
+NAME = "configs"
+HELP = ("Describe or alter SCRAM credentials of users, as kafka-configs.sh "
+        "(via --bootstrap-server or directly in a server's store via --server-config)")
+
+DEFAULT_SCRAM_ITERATIONS = 4096
+USER = "users"
+
+# Kafka's simple exception class names for the error codes these APIs return.
+_EXCEPTION_NAMES = {
+    -1: "UnknownServerException",
+    31: "ClusterAuthorizationException",
+    33: "UnsupportedSaslMechanismException",
+    35: "UnsupportedVersionException",
+    91: "ResourceNotFoundException",
+    92: "DuplicateResourceException",
+    93: "UnacceptableCredentialException",
+}
+
+
+class CommandError(Exception):
+    """Kafka's IllegalArgumentException path: message on stderr, exit 1."""
+
+
+class _AppendCsv(argparse.Action):
+    """--delete-config k1,k2 (repeatable), as joptsimple's withValuesSeparatedBy."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = list(getattr(namespace, self.dest) or [])
+        items.extend(v for v in values.split(","))
+        setattr(namespace, self.dest, items)
+
+
+class _Ordered(argparse.Action):
+    """Records --entity-name / --entity-default in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        names = list(getattr(namespace, "_entity_names", None) or [])
+        names.append("" if option_string == "--entity-default" else values)
+        setattr(namespace, "_entity_names", names)
+
+
+def add_arguments(parser):
+    target = parser.add_argument_group("target")
+    target.add_argument("--bootstrap-server", metavar="server to connect to",
+                        help="The Kafka servers to connect to (HOST:PORT[,HOST:PORT]).")
+    target.add_argument("--bootstrap-controller", metavar="controller to connect to",
+                        help="Accepted for compatibility; same as --bootstrap-server.")
+    target.add_argument("--command-config", metavar="command config property file",
+                        help="Property file containing configs to be passed to the client "
+                             "(security.protocol, sasl.*, ssl.*).")
+    target.add_argument("--server-config", metavar="server.properties",
+                        help="kchannel's equivalent of kafka-configs.sh --zookeeper: work "
+                             "directly on the SCRAM credential store of the server configured "
+                             "by this file (in the first of its log.dirs).")
+    target.add_argument("--zookeeper", metavar="urls", help=argparse.SUPPRESS)
+
+    action = parser.add_argument_group("action")
+    action.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
+    action.add_argument("--describe", action="store_true", help="List configs for the given entity.")
+    action.add_argument("--all", action="store_true",
+                        help="List all configs for the given entity (same as --describe for users).")
+
+    entity = parser.add_argument_group("entity")
+    entity.add_argument("--entity-type", action="append", default=[],
+                        help="Type of entity; kchannel supports 'users'.")
+    entity.add_argument("--entity-name", action=_Ordered, dest="entity_name_flag",
+                        help="Name of entity (user principal name).")
+    entity.add_argument("--entity-default", action=_Ordered, nargs=0, dest="entity_default_flag",
+                        help="Default entity name for users (not allowed with SCRAM credentials).")
+    entity.add_argument("--user", help="The user's principal name.")
+    entity.add_argument("--user-defaults", action="store_true",
+                        help="The config defaults for all users.")
+    for flag in ("--topic", "--client", "--broker", "--broker-logger", "--ip", "--group",
+                 "--client-metrics"):
+        entity.add_argument(flag, help=argparse.SUPPRESS)
+    for flag in ("--client-defaults", "--broker-defaults", "--ip-defaults"):
+        entity.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
+
+    configs = parser.add_argument_group("configs")
+    configs.add_argument("--add-config",
+                         help="Key Value pairs of configs to add. Square brackets can be used to "
+                              "group values which contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'. "
+                              "For users: SCRAM-SHA-256=[iterations=8192,password=secret], "
+                              "SCRAM-SHA-512=[password=secret].")
+    configs.add_argument("--add-config-file",
+                         help="Path to a properties file with configs to add.")
+    configs.add_argument("--delete-config", action=_AppendCsv, default=[],
+                         help="config keys to remove 'k1,k2'")
+    configs.add_argument("--force", action="store_true", help="Suppress console prompts")
+
+
+# ------------------------------------------------------------- parsing
+
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+
+
+def parse_add_config(text):
+    """kafka-configs.sh's --add-config parsing: split on commas outside
+    ``[]``, then on ``=`` outside ``[]``; brackets are then dropped."""
+    props = {}
+    if not text:
+        return props
+    for item in re.split("," + _OUTSIDE_BRACKETS, text):
+        pair = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(pair) != 2:
+            raise CommandError('Invalid entity config: all configs to be added must be in the '
+                               'format "key=val".')
+        props[pair[0].strip()] = re.sub(r"\[?\]?", "", pair[1]).strip()
+    return props
+
+
+def _validate_keys(props):
+    for key in props:
+        if not re.fullmatch(r"[a-zA-Z0-9._-]*", key):
+            raise CommandError(f"Invalid character found for config key: {key}")
+
+
+def _scram_iterations_and_password(mechanism, value):
+    """ConfigCommand.iterationsAndPasswordBytes."""
+    from kchannel.security.sasl import scram
+    m = re.fullmatch(r"(?:iterations=(-?[0-9]*),)?password=(.*)", value, re.S)
+    mech = scram.mechanism_for(mechanism)
+    if m is None:
+        raise CommandError(f"Invalid credential property {mech}={value}")
+    iterations, password = m.group(1), m.group(2)
+    iterations = (int(iterations) if iterations not in (None, "", "-1")
+                  else DEFAULT_SCRAM_ITERATIONS)
+    if iterations < mech.min_iterations:
+        raise CommandError(f"Iterations {iterations} is less than the minimum "
+                           f"{mech.min_iterations} required for {mech.mechanism_name}")
+    return iterations, password
+
+
+def _entities(args):
+    types = list(args.entity_type)
+    names = list(getattr(args, "_entity_names", None) or [])
+    if args.user is not None:
+        types.append(USER)
+        names.append(args.user)
+    if args.user_defaults:
+        types.append(USER)
+        names.append("")
+    for flag, etype in (("topic", "topics"), ("client", "clients"), ("broker", "brokers"),
+                        ("broker_logger", "broker-loggers"), ("ip", "ips"), ("group", "groups"),
+                        ("client_metrics", "client-metrics")):
+        if getattr(args, flag) is not None:
+            types.append(etype)
+            names.append(getattr(args, flag))
+    for flag, etype in (("client_defaults", "clients"), ("broker_defaults", "brokers"),
+                        ("ip_defaults", "ips")):
+        if getattr(args, flag):
+            types.append(etype)
+            names.append("")
+    return types, names
+
+
+def _check_args(args, parser):
+    """ConfigCommandOptions.checkArgs, for what kchannel supports."""
+    if int(bool(args.alter)) + int(bool(args.describe)) != 1:
+        raise CommandError("Command must include exactly one action: --describe, --alter")
+    if args.describe and (args.add_config or args.add_config_file or args.delete_config):
+        raise CommandError("Option \"[describe]\" can't be used with option \"[add-config]\", "
+                           "\"[add-config-file]\" or \"[delete-config]\"")
+    types, names = _entities(args)
+    if len(types) != len(set(types)):
+        dup = sorted({t for t in types if types.count(t) > 1})
+        raise CommandError(f"Duplicate entity type(s) specified: {','.join(dup)}")
+    if args.zookeeper:
+        raise CommandError("kchannel configs has no ZooKeeper mode: use --server-config "
+                           "server.properties to work directly on a server's credential store")
+    connects = sum(1 for v in (args.bootstrap_server, args.bootstrap_controller,
+                               args.server_config) if v)
+    if connects == 0:
+        raise CommandError("One of the required --bootstrap-server, --bootstrap-controller, or "
+                           "--server-config arguments must be specified")
+    if connects > 1:
+        raise CommandError("Only one of --bootstrap-server, --bootstrap-controller, and "
+                           "--server-config can be specified")
+    if not types:
+        raise CommandError("At least one entity type must be specified")
+    for t in types:
+        if t != USER:
+            raise CommandError(f"Invalid entity type {t}, the entity type must be one of "
+                               f"{USER} with kchannel configs (SCRAM credentials)")
+    if (args.entity_type or getattr(args, "_entity_names", None)) and \
+            (args.user is not None or args.user_defaults):
+        raise CommandError("--entity-{type,name,default} should not be used in conjunction with "
+                           "specific entity flags")
+    if args.alter:
+        if not names:
+            raise CommandError("An entity-name or default entity must be specified with --alter "
+                               "of users, clients, brokers or ips")
+        if args.add_config and args.add_config_file:
+            raise CommandError("Only one of --add-config or --add-config-file must be specified")
+        if not (args.add_config or args.add_config_file or args.delete_config):
+            raise CommandError("At least one of --add-config, --add-config-file, or "
+                               "--delete-config must be specified with --alter")
+        if len(names) != len(types):
+            raise CommandError("An entity name must be specified for every entity type")
+    return types, names
+
+
+# ------------------------------------------------------------ backends
+
+class _ApiBackend:
+    """A running server through APIs 50/51 (kchannel.client.KafkaClient)."""
+
+    def __init__(self, bootstrap, command_config):
+        from kchannel.client import KafkaClient
+        from kchannel.config.properties import load_properties
+        configs = dict(load_properties(command_config)) if command_config else {}
+        configs["bootstrap.servers"] = bootstrap
+        self._client = None
+        last = None
+        for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise CommandError(f"Invalid url in bootstrap.servers: {address}")
+            client = KafkaClient(configs)
+            try:
+                client.connect(host.strip("[]"), int(port))
+            except Exception as exc:  # try the next bootstrap server
+                last = exc
+                try:
+                    client.close()
+                except Exception:
+                    pass
+                continue
+            self._client = client
+            break
+        if self._client is None:
+            raise last or CommandError("No bootstrap server to connect to")
+
+    def describe(self, body):
+        from kchannel.protocol.api_keys import ApiKey
+        return self._client.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), body)
+
+    def alter(self, body):
+        from kchannel.protocol.api_keys import ApiKey
+        return self._client.request(int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), body)
+
+    def close(self):
+        self._client.close()
+
+
+class _StoreBackend:
+    """Direct access to a server's SCRAM credential store."""
+
+    def __init__(self, server_config):
+        from kchannel.config.properties import load_properties
+        from kchannel.security.sasl.scram_store import open_store
+        try:
+            props = load_properties(server_config)
+        except OSError as exc:
+            raise CommandError(f"Cannot read {server_config}: {exc}") from exc
+        kind = str(props.get("kchannel.scram.credential.store", "sqlite")).strip().lower()
+        if kind == "memory":
+            raise CommandError("The server keeps SCRAM credentials in memory "
+                               "(kchannel.scram.credential.store=memory); use --bootstrap-server")
+        self.store = open_store(server_config=props)
+
+    def describe(self, body):
+        from kchannel.security.sasl.scram_handlers import describe_user_scram_credentials
+        return describe_user_scram_credentials(body, self.store)
+
+    def alter(self, body):
+        from kchannel.security.sasl.scram_handlers import alter_user_scram_credentials
+        return alter_user_scram_credentials(body, self.store)
+
+    def close(self):
+        self.store.close()
+
+
+# ------------------------------------------------------------ commands
+
+def _exception_text(code, message):
+    from kchannel.protocol.errors import error_message, error_name
+    name = _EXCEPTION_NAMES.get(code)
+    if name is None:
+        name = "".join(w.capitalize() for w in error_name(code).split("_")) + "Exception"
+    return f"{name}: {message or error_message(code)}"
+
+
+def _alter(backend, user, args):
+    from kchannel.security.sasl import scram
+    configs_to_add = {}
+    if args.add_config_file:
+        from kchannel.config.properties import load_properties
+        try:
+            configs_to_add.update(load_properties(args.add_config_file))
+        except OSError as exc:
+            raise CommandError(f"Cannot read {args.add_config_file}: {exc}") from exc
+    configs_to_add.update(parse_add_config(args.add_config))
+    _validate_keys(configs_to_add)
+    to_delete = [k.strip() for k in args.delete_config]
+    unknown_add = [k for k in configs_to_add if not scram.is_scram(k)]
+    unknown_delete = [k for k in to_delete if not scram.is_scram(k)]
+    if unknown_add:
+        raise CommandError("Only SCRAM credential configs can be added for 'users' with kchannel "
+                           f"configs. Unexpected config names: {', '.join(unknown_add)}")
+    if unknown_delete:
+        raise CommandError("Only SCRAM credential configs can be deleted for 'users' with "
+                           f"kchannel configs. Unexpected config names: {', '.join(unknown_delete)}")
+    if user == "":
+        raise CommandError("The use of --entity-default or --user-defaults is not allowed with "
+                           "User SCRAM Credentials using --bootstrap-server.")
+    deletions = [{"name": user, "mechanism": scram.mechanism_for(m).type} for m in to_delete]
+    upsertions = []
+    for mechanism, value in configs_to_add.items():
+        iterations, password = _scram_iterations_and_password(mechanism, value)
+        mech = scram.mechanism_for(mechanism)
+        salt = scram.generate_salt()
+        # As Kafka's admin client: only the salted password is sent.
+        salted = scram.hi(mech, password.encode("utf-8"), salt, iterations)
+        upsertions.append({"name": user, "mechanism": mech.type, "iterations": iterations,
+                           "salt": salt, "salted_password": salted})
+    response = backend.alter({"deletions": deletions, "upsertions": upsertions})
+    for result in response.get("results") or []:
+        if result.get("error_code"):
+            raise _OperationFailed(_exception_text(result["error_code"],
+                                                   result.get("error_message")))
+    print(f"Completed updating config for user {user}.")
+
+
+class _OperationFailed(Exception):
+    """Kafka's generic Throwable path: 'Error while executing config command'."""
+
+
+def _describe(backend, names):
+    from kchannel.security.sasl import scram
+    if "" in names:
+        # --entity-default / --user-defaults: no SCRAM credentials to show.
+        return
+    body = {"users": [{"name": n} for n in names]}
+    response = backend.describe(body)
+    if response.get("error_code"):
+        raise _OperationFailed(_exception_text(response["error_code"],
+                                               response.get("error_message")))
+    for result in response.get("results") or []:
+        code = result.get("error_code", 0)
+        if code == 91:  # RESOURCE_NOT_FOUND: the admin client leaves these out
+            continue
+        user = result.get("user")
+        if code:
+            print(f"Error retrieving SCRAM credential configs for user-principal '{user}': "
+                  f"{_exception_text(code, result.get('error_message'))}")
+            continue
+        infos = []
+        for info in result.get("credential_infos") or []:
+            mech = scram.MECHANISMS_BY_TYPE.get(info.get("mechanism"))
+            name = mech.mechanism_name if mech else "UNKNOWN"
+            infos.append(f"{name}=iterations={info.get('iterations')}")
+        print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
+
+
+def run(args):
+    raw = sys.argv[1:]
+    argv = " ".join(raw[raw.index(NAME) + 1:] if NAME in raw else raw)
+    backend = None
+    try:
+        _types, names = _check_args(args, None)
+        if args.server_config:
+            backend = _StoreBackend(args.server_config)
+        else:
+            backend = _ApiBackend(args.bootstrap_server or args.bootstrap_controller,
+                                  args.command_config)
+        if args.alter:
+            _alter(backend, names[0], args)
+        else:
+            _describe(backend, names)
+        return 0
+    except CommandError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except Exception as exc:
+        print(f"Error while executing config command with args '{argv}'", file=sys.stderr)
+        print(str(exc) if isinstance(exc, _OperationFailed)
+              else f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if backend is not None:
+            try:
+                backend.close()
+            except Exception:
+                pass
