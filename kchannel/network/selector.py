@@ -476,6 +476,7 @@ class Selector:
             return
         self._idle_update(id, now)
         send_failed = False
+        preparing = False
         try:
             if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
                 self._immediately_connected.discard(id)
@@ -489,7 +490,9 @@ class Selector:
 
             if not ch.ready():
                 was_reauth = ch.successful_authentications > 0
+                preparing = True
                 ch.prepare(now)
+                preparing = False
                 if ch.ready():
                     self._on_authenticated(ch, was_reauth, now)
 
@@ -517,7 +520,7 @@ class Selector:
             self._update_buffered(ch)
             self._sync(ch)
         except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
-            self._handle_channel_error(ch, exc, send_failed, now)
+            self._handle_channel_error(ch, exc, send_failed, now, preparing)
 
     def _on_authenticated(self, ch, was_reauth, now):
         if ch.successful_authentications == 1 and not was_reauth:
@@ -574,10 +577,14 @@ class Selector:
         else:
             self._buffered.discard(id)
 
-    def _handle_channel_error(self, ch, exc, send_failed, now):
+    def _handle_channel_error(self, ch, exc, send_failed, now, preparing=True):
         desc = f"{ch.socket_description()} (channelId={ch.id})"
         if isinstance(exc, errors.AuthenticationError):
-            reauth = ch.successful_authentications > 0
+            # A failure while (re-)authenticating a channel that authenticated
+            # before is a failed re-authentication; a TLS 1.3 client learns of
+            # a rejected certificate only after its handshake completed, which
+            # is still a failed authentication.
+            reauth = preparing and ch.successful_authentications > 0
             if reauth:
                 self.sensors.failed_reauthentication.record(1.0, now)
             else:

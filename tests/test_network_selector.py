@@ -1,0 +1,395 @@
+"""Selector / KafkaChannel over real 127.0.0.1 sockets (PLAINTEXT).
+
+Both ends are kchannel Selectors driven from the test thread, so every step is
+deterministic: nothing sleeps, nothing is timed.
+"""
+import socket
+import struct
+
+import pytest
+
+from kchannel.errors import ChannelConnectionError, InvalidReceiveError
+from kchannel.framing import encode_frame
+from kchannel.network.channel import ChannelState, State
+from kchannel.network.channel_builder import PlaintextChannelBuilder, create_channel_builder
+from kchannel.network.selector import Selector
+
+
+class Clock:
+    def __init__(self, start=1_700_000_000_000):
+        self.now = start
+
+    def __call__(self):
+        return self.now
+
+
+class Pair:
+    """A server Selector with a listening socket and a client Selector."""
+
+    def __init__(self, server_kwargs=None, client_kwargs=None):
+        self.server = Selector(PlaintextChannelBuilder("server"), **(server_kwargs or {}))
+        self.client = Selector(PlaintextChannelBuilder("client"), **(client_kwargs or {}))
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(2048)
+        self.address = self.lsock.getsockname()
+        self.accepted = []
+        self.server.add_listener(self.lsock, self._accept)
+        self.server_receives = []
+        self.client_receives = []
+        self.server_disconnected = {}
+        self.client_disconnected = {}
+        self.client_connected = []
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except BlockingIOError:
+                return
+            cid = f"s{len(self.accepted)}"
+            self.accepted.append(cid)
+            self.server.register(cid, s)
+
+    def poll(self, timeout_ms=0):
+        self.client.poll(timeout_ms)
+        self.client_receives += self.client.completed_receives
+        self.client_disconnected.update(self.client.disconnected)
+        self.client_connected += self.client.connected
+        self.server.poll(timeout_ms)
+        self.server_receives += self.server.completed_receives
+        self.server_disconnected.update(self.server.disconnected)
+
+    def poll_until(self, cond, max_polls=2000, timeout_ms=20):
+        for _ in range(max_polls):
+            if cond():
+                return
+            self.poll(timeout_ms)
+        assert cond(), "condition not reached"
+
+    def close(self):
+        self.client.close()
+        self.server.close()
+        self.lsock.close()
+
+
+@pytest.fixture
+def pair():
+    p = Pair()
+    yield p
+    p.close()
+
+
+def raw_connect(address):
+    s = socket.create_connection(address)
+    s.settimeout(10)
+    return s
+
+
+def test_round_trip(pair):
+    pair.client.connect("c", pair.address)
+    pair.poll_until(lambda: "c" in pair.client_connected and pair.accepted)
+    assert pair.client.channel("c").state == ChannelState.READY
+    pair.client.send("c", b"ping")
+    pair.poll_until(lambda: pair.server_receives)
+    sid, payload = pair.server_receives[0]
+    assert payload == b"ping"
+    pair.server.send(sid, b"pong" * 1000)
+    pair.poll_until(lambda: pair.client_receives)
+    assert pair.client_receives == [("c", b"pong" * 1000)]
+
+
+def test_connect_refused_reports_not_connected():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()     # nothing listens there now
+    sel = Selector(PlaintextChannelBuilder("client"))
+    try:
+        sel.connect("x", ("127.0.0.1", port))
+        disconnected = {}
+        for _ in range(100):
+            sel.poll(20)
+            disconnected.update(sel.disconnected)
+            if disconnected:
+                break
+        assert disconnected["x"] == State.NOT_CONNECTED
+        assert isinstance(disconnected["x"].exception, ChannelConnectionError)
+        assert sel.channel("x") is None
+    finally:
+        sel.close()
+
+
+def test_duplicate_connection_id_rejected(pair):
+    pair.client.connect("c", pair.address)
+    with pytest.raises(Exception, match="already a connection"):
+        pair.client.connect("c", pair.address)
+
+
+def test_large_send_partial_writes_complete_once(pair):
+    pair.client.connect("c", pair.address)
+    pair.poll_until(lambda: pair.client.is_channel_ready("c"))
+    big = bytes(range(256)) * (24 * 4096)          # 24 MiB: many partial writes
+    pair.client.send("c", big)
+    sends = []
+
+    def done():
+        sends.extend(pair.client.completed_sends)
+        return pair.server_receives
+
+    pair.poll_until(done, max_polls=5000, timeout_ms=5)
+    sends.extend(pair.client.completed_sends)
+    assert pair.server_receives[0][1] == big
+    assert sends == [("c", len(big) + 4)]
+
+
+def test_many_sends_queue_in_order(pair):
+    pair.client.connect("c", pair.address)
+    pair.poll_until(lambda: pair.client.is_channel_ready("c"))
+    for i in range(500):
+        pair.client.send("c", struct.pack(">i", i))
+    pair.poll_until(lambda: len(pair.server_receives) == 500, max_polls=5000, timeout_ms=5)
+    assert [struct.unpack(">i", p)[0] for _, p in pair.server_receives] == list(range(500))
+
+
+def test_one_receive_per_channel_per_poll_and_no_starvation(pair):
+    """A peer that floods must not delay a quiet peer: each channel gets at
+    most one completed receive per poll (Kafka's rule)."""
+    flood = raw_connect(pair.address)
+    quiet = raw_connect(pair.address)
+    pair.poll_until(lambda: len(pair.accepted) == 2)
+    flood_id, quiet_id = pair.accepted
+    flood.sendall(b"".join(encode_frame(b"x" * 10) for _ in range(3000)))
+    quiet.sendall(encode_frame(b"quiet"))
+    got_quiet_at = None
+    polls = 0
+    per_poll_counts = []
+    while got_quiet_at is None or polls < got_quiet_at + 3:
+        pair.server.poll(20)
+        polls += 1
+        ids = [cid for cid, _ in pair.server.completed_receives]
+        per_poll_counts.append(ids)
+        if quiet_id in ids and got_quiet_at is None:
+            got_quiet_at = polls
+        assert polls < 100
+    for ids in per_poll_counts:
+        assert len(ids) == len(set(ids))      # at most one per channel per poll
+    flood_delivered = sum(ids.count(flood_id) for ids in per_poll_counts)
+    assert got_quiet_at <= 3
+    assert flood_delivered < 3000             # the flood was not drained first
+    flood.close()
+    quiet.close()
+
+
+def test_read_ahead_frames_survive_mute_and_are_delivered_without_new_data(pair):
+    raw = raw_connect(pair.address)
+    pair.poll_until(lambda: pair.accepted)
+    sid = pair.accepted[0]
+    raw.sendall(encode_frame(b"one") + encode_frame(b"two") + encode_frame(b"three"))
+    pair.poll_until(lambda: pair.server_receives)
+    assert pair.server_receives == [(sid, b"one")]
+    pair.server.mute(sid)
+    assert pair.server.is_muted(sid)
+    for _ in range(5):
+        pair.server.poll(0)
+        assert pair.server.completed_receives == []
+    pair.server.unmute(sid)
+    got = []
+    for _ in range(5):
+        pair.server.poll(0)          # no new bytes arrive: buffered path only
+        got += pair.server.completed_receives
+    assert got == [(sid, b"two"), (sid, b"three")]
+    raw.close()
+
+
+def test_mute_stops_reading_socket(pair):
+    raw = raw_connect(pair.address)
+    pair.poll_until(lambda: pair.accepted)
+    sid = pair.accepted[0]
+    pair.server.mute(sid)
+    raw.sendall(encode_frame(b"hello"))
+    for _ in range(5):
+        pair.server.poll(10)
+        assert pair.server.completed_receives == []
+    pair.server.unmute(sid)
+    pair.poll_until(lambda: pair.server_receives)
+    assert pair.server_receives == [(sid, b"hello")]
+    raw.close()
+
+
+@pytest.mark.parametrize("junk,exc", [
+    (b"\xff\xff\xff\xff", "Invalid receive (size = -1)"),
+    (struct.pack(">i", 104857601), "Invalid receive (size = 104857601 larger than 104857600)"),
+    (b"GET / HTTP/1.1\r\n\r\n", "larger than"),
+])
+def test_bad_size_closes_only_that_channel(pair, junk, exc):
+    pair.client.connect("good", pair.address)
+    pair.poll_until(lambda: pair.client.is_channel_ready("good") and pair.accepted)
+    good_sid = pair.accepted[0]
+    bad = raw_connect(pair.address)
+    pair.poll_until(lambda: len(pair.accepted) == 2)
+    bad_sid = pair.accepted[1]
+    bad.sendall(junk)
+    pair.poll_until(lambda: bad_sid in pair.server_disconnected)
+    state = pair.server_disconnected[bad_sid]
+    assert state == State.FAILED_RECEIVE
+    assert isinstance(state.exception, InvalidReceiveError)
+    assert exc in str(state.exception)
+    assert bad.recv(10) == b""             # closed by the server
+    pair.client.send("good", b"still here")
+    pair.poll_until(lambda: pair.server_receives)
+    assert pair.server_receives == [(good_sid, b"still here")]
+    assert good_sid not in pair.server_disconnected
+    bad.close()
+
+
+def test_peer_close_mid_frame_reports_disconnect(pair):
+    raw = raw_connect(pair.address)
+    pair.poll_until(lambda: pair.accepted)
+    sid = pair.accepted[0]
+    raw.sendall(struct.pack(">i", 100) + b"0123456789")
+    raw.close()
+    pair.poll_until(lambda: sid in pair.server_disconnected)
+    assert pair.server_receives == []
+    assert pair.server.channel(sid) is None
+
+
+def test_frames_sent_before_eof_are_delivered(pair):
+    raw = raw_connect(pair.address)
+    pair.poll_until(lambda: pair.accepted)
+    sid = pair.accepted[0]
+    raw.sendall(encode_frame(b"a") + encode_frame(b"b"))
+    raw.shutdown(socket.SHUT_WR)
+    pair.poll_until(lambda: sid in pair.server_disconnected)
+    assert [p for _, p in pair.server_receives] == [b"a", b"b"]
+    raw.close()
+
+
+def test_idle_expiry_with_injected_time():
+    clock = Clock()
+    p = Pair(server_kwargs={"time": clock, "connections_max_idle_ms": 10_000})
+    try:
+        a = raw_connect(p.address)
+        b = raw_connect(p.address)
+        p.poll_until(lambda: len(p.accepted) == 2)
+        sa, sb = p.accepted
+        clock.now += 6_000
+        b.sendall(encode_frame(b"keepalive"))          # b active at +6s
+        p.poll_until(lambda: p.server_receives)
+        clock.now += 5_000                              # a idle 11s, b idle 5s
+        p.server.poll(0)
+        assert p.server.disconnected == {sa: State.EXPIRED}
+        assert p.server.channel(sb) is not None
+        assert a.recv(10) == b""
+        clock.now += 5_001                              # b idle > 10s now
+        p.server.poll(0)
+        assert p.server.disconnected == {sb: State.EXPIRED}
+        assert len(p.server) == 0
+        a.close()
+        b.close()
+    finally:
+        p.close()
+
+
+def test_explicit_close_is_not_reported(pair):
+    pair.client.connect("c", pair.address)
+    pair.poll_until(lambda: pair.client.is_channel_ready("c"))
+    pair.client.close("c")
+    pair.client.poll(0)
+    assert pair.client.disconnected == {}
+    assert pair.client.channel("c") is None
+    sid = pair.accepted[0]
+    pair.poll_until(lambda: sid in pair.server_disconnected)
+
+
+def test_thousand_connections_round_trip():
+    n = 1000
+    p = Pair()
+    try:
+        for i in range(n):
+            p.client.connect(i, p.address)
+        p.poll_until(lambda: len(p.client_connected) == n and len(p.accepted) == n,
+                     max_polls=5000, timeout_ms=5)
+        for i in range(n):
+            p.client.send(i, struct.pack(">i", i))
+
+        def echo():
+            for sid, payload in p.server.completed_receives:
+                p.server.send(sid, payload)
+            return len(p.client_receives) == n
+
+        p.poll_until(echo, max_polls=5000, timeout_ms=5)
+        assert sorted(i for i, _ in p.client_receives) == list(range(n))
+        assert all(struct.unpack(">i", payload)[0] == i for i, payload in p.client_receives)
+        snap = p.server.metrics.snapshot()
+        assert snap["connection-count"] == n
+        assert snap["connection-creation-total"] == n
+        assert snap["response-total"] == n       # receives, Kafka's naming
+        assert snap["request-total"] == n        # sends
+    finally:
+        p.close()
+
+
+def test_metrics_names_and_counts(pair):
+    pair.client.connect("c", pair.address)
+    pair.poll_until(lambda: pair.client.is_channel_ready("c") and pair.accepted)
+    pair.client.send("c", b"12345")
+    pair.poll_until(lambda: pair.server_receives)
+    snap = pair.server.metrics.snapshot()
+    for name in [
+        "connection-count", "connection-creation-rate", "connection-creation-total",
+        "connection-close-rate", "connection-close-total", "network-io-rate",
+        "network-io-total", "incoming-byte-rate", "incoming-byte-total",
+        "outgoing-byte-rate", "outgoing-byte-total", "request-rate", "request-total",
+        "response-rate", "response-total", "request-size-avg", "request-size-max",
+        "select-rate", "select-total", "io-wait-time-ns-avg", "io-wait-ratio",
+        "io-time-ns-avg", "io-ratio", "successful-authentication-rate",
+        "successful-authentication-total", "failed-authentication-rate",
+        "failed-authentication-total", "successful-reauthentication-rate",
+        "successful-reauthentication-total", "failed-reauthentication-rate",
+        "failed-reauthentication-total", "reauthentication-latency-max",
+        "reauthentication-latency-avg", "expired-connections-killed-count",
+        "successful-authentication-no-reauth-total",
+    ]:
+        assert name in snap, name
+    assert snap["connection-count"] == 1
+    assert snap["incoming-byte-total"] == 9
+    assert snap["response-total"] == 1
+    assert snap["successful-authentication-total"] == 1
+    assert snap["successful-authentication-no-reauth-total"] == 1
+    assert snap["select-total"] >= 1
+    client = pair.client.metrics.snapshot()
+    assert client["outgoing-byte-total"] == 9
+    assert client["request-size-max"] == 9
+    assert client["request-total"] == 1
+    pair.client.close("c")
+    pair.poll_until(lambda: pair.server_disconnected)
+    assert pair.server.metrics.snapshot()["connection-close-total"] == 1
+    assert pair.server.metrics.snapshot()["connection-count"] == 0
+
+
+def test_metric_group_names():
+    sel = Selector(PlaintextChannelBuilder("server"), metric_group_prefix="socket-server")
+    try:
+        groups = {mn.group for mn in sel.metrics.metrics()}
+        assert groups == {"socket-server-metrics"}
+    finally:
+        sel.close()
+
+
+def test_wakeup_interrupts_blocking_poll():
+    import threading
+    sel = Selector(PlaintextChannelBuilder("server"))
+    try:
+        t = threading.Timer(0.05, sel.wakeup)
+        t.start()
+        sel.poll(-1)            # would block forever without the wakeup
+        t.join()
+    finally:
+        sel.close()
+
+
+def test_create_channel_builder_rejects_unknown_protocol():
+    from kchannel.errors import ConfigError
+    with pytest.raises(ConfigError, match="security.protocol"):
+        create_channel_builder("TLS", "client", {})
