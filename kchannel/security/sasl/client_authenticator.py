@@ -203,7 +203,8 @@ class SaslClientAuthenticator(Authenticator):
             return self._authenticate(io, now)
         except AuthenticationError as exc:
             self.state = SaslState.FAILED
-            log.warning("Failed %s with %s (%s)", self._reauth.text(),
+            # The selector reports the failure at WARNING; keep detail here.
+            log.debug("Failed %s with %s (%s)", self._reauth.text(),
                         self.node or self._server_host, exc)
             raise
         except KChannelError:

@@ -717,10 +717,17 @@ class SaslServerAuthenticator(Authenticator):
         if log.isEnabledFor(logging.DEBUG):
             log.debug("Successfully %s with %s using SASL mechanism %s",
                       "re-authenticated" if self._reauth.reauthenticating()
-                      else "authenticated", self._address(), self.mechanism)
+                      else "authenticated", self._describe_peer(), self.mechanism)
+
+    def _describe_peer(self):
+        addr = self._address()
+        if isinstance(addr, tuple) and len(addr) >= 2:
+            return f"{addr[0]}:{addr[1]}"
+        return str(addr)
 
     def _log_failure(self, exc):
-        log.warning("Failed %s with %s (%s)", self._reauth.text(), self._address(), exc)
+        log.warning("Failed %s with %s using SASL mechanism %s (%s)", self._reauth.text(),
+                    self._describe_peer(), self.mechanism, exc)
 
 
 class _GenericFailure(Exception):
