@@ -1,0 +1,309 @@
+"""TLS pump: moves bytes between a socket, two MemoryBIOs and an SSLObject.
+
+Pure-Python twin of ``kchannel._ctlspump`` (same interface, same logic; pick
+the active one through ``kchannel._impl``).  The TLS state (handshake, alerts,
+records, keys) lives entirely in OpenSSL; this module only shovels bytes.
+
+Theory of operation
+===================
+::
+
+              write(data)                          read_into(sink)
+                  |                                      ^
+                  v                                      |
+           SSLObject.write  (encrypts)           SSLObject.read (decrypts)
+                  |                                      ^
+                  v                                      |
+           outgoing MemoryBIO                   incoming MemoryBIO
+                  |  flush(): read it whole,             ^  fill(): one recv_into
+                  |  keep what send() refused            |  a reused buffer, then
+                  v                                      |  BIO.write
+               socket.send  ----------- TCP ---------- socket.recv_into
+
+* The SSLObject never touches the socket.  Anything OpenSSL wants to say --
+  handshake flights, alerts, NewSessionTicket or KeyUpdate replies, our
+  close_notify -- appears in the outgoing BIO, possibly as a side effect of a
+  *read*; so after every SSL call that can produce output we check
+  ``outgoing.pending`` and flush.  Bytes the socket refuses stay in ``_out``
+  (the outgoing BIO is drained whole so it never grows unbounded); while
+  ``_out`` is non-empty ``write`` accepts nothing more, which is the
+  backpressure the caller sees (returns 0, waits for OP_WRITE).
+* Reading is demand-driven: ``SSLObject.read`` until it raises
+  ``SSLWantReadError``, then one ``recv_into`` into the incoming BIO, repeat,
+  until the socket has nothing more or the caller's limit is reached.  If the
+  limit stops us, decrypted or undecrypted bytes may remain although the
+  socket will not become readable again for them: ``buffered()`` reports
+  that, so the selector services the channel without a readiness event.
+  When we stop because the socket would block, OpenSSL has told us
+  (SSLWantReadError) that no complete record is left, so nothing is buffered
+  that could be delivered.
+* Why batch: AES-GCM runs at GB/s, but each Python-level call (a recv, a BIO
+  write, an SSLObject.read, an allocation) costs about as much as encrypting
+  a few KiB.  So: one recv of up to 256 KiB rather than per-record reads;
+  ``SSLObject.read`` into a preallocated buffer (``read(n)`` without a buffer
+  would allocate ``n`` bytes and shrink them to one 16 KiB record each time);
+  one ``SSLObject.write`` for up to 256 KiB of plaintext (OpenSSL cuts it into
+  16 KiB records itself); one ``send`` of the whole outgoing BIO; and the
+  decrypted bytes handed to the sink in one call.
+* EOF: a TCP FIN is passed to OpenSSL with ``incoming.write_eof()``; OpenSSL
+  then either returns the data still buffered, reports close_notify (read
+  returns 0 / SSLZeroReturnError) or an unclean EOF (SSLEOFError).  Either
+  way the caller gets every decrypted byte first and ``EOFError`` on the
+  following call.
+* Errors: ``ssl.SSLError`` (handshake failures, alerts from the peer, bad
+  records) and ``OSError`` from the socket propagate unchanged; the transport
+  decides what they mean (authentication failure vs I/O error).  Before an
+  ``SSLError`` from the handshake propagates, the alert OpenSSL queued is
+  flushed best-effort so the peer learns why.
+"""
+import ssl
+
+OP_READ = 1
+OP_WRITE = 2
+
+DEFAULT_NET_BUFFER_SIZE = 256 * 1024
+DEFAULT_APP_BUFFER_SIZE = 256 * 1024
+DEFAULT_WRITE_CHUNK = 256 * 1024
+
+_SSLWantReadError = ssl.SSLWantReadError
+_SSLError = ssl.SSLError
+_SSLEOFs = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
+
+
+class TlsPump:
+    """Bytes mover for one TLS connection (see the module docstring)."""
+
+    def __init__(self, sock, ssl_object, incoming, outgoing,
+                 net_buffer_size=DEFAULT_NET_BUFFER_SIZE,
+                 app_buffer_size=DEFAULT_APP_BUFFER_SIZE,
+                 write_chunk=DEFAULT_WRITE_CHUNK):
+        self._sock = sock
+        self._ssl = ssl_object
+        self._in = incoming
+        self._outbio = outgoing
+        self._nbuf = bytearray(net_buffer_size)
+        self._nview = memoryview(self._nbuf)
+        self._abuf = bytearray(app_buffer_size)
+        self._aview = memoryview(self._abuf)
+        self._app_size = app_buffer_size
+        self._write_chunk = write_chunk
+        self._out = None        # encrypted bytes the socket has not taken
+        self._out_off = 0
+        self._net_eof = False   # TCP FIN seen and passed to OpenSSL
+        self._eof = False       # OpenSSL reported the end (close_notify or EOF)
+        self._more = False      # a read stopped at its limit
+        self._hs_done = False
+
+    # ------------------------------------------------------------------
+    # outgoing
+    # ------------------------------------------------------------------
+    def pending_writes(self):
+        """Encrypted bytes not on the wire yet (ours + the outgoing BIO)."""
+        n = self._outbio.pending
+        if self._out is not None:
+            n += len(self._out) - self._out_off
+        return n
+
+    def flush(self):
+        """Send what OpenSSL produced.  True once nothing is pending.
+
+        One send per call: a partial send means the socket buffer is full,
+        and asking again would only cost an EAGAIN exception.
+        """
+        if self._outbio.pending:
+            data = self._outbio.read()
+            if self._out is None:
+                self._out = data
+                self._out_off = 0
+            else:
+                self._out = self._out[self._out_off:] + data
+                self._out_off = 0
+        out = self._out
+        if out is None:
+            return True
+        off = self._out_off
+        try:
+            if off:
+                n = self._sock.send(memoryview(out)[off:])
+            else:
+                n = self._sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            return False
+        off += n
+        if off >= len(out):
+            self._out = None
+            self._out_off = 0
+            return True
+        self._out_off = off
+        return False
+
+    def write(self, data):
+        """Encrypt a prefix of ``data``; returns its length (0: not now)."""
+        if self._out is not None or self._outbio.pending:
+            if not self.flush():
+                return 0
+        n = len(data)
+        if n == 0:
+            return 0
+        if n > self._write_chunk:
+            n = self._write_chunk
+            data = memoryview(data)[:n]
+        self._ssl.write(data)
+        self.flush()
+        return n
+
+    # ------------------------------------------------------------------
+    # incoming
+    # ------------------------------------------------------------------
+    def fill(self):
+        """One recv into the incoming BIO: bytes read, 0 if none now, -1 EOF."""
+        if self._net_eof:
+            return -1
+        try:
+            n = self._sock.recv_into(self._nbuf)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        if n == 0:
+            self._net_eof = True
+            self._in.write_eof()
+            return -1
+        self._in.write(self._nview[:n])
+        return n
+
+    def _read(self, limit):
+        """Decrypt up to ``limit`` bytes into the app buffer; returns count."""
+        if self._eof:
+            raise EOFError("TLS connection closed by peer")
+        if limit <= 0 or limit > self._app_size:
+            limit = self._app_size
+        got = 0
+        ssl_read = self._ssl.read
+        aview = self._aview
+        self._more = False
+        while got < limit:
+            try:
+                n = ssl_read(limit - got, aview[got:limit])
+            except _SSLWantReadError:
+                # A post-handshake message (KeyUpdate) may need an answer.
+                if self._outbio.pending:
+                    self.flush()
+                was_eof = self._net_eof
+                r = self.fill()
+                if r > 0:
+                    continue
+                if r == 0:
+                    break
+                if was_eof:
+                    # OpenSSL already knows about the EOF and still wants
+                    # more: treat as the end.
+                    self._eof = True
+                    break
+                continue
+            except _SSLEOFs:
+                self._eof = True
+                break
+            if n == 0:
+                self._eof = True
+                break
+            got += n
+        else:
+            self._more = True
+        if self._outbio.pending:
+            self.flush()
+        if self._eof:
+            if got == 0:
+                raise EOFError("TLS connection closed by peer")
+            # Deliver the data now, report the EOF on the next call.
+            self._more = True
+        return got
+
+    def read_into(self, sink, max_bytes=0):
+        """Decrypt what is available (up to ``max_bytes``, 0 = buffer size)
+        and pass it to ``sink`` as one memoryview, valid only during the
+        call.  Returns the byte count; raises EOFError at the end."""
+        got = self._read(max_bytes)
+        if got:
+            sink(self._aview[:got])
+        return got
+
+    def recv(self, max_bytes):
+        """Like read_into, returning a bytes object (b"" if nothing now)."""
+        got = self._read(max_bytes)
+        if got:
+            return bytes(self._aview[:got])
+        return b""
+
+    def buffered(self):
+        """True if a read may deliver something without a readiness event."""
+        return self._more or self._ssl.pending() > 0
+
+    @property
+    def eof(self):
+        return self._eof
+
+    # ------------------------------------------------------------------
+    # handshake / shutdown
+    # ------------------------------------------------------------------
+    def handshake(self):
+        """Drive the handshake: 0 when done and flushed, else the ops needed.
+
+        Raises ``ssl.SSLError`` on a TLS failure (after flushing the alert
+        best-effort), ``EOFError`` if the peer closed mid-handshake.
+        """
+        if not self._hs_done:
+            if self._out is not None and not self.flush():
+                return OP_WRITE
+            while True:
+                try:
+                    self._ssl.do_handshake()
+                    break
+                except _SSLWantReadError:
+                    if not self.flush():
+                        return OP_WRITE
+                    r = self.fill()
+                    if r > 0:
+                        continue
+                    if r == 0:
+                        return OP_READ
+                    # Let OpenSSL see the EOF: it may turn a truncated
+                    # flight into a clearer error than a bare EOF.
+                    try:
+                        self._ssl.do_handshake()
+                    except _SSLWantReadError:
+                        pass
+                    except _SSLEOFs:
+                        pass
+                    except _SSLError:
+                        self._flush_quietly()
+                        raise
+                    raise EOFError("Connection closed by peer during TLS handshake")
+                except _SSLError:
+                    self._flush_quietly()
+                    raise
+            self._hs_done = True
+            # Application data that came with the last flight is already in
+            # the incoming BIO; no readiness event will announce it.
+            self._more = self._in.pending > 0
+        if not self.flush():
+            return OP_WRITE
+        return 0
+
+    def _flush_quietly(self):
+        try:
+            self.flush()
+        except OSError:
+            pass
+
+    def shutdown(self):
+        """Queue close_notify and send it if the socket takes it now.
+
+        Never waits for the peer's close_notify (Kafka doesn't either).
+        """
+        if self._hs_done:
+            try:
+                self._ssl.unwrap()
+            except (_SSLError, ValueError, OSError):
+                # SSLWantReadError: our close_notify is queued, the peer's
+                # hasn't arrived -- expected.  Others: nothing to do.
+                pass
+        self._flush_quietly()

@@ -1,0 +1,257 @@
+"""Transport layers: the byte pipe under a Kafka channel.
+
+Mirrors ``org.apache.kafka.common.network.TransportLayer`` and
+``PlaintextTransportLayer``.  A transport owns one non-blocking socket and
+knows nothing about Kafka framing; the channel above it feeds what it reads
+into its ``FrameDecoder`` and hands it size-prefixed sends to write.
+
+Contract shared by every transport (the TLS one in ``ssl_transport`` too):
+
+* ``finish_connect() -> bool``: completes a non-blocking ``connect``; False
+  while still in progress; raises ``ChannelConnectionError`` when it failed.
+* ``ready()`` / ``handshake() -> int``: ``handshake`` returns the interest ops
+  (``OP_READ``/``OP_WRITE``) still needed, 0 once the transport is ready.
+* ``read(max_bytes) -> bytes``: what is available now (``b""`` if nothing);
+  ``read_into(sink) -> int`` the fast path: calls ``sink(memoryview)`` at most
+  once with everything available now (up to an internal bound) and returns the
+  byte count.  The memoryview is only valid during the call: ``sink`` must copy
+  (``FrameDecoder.feed`` appends, which copies).  Both raise
+  ``ChannelConnectionError`` on EOF/reset -- but only once every byte received
+  before the EOF has been delivered.
+* ``write(data) -> int``: consumes a prefix of ``data`` and returns its length;
+  0 means "not now" (outgoing buffers full: wait for ``OP_WRITE``, ``flush()``
+  and offer the rest again).  Consumed bytes belong to the transport;
+  ``has_pending_writes()`` says some are not on the wire yet and ``flush()``
+  pushes them (True once nothing is pending).  A send is complete when all of
+  it was consumed and ``has_pending_writes()`` is False (as in Kafka's
+  ``NetworkSend.completed()``).
+* ``has_bytes_buffered()``: bytes that can be delivered without a readiness
+  event (TLS decrypted data, or an EOF still to be reported) -- the selector
+  must service such channels even if ``select`` reports nothing for them.
+* ``interest_ops`` int with ``add_interest_ops``/``remove_interest_ops``;
+  ``is_mute()`` is True when ``OP_READ`` is not in it (Kafka's definition).
+  The transport only records interest; the selector applies it.
+* ``close()`` closes the socket (TLS: best-effort close_notify first);
+  ``peer_address`` is ``(host, port)``; ``peer_certificate_der()`` /
+  ``peer_subject_dn()`` are None for plaintext.
+"""
+import errno
+import logging
+import socket
+
+from kchannel.errors import ChannelConnectionError
+from kchannel.network.ops import OP_READ, OP_WRITE
+
+log = logging.getLogger("kchannel.network.transport")
+
+# One recv per read call, into a buffer reused for the life of the transport:
+# loopback and LAN sockets routinely have hundreds of KiB queued, and each
+# recv syscall plus the Python call around it costs far more than its bytes.
+DEFAULT_READ_BUFFER_SIZE = 256 * 1024
+
+# errno values that mean "the peer went away" rather than a local bug.
+_DISCONNECT_ERRNOS = frozenset({
+    errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED, errno.ENOTCONN,
+    errno.ESHUTDOWN, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
+    errno.ENETRESET, errno.ECONNREFUSED,
+})
+
+
+def connection_error(exc, what):
+    """Translate an OSError from a socket call into ChannelConnectionError."""
+    err = ChannelConnectionError(f"{what}: {exc.strerror or exc}")
+    err.errno = getattr(exc, "errno", None)
+    return err
+
+
+class TransportLayer:
+    """Base class: socket ownership, connect completion, interest ops."""
+
+    def __init__(self, sock):
+        sock.setblocking(False)
+        self._sock = sock
+        self._peer_address = None
+        self._closed = False
+        # Kafka's SelectionKey interest set.  OP_READ by default: a connected
+        # channel is always interested in reads unless muted.
+        self.interest_ops = OP_READ
+
+    # --- socket -----------------------------------------------------------
+    @property
+    def socket(self):
+        return self._sock
+
+    def fileno(self):
+        return self._sock.fileno()
+
+    @property
+    def peer_address(self):
+        """``(host, port)`` of the peer, or None if not (yet) connected."""
+        if self._peer_address is None and not self._closed:
+            try:
+                self._peer_address = self._sock.getpeername()[:2]
+            except OSError:
+                return None
+        return self._peer_address
+
+    def is_open(self):
+        return not self._closed
+
+    def is_connected(self):
+        return self.peer_address is not None
+
+    def finish_connect(self):
+        """Complete a non-blocking connect.
+
+        Returns True once connected (then interest becomes OP_READ, as Kafka
+        swaps OP_CONNECT for OP_READ), False while still in progress.
+        """
+        err = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err not in (0, errno.EINPROGRESS, errno.EALREADY):
+            raise ChannelConnectionError(
+                f"Connection failed: {errno.errorcode.get(err, err)} ({err})")
+        if self.peer_address is None:
+            return False
+        self.interest_ops = (self.interest_ops & ~OP_WRITE) | OP_READ
+        return True
+
+    # --- interest ops -----------------------------------------------------
+    def add_interest_ops(self, ops):
+        self.interest_ops |= ops
+
+    def remove_interest_ops(self, ops):
+        self.interest_ops &= ~ops
+
+    def is_mute(self):
+        return not (self.interest_ops & OP_READ)
+
+    # --- handshake --------------------------------------------------------
+    def ready(self):
+        raise NotImplementedError
+
+    def handshake(self):
+        raise NotImplementedError
+
+    # --- data -------------------------------------------------------------
+    def read(self, max_bytes=65536):
+        raise NotImplementedError
+
+    def read_into(self, sink):
+        raise NotImplementedError
+
+    def write(self, data):
+        raise NotImplementedError
+
+    def has_pending_writes(self):
+        raise NotImplementedError
+
+    def flush(self):
+        raise NotImplementedError
+
+    def has_bytes_buffered(self):
+        return False
+
+    # --- peer identity ----------------------------------------------------
+    def peer_certificate_der(self):
+        return None
+
+    def peer_subject_dn(self):
+        return None
+
+    # --- teardown ---------------------------------------------------------
+    def disconnect(self):
+        """Kafka's disconnect(): stop being interested in anything."""
+        self.interest_ops = 0
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        self.interest_ops = 0
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def __repr__(self):
+        return f"{type(self).__name__}(peer={self._peer_address}, closed={self._closed})"
+
+
+class PlaintextTransportLayer(TransportLayer):
+    """Kafka's PlaintextTransportLayer: bytes straight to and from the socket."""
+
+    def __init__(self, sock, read_buffer_size=DEFAULT_READ_BUFFER_SIZE):
+        super().__init__(sock)
+        self._rbuf = bytearray(read_buffer_size)
+        self._rview = memoryview(self._rbuf)
+        self._eof = False
+
+    def ready(self):
+        return True
+
+    def handshake(self):
+        return 0
+
+    # --- reads ------------------------------------------------------------
+    def _recv_once(self):
+        """recv into the reused buffer: n > 0 bytes, 0 nothing now, -1 EOF."""
+        if self._eof:
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        try:
+            n = self._sock.recv_into(self._rbuf)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            raise connection_error(exc, "Read failed") from exc
+        if n == 0:
+            self._eof = True
+            return -1
+        return n
+
+    def read(self, max_bytes=65536):
+        if self._eof:
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        try:
+            data = self._sock.recv(max_bytes)
+        except (BlockingIOError, InterruptedError):
+            return b""
+        except OSError as exc:
+            raise connection_error(exc, "Read failed") from exc
+        if not data:
+            self._eof = True
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        return data
+
+    def read_into(self, sink):
+        n = self._recv_once()
+        if n < 0:
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        if n:
+            sink(self._rview[:n])
+        return n
+
+    # --- writes -----------------------------------------------------------
+    def write(self, data):
+        if self._closed:
+            raise ChannelConnectionError("Write on a closed transport")
+        if not data:
+            return 0
+        try:
+            n = self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            raise connection_error(exc, "Write failed") from exc
+        # Plaintext never holds bytes it accepted: what send() did not take
+        # stays with the caller.
+        return n
+
+    def has_pending_writes(self):
+        # write() never keeps bytes, so there is never anything to flush.
+        return False
+
+    def flush(self):
+        return True
+
+    def has_bytes_buffered(self):
+        return False

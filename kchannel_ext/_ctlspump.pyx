@@ -1,0 +1,249 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""TLS pump, compiled twin of ``kchannel.network._tlspump_py``.
+
+Same interface and the same logic line for line; the theory of operation
+(what flows where, when the outgoing BIO is flushed, why reads and writes are
+batched) is documented in the pure twin's module docstring.  Compiling it
+removes the interpreter overhead of the loops and attribute lookups; the
+expensive work (syscalls, OpenSSL, copies) is the same in both twins.
+"""
+import ssl
+
+OP_READ = 1
+OP_WRITE = 2
+
+DEFAULT_NET_BUFFER_SIZE = 256 * 1024
+DEFAULT_APP_BUFFER_SIZE = 256 * 1024
+DEFAULT_WRITE_CHUNK = 256 * 1024
+
+_SSLWantReadError = ssl.SSLWantReadError
+_SSLError = ssl.SSLError
+_SSLEOFs = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
+
+
+cdef class TlsPump:
+    """Bytes mover for one TLS connection (see the pure twin's docstring)."""
+
+    cdef object _sock
+    cdef object _ssl
+    cdef object _in
+    cdef object _outbio
+    cdef bytearray _nbuf
+    cdef object _nview
+    cdef bytearray _abuf
+    cdef object _aview
+    cdef Py_ssize_t _app_size
+    cdef Py_ssize_t _write_chunk
+    cdef object _out
+    cdef Py_ssize_t _out_off
+    cdef bint _net_eof
+    cdef bint _eof
+    cdef bint _more
+    cdef bint _hs_done
+
+    def __init__(self, sock, ssl_object, incoming, outgoing,
+                 Py_ssize_t net_buffer_size=DEFAULT_NET_BUFFER_SIZE,
+                 Py_ssize_t app_buffer_size=DEFAULT_APP_BUFFER_SIZE,
+                 Py_ssize_t write_chunk=DEFAULT_WRITE_CHUNK):
+        self._sock = sock
+        self._ssl = ssl_object
+        self._in = incoming
+        self._outbio = outgoing
+        self._nbuf = bytearray(net_buffer_size)
+        self._nview = memoryview(self._nbuf)
+        self._abuf = bytearray(app_buffer_size)
+        self._aview = memoryview(self._abuf)
+        self._app_size = app_buffer_size
+        self._write_chunk = write_chunk
+        self._out = None
+        self._out_off = 0
+        self._net_eof = False
+        self._eof = False
+        self._more = False
+        self._hs_done = False
+
+    # ------------------------------------------------------------------
+    # outgoing
+    # ------------------------------------------------------------------
+    def pending_writes(self):
+        cdef Py_ssize_t n = self._outbio.pending
+        if self._out is not None:
+            n += len(self._out) - self._out_off
+        return n
+
+    cpdef bint flush(self) except -1:
+        cdef Py_ssize_t off, n
+        if self._outbio.pending:
+            data = self._outbio.read()
+            if self._out is None:
+                self._out = data
+                self._out_off = 0
+            else:
+                self._out = self._out[self._out_off:] + data
+                self._out_off = 0
+        out = self._out
+        if out is None:
+            return True
+        off = self._out_off
+        try:
+            if off:
+                n = self._sock.send(memoryview(out)[off:])
+            else:
+                n = self._sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            return False
+        off += n
+        if off >= len(out):
+            self._out = None
+            self._out_off = 0
+            return True
+        self._out_off = off
+        return False
+
+    def write(self, data):
+        cdef Py_ssize_t n
+        if self._out is not None or self._outbio.pending:
+            if not self.flush():
+                return 0
+        n = len(data)
+        if n == 0:
+            return 0
+        if n > self._write_chunk:
+            n = self._write_chunk
+            data = memoryview(data)[:n]
+        self._ssl.write(data)
+        self.flush()
+        return n
+
+    # ------------------------------------------------------------------
+    # incoming
+    # ------------------------------------------------------------------
+    cpdef Py_ssize_t fill(self) except -2:
+        cdef Py_ssize_t n
+        if self._net_eof:
+            return -1
+        try:
+            n = self._sock.recv_into(self._nbuf)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        if n == 0:
+            self._net_eof = True
+            self._in.write_eof()
+            return -1
+        self._in.write(self._nview[:n])
+        return n
+
+    cdef Py_ssize_t _read(self, Py_ssize_t limit) except -1:
+        cdef Py_ssize_t got = 0, n, r
+        cdef bint was_eof
+        if self._eof:
+            raise EOFError("TLS connection closed by peer")
+        if limit <= 0 or limit > self._app_size:
+            limit = self._app_size
+        ssl_read = self._ssl.read
+        aview = self._aview
+        self._more = False
+        while got < limit:
+            try:
+                n = ssl_read(limit - got, aview[got:limit])
+            except _SSLWantReadError:
+                if self._outbio.pending:
+                    self.flush()
+                was_eof = self._net_eof
+                r = self.fill()
+                if r > 0:
+                    continue
+                if r == 0:
+                    break
+                if was_eof:
+                    self._eof = True
+                    break
+                continue
+            except _SSLEOFs:
+                self._eof = True
+                break
+            if n == 0:
+                self._eof = True
+                break
+            got += n
+        else:
+            self._more = True
+        if self._outbio.pending:
+            self.flush()
+        if self._eof:
+            if got == 0:
+                raise EOFError("TLS connection closed by peer")
+            self._more = True
+        return got
+
+    def read_into(self, sink, Py_ssize_t max_bytes=0):
+        cdef Py_ssize_t got = self._read(max_bytes)
+        if got:
+            sink(self._aview[:got])
+        return got
+
+    def recv(self, Py_ssize_t max_bytes):
+        cdef Py_ssize_t got = self._read(max_bytes)
+        if got:
+            return bytes(self._aview[:got])
+        return b""
+
+    def buffered(self):
+        return self._more or self._ssl.pending() > 0
+
+    @property
+    def eof(self):
+        return self._eof
+
+    # ------------------------------------------------------------------
+    # handshake / shutdown
+    # ------------------------------------------------------------------
+    def handshake(self):
+        cdef Py_ssize_t r
+        if not self._hs_done:
+            if self._out is not None and not self.flush():
+                return OP_WRITE
+            while True:
+                try:
+                    self._ssl.do_handshake()
+                    break
+                except _SSLWantReadError:
+                    if not self.flush():
+                        return OP_WRITE
+                    r = self.fill()
+                    if r > 0:
+                        continue
+                    if r == 0:
+                        return OP_READ
+                    try:
+                        self._ssl.do_handshake()
+                    except _SSLWantReadError:
+                        pass
+                    except _SSLEOFs:
+                        pass
+                    except _SSLError:
+                        self._flush_quietly()
+                        raise
+                    raise EOFError("Connection closed by peer during TLS handshake")
+                except _SSLError:
+                    self._flush_quietly()
+                    raise
+            self._hs_done = True
+            self._more = self._in.pending > 0
+        if not self.flush():
+            return OP_WRITE
+        return 0
+
+    def _flush_quietly(self):
+        try:
+            self.flush()
+        except OSError:
+            pass
+
+    def shutdown(self):
+        if self._hs_done:
+            try:
+                self._ssl.unwrap()
+            except (_SSLError, ValueError, OSError):
+                pass
+        self._flush_quietly()
