@@ -1,0 +1,442 @@
+"""SASL OAUTHBEARER: RFC 7628 messages, KIP-255 unsecured JWS, Kafka's server flow."""
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kchannel.errors import ConfigError, SaslAuthenticationError
+from kchannel.security.sasl import mechanism
+from kchannel.security.sasl.mechanism import ServerCallbacks
+from kchannel.security.sasl.oauthbearer import (
+    GENERIC_FAILURE_MESSAGE, ClientInitialResponse, OAuthBearerConfigError,
+    OAuthBearerIllegalTokenError, OAuthBearerToken, OAuthBearerUnsecuredJws,
+    OAuthBearerValidationError, UnsecuredLogin, UnsecuredValidator, java_double_to_string,
+    java_hashmap_order, json_error_response)
+
+NOW = 1_700_000_000_123          # epoch ms used throughout
+SUB_OPTIONS = {"unsecuredLoginStringClaim_sub": "alice"}
+
+
+def b64(text):
+    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
+
+
+def unsecured(claims, header='{"alg":"none"}'):
+    if not isinstance(claims, str):
+        claims = json.dumps(claims)
+    return f"{b64(header)}.{b64(claims)}."
+
+
+def client(options=SUB_OPTIONS, now=NOW, **kw):
+    return mechanism.create_client("OAUTHBEARER", jaas_options=options, configs={},
+                                   server_host="localhost", now=now, **kw)
+
+
+def server(options=None, callbacks=None, configs=None):
+    return mechanism.create_server("OAUTHBEARER", jaas_options=options or {},
+                                   configs=configs or {}, callbacks=callbacks,
+                                   server_host="localhost", now=NOW)
+
+
+def initial(token, extensions=None, authzid=""):
+    return ClientInitialResponse(token, authzid, extensions).to_bytes()
+
+
+# -- client initial response --------------------------------------------------------------
+
+def test_build_client_response_vector():
+    assert initial("123.345.567", {"nineteen": "42"}) == \
+        b"n,,\x01auth=Bearer 123.345.567\x01nineteen=42\x01\x01"
+    assert initial("tok", authzid="bob") == b"n,a=bob,\x01auth=Bearer tok\x01\x01"
+
+
+def test_parse_round_trip_and_rfc_examples():
+    msg = b"n,,\x01auth=Bearer 123.345.567\x01nineteen=42\x01\x01"
+    assert ClientInitialResponse.parse(msg).to_bytes() == msg
+    r = ClientInitialResponse.parse(b"n,a=myuser,\x01auth=Bearer 345\x01\x01")
+    assert (r.token_value, r.authorization_id) == ("345", "myuser")
+    r = ClientInitialResponse.parse(
+        b"n,,\x01propA=valueA1, valueA2\x01auth=Bearer 567\x01propB=valueB\x01\x01")
+    assert r.token_value == "567"
+    assert r.extensions == {"propA": "valueA1, valueA2", "propB": "valueB"}
+    r = ClientInitialResponse.parse(
+        b"n,a=user@example.com,\x01host=server.example.com\x01port=143\x01"
+        b"auth=Bearer vF-9.df_t4qm~Tc2Nvb3RlckBhbHR+hdmlzdGEuY29/tCg==\x01\x01")
+    assert r.token_value == "vF-9.df_t4qm~Tc2Nvb3RlckBhbHR+hdmlzdGEuY29/tCg=="
+    assert r.authorization_id == "user@example.com"
+    assert r.extensions == {"host": "server.example.com", "port": "143"}
+
+
+@pytest.mark.parametrize("extensions,message", [
+    ({"19": "42"}, "Extension name 19 is invalid"),
+    ({"auth": "x"}, "Extension name auth is invalid"),
+    ({"key": "\u00c7alifornia"}, "Extension value (\u00c7alifornia) for extension key is invalid"),
+])
+def test_invalid_extensions_rejected_on_build(extensions, message):
+    with pytest.raises(ValueError) as info:
+        ClientInitialResponse("t", "", extensions)
+    assert str(info.value) == message
+
+
+def test_client_initial_response_from_unsecured_login_is_byte_exact():
+    """Same bytes Kafka's OAuthBearerUnsecuredLoginCallbackHandler produces at NOW."""
+    mech = client(dict(SUB_OPTIONS, unsecuredLoginExtension_traceId="abc"))
+    out = mech.evaluate_challenge(b"")
+    header = "eyJhbGciOiJub25lIn0"          # {"alg":"none"}
+    claims = b64('{"exp":1.700003600123E9,"iat":1.700000000123E9,"sub":"alice"}')
+    assert out == (f"n,,\x01auth=Bearer {header}.{claims}.\x01traceId=abc\x01\x01").encode()
+
+
+# -- unsecured tokens -------------------------------------------------------------------------
+
+def test_unsecured_login_claims():
+    jws = UnsecuredLogin({
+        "unsecuredLoginStringClaim_principal": "user",
+        "unsecuredLoginListClaim_list": ",1,2,",
+        "unsecuredLoginListClaim_emptyList1": "",
+        "unsecuredLoginListClaim_emptyList2": ",",
+        "unsecuredLoginNumberClaim_number": "1",
+        "unsecuredLoginLifetimeSeconds": "10000",
+        "unsecuredLoginPrincipalClaimName": "principal",
+        "unsecuredLoginListClaim_scope": "|scope1|scope2",
+    }).token(NOW)
+    assert jws.header == {"alg": "none"}
+    assert jws.principal_name == "user"
+    assert jws.start_time_ms == NOW
+    assert jws.lifetime_ms == NOW + 10_000_000
+    assert set(jws.claims) == {"scope", "principal", "iat", "exp", "number", "list",
+                               "emptyList1", "emptyList2"}
+    assert jws.scope == {"scope1", "scope2"}
+    assert jws.claim("number", "number") == 1.0
+    assert jws.claim("list", list) == ["1", "2", ""]
+    assert jws.claim("emptyList1", list) == [] and jws.claim("emptyList2", list) == []
+
+
+@pytest.mark.parametrize("options,message", [
+    ({}, "Token not provided"),
+    ({"unsecuredLoginExtension_a": "1"}, "Extensions provided in login context without a token"),
+    ({"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginStringClaim_exp": "1"},
+     "Cannot explicitly set the 'exp' claim"),
+    ({"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginLifetimeSeconds": "x"},
+     'For input string: "x"'),
+    ({"unsecuredLoginStringClaim_sub": "a", "unsecuredLoginNumberClaim_n": "1_0"},
+     'For input string: "1_0"'),
+    ({"unsecuredLoginStringClaim_user": "a"}, "No principal name in JWT claim: sub"),
+])
+def test_unsecured_login_config_errors(options, message):
+    with pytest.raises(OAuthBearerConfigError, match=message):
+        UnsecuredLogin(options).token(NOW)
+
+
+def test_unsecured_login_extension_errors():
+    with pytest.raises(ConfigError, match="Extension name test.Id is invalid"):
+        UnsecuredLogin(dict(SUB_OPTIONS, **{"unsecuredLoginExtension_test.Id": "1"})).extensions()
+    assert UnsecuredLogin(dict(SUB_OPTIONS, unsecuredLoginExtension_testId="1")).extensions() == \
+        {"testId": "1"}
+
+
+@pytest.mark.parametrize("token,message", [
+    ("a..b", "Malformed compact serialization contains '..'"),
+    ("abc.def", "must have 3 dot-separated"),
+    ("!!!.e30.", "malformed Base64 URL encoded value"),
+    (f"{b64('[')}.e30.", "malformed JSON"),
+    (unsecured({"exp": 1, "sub": "a"}, header='{"alg":"HS256"}'),
+     "Unsecured JWS must have 'none' for an algorithm"),
+    (unsecured({"exp": 1, "sub": "a"}) + "sig", "must not contain a digital signature"),
+    (unsecured({"sub": "a"}), "No expiration time in JWT"),
+    (unsecured({"exp": 1}), "No principal name in JWT claim: sub"),
+    (unsecured({"exp": 1, "sub": 5}), "The 'sub' claim was not of type String: Integer"),
+    (unsecured({"exp": "soon", "sub": "a"}), "The 'exp' claim was not of type Number: String"),
+    (unsecured({"exp": 1, "sub": "a", "scope": 7}), "The 'scope' claim was not of type List"),
+])
+def test_unsecured_jws_errors(token, message):
+    with pytest.raises(OAuthBearerIllegalTokenError, match=message) as info:
+        OAuthBearerUnsecuredJws(token)
+    assert info.value.status == "invalid_token"
+
+
+def test_unsecured_jws_scope_forms():
+    assert OAuthBearerUnsecuredJws(unsecured({"exp": 1, "sub": "a", "scope": " x y "})).scope == \
+        {"x y"}                                   # a string claim is one item, as Kafka
+    assert OAuthBearerUnsecuredJws(unsecured({"exp": 1, "sub": "a", "scope": ["x", " ", "y "]})
+                                   ).scope == {"x", "y"}
+
+
+def test_unsecured_validator_results():
+    v = UnsecuredValidator({"unsecuredValidatorPrincipalClaimName": "principal",
+                            "unsecuredValidatorAllowableClockSkewMs": "1"})
+    exp = NOW / 1000.0 + 3600
+    for claims in ({"principal": "username", "exp": exp},
+                   {"principal": "username", "exp": exp, "iat": NOW / 1000.0}):
+        assert v.validate(unsecured(claims), NOW).principal_name == "username"
+    with pytest.raises(OAuthBearerIllegalTokenError, match="No principal name"):
+        v.validate(unsecured({"exp": exp}), NOW)
+    with pytest.raises(OAuthBearerIllegalTokenError, match="on or after the Expiration Time"):
+        v.validate(unsecured({"principal": "u", "exp": NOW / 1000.0, "iat": NOW / 1000.0 - 1}),
+                   NOW + 1)
+    with pytest.raises(OAuthBearerIllegalTokenError, match="Issued At value .* was after"):
+        v.validate(unsecured({"principal": "u", "exp": exp, "iat": NOW / 1000.0 + 1}), NOW)
+    skewed = UnsecuredValidator({"unsecuredValidatorAllowableClockSkewMs": "10000"})
+    with pytest.raises(OAuthBearerIllegalTokenError, match="was not after the Issued At time"):
+        skewed.validate(unsecured({"sub": "u", "exp": NOW / 1000.0 + 4,
+                                   "iat": NOW / 1000.0 + 5}), NOW)
+
+
+def test_unsecured_validator_scope():
+    token = unsecured({"sub": "username", "exp": NOW / 1000.0 + 60, "scope": "scope1"})
+    assert UnsecuredValidator({"unsecuredValidatorRequiredScope": "scope1"}).validate(token, NOW)
+    with pytest.raises(OAuthBearerIllegalTokenError) as info:
+        UnsecuredValidator({"unsecuredValidatorRequiredScope": "scope1 scope2"}).validate(token, NOW)
+    assert info.value.status == "insufficient_scope"
+    assert info.value.scope == "[scope1, scope2]"
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"unsecuredValidatorAllowableClockSkewMs": "-1"}, "must not be negative"),
+    ({"unsecuredValidatorAllowableClockSkewMs": "x"}, 'For input string: "x"'),
+    ({"unsecuredValidatorRequiredScope": "a\"b"}, "Invalid scope value: a\"b"),
+])
+def test_unsecured_validator_config_errors(options, message):
+    with pytest.raises(OAuthBearerConfigError, match=message):
+        UnsecuredValidator(options)
+
+
+# -- client/server exchange -------------------------------------------------------------------
+
+def test_round_trip():
+    c, s = client(dict(SUB_OPTIONS, unsecuredLoginListClaim_scope=" a b",
+                       unsecuredLoginExtension_traceId="t1")), server()
+    assert c.has_initial_response()
+    challenge = s.evaluate_response(c.evaluate_challenge(b""), NOW)
+    assert challenge == b"" and s.is_complete()
+    assert c.evaluate_challenge(challenge) is None and c.is_complete()
+    assert s.get_authorization_id() == "alice"
+    assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") == NOW + 3_600_000
+    assert c.get_negotiated_property("CREDENTIAL.LIFETIME.MS") == NOW + 3_600_000
+    assert s.get_negotiated_property("OAUTHBEARER.token").scope == {"a", "b"}
+    assert s.get_negotiated_property("traceId") == "t1"    # validated extension
+    assert not s.token_authenticated
+
+
+def test_expired_token_error_flow():
+    c = client(dict(SUB_OPTIONS, unsecuredLoginLifetimeSeconds="60"))
+    s = server()
+    later = NOW + 60_000
+    challenge = s.evaluate_response(c.evaluate_challenge(b""), later)
+    assert challenge == b'{"status":"invalid_token"}'
+    assert not s.is_complete()
+    ack = c.evaluate_challenge(challenge)
+    assert ack == b"\x01" and c.state == "RECEIVE_SERVER_MESSAGE_AFTER_FAILURE"
+    assert c.error_response == '{"status":"invalid_token"}'
+    with pytest.raises(SaslAuthenticationError) as info:
+        s.evaluate_response(ack, later)
+    assert str(info.value) == '{"status":"invalid_token"}'   # Kafka sends the JSON as message
+    with pytest.raises(SaslAuthenticationError, match="Unexpected challenge in Sasl client state"):
+        c.evaluate_challenge(b"more")
+
+
+def test_missing_required_scope_error_json():
+    s = server({"unsecuredValidatorRequiredScope": "scope1 scope2"})
+    challenge = s.evaluate_response(client().evaluate_challenge(b""), NOW)
+    assert challenge == b'{"status":"insufficient_scope", "scope":"[scope1, scope2]"}'
+
+
+def test_error_json_format():
+    assert json_error_response("invalid_token") == '{"status":"invalid_token"}'
+    assert json_error_response("invalid_token", "s", "https://x/.well-known") == \
+        '{"status":"invalid_token", "scope":"s", "openid-configuration":"https://x/.well-known"}'
+
+
+def test_new_initial_response_after_error_is_processed_again():
+    """Kafka clears the error when anything but %x01 follows it."""
+    s = server()
+    assert s.evaluate_response(initial(unsecured({"sub": "a", "exp": 1})), NOW).startswith(b"{")
+    assert s.evaluate_response(client().evaluate_challenge(b""), NOW) == b""
+    assert s.get_authorization_id() == "alice"
+
+
+def test_authorization_id_must_match_principal():
+    s = server()
+    token = UnsecuredLogin(SUB_OPTIONS).token(NOW).value
+    with pytest.raises(SaslAuthenticationError) as info:
+        s.evaluate_response(initial(token, authzid="bob"), NOW)
+    assert str(info.value) == ("Authentication failed: Client requested an authorization id (bob) "
+                               "that is different from the token's principal name (alice)")
+    s = server()
+    assert s.evaluate_response(initial(token, authzid="alice"), NOW) == b""
+
+
+@pytest.mark.parametrize("message,detail", [
+    (b"n,,\x01auth=Bearer\x01\x01", "invalid 'auth' format"),
+    (b"n,,\x01key=v\x01\x01", "'auth' not specified"),
+    (b"n,,\x01auth=Basic abc\x01\x01", "Invalid scheme in OAUTHBEARER client first message: Basic"),
+    (b"n,,\x01auth=Bearer t\x0119=42\x01\x01", "Invalid OAUTHBEARER client first message"),
+    (b"y,,\x01auth=Bearer t\x01\x01", "Invalid OAUTHBEARER client first message"),
+    (b"\x01", "Invalid OAUTHBEARER client first message"),
+])
+def test_malformed_client_messages(message, detail):
+    with pytest.raises(SaslAuthenticationError) as info:
+        server().evaluate_response(message, NOW)
+    assert str(info.value) == GENERIC_FAILURE_MESSAGE       # detail stays in the log
+    assert detail in info.value.detail
+
+
+class _Validator:
+    """A deployment's validator: tokens are 'good-<user>'; rejects extension 'bad'."""
+
+    def __init__(self):
+        self.configured = None
+
+    def configure(self, configs, mechanism_name, jaas_options):
+        self.configured = (mechanism_name, jaas_options)
+
+    def validate(self, token_value, now):
+        if not token_value.startswith("good-"):
+            raise OAuthBearerValidationError("bad token", scope="kafka",
+                                             openid_configuration="https://idp/.well-known")
+        return OAuthBearerToken(token_value, token_value[5:], now + 1000, {"kafka"})
+
+    def validate_extensions(self, token, extensions):
+        valid = {k: v for k, v in extensions.items() if k == "ok"}
+        invalid = {k: "not allowed" for k in extensions if k == "bad"}
+        return valid, invalid
+
+
+def test_pluggable_validator_via_callbacks():
+    v = _Validator()
+    s = server(callbacks=ServerCallbacks(oauth_validate=v.validate))
+    assert s.evaluate_response(initial("good-carol", {"ok": "1", "other": "2"}), NOW) == b""
+    assert s.get_authorization_id() == "carol"
+    assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") == NOW + 1000
+    # No extension validation offered: every extension is ignored (Kafka's
+    # backwards-compatible behaviour), none is exposed.
+    assert s.get_negotiated_property("ok") is None
+    s = server(callbacks=ServerCallbacks(oauth_validate=v.validate))
+    assert s.evaluate_response(initial("nope"), NOW) == (
+        b'{"status":"invalid_token", "scope":"kafka", '
+        b'"openid-configuration":"https://idp/.well-known"}')
+
+
+def test_pluggable_validator_class_and_extension_validation():
+    configs = {"sasl.server.callback.handler.class":
+               f"{__name__}._Validator"}
+    s = server({"opt": "1"}, configs=configs)
+    assert s.evaluate_response(initial("good-dan", {"ok": "1", "other": "2"}), NOW) == b""
+    assert s.extensions == {"ok": "1"}                 # "other" ignored, not exposed
+    s = server(configs=configs)
+    with pytest.raises(SaslAuthenticationError) as info:
+        s.evaluate_response(initial("good-dan", {"bad": "x"}), NOW)
+    assert str(info.value) == \
+        "Authentication failed: 1 extensions are invalid! They are: bad: not allowed"
+
+
+def test_broken_validator_fails_closed():
+    def boom(token, now):
+        raise RuntimeError("database down")
+    s = server(callbacks=ServerCallbacks(oauth_validate=boom))
+    with pytest.raises(SaslAuthenticationError) as info:
+        s.evaluate_response(initial("t"), NOW)
+    assert str(info.value) == GENERIC_FAILURE_MESSAGE
+    assert "internal error on the server: database down" in info.value.detail
+
+
+def test_java_class_names_for_handlers():
+    java = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+            "OAuthBearerUnsecuredValidatorCallbackHandler")
+    s = server(configs={"sasl.server.callback.handler.class": java})
+    assert s.evaluate_response(client().evaluate_challenge(b""), NOW) == b""
+    with pytest.raises(ConfigError, match="Java class"):
+        server(configs={"sasl.server.callback.handler.class":
+                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"})
+
+
+def test_client_rejects_non_empty_first_challenge():
+    with pytest.raises(SaslAuthenticationError, match="Expected empty challenge"):
+        client().evaluate_challenge(b"x")
+
+
+# -- real client libraries' OAUTHBEARER code against our server --------------------------------
+
+def test_kafka_python_oauth_against_our_server():
+    oauth = pytest.importorskip("kafka.net.sasl.oauth", reason="kafka-python 3.x not installed")
+    token = UnsecuredLogin(SUB_OPTIONS).token(NOW).value
+
+    class Provider(oauth.AbstractTokenProvider):
+        def token(self):
+            return token
+
+        def extensions(self):
+            return {"traceId": "kp"}
+
+    peer = oauth.SaslMechanismOAuth(sasl_oauth_token_provider=Provider())
+    s = server()
+    peer.receive(s.evaluate_response(peer.auth_bytes(), NOW))
+    assert peer.is_authenticated() and s.get_authorization_id() == "alice"
+    assert s.get_negotiated_property("traceId") == "kp"
+    # Error path: kafka-python acknowledges with %x01 too.
+    peer = oauth.SaslMechanismOAuth(sasl_oauth_token_provider=Provider())
+    s = server()
+    peer.receive(s.evaluate_response(peer.auth_bytes(), NOW + 3_600_000))
+    with pytest.raises(SaslAuthenticationError, match="invalid_token"):
+        s.evaluate_response(peer.auth_bytes(), NOW)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,text", [
+    (1700000000.123, "1.700000000123E9"), (3600.0, "3600.0"), (1.0, "1.0"), (0.001, "0.001"),
+    (0.0001, "1.0E-4"), (1e7, "1.0E7"), (9999999.0, "9999999.0"), (-2.5, "-2.5"),
+    (123456.789, "123456.789"), (0.0, "0.0"),
+])
+def test_java_double_to_string(value, text):
+    assert java_double_to_string(value) == text
+
+
+def test_java_hashmap_order():
+    # "a".hashCode() == 97 -> bucket 1, "b" -> 2, "zz" == 3904 -> bucket 0 (capacity 16)
+    assert java_hashmap_order(["b", "a", "zz"]) == ["zz", "a", "b"]
+    # new HashMap<>(twoEntries) has capacity 4: "i" (105) -> 1, "b" (98) -> 2, while
+    # a put-built map (capacity 16) has "b" -> 2, "i" -> 9.
+    assert java_hashmap_order(["b", "i"]) == ["b", "i"]
+    assert java_hashmap_order(["b", "i"], copied=True) == ["i", "b"]
+    # Same bucket: insertion order.  "Aa" and "BB" share hashCode 2112.
+    assert java_hashmap_order(["BB", "Aa"]) == ["BB", "Aa"]
+
+
+# -- fail closed --------------------------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(
+    st.binary(max_size=512),
+    st.builds(lambda t, e: b"n,,\x01auth=Bearer " + t + e + b"\x01\x01",
+              st.binary(max_size=200), st.binary(max_size=60))))
+def test_arbitrary_bytes_fail_closed(data):
+    s = server({"unsecuredValidatorRequiredScope": "x"})
+    try:
+        challenge = s.evaluate_response(data, NOW)
+    except SaslAuthenticationError:
+        assert not s.is_complete()
+        return
+    # Anything accepted must be an error challenge, never a completed login.
+    assert not s.is_complete()
+    assert json.loads(challenge)["status"] in ("invalid_token", "insufficient_scope")
+    with pytest.raises(SaslAuthenticationError):
+        s.evaluate_response(b"\x01", NOW)
+
+
+@settings(max_examples=200, deadline=None)
+@given(claims=st.dictionaries(st.sampled_from(["sub", "exp", "iat", "scope", "x"]),
+                              st.one_of(st.none(), st.booleans(), st.integers(),
+                                        st.floats(allow_nan=False), st.text(max_size=5),
+                                        st.lists(st.one_of(st.text(max_size=3), st.integers()),
+                                                 max_size=3))))
+def test_arbitrary_claims_never_crash_validator(claims):
+    token = unsecured(claims)
+    s = server()
+    try:
+        challenge = s.evaluate_response(initial(token), NOW)
+    except SaslAuthenticationError:
+        return
+    assert challenge == b"" or challenge.startswith(b'{"status":')
