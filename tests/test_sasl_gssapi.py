@@ -321,3 +321,11 @@ def test_server_mechanism_class_direct(kdc):
     client = new_client(kdc)
     run(client, server)
     assert server.get_authorization_id() == "client@EXAMPLE.COM"
+
+
+def test_kdc_fixture_helpers(kdc):
+    assert kdc.jaas_config().startswith("com.sun.security.auth.module.Krb5LoginModule required ")
+    assert f'principal="{kdc.service_principal}"' in kdc.jaas_config(kdc.service_principal)
+    assert kdc.subprocess_env({})["KRB5_CONFIG"] == kdc.krb5_conf
+    with open(kdc.krb5_conf) as f:
+        assert f"kdc = 127.0.0.1:{kdc.port}" in f.read()
