@@ -172,15 +172,19 @@ class FrameDecoder:
     def frames(self):
         """Drain and return every complete payload, in order.
 
-        If an invalid size prefix follows some good frames, those frames are
-        consumed and attached to the raised ``InvalidReceiveError`` as
-        ``.frames`` (the connection is to be closed, but what arrived intact
-        before the bad prefix is not silently lost).
+        On an invalid size prefix, the frames decoded before it in this call
+        are consumed and attached to the raised ``InvalidReceiveError`` as
+        ``.frames`` (always set, possibly empty): the connection is to be
+        closed, but what arrived intact before the bad prefix is not lost.
         """
         buf = self._buf
         pos = self._pos
         end = len(buf)
-        need = self._head_size(buf, pos, end - pos)
+        try:
+            need = self._head_size(buf, pos, end - pos)
+        except InvalidReceiveError as exc:
+            exc.frames = []
+            raise
         if need < 0 or end - pos - 4 < need:
             return []
         if need >= _BIG:

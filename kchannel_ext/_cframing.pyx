@@ -6,6 +6,12 @@ Same interface and behaviour as the pure-Python module (see its docstring);
 the differences are internal: received bytes live in one malloc'ed buffer with
 start/end offsets, and ``frames()`` walks it in a C loop, creating one
 ``bytes`` object per payload and nothing else.
+
+Large frames (``_DIRECT_MIN`` and up) skip the buffer: once their size prefix
+is accepted, the result ``bytes`` object is allocated at its final size (as
+Kafka's NetworkReceive allocates its payload buffer) and received bytes are
+copied straight into it, so each payload byte is copied once instead of twice.
+The object is private to the decoder until it is returned complete.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -25,6 +31,7 @@ cdef Py_ssize_t _MAX_PAYLOAD = 0x7FFFFFFF
 # life of the connection).
 cdef Py_ssize_t _INITIAL_CAP = 65536
 cdef Py_ssize_t _SHRINK_ABOVE = 1048576
+cdef long long _DIRECT_MIN = 32768
 
 
 cdef inline long long _read_size(const unsigned char *p) noexcept nogil:
@@ -117,8 +124,12 @@ cdef class FrameDecoder:
     cdef Py_ssize_t _end        # one past the last received byte
     cdef long long _need        # validated payload size of the head frame, or -1
     cdef long long _max_size
+    cdef object _big           # large head frame being filled in place, or None
+    cdef Py_ssize_t _big_fill   # payload bytes of _big received so far
 
     def __cinit__(self, *args, **kwargs):
+        self._big = None
+        self._big_fill = 0
         self._buf = NULL
         self._cap = 0
         self._start = 0
@@ -148,6 +159,8 @@ cdef class FrameDecoder:
     @property
     def buffered(self):
         """Bytes held (size prefixes included) that no frame returned yet."""
+        if self._big is not None:
+            return self._end - self._start + 4 + self._big_fill
         return self._end - self._start
 
     def has_partial(self):
@@ -157,6 +170,10 @@ cdef class FrameDecoder:
         cdef Py_ssize_t pos = self._start
         cdef Py_ssize_t end = self._end
         cdef long long need = self._need
+        if self._big is not None:
+            if self._big_fill < need:
+                return True
+            need = -1
         while pos < end:
             if need < 0:
                 if end - pos < 4:
@@ -217,24 +234,35 @@ cdef class FrameDecoder:
         cdef Py_ssize_t n
         self._reset_if_empty()
         if type(data) is bytes:
-            n = len(<bytes>data)
-            self._reserve(n)
-            memcpy(self._buf + self._end, PyBytes_AS_STRING(data), n)
-            self._end += n
+            self._append(<const unsigned char *>PyBytes_AS_STRING(data), len(<bytes>data))
             return
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            n = view.len
-            self._reserve(n)
-            memcpy(self._buf + self._end, view.buf, n)
-            self._end += n
+            self._append(<const unsigned char *>view.buf, view.len)
         finally:
             PyBuffer_Release(&view)
+
+    cdef int _append(self, const unsigned char *src, Py_ssize_t n) except -1:
+        cdef Py_ssize_t take
+        if self._big is not None and self._big_fill < self._need:
+            take = <Py_ssize_t>self._need - self._big_fill
+            if take > n:
+                take = n
+            memcpy(<unsigned char *>PyBytes_AS_STRING(self._big) + self._big_fill, src, take)
+            self._big_fill += take
+            src += take
+            n -= take
+        if n:
+            self._reserve(n)
+            memcpy(self._buf + self._end, src, n)
+            self._end += n
+        return 0
 
     cdef inline long long _head_size(self) except -2:
         """Validated payload size of the head frame, or -1 if its size
         prefix is not complete yet."""
         cdef long long need = self._need
+        cdef Py_ssize_t have
         if need >= 0:
             return need
         if self._end - self._start < 4:
@@ -242,11 +270,27 @@ cdef class FrameDecoder:
         need = _read_size(self._buf + self._start)
         if need < 0 or need > self._max_size:
             raise _invalid(need, self._max_size)
+        have = self._end - self._start - 4
+        if need >= _DIRECT_MIN and have < need:
+            # Large and incomplete: receive the rest straight into the result.
+            self._big = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>need)
+            memcpy(<unsigned char *>PyBytes_AS_STRING(self._big),
+                   self._buf + self._start + 4, have)
+            self._big_fill = have
+            self._start = self._end
+        else:
+            # Make room for all of the frame now rather than growing the
+            # buffer step by step while it arrives.
+            self._reserve(4 + <Py_ssize_t>need - (self._end - self._start))
         self._need = need
-        # The frame is accepted: make room for all of it now rather than
-        # growing the buffer step by step while it arrives.
-        self._reserve(4 + <Py_ssize_t>need - (self._end - self._start))
         return need
+
+    cdef object _take_big(self):
+        out = self._big
+        self._big = None
+        self._big_fill = 0
+        self._need = -1
+        return out
 
     def next_frame(self):
         """Return the next complete payload as ``bytes``, or None.
@@ -256,6 +300,10 @@ cdef class FrameDecoder:
         """
         cdef long long need = self._head_size()
         cdef object out
+        if self._big is not None:
+            if self._big_fill < need:
+                return None
+            return self._take_big()
         if need < 0 or self._end - self._start - 4 < need:
             return None
         out = PyBytes_FromStringAndSize(<char *>self._buf + self._start + 4,
@@ -267,38 +315,61 @@ cdef class FrameDecoder:
     def frames(self):
         """Drain and return every complete payload, in order.
 
-        If an invalid size prefix follows some good frames, those frames are
-        consumed and attached to the raised ``InvalidReceiveError`` as
-        ``.frames`` (the connection is to be closed, but what arrived intact
-        before the bad prefix is not silently lost).
+        On an invalid size prefix, the frames decoded before it in this call
+        are consumed and attached to the raised ``InvalidReceiveError`` as
+        ``.frames`` (always set, possibly empty): the connection is to be
+        closed, but what arrived intact before the bad prefix is not lost.
         """
-        cdef long long need = self._head_size()
         cdef list out = []
-        cdef Py_ssize_t pos = self._start
-        cdef Py_ssize_t end = self._end
-        cdef long long max_size = self._max_size
-        cdef const unsigned char *buf = self._buf
-        if need < 0:
-            return out
-        while end - pos - 4 >= need:
-            out.append(PyBytes_FromStringAndSize(<char *>buf + pos + 4, <Py_ssize_t>need))
-            pos += 4 + <Py_ssize_t>need
-            if end - pos < 4:
-                need = -1
-                break
-            need = _read_size(buf + pos)
-            if need < 0 or need > max_size:
-                self._start = pos
-                self._need = -1
-                exc = _invalid(need, max_size)
+        cdef long long need
+        cdef long long max_size
+        cdef Py_ssize_t pos, end
+        cdef const unsigned char *buf
+        while True:
+            try:
+                need = self._head_size()
+            except InvalidReceiveError as exc:
                 exc.frames = out
-                raise exc
-        self._start = pos
-        self._need = need
-        if need >= 0:
-            # Header of a partial frame already validated: reserve its room.
-            self._reserve(4 + <Py_ssize_t>need - (end - pos))
-        return out
+                raise
+            if need < 0:
+                return out
+            if self._big is not None:
+                if self._big_fill < need:
+                    return out
+                out.append(self._take_big())
+                continue
+            # Small frames: walk the buffer in C.
+            pos = self._start
+            end = self._end
+            buf = self._buf
+            max_size = self._max_size
+            while end - pos - 4 >= need:
+                out.append(PyBytes_FromStringAndSize(<char *>buf + pos + 4,
+                                                     <Py_ssize_t>need))
+                pos += 4 + <Py_ssize_t>need
+                if end - pos < 4:
+                    need = -1
+                    break
+                need = _read_size(buf + pos)
+                if need < 0 or need > max_size:
+                    self._start = pos
+                    self._need = -1
+                    exc = _invalid(need, max_size)
+                    exc.frames = out
+                    raise exc
+                if need >= _DIRECT_MIN:
+                    # Let _head_size() set up the direct path for it.
+                    need = -2
+                    break
+            self._start = pos
+            if need == -2:
+                self._need = -1
+                continue
+            self._need = need
+            if need >= 0:
+                # Prefix of a partial frame accepted: reserve its room.
+                self._reserve(4 + <Py_ssize_t>need - (end - pos))
+            return out
 
     def __repr__(self):
         return (f"{type(self).__name__}(max_size={self._max_size}, "

@@ -478,3 +478,96 @@ def test_differential_pure_vs_compiled(impl_pair, ops):
     pure, compiled = impl_pair
     compiled_framing = compiled.framing   # skips when not built
     assert transcript(pure.framing, ops) == transcript(compiled_framing, ops)
+
+
+# Large frames: the compiled twin receives frames from 32 KiB up straight into
+# the result object, a separate code path the small-stream properties above
+# never reach.
+_big_frames = st.lists(
+    st.tuples(st.integers(0, 150000), st.integers(0, 255)).map(
+        lambda t: bytes([t[1]]) * t[0]),
+    min_size=1, max_size=5)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=_big_frames, cuts=st.lists(st.integers(0, 800000), max_size=12),
+       junk=st.sampled_from([b"", b"\xff\xff\xff\xff", struct.pack(">i", 200000)]),
+       max_size=st.sampled_from([104857600, 140000]),
+       method=st.sampled_from(["frames", "next_frame"]))
+def test_large_frames_any_chopping(impl, payloads, cuts, junk, max_size, method):
+    fr = impl.framing
+    stream = fr.encode_frames(payloads) + junk
+    assert run_decoder(fr, chop(stream, cuts), max_size, method) == model(stream, max_size)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=_big_frames, cuts=st.lists(st.integers(0, 800000), max_size=12),
+       ops=st.lists(st.sampled_from(["next", "frames", "max_low", "max_high", "none"]),
+                    min_size=13, max_size=13))
+def test_large_frames_differential(impl_pair, payloads, cuts, ops):
+    pure, compiled = impl_pair
+    compiled_framing = compiled.framing
+    stream = pure.framing.encode_frames(payloads)
+    script = []
+    for chunk, op in zip(chop(stream, cuts), ops):
+        script.append(("feed", chunk))
+        if op == "max_low":
+            script.append(("max", 40000))
+        elif op == "max_high":
+            script.append(("max", 104857600))
+        elif op != "none":
+            script.append((op, None))
+    script.append(("max", 104857600))
+    script.append(("frames", None))
+
+    def play(fr):
+        d = fr.FrameDecoder(max_size=104857600)
+        out = []
+        for op, arg in script:
+            try:
+                if op == "feed":
+                    d.feed(arg)
+                    r = None
+                elif op == "next":
+                    r = d.next_frame()
+                elif op == "frames":
+                    r = d.frames()
+                else:
+                    d.max_size = arg
+                    r = arg
+            except InvalidReceiveError as exc:
+                r = ("InvalidReceiveError", str(exc), exc.frames if op == "frames" else None)
+            out.append((op, r, d.buffered, d.has_partial()))
+        return out
+
+    assert play(pure.framing) == play(compiled_framing)
+
+
+def test_large_frame_accounting_while_it_arrives(impl):
+    fr = impl.framing
+    payload = bytes(range(256)) * 400          # 102400 bytes
+    stream = fr.encode_frames([payload, b"after"])
+    d = fr.FrameDecoder()
+    d.feed(stream[:1000])
+    assert d.next_frame() is None
+    assert d.buffered == 1000 and d.has_partial()
+    d.max_size = 10            # already accepted: keeps arriving
+    d.feed(stream[1000:102404])
+    assert d.buffered == 102404 and not d.has_partial()
+    d.feed(stream[102404:102406])
+    assert d.buffered == 102406 and d.has_partial()
+    d.max_size = 104857600
+    assert d.frames() == [payload]
+    d.feed(stream[102406:])
+    assert d.frames() == [b"after"]
+    assert d.buffered == 0 and not d.has_partial()
+
+
+def test_invalid_prefix_at_head_of_frames_has_empty_frames(impl):
+    d = impl.framing.FrameDecoder()
+    d.feed(b"\xff\xff\xff\xff")
+    with pytest.raises(InvalidReceiveError) as ei:
+        d.frames()
+    assert ei.value.frames == []
