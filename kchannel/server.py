@@ -217,8 +217,9 @@ class Server:
                             if config is not None and getattr(config, "node_id", None) is not None
                             else _cfg_get(config, props, "node.id",
                                           _cfg_get(config, props, "broker.id", 0))))
-        self.cluster_id = cluster_id or _cfg_get(config, props, "cluster.id", None) \
-            or random_cluster_id()
+        self.cluster_id = (cluster_id or getattr(config, "cluster_id", None)
+                           or _cfg_get(config, props, "kchannel.cluster.id", None)
+                           or random_cluster_id())
         self.rack = rack if rack is not None else _cfg_get(config, props, "broker.rack", None)
         self.jaas = jaas
         self.callbacks = callbacks
