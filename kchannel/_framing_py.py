@@ -126,7 +126,7 @@ class FrameDecoder:
         pos = self._pos
         if pos:
             if pos == len(buf):
-                # Everything consumed: reuse the buffer without copying.
+                # Everything consumed: drop it all without copying anything.
                 del buf[:]
                 self._pos = 0
             elif pos >= _COMPACT_MIN and pos * 2 >= len(buf):
