@@ -149,8 +149,12 @@ def test_header_round_trip_any_api(key, version, corr, client_id):
 
 def test_decode_request_unsupported():
     # An API Kafka defines but kchannel does not implement.
-    with pytest.raises(UnsupportedVersionError):
+    with pytest.raises(UnsupportedVersionError) as info:
         decode_request(encode_request(RequestHeader(0, 3, 1, "c"), b""))
+    assert info.value.header == RequestHeader(0, 3, 1, "c")
+    with pytest.raises(InvalidRequestError) as info:
+        decode_request(encode_request(RequestHeader(17, 1, 8, "c"), b"\x00\x05PL"))
+    assert info.value.header.correlation_id == 8
     with pytest.raises(UnsupportedVersionError):
         decode_request(encode_request(RequestHeader(17, 2, 1, "c"), b"\x00\x01x"))
 

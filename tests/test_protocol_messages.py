@@ -184,12 +184,20 @@ def test_tagged_field_at_default_is_not_written():
 
 @pytest.mark.parametrize("body,version", [
     ({"auth_bytes": None}, 0),
+    ({"auth_bytes": 5}, 0),
+    ([], 0),
     ({"auth_bytes": None}, 2),
     ({"auth_bytes": "text"}, 0),
 ])
 def test_invalid_values_raise_value_error(body, version):
     with pytest.raises(ValueError):
         messages.SASL_AUTHENTICATE.request.encode(body, version)
+
+
+@pytest.mark.parametrize("topics", [5, "t", [5], [{"name": 5}]])
+def test_invalid_nested_values_raise_value_error(topics):
+    with pytest.raises(ValueError):
+        messages.METADATA.request.encode({"topics": topics}, 9)
 
 
 def test_null_in_non_nullable_field_rejected_on_decode():

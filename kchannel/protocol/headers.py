@@ -124,7 +124,13 @@ def parse_request_header(payload):
         off = end
     flex = REQUEST_FLEXIBLE_FROM.get(api_key)
     if flex is not None and api_version >= flex:
-        off = _skip_tagged_fields(payload, off)
+        if off >= n:
+            raise InvalidRequestError("Request header truncated: no tagged fields")
+        if payload[off] == 0:
+            # The usual case: an empty tagged-field section, one zero byte.
+            off += 1
+        else:
+            off = _skip_tagged_fields(payload, off)
         return RequestHeader(api_key, api_version, correlation_id, client_id, 2), off
     return RequestHeader(api_key, api_version, correlation_id, client_id, 1), off
 
@@ -175,13 +181,19 @@ def decode_request(payload):
 
     Raises ``InvalidRequestError`` for junk or an API key Kafka does not
     define, ``UnsupportedVersionError`` for an API or version kchannel does not
-    support.  A server answers an ApiVersions request of an unsupported
+    support.  When the header itself parsed, the exception carries it as
+    ``exc.header``.  A server answers an ApiVersions request of an unsupported
     version from the header alone (see ``kchannel.protocol.api_versions``):
     check the header with ``parse_request_header`` first.
     """
     header, off = parse_request_header(payload)
-    api = _supported_api(header.api_key, header.api_version)
-    body = api.request.decode(payload, header.api_version, off)
+    try:
+        api = _supported_api(header.api_key, header.api_version)
+        body = api.request.decode(payload, header.api_version, off)
+    except (InvalidRequestError, UnsupportedVersionError) as exc:
+        # The header parsed: callers may still answer (or log) with it.
+        exc.header = header
+        raise
     return header, body
 
 

@@ -386,7 +386,12 @@ def _compile_field(f, version, flexible, nullable):
                     raise ValueError(f"null value for non-nullable field {name}")
                 write_len(w, -1)
                 return
-            write_len(w, len(v))
+            try:
+                n = len(v)
+            except TypeError:
+                raise ValueError(
+                    f"field {name}: expected a list, got {type(v).__name__}") from None
+            write_len(w, n)
             for item in v:
                 elem_write(w, item)
         return read, write, (1 if flexible else 4)
@@ -472,8 +477,13 @@ class MessageSpec:
     def encode(self, body, version):
         """Encode ``body`` (a dict) at ``version``.  Raises ValueError for values
         that cannot be represented, UnsupportedVersionError for a bad version."""
+        codec = self._codec(version)
+        if body is None:
+            body = {}
+        elif not isinstance(body, dict):
+            raise ValueError(f"{self.name} body must be a dict, got {type(body).__name__}")
         w = Writer()
-        self._codec(version).encode(w, body if body is not None else {})
+        codec.encode(w, body)
         return w.getvalue()
 
     def encode_into(self, writer, body, version):
