@@ -15,6 +15,7 @@ from kchannel.protocol import (
     encode_request,
     encode_response,
     is_unsupported_api_versions_request,
+    is_valid_api_versions_request,
     messages,
     parse_request_header,
     request_header_version,
@@ -233,3 +234,14 @@ def test_choose_api_versions_version():
         {"api_keys": [{"api_key": 18, "min_version": 0, "max_version": 99}]}) == \
         messages.API_VERSIONS.max_version
     assert choose_api_versions_version({"api_keys": []}) == 0
+
+
+@pytest.mark.parametrize("name,ver,valid", [
+    ("apache-kafka-java", "3.7.0", True), ("librdkafka", "2.3.0", True),
+    ("a", "1", True), ("", "1", False), ("bad name", "1", False), ("-x", "1", False),
+    ("x-", "1", False), ("kafka-python", "2.0.2-dev", True), ("x", "1.0_rc", False),
+])
+def test_api_versions_request_validity(name, ver, valid):
+    body = {"client_software_name": name, "client_software_version": ver}
+    assert is_valid_api_versions_request(body, 3) is valid
+    assert is_valid_api_versions_request(body, 2) is True

@@ -15,6 +15,7 @@ from kchannel.protocol.api_versions import (
     api_versions_fallback_body,
     choose_api_versions_version,
     is_unsupported_api_versions_request,
+    is_valid_api_versions_request,
 )
 from kchannel.protocol.errors import Errors, error_message, error_name, exception_for
 from kchannel.protocol.headers import (
@@ -51,6 +52,7 @@ __all__ = [
     "error_name",
     "exception_for",
     "is_unsupported_api_versions_request",
+    "is_valid_api_versions_request",
     "messages",
     "parse_request_header",
     "request_header_version",

@@ -17,6 +17,8 @@ Kafka's behaviour, mirrored here:
   again as v0 (``headers.decode_response`` does this), then retries with the
   highest version both support.
 """
+import re
+
 from kchannel.protocol.errors import Errors
 from kchannel.protocol.headers import encode_response_header
 from kchannel.protocol.messages import API_VERSIONS
@@ -26,6 +28,7 @@ __all__ = [
     "api_versions_fallback_body",
     "api_versions_fallback",
     "choose_api_versions_version",
+    "is_valid_api_versions_request",
 ]
 
 _KEY = API_VERSIONS.api_key
@@ -59,6 +62,22 @@ def api_versions_fallback(correlation_id, min_version=None, max_version=None):
     body = api_versions_fallback_body(min_version, max_version)
     return (encode_response_header(_KEY, 0, correlation_id)
             + API_VERSIONS.response.encode(body, 0))
+
+
+# Kafka's rule for ClientSoftwareName/ClientSoftwareVersion (KIP-511): letters,
+# digits, '-' and '.', starting and ending with a letter or digit.
+_SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def is_valid_api_versions_request(body, version):
+    """As Kafka's ApiVersionsRequest.isValid: from v3 on, the client software
+    name and version must match Kafka's pattern; a server answers an invalid
+    one with INVALID_REQUEST (42) in a response of the request's version."""
+    if version < 3:
+        return True
+    name = body.get("client_software_name") or ""
+    ver = body.get("client_software_version") or ""
+    return bool(_SOFTWARE_RE.fullmatch(name)) and bool(_SOFTWARE_RE.fullmatch(ver))
 
 
 def choose_api_versions_version(response_body, max_version=None):
