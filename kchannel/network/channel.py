@@ -159,7 +159,7 @@ class AuthIO:
         return self._ch._read_one_frame()
 
     def write_frame(self, payload):
-        self._ch._enqueue(encode_frame(payload), report=False)
+        self._ch._enqueue_auth(encode_frame(payload))
 
     def write_raw(self, data):
         self._ch._enqueue(bytes(data), report=False)
@@ -475,6 +475,19 @@ class KafkaChannel:
         data = payload if already_framed else encode_frame(payload)
         self._enqueue(data, report=True, size=len(data))
 
+    def _enqueue_auth(self, data):
+        """Queue an authentication frame ahead of data-phase sends that have
+        not started (during re-authentication the channel is not READY, and
+        Kafka does not write application sends until it is), but behind
+        earlier authentication frames and a partially written send."""
+        pos = 0
+        for i, entry in enumerate(self._sends):
+            if not entry[2]:
+                pos = i + 1
+        if pos == 0 and self._mid_write and self._sends:
+            pos = 1
+        self._sends.insert(pos, [memoryview(data), len(data), False])
+
     def _enqueue(self, data, report, size=None):
         self._sends.append([memoryview(data), size if size is not None else len(data), report])
 
@@ -542,14 +555,34 @@ class KafkaChannel:
 
     def _flush_all(self):
         """AuthIO.flush: write queued authentication frames now.  Data-phase
-        completions are kept for the selector to report."""
-        if self._sends:
-            done = self.write()
-            if done:
-                self._accepted[:0] = done
-        elif getattr(self.transport, "flush", None) is not None:
-            self.transport.flush()
-        return not self.has_pending_writes()
+        sends queued behind them (a request made before re-authentication
+        began) stay queued until the channel is READY again, as in Kafka.
+        Returns True when no authentication bytes are left to write."""
+        keep = 0
+        for i, entry in enumerate(self._sends):
+            if not entry[2]:
+                keep = i + 1
+        if keep == 0 and self._mid_write and self._sends:
+            keep = 1          # finish a partially written send first
+        held = []
+        while len(self._sends) > keep:
+            held.append(self._sends.pop())
+        try:
+            if self._sends:
+                done = self.write()
+                if done:
+                    self._accepted[:0] = done
+            elif getattr(self.transport, "flush", None) is not None:
+                self.transport.flush()
+            if self._sends:
+                return False
+            try:
+                return not self.transport.has_pending_writes()
+            except AttributeError:
+                return True
+        finally:
+            while held:
+                self._sends.append(held.pop())
 
     def take_accepted(self):
         done, self._accepted = self._accepted, []
@@ -577,7 +610,9 @@ class KafkaChannel:
         the channel is unmuted and no write is in progress."""
         if not self.ready():
             return False
-        if self.is_muted() or self._mid_write or self._sends:
+        # Kafka: only a write already in progress (midWrite) holds it back; a
+        # queued request waits behind the re-authentication frames.
+        if self.is_muted() or self._mid_write:
             return False
         at = self.authenticator.client_session_reauth_ms()
         if at is None or now < at:

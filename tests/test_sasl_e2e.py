@@ -1,0 +1,248 @@
+"""kchannel client against kchannel server over real 127.0.0.1 sockets.
+
+Every mechanism x SaslHandshake version x SASL_PLAINTEXT / SASL_SSL, the
+failure path (error response before close, failure delay not blocking other
+clients), metrics, and KIP-368 re-authentication end to end.
+"""
+import threading
+
+import pytest
+
+from kchannel.client import KafkaClient
+from kchannel.errors import (ChannelConnectionError, KChannelError, SaslAuthenticationError,
+                             UnsupportedSaslMechanismError)
+from kchannel.principal import KafkaPrincipal
+from kchannel.server import Server
+from kchannel.utils import now_ms
+
+from tests.test_sasl_server_support import plain_jaas, scram_store
+
+METADATA = 3
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+STORE = scram_store()
+
+
+def jaas_line(mechanism, user, password, **extra):
+    opts = " ".join(f'{k}="{v}"' for k, v in
+                    {"username": user, "password": password, **extra}.items())
+    return f"{LOGIN_MODULES[mechanism]} required {opts};"
+
+
+def v0_only_api_versions(version):
+    """A broker that predates SaslAuthenticate (Kafka < 1.0)."""
+    return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": 3, "min_version": 0, "max_version": 12},
+        {"api_key": 17, "min_version": 0, "max_version": 0},
+        {"api_key": 18, "min_version": 0, "max_version": 3}]}
+
+
+class Clock:
+    """Shared ms clock so re-authentication can be tested without sleeping."""
+
+    def __init__(self):
+        self.offset = 0
+
+    def __call__(self):
+        return now_ms() + self.offset
+
+
+def start_server(protocol="SASL_PLAINTEXT", mechanisms=MECHANISMS, pki=None, extra=None,
+                 sasl_kwargs=None, **kw):
+    configs = {"sasl.enabled.mechanisms": ",".join(mechanisms)}
+    if protocol == "SASL_SSL":
+        configs.update(pki.server_configs())
+    configs.update(extra or {})
+    kwargs = {"scram_store": STORE}
+    kwargs.update(sasl_kwargs or {})
+    server = Server(listeners=[f"{protocol}://127.0.0.1:0"],
+                    listener_configs={protocol: configs},
+                    jaas={"PLAIN": plain_jaas()}, sasl_kwargs=kwargs, **kw)
+    server.start()
+    return server, server.bound_port(protocol)
+
+
+def client_configs(protocol, mechanism, user="alice", password="alice-secret", pki=None,
+                   **extra):
+    c = {"security.protocol": protocol, "sasl.mechanism": mechanism,
+         "sasl.jaas.config": jaas_line(mechanism, user, password), "client.id": "e2e"}
+    if protocol == "SASL_SSL":
+        c.update(pki.client_configs())
+    c.update(extra)
+    return c
+
+
+def metric(server, name):
+    return server.metrics.metric(name)
+
+
+@pytest.fixture
+def servers():
+    started = []
+    yield started
+    for s in started:
+        s.shutdown()
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("handshake_version", [0, 1])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_mechanism_matrix(servers, pki, protocol, handshake_version, mechanism):
+    sasl_kwargs = {} if handshake_version else {"api_versions_supplier": v0_only_api_versions}
+    server, port = start_server(protocol, pki=pki, sasl_kwargs=sasl_kwargs,
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    seen = []
+    server.register_handler(METADATA, lambda ctx: (seen.append(ctx.principal), {
+        "brokers": [], "cluster_id": None, "controller_id": -1, "topics": []})[1])
+    with KafkaClient(client_configs(protocol, mechanism, pki=pki)) as client:
+        client.connect("127.0.0.1", port)
+        ch = client.selector.channel(client.node_id)
+        assert ch.authenticator.sasl_handshake_version == handshake_version
+        assert ch.authenticator.sasl_authenticate_version == (2 if handshake_version else -1)
+        assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
+    assert seen == [KafkaPrincipal("User", "alice")]
+    assert metric(server, "successful-authentication-total") == 1
+    assert metric(server, "failed-authentication-total") == 0
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_bad_password_error_reaches_client_before_close(servers, pki, protocol, mechanism):
+    server, port = start_server(protocol, pki=pki, failed_authentication_delay_ms=10)
+    servers.append(server)
+    client = KafkaClient(client_configs(protocol, mechanism, password="wrong", pki=pki))
+    with pytest.raises(SaslAuthenticationError) as err:
+        client.connect("127.0.0.1", port)
+    client.close()
+    # The server's message arrived (not a bare disconnect) ...
+    assert "Authentication failed" in str(err.value)
+    assert not err.value.retriable
+    # ... and the same for an unknown user: nothing tells them apart.
+    client = KafkaClient(client_configs(protocol, mechanism, user="nobody", pki=pki))
+    with pytest.raises(SaslAuthenticationError) as err2:
+        client.connect("127.0.0.1", port)
+    client.close()
+    if mechanism.startswith("SCRAM"):
+        assert str(err2.value) == str(err.value)
+    assert "nobody" not in str(err2.value)
+    # Counted once per failure on the server.
+    deadline = now_ms() + 5000
+    while metric(server, "failed-authentication-total") < 2 and now_ms() < deadline:
+        pass
+    assert metric(server, "failed-authentication-total") == 2
+    assert metric(server, "successful-authentication-total") == 0
+
+
+def test_unsupported_mechanism_reports_server_list(servers):
+    server, port = start_server(mechanisms=["SCRAM-SHA-256", "PLAIN"],
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    client = KafkaClient(client_configs("SASL_PLAINTEXT", "SCRAM-SHA-512"))
+    with pytest.raises(UnsupportedSaslMechanismError) as err:
+        client.connect("127.0.0.1", port)
+    client.close()
+    assert err.value.enabled_mechanisms == ["SCRAM-SHA-256", "PLAIN"]
+    assert "[SCRAM-SHA-256, PLAIN]" in str(err.value)
+
+
+def test_failure_delay_does_not_block_other_clients(servers):
+    delay_ms = 3000
+    server, port = start_server(failed_authentication_delay_ms=delay_ms)
+    servers.append(server)
+    outcome = {}
+
+    def bad_client():
+        c = KafkaClient(client_configs("SASL_PLAINTEXT", "PLAIN", password="wrong"))
+        try:
+            c.connect("127.0.0.1", port)
+        except KChannelError as exc:
+            outcome["error"] = exc
+        finally:
+            outcome["done_at"] = now_ms()
+            c.close()
+
+    t = threading.Thread(target=bad_client)
+    t.start()
+    # Wait until the server has seen the failure (the close is now delayed).
+    deadline = now_ms() + 10_000
+    while metric(server, "failed-authentication-total") < 1 and now_ms() < deadline:
+        t.join(0.01)
+    failed_at = now_ms()
+    assert metric(server, "failed-authentication-total") == 1
+    # Another client authenticates and gets an answer meanwhile.
+    with KafkaClient(client_configs("SASL_PLAINTEXT", "SCRAM-SHA-256")) as good:
+        good.connect("127.0.0.1", port)
+        good.request(METADATA, {"topics": []}, version=1)
+        good_done_at = now_ms()
+    assert "done_at" not in outcome or outcome["done_at"] >= good_done_at
+    t.join(30)
+    assert isinstance(outcome.get("error"), SaslAuthenticationError)
+    assert str(outcome["error"]) == "Authentication failed: Invalid username or password"
+    # The failed client heard back only after the delay.
+    assert outcome["done_at"] - failed_at >= delay_ms - 200
+
+
+def test_pre_auth_requests_before_handshake_are_refused(servers):
+    """A PLAINTEXT client talking to a SASL listener: Metadata before the
+    handshake gets the connection closed (Kafka sends nothing)."""
+    server, port = start_server(failed_authentication_delay_ms=0)
+    servers.append(server)
+    client = KafkaClient({"security.protocol": "PLAINTEXT"})
+    # The client's own ApiVersions is answered pre-auth; Metadata is not.
+    client.connect("127.0.0.1", port)
+    with pytest.raises((ChannelConnectionError, KChannelError)):
+        client.request(METADATA, {"topics": []}, version=1)
+    client.close()
+    deadline = now_ms() + 5000
+    while metric(server, "failed-authentication-total") < 1 and now_ms() < deadline:
+        pass
+    assert metric(server, "failed-authentication-total") == 1
+
+
+# ------------------------------------------------------------------- KIP-368
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_reauthentication_end_to_end(servers, mechanism):
+    clock = Clock()
+    server, port = start_server(extra={"connections.max.reauth.ms": "60000"},
+                                time=clock, failed_authentication_delay_ms=0)
+    servers.append(server)
+    with KafkaClient(client_configs("SASL_PLAINTEXT", mechanism), time=clock) as client:
+        client.connect("127.0.0.1", port)
+        ch = client.selector.channel(client.node_id)
+        assert ch.authenticator.session_lifetime_ms == 60_000
+        reauth_at = ch.authenticator.client_session_reauth_ms()
+        assert reauth_at is not None
+        client.request(METADATA, {"topics": []}, version=1)
+        # Jump past the re-authentication point: the next write re-authenticates
+        # first, and the request still gets its response.
+        clock.offset += reauth_at - now_ms() + 10
+        assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
+        assert client.selector.metrics.metric("successful-reauthentication-total") == 1
+        assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
+    assert metric(server, "successful-reauthentication-total") == 1
+    assert metric(server, "successful-authentication-total") == 1
+    assert metric(server, "failed-reauthentication-total") == 0
+    assert metric(server, "reauthentication-latency-max") >= 0
+
+
+def test_client_without_reauth_support_is_disconnected_after_session_expiry(servers):
+    clock = Clock()
+    # Handshake v0 only: the client cannot re-authenticate.
+    server, port = start_server(extra={"connections.max.reauth.ms": "60000"}, time=clock,
+                                sasl_kwargs={"api_versions_supplier": v0_only_api_versions},
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    with KafkaClient(client_configs("SASL_PLAINTEXT", "PLAIN"), time=clock) as client:
+        client.connect("127.0.0.1", port)
+        assert client.selector.channel(client.node_id).authenticator \
+            .client_session_reauth_ms() is None
+        client.request(METADATA, {"topics": []}, version=1)
+        clock.offset += 61_000
+        with pytest.raises(ChannelConnectionError):
+            client.request(METADATA, {"topics": []}, version=1)
+    assert metric(server, "successful-authentication-no-reauth-total") == 1
