@@ -18,6 +18,8 @@ DEFAULT_WRITE_CHUNK = 256 * 1024
 
 _SSLWantReadError = ssl.SSLWantReadError
 _SSLError = ssl.SSLError
+_SSLZeroReturnError = ssl.SSLZeroReturnError
+_SSLEOFError = ssl.SSLEOFError
 _SSLEOFs = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
@@ -40,6 +42,7 @@ cdef class TlsPump:
     cdef bint _eof
     cdef bint _more
     cdef bint _hs_done
+    cdef bint _close_notify
 
     def __init__(self, sock, ssl_object, incoming, outgoing,
                  Py_ssize_t net_buffer_size=DEFAULT_NET_BUFFER_SIZE,
@@ -61,6 +64,7 @@ cdef class TlsPump:
         self._eof = False
         self._more = False
         self._hs_done = False
+        self._close_notify = False
 
     # ------------------------------------------------------------------
     # outgoing
@@ -159,11 +163,17 @@ cdef class TlsPump:
                     self._eof = True
                     break
                 continue
-            except _SSLEOFs:
+            except _SSLZeroReturnError:
+                self._eof = True
+                self._close_notify = True
+                break
+            except _SSLEOFError:
                 self._eof = True
                 break
             if n == 0:
+                # close_notify received (Python reports it as a 0-byte read).
                 self._eof = True
+                self._close_notify = True
                 break
             got += n
         else:
@@ -194,6 +204,12 @@ cdef class TlsPump:
     @property
     def eof(self):
         return self._eof
+
+    @property
+    def close_notify_received(self):
+        """True if the peer ended the TLS session with close_notify (rather
+        than just closing the TCP connection)."""
+        return self._close_notify
 
     # ------------------------------------------------------------------
     # handshake / shutdown

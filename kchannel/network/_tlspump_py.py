@@ -67,6 +67,8 @@ DEFAULT_WRITE_CHUNK = 256 * 1024
 
 _SSLWantReadError = ssl.SSLWantReadError
 _SSLError = ssl.SSLError
+_SSLZeroReturnError = ssl.SSLZeroReturnError
+_SSLEOFError = ssl.SSLEOFError
 _SSLEOFs = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
@@ -93,6 +95,7 @@ class TlsPump:
         self._eof = False       # OpenSSL reported the end (close_notify or EOF)
         self._more = False      # a read stopped at its limit
         self._hs_done = False
+        self._close_notify = False
 
     # ------------------------------------------------------------------
     # outgoing
@@ -199,11 +202,17 @@ class TlsPump:
                     self._eof = True
                     break
                 continue
-            except _SSLEOFs:
+            except _SSLZeroReturnError:
+                self._eof = True
+                self._close_notify = True
+                break
+            except _SSLEOFError:
                 self._eof = True
                 break
             if n == 0:
+                # close_notify received (Python reports it as a 0-byte read).
                 self._eof = True
+                self._close_notify = True
                 break
             got += n
         else:
@@ -240,6 +249,12 @@ class TlsPump:
     @property
     def eof(self):
         return self._eof
+
+    @property
+    def close_notify_received(self):
+        """True if the peer ended the TLS session with close_notify (rather
+        than just closing the TCP connection)."""
+        return self._close_notify
 
     # ------------------------------------------------------------------
     # handshake / shutdown

@@ -214,6 +214,11 @@ class SslTransportLayer(TransportLayer):
     def has_bytes_buffered(self):
         return self.ready() and self._pump.buffered()
 
+    @property
+    def close_notify_received(self):
+        """True once the peer closed the TLS session cleanly (close_notify)."""
+        return self._pump.close_notify_received
+
     # --- writes -----------------------------------------------------------
     def write(self, data):
         if self.state is State.HANDSHAKE_FAILED:
