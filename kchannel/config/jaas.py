@@ -582,7 +582,7 @@ def _default_context(listener_context_name, global_name, jaas_sections, jaas_fil
             f"{'not set' if jaas_file_desc is None else jaas_file_desc}",
             key=JAVA_LOGIN_CONFIG_PARAM)
     for e in entries:
-        check_login_module(e, disallowed, key=JAVA_LOGIN_CONFIG_PARAM, require_known=False)
+        check_login_module(e, disallowed, key=JAVA_LOGIN_CONFIG_PARAM)
     return JaasConfig(entries, context_name=name, source="JAAS file", dynamic=False)
 
 

@@ -473,8 +473,19 @@ class ServerConfig:
         """
         name = self._listener_name(listener)
         out = {k: self._effective(name, k)[0] for k in SERVER_CONFIG_DEF.names()}
-        for (mech, key), (val, _w) in self._mech_over.get(name, {}).items():
-            out[f"{mech.lower()}.{key}"] = val
+        for (mech, key), (val, written) in self._mech_over.get(name, {}).items():
+            out[written[len(config_prefix(name)):]] = val
+        # Other supplied keys pass through as written, for pluggable classes
+        # (ChannelBuilders.channelBuilderConfigs' filters).
+        prefix = config_prefix(name)
+        for k, raw in self.originals.items():
+            if k in out:
+                continue
+            if k.startswith(prefix) and k[len(prefix):] in out:
+                continue
+            if k[k.find(".") + 1:] in out:
+                continue
+            out[k] = raw
         ep = self.listener(name)
         if ep.security_protocol == "SASL_SSL" and "ssl.client.auth" not in self._listener_over[name]:
             out["ssl.client.auth"] = "none"
