@@ -81,7 +81,8 @@ def test_parse_request_header_v0_controlled_shutdown():
 @pytest.mark.parametrize("api_key", [-5, 99, 1000, 32767])
 def test_parse_request_header_unknown_api_key(api_key):
     # Unknown key: assume header v1, so the server can refuse it from the header.
-    payload = api_key.to_bytes(2, "big", signed=True) + bytes.fromhex("0007 00000009 0001 63") + b"\x00"
+    payload = (api_key.to_bytes(2, "big", signed=True)
+               + bytes.fromhex("0007 00000009 0001 63") + b"\x00")
     header, off = parse_request_header(payload)
     assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == \
         (api_key, 7, 9, "c")

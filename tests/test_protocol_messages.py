@@ -74,7 +74,8 @@ def test_every_supported_api_listed():
         assert api.request.api_key == api.response.api_key == key
     assert messages.API_VERSIONS.max_version >= 3
     assert messages.METADATA.max_version >= 12
-    assert (messages.SASL_AUTHENTICATE.min_version, messages.SASL_AUTHENTICATE.max_version) == (0, 2)
+    sasl_auth = messages.SASL_AUTHENTICATE
+    assert (sasl_auth.min_version, sasl_auth.max_version) == (0, 2)
     assert (messages.SASL_HANDSHAKE.min_version, messages.SASL_HANDSHAKE.max_version) == (0, 1)
 
 

@@ -293,6 +293,7 @@ def test_max_length_string_round_trips(impl):
 # -- hypothesis: round trips and fail-closed ----------------------------------
 # (``impl``/``impl_pair`` only select modules: nothing in them needs resetting
 # between examples, hence the suppressed function-scoped-fixture check.)
+_FIXTURE_OK = [HealthCheck.function_scoped_fixture]
 
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 
@@ -323,7 +324,7 @@ _OPS = st.lists(st.sampled_from(sorted(_VALUES)).flatmap(
     lambda kind: st.tuples(st.just(kind), _VALUES[kind])), max_size=12)
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=150, deadline=None)
+@settings(suppress_health_check=_FIXTURE_OK, max_examples=150, deadline=None)
 @given(ops=_OPS)
 def test_round_trip_any_sequence(impl, ops):
     w = impl.wire.Writer()
@@ -342,7 +343,7 @@ def test_round_trip_any_sequence(impl, ops):
                 getattr(r, "read_" + kind)()
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=300, deadline=None)
+@settings(suppress_health_check=_FIXTURE_OK, max_examples=300, deadline=None)
 @given(data=st.binary(max_size=64), methods=st.lists(st.sampled_from(READ_METHODS), max_size=8))
 def test_any_bytes_fail_closed(impl, data, methods):
     r = impl.wire.Reader(data)
@@ -365,7 +366,7 @@ def _outcome(fn):
         return ("ValueError", None)
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=300, deadline=None)
+@settings(suppress_health_check=_FIXTURE_OK, max_examples=300, deadline=None)
 @given(data=st.binary(max_size=48), methods=st.lists(st.sampled_from(READ_METHODS), max_size=6))
 def test_differential_readers(impl_pair, data, methods):
     pure, compiled = impl_pair
@@ -380,7 +381,7 @@ def test_differential_readers(impl_pair, data, methods):
             break
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=200, deadline=None)
+@settings(suppress_health_check=_FIXTURE_OK, max_examples=200, deadline=None)
 @given(ops=_OPS, junk=st.sampled_from([
     ("write_int8", 300), ("write_uint32", -5), ("write_string", 7),
     ("write_compact_bytes", "s"), ("write_varint", 2**40), ("write_int64", 1.0)]))
@@ -395,7 +396,7 @@ def test_differential_writers(impl_pair, ops, junk):
     assert _outcome(lambda: getattr(wc, junk[0])(junk[1]))[0] == "ValueError"
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=200, deadline=None)
+@settings(suppress_health_check=_FIXTURE_OK, max_examples=200, deadline=None)
 @given(v=st.integers(-2**64, 2**64))
 def test_differential_varint_functions(impl_pair, v):
     pure, compiled = impl_pair

@@ -130,7 +130,8 @@ class Reader:
                 break
             shift += 7
             if shift >= 35:
-                raise InvalidRequestError("Varint is too long, most significant bit in the 5th byte is set")
+                raise InvalidRequestError(
+                    "Varint is too long, most significant bit in the 5th byte is set")
         if value > 0xFFFFFFFF:
             raise InvalidRequestError("Varint is too long, value does not fit in 32 bits")
         self.pos = p
@@ -156,7 +157,8 @@ class Reader:
                 break
             shift += 7
             if shift >= 70:
-                raise InvalidRequestError("Varlong is too long, most significant bit in the 10th byte is set")
+                raise InvalidRequestError(
+                    "Varlong is too long, most significant bit in the 10th byte is set")
         if value > 0xFFFFFFFFFFFFFFFF:
             raise InvalidRequestError("Varlong is too long, value does not fit in 64 bits")
         self.pos = p

@@ -87,9 +87,6 @@ _PRIMITIVES = ("bool", "int8", "int16", "uint16", "int32", "uint32", "int64",
 _FIXED_SIZE = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4,
                "uint32": 4, "int64": 8, "float64": 8, "uuid": 16}
 
-_ZERO_UUID = None  # filled lazily (uuid import kept out of the hot path)
-
-
 def _type_default(t):
     if t in ("bool",):
         return False
