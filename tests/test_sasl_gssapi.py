@@ -329,3 +329,153 @@ def test_kdc_fixture_helpers(kdc):
     assert kdc.subprocess_env({})["KRB5_CONFIG"] == kdc.krb5_conf
     with open(kdc.krb5_conf) as f:
         assert f"kdc = 127.0.0.1:{kdc.port}" in f.read()
+
+
+# -- end to end over 127.0.0.1 sockets: kchannel Server with a GSSAPI listener ---------
+
+DESCRIBE_CLUSTER = 60
+GENERIC_NETWORK_FAILURE = SERVER_FAILURE_MESSAGE
+
+
+def v0_only_api_versions(version):
+    """A broker that predates SaslAuthenticate: raw GSSAPI tokens after SaslHandshake v0."""
+    return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": 3, "min_version": 0, "max_version": 12},
+        {"api_key": 17, "min_version": 0, "max_version": 0},
+        {"api_key": 18, "min_version": 0, "max_version": 3},
+        {"api_key": 60, "min_version": 0, "max_version": 1}]}
+
+
+@pytest.fixture
+def gssapi_server(kdc, request):
+    from kchannel.server import Server
+    sasl_kwargs = getattr(request, "param", None) or {}
+    server = Server(listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
+                    listener_configs={"SASL_PLAINTEXT": {
+                        "sasl.enabled.mechanisms": "GSSAPI",
+                        "sasl.kerberos.service.name": "kafka",
+                        "sasl.kerberos.principal.to.local.rules":
+                            "RULE:[1:$1@$0](alice@EXAMPLE.COM)s/.*/ALICE/,DEFAULT"}},
+                    jaas={"GSSAPI": kdc.jaas_server_options()},
+                    failed_authentication_delay_ms=0, sasl_kwargs=sasl_kwargs)
+    seen = []
+    server.register_handler(DESCRIBE_CLUSTER, lambda ctx: (seen.append(str(ctx.principal)), {
+        "error_code": 0, "error_message": None, "cluster_id": "kc", "controller_id": 0,
+        "brokers": [], "cluster_authorized_operations": 0})[1], 0, 1)
+    server.start()
+    server.seen_principals = seen
+    try:
+        yield server, server.bound_port("SASL_PLAINTEXT")
+    finally:
+        server.shutdown()
+
+
+def kchannel_client_configs(kdc, service="kafka", principal=None, keytab=None):
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
+            "sasl.kerberos.service.name": service,
+            "sasl.jaas.config": kdc.jaas_config(principal, keytab)}
+
+
+@pytest.mark.parametrize("gssapi_server", [None, {"api_versions_supplier": v0_only_api_versions}],
+                         ids=["SaslAuthenticate", "SaslHandshake-v0-raw-tokens"],
+                         indirect=True)
+def test_kchannel_client_and_server_end_to_end(kdc, gssapi_server):
+    from kchannel.client import KafkaClient
+    server, port = gssapi_server
+    for principal, keytab, expected in ((None, None, "User:client"),
+                                        (kdc.user2_principal, kdc.user2_keytab, "User:ALICE")):
+        with KafkaClient(kchannel_client_configs(kdc, principal=principal, keytab=keytab)) as c:
+            c.connect("localhost", port)
+            assert c.request(DESCRIBE_CLUSTER, {}, version=0)["cluster_id"] == "kc"
+        assert server.seen_principals[-1] == expected
+
+
+def test_kchannel_client_wrong_service_name_end_to_end(kdc, gssapi_server):
+    from kchannel.client import KafkaClient
+    _, port = gssapi_server
+    c = KafkaClient(kchannel_client_configs(kdc, service="nosuchservice"))
+    with pytest.raises(SaslAuthenticationError, match="not found in Kerberos database"):
+        c.connect("localhost", port)
+    c.close()
+
+
+def test_ticket_for_other_host_refused_end_to_end(kdc, gssapi_server):
+    """Connecting by IP asks for kafka/127.0.0.1, a principal the broker's
+    acceptor (kafka/localhost) does not hold: refused with Kafka's message."""
+    from kchannel.client import KafkaClient
+    _, port = gssapi_server
+    c = KafkaClient(kchannel_client_configs(kdc))
+    with pytest.raises(SaslAuthenticationError) as info:
+        c.connect("127.0.0.1", port)
+    c.close()
+    assert GENERIC_NETWORK_FAILURE in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_kafka_python_end_to_end(kdc, gssapi_server):
+    kafka = pytest.importorskip("kafka", reason="kafka-python not installed")
+    server, port = gssapi_server
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=f"localhost:{port}", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="GSSAPI", sasl_kerberos_service_name="kafka",
+        sasl_kerberos_domain_name="localhost", bootstrap_timeout_ms=15000)
+    try:
+        assert admin.describe_cluster()["cluster_id"] == "kc"
+    finally:
+        admin.close()
+    assert server.seen_principals == ["User:client"]
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_aiokafka_end_to_end(kdc, gssapi_server):
+    pytest.importorskip("aiokafka", reason="aiokafka not installed")
+    import asyncio
+
+    from aiokafka.client import AIOKafkaClient
+    _, port = gssapi_server
+
+    async def run_client():
+        client = AIOKafkaClient(
+            bootstrap_servers=f"localhost:{port}", security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="GSSAPI", sasl_kerberos_service_name="kafka",
+            sasl_kerberos_domain_name="localhost")
+        try:
+            await client.bootstrap()
+            return [b.nodeId for b in client.cluster.brokers()]
+        finally:
+            await client.close()
+
+    assert asyncio.run(run_client()) == [0]
+
+
+LEGACY_PROBE = """
+import sys
+from kafka import KafkaAdminClient
+admin = KafkaAdminClient(bootstrap_servers="localhost:%s" % sys.argv[1],
+                         security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                         sasl_kerberos_service_name="kafka", sasl_kerberos_domain_name="localhost",
+                         api_version=(1, 0, 0), request_timeout_ms=15000)
+print("BROKERS", [b["node_id"] for b in admin.describe_cluster()["brokers"]])
+admin.close()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_debian_kafka_python_2_legacy_end_to_end(kdc, gssapi_server):
+    """Debian's python3-kafka 2.0.2: SaslHandshake v0 then raw GSSAPI tokens."""
+    import os
+    import subprocess
+    python = "/usr/bin/python3"
+    probe = subprocess.run([python, "-c", "import kafka, gssapi; print(kafka.__version__)"],
+                           capture_output=True, text=True) if os.path.exists(python) else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("Debian python3-kafka with python3-gssapi is not installed")
+    _, port = gssapi_server
+    result = subprocess.run([python, "-c", LEGACY_PROBE, str(port)],
+                            env=kdc.subprocess_env({"PATH": "/usr/bin:/bin"}),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "BROKERS [0]" in result.stdout
