@@ -37,7 +37,7 @@ cdef int64_t _I64_MIN = -0x7FFFFFFFFFFFFFFF
 _I64_MIN -= 1
 
 
-cdef object _underflow(Py_ssize_t need, Py_ssize_t pos, Py_ssize_t left):
+cdef object _underflow(object need, Py_ssize_t pos, Py_ssize_t left):
     return InvalidRequestError(
         f"Buffer underflow: needed {need} bytes at offset {pos}, {left} remaining")
 
@@ -246,11 +246,18 @@ cdef class Reader:
         return PyBytes_FromStringAndSize(<const char*>self._p + p, n)
 
     def read_raw(self, n):
-        return self._raw(n)
-
-    def skip(self, int64_t n):
+        # Compared as Python ints first: any n, however large, fails closed.
         if n < 0:
             raise InvalidRequestError(f"Invalid length {n}")
+        if n > self._end - self._pos:
+            raise _underflow(n, self._pos, self._end - self._pos)
+        return self._raw(n)
+
+    def skip(self, n):
+        if n < 0:
+            raise InvalidRequestError(f"Invalid length {n}")
+        if n > self._end - self._pos:
+            raise _underflow(n, self._pos, self._end - self._pos)
         self._take(n)
 
     def read_nullable_bytes(self):

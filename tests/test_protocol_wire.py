@@ -226,6 +226,16 @@ def test_hostile_lengths_rejected(impl, method, data):
         getattr(r, method)()
 
 
+@pytest.mark.parametrize("n", [-1, 3, 2**31, 2**64, 2**80])
+def test_raw_and_skip_fail_closed_for_any_length(impl, n):
+    r = impl.wire.Reader(b"ab")
+    with pytest.raises(InvalidRequestError):
+        r.read_raw(n)
+    with pytest.raises(InvalidRequestError):
+        r.skip(n)
+    assert r.pos == 0 and r.read_raw(2) == b"ab"
+
+
 def test_array_length_checked_against_element_size(impl):
     # 3 elements of at least 4 bytes do not fit in 8 remaining bytes.
     r = impl.wire.Reader(b"\x00\x00\x00\x03" + b"\x00" * 8)
