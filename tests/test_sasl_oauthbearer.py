@@ -440,3 +440,117 @@ def test_arbitrary_claims_never_crash_validator(claims):
     except SaslAuthenticationError:
         return
     assert challenge == b"" or challenge.startswith(b'{"status":')
+
+
+# -- end to end over 127.0.0.1 sockets: kchannel Server with an OAUTHBEARER listener --------
+
+DESCRIBE_CLUSTER = 60
+LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+@pytest.fixture
+def oauth_server():
+    from kchannel.server import Server
+    server = Server(listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
+                    listener_configs={"SASL_PLAINTEXT": {
+                        "sasl.enabled.mechanisms": "OAUTHBEARER"}},
+                    jaas={"OAUTHBEARER": {"unsecuredValidatorRequiredScope": "read",
+                                          "unsecuredValidatorAllowableClockSkewMs": "5000"}},
+                    failed_authentication_delay_ms=0)
+    seen = []
+    server.register_handler(DESCRIBE_CLUSTER, lambda ctx: (seen.append(str(ctx.principal)), {
+        "error_code": 0, "error_message": None, "cluster_id": "kc", "controller_id": 0,
+        "brokers": [], "cluster_authorized_operations": 0})[1], 0, 1)
+    server.start()
+    server.seen_principals = seen
+    try:
+        yield server, server.bound_port("SASL_PLAINTEXT")
+    finally:
+        server.shutdown()
+
+
+def kchannel_oauth_configs(**options):
+    opts = " ".join(f'{k}="{v}"' for k, v in options.items())
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": f"{LOGIN_MODULE} required {opts};"}
+
+
+def test_kchannel_client_and_server_end_to_end(oauth_server):
+    from kchannel.client import KafkaClient
+    server, port = oauth_server
+    with KafkaClient(kchannel_oauth_configs(unsecuredLoginStringClaim_sub="alice",
+                                            unsecuredLoginListClaim_scope=",read,write",
+                                            unsecuredLoginExtension_traceId="e2e")) as c:
+        c.connect("127.0.0.1", port)
+        assert c.request(DESCRIBE_CLUSTER, {}, version=0)["cluster_id"] == "kc"
+    assert server.seen_principals == ["User:alice"]
+
+
+@pytest.mark.parametrize("options,expected", [
+    ({"unsecuredLoginStringClaim_sub": "alice", "unsecuredLoginListClaim_scope": ",write"},
+     '{"status":"insufficient_scope", "scope":"[read]"}'),
+    ({"unsecuredLoginStringClaim_sub": "alice", "unsecuredLoginListClaim_scope": ",read",
+      "unsecuredLoginLifetimeSeconds": "-60"},
+     '{"status":"invalid_token"}'),
+])
+def test_refused_token_error_json_reaches_client(oauth_server, options, expected):
+    from kchannel.client import KafkaClient
+    server, port = oauth_server
+    c = KafkaClient(kchannel_oauth_configs(**options))
+    with pytest.raises(SaslAuthenticationError) as info:
+        c.connect("127.0.0.1", port)
+    c.close()
+    assert expected in str(info.value)
+    assert server.seen_principals == []
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_librdkafka_unsecured_jwt_end_to_end(oauth_server):
+    """librdkafka builds its own unsecured JWT (enable.sasl.oauthbearer.unsecure.jwt)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka not installed")
+    from confluent_kafka.admin import AdminClient
+    server, port = oauth_server
+    errors = []
+
+    def list_topics(scope, timeout):
+        admin = AdminClient({
+            "bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": f"principal=carol scope={scope} extension_traceId=rdk",
+            "error_cb": errors.append})
+        try:
+            return admin.list_topics(timeout=timeout)
+        finally:
+            admin.poll(0.5)
+
+    md = list_topics("read", 15)
+    assert md.brokers and errors == []
+    with pytest.raises(confluent_kafka.KafkaException):
+        list_topics("write", 3)
+    assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION
+               and "insufficient_scope" in e.str() for e in errors), errors
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_kafka_python_end_to_end(oauth_server):
+    kafka = pytest.importorskip("kafka", reason="kafka-python not installed")
+    oauth = pytest.importorskip("kafka.net.sasl.oauth", reason="kafka-python 3.x not installed")
+    from kchannel.utils import now_ms
+    server, port = oauth_server
+
+    class Provider(oauth.AbstractTokenProvider):
+        def token(self):
+            return UnsecuredLogin({"unsecuredLoginStringClaim_sub": "dave",
+                                   "unsecuredLoginStringClaim_scope": "read"}).token(now_ms()).value
+
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider(),
+        bootstrap_timeout_ms=15000)
+    try:
+        assert admin.describe_cluster()["cluster_id"] == "kc"
+    finally:
+        admin.close()
+    assert server.seen_principals == ["User:dave"]
