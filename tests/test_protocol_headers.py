@@ -246,3 +246,17 @@ def test_api_versions_request_validity(name, ver, valid):
     body = {"client_software_name": name, "client_software_version": ver}
     assert is_valid_api_versions_request(body, 3) is valid
     assert is_valid_api_versions_request(body, 2) is True
+
+
+@pytest.mark.parametrize("api_key,version", [(7, 0), (17, 1), (18, 3), (36, 2), (3, 12), (999, 1)])
+def test_fast_header_path_matches_header_schemas(api_key, version):
+    header = RequestHeader(api_key, version, 12345, "client-1")
+    hv = request_header_version(api_key, version)
+    schema_body = {"request_api_key": api_key, "request_api_version": version,
+                   "correlation_id": 12345, "client_id": "client-1"}
+    assert messages.REQUEST_HEADER.encode(schema_body, hv) == encode_request_header(header)
+    decoded = messages.REQUEST_HEADER.decode(encode_request_header(header), hv)
+    assert decoded["correlation_id"] == 12345
+    for rv in (0, 1):
+        expected = encode_response(17, 1, 99, b"") if rv == 0 else encode_response(36, 2, 99, b"")
+        assert messages.RESPONSE_HEADER.encode({"correlation_id": 99}, rv) == expected
