@@ -13,7 +13,8 @@ def test_parse_name_parts():
     assert (name.service_name, name.host_name, name.realm) == (
         "App.service-name", "example.com", "REALM.COM")
     name = KerberosName.parse("App.service-name@REALM.COM")
-    assert (name.service_name, name.host_name, name.realm) == ("App.service-name", None, "REALM.COM")
+    assert (name.service_name, name.host_name, name.realm) == (
+        "App.service-name", None, "REALM.COM")
     name = KerberosName.parse("user")
     assert (name.service_name, name.host_name, name.realm) == ("user", None, None)
     assert str(KerberosName.parse("user/host@R")) == "user/host@R"
@@ -104,7 +105,8 @@ def test_default_rule_semantics():
     assert namer.short_name("client@EXAMPLE.COM") == "client"
     assert namer.short_name("kafka/localhost@EXAMPLE.COM") == "kafka"
     assert namer.short_name("plain") == "plain"                # already simple
-    with pytest.raises(NoMatchingRule, match="No rules apply to client@OTHER.COM, rules \\[DEFAULT\\]"):
+    with pytest.raises(NoMatchingRule,
+                       match="No rules apply to client@OTHER.COM, rules \\[DEFAULT\\]"):
         namer.short_name("client@OTHER.COM")
 
 

@@ -188,7 +188,8 @@ def test_unsecured_validator_scope():
     token = unsecured({"sub": "username", "exp": NOW / 1000.0 + 60, "scope": "scope1"})
     assert UnsecuredValidator({"unsecuredValidatorRequiredScope": "scope1"}).validate(token, NOW)
     with pytest.raises(OAuthBearerIllegalTokenError) as info:
-        UnsecuredValidator({"unsecuredValidatorRequiredScope": "scope1 scope2"}).validate(token, NOW)
+        UnsecuredValidator({"unsecuredValidatorRequiredScope": "scope1 scope2"}).validate(
+            token, NOW)
     assert info.value.status == "insufficient_scope"
     assert info.value.scope == "[scope1, scope2]"
 
@@ -347,9 +348,9 @@ def test_java_class_names_for_handlers():
             "OAuthBearerUnsecuredValidatorCallbackHandler")
     s = server(configs={"sasl.server.callback.handler.class": java})
     assert s.evaluate_response(client().evaluate_challenge(b""), NOW) == b""
+    jwks = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
     with pytest.raises(ConfigError, match="Java class"):
-        server(configs={"sasl.server.callback.handler.class":
-                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"})
+        server(configs={"sasl.server.callback.handler.class": jwks})
 
 
 def test_client_rejects_non_empty_first_challenge():

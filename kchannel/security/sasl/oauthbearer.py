@@ -572,7 +572,8 @@ class UnsecuredValidator:
         except ValueError:
             raise OAuthBearerConfigError(f'For input string: "{value.strip()}"') from None
         if skew < 0:
-            raise OAuthBearerConfigError(f"Allowable clock skew millis must not be negative: {value}")
+            raise OAuthBearerConfigError(
+                f"Allowable clock skew millis must not be negative: {value}")
         self.allowable_clock_skew_ms = skew
 
     def validate(self, token_value, now):
