@@ -479,3 +479,14 @@ def test_debian_kafka_python_2_legacy_end_to_end(kdc, gssapi_server):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "BROKERS [0]" in result.stdout
+
+
+def test_replayed_ap_req_is_refused(kdc):
+    """An AP-REQ captured on the wire cannot open a second session."""
+    ap_req = new_client(kdc).evaluate_challenge(b"")
+    new_server(kdc).evaluate_response(ap_req, 0)
+    replay = new_server(kdc)
+    with pytest.raises(SaslAuthenticationError) as info:
+        replay.evaluate_response(ap_req, 0)
+    assert "replay" in info.value.detail.lower()
+    assert not replay.is_complete()

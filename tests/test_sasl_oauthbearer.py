@@ -326,7 +326,7 @@ def test_pluggable_validator_class_and_extension_validation():
     s = server({"opt": "1"}, configs=configs)
     assert s.evaluate_response(initial("good-dan", {"ok": "1", "other": "2"}), NOW) == b""
     assert s.extensions == {"ok": "1"}                 # "other" ignored, not exposed
-    s = server(configs=configs)
+    s = server(configs={"oauthbearer.sasl.server.callback.handler.class": f"{__name__}._Validator"})
     with pytest.raises(SaslAuthenticationError) as info:
         s.evaluate_response(initial("good-dan", {"bad": "x"}), NOW)
     assert str(info.value) == \

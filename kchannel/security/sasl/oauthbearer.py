@@ -729,7 +729,11 @@ def _load_class(dotted, key):
 
 
 def _handler(configs, key, java_default, default_cls, jaas_options):
-    dotted = reveal((configs or {}).get(key))
+    configs = configs or {}
+    # Broker configs name the handler per mechanism
+    # (``[listener.name.<l>.]oauthbearer.sasl.server.callback.handler.class``);
+    # the listener prefix is resolved by the channel builder.
+    dotted = reveal(configs.get(f"{MECHANISM.lower()}.{key}", configs.get(key)))
     if dotted is None or dotted == java_default:
         return default_cls(jaas_options)
     if dotted.startswith("org.apache.kafka."):
