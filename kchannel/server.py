@@ -439,7 +439,7 @@ class Server:
             try:
                 if ch.maybe_begin_server_reauthentication(payload, now):
                     log.debug("Begin re-authentication: %s", ch)
-                    sel.update_interest(cid)
+                    sel.reauthentication_begun(cid)
                     return
             except errors.AuthenticationError as exc:
                 sel.handle_failure(cid, exc)

@@ -288,7 +288,7 @@ class KafkaChannel:
             self.state = ChannelState.READY
             self.prepare_ops = OP_NONE
             return OP_NONE
-        if self.has_pending_writes():
+        if self._has_pending_auth_writes():
             ops |= OP_WRITE
         if not ops:
             ops = OP_READ
@@ -325,7 +325,10 @@ class KafkaChannel:
             return OP_WRITE
         if not self.ready():
             ops = self.prepare_ops or OP_READ
-            if self.has_pending_writes():
+            # Data sends queued behind a re-authentication wait for READY;
+            # only authentication bytes (or TLS records) call for OP_WRITE,
+            # otherwise an idle writable socket would spin the selector.
+            if self._has_pending_auth_writes():
                 ops |= OP_WRITE
             return ops
         ops = OP_NONE if self.is_muted() else OP_READ
@@ -459,6 +462,20 @@ class KafkaChannel:
     # -- send ----------------------------------------------------------------------
     def has_send(self):
         return bool(self._sends)
+
+    def _has_pending_auth_writes(self):
+        """Bytes that must go out before authentication can progress:
+        authentication frames, the rest of a partially written send, or
+        transport-buffered (TLS) bytes."""
+        if self._mid_write and self._sends:
+            return True
+        for entry in self._sends:
+            if not entry[2]:
+                return True
+        try:
+            return bool(self.transport.has_pending_writes())
+        except AttributeError:
+            return False
 
     def has_pending_writes(self):
         if self._sends:

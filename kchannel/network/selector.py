@@ -501,7 +501,12 @@ class Selector:
                         and not ch.is_muted()):
                     self._attempt_read(ch, now)
                 if ch.ready() and ch.has_send():
-                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                    reauth = ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
+                    if reauth and ch.ready():
+                        # The whole exchange completed at once (the server
+                        # answered while the authenticator kept reading).
+                        self._on_authenticated(ch, True, now)
+                    if reauth and not ch.ready():
                         pass
                     else:
                         try:
@@ -642,6 +647,18 @@ class Selector:
         ch = self._channels.get(id)
         if ch is not None:
             self._handle_channel_error(ch, exc, False, self.time())
+
+    def reauthentication_begun(self, id):
+        """Called after ``channel.maybe_begin_server_reauthentication``
+        returned True outside :meth:`poll`: re-derives interest and, when the
+        re-authentication already completed, records it."""
+        ch = self._channels.get(id)
+        if ch is None:
+            return
+        if ch.ready():
+            self._on_authenticated(ch, True, self.time())
+        self._update_buffered(ch)
+        self._sync(ch)
 
     def update_interest(self, id):
         """Re-derive ``id``'s readiness interest after its state changed
