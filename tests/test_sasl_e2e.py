@@ -27,7 +27,13 @@ LOGIN_MODULES = {
 STORE = scram_store()
 
 
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
 def jaas_line(mechanism, user, password, **extra):
+    if mechanism == "OAUTHBEARER":
+        # KIP-255 unsecured tokens: the subject is the principal.
+        return f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{user}";'
     opts = " ".join(f'{k}="{v}"' for k, v in
                     {"username": user, "password": password, **extra}.items())
     return f"{LOGIN_MODULES[mechanism]} required {opts};"
@@ -51,7 +57,8 @@ class Clock:
         return now_ms() + self.offset
 
 
-def start_server(protocol="SASL_PLAINTEXT", mechanisms=MECHANISMS, pki=None, extra=None,
+def start_server(protocol="SASL_PLAINTEXT", mechanisms=MECHANISMS + ["OAUTHBEARER"], pki=None,
+                 extra=None,
                  sasl_kwargs=None, **kw):
     configs = {"sasl.enabled.mechanisms": ",".join(mechanisms)}
     if protocol == "SASL_SSL":
@@ -61,7 +68,12 @@ def start_server(protocol="SASL_PLAINTEXT", mechanisms=MECHANISMS, pki=None, ext
     kwargs.update(sasl_kwargs or {})
     server = Server(listeners=[f"{protocol}://127.0.0.1:0"],
                     listener_configs={protocol: configs},
-                    jaas={"PLAIN": plain_jaas()}, sasl_kwargs=kwargs, **kw)
+                    jaas={"PLAIN": plain_jaas(),
+                          # Tokens are minted right before they are sent; allow
+                          # for the client's and server's clocks reading the
+                          # same millisecond differently.
+                          "OAUTHBEARER": {"unsecuredValidatorAllowableClockSkewMs": "1000"}},
+                    sasl_kwargs=kwargs, **kw)
     server.start()
     return server, server.bound_port(protocol)
 
@@ -80,6 +92,15 @@ def metric(server, name):
     return server.metrics.metric(name)
 
 
+def wait_metric(server, name, value, timeout_ms=5000):
+    """The server thread records a metric just after writing the response
+    the client already acts on: give it a moment before comparing."""
+    deadline = now_ms() + timeout_ms
+    while metric(server, name) < value and now_ms() < deadline:
+        threading.Event().wait(0.005)
+    return metric(server, name)
+
+
 @pytest.fixture
 def servers():
     started = []
@@ -90,7 +111,7 @@ def servers():
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("handshake_version", [0, 1])
-@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("mechanism", MECHANISMS + ["OAUTHBEARER"])
 def test_mechanism_matrix(servers, pki, protocol, handshake_version, mechanism):
     sasl_kwargs = {} if handshake_version else {"api_versions_supplier": v0_only_api_versions}
     server, port = start_server(protocol, pki=pki, sasl_kwargs=sasl_kwargs,
@@ -106,7 +127,7 @@ def test_mechanism_matrix(servers, pki, protocol, handshake_version, mechanism):
         assert ch.authenticator.sasl_authenticate_version == (2 if handshake_version else -1)
         assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
     assert seen == [KafkaPrincipal("User", "alice")]
-    assert metric(server, "successful-authentication-total") == 1
+    assert wait_metric(server, "successful-authentication-total", 1) == 1
     assert metric(server, "failed-authentication-total") == 0
 
 
@@ -131,10 +152,7 @@ def test_bad_password_error_reaches_client_before_close(servers, pki, protocol, 
         assert str(err2.value) == str(err.value)
     assert "nobody" not in str(err2.value)
     # Counted once per failure on the server.
-    deadline = now_ms() + 5000
-    while metric(server, "failed-authentication-total") < 2 and now_ms() < deadline:
-        pass
-    assert metric(server, "failed-authentication-total") == 2
+    assert wait_metric(server, "failed-authentication-total", 2) == 2
     assert metric(server, "successful-authentication-total") == 0
 
 
@@ -198,14 +216,11 @@ def test_pre_auth_requests_before_handshake_are_refused(servers):
     with pytest.raises((ChannelConnectionError, KChannelError)):
         client.request(METADATA, {"topics": []}, version=1)
     client.close()
-    deadline = now_ms() + 5000
-    while metric(server, "failed-authentication-total") < 1 and now_ms() < deadline:
-        pass
-    assert metric(server, "failed-authentication-total") == 1
+    assert wait_metric(server, "failed-authentication-total", 1) == 1
 
 
 # ------------------------------------------------------------------- KIP-368
-@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("mechanism", MECHANISMS + ["OAUTHBEARER"])
 def test_reauthentication_end_to_end(servers, mechanism):
     clock = Clock()
     server, port = start_server(extra={"connections.max.reauth.ms": "60000"},
@@ -224,7 +239,7 @@ def test_reauthentication_end_to_end(servers, mechanism):
         assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
         assert client.selector.metrics.metric("successful-reauthentication-total") == 1
         assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
-    assert metric(server, "successful-reauthentication-total") == 1
+    assert wait_metric(server, "successful-reauthentication-total", 1) == 1
     assert metric(server, "successful-authentication-total") == 1
     assert metric(server, "failed-reauthentication-total") == 0
     assert metric(server, "reauthentication-latency-max") >= 0
@@ -245,4 +260,107 @@ def test_client_without_reauth_support_is_disconnected_after_session_expiry(serv
         clock.offset += 61_000
         with pytest.raises(ChannelConnectionError):
             client.request(METADATA, {"topics": []}, version=1)
-    assert metric(server, "successful-authentication-no-reauth-total") == 1
+    assert wait_metric(server, "successful-authentication-no-reauth-total", 1) == 1
+
+
+def test_oauthbearer_session_lifetime_follows_token_expiry(servers):
+    server, port = start_server(failed_authentication_delay_ms=0)
+    servers.append(server)
+    with KafkaClient(client_configs("SASL_PLAINTEXT", "OAUTHBEARER")) as client:
+        client.connect("127.0.0.1", port)
+        lifetime = client.selector.channel(client.node_id).authenticator.session_lifetime_ms
+    # Unsecured tokens live an hour by default; no connections.max.reauth.ms.
+    assert 3_590_000 <= lifetime <= 3_600_000
+
+
+def test_reauthentication_with_different_principal_fails(servers):
+    from kchannel.security.sasl.mechanism import create_client
+    clock = Clock()
+    server, port = start_server(extra={"connections.max.reauth.ms": "60000"}, time=clock,
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    subjects = iter(["alice", "mallory"])
+
+    def factory(mechanism, **kw):
+        # The token source hands out a token for someone else the second time.
+        kw["jaas_options"] = {"unsecuredLoginStringClaim_sub": next(subjects)}
+        return create_client(mechanism, **kw)
+
+    client = KafkaClient(client_configs("SASL_PLAINTEXT", "OAUTHBEARER"), time=clock,
+                         sasl_kwargs={"client_mechanism_factory": factory})
+    try:
+        client.connect("127.0.0.1", port)
+        client.request(METADATA, {"topics": []}, version=1)
+        reauth_at = client.selector.channel(client.node_id).authenticator \
+            .client_session_reauth_ms()
+        clock.offset += reauth_at - now_ms() + 10
+        with pytest.raises(SaslAuthenticationError) as err:
+            client.request(METADATA, {"topics": []}, version=1)
+        assert str(err.value) == ("Cannot change principals during re-authentication from "
+                                  "User.alice: User.mallory")
+    finally:
+        client.close()
+    assert wait_metric(server, "failed-reauthentication-total", 1) == 1
+    assert metric(server, "successful-reauthentication-total") == 0
+
+
+def test_reauthentication_with_different_mechanism_fails(servers):
+    clock = Clock()
+    server, port = start_server(extra={"connections.max.reauth.ms": "60000"}, time=clock,
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    client = KafkaClient(client_configs("SASL_PLAINTEXT", "PLAIN"), time=clock)
+    try:
+        client.connect("127.0.0.1", port)
+        reauth_at = client.selector.channel(client.node_id).authenticator \
+            .client_session_reauth_ms()
+        # The next authenticator the builder makes uses another mechanism.
+        builder = client.network.channel_builder
+        builder.client_mechanism = "SCRAM-SHA-256"
+        builder.client_jaas_options = {"username": "alice", "password": "alice-secret"}
+        clock.offset += reauth_at - now_ms() + 10
+        with pytest.raises(KChannelError):
+            client.request(METADATA, {"topics": []}, version=1)
+    finally:
+        client.close()
+    assert wait_metric(server, "failed-reauthentication-total", 1) == 1
+
+
+class DnRecordingPrincipalBuilder:
+    """principal.builder.class stand-in that exposes what the builder saw."""
+
+    def build(self, context):
+        return KafkaPrincipal("User", f"{context.authorization_id}|"
+                                      f"{context.ssl_peer_subject_dn}|{context.mechanism}")
+
+
+@pytest.mark.parametrize("client_auth,expect_dn", [(None, False), ("required", True)])
+def test_sasl_ssl_peer_dn_reaches_principal_builder(servers, pki, client_auth, expect_dn):
+    extra = {}
+    if client_auth is not None:
+        extra["listener.name.sasl_ssl.ssl.client.auth"] = client_auth
+    server, port = start_server("SASL_SSL", pki=pki, extra=extra,
+                                sasl_kwargs={"principal_builder": DnRecordingPrincipalBuilder()},
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    seen = []
+    server.register_handler(METADATA, lambda ctx: (seen.append(ctx.principal), {
+        "brokers": [], "cluster_id": None, "controller_id": -1, "topics": []})[1])
+    cfg = client_configs("SASL_SSL", "SCRAM-SHA-512", pki=pki)
+    cfg.update(pki.client_configs(keystore="pem"))
+    with KafkaClient(cfg) as client:
+        client.connect("127.0.0.1", port)
+        client.request(METADATA, {"topics": []}, version=1)
+    dn = pki.client.dn if expect_dn else "None"
+    assert seen == [KafkaPrincipal("User", f"alice|{dn}|SCRAM-SHA-512")]
+
+
+def test_sasl_ssl_listener_ignores_unprefixed_client_auth(servers, pki):
+    """ssl.client.auth without the listener prefix does not apply to a
+    SASL_SSL listener (Kafka): a client without a certificate still gets in."""
+    server, port = start_server("SASL_SSL", pki=pki, extra={"ssl.client.auth": "required"},
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    with KafkaClient(client_configs("SASL_SSL", "PLAIN", pki=pki)) as client:
+        client.connect("127.0.0.1", port)
+        client.request(METADATA, {"topics": []}, version=1)
