@@ -303,6 +303,7 @@ def test_connect_refused_raises_quickly():
 def test_server_metrics_count_requests(server):
     with client_for(server) as c:
         c.request(ApiKey.METADATA, {"topics": []})
+    server.shutdown()      # join the server thread: its last records are in
     snap = server.metrics.snapshot()
     assert snap["response-total"] >= 2       # ApiVersions + Metadata received
     assert snap["request-total"] >= 2        # and answered
