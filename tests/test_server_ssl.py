@@ -122,6 +122,7 @@ def test_missing_required_client_cert_fails_fast(pki, server):
     c.close()
     assert good.request(ApiKey.METADATA, {"topics": []})["brokers"]
     good.close()
+    server.shutdown()      # join the server thread before reading its metrics
     assert server.metrics.snapshot()["failed-authentication-total"] >= 1
 
 
