@@ -466,3 +466,11 @@ num.partitions=1
     assert cfg.inter_broker_listener_name == "SASL_SSL"
     assert cfg.jaas_for("SASL_SSL", "SCRAM-SHA-512").option("username") == "admin"
     assert cfg.data_dir == "/tmp/kraft-combined-logs"
+
+
+def test_passthrough_keys_keep_secrets_hidden():
+    cfg = ServerConfig({**BASE, "listener.name.other.ssl.keystore.password": "pw-secret", "custom.key": "v"})
+    c = cfg.listener_configs("PLAINTEXT")
+    assert isinstance(c["listener.name.other.ssl.keystore.password"], Password)
+    assert "pw-secret" not in repr(c)
+    assert c["custom.key"] == "v"

@@ -412,6 +412,8 @@ _ROWS = [
      "The fully qualified name of a class implementing KafkaPrincipalBuilder, used to build the KafkaPrincipal "
      "used during authorization. In kchannel: a Python dotted path 'package.module.Class', or Kafka's default "
      "class name for the built-in builder."),
+    ("broker.rack", S, None, None, M, "server",
+     "Rack of the broker, reported in Metadata responses."),
     ("log.dirs", S, None, None, H, "server",
      "A comma-separated list of the directories where the log data is stored. If not set, log.dir is used. "
      "kchannel keeps its SQLite stores (SCRAM credentials, delegation tokens, cluster id) in the first one."),

@@ -161,6 +161,9 @@ _CT_QUOTE = 8
 _CT_COMMENT = 16
 
 
+_AGAIN = object()
+
+
 class _StreamTokenizer:
     """Faithful subset of ``java.io.StreamTokenizer`` (default syntax table)."""
 
@@ -209,6 +212,13 @@ class _StreamTokenizer:
         return self.ct[c] if c < 256 else _CT_ALPHA
 
     def next_token(self):
+        # Java recurses after a comment; a loop keeps long comment runs safe.
+        while True:
+            tok = self._scan()
+            if tok is not _AGAIN:
+                return tok
+
+    def _scan(self):
         self.sval = None
         c = self._peek if self._peek is not None else self._read()
         self._peek = None
@@ -333,19 +343,19 @@ class _StreamTokenizer:
                         return TT_EOF
                     prevc = c
                     c = self._read()
-                return self.next_token()
+                return _AGAIN
             elif c == ord("/") and self.slash_slash:
                 c = self._read()
                 while c != ord("\n") and c != ord("\r") and c >= 0:
                     c = self._read()
                 self._peek = c
-                return self.next_token()
+                return _AGAIN
             else:
                 if self.ct[ord("/")] & _CT_COMMENT:
                     while c != ord("\n") and c != ord("\r") and c >= 0:
                         c = self._read()
                     self._peek = c
-                    return self.next_token()
+                    return _AGAIN
                 self._peek = c
                 self.ttype = ord("/")
                 return self.ttype
@@ -355,7 +365,7 @@ class _StreamTokenizer:
             while c != ord("\n") and c != ord("\r") and c >= 0:
                 c = self._read()
             self._peek = c
-            return self.next_token()
+            return _AGAIN
 
         self.ttype = c
         return c

@@ -36,7 +36,8 @@ from kchannel.config.definitions import SERVER_CONFIG_DEF, java_list_str
 from kchannel.config.listeners import (config_prefix, normalise_listener_name, parse_listeners,
                                        parse_security_protocol_map, validate_advertised_listeners,
                                        validate_listeners)
-from kchannel.config.types import reveal
+from kchannel.config.definitions import Type
+from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
 
 __all__ = ["ServerConfig", "DescribeRow", "MECHANISM_ONLY_KEYS", "MECHANISM_SCOPED_KEYS"]
@@ -48,6 +49,8 @@ MECHANISM_ONLY_KEYS = ("sasl.jaas.config", "sasl.server.callback.handler.class",
                        "sasl.login.callback.handler.class", "sasl.login.class")
 # Keys that may be mechanism scoped, with fallback to listener/global.
 MECHANISM_SCOPED_KEYS = MECHANISM_ONLY_KEYS + ("connections.max.reauth.ms",)
+
+_PASSWORD_KEYS = tuple(k.name for k in SERVER_CONFIG_DEF if k.type is Type.PASSWORD)
 
 SRC_MECHANISM = "listener+mechanism prefix"
 SRC_LISTENER = "listener prefix"
@@ -157,8 +160,8 @@ class ServerConfig:
         self._listeners = []
         lt = v["listeners"]
         eps = attempt(parse_listeners, lt, pmap, "listeners")
-        if eps is not None and attempt(validate_listeners, eps, lt, True, "listeners") is None:
-            pass
+        if eps is not None:
+            attempt(validate_listeners, eps, lt, True, "listeners")
         self._listeners = eps or []
         for e in self._listeners:
             if not 0 <= e.port <= 65535:
@@ -485,6 +488,9 @@ class ServerConfig:
                 continue
             if k[k.find(".") + 1:] in out:
                 continue
+            # Keep secrets out of any repr of this dict.
+            if isinstance(raw, str) and any(k.endswith("." + p) for p in _PASSWORD_KEYS):
+                raw = Password(raw.strip())
             out[k] = raw
         ep = self.listener(name)
         if ep.security_protocol == "SASL_SSL" and "ssl.client.auth" not in self._listener_over[name]:
