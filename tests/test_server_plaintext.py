@@ -325,3 +325,45 @@ def test_duplicate_listener_names_rejected():
     from kchannel.errors import ConfigError
     with pytest.raises(ConfigError):
         Server(listeners=["PLAINTEXT://127.0.0.1:0", "PLAINTEXT://127.0.0.1:0"])
+
+
+# ------------------------------------------------------------------ fuzzing
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fuzz_server():
+    s = Server(listeners=["PLAINTEXT://127.0.0.1:0"], node_id=7)
+    s.start()
+    good = client_for(s)
+    yield s, good
+    good.close()
+    s.shutdown()
+
+
+def _framed_junk():
+    header = st.tuples(st.integers(-5, 80), st.integers(-3, 20), st.integers(-2**31, 2**31 - 1))
+    return st.builds(
+        lambda h, rest: encode_frame(struct.pack(">hhi", *h) + rest),
+        header, st.binary(max_size=200))
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(st.binary(min_size=1, max_size=300), _framed_junk()))
+def test_any_bytes_fail_closed_and_others_keep_being_served(fuzz_server, data):
+    server, good = fuzz_server
+    s = raw(server)
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)      # whatever was sent is all there is
+    # The server answers a valid request or closes the connection; it never
+    # hangs on a complete input and never crashes.
+    try:
+        while s.recv(65536):
+            pass
+    except ConnectionResetError:
+        pass
+    s.close()
+    assert server._thread.is_alive()
+    assert good.request(ApiKey.METADATA, {"topics": []})["brokers"][0]["node_id"] == 7
