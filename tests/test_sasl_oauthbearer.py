@@ -349,8 +349,10 @@ def test_java_class_names_for_handlers():
     s = server(configs={"sasl.server.callback.handler.class": java})
     assert s.evaluate_response(client().evaluate_challenge(b""), NOW) == b""
     jwks = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-    with pytest.raises(ConfigError, match="Java class"):
+    with pytest.raises(ConfigError, match="sasl.oauthbearer.jwks.endpoint.url is required"):
         server(configs={"sasl.server.callback.handler.class": jwks})
+    with pytest.raises(ConfigError, match="Java class"):
+        server(configs={"sasl.server.callback.handler.class": "org.apache.kafka.Other"})
 
 
 def test_client_rejects_non_empty_first_challenge():
@@ -555,3 +557,153 @@ def test_kafka_python_end_to_end(oauth_server):
     finally:
         admin.close()
     assert server.seen_principals == ["User:dave"]
+
+
+# -- signed JWTs against a JWKS (KIP-768 validator) ---------------------------------------------
+
+JWKS_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+
+
+def _b64u(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _int_b64u(value, size=None):
+    size = size or (value.bit_length() + 7) // 8
+    return _b64u(value.to_bytes(size, "big"))
+
+
+@pytest.fixture(scope="module")
+def signing_keys():
+    pytest.importorskip("cryptography", reason="cryptography is not installed")
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    rn = rsa_key.public_key().public_numbers()
+    en = ec_key.public_key().public_numbers()
+    jwks = {"keys": [
+        {"kty": "RSA", "kid": "r1", "use": "sig", "n": _int_b64u(rn.n), "e": _int_b64u(rn.e)},
+        {"kty": "EC", "kid": "e1", "crv": "P-256", "x": _int_b64u(en.x, 32),
+         "y": _int_b64u(en.y, 32)},
+    ]}
+    return {"r1": rsa_key, "e1": ec_key, "other": other, "jwks": jwks}
+
+
+def sign_jwt(keys, claims, alg="RS256", kid="r1", key=None):
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec, padding
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+    header = {"alg": alg, "typ": "JWT"}
+    if kid is not None:
+        header["kid"] = kid
+    signing_input = f"{_b64u(json.dumps(header).encode())}.{_b64u(json.dumps(claims).encode())}"
+    key = key or keys[kid or "r1"]
+    digest = hashes.SHA256()
+    if alg == "RS256":
+        sig = key.sign(signing_input.encode(), padding.PKCS1v15(), digest)
+    elif alg == "PS256":
+        sig = key.sign(signing_input.encode(),
+                       padding.PSS(mgf=padding.MGF1(digest), salt_length=32), digest)
+    else:
+        r, s_ = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(digest)))
+        sig = r.to_bytes(32, "big") + s_.to_bytes(32, "big")
+    return f"{signing_input}.{_b64u(sig)}"
+
+
+def jwt_claims(**extra):
+    claims = {"sub": "erin", "iat": NOW // 1000, "exp": NOW // 1000 + 600,
+              "scope": "kafka"}
+    claims.update(extra)
+    return {k: v for k, v in claims.items() if v is not None}
+
+
+def jwks_server(keys, tmp_path, **configs):
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(keys["jwks"]))
+    return server(configs={"sasl.server.callback.handler.class": JWKS_HANDLER,
+                           "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(), **configs})
+
+
+@pytest.mark.parametrize("alg,kid", [("RS256", "r1"), ("PS256", "r1"), ("ES256", "e1")])
+def test_jwks_validator_accepts_signed_token(signing_keys, tmp_path, alg, kid):
+    s = jwks_server(signing_keys, tmp_path)
+    token = sign_jwt(signing_keys, jwt_claims(), alg=alg, kid=kid)
+    assert s.evaluate_response(initial(token, {"traceId": "x"}), NOW) == b""
+    assert s.get_authorization_id() == "erin"
+    assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") == (NOW // 1000 + 600) * 1000
+    assert s.get_negotiated_property("OAUTHBEARER.token").scope == {"kafka"}
+    assert s.get_negotiated_property("traceId") == "x"
+
+
+@pytest.mark.parametrize("make", [
+    lambda k: sign_jwt(k, jwt_claims(), key=k["other"]),                 # wrong key
+    lambda k: sign_jwt(k, jwt_claims(), kid="nope", key=k["r1"]),        # unknown kid
+    lambda k: unsecured(jwt_claims()),                                   # alg none
+    lambda k: sign_jwt(k, jwt_claims(exp=NOW // 1000 - 31)),             # expired past skew
+    lambda k: sign_jwt(k, jwt_claims(iat=None)),                         # iat required
+    lambda k: sign_jwt(k, jwt_claims(aud="kafka")),                      # aud not expected
+    lambda k: sign_jwt(k, jwt_claims(sub=" ")),                          # blank subject
+    lambda k: sign_jwt(k, jwt_claims(scope=["a", "a"])),                 # duplicate scope
+    lambda k: sign_jwt(k, jwt_claims(nbf=NOW // 1000 + 3600)),           # not yet valid
+    lambda k: sign_jwt(k, jwt_claims())[:-4] + "AAAA",                   # tampered signature
+    lambda k: "a.b",
+], ids=["wrong-key", "unknown-kid", "alg-none", "expired", "no-iat", "aud", "blank-sub",
+        "dup-scope", "nbf", "tampered", "two-parts"])
+def test_jwks_validator_refuses(signing_keys, tmp_path, make):
+    s = jwks_server(signing_keys, tmp_path)
+    assert s.evaluate_response(initial(make(signing_keys)), NOW) == b'{"status":"invalid_token"}'
+    assert not s.is_complete()
+
+
+def test_jwks_validator_clock_skew_audience_issuer(signing_keys, tmp_path):
+    s = jwks_server(signing_keys, tmp_path)
+    assert s.evaluate_response(initial(sign_jwt(signing_keys, jwt_claims(
+        exp=NOW // 1000 - 29))), NOW) == b""                # within the 30 s default skew
+    s = jwks_server(signing_keys, tmp_path, **{
+        "sasl.oauthbearer.expected.audience": "kafka,other",
+        "sasl.oauthbearer.expected.issuer": "https://idp",
+        "sasl.oauthbearer.sub.claim.name": "client_id"})
+    good = jwt_claims(aud=["kafka"], iss="https://idp", client_id="svc")
+    assert s.evaluate_response(initial(sign_jwt(signing_keys, good)), NOW) == b""
+    assert s.get_authorization_id() == "svc"
+    for bad in (dict(good, iss="https://evil"), dict(good, aud="nope")):
+        s = jwks_server(signing_keys, tmp_path, **{
+            "sasl.oauthbearer.expected.audience": "kafka",
+            "sasl.oauthbearer.expected.issuer": "https://idp"})
+        assert s.evaluate_response(initial(sign_jwt(signing_keys, bad)), NOW).startswith(
+            b'{"status":"invalid_token"')
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_librdkafka_signed_token_end_to_end(signing_keys, tmp_path):
+    """librdkafka hands a signed JWT from its oauth_cb to a JWKS-validating listener."""
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka not installed")
+    from confluent_kafka.admin import AdminClient
+
+    from kchannel.server import Server
+    from kchannel.utils import now_ms
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(signing_keys["jwks"]))
+    srv = Server(listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
+                 listener_configs={"SASL_PLAINTEXT": {
+                     "sasl.enabled.mechanisms": "OAUTHBEARER",
+                     "sasl.server.callback.handler.class": JWKS_HANDLER,
+                     "sasl.oauthbearer.jwks.endpoint.url": path.as_uri()}},
+                 failed_authentication_delay_ms=0)
+    srv.start()
+    try:
+        port = srv.bound_port("SASL_PLAINTEXT")
+        now = now_ms()
+        token = sign_jwt(signing_keys, {"sub": "frank", "iat": now // 1000,
+                                        "exp": now // 1000 + 600})
+        errors = []
+        admin = AdminClient({
+            "bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "error_cb": errors.append,
+            "oauth_cb": lambda config: (token, now / 1000 + 600, "frank", {})})
+        md = admin.list_topics(timeout=15)
+        assert md.brokers and errors == []
+    finally:
+        srv.shutdown()
