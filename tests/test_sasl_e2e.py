@@ -364,3 +364,88 @@ def test_sasl_ssl_listener_ignores_unprefixed_client_auth(servers, pki):
     with KafkaClient(client_configs("SASL_SSL", "PLAIN", pki=pki)) as client:
         client.connect("127.0.0.1", port)
         client.request(METADATA, {"topics": []}, version=1)
+
+
+def test_server_from_broker_properties(servers):
+    """Listener- and mechanism-prefixed broker properties, as Kafka reads them:
+    JAAS per mechanism, connections.max.reauth.ms per mechanism."""
+    props = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="alice" password="alice-secret" user_alice="alice-secret";',
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "5000",
+        "connections.max.reauth.ms": "7000",
+        "connection.failed.authentication.delay.ms": "0",
+    }
+    server = Server(props, sasl_kwargs={"scram_store": STORE})
+    server.start()
+    servers.append(server)
+    port = server.bound_port("SASL_PLAINTEXT")
+    for mechanism, lifetime in (("PLAIN", 5000), ("SCRAM-SHA-256", 7000)):
+        with KafkaClient(client_configs("SASL_PLAINTEXT", mechanism)) as client:
+            client.connect("127.0.0.1", port)
+            ch = client.selector.channel(client.node_id)
+            assert ch.authenticator.session_lifetime_ms == lifetime
+    bad = KafkaClient(client_configs("SASL_PLAINTEXT", "PLAIN", password="nope"))
+    with pytest.raises(SaslAuthenticationError):
+        bad.connect("127.0.0.1", port)
+    bad.close()
+
+
+def test_responses_in_flight_during_reauthentication_are_delivered(servers, monkeypatch):
+    """Request A is in flight when re-authentication starts for request B;
+    A's response arrives during the re-authentication exchange and must still
+    reach the application, in order, followed by B's."""
+    clock = Clock()
+    server, port = start_server(extra={"connections.max.reauth.ms": "60000"}, time=clock,
+                                failed_authentication_delay_ms=0)
+    servers.append(server)
+    slow = threading.Event()
+
+    def metadata(ctx):
+        if slow.is_set():
+            slow.clear()
+            # Hold the server loop so the client's SaslHandshake queues up
+            # behind this response.
+            threading.Event().wait(0.3)
+        return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": []}
+
+    server.register_handler(METADATA, metadata)
+    from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
+    handed_back = []
+    original = SaslClientAuthenticator.get_and_clear_responses_received_during_reauthentication
+
+    def spy(self):
+        out = original(self)
+        handed_back.append(len(out))
+        return out
+
+    monkeypatch.setattr(SaslClientAuthenticator,
+                        "get_and_clear_responses_received_during_reauthentication", spy)
+    # The clock jump must not expire request A.
+    configs = client_configs("SASL_PLAINTEXT", "SCRAM-SHA-256", **{"request.timeout.ms": 600000})
+    with KafkaClient(configs, time=clock) as client:
+        client.connect("127.0.0.1", port)
+        net, node = client.network, client.node_id
+        reauth_at = client.selector.channel(node).authenticator.client_session_reauth_ms()
+        slow.set()
+        corr_a = net.send(node, METADATA, {"topics": []}, 1)
+        got = []
+        while net.in_flight_count(node) and client.selector.channel(node).has_send():
+            got += net.poll(10)
+        clock.offset += reauth_at - now_ms() + 10
+        corr_b = net.send(node, METADATA, {"topics": []}, 1)
+        deadline = now_ms() + 10_000
+        while len(got) < 2 and now_ms() < deadline:
+            got += net.poll(50)
+        assert [(r.correlation_id, r.exception) for r in got] == [(corr_a, None), (corr_b, None)]
+        # A's response really did arrive mid re-authentication.
+        assert handed_back == [1]
+        assert client.selector.metrics.metric("successful-reauthentication-total") == 1
+    assert wait_metric(server, "successful-reauthentication-total", 1) == 1
