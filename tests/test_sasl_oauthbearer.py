@@ -707,3 +707,17 @@ def test_librdkafka_signed_token_end_to_end(signing_keys, tmp_path):
         assert md.brokers and errors == []
     finally:
         srv.shutdown()
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789-_=+/", max_size=40), min_size=1, max_size=4))
+def test_jwks_validator_arbitrary_tokens_fail_closed(parts):
+    from kchannel.security.sasl.oauthbearer import JwtValidator
+    validator = JwtValidator(jwks={"keys": [{"kty": "RSA", "kid": "k", "n": "AQAB", "e": "AQAB"}]})
+    s = server(callbacks=ServerCallbacks(oauth_validate=validator.validate))
+    try:
+        challenge = s.evaluate_response(initial(".".join(parts) or "x"), NOW)
+    except SaslAuthenticationError:
+        return
+    assert challenge == b'{"status":"invalid_token"}' and not s.is_complete()

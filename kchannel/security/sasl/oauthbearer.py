@@ -19,7 +19,12 @@ invalid fails the authentication with Kafka's message; one it neither
 validates nor rejects is ignored (not exposed as a negotiated property).
 The unsecured validator accepts every extension, as Kafka's does.
 
-Real deployments plug their own validator in: ``ServerCallbacks.oauth_validate
+Signed tokens (KIP-768): ``sasl.server.callback.handler.class=
+org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler``
+selects :class:`JwtValidator`, which checks RS/PS/ES signatures against the
+JWKS at ``sasl.oauthbearer.jwks.endpoint.url`` and the claims as Kafka does.
+
+Real deployments can also plug their own validator in: ``ServerCallbacks.oauth_validate
 (token_str, now) -> OAuthBearerToken`` (raise :class:`OAuthBearerValidationError`
 for a refused token), or ``sasl.server.callback.handler.class`` naming a
 Python class (dotted path) with ``validate(token_str, now)`` and optionally
