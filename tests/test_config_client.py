@@ -186,3 +186,17 @@ def test_repr_hides_secrets():
     c = ClientConfig({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                       "sasl.username": "u", "sasl.password": "topsecret"})
     assert "topsecret" not in repr(c) and "topsecret" not in repr(c.values()) and "topsecret" not in repr(c.jaas())
+
+
+def test_gssapi_service_name_rules():
+    krb = 'com.sun.security.auth.module.Krb5LoginModule required useTicketCache=true'
+    base = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}
+    with pytest.raises(ConfigError, match="^No serviceName defined in either JAAS or Kafka config$"):
+        ClientConfig({**base, "sasl.jaas.config": krb + ";"})
+    with pytest.raises(ConfigError) as ei:
+        ClientConfig({**base, "sasl.jaas.config": krb + ' serviceName="a";', "sasl.kerberos.service.name": "b"})
+    assert str(ei.value) == ("Conflicting serviceName values found in JAAS and Kafka configs value in JAAS file a, "
+                             "value in Kafka config b")
+    assert ClientConfig({**base, "sasl.jaas.config": krb + ' serviceName="kafka";'}).kerberos_service_name == "kafka"
+    assert ClientConfig({**base, "sasl.jaas.config": krb + ";",
+                         "sasl.kerberos.service.name": "kafka"}).kerberos_service_name == "kafka"

@@ -474,3 +474,13 @@ def test_passthrough_keys_keep_secrets_hidden():
     assert isinstance(c["listener.name.other.ssl.keystore.password"], Password)
     assert "pw-secret" not in repr(c)
     assert c["custom.key"] == "v"
+
+
+def test_gssapi_listener_needs_service_name():
+    krb = ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
+           'keyTab="/k.keytab" principal="kafka/localhost@EXAMPLE.COM";')
+    props = {"listeners": "SASL_PLAINTEXT://:9092", "security.inter.broker.protocol": "SASL_PLAINTEXT",
+             "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": krb}
+    assert "No serviceName defined in either JAAS or Kafka config" in errors_of(props)
+    cfg = ServerConfig({**props, "listener.name.sasl_plaintext.sasl.kerberos.service.name": "kafka"})
+    assert cfg.kerberos_service_name("SASL_PLAINTEXT") == "kafka"

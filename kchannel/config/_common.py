@@ -181,3 +181,17 @@ def mask(value):
 
 def expand_path(p):
     return os.path.expanduser(p) if p else p
+
+
+def kerberos_service_name(jaas_config, config_value):
+    """Kafka's ``KerberosLogin.getServiceName``: JAAS ``serviceName`` option
+    or ``sasl.kerberos.service.name``; both set must agree."""
+    jaas_value = jaas_config.option("serviceName") if jaas_config is not None else None
+    if jaas_value is not None and config_value is not None and jaas_value != config_value:
+        raise ConfigError("Conflicting serviceName values found in JAAS and Kafka configs value in JAAS file "
+                          f"{jaas_value}, value in Kafka config {config_value}", key="sasl.kerberos.service.name")
+    if jaas_value is not None:
+        return jaas_value
+    if config_value is not None:
+        return config_value
+    raise ConfigError("No serviceName defined in either JAAS or Kafka config", key="sasl.kerberos.service.name")

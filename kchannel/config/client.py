@@ -11,7 +11,7 @@ Construction raises the first ``ConfigError``; ``exc.errors`` lists all.
 import logging
 
 from kchannel.config import jaas as jaas_mod
-from kchannel.config._common import (mechanism_errors, normalise_ssl_values, read_text_file,
+from kchannel.config._common import (kerberos_service_name, mechanism_errors, normalise_ssl_values, read_text_file,
                                      store_errors)
 from kchannel.config.aliases import translate
 from kchannel.config.definitions import CLIENT_CONFIG_DEF, java_list_str
@@ -92,6 +92,8 @@ class ClientConfig:
                     self._jaas = jaas_mod.load_client_context(
                         v.get("sasl.jaas.config"), self._jaas_sections, self._jaas_file_desc,
                         disallowed=v.get("org.apache.kafka.disallowed.login.modules"))
+                    if v.get("sasl.mechanism") == "GSSAPI":
+                        kerberos_service_name(self._jaas, v.get("sasl.kerberos.service.name"))
                 except ConfigError as exc:
                     errors.append(exc)
         unused = sorted(k for k in java if k not in CLIENT_CONFIG_DEF)
@@ -131,6 +133,11 @@ class ClientConfig:
     def oauth_token_provider(self):
         """kafka-python/aiokafka ``sasl_oauth_token_provider`` object, if any."""
         return self.extras.get("sasl_oauth_token_provider")
+
+    @property
+    def kerberos_service_name(self):
+        """GSSAPI service name: JAAS ``serviceName`` or ``sasl.kerberos.service.name``."""
+        return kerberos_service_name(self._jaas, self._values.get("sasl.kerberos.service.name"))
 
     def jaas(self):
         """The client's JAAS context (``JaasConfig``) or None."""

@@ -30,7 +30,7 @@ problem found (see :meth:`ServerConfig.validate`).
 import logging
 
 from kchannel.config import jaas as jaas_mod
-from kchannel.config._common import (SUPPORTED_MECHANISMS, mask, mechanism_errors, normalise_ssl_values,
+from kchannel.config._common import (SUPPORTED_MECHANISMS, kerberos_service_name, mask, mechanism_errors, normalise_ssl_values,
                                      read_text_file, store_errors)
 from kchannel.config.definitions import SERVER_CONFIG_DEF, java_list_str
 from kchannel.config.listeners import (config_prefix, normalise_listener_name, parse_listeners,
@@ -314,7 +314,9 @@ class ServerConfig:
                 if m not in SUPPORTED_MECHANISMS:
                     continue
                 try:
-                    self._load_jaas(name, m)
+                    jc = self._load_jaas(name, m)
+                    if m == "GSSAPI":
+                        kerberos_service_name(jc, self._effective(name, "sasl.kerberos.service.name")[0])
                 except ConfigError as exc:
                     errors.append(exc)
             if proto == "SASL_SSL" and "ssl.client.auth" not in self._listener_over.get(name, {}):
@@ -517,6 +519,13 @@ class ServerConfig:
             if str(exc).startswith("Could not find a "):
                 return None
             raise
+
+    def kerberos_service_name(self, listener):
+        """GSSAPI service name of ``listener`` (JAAS ``serviceName`` option or
+        ``sasl.kerberos.service.name``), as Kafka's ``KerberosLogin``."""
+        name = self._listener_name(listener)
+        return kerberos_service_name(self._load_jaas(name, "GSSAPI"),
+                                     self._effective(name, "sasl.kerberos.service.name")[0])
 
     def jaas_sections(self):
         """Parsed JAAS file sections (``{}`` when no JAAS file)."""
