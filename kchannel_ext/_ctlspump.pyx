@@ -8,13 +8,37 @@ removes the interpreter overhead of the loops and attribute lookups; the
 expensive work (syscalls, OpenSSL, copies) is the same in both twins.
 """
 import ssl
+import threading
 
 OP_READ = 1
 OP_WRITE = 2
 
-DEFAULT_NET_BUFFER_SIZE = 256 * 1024
+DEFAULT_NET_BUFFER_SIZE = 128 * 1024
 DEFAULT_APP_BUFFER_SIZE = 256 * 1024
-DEFAULT_WRITE_CHUNK = 256 * 1024
+DEFAULT_WRITE_CHUNK = 128 * 1024
+
+_local = threading.local()
+
+
+def shared_buffer(kind, size):
+    """A per-thread scratch buffer (memoryview over a bytearray).
+
+    The receive and decrypt buffers are only used within one call -- bytes
+    are copied into the incoming BIO, or handed to the sink, before the call
+    returns -- so every connection served by a thread shares the same ones:
+    memory stays O(threads), not O(connections), with buffers large enough
+    for few syscalls.
+    """
+    try:
+        bufs = _local.bufs
+    except AttributeError:
+        bufs = _local.bufs = {}
+    key = (kind, size)
+    view = bufs.get(key)
+    if view is None:
+        view = bufs[key] = memoryview(bytearray(size))
+    return view
+
 
 _SSLWantReadError = ssl.SSLWantReadError
 _SSLError = ssl.SSLError
@@ -30,10 +54,7 @@ cdef class TlsPump:
     cdef object _ssl
     cdef object _in
     cdef object _outbio
-    cdef bytearray _nbuf
-    cdef object _nview
-    cdef bytearray _abuf
-    cdef object _aview
+    cdef Py_ssize_t _net_size
     cdef Py_ssize_t _app_size
     cdef Py_ssize_t _write_chunk
     cdef object _out
@@ -52,10 +73,7 @@ cdef class TlsPump:
         self._ssl = ssl_object
         self._in = incoming
         self._outbio = outgoing
-        self._nbuf = bytearray(net_buffer_size)
-        self._nview = memoryview(self._nbuf)
-        self._abuf = bytearray(app_buffer_size)
-        self._aview = memoryview(self._abuf)
+        self._net_size = net_buffer_size
         self._app_size = app_buffer_size
         self._write_chunk = write_chunk
         self._out = None
@@ -126,15 +144,16 @@ cdef class TlsPump:
         cdef Py_ssize_t n
         if self._net_eof:
             return -1
+        nview = shared_buffer("net", self._net_size)
         try:
-            n = self._sock.recv_into(self._nbuf)
+            n = self._sock.recv_into(nview)
         except (BlockingIOError, InterruptedError):
             return 0
         if n == 0:
             self._net_eof = True
             self._in.write_eof()
             return -1
-        self._in.write(self._nview[:n])
+        self._in.write(nview[:n])
         return n
 
     cdef Py_ssize_t _read(self, Py_ssize_t limit) except -1:
@@ -145,7 +164,7 @@ cdef class TlsPump:
         if limit <= 0 or limit > self._app_size:
             limit = self._app_size
         ssl_read = self._ssl.read
-        aview = self._aview
+        aview = shared_buffer("app", self._app_size)
         self._more = False
         while got < limit:
             try:
@@ -189,13 +208,13 @@ cdef class TlsPump:
     def read_into(self, sink, Py_ssize_t max_bytes=0):
         cdef Py_ssize_t got = self._read(max_bytes)
         if got:
-            sink(self._aview[:got])
+            sink(shared_buffer("app", self._app_size)[:got])
         return got
 
     def recv(self, Py_ssize_t max_bytes):
         cdef Py_ssize_t got = self._read(max_bytes)
         if got:
-            return bytes(self._aview[:got])
+            return bytes(shared_buffer("app", self._app_size)[:got])
         return b""
 
     def buffered(self):

@@ -38,16 +38,33 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
 import errno
 import logging
 import socket
+import threading
 
 from kchannel.errors import ChannelConnectionError
 from kchannel.network.ops import OP_READ, OP_WRITE
 
 log = logging.getLogger("kchannel.network.transport")
 
-# One recv per read call, into a buffer reused for the life of the transport:
-# loopback and LAN sockets routinely have hundreds of KiB queued, and each
-# recv syscall plus the Python call around it costs far more than its bytes.
+# One recv per read call, into a large reused buffer: loopback and LAN sockets
+# routinely have hundreds of KiB queued, and each recv syscall plus the Python
+# call around it costs far more than its bytes.  The buffer is per thread,
+# shared by every transport that thread serves (bytes are handed to the sink,
+# which copies them, before read_into returns), so memory does not grow with
+# the number of connections.
 DEFAULT_READ_BUFFER_SIZE = 256 * 1024
+
+_local = threading.local()
+
+
+def _read_buffer(size):
+    try:
+        bufs = _local.bufs
+    except AttributeError:
+        bufs = _local.bufs = {}
+    view = bufs.get(size)
+    if view is None:
+        view = bufs[size] = memoryview(bytearray(size))
+    return view
 
 # errno values that mean "the peer went away" rather than a local bug.
 _DISCONNECT_ERRNOS = frozenset({
@@ -182,8 +199,7 @@ class PlaintextTransportLayer(TransportLayer):
 
     def __init__(self, sock, read_buffer_size=DEFAULT_READ_BUFFER_SIZE):
         super().__init__(sock)
-        self._rbuf = bytearray(read_buffer_size)
-        self._rview = memoryview(self._rbuf)
+        self._read_buffer_size = read_buffer_size
         self._eof = False
 
     def ready(self):
@@ -193,19 +209,20 @@ class PlaintextTransportLayer(TransportLayer):
         return 0
 
     # --- reads ------------------------------------------------------------
-    def _recv_once(self):
-        """recv into the reused buffer: n > 0 bytes, 0 nothing now, -1 EOF."""
+    def read_into(self, sink):
         if self._eof:
             raise ChannelConnectionError("Connection closed by peer (EOF)")
+        view = _read_buffer(self._read_buffer_size)
         try:
-            n = self._sock.recv_into(self._rbuf)
+            n = self._sock.recv_into(view)
         except (BlockingIOError, InterruptedError):
             return 0
         except OSError as exc:
             raise connection_error(exc, "Read failed") from exc
         if n == 0:
             self._eof = True
-            return -1
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        sink(view[:n])
         return n
 
     def read(self, max_bytes=65536):
@@ -221,14 +238,6 @@ class PlaintextTransportLayer(TransportLayer):
             self._eof = True
             raise ChannelConnectionError("Connection closed by peer (EOF)")
         return data
-
-    def read_into(self, sink):
-        n = self._recv_once()
-        if n < 0:
-            raise ChannelConnectionError("Connection closed by peer (EOF)")
-        if n:
-            sink(self._rview[:n])
-        return n
 
     # --- writes -----------------------------------------------------------
     def write(self, data):
