@@ -200,3 +200,22 @@ def test_gssapi_service_name_rules():
     assert ClientConfig({**base, "sasl.jaas.config": krb + ' serviceName="kafka";'}).kerberos_service_name == "kafka"
     assert ClientConfig({**base, "sasl.jaas.config": krb + ";",
                          "sasl.kerberos.service.name": "kafka"}).kerberos_service_name == "kafka"
+
+
+def test_librdkafka_oidc():
+    c = ClientConfig({"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+                      "ssl.truststore.type": "PEM", "ssl.truststore.certificates": "c",
+                      "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "app",
+                      "sasl.oauthbearer.client.secret": "app-secret", "sasl.oauthbearer.scope": "kafka",
+                      "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
+                      "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/token"})
+    assert c.jaas().options == {"clientId": "app", "clientSecret": "app-secret", "scope": "kafka",
+                                "extension_logicalCluster": "lkc-1", "extension_identityPoolId": "pool-2"}
+    assert c.get("sasl.login.callback.handler.class") == \
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+    assert c.get("sasl.oauthbearer.token.endpoint.url") == "https://idp.example.com/token"
+    assert "app-secret" not in repr(c.jaas())
+    with pytest.raises(ConfigError, match="needs sasl.oauthbearer.method=oidc"):
+        ClientConfig({"sasl.oauthbearer.client.id": "app"})
+    ctx = object()
+    assert ClientConfig(ssl_context=ctx).ssl_context is ctx

@@ -86,7 +86,12 @@ _FILE_ALIASES = {
     "ssl.key.pem": "key_pem",
 }
 _KRB = ("sasl.kerberos.keytab", "sasl.kerberos.principal")
-_OTHER = ("sasl.oauthbearer.config", "sasl_oauth_token_provider", "enable.ssl.certificate.verification")
+_OIDC = ("sasl.oauthbearer.method", "sasl.oauthbearer.client.id", "sasl.oauthbearer.client.secret",
+         "sasl.oauthbearer.scope", "sasl.oauthbearer.extensions")
+_OTHER = ("sasl.oauthbearer.config", "sasl_oauth_token_provider", "enable.ssl.certificate.verification",
+          "ssl_context") + _OIDC
+OAUTHBEARER_LOGIN_CALLBACK_HANDLER = \
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
 
 def jaas_quote(value):
@@ -154,7 +159,8 @@ def translate(props):
     """Return ``(java_props, extras)``.
 
     ``java_props``: the config with aliases replaced by Java keys.
-    ``extras``: values with no Java key (``sasl_oauth_token_provider``).
+    ``extras``: values with no Java key (``sasl_oauth_token_provider``,
+    ``ssl_context``).
     """
     src = dict(props)
     out = {}
@@ -264,6 +270,33 @@ def translate(props):
                      "sasl.kerberos.keytab" if keytab else "sasl.kerberos.principal")
     if "sasl.oauthbearer.config" in src:
         generated = (_oauth_jaas(src["sasl.oauthbearer.config"]), "sasl.oauthbearer.config")
+    method = str(src.get("sasl.oauthbearer.method", "default")).strip().lower()
+    if method == "oidc":
+        # librdkafka's OIDC client credentials: Kafka's OAuthBearerLoginCallbackHandler
+        # with clientId/clientSecret/scope JAAS options.
+        opts = []
+        for alias, opt in (("sasl.oauthbearer.client.id", "clientId"),
+                           ("sasl.oauthbearer.client.secret", "clientSecret"),
+                           ("sasl.oauthbearer.scope", "scope")):
+            if src.get(alias) not in (None, ""):
+                opts.append(f"{opt}={jaas_quote(src[alias])}")
+        for ext in str(src.get("sasl.oauthbearer.extensions") or "").split(","):
+            if ext.strip():
+                k, _, val = ext.strip().partition("=")
+                opts.append(f"extension_{k}={jaas_quote(val)}")
+        generated = (f"{OAUTHBEARER_LOGIN_MODULE} required {' '.join(opts)};", "sasl.oauthbearer.method")
+        put("sasl.login.callback.handler.class", OAUTHBEARER_LOGIN_CALLBACK_HANDLER, "sasl.oauthbearer.method")
+        log.info("Client config sasl.oauthbearer.method=oidc translated to sasl.login.callback.handler.class=%s",
+                 OAUTHBEARER_LOGIN_CALLBACK_HANDLER)
+    elif method != "default":
+        raise invalid("sasl.oauthbearer.method", src["sasl.oauthbearer.method"],
+                      "String must be one of: default, oidc")
+    elif any(k in src for k in _OIDC[1:]):
+        alias = next(k for k in _OIDC[1:] if k in src)
+        raise ConfigError(f"Configuration {alias} needs sasl.oauthbearer.method=oidc", key=alias)
+    if "ssl_context" in src:
+        extras["ssl_context"] = src["ssl_context"]
+        log.info("Client config ssl_context kept as the TLS context")
     if "sasl_oauth_token_provider" in src:
         extras["sasl_oauth_token_provider"] = src["sasl_oauth_token_provider"]
         log.info("Client config sasl_oauth_token_provider kept as the OAUTHBEARER token provider")

@@ -139,6 +139,11 @@ class ClientConfig:
         """GSSAPI service name: JAAS ``serviceName`` or ``sasl.kerberos.service.name``."""
         return kerberos_service_name(self._jaas, self._values.get("sasl.kerberos.service.name"))
 
+    @property
+    def ssl_context(self):
+        """kafka-python/aiokafka ``ssl_context`` object, if any."""
+        return self.extras.get("ssl_context")
+
     def jaas(self):
         """The client's JAAS context (``JaasConfig``) or None."""
         return self._jaas
