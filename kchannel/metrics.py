@@ -67,6 +67,14 @@ class _SampledStat:
         sample[1] += value
 
     def record(self, value, now):
+        samples = self._samples
+        # fast path: the current window is still open
+        if samples:
+            cur = samples[-1]
+            if now - cur[0] < self.config.time_window_ms:
+                self._combine_into(cur, value)
+                cur[2] += 1
+                return
         cur = self._current(now)
         self._combine_into(cur, value)
         cur[2] += 1
@@ -82,12 +90,11 @@ class _SampledStat:
             del self._samples[0]
         return cur
 
-    def _purge(self, now):
+    def _live(self, now):
+        """Samples still inside the window (read-only: measuring from another
+        thread never races with the recording thread's appends)."""
         limit = self.config.samples * self.config.time_window_ms
-        self._samples = [s for s in self._samples if now - s[0] < limit]
-
-    def _oldest_start(self, now):
-        return self._samples[0][0] if self._samples else now
+        return [s for s in list(self._samples) if now - s[0] < limit]
 
 
 class Rate(_SampledStat):
@@ -103,9 +110,9 @@ class Rate(_SampledStat):
         sample[1] += 1 if self.count else value
 
     def measure(self, now):
-        self._purge(now)
-        total = sum(s[1] for s in self._samples)
-        elapsed_ms = now - self._oldest_start(now)
+        live = self._live(now)
+        total = sum(s[1] for s in live)
+        elapsed_ms = now - (live[0][0] if live else now)
         full = elapsed_ms // self.config.time_window_ms
         min_full = self.config.samples - 1
         # Kafka pads young windows so a single early event is not reported as
@@ -121,11 +128,11 @@ class Rate(_SampledStat):
 
 class Avg(_SampledStat):
     def measure(self, now):
-        self._purge(now)
-        count = sum(s[2] for s in self._samples)
+        live = self._live(now)
+        count = sum(s[2] for s in live)
         if count == 0:
             return float("nan")
-        return sum(s[1] for s in self._samples) / count
+        return sum(s[1] for s in live) / count
 
 
 class Max(_SampledStat):
@@ -136,10 +143,10 @@ class Max(_SampledStat):
         sample[1] = max(sample[1], value)
 
     def measure(self, now):
-        self._purge(now)
-        if not any(s[2] for s in self._samples):
+        live = [s for s in self._live(now) if s[2]]
+        if not live:
             return float("nan")
-        return max(s[1] for s in self._samples if s[2])
+        return max(s[1] for s in live)
 
 
 class CumulativeSum:
@@ -206,11 +213,13 @@ class Sensor:
         return self
 
     def record(self, value=1.0, now=None):
+        # Sensors are recorded from the single I/O thread; readers in other
+        # threads only measure, which tolerates a concurrent append under
+        # the GIL, so the hot path takes no lock.
         if now is None:
             now = self.registry.time()
-        with self.registry._lock:
-            for stat in self._stats:
-                stat.record(value, now)
+        for stat in self._stats:
+            stat.record(value, now)
 
 
 def meter(sensor, group, base, description="", tags=None, count=False):
