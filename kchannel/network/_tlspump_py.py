@@ -172,19 +172,33 @@ class TlsPump:
         return False
 
     def write(self, data):
-        """Encrypt a prefix of ``data``; returns its length (0: not now)."""
+        """Encrypt a prefix of ``data``; returns its length (0: not now).
+
+        Encrypts one chunk at a time and keeps going while the socket takes
+        everything, so at most one chunk of ciphertext is ever held back.
+        """
         if self._out is not None or self._outbio.pending:
             if not self.flush():
                 return 0
-        n = len(data)
-        if n == 0:
+        total = len(data)
+        if total == 0:
             return 0
-        if n > self._write_chunk:
-            n = self._write_chunk
-            data = memoryview(data)[:n]
-        self._ssl.write(data)
-        self.flush()
-        return n
+        chunk = self._write_chunk
+        if total <= chunk:
+            self._ssl.write(data)
+            self.flush()
+            return total
+        view = memoryview(data)
+        done = 0
+        while done < total:
+            n = total - done
+            if n > chunk:
+                n = chunk
+            self._ssl.write(view[done:done + n])
+            done += n
+            if not self.flush():
+                break
+        return done
 
     # ------------------------------------------------------------------
     # incoming
