@@ -484,3 +484,33 @@ def test_gssapi_listener_needs_service_name():
     assert "No serviceName defined in either JAAS or Kafka config" in errors_of(props)
     cfg = ServerConfig({**props, "listener.name.sasl_plaintext.sasl.kerberos.service.name": "kafka"})
     assert cfg.kerberos_service_name("SASL_PLAINTEXT") == "kafka"
+
+
+_NON_CLASS_KEYS = sorted(k.name for k in SERVER_CONFIG_DEF if k.type.value != "CLASS"
+                         and k.name != "java.security.auth.login.config")
+
+
+def _random_props():
+    from hypothesis import strategies as st
+    key = st.one_of(st.sampled_from(_NON_CLASS_KEYS),
+                    st.sampled_from(_NON_CLASS_KEYS).map(lambda k: "listener.name.plaintext." + k),
+                    st.sampled_from(_NON_CLASS_KEYS).map(lambda k: "listener.name.plaintext.plain." + k))
+    value = st.one_of(st.text(max_size=40), st.sampled_from(["PLAINTEXT://:0", "SSL://[::1]:1", "-1", "0",
+                                                             "PLAIN", "true", "PLAINTEXT:SSL"]))
+    return st.dictionaries(key, value, max_size=8)
+
+
+def test_any_props_fail_closed():
+    from hypothesis import given, settings
+
+    @settings(max_examples=150, deadline=None)
+    @given(_random_props())
+    def check(props):
+        errs = ServerConfig.validate(props)
+        assert all(isinstance(e, ConfigError) for e in errs)
+        if not errs:
+            cfg = ServerConfig(props)
+            for ep in cfg.listeners:
+                cfg.listener_configs(ep.listener_name)
+            cfg.describe()
+    check()

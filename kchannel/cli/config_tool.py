@@ -76,7 +76,12 @@ def _describe_server(cfg, out):
     print(f"node.id: {cfg.node_id}", file=out)
     if cfg.inter_broker_listener_name:
         print(f"inter-broker listener: {cfg.inter_broker_listener_name} "
-              f"({cfg.inter_broker_security_protocol})", file=out)
+              f"({cfg.inter_broker_security_protocol}, "
+              f"sasl.mechanism.inter.broker.protocol={cfg.sasl_mechanism_inter_broker_protocol})", file=out)
+    print(f"data directory: {cfg.data_dir}", file=out)
+    print(f"delegation tokens: {'enabled' if cfg.token_auth_enabled else 'disabled'}", file=out)
+    if cfg.jaas_sections():
+        print(f"JAAS file sections: {', '.join(cfg.jaas_sections())}", file=out)
     current = None
     mech = None
     for row in cfg.describe():

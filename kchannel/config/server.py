@@ -471,7 +471,9 @@ class ServerConfig:
         """Effective typed configs the channel builders of ``listener`` get.
 
         Every defined key with the listener prefix applied, plus mechanism
-        scoped entries as ``<mechanism lower>.<key>`` (Kafka's layout).  Key
+        scoped entries as ``<mechanism lower>.<key>`` (Kafka's layout), plus
+        any other supplied key as written (for pluggable classes; secrets as
+        ``Password``), filtered like ``ChannelBuilders.channelBuilderConfigs``.  Key
         store types are normalised for the TLS layer (JKS-declared PKCS12
         files become ``PKCS12``) and, for SASL_SSL, ``ssl.client.auth`` is
         the listener-prefixed value or ``none``.
