@@ -219,3 +219,26 @@ def test_librdkafka_oidc():
         ClientConfig({"sasl.oauthbearer.client.id": "app"})
     ctx = object()
     assert ClientConfig(ssl_context=ctx).ssl_context is ctx
+
+
+def test_any_client_props_fail_closed():
+    from hypothesis import given, settings, strategies as st
+
+    from kchannel.config.aliases import SIMPLE_ALIASES
+    from kchannel.config.definitions import CLIENT_CONFIG_DEF
+    keys = sorted([k.name for k in CLIENT_CONFIG_DEF if k.type.value != "CLASS"
+                   and k.name != "java.security.auth.login.config"]
+                  + list(SIMPLE_ALIASES) + ["sasl.username", "sasl.password", "sasl_plain_username",
+                                            "sasl_plain_password", "sasl.oauthbearer.config",
+                                            "sasl.oauthbearer.method", "ssl.certificate.location",
+                                            "ssl.key.location", "sasl.kerberos.keytab"])
+    value = st.one_of(st.text(max_size=30), st.sampled_from(["SASL_SSL", "PLAIN", "GSSAPI", "oidc", "true", "1"]))
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.dictionaries(st.sampled_from(keys), value, max_size=8))
+    def check(props):
+        errs = ClientConfig.validate(props)
+        assert all(isinstance(e, ConfigError) for e in errs)
+        if not errs:
+            ClientConfig(props).values()
+    check()

@@ -30,8 +30,9 @@ def _store_file_error(kind, type_key, loc_key, type_, path):
     try:
         with open(path, "rb") as f:
             head = f.read(4)
-    except OSError as exc:
-        return ConfigError(f"Failed to load SSL {kind} {path} of type {type_}: {exc.strerror or exc}",
+    except (OSError, ValueError) as exc:
+        return ConfigError(f"Failed to load SSL {kind} {path} of type {type_}: "
+                           f"{getattr(exc, 'strerror', None) or exc}",
                            key=loc_key, value=path)
     if type_.upper() == "PEM":
         return None
@@ -159,8 +160,8 @@ def read_text_file(path, key):
     try:
         with open(path, "rb") as f:
             return f.read().decode("utf-8")
-    except OSError as exc:
-        raise invalid(key, path, exc.strerror or str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise invalid(key, path, getattr(exc, "strerror", None) or str(exc)) from None
 
 
 def mask(value):

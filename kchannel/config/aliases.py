@@ -22,7 +22,7 @@ from kchannel.config.jaas import (KRB5_LOGIN_MODULE, OAUTHBEARER_LOGIN_MODULE, P
 from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
 
-__all__ = ["translate", "SIMPLE_ALIASES", "jaas_quote", "credentials_jaas"]
+__all__ = ["translate", "SIMPLE_ALIASES", "jaas_quote", "credentials_jaas", "is_alias"]
 
 log = logging.getLogger("kchannel.config.aliases")
 
@@ -94,6 +94,14 @@ OAUTHBEARER_LOGIN_CALLBACK_HANDLER = \
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
 
+def is_alias(key):
+    """True for a librdkafka/kafka-python name this module translates."""
+    if key in SIMPLE_ALIASES or key in _FILE_ALIASES or key in _CRED_USER or key in _CRED_PASS \
+            or key in _KRB or key in _OTHER:
+        return True
+    return "_" in key and "." not in key and key.replace("_", ".") in CLIENT_CONFIG_DEF
+
+
 def jaas_quote(value):
     """Quote a value for a ``sasl.jaas.config`` (StreamTokenizer escapes)."""
     s = str(reveal(value))
@@ -119,8 +127,8 @@ def _read(path, alias):
     try:
         with open(path, "rb") as f:
             return f.read().decode("latin-1")
-    except OSError as exc:
-        raise invalid(alias, path, exc.strerror or str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise invalid(alias, path, getattr(exc, "strerror", None) or str(exc)) from None
 
 
 def _oauth_jaas(text):

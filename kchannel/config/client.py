@@ -13,7 +13,7 @@ import logging
 from kchannel.config import jaas as jaas_mod
 from kchannel.config._common import (kerberos_service_name, mechanism_errors, normalise_ssl_values, read_text_file,
                                      store_errors)
-from kchannel.config.aliases import translate
+from kchannel.config.aliases import is_alias, translate
 from kchannel.config.definitions import CLIENT_CONFIG_DEF, java_list_str
 from kchannel.errors import ConfigError
 
@@ -60,7 +60,8 @@ class ClientConfig:
             java, self.extras = translate(self.supplied)
         except ConfigError as exc:
             errors.append(exc)
-            java, self.extras = {k: v for k, v in self.supplied.items()}, {}
+            java = {k: v for k, v in self.supplied.items() if not is_alias(k)}
+            self.extras = {}
         self.originals = java
         self._values = CLIENT_CONFIG_DEF.parse(java, errors)
         v = self._values
