@@ -22,8 +22,8 @@ from .protocol.errors import Errors
 log = logging.getLogger("kchannel.handlers")
 
 __all__ = ["Session", "RequestContext", "Handler", "HandlerRegistry",
-           "handle_api_versions", "handle_metadata", "random_cluster_id",
-           "SASL_API_KEYS"]
+           "handle_api_versions", "handle_metadata", "handle_sasl_after_authentication",
+           "random_cluster_id", "SASL_API_KEYS"]
 
 SASL_API_KEYS = (messages.SASL_HANDSHAKE.api_key, messages.SASL_AUTHENTICATE.api_key)
 
@@ -168,3 +168,14 @@ def handle_metadata(ctx):
         "topics": topics,
     }
     return body
+
+
+def handle_sasl_after_authentication(ctx):
+    """SaslHandshake / SaslAuthenticate on a connection that is already
+    authenticated (and not re-authenticating): Kafka's KafkaApis answers
+    ILLEGAL_SASL_STATE and keeps the connection."""
+    if ctx.api_key == messages.SASL_HANDSHAKE.api_key:
+        return {"error_code": int(Errors.ILLEGAL_SASL_STATE), "mechanisms": []}
+    return {"error_code": int(Errors.ILLEGAL_SASL_STATE),
+            "error_message": "SaslAuthenticate request received after successful authentication",
+            "auth_bytes": b"", "session_lifetime_ms": 0}

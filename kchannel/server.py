@@ -33,11 +33,13 @@ import threading
 from . import errors
 from .handlers import (
     SASL_API_KEYS,
+    Handler,
     HandlerRegistry,
     RequestContext,
     Session,
     handle_api_versions,
     handle_metadata,
+    handle_sasl_after_authentication,
     random_cluster_id,
 )
 from .metrics import Metrics
@@ -468,6 +470,12 @@ class Server:
                     handler.min_version if handler else api.min_version,
                     handler.max_version if handler else api.max_version))
                 return
+        if handler is None and header.api_key in SASL_API_KEYS and api is not None \
+                and api.min_version <= v <= api.max_version:
+            # Not listed in ApiVersions unless the listener is SASL, but
+            # answered like Kafka's KafkaApis does on any listener.
+            handler = Handler(header.api_key, handle_sasl_after_authentication,
+                              api.min_version, api.max_version)
         if handler is None or api is None:
             exc = errors.UnsupportedVersionError(
                 f"Unsupported API key {header.api_key}")

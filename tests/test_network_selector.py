@@ -302,8 +302,8 @@ def test_explicit_close_is_not_reported(pair):
     pair.poll_until(lambda: sid in pair.server_disconnected)
 
 
-def test_thousand_connections_round_trip():
-    n = 1000
+def test_fifteen_hundred_connections_round_trip():
+    n = 1500
     p = Pair()
     try:
         for i in range(n):

@@ -367,3 +367,18 @@ def test_any_bytes_fail_closed_and_others_keep_being_served(fuzz_server, data):
     s.close()
     assert server._thread.is_alive()
     assert good.request(ApiKey.METADATA, {"topics": []})["brokers"][0]["node_id"] == 7
+
+
+def test_sasl_requests_after_authentication_get_illegal_sasl_state(server):
+    s = raw(server)
+    raw_request(s, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, correlation_id=5)
+    corr, body = decode_response(raw_response(s), ApiKey.SASL_HANDSHAKE, 1)
+    assert corr == 5 and body["error_code"] == Errors.ILLEGAL_SASL_STATE
+    raw_request(s, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"x"}, correlation_id=6)
+    corr, body = decode_response(raw_response(s), ApiKey.SASL_AUTHENTICATE, 1)
+    assert corr == 6 and body["error_code"] == Errors.ILLEGAL_SASL_STATE
+    # the connection stays usable
+    raw_request(s, ApiKey.METADATA, 1, {"topics": []}, correlation_id=7)
+    corr, body = decode_response(raw_response(s), ApiKey.METADATA, 1)
+    assert corr == 7 and body["brokers"][0]["node_id"] == 7
+    s.close()
