@@ -543,7 +543,9 @@ class Selector:
                         and not ch.is_muted()):
                     self._attempt_read(ch, now)
                 if ch.ready() and ch.has_send():
+                    preparing = True
                     reauth = ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
+                    preparing = False
                     if reauth and ch.ready():
                         # The whole exchange completed at once (the server
                         # answered while the authenticator kept reading).
