@@ -102,6 +102,14 @@ class OptionalBuildExt(build_ext):
                 # Keep setuptools' own (already finalized) Extension object;
                 # only its sources change from .pyx to the generated .c.
                 ext.sources = cythonized.sources
+                # Honour the .pyx's "# distutils:" directives (e.g.
+                # "libraries = crypto"), which cythonize only put on its copy.
+                for attr in ("libraries", "library_dirs", "include_dirs",
+                             "define_macros", "extra_link_args"):
+                    current = getattr(ext, attr)
+                    for item in getattr(cythonized, attr, None) or ():
+                        if item not in current:
+                            current.append(item)
                 ready.append(ext)
             except BaseException as exc:  # Cython raises SystemExit/CompileError
                 if isinstance(exc, KeyboardInterrupt):
