@@ -321,3 +321,19 @@ def test_tempfile_fallback_without_memfd(pki, tmp_path, monkeypatch):
     monkeypatch.delattr(os, "memfd_create")
     SslFactory("server", pki.server_configs(keystore="inline"))
     assert os.listdir(tmp_path) == []
+
+
+def test_client_engine_needs_host_for_endpoint_identification(pki):
+    cf = SslFactory("client", pki.client_configs())
+    with pytest.raises(ValueError, match="host name"):
+        cf.create_engine(None)
+    # Without endpoint identification no host name is needed.
+    SslFactory("client", pki.client_configs(endpoint_identification="")).create_engine(None)
+
+
+def test_java_only_settings_are_ignored_with_a_warning(pki, caplog):
+    cfg = pki.client_configs()
+    cfg["ssl.provider"] = "SunJSSE"
+    with caplog.at_level("WARNING", logger="kchannel.network.ssl_factory"):
+        SslFactory("client", cfg)
+    assert "ssl.provider" in caplog.text

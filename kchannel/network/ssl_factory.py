@@ -137,6 +137,11 @@ IANA_TO_OPENSSL = {
 PROTOCOL_NAMES = {"TLSv1": "TLSv1", "TLSv1.1": "TLSv1.1", "TLSv1.2": "TLSv1.2",
                   "TLSv1.3": "TLSv1.3"}
 
+# Java-specific settings (JCA providers, algorithms, pluggable engine
+# factories) that have no meaning for OpenSSL.
+_JAVA_ONLY_CONFIGS = ("ssl.provider", "ssl.engine.factory.class",
+                      "ssl.secure.random.implementation")
+
 SslEngine = namedtuple("SslEngine", "ssl_object incoming outgoing mode peer_host peer_port")
 SslEngine.__doc__ = """One connection's TLS engine: an SSLObject and its two MemoryBIOs."""
 
@@ -373,6 +378,10 @@ class SslFactory:
         """
         incoming = ssl.MemoryBIO()
         outgoing = ssl.MemoryBIO()
+        if self.mode == "client" and self.endpoint_identification and not peer_host:
+            raise ValueError(
+                "A TLS client needs the server's host name to verify its certificate "
+                f"({SSL_ENDPOINT_IDENTIFICATION_ALGORITHM_CONFIG}=https); none was given")
         if self.mode == "client":
             ssl_object = self.context.wrap_bio(incoming, outgoing, server_side=False,
                                                server_hostname=peer_host or None)
@@ -389,6 +398,10 @@ class SslFactory:
     # --- building ---------------------------------------------------------
     def _build_context(self):
         c = self.configs
+        for key in _JAVA_ONLY_CONFIGS:
+            if c.get(key) not in (None, ""):
+                log.warning("%s=%s is a Java-specific setting with no equivalent here; "
+                            "ignored", key, c.get(key))
         if self.mode == "client":
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         else:

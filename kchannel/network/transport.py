@@ -89,6 +89,9 @@ class TransportLayer:
         self._sock = sock
         self._peer_address = None
         self._closed = False
+        # Remember the peer now (accepted/connected sockets): after a reset
+        # getpeername() fails, and error messages still want the address.
+        self.peer_address  # noqa: B018 - caches it when connected
         # Kafka's SelectionKey interest set.  OP_READ by default: a connected
         # channel is always interested in reads unless muted.
         self.interest_ops = OP_READ
