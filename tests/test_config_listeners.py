@@ -24,6 +24,11 @@ def test_protocol_map_semantics():
     m = parse_security_protocol_map("internal:SSL, EXTERNAL : SASL_SSL,a:b:PLAINTEXT")
     assert m == {"INTERNAL": "SSL", "EXTERNAL": "SASL_SSL", "A:B": "PLAINTEXT"}  # last ':' splits
     assert parse_security_protocol_map("X:SSL,X:PLAINTEXT") == {"X": "PLAINTEXT"}
+    assert parse_security_protocol_map("X:SSL, ,") == {"X": "SSL"}
+    with pytest.raises(ConfigError) as ei:
+        parse_security_protocol_map("X:SSL,,Y:SSL")
+    assert str(ei.value) == ("Error parsing configuration property 'listener.security.protocol.map': "
+                             "begin 0, end -1, length 0")
     with pytest.raises(ConfigError, match="Invalid security protocol `ssl` defined in listener.security.protocol.map"):
         parse_security_protocol_map("X:ssl")
     with pytest.raises(ConfigError, match="The provided listener name is null or empty string"):

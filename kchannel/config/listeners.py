@@ -98,7 +98,10 @@ def parse_security_protocol_map(text, key="listener.security.protocol.map"):
     result = {}
     if text is None or text == "":
         return result
-    for item in re.split(r"\s*,\s*", text):
+    items = re.split(r"\s*,\s*", text)
+    while items and items[-1] == "":
+        items.pop()  # Java's String.split drops trailing empty strings
+    for item in items:
         lio = item.rfind(":")
         if lio < 0:
             raise ConfigError(f"Error parsing configuration property '{key}': "
