@@ -485,16 +485,24 @@ _STORE = make_store({("alice", "SCRAM-SHA-256"): "pw"})
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=st.one_of(st.binary(max_size=200),
                        st.builds(lambda s: b"n,,n=" + s, st.binary(max_size=80))),
-       second=st.binary(max_size=200), step=st.integers(0, 1))
+       second=st.binary(max_size=200), step=st.integers(0, 2))
 def test_arbitrary_bytes_fail_closed(first, second, step):
     s = server("SCRAM-SHA-256", _STORE)
     ok_first = b"n,,n=alice,r=abc"
     try:
         if step == 0:
             s.evaluate_response(first, 0)
-        else:
+        elif step == 1:
             s.evaluate_response(ok_first, 0)
             s.evaluate_response(second, 0)
+        else:
+            # After a completed exchange nothing more is accepted.
+            exchange(client("SCRAM-SHA-256", "alice", "pw"), s)
+            try:
+                s.evaluate_response(second, 0)
+            except SaslAuthenticationError:
+                return
+            raise AssertionError("accepted a message after completion")
     except SaslAuthenticationError:
         assert not s.is_complete()
         with pytest.raises(SaslAuthenticationError):
@@ -502,6 +510,29 @@ def test_arbitrary_bytes_fail_closed(first, second, step):
         return
     # Anything accepted must be a well-formed message, never a completion.
     assert not s.is_complete()
+
+
+class _Dummy:
+    pass
+
+
+def test_registry_register_replaces_and_lazy_builtins():
+    calls = []
+    registry.register("X-TEST", lambda m, **kw: calls.append(("client", m, kw)) or _Dummy(),
+                      lambda m, **kw: calls.append(("server", m, kw)) or _Dummy())
+    try:
+        assert isinstance(registry.create_client("X-TEST", jaas_options={"a": "b"},
+                                                 server_host="h"), _Dummy)
+        assert isinstance(registry.create_server("X-TEST", callbacks=ServerCallbacks(), now=5),
+                          _Dummy)
+        assert calls[0][2]["jaas_options"] == {"a": "b"} and calls[0][2]["server_host"] == "h"
+        assert calls[1][2]["now"] == 5 and isinstance(calls[1][2]["callbacks"], ServerCallbacks)
+    finally:
+        registry._REGISTRY.pop("X-TEST", None)
+    # Built-ins are imported on first use.
+    for name in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        c = registry.create_client(name, jaas_options={"username": "u", "password": "p"})
+        assert c.mechanism_name == name
 
 
 def test_registry_lists_scram_and_rejects_unknown():
