@@ -58,6 +58,8 @@ def test_port_rules(text, ok):
     ("PLAINTEXT//:9092", "Unable to parse PLAINTEXT//:9092 to a broker endpoint"),
     ("PLAINTEXT://host", "Unable to parse PLAINTEXT://host to a broker endpoint"),
     ("PLAINTEXT://host:port", "Unable to parse PLAINTEXT://host:port to a broker endpoint"),
+    ("PLAINTEXT://host:9092abc", "Unable to parse PLAINTEXT://host:9092abc to a broker endpoint"),
+    ("PLAINTEXT://host:9092/", "Unable to parse PLAINTEXT://host:9092/ to a broker endpoint"),
     ("://:9092", "The provided listener name is null or empty string"),
     ("UNKNOWN://:9092", "No security protocol defined for listener UNKNOWN"),
 ])

@@ -124,7 +124,7 @@ def parse_listeners(text, protocol_map, key="listeners"):
     endpoints = []
     try:
         for entry in parse_csv_list(text.strip()):
-            m = _URI_RE.match(entry)
+            m = _URI_RE.fullmatch(entry)  # Java Matcher.matches(): whole entry
             if not m:
                 raise ConfigError(f"Unable to parse {entry} to a broker endpoint")
             name = normalise_listener_name(m.group(1))
