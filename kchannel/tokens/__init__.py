@@ -1,0 +1,93 @@
+"""Delegation tokens (KIP-48, KIP-249, KIP-373).
+
+* :mod:`kchannel.tokens.token` -- token information, HMAC, SCRAM credentials,
+  Kafka's ZooKeeper JSON.
+* :mod:`kchannel.tokens.manager` -- the sans-I/O :class:`TokenManager`.
+* :mod:`kchannel.tokens.store` / :mod:`kchannel.tokens.zk_store` -- where
+  tokens live (memory, SQLite, ZooKeeper).
+* :mod:`kchannel.tokens.handlers` -- APIs 38-41 on a ``kchannel.server.Server``.
+* :mod:`kchannel.tokens.admin` -- the client side (create/renew/expire/describe).
+
+:func:`install_server` is what ``kchannel serve`` calls: it registers the
+token APIs (always -- without ``delegation.token.secret.key`` they answer
+DELEGATION_TOKEN_AUTH_DISABLED, as a Kafka broker does), opens the store named
+by ``kchannel.delegation.token.store``, plugs token logins into the SCRAM
+callbacks of every SASL listener and starts the expiry sweep.
+"""
+import logging
+
+log = logging.getLogger("kchannel.tokens")
+
+__all__ = ["install_server", "TokenService"]
+
+
+class TokenService:
+    """What :func:`install_server` started; ``close()`` stops the expiry
+    sweep and closes the store."""
+
+    def __init__(self, manager, sweeper=None):
+        self.manager = manager
+        self.sweeper = sweeper
+
+    def close(self):
+        if self.sweeper is not None:
+            self.sweeper.close()
+        self.manager.close()
+
+
+def _value(config, props, key, default=None):
+    if config is not None:
+        try:
+            value = config.get(key)
+        except (KeyError, AttributeError):
+            value = None
+        if value is not None:
+            return value
+    if props is not None and props.get(key) not in (None, ""):
+        return props[key]
+    return default
+
+
+def _secret(config, props):
+    if config is not None and hasattr(config, "delegation_token_secret_key"):
+        return config.delegation_token_secret_key
+    return (_value(None, props, "delegation.token.secret.key")
+            or _value(None, props, "delegation.token.master.key"))
+
+
+def install_server(server, config=None, props=None, *, store=None, authorizer=None,
+                   start_sweeper=True):
+    """Enable delegation tokens on ``server`` from its configuration
+    (a ``ServerConfig`` and/or the raw properties).  Returns a
+    :class:`TokenService`."""
+    from kchannel.tokens.handlers import (TokenExpirySweeper, attach_token_manager,
+                                          register_token_handlers)
+    from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
+    from kchannel.tokens.store import open_token_store
+
+    secret = _secret(config, props)
+    from kchannel.config.types import reveal
+    enabled = secret is not None and bool(reveal(secret))
+    if enabled and store is None:
+        store = open_token_store(config, props)
+    if authorizer is None:
+        supers = _value(None, props, "super.users")
+        if supers:
+            authorizer = SuperUserTokenAuthorizer(str(supers).split(";"))
+    manager = TokenManager(
+        secret if enabled else None,
+        int(_value(config, props, "delegation.token.max.lifetime.ms", 604800000)),
+        int(_value(config, props, "delegation.token.expiry.time.ms", 86400000)),
+        store, authorizer=authorizer,
+        expiry_check_interval_ms=int(_value(config, props,
+                                            "delegation.token.expiry.check.interval.ms",
+                                            3600000)))
+    register_token_handlers(server, manager)
+    sweeper = None
+    if enabled:
+        attach_token_manager(server, manager)
+        if start_sweeper:
+            sweeper = TokenExpirySweeper(manager, manager.expiry_check_interval_ms,
+                                         getattr(server, "time", None)).start()
+        log.info("Delegation tokens enabled (store: %s)", type(manager.store).__name__)
+    return TokenService(manager, sweeper)

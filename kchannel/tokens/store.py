@@ -1,0 +1,202 @@
+"""Where delegation tokens live.
+
+A store keeps :class:`~kchannel.tokens.token.TokenInformation` by token id --
+never the HMAC, which every server recomputes from the shared
+``delegation.token.secret.key`` (as Kafka keeps only the token information in
+ZooKeeper or the metadata log).
+
+* :class:`InMemoryTokenStore`: one process (tests, embedded use).
+* :class:`SqliteTokenStore` (the default): ``delegation-tokens.db`` in the
+  server's data directory (first of ``log.dirs`` / ``log.dir``).  Writes are
+  committed (WAL, ``synchronous=FULL``) before they return, so a token is
+  acknowledged only once it survives a crash.  Several server processes on
+  one host share the file; ``changed()`` is SQLite's ``PRAGMA data_version``,
+  which moves whenever another connection commits, so each process reloads
+  its cache when -- and only when -- someone else wrote.
+* :class:`kchannel.tokens.zk_store.ZkTokenStore`: ZooKeeper, Kafka's layout.
+
+Interface (what :class:`~kchannel.tokens.manager.TokenManager` uses):
+``load_all() -> {token_id: TokenInformation}``, ``changed() -> bool``,
+``put(info)``, ``delete(token_id) -> bool``, ``close()``.
+"""
+import logging
+import os
+import sqlite3
+import threading
+
+from kchannel.tokens.token import token_info_from_json, token_info_to_json
+
+log = logging.getLogger("kchannel.tokens.store")
+
+__all__ = ["TokenStore", "InMemoryTokenStore", "SqliteTokenStore", "open_token_store",
+           "STORE_FILE_NAME", "STORE_CONFIG"]
+
+STORE_FILE_NAME = "delegation-tokens.db"
+STORE_CONFIG = "kchannel.delegation.token.store"
+
+
+class TokenStore:
+    """Base class; see the module docstring."""
+
+    def load_all(self):
+        raise NotImplementedError
+
+    def changed(self):
+        """True if another process may have changed the tokens since the
+        last :meth:`load_all`."""
+        return False
+
+    def put(self, info):
+        raise NotImplementedError
+
+    def delete(self, token_id):
+        raise NotImplementedError
+
+    def close(self):
+        pass
+
+    def set_listener(self, fn):
+        """``fn()`` is called (from any thread) when the store learns of a
+        change made elsewhere.  Optional: polling ``changed()`` suffices."""
+
+
+class InMemoryTokenStore(TokenStore):
+    def __init__(self):
+        self._tokens = {}
+        self._lock = threading.Lock()
+
+    def load_all(self):
+        with self._lock:
+            return {k: v.copy() for k, v in self._tokens.items()}
+
+    def put(self, info):
+        with self._lock:
+            self._tokens[info.token_id] = info.copy()
+
+    def delete(self, token_id):
+        with self._lock:
+            return self._tokens.pop(token_id, None) is not None
+
+
+class SqliteTokenStore(TokenStore):
+    """Tokens in one SQLite file; rows hold Kafka's token JSON."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        self._lock = threading.Lock()
+        # isolation_level=None: explicit transactions; check_same_thread off
+        # because the expiry sweep runs on its own thread (serialised by the
+        # lock).
+        self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                                   check_same_thread=False)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS delegation_tokens ("
+                             "token_id TEXT PRIMARY KEY, info BLOB NOT NULL)")
+        except sqlite3.Error:
+            self._db.close()
+            raise
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+        self._seen_version = None
+
+    def _data_version(self):
+        return self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    def load_all(self):
+        with self._lock:
+            self._seen_version = self._data_version()
+            rows = self._db.execute("SELECT token_id, info FROM delegation_tokens").fetchall()
+        out = {}
+        for token_id, data in rows:
+            try:
+                info = token_info_from_json(data)
+            except ValueError as exc:
+                log.error("Ignoring unreadable delegation token %s in %s: %s",
+                          token_id, self.path, exc)
+                continue
+            if info is not None:
+                out[info.token_id] = info
+        return out
+
+    def changed(self):
+        with self._lock:
+            return self._seen_version is None or self._data_version() != self._seen_version
+
+    def put(self, info):
+        data = token_info_to_json(info)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR REPLACE INTO delegation_tokens(token_id, info) "
+                                 "VALUES (?, ?)", (info.token_id, data))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def delete(self, token_id):
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute("DELETE FROM delegation_tokens WHERE token_id = ?",
+                                       (token_id,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            return cur.rowcount > 0
+
+    def close(self):
+        with self._lock:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+
+
+def _get(config, props, key, default=None):
+    if config is not None:
+        try:
+            value = config.get(key)
+        except (KeyError, AttributeError):
+            value = None
+        if value is not None:
+            return value
+    if props is not None and props.get(key) not in (None, ""):
+        return props.get(key)
+    return default
+
+
+def open_token_store(config=None, props=None):
+    """The store named by ``kchannel.delegation.token.store``: ``sqlite``
+    (default; first log directory), ``memory`` or ``zookeeper``
+    (``zookeeper.connect``, whose chroot is the root of Kafka's
+    ``/delegation_token`` tree)."""
+    kind = str(_get(config, props, STORE_CONFIG, "sqlite")).strip().lower()
+    if kind == "memory":
+        return InMemoryTokenStore()
+    if kind == "zookeeper":
+        from kchannel.tokens.zk_store import ZkTokenStore
+        connect = _get(config, props, "zookeeper.connect")
+        if not connect:
+            from kchannel.errors import ConfigError
+            raise ConfigError(f"{STORE_CONFIG}=zookeeper requires zookeeper.connect",
+                              key="zookeeper.connect", value=None)
+        timeout = int(_get(config, props, "zookeeper.session.timeout.ms", 18000))
+        return ZkTokenStore(str(connect), session_timeout_ms=timeout)
+    if kind != "sqlite":
+        from kchannel.errors import ConfigError
+        raise ConfigError(f"Invalid value {kind} for configuration {STORE_CONFIG}: "
+                          "String must be one of: sqlite, memory, zookeeper",
+                          key=STORE_CONFIG, value=kind)
+    data_dir = getattr(config, "data_dir", None) if config is not None else None
+    if not data_dir:
+        from kchannel.security.sasl.scram_store import data_dir_from_server_config
+        data_dir = data_dir_from_server_config(props or {})
+    return SqliteTokenStore(os.path.join(data_dir, STORE_FILE_NAME))
