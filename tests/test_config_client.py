@@ -30,6 +30,8 @@ def test_java_keys():
                       "sasl.jaas.config": f'{SCRAM} required username="u" password="p";',
                       "ssl.truststore.type": "PEM", "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----"})
     assert c.bootstrap_servers == ["a:9092", "b:9093"]
+    assert c.bootstrap_addresses == [("a", 9092), ("b", 9093)]
+    assert ClientConfig({"bootstrap.servers": "PLAINTEXT://[::1]:9092"}).bootstrap_addresses == [("::1", 9092)]
     assert c.security_protocol == "SASL_SSL"   # case-insensitive, as Kafka's validator
     assert c.jaas().option("username") == "u"
     assert isinstance(c.values()["sasl.jaas.config"], Password)
@@ -39,6 +41,8 @@ def test_java_keys():
     ({"security.protocol": "TLS"},
      "Invalid value TLS for configuration security.protocol: String must be one of (case insensitive): "
      "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ({"bootstrap.servers": "localhost"}, "Invalid url in bootstrap.servers: localhost"),
+    ({"bootstrap.servers": "a:1,b:x"}, "Invalid url in bootstrap.servers: b:x"),
     ({"request.timeout.ms": "-1"}, "Invalid value -1 for configuration request.timeout.ms: Value must be at least 0"),
     ({"request.timeout.ms": True},
      "Invalid value true for configuration request.timeout.ms: Expected value to be a 32-bit integer, "

@@ -9,6 +9,7 @@ or the file named by ``java.security.auth.login.config``).
 Construction raises the first ``ConfigError``; ``exc.errors`` lists all.
 """
 import logging
+import re
 
 from kchannel.config import jaas as jaas_mod
 from kchannel.config._common import (kerberos_service_name, mechanism_errors, normalise_ssl_values, read_text_file,
@@ -20,6 +21,9 @@ from kchannel.errors import ConfigError
 __all__ = ["ClientConfig"]
 
 log = logging.getLogger("kchannel.config.client")
+
+# Kafka's Utils.HOST_PORT_PATTERN (host:port, optional scheme, IPv6 in brackets).
+_HOST_PORT = re.compile(r"(?:[0-9a-zA-Z\-%._]*://)?\[?([0-9a-zA-Z\-%._:]*)]?:([0-9]+)")
 
 
 class ClientConfig:
@@ -65,6 +69,16 @@ class ClientConfig:
         self.originals = java
         self._values = CLIENT_CONFIG_DEF.parse(java, errors)
         v = self._values
+        self._bootstrap = []
+        for url in v.get("bootstrap.servers") or []:
+            if not url:
+                continue
+            m = _HOST_PORT.fullmatch(url)
+            if m is None:
+                errors.append(ConfigError(f"Invalid url in bootstrap.servers: {url}", key="bootstrap.servers",
+                                          value=url))
+            else:
+                self._bootstrap.append((m.group(1), int(m.group(2))))
         proto = (v.get("security.protocol") or "PLAINTEXT").upper()
         v["security.protocol"] = proto
         if proto in ("SSL", "SASL_SSL"):
@@ -125,6 +139,11 @@ class ClientConfig:
     @property
     def bootstrap_servers(self):
         return list(self._values.get("bootstrap.servers") or [])
+
+    @property
+    def bootstrap_addresses(self):
+        """``bootstrap.servers`` as ``[(host, port)]`` (IPv6 without brackets)."""
+        return list(self._bootstrap)
 
     @property
     def client_id(self):
