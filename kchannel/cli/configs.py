@@ -3,9 +3,10 @@
 Flag for flag as ``kafka-configs.sh`` for the ``users`` entity type::
 
     kchannel configs --bootstrap-server HOST:PORT [--command-config client.properties] \\
-        --alter --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]' \\
+        --alter --entity-type users --entity-name alice --add-config \\
+        'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]'
+    kchannel configs ... --alter --delete-config 'SCRAM-SHA-512' \\
         --entity-type users --entity-name alice
-    kchannel configs ... --alter --delete-config 'SCRAM-SHA-512' --entity-type users --entity-name alice
     kchannel configs ... --describe [--entity-type users] [--entity-name alice]
 
 Targets:
@@ -89,10 +90,13 @@ def add_arguments(parser):
     target.add_argument("--zookeeper", metavar="urls", help=argparse.SUPPRESS)
 
     action = parser.add_argument_group("action")
-    action.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
-    action.add_argument("--describe", action="store_true", help="List configs for the given entity.")
+    action.add_argument("--alter", action="store_true",
+                        help="Alter the configuration for the entity.")
+    action.add_argument("--describe", action="store_true",
+                        help="List configs for the given entity.")
     action.add_argument("--all", action="store_true",
-                        help="List all configs for the given entity (same as --describe for users).")
+                        help="List all configs for the given entity (same as --describe "
+                             "for users).")
 
     entity = parser.add_argument_group("entity")
     entity.add_argument("--entity-type", action="append", default=[],
@@ -334,7 +338,8 @@ def _alter(backend, user, args):
                            f"configs. Unexpected config names: {', '.join(unknown_add)}")
     if unknown_delete:
         raise CommandError("Only SCRAM credential configs can be deleted for 'users' with "
-                           f"kchannel configs. Unexpected config names: {', '.join(unknown_delete)}")
+                           "kchannel configs. Unexpected config names: "
+                           f"{', '.join(unknown_delete)}")
     if user == "":
         raise CommandError("The use of --entity-default or --user-defaults is not allowed with "
                            "User SCRAM Credentials using --bootstrap-server.")

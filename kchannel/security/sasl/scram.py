@@ -546,7 +546,8 @@ class ScramSaslClient(SaslClientMechanism):
             self._set_state(self.COMPLETE)
             return None
 
-        raise errors.IllegalSaslStateError(f"Unexpected challenge in Sasl client state {self.state}")
+        raise errors.IllegalSaslStateError(
+            f"Unexpected challenge in Sasl client state {self.state}")
 
     def dispose(self):
         self._server_key = None
