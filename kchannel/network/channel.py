@@ -424,6 +424,11 @@ class KafkaChannel:
         return frame
 
     def read(self, max_frames=1, max_bytes=1048576):
+        """Data phase read: a list of at most ``max_frames`` complete payloads
+        (see :meth:`read_frames`)."""
+        return self.read_frames(max_frames, max_bytes)[0]
+
+    def read_frames(self, max_frames=1, max_bytes=1048576):
         """Data phase read: at most ``max_frames`` complete payloads, reading
         at most ``max_bytes`` from the transport (fairness bound).
 
@@ -509,6 +514,14 @@ class KafkaChannel:
         self._sends.append([memoryview(data), size if size is not None else len(data), report])
 
     def write(self, max_bytes=4194304):
+        """Write queued sends; True when nothing is left to write.  Completed
+        data-phase sends are kept for :meth:`take_accepted`."""
+        done = self.write_sends(max_bytes)
+        if done:
+            self._accepted[:0] = done
+        return not self.has_pending_writes()
+
+    def write_sends(self, max_bytes=4194304):
         """Write queued sends.  Returns the list of completed send sizes
         (only data-phase sends).  Raises on socket errors."""
         written = 0
@@ -586,7 +599,7 @@ class KafkaChannel:
             held.append(self._sends.pop())
         try:
             if self._sends:
-                done = self.write()
+                done = self.write_sends()
                 if done:
                     self._accepted[:0] = done
             elif getattr(self.transport, "flush", None) is not None:

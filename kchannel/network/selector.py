@@ -338,7 +338,7 @@ class Selector:
             # the socket does not take waits for OP_WRITE as usual; results
             # and failures are reported by the next poll().
             try:
-                done = ch.write(MAX_WRITE_PER_CHANNEL_PER_POLL)
+                done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
             except Exception as exc:  # noqa: BLE001 - reported by poll()
                 self._deferred_failures[id] = exc
                 return
@@ -561,7 +561,7 @@ class Selector:
                 elif ch.ready():
                     # TLS may still hold encrypted bytes of an earlier write
                     try:
-                        done = ch.write() if ch.has_pending_writes() else []
+                        done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
                     except Exception:
                         send_failed = True
                         raise
@@ -596,7 +596,7 @@ class Selector:
 
     def _attempt_read(self, ch, now):
         try:
-            frames, nbytes = ch.read(1, self.max_read_per_channel)
+            frames, nbytes = ch.read_frames(1, self.max_read_per_channel)
         except errors.ChannelConnectionError:
             # EOF: hand over whatever complete frames arrived before it
             for payload in ch.drain_after_eof():
@@ -608,7 +608,7 @@ class Selector:
             self._add_receive(ch, payload, now)
 
     def _attempt_write(self, ch, now):
-        done = ch.write(MAX_WRITE_PER_CHANNEL_PER_POLL)
+        done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
         self._record_sends(ch, done, now)
 
     def _record_sends(self, ch, done, now):
