@@ -1,0 +1,253 @@
+"""KafkaChannel, AuthIO and the authenticator contract, with small custom
+authenticators over real sockets (no SASL involved)."""
+import select
+import socket
+
+import pytest
+
+from kchannel.errors import AuthenticationError
+from kchannel.framing import FrameDecoder, encode_frame
+from kchannel.network.authenticator import Authenticator, DefaultAuthenticator
+from kchannel.network.channel import ChannelState, KafkaChannel, State
+from kchannel.network.channel_builder import ChannelBuilder, _plaintext_transport
+from kchannel.network.ops import OP_NONE, OP_READ
+from kchannel.network.selector import Selector
+from kchannel.principal import ANONYMOUS, KafkaPrincipal
+
+
+class TokenAuthenticator(Authenticator):
+    """Server side: expects one frame ``token:<name>``; answers ``ok`` and is
+    complete, or answers ``denied`` and fails (the answer is deferred to
+    handle_authentication_failure, like Kafka's SASL failure response)."""
+
+    def __init__(self):
+        self._done = False
+        self._principal = None
+        self._io = None
+        self.failure_handled = False
+
+    def authenticate(self, io, now):
+        self._io = io
+        frame = io.read_frame()
+        if frame is None:
+            return OP_READ
+        if not frame.startswith(b"token:"):
+            raise AuthenticationError("Authentication failed: bad token")
+        name = frame[6:].decode()
+        if name == "mallory":
+            raise AuthenticationError("Authentication failed: denied")
+        io.write_frame(b"ok")
+        io.flush()
+        self._principal = KafkaPrincipal("User", name)
+        self._done = True
+        return OP_NONE
+
+    def handle_authentication_failure(self):
+        self.failure_handled = True
+        self._io.write_frame(b"denied")
+
+    def complete(self):
+        return self._done
+
+    def principal(self):
+        return self._principal or ANONYMOUS
+
+
+class TokenChannelBuilder(ChannelBuilder):
+    security_protocol = "PLAINTEXT"
+
+    def build_channel(self, channel_id, sock, mode=None, peer_host=None, peer_port=None,
+                      listener_name=None, max_receive_size=None, remote_address=None):
+        return self._channel(channel_id, _plaintext_transport(sock), TokenAuthenticator,
+                             mode, listener_name, max_receive_size, remote_address)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_700_000_000_000
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def token_server():
+    clock = Clock()
+    sel = Selector(TokenChannelBuilder("server"), time=clock,
+                   failed_authentication_delay_ms=1000)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    ids = []
+
+    def accept():
+        while True:
+            try:
+                s, _ = lsock.accept()
+            except BlockingIOError:
+                return
+            ids.append(f"c{len(ids)}")
+            sel.register(ids[-1], s)
+
+    sel.add_listener(lsock, accept)
+    yield sel, lsock.getsockname(), ids, clock
+    sel.close()
+    lsock.close()
+
+
+def read_frame(sock):
+    dec = FrameDecoder()
+    while True:
+        f = dec.next_frame()
+        if f is not None:
+            return f
+        data = sock.recv(4096)
+        if not data:
+            return None
+        dec.feed(data)
+
+
+def test_channel_state_names_and_equality():
+    names = [s.name for s in State]
+    assert names == ["NOT_CONNECTED", "AUTHENTICATE", "READY", "EXPIRED", "FAILED_SEND",
+                     "FAILED_RECEIVE", "LOCAL_CLOSE", "AUTHENTICATION_FAILED"]
+    exc = AuthenticationError("nope")
+    st = ChannelState(State.AUTHENTICATION_FAILED, exc, "1.2.3.4:5")
+    assert st == ChannelState.AUTHENTICATION_FAILED
+    assert st == State.AUTHENTICATION_FAILED
+    assert st != ChannelState.READY
+    assert st.exception is exc and st.remote_address == "1.2.3.4:5"
+    assert "AUTHENTICATION_FAILED" in repr(st) and "nope" in repr(st)
+
+
+def test_frames_pipelined_behind_authentication_are_not_lost(token_server):
+    sel, addr, ids, clock = token_server
+    c = socket.create_connection(addr)
+    c.settimeout(10)
+    # token and two requests in ONE write: the authenticator's read pulls
+    # them all off the socket; the data phase must still see both requests
+    c.sendall(encode_frame(b"token:alice") + encode_frame(b"req-1") + encode_frame(b"req-2"))
+    got = []
+    for _ in range(200):
+        sel.poll(10)
+        got += sel.completed_receives
+        if len(got) == 2:
+            break
+    assert got == [(ids[0], b"req-1"), (ids[0], b"req-2")]
+    ch = sel.channel(ids[0])
+    assert ch.state == ChannelState.READY
+    assert ch.principal() == KafkaPrincipal("User", "alice")
+    assert read_frame(c) == b"ok"
+    assert sel.metrics.snapshot()["successful-authentication-total"] == 1
+    c.close()
+
+
+def test_failed_authentication_close_is_delayed_and_sends_deferred_response(token_server):
+    sel, addr, ids, clock = token_server
+    bad = socket.create_connection(addr)
+    bad.settimeout(10)
+    good = socket.create_connection(addr)
+    good.settimeout(10)
+    bad.sendall(encode_frame(b"token:mallory"))
+    for _ in range(100):
+        sel.poll(10)
+        if sel.metrics.snapshot()["failed-authentication-total"] == 1:
+            break
+    assert len(ids) >= 1
+    bad_id = ids[0]
+    auth = sel.channel(bad_id).authenticator
+    assert not auth.failure_handled            # delayed: nothing sent yet
+    # the delay does not hold anybody else up
+    good.sendall(encode_frame(b"token:bob") + encode_frame(b"hello"))
+    got = []
+    for _ in range(100):
+        sel.poll(10)
+        got += sel.completed_receives
+        assert bad_id not in sel.disconnected
+        if got:
+            break
+    assert got[0][1] == b"hello"
+    clock.now += 1000
+    sel.poll(0)
+    assert sel.disconnected[bad_id] == State.AUTHENTICATION_FAILED
+    assert "denied" in str(sel.disconnected[bad_id].exception)
+    assert auth.failure_handled
+    assert read_frame(bad) == b"denied"         # the deferred failure response
+    assert read_frame(bad) is None              # then the close
+    bad.close()
+    good.close()
+
+
+def test_authentication_failure_without_delay_closes_at_once():
+    sel = Selector(TokenChannelBuilder("server"), failed_authentication_delay_ms=0)
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(4)
+    try:
+        c = socket.create_connection(lsock.getsockname())
+        c.settimeout(10)
+        s, _ = lsock.accept()
+        sel.register("x", s)
+        c.sendall(encode_frame(b"nonsense"))
+        for _ in range(100):
+            sel.poll(10)
+            if sel.disconnected:
+                break
+        assert sel.disconnected["x"] == State.AUTHENTICATION_FAILED
+        assert read_frame(c) == b"denied"
+        assert read_frame(c) is None
+        c.close()
+    finally:
+        sel.close()
+        lsock.close()
+
+
+def test_default_authenticator_plaintext_principal():
+    a = DefaultAuthenticator("PLAINTEXT")
+    assert not a.complete()
+
+    class IO:
+        transport = None
+        client_address = ("127.0.0.1", 1)
+        listener_name = "PLAINTEXT"
+
+    assert a.authenticate(IO(), 0) == OP_NONE
+    assert a.complete()
+    assert a.principal() == ANONYMOUS
+    # no re-authentication for PLAINTEXT/SSL
+    assert a.server_session_expiration_ms() is None
+    assert a.client_session_reauth_ms() is None
+    assert a.get_and_clear_responses_received_during_reauthentication() == []
+
+
+def test_channel_reauthentication_hooks_are_noops_for_default_authenticator():
+    a, b = socket.socketpair()
+    try:
+        ch = KafkaChannel("x", _plaintext_transport(a), lambda: DefaultAuthenticator(),
+                          mode="server")
+        ch.mark_connected()
+        assert ch.prepare(0) == OP_NONE
+        assert ch.ready() and ch.state == ChannelState.READY
+        assert ch.maybe_begin_server_reauthentication(b"anything", 0) is False
+        assert ch.server_authentication_session_expired(10**15) is False
+        assert ch.maybe_begin_client_reauthentication(10**15) is False
+        assert ch.get_and_clear_responses_received_during_reauthentication() == []
+        ch.mute()
+        assert ch.is_muted()
+        assert ch.unmute() and not ch.is_muted()
+        ch.set_send(b"abc")
+        assert ch.write() is True
+        assert read_frame(b) == b"abc"
+        b.sendall(encode_frame(b"x") + encode_frame(b"y"))
+        b.settimeout(10)
+        frames = []
+        for _ in range(100):
+            select.select([a], [], [], 1)
+            frames += ch.read(max_frames=5)
+            if len(frames) == 2:
+                break
+        assert frames == [b"x", b"y"]
+        ch.close()
+    finally:
+        a.close()
+        b.close()
