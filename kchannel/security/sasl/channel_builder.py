@@ -25,7 +25,7 @@ engineer's ``ServerConfig`` (``jaas_for`` / ``listener_mechanism_config``).
 import logging
 
 from kchannel.config.types import reveal
-from kchannel.errors import ConfigError
+from kchannel.errors import ConfigError, UnsupportedSaslMechanismError
 from kchannel.network.authenticator import (create_principal_builder,
                                             create_ssl_principal_mapper)
 from kchannel.network.channel_builder import (ChannelBuilder, _plaintext_transport,
@@ -137,6 +137,8 @@ class SaslChannelBuilder(ChannelBuilder):
         if self.mode == "server":
             self.enabled_mechanisms = (_as_list(self.configs.get(SASL_ENABLED_MECHANISMS))
                                        or list(DEFAULT_ENABLED_MECHANISMS))
+            if mechanism_factory is None:
+                self._check_mechanisms(self.enabled_mechanisms)
             self.jaas_options = {m: self._server_jaas(m) or {} for m in self.enabled_mechanisms}
             self.callbacks = self._server_callbacks(callbacks, scram_store, token_manager,
                                                     token_credential, oauth_validate)
@@ -170,6 +172,24 @@ class SaslChannelBuilder(ChannelBuilder):
             self.ssl_factory = ssl_factory
 
     # -- configuration -------------------------------------------------------
+    @staticmethod
+    def _check_mechanisms(mechanisms):
+        """Fail at start-up, not on the first client, for a mechanism kchannel
+        has no server implementation of (or whose dependency is missing)."""
+        from kchannel.security.sasl import mechanism as registry
+        for m in mechanisms:
+            try:
+                _, server_factory = registry._factories(m)
+            except UnsupportedSaslMechanismError as exc:
+                server_factory, reason = None, str(exc)
+            else:
+                reason = f"No server implementation for SASL mechanism {m}"
+            if server_factory is None:
+                raise ConfigError(
+                    f"Invalid value {','.join(mechanisms)} for configuration "
+                    f"{SASL_ENABLED_MECHANISMS}: {reason}",
+                    key=SASL_ENABLED_MECHANISMS, value=",".join(mechanisms))
+
     def _mechanism_config(self, mechanism, key):
         """``listener.name.<l>.<mechanism>.<key>``, ``<mechanism>.<key>``, then
         ``<key>`` (Kafka's per-mechanism listener config)."""
