@@ -1,0 +1,513 @@
+"""kchannel's network layer against what the machine can do, in one run.
+
+    python benchmarks/network_ratio.py [--pure] [--repeat 3] [--quick]
+
+Everything runs on 127.0.0.1.  Each measurement uses two processes (the
+peer is forked with ``multiprocessing``): sender and receiver each get their
+own interpreter and GIL, so a run measures one side's cost against the
+other's instead of two Python loops taking turns on one GIL.  The figures
+are best of ``--repeat`` runs (the machine is shared and noisy; the best run
+is the one least disturbed), and only the ratios measured in the same run
+mean anything.
+
+(a) PLAINTEXT bulk, MB/s (1 MB = 10**6 bytes) of payload delivered:
+
+* ``raw ceiling``: a plain client socket ``sendall``-ing 1 MiB buffers to a
+  peer doing ``recv_into`` a 1 MiB buffer; ``raw 16 KiB sendall`` is the
+  same with one ``sendall`` per 16 KiB.
+* ``kchannel``: a client ``Selector`` (``send`` of size-prefixed frames,
+  ``poll``) to a server-mode ``Selector`` in the peer, which counts the
+  frames of ``completed_receives`` and answers one frame when it has them
+  all.  The clock stops when that answer arrives.  Target: 16 KiB frames at
+  >= 90 % of the raw ceiling.
+
+(b) TLS bulk (TLS 1.3, AES-GCM as negotiated by default), MB/s:
+
+* ``raw TLS over memory BIOs (1 process)``: two ``ssl.SSLObject`` over
+  ``MemoryBIO`` pairs in this process; each frame is written by the client
+  object, its records moved to the server's incoming BIO and read out
+  (encryption and decryption on one core, no sockets).
+* ``raw TLS pump over sockets``: a minimal socket + MemoryBIO pump written
+  plainly here (client: ``SSLObject.write`` then ``sendall`` of the
+  outgoing BIO; peer: ``recv_into`` 256 KiB, ``BIO.write``,
+  ``SSLObject.read`` into a buffer), two processes like kchannel.
+* ``ssl.SSLSocket``: OpenSSL reading and writing the sockets itself (C).
+* ``kchannel``: the TLS transport (``SslTransportLayer`` + TLS pump twin)
+  through client and server ``Selector``, as in (a).
+  Target: >= 80 % of raw TLS over memory BIOs; the ratio is printed against
+  both raw figures (the one-process pair pays encryption and decryption on
+  one core, the socket pump spreads them over two like kchannel does).
+
+(c) Request round trips/s with 100-byte requests (Metadata v1 with an
+86-character client id) on one connection to a ``kchannel.server.Server`` in
+the peer process whose Metadata handler returns a constant empty body, from
+a ``kchannel.client.NetworkClient`` (Selector underneath): ``depth 1`` waits
+for each response before sending the next; ``depth N`` keeps N requests in
+flight.  Target: pipelined >= 100k round trips/s.
+
+The compiled twins are used unless ``--pure`` (which sets
+``KCHANNEL_NO_EXTENSIONS=1`` before kchannel is imported, in both processes).
+"""
+import argparse
+import multiprocessing
+import os
+import socket
+import ssl
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+KiB = 1024
+MiB = 1024 * 1024
+MB = 1e6
+
+_MP = multiprocessing.get_context("fork")
+
+
+# ---------------------------------------------------------------- helpers
+def _listen():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    return s
+
+
+def _run_peer(target, *args):
+    """Fork ``target(pipe, *args)``; returns (process, parent pipe, first
+    message from the peer, normally its port)."""
+    parent, child = _MP.Pipe()
+    p = _MP.Process(target=target, args=(child,) + args, daemon=True)
+    p.start()
+    child.close()
+    msg = parent.recv()
+    return p, parent, msg
+
+
+def _finish(p, pipe):
+    try:
+        pipe.close()
+    finally:
+        p.join(30)
+        if p.is_alive():
+            p.terminate()
+            p.join(5)
+
+
+def best_of(repeat, fn, *args):
+    """Highest rate of ``repeat`` runs of ``fn(*args) -> rate``."""
+    return max(fn(*args) for _ in range(repeat))
+
+
+# ---------------------------------------------------- (a) raw plaintext
+def _raw_sink(pipe, total):
+    ls = _listen()
+    pipe.send(ls.getsockname()[1])
+    conn, _ = ls.accept()
+    buf = memoryview(bytearray(MiB))
+    got = 0
+    while got < total:
+        n = conn.recv_into(buf)
+        if not n:
+            break
+        got += n
+    conn.sendall(b"k")
+    conn.close()
+    ls.close()
+
+
+def raw_plaintext(total, chunk):
+    p, pipe, port = _run_peer(_raw_sink, total)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    data = b"x" * chunk
+    n = total // chunk
+    t0 = time.perf_counter()
+    for _ in range(n):
+        s.sendall(data)
+    s.recv(1)
+    dt = time.perf_counter() - t0
+    s.close()
+    _finish(p, pipe)
+    return n * chunk / dt / MB
+
+
+# ------------------------------------------------- (a)/(b) kchannel bulk
+def _server_builder(protocol, pki_dir):
+    from kchannel.network.channel_builder import create_channel_builder
+    configs = {}
+    if protocol == "SSL":
+        configs = _pki(pki_dir).server_configs()
+    return create_channel_builder(protocol, "server", configs, protocol)
+
+
+def _client_builder(protocol, pki_dir):
+    from kchannel.network.channel_builder import create_channel_builder
+    configs = {}
+    if protocol == "SSL":
+        configs = _pki(pki_dir).client_configs()
+    return create_channel_builder(protocol, "client", configs, None)
+
+
+def _kc_sink(pipe, protocol, pki_dir, frames):
+    from kchannel.network.selector import Selector
+    builder = _server_builder(protocol, pki_dir)
+    sel = Selector(builder, connections_max_idle_ms=-1)
+    ls = _listen()
+    ids = []
+
+    def accept():
+        try:
+            sock, _ = ls.accept()
+        except BlockingIOError:
+            return
+        cid = f"c{len(ids)}"
+        ids.append(cid)
+        sel.register(cid, sock, builder, protocol)
+
+    sel.add_listener(ls, accept)
+    pipe.send(ls.getsockname()[1])
+    got = 0
+    while got < frames:
+        sel.poll(1000)
+        got += len(sel.completed_receives)
+        if sel.disconnected:
+            break
+    sel.send(ids[0], b"done")
+    deadline = time.monotonic() + 10
+    while not sel.completed_sends and time.monotonic() < deadline:
+        sel.poll(100)
+    # let the client read it before the close
+    pipe.recv()
+    sel.close()
+    ls.close()
+
+
+def kchannel_bulk(protocol, pki_dir, total, frame_size, window=None):
+    from kchannel.network.selector import Selector
+    frames = max(1, total // frame_size)
+    p, pipe, port = _run_peer(_kc_sink, protocol, pki_dir, frames)
+    sel = Selector(_client_builder(protocol, pki_dir), connections_max_idle_ms=-1)
+    host = "localhost" if protocol == "SSL" else "127.0.0.1"
+    sel.connect("s", (host, port))
+    while not sel.is_channel_ready("s"):
+        sel.poll(100)
+        if sel.disconnected:
+            raise RuntimeError(f"connect failed: {sel.disconnected}")
+    payload = b"x" * frame_size
+    # frames queued but not yet reported sent: enough to keep the socket
+    # busy (about 4 MiB), not so many that memory balloons
+    window = window or max(4, (4 * MiB) // frame_size)
+    queued = sent = 0
+    answer = None
+    t0 = time.perf_counter()
+    while answer is None:
+        while sent < frames and queued < window:
+            sel.send("s", payload)
+            sent += 1
+            queued += 1
+        sel.poll(1000)
+        queued -= len(sel.completed_sends)
+        if sel.completed_receives:
+            answer = sel.completed_receives[0][1]
+        if sel.disconnected:
+            raise RuntimeError(f"disconnected: {sel.disconnected}")
+    dt = time.perf_counter() - t0
+    pipe.send("bye")
+    sel.close()
+    _finish(p, pipe)
+    return frames * frame_size / dt / MB
+
+
+# -------------------------------------------------------- (b) raw TLS
+_PKI = {}
+
+
+def _pki(pki_dir):
+    pki = _PKI.get(pki_dir)
+    if pki is None:
+        from tests.fixtures.certs import make_pki
+        pki = _PKI[pki_dir] = make_pki(pki_dir)
+    return pki
+
+
+def _contexts(pki_dir):
+    pki = _pki(pki_dir)
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(pki.server.cert_path, pki.server.key_path)
+    cctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    cctx.load_verify_locations(pki.ca.cert_path)
+    return sctx, cctx
+
+
+def raw_tls_bio_pair(pki_dir, total, frame_size):
+    """Two SSLObjects in this process, records moved between their BIOs."""
+    sctx, cctx = _contexts(pki_dir)
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    c = cctx.wrap_bio(c_in, c_out, server_hostname="localhost")
+    s = sctx.wrap_bio(s_in, s_out, server_side=True)
+    done_c = done_s = False
+    while not (done_c and done_s):
+        for obj, out, peer_in, flag in ((c, c_out, s_in, "c"), (s, s_out, c_in, "s")):
+            try:
+                obj.do_handshake()
+                if flag == "c":
+                    done_c = True
+                else:
+                    done_s = True
+            except ssl.SSLWantReadError:
+                pass
+            if out.pending:
+                peer_in.write(out.read())
+    # TLS 1.3 session tickets reach the client with the first read
+    buf = memoryview(bytearray(256 * KiB))
+    payload = b"x" * frame_size
+    n = max(1, total // frame_size)
+    got = 0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        c.write(payload)
+        s_in.write(c_out.read())
+        while True:
+            try:
+                got += s.read(len(buf), buf)
+            except ssl.SSLWantReadError:
+                break
+    dt = time.perf_counter() - t0
+    assert got == n * frame_size, (got, n * frame_size)
+    return got / dt / MB
+
+
+def _raw_tls_sink(pipe, pki_dir, total, use_sslsocket):
+    sctx, _ = _contexts(pki_dir)
+    ls = _listen()
+    pipe.send(ls.getsockname()[1])
+    conn, _ = ls.accept()
+    buf = memoryview(bytearray(256 * KiB))
+    got = 0
+    if use_sslsocket:
+        tls = sctx.wrap_socket(conn, server_side=True)
+        while got < total:
+            n = tls.recv_into(buf)
+            if not n:
+                break
+            got += n
+        tls.sendall(b"k")
+        pipe.recv()
+        tls.close()
+        ls.close()
+        return
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = sctx.wrap_bio(inc, out, server_side=True)
+    net = memoryview(bytearray(256 * KiB))
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if out.pending:
+                conn.sendall(out.read())
+            k = conn.recv_into(net)
+            if not k:
+                return
+            inc.write(net[:k])
+    if out.pending:
+        conn.sendall(out.read())
+    while got < total:
+        try:
+            got += obj.read(len(buf), buf)
+            continue
+        except ssl.SSLWantReadError:
+            pass
+        k = conn.recv_into(net)
+        if not k:
+            break
+        inc.write(net[:k])
+    obj.write(b"k")
+    conn.sendall(out.read())
+    pipe.recv()
+    conn.close()
+    ls.close()
+
+
+def raw_tls_sockets(pki_dir, total, frame_size, use_sslsocket=False):
+    _, cctx = _contexts(pki_dir)
+    n = max(1, total // frame_size)
+    p, pipe, port = _run_peer(_raw_tls_sink, pki_dir, n * frame_size, use_sslsocket)
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    payload = b"x" * frame_size
+    if use_sslsocket:
+        tls = cctx.wrap_socket(sock, server_hostname="localhost")
+        t0 = time.perf_counter()
+        for _ in range(n):
+            tls.sendall(payload)
+        tls.recv(1)
+        dt = time.perf_counter() - t0
+        pipe.send("bye")
+        tls.close()
+        _finish(p, pipe)
+        return n * frame_size / dt / MB
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = cctx.wrap_bio(inc, out, server_hostname="localhost")
+    net = memoryview(bytearray(256 * KiB))
+    while True:
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            if out.pending:
+                sock.sendall(out.read())
+            k = sock.recv_into(net)
+            inc.write(net[:k])
+    if out.pending:
+        sock.sendall(out.read())
+    t0 = time.perf_counter()
+    for _ in range(n):
+        obj.write(payload)
+        sock.sendall(out.read())
+    # the one-byte answer (session tickets may come first)
+    while True:
+        try:
+            if obj.read(16):
+                break
+        except ssl.SSLWantReadError:
+            k = sock.recv_into(net)
+            if not k:
+                break
+            inc.write(net[:k])
+    dt = time.perf_counter() - t0
+    pipe.send("bye")
+    sock.close()
+    _finish(p, pipe)
+    return n * frame_size / dt / MB
+
+
+# ------------------------------------------------------ (c) round trips
+CLIENT_ID = "x" * 86          # Metadata v1 {"topics": []} -> 100-byte request
+
+
+def _rt_server(pipe):
+    from kchannel.protocol.api_keys import ApiKey
+    from kchannel.server import Server
+    server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=-1)
+    body = {"brokers": [], "controller_id": 0, "topics": []}
+    server.register_handler(ApiKey.METADATA, lambda ctx: body)
+    server.start()
+    pipe.send(server.bound_port("PLAINTEXT"))
+    pipe.recv()
+    server.shutdown()
+
+
+def round_trips(requests, depth):
+    from kchannel.client import NetworkClient
+    from kchannel.protocol.api_keys import ApiKey
+    p, pipe, port = _run_peer(_rt_server)
+    net = NetworkClient({"client.id": CLIENT_ID})
+    net.connect(0, "127.0.0.1", port)
+    while not net.is_ready(0):
+        net.poll(100)
+    metadata = int(ApiKey.METADATA)
+    # warm up
+    for _ in range(50):
+        net.send(0, metadata, {"topics": []}, 1)
+        while net.in_flight_count(0):
+            net.poll(100)
+    sent = got = 0
+    t0 = time.perf_counter()
+    while got < requests:
+        while sent < requests and sent - got < depth:
+            net.send(0, metadata, {"topics": []}, 1)
+            sent += 1
+        for resp in net.poll(1000):
+            if resp.exception is not None:
+                raise resp.exception
+            got += 1
+    dt = time.perf_counter() - t0
+    net.close()
+    pipe.send("bye")
+    _finish(p, pipe)
+    return requests / dt
+
+
+# ----------------------------------------------------------------- main
+def _row(name, value, unit, ref=None, target=None):
+    ratio = ""
+    if ref:
+        ratio = f"{value / ref * 100:6.1f} %"
+        if target is not None:
+            ratio += "  (target >= %d %%: %s)" % (target * 100,
+                                                 "met" if value / ref >= target else "MISSED")
+    print(f"  {name:<48} {value:10.0f} {unit:<6} {ratio}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pure", action="store_true", help="pure-Python twins")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (best kept)")
+    ap.add_argument("--quick", action="store_true", help="smaller transfers")
+    ap.add_argument("--only", choices=["plaintext", "tls", "rt"], action="append")
+    ap.add_argument("--depth", type=int, default=100, help="pipelining window for (c)")
+    args = ap.parse_args(argv)
+    if args.pure:
+        os.environ["KCHANNEL_NO_EXTENSIONS"] = "1"
+    import kchannel
+    from kchannel import _impl
+    kchannel.implementation()
+    from kchannel.network import ssl_transport  # noqa: F401 - loads the pump twin
+    from kchannel import framing  # noqa: F401
+    print(f"kchannel implementation: {kchannel.implementation()} {_impl.loaded()}; "
+          f"{ssl.OPENSSL_VERSION}; best of {args.repeat}")
+    scale = 4 if args.quick else 1
+    plain_total = 512 * MiB // scale
+    tls_total = 256 * MiB // scale
+    rt_requests = 100000 // scale
+    only = set(args.only or ["plaintext", "tls", "rt"])
+    r = args.repeat
+    results = {}
+    with tempfile.TemporaryDirectory() as pki_dir:
+        if "plaintext" in only:
+            print("\n(a) PLAINTEXT bulk, client -> server (MB/s)")
+            ceiling = best_of(r, raw_plaintext, plain_total, MiB)
+            _row("raw sockets, 1 MiB sendall (ceiling)", ceiling, "MB/s")
+            raw16 = best_of(r, raw_plaintext, plain_total, 16 * KiB)
+            _row("raw sockets, 16 KiB sendall", raw16, "MB/s", ceiling)
+            for size, label, target in ((16 * KiB, "16 KiB", 0.9), (MiB, "1 MiB", None)):
+                v = best_of(r, kchannel_bulk, "PLAINTEXT", pki_dir, plain_total, size)
+                _row(f"kchannel Selector, {label} frames", v, "MB/s", ceiling, target)
+                results[f"plaintext_{label}"] = (v, ceiling)
+        if "tls" in only:
+            _pki(pki_dir)
+            print("\n(b) TLS bulk, client -> server (MB/s)")
+            refs = {}
+            for size, label in ((16 * KiB, "16 KiB"), (MiB, "1 MiB")):
+                bio = best_of(r, raw_tls_bio_pair, pki_dir, tls_total, size)
+                pump = best_of(r, raw_tls_sockets, pki_dir, tls_total, size)
+                sslsock = best_of(r, raw_tls_sockets, pki_dir, tls_total, size, True)
+                kc = best_of(r, kchannel_bulk, "SSL", pki_dir, tls_total, size)
+                refs[label] = (bio, pump, sslsock, kc)
+                print(f" {label} frames:")
+                _row("raw TLS over memory BIOs (1 process)", bio, "MB/s")
+                _row("raw TLS pump over sockets (2 processes)", pump, "MB/s")
+                _row("ssl.SSLSocket over sockets (2 processes)", sslsock, "MB/s")
+                _row("kchannel TLS, vs memory-BIO pair", kc, "MB/s", bio, 0.8)
+                _row("kchannel TLS, vs raw socket pump", kc, "MB/s", pump, 0.8)
+                _row("kchannel TLS, vs ssl.SSLSocket", kc, "MB/s", sslsock)
+                results[f"tls_{label}"] = refs[label]
+        if "rt" in only:
+            print("\n(c) 100 B request round trips on one connection (round trips/s)")
+            d1 = best_of(r, round_trips, max(2000, rt_requests // 5), 1)
+            _row("kchannel client -> Server, depth 1", d1, "/s")
+            dn = best_of(r, round_trips, rt_requests, args.depth)
+            _row(f"kchannel client -> Server, depth {args.depth}", dn, "/s")
+            print(f"  pipelined target >= 100000/s: {'met' if dn >= 100000 else 'MISSED'} "
+                  f"({dn / 100000 * 100:.0f} % of it)")
+    return results
+
+
+if __name__ == "__main__":
+    main()
