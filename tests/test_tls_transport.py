@@ -656,3 +656,27 @@ def test_interest_ops_and_mute(pki, listener, impl):
         assert ct.peer_address == listener.getsockname()
     finally:
         close_all(ct, st)
+
+
+def test_tls13_rejection_reported_even_when_a_write_hits_the_reset(pki, listener, impl):
+    """The server rejects the client certificate, sends its alert and closes
+    with the client's first request unread, so the client's TCP stack gets a
+    reset.  The client's next write fails with an I/O error, yet the alert
+    that arrived before the reset is what gets reported."""
+    ct, st = make_pair(listener, impl, pki.server_configs(client_auth="required"),
+                       pki.client_configs())
+    while ct.handshake():
+        st.handshake()
+        wait([(ct, OP_READ)])
+    assert ct.state is State.POST_HANDSHAKE
+    assert ct.write(b"\x00\x00\x00\x04abcd") == 8       # the first request
+    res = handshake(st, expect_failure=True)           # rejects, alert, close -> RST
+    assert isinstance(res[st], SslAuthenticationError)
+    wait([(ct, OP_READ)], 2)
+    with pytest.raises(SslAuthenticationError) as err:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            ct.write(b"\x00" * 65536)
+            wait([(ct, OP_READ)], 0.1)
+    assert "certificate required" in str(err.value)
+    ct.close()

@@ -149,21 +149,30 @@ class SslTransportLayer(TransportLayer):
 
     def _maybe_raise_ssl_failure(self):
         """After an I/O error while the handshake outcome may still be in
-        flight, read whatever the peer sent: an alert explains the failure
-        better than the reset that followed it."""
+        flight, read whatever the peer sent before it went away: an alert
+        explains the failure better than the reset that followed it (Linux
+        still delivers bytes queued before a reset)."""
         if self.state not in (State.HANDSHAKE, State.POST_HANDSHAKE):
             return
         try:
+            for _ in range(64):
+                if self._pump.fill() <= 0:
+                    break
+        except OSError:
+            pass
+        try:
             if self.state is State.HANDSHAKE:
-                self._pump.handshake()
+                self._ssl.do_handshake()
             else:
-                for _ in range(64):
-                    if not self._pump.read_into(_discard):
+                for _ in range(1024):
+                    if not self._ssl.read(16384):
                         break
+        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            pass
         except ssl.SSLError as exc:
             raise self._handshake_failure(
                 exc, post_handshake=self.state is State.POST_HANDSHAKE) from exc
-        except (OSError, EOFError):
+        except (OSError, ValueError):
             pass
 
     # --- reads ------------------------------------------------------------
@@ -292,6 +301,3 @@ class SslTransportLayer(TransportLayer):
         return (f"SslTransportLayer(mode={self.mode}, state={self.state.name}, "
                 f"peer={self._peer_address})")
 
-
-def _discard(_view):
-    pass
