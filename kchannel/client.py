@@ -532,13 +532,19 @@ class KafkaClient:
         return self.network.choose_version(self.node_id, api_key)
 
     def request(self, api_key, body=None, version=None, timeout_ms=None):
-        """Send one request and wait for its response body."""
+        """Send one request and wait for its response body.
+
+        A connection that was closed since the last request (idle expiry,
+        broker restart) is re-established once first, as Kafka clients
+        reconnect; an authentication failure is never retried."""
         if not self.is_connected():
-            if self.node_id is not None:
-                exc = self.network.connection_exception(self.node_id)
-                if exc is not None:
-                    raise exc
-            raise errors.ChannelConnectionError("Not connected")
+            if self.node_id is None:
+                raise errors.ChannelConnectionError("Not connected")
+            exc = self.network.connection_exception(self.node_id)
+            if isinstance(exc, errors.AuthenticationError) or self.address is None:
+                raise exc or errors.ChannelConnectionError("Not connected")
+            log.info("Reconnecting to %s:%s (%s)", self.address[0], self.address[1], exc)
+            self._connect_one(self.address, None)
         net = self.network
         corr = net.send(self.node_id, api_key, body or {}, version)
         timeout_ms = net.request_timeout_ms if timeout_ms is None else timeout_ms

@@ -382,3 +382,31 @@ def test_sasl_requests_after_authentication_get_illegal_sasl_state(server):
     corr, body = decode_response(raw_response(s), ApiKey.METADATA, 1)
     assert corr == 7 and body["brokers"][0]["node_id"] == 7
     s.close()
+
+
+def test_client_reconnects_after_idle_expiry():
+    class Clock:
+        now = 1_700_000_000_000
+
+        def __call__(self):
+            return self.now
+
+    clock = Clock()
+    s = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=60_000,
+               time=clock)
+    s.start()
+    try:
+        with client_for(s) as c:
+            assert c.request(ApiKey.METADATA, {"topics": []})["brokers"]
+            clock.now += 60_001          # the server expires the idle connection
+            for _ in range(1000):
+                c.network.poll(10)
+                if not c.is_connected():
+                    break
+            assert not c.is_connected()
+            # the next request reconnects once and succeeds
+            assert c.request(ApiKey.METADATA, {"topics": []})["brokers"]
+            assert c.is_connected()
+        assert s.metrics.snapshot()["connection-creation-total"] == 2
+    finally:
+        s.shutdown()
