@@ -393,3 +393,21 @@ def test_create_channel_builder_rejects_unknown_protocol():
     from kchannel.errors import ConfigError
     with pytest.raises(ConfigError, match="security.protocol"):
         create_channel_builder("TLS", "client", {})
+
+
+def test_last_read_ahead_frame_is_delivered_after_unmute(pair):
+    raw = raw_connect(pair.address)
+    pair.poll_until(lambda: pair.accepted)
+    sid = pair.accepted[0]
+    raw.sendall(encode_frame(b"one") + encode_frame(b"two"))
+    pair.poll_until(lambda: pair.server_receives)
+    assert pair.server_receives == [(sid, b"one")]
+    pair.server.mute(sid)
+    pair.server.poll(0)
+    pair.server.unmute(sid)
+    got = []
+    for _ in range(5):
+        pair.server.poll(0)          # no new bytes: only read-ahead is left
+        got += pair.server.completed_receives
+    assert got == [(sid, b"two")]
+    raw.close()

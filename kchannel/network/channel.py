@@ -17,7 +17,6 @@ there for the data phase.
 import collections
 import enum
 import logging
-import random
 import socket
 
 from .. import errors
@@ -348,21 +347,13 @@ class KafkaChannel:
         return self.has_complete_frame()
 
     def has_complete_frame(self):
-        d = self.decoder
-        buffered = d.buffered
-        if buffered < 4:
-            return False
-        # peek at the size prefix without consuming (decoder.has_partial only
-        # says "something is buffered")
-        peek = getattr(d, "peek_complete", None)
-        if peek is not None:
-            return peek()
-        return self._peek_complete()
-
-    def _peek_complete(self):
-        # Without a peek API, pull the frame and keep it aside.
+        """True when a whole frame is already buffered (read ahead)."""
         if self._stash:
             return True
+        if self.decoder.buffered < 4:
+            return False
+        # The decoder has no peek: pull the frame out and keep it aside
+        # (``_next_buffered_frame`` hands it out first).
         try:
             f = self.decoder.next_frame()
         except errors.InvalidReceiveError:
@@ -716,6 +707,3 @@ class KafkaChannel:
     def disconnected(self):
         return self._disconnected
 
-    def random_jitter(self):
-        """Kafka's 85-95% re-authentication window factor (clients)."""
-        return 0.85 + random.random() * 0.10
