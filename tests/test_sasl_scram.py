@@ -276,7 +276,8 @@ def test_client_refuses_low_iterations(iterations):
 @pytest.mark.parametrize("bad", [b"r=abcdef,s=QSXCR+Q6sek8bf92,i=0",
                                  b"r=abcdef,s=QSXCR+Q6sek8bf92,i=99999999999",
                                  b"r=abcdef,s=not*base64,i=4096",
-                                 b"r=abcdef,i=4096", b"", b"e=other-error"])
+                                 b"r=abcdef,i=4096", b"", b"e=other-error",
+                                 b"m=x,r=abcdef,s=QSXCR+Q6sek8bf92,i=4096"])
 def test_client_refuses_malformed_server_first(bad):
     c = client("SCRAM-SHA-256", "user", "pencil", nonce="abc")
     c.evaluate_challenge(b"")

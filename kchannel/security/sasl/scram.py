@@ -27,8 +27,8 @@ Where kchannel is stricter than Kafka's Java implementation, on purpose:
   after the same HMAC work.
 * The server checks the channel-binding attribute (it must be the base64 of
   the gs2 header, i.e. ``biws`` for ``n,,``: no channel binding) and that the
-  client-final nonce equals the combined nonce; it refuses a mandatory
-  extension (``m=``), which RFC 5802 requires.
+  client-final nonce equals the combined nonce.  Both sides refuse a
+  mandatory extension (``m=``), as RFC 5802 requires.
 * The client refuses a server nonce that does not extend the client nonce.
 * AuthMessage is built from the messages as received (RFC 5802) rather than
   re-serialised; for Kafka peers the result is the same bytes.
@@ -311,6 +311,8 @@ class ServerFirstMessage:
         m = _SERVER_FIRST.fullmatch(text)
         if m is None:
             raise _ParseError("Invalid SCRAM server first message format")
+        if m.group("reserved") is not None:
+            raise _ParseError("Unsupported mandatory extension in SCRAM server first message")
         iterations = int(m.group("iterations"))
         if iterations <= 0 or iterations > _INT_MAX:
             raise _ParseError(
