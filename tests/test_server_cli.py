@@ -92,3 +92,22 @@ def test_serve_missing_config_file(tmp_path):
                        env=env, timeout=60)
     assert r.returncode == 1
     assert "nope.properties" in r.stdout + r.stderr
+
+
+def test_cluster_id_is_stable_across_restarts(tmp_path):
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data")}
+    ids = []
+    for _ in range(2):
+        proc = start_serve(tmp_path, props)
+        try:
+            port = read_listeners(proc, 1)["PLAINTEXT"][2]
+            with KafkaClient({"bootstrap.servers": f"127.0.0.1:{port}"}).connect() as c:
+                ids.append(c.request(ApiKey.METADATA, {"topics": []})["cluster_id"])
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert ids[0] == ids[1] and len(ids[0]) == 22
+    assert f"cluster.id={ids[0]}" in (tmp_path / "data" / "meta.properties").read_text()

@@ -68,6 +68,38 @@ def _install_tokens(server, config, props):
     return install(server, config, props)
 
 
+def _stable_cluster_id(config, props):
+    """The cluster id kept in ``<first log dir>/meta.properties`` (Kafka's
+    file), created on first start, so clients see the same id across
+    restarts.  ``kchannel.cluster.id`` wins; None when no data directory is
+    usable."""
+    configured = getattr(config, "cluster_id", None)
+    if configured:
+        return configured
+    if not (props.get("log.dirs") or props.get("log.dir")):
+        return None
+    data_dir = getattr(config, "data_dir", None)
+    if not data_dir:
+        return None
+    import os
+    from ..config import load_properties
+    from ..handlers import random_cluster_id
+    path = os.path.join(data_dir, "meta.properties")
+    try:
+        if os.path.exists(path):
+            existing = load_properties(path).get("cluster.id")
+            if existing:
+                return existing
+        os.makedirs(data_dir, exist_ok=True)
+        cluster_id = random_cluster_id()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"#\nversion=0\nbroker.id={config.node_id}\ncluster.id={cluster_id}\n")
+        return cluster_id
+    except OSError as exc:
+        log.warning("Cannot keep the cluster id in %s: %s", path, exc)
+        return None
+
+
 def build_server(props, jaas_text=None, jaas_file_name=None):
     """``(server, closers)`` for the given properties (used by ``run`` and
     tests)."""
@@ -88,7 +120,8 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
         if store is not None:
             sasl_kwargs["scram_store"] = store
             closers.append(store.close)
-    server = Server(config, sasl_kwargs=sasl_kwargs)
+    server = Server(config, sasl_kwargs=sasl_kwargs,
+                    cluster_id=_stable_cluster_id(config, props))
     if store is not None:
         from ..security.sasl.scram_handlers import register_scram_handlers
         register_scram_handlers(server, store)
