@@ -31,9 +31,22 @@ code) is *built* when the failure is detected but only *sent* by
 ``connection.failed.authentication.delay.ms`` just before closing: the
 authenticator raises the ``AuthenticationError`` and the channel delays the
 close, exactly as Kafka's ``DelayedResponseAuthenticationException``.
+
+Where this differs from Kafka (deliberately):
+
+* ``sasl.enabled.mechanisms`` are listed in configuration order (Kafka's
+  come out in ``HashSet`` order).
+* A request other than SaslAuthenticate after SaslHandshake v1 gets an
+  ILLEGAL_SASL_STATE error response only when it is ApiVersions or
+  SaslHandshake (bodies with a top-level error code); Kafka builds one for
+  any API from the parsed body.  Either way the connection then closes.
+* After SaslHandshake v0, a mechanism failure that is not a
+  ``SaslAuthenticationError`` is still reported as one (and so gets the
+  failed-authentication delay) rather than as an I/O error closing at once.
 """
 import enum
 import logging
+import re
 
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
                              InvalidReceiveError, InvalidRequestError, KChannelError,
@@ -67,7 +80,6 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288
 
 # ApiVersionsRequest.isValid(): client software name/version (KIP-511).
-import re  # noqa: E402  (kept next to its only use)
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -80,6 +92,8 @@ class SaslState(enum.Enum):
     FAILED = "FAILED"
     REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
     REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
+    # Named for symmetry with the client; Kafka's server (and this one) joins
+    # the AUTHENTICATE state directly after REAUTH_PROCESS_HANDSHAKE.
     REAUTH_INITIAL = "REAUTH_INITIAL"
 
 
