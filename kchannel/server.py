@@ -95,7 +95,8 @@ def _split_host_port(text):
 def parse_listeners(value, protocol_map=None):
     """Parse Kafka's ``listeners`` syntax (``NAME://host:port,...``) into
     :class:`Listener` objects (no configs)."""
-    protocol_map = {k.upper(): v.upper() for k, v in (protocol_map or _DEFAULT_PROTOCOL_MAP).items()}
+    protocol_map = {k.upper(): v.upper()
+                    for k, v in (protocol_map or _DEFAULT_PROTOCOL_MAP).items()}
     if isinstance(value, str):
         items = [v.strip() for v in value.split(",") if v.strip()]
     else:
@@ -242,8 +243,9 @@ class Server:
         self.listeners = [_as_endpoint(l, protocol_map) for l in listeners]
         names = [l.name for l in self.listeners]
         if len(set(names)) != len(names):
-            raise errors.ConfigError(f"Each listener must have a different name, listeners: {names}",
-                                     key="listeners", value=names)
+            raise errors.ConfigError(
+                f"Each listener must have a different name, listeners: {names}",
+                key="listeners", value=names)
         if advertised_listeners is None and config is not None:
             advertised_listeners = getattr(config, "advertised_listeners", None)
         elif advertised_listeners is None and props and props.get("advertised.listeners"):
@@ -262,9 +264,9 @@ class Server:
                 elif props is not None:
                     l.configs = _listener_configs_from_props(props, l.name)
 
-        self.connections_max_idle_ms = int(connections_max_idle_ms if connections_max_idle_ms
-                                           is not None else
-                                           _cfg_get(config, props, "connections.max.idle.ms", 600000))
+        self.connections_max_idle_ms = int(
+            connections_max_idle_ms if connections_max_idle_ms is not None else
+            _cfg_get(config, props, "connections.max.idle.ms", 600000))
         self.failed_authentication_delay_ms = int(
             failed_authentication_delay_ms if failed_authentication_delay_ms is not None else
             _cfg_get(config, props, "connection.failed.authentication.delay.ms", 100))

@@ -16,6 +16,7 @@ there for the data phase.
 """
 import collections
 import enum
+import errno
 import logging
 import socket
 
@@ -248,7 +249,8 @@ class KafkaChannel:
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
                 raise errors.ChannelConnectionError(
-                    f"Connection to {self.socket_description()} failed: {socket.errno.errorcode.get(err, err)}")
+                    f"Connection to {self.socket_description()} failed: "
+                    f"{errno.errorcode.get(err, err)}")
             connected = True
         if connected:
             self.state = ChannelState.READY if self.ready() else ChannelState.AUTHENTICATE
@@ -670,7 +672,8 @@ class KafkaChannel:
         return self.authenticator.connected_client_supports_reauthentication()
 
     def get_and_clear_responses_received_during_reauthentication(self):
-        return list(self.authenticator.get_and_clear_responses_received_during_reauthentication() or [])
+        auth = self.authenticator
+        return list(auth.get_and_clear_responses_received_during_reauthentication() or [])
 
     # -- failure / close ------------------------------------------------------------
     def complete_close_on_authentication_failure(self):

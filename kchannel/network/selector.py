@@ -38,7 +38,7 @@ from .. import errors
 from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
 from ..utils import now_ms
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
-from .ops import OP_NONE, OP_READ, OP_WRITE
+from .ops import OP_NONE
 
 log = logging.getLogger("kchannel.network.selector")
 
@@ -96,7 +96,8 @@ class SelectorMetrics:
             mn("reauthentication-latency-max", "The max latency observed due to re-authentication"),
             Max(metrics.config))
         self.reauthentication_latency.add(
-            mn("reauthentication-latency-avg", "The average latency observed due to re-authentication"),
+            mn("reauthentication-latency-avg",
+               "The average latency observed due to re-authentication"),
             Avg(metrics.config))
         self.bytes_transferred = sensor("bytes-sent-received").add_meter(
             g, "network-io", "network operations (reads or writes) on all connections", tags,
