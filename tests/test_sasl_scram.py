@@ -541,3 +541,21 @@ def test_registry_lists_scram_and_rejects_unknown():
     assert {"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"} <= set(registry.supported_mechanisms())
     with pytest.raises(UnsupportedSaslMechanismError):
         registry.create_server("SCRAM-SHA-1", callbacks=ServerCallbacks(), now=0)
+
+
+def test_unknown_user_salt_same_on_every_server_sharing_a_store(tmp_path):
+    from kchannel.security.sasl.scram_store import SqliteScramCredentialStore
+
+    def salt_shown(store):
+        s = server("SCRAM-SHA-256", store)
+        first = s.evaluate_response(b"n,,n=ghost,r=abc", 0)
+        return scram.ServerFirstMessage.parse(first).salt
+
+    path = tmp_path / "scram-credentials.db"
+    with SqliteScramCredentialStore(path) as one, SqliteScramCredentialStore(path) as two:
+        assert salt_shown(one) == salt_shown(two)
+        assert ServerCallbacks.default(store=one).scram_secret == one.secret()
+    with SqliteScramCredentialStore(path) as restarted:
+        assert salt_shown(restarted) == salt_shown(SqliteScramCredentialStore(path))
+    with SqliteScramCredentialStore(tmp_path / "other.db") as other:
+        assert salt_shown(other) != salt_shown(SqliteScramCredentialStore(path))

@@ -172,3 +172,15 @@ def test_open_store_from_server_config(tmp_path):
         assert s.path == str(tmp_path / "d" / "scram-credentials.db")
     with pytest.raises(ValueError):
         open_store()
+
+
+def test_secret_shared_by_every_instance_of_a_store(tmp_path):
+    with SqliteScramCredentialStore(tmp_path / "a.db") as a1, \
+            SqliteScramCredentialStore(tmp_path / "a.db") as a2, \
+            SqliteScramCredentialStore(tmp_path / "b.db") as b:
+        assert len(a1.secret()) == 32
+        assert a1.secret() == a2.secret() != b.secret()
+    with SqliteScramCredentialStore(tmp_path / "a.db") as again:
+        assert again.secret() == a1.secret()
+    m = InMemoryScramCredentialStore()
+    assert m.secret() == m.secret() and len(m.secret()) == 32

@@ -29,7 +29,7 @@ OAUTHBEARER machinery.
 import importlib
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kchannel.config.types import reveal
@@ -123,12 +123,16 @@ class ServerCallbacks:
     * ``scram_credential(username, mechanism) -> ScramCredential | None``
     * ``token_credential(token_id, mechanism, now) -> TokenCredential | None``
     * ``oauth_validate(token_str, now) -> OAuthBearerToken`` (raises on failure)
+    * ``scram_secret``: bytes from which the SCRAM server derives the salt it
+      shows for unknown users; taken from the credential store so that all
+      servers sharing a store answer alike (a per-process secret otherwise).
     """
 
     plain_authenticate: Optional[Callable] = None
     scram_credential: Optional[Callable] = None
     token_credential: Optional[Callable] = None
     oauth_validate: Optional[Callable] = None
+    scram_secret: Optional[bytes] = field(default=None, repr=False)
 
     @classmethod
     def default(cls, jaas_options=None, store=None, token_credential=None,
@@ -146,8 +150,12 @@ class ServerCallbacks:
             from kchannel.security.sasl.plain import jaas_plain_authenticator
             plain = jaas_plain_authenticator(jaas_options)
         scram = store.get if store is not None else None
+        secret = None
+        if store is not None and hasattr(store, "secret"):
+            secret = store.secret()
         return cls(plain_authenticate=plain, scram_credential=scram,
-                   token_credential=token_credential, oauth_validate=oauth_validate)
+                   token_credential=token_credential, oauth_validate=oauth_validate,
+                   scram_secret=secret)
 
 
 # mechanism name -> (client_factory, server_factory)

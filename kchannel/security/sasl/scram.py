@@ -21,8 +21,10 @@ Where kchannel is stricter than Kafka's Java implementation, on purpose:
 
 * The server never tells an unknown user apart from a wrong password.  Kafka
   fails the client-first message for an unknown user; kchannel answers with a
-  server-first built from a salt derived from the user name and a process
-  secret (stable across attempts, so it cannot be told from a real one) and
+  server-first built from a salt derived from the user name and the
+  credential store's secret (stable across attempts, restarts and servers
+  sharing the store, so it cannot be told from a real one), 4096 iterations
+  (Kafka's default), and
   fails the client-final message with the same message as a bad password,
   after the same HMAC work.
 * The server checks the channel-binding attribute (it must be the base64 of
@@ -561,15 +563,18 @@ class ScramSaslClient(SaslClientMechanism):
 _PROCESS_SECRET = os.urandom(32)
 
 
-def _fake_credential(mech, username):
+def _fake_credential(mech, username, secret=None):
     """A credential for a user that does not exist.
 
-    The salt is derived from the user name and a per-process secret: asking
-    twice gives the same salt, as for a real user, and it has the shape of
-    Kafka's salts.  The keys are random, so no password matches.
+    The salt is derived from the user name and a secret: asking twice gives
+    the same salt, as for a real user, and it has the shape of Kafka's salts.
+    ``secret`` is the credential store's (``ServerCallbacks.scram_secret``),
+    so every server sharing that store, and a restarted server, answers with
+    the same salt; without one a per-process secret is used.  The keys are
+    random, so no password matches.
     """
-    digest = hmac.new(_PROCESS_SECRET, f"{mech.mechanism_name}\0{username}".encode("utf-8"),
-                      "sha256").digest()
+    digest = hmac.new(secret or _PROCESS_SECRET,
+                      f"{mech.mechanism_name}\0{username}".encode("utf-8"), "sha256").digest()
     salt = _base36(int.from_bytes(digest[:17], "big") >> 6).encode("ascii")
     return ScramCredential(salt=salt, stored_key=os.urandom(mech.digest_size),
                            server_key=os.urandom(mech.digest_size),
@@ -695,7 +700,8 @@ class ScramSaslServer(SaslServerMechanism):
             # Carry on with a stand-in so the exchange looks the same as for
             # a real user with a wrong password.
             self._unknown = True
-            credential = _fake_credential(self.mech, username)
+            credential = _fake_credential(self.mech, username,
+                                          getattr(self._callbacks, "scram_secret", None))
         self._credential = credential
         self._authorization_id = authorization_id
         self._token_expiry_ms = expiry

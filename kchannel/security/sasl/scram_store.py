@@ -125,6 +125,12 @@ class ScramCredentialStore:
         ``deletions`` ``[(user, mechanism)]`` atomically."""
         raise NotImplementedError
 
+    def secret(self):
+        """32 random bytes kept with the credentials, the same for every
+        reader of this store (the SCRAM server derives the salts it shows for
+        unknown users from it)."""
+        raise NotImplementedError
+
     def close(self):
         pass
 
@@ -139,6 +145,10 @@ class InMemoryScramCredentialStore(ScramCredentialStore):
     def __init__(self):
         self._data = {}
         self._lock = threading.Lock()
+        self._secret = os.urandom(32)
+
+    def secret(self):
+        return self._secret
 
     def get(self, user, mechanism):
         with self._lock:
@@ -181,7 +191,11 @@ CREATE TABLE IF NOT EXISTS scram_credentials (
     server_key  BLOB    NOT NULL,
     iterations  INTEGER NOT NULL,
     PRIMARY KEY (user, mechanism)
-)
+);
+CREATE TABLE IF NOT EXISTS kchannel_secrets (
+    name   TEXT PRIMARY KEY,
+    value  BLOB NOT NULL
+);
 """
 
 
@@ -207,7 +221,8 @@ class SqliteScramCredentialStore(ScramCredentialStore):
             self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(_SCHEMA)
+            self._conn.executescript(_SCHEMA)
+        self._secret = None
         try:
             # The file holds password-equivalent material for offline attacks.
             os.chmod(self.path, 0o600)
@@ -276,6 +291,20 @@ class SqliteScramCredentialStore(ScramCredentialStore):
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
+
+    def secret(self):
+        if self._secret is None:
+            with self._lock:
+                # INSERT OR IGNORE: the first process to get here decides the
+                # value; every other one reads it back.
+                self._conn.execute(
+                    "INSERT OR IGNORE INTO kchannel_secrets (name, value) VALUES (?, ?)",
+                    ("scram.unknown.user.salt", os.urandom(32)))
+                row = self._conn.execute(
+                    "SELECT value FROM kchannel_secrets WHERE name = ?",
+                    ("scram.unknown.user.salt",)).fetchone()
+            self._secret = bytes(row[0])
+        return self._secret
 
     def close(self):
         with self._lock:
