@@ -337,3 +337,78 @@ def test_java_only_settings_are_ignored_with_a_warning(pki, caplog):
     with caplog.at_level("WARNING", logger="kchannel.network.ssl_factory"):
         SslFactory("client", cfg)
     assert "ssl.provider" in caplog.text
+
+
+@pytest.mark.parametrize("mutate,key,message", [
+    (lambda c, p: c.update({"ssl.keystore.password": "x"}), "ssl.keystore.password",
+     "SSL key store password cannot be specified with PEM format"),
+    (lambda c, p: c.update({"ssl.keystore.type": "PKCS12"}), "ssl.keystore.type",
+     "SSL private key can be specified only for PEM, but key store type is PKCS12."),
+    (lambda c, p: c.pop("ssl.keystore.certificate.chain"), "ssl.keystore.certificate.chain",
+     "SSL private key is specified, but certificate chain is not specified"),
+    (lambda c, p: c.update({"ssl.keystore.location": p.server.keystore_pem_path}),
+     "ssl.keystore.location", "Both SSL key store location and separate private key"),
+    (lambda c, p: c.pop("ssl.keystore.key"), "ssl.keystore.key",
+     "SSL certificate chain is specified, but private key is not specified"),
+])
+def test_kafka_inline_keystore_rules(pki, mutate, key, message):
+    cfg = pki.server_configs(keystore="inline")
+    mutate(cfg, pki)
+    with pytest.raises(ConfigError) as err:
+        SslFactory("server", cfg)
+    assert err.value.key == key
+    assert message in str(err.value)
+
+
+def test_kafka_keystore_password_rules(pki):
+    cfg = pki.server_configs(keystore="pem")
+    cfg["ssl.keystore.password"] = "x"
+    with pytest.raises(ConfigError, match="cannot be specified with PEM format") as err:
+        SslFactory("server", cfg)
+    assert err.value.key == "ssl.keystore.password"
+    cfg = pki.server_configs(keystore="pkcs12")
+    del cfg["ssl.keystore.password"]
+    with pytest.raises(ConfigError, match="key store password is not specified") as err:
+        SslFactory("server", cfg)
+    assert err.value.key == "ssl.keystore.password"
+    cfg = pki.client_configs()
+    cfg["ssl.keystore.password"] = "x"
+    with pytest.raises(ConfigError, match="SSL key store is not specified") as err:
+        SslFactory("client", cfg)
+    assert err.value.key == "ssl.keystore.location"
+
+
+def test_kafka_truststore_rules(pki):
+    cfg = pki.client_configs(truststore="pem")
+    cfg["ssl.truststore.password"] = "x"
+    with pytest.raises(ConfigError, match="cannot be specified for PEM format") as err:
+        SslFactory("client", cfg)
+    assert err.value.key == "ssl.truststore.password"
+    cfg = pki.client_configs(truststore="inline")
+    cfg["ssl.truststore.type"] = "PKCS12"
+    with pytest.raises(ConfigError, match="can be specified only for PEM") as err:
+        SslFactory("client", cfg)
+    assert err.value.key == "ssl.truststore.type"
+    cfg = pki.client_configs(truststore=None)
+    cfg["ssl.truststore.password"] = Password("x")
+    with pytest.raises(ConfigError, match="SSL trust store is not specified") as err:
+        SslFactory("client", cfg)
+
+
+def test_typed_configs_with_kafka_defaults(pki):
+    """What the config layer hands over: every key present, Kafka defaults
+    (JKS store types, None passwords, list values)."""
+    cfg = {
+        "ssl.protocol": "TLSv1.3", "ssl.enabled.protocols": ["TLSv1.2", "TLSv1.3"],
+        "ssl.keystore.type": "JKS", "ssl.keystore.location": pki.server.p12_path,
+        "ssl.keystore.password": Password(pki.server.store_password), "ssl.key.password": None,
+        "ssl.keystore.key": None, "ssl.keystore.certificate.chain": None,
+        "ssl.truststore.type": "JKS", "ssl.truststore.location": None,
+        "ssl.truststore.password": None, "ssl.truststore.certificates": None,
+        "ssl.cipher.suites": [], "ssl.endpoint.identification.algorithm": "https",
+        "ssl.client.auth": "none", "ssl.provider": None,
+        "ssl.engine.factory.class": None, "ssl.secure.random.implementation": None,
+        "ssl.keymanager.algorithm": "SunX509", "ssl.trustmanager.algorithm": "PKIX",
+    }
+    ctx = SslFactory("server", cfg).context
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2

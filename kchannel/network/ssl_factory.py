@@ -142,6 +142,8 @@ PROTOCOL_NAMES = {"TLSv1": "TLSv1", "TLSv1.1": "TLSv1.1", "TLSv1.2": "TLSv1.2",
 _JAVA_ONLY_CONFIGS = ("ssl.provider", "ssl.engine.factory.class",
                       "ssl.secure.random.implementation")
 
+_KAFKA_DEFAULT_ENGINE_FACTORY = "org.apache.kafka.common.security.ssl.DefaultSslEngineFactory"
+
 SslEngine = namedtuple("SslEngine", "ssl_object incoming outgoing mode peer_host peer_port")
 SslEngine.__doc__ = """One connection's TLS engine: an SSLObject and its two MemoryBIOs."""
 
@@ -184,10 +186,9 @@ def _list(configs, key, default=None):
 
 
 def _password(configs, key):
-    value = configs.get(key)
+    value = reveal(configs.get(key))
     if value is None:
         return None
-    value = reveal(value)
     if not isinstance(value, str):
         raise ConfigError(f"Invalid value for configuration {key}: expected a password string",
                           key, Password(value))
@@ -399,7 +400,7 @@ class SslFactory:
     def _build_context(self):
         c = self.configs
         for key in _JAVA_ONLY_CONFIGS:
-            if c.get(key) not in (None, ""):
+            if c.get(key) not in (None, "", _KAFKA_DEFAULT_ENGINE_FACTORY):
                 log.warning("%s=%s is a Java-specific setting with no equivalent here; "
                             "ignored", key, c.get(key))
         if self.mode == "client":
@@ -550,22 +551,26 @@ class SslFactory:
         ks_password = _password(c, SSL_KEYSTORE_PASSWORD_CONFIG)
         key_password = _password(c, SSL_KEY_PASSWORD_CONFIG)
 
-        if inline_key is not None or inline_chain is not None:
-            if location:
-                raise ConfigError(
-                    f"{SSL_KEYSTORE_LOCATION_CONFIG} cannot be combined with "
-                    f"{SSL_KEYSTORE_KEY_CONFIG}/{SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG}",
-                    SSL_KEYSTORE_LOCATION_CONFIG, location)
-            if inline_key is None or inline_chain is None:
-                missing = SSL_KEYSTORE_KEY_CONFIG if inline_key is None \
-                    else SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG
-                raise ConfigError(f"{missing} must be set together with "
-                                  f"{SSL_KEYSTORE_KEY_CONFIG if missing != SSL_KEYSTORE_KEY_CONFIG else SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG}",
-                                  missing)
+        # Kafka's DefaultSslEngineFactory.createKeystore rules and messages.
+        if inline_key is not None:
             if ks_type not in (None, "PEM", "JKS"):
-                raise ConfigError(f"{SSL_KEYSTORE_KEY_CONFIG} requires "
-                                  f"{SSL_KEYSTORE_TYPE_CONFIG}=PEM, not {ks_type}",
-                                  SSL_KEYSTORE_TYPE_CONFIG, ks_type)
+                # (Kafka also refuses its default JKS here; kchannel lets an
+                # unset/default type pass since inline keys can only be PEM.)
+                raise ConfigError("SSL private key can be specified only for PEM, but key store "
+                                  f"type is {ks_type}.", SSL_KEYSTORE_TYPE_CONFIG, ks_type)
+            if inline_chain is None:
+                raise ConfigError("SSL private key is specified, but certificate chain is not "
+                                  f"specified ({SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG}).",
+                                  SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG)
+            if location:
+                raise ConfigError("Both SSL key store location and separate private key are "
+                                  f"specified ({SSL_KEYSTORE_LOCATION_CONFIG}, "
+                                  f"{SSL_KEYSTORE_KEY_CONFIG}).",
+                                  SSL_KEYSTORE_LOCATION_CONFIG, location)
+            if ks_password is not None:
+                raise ConfigError("SSL key store password cannot be specified with PEM format, "
+                                  f"only key password may be specified ({SSL_KEY_PASSWORD_CONFIG}).",
+                                  SSL_KEYSTORE_PASSWORD_CONFIG)
             pkey = _pem_key(inline_key.encode("utf-8"), key_password,
                             SSL_KEYSTORE_KEY_CONFIG, SSL_KEY_PASSWORD_CONFIG)
             chain = _pem_certs(inline_chain.encode("utf-8"),
@@ -574,12 +579,27 @@ class SslFactory:
                 raise ConfigError(f"No certificate in {SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG}",
                                   SSL_KEYSTORE_CERTIFICATE_CHAIN_CONFIG)
             return _KeyMaterial(pkey, chain)
+        if inline_chain is not None:
+            raise ConfigError("SSL certificate chain is specified, but private key is not "
+                              f"specified ({SSL_KEYSTORE_KEY_CONFIG})", SSL_KEYSTORE_KEY_CONFIG)
 
         if not location:
+            if ks_password is not None:
+                raise ConfigError("SSL key store is not specified, but key store password is "
+                                  f"specified ({SSL_KEYSTORE_LOCATION_CONFIG}).",
+                                  SSL_KEYSTORE_LOCATION_CONFIG)
             return None
         data = _read_file(location, SSL_KEYSTORE_LOCATION_CONFIG)
         kind = self._store_kind(ks_type, data, SSL_KEYSTORE_TYPE_CONFIG,
                                 SSL_KEYSTORE_LOCATION_CONFIG, location)
+        if kind == "PEM" and ks_password is not None:
+            raise ConfigError("SSL key store password cannot be specified with PEM format, only "
+                              f"key password may be specified ({SSL_KEY_PASSWORD_CONFIG})",
+                              SSL_KEYSTORE_PASSWORD_CONFIG)
+        if kind == "PKCS12" and ks_password is None:
+            raise ConfigError("SSL key store is specified, but key store password is not "
+                              f"specified ({SSL_KEYSTORE_PASSWORD_CONFIG}).",
+                              SSL_KEYSTORE_PASSWORD_CONFIG)
         if kind == "PEM":
             keys, certs = _split_pem(data)
             if not keys:
@@ -594,7 +614,9 @@ class SslFactory:
                             SSL_KEY_PASSWORD_CONFIG)
             chain = _pem_certs(b"".join(certs), SSL_KEYSTORE_LOCATION_CONFIG)
             return _KeyMaterial(pkey, chain)
-        # PKCS12
+        # PKCS12.  Java reads the key entry with ssl.key.password (default:
+        # the store password); keytool writes PKCS12 files with one password
+        # for both, which is what cryptography can read.
         p12 = _load_pkcs12(data, ks_password, SSL_KEYSTORE_LOCATION_CONFIG,
                            SSL_KEYSTORE_PASSWORD_CONFIG)
         if p12.key is None or p12.cert is None:
@@ -611,18 +633,28 @@ class SslFactory:
         location = _str(c, SSL_TRUSTSTORE_LOCATION_CONFIG)
         inline = _password(c, SSL_TRUSTSTORE_CERTIFICATES_CONFIG)
         password = _password(c, SSL_TRUSTSTORE_PASSWORD_CONFIG)
+        # Kafka's DefaultSslEngineFactory.createTruststore rules and messages.
         if inline is not None:
+            if ts_type not in (None, "PEM", "JKS"):
+                raise ConfigError("SSL trust store certs can be specified only for PEM, but trust "
+                                  f"store type is {ts_type}.", SSL_TRUSTSTORE_TYPE_CONFIG, ts_type)
             if location:
-                raise ConfigError(
-                    f"{SSL_TRUSTSTORE_LOCATION_CONFIG} cannot be combined with "
-                    f"{SSL_TRUSTSTORE_CERTIFICATES_CONFIG}", SSL_TRUSTSTORE_LOCATION_CONFIG,
-                    location)
+                raise ConfigError("Both SSL trust store location and separate trust certificates "
+                                  f"are specified ({SSL_TRUSTSTORE_LOCATION_CONFIG}, "
+                                  f"{SSL_TRUSTSTORE_CERTIFICATES_CONFIG}).",
+                                  SSL_TRUSTSTORE_LOCATION_CONFIG, location)
+            if password is not None:
+                raise ConfigError("SSL trust store password cannot be specified for PEM format.",
+                                  SSL_TRUSTSTORE_PASSWORD_CONFIG)
             certs = _pem_certs(inline.encode("utf-8"), SSL_TRUSTSTORE_CERTIFICATES_CONFIG)
         elif location:
             data = _read_file(location, SSL_TRUSTSTORE_LOCATION_CONFIG)
             kind = self._store_kind(ts_type, data, SSL_TRUSTSTORE_TYPE_CONFIG,
                                     SSL_TRUSTSTORE_LOCATION_CONFIG, location)
             if kind == "PEM":
+                if password is not None and ts_type == "PEM":
+                    raise ConfigError("SSL trust store password cannot be specified for PEM "
+                                      "format.", SSL_TRUSTSTORE_PASSWORD_CONFIG)
                 certs = _pem_certs(data, SSL_TRUSTSTORE_LOCATION_CONFIG)
             else:
                 p12 = _load_pkcs12(data, password, SSL_TRUSTSTORE_LOCATION_CONFIG,
@@ -631,6 +663,10 @@ class SslFactory:
                 if p12.cert is not None:
                     certs.insert(0, p12.cert.certificate)
         else:
+            if password is not None:
+                raise ConfigError("SSL trust store is not specified, but trust store password is "
+                                  f"specified ({SSL_TRUSTSTORE_LOCATION_CONFIG}).",
+                                  SSL_TRUSTSTORE_LOCATION_CONFIG)
             return None
         if not certs:
             raise ConfigError("The truststore holds no certificate",
