@@ -1,0 +1,321 @@
+"""Authenticated connections per second to a kchannel server, per client.
+
+    python benchmarks/auth_rate.py [--pure] [--connections 300] [--storm 100]
+                                   [--only kchannel,kafka-python,confluent]
+
+The server is a ``kchannel serve``-like :class:`kchannel.server.Server` (the
+same ``Server(props, sasl_kwargs={"scram_store": ...})`` construction as
+``kchannel.cli.serve.build_server``) running alone in a forked process with
+two listeners: SASL_PLAINTEXT and SASL_SSL (RSA-2048 test certificate, TLS
+1.3 by default), mechanisms PLAIN (JAAS ``user_bench``) and SCRAM-SHA-512
+(4096 iterations, in-memory credential store).  The clients run in this
+process, so client and server each have a core of their own.
+
+A "connection" is counted once it is usable: TCP connect, TLS handshake
+(SASL_SSL), ApiVersions, SaslHandshake, SaslAuthenticate exchange(s), then
+each client's own first request where it insists on one (see below).  The
+connections are closed after the measurement, outside the clock for the
+storm, inside it for the sequential clients (a new client per connection).
+
+Clients, one cell per (client, protocol, mechanism):
+
+* ``kchannel storm``: one :class:`kchannel.client.NetworkClient` (one
+  Selector) opening ``--storm`` connections at once and polling until every
+  one is READY (authenticated and ApiVersions negotiated) -- what a PySpark
+  executor start-up storm looks like from one process.  SCRAM's PBKDF2 is
+  paid once per (password, salt, iterations) thanks to the client-side
+  salted-password cache, so the cache is warm after the first connection.
+* ``kchannel storm, cold cache``: the same with the salted-password cache
+  disabled (LRU size 0: every connection pays PBKDF2, as connections from
+  separate processes would).
+* ``kchannel sequential``: a new blocking :class:`kchannel.client.KafkaClient`
+  per connection (connect, wait READY, close).
+* ``kafka-python``: a new ``kafka.net.compat.KafkaNetClient`` per connection
+  (kafka-python 3.x's network client; 3.x has no ``BrokerConnection``) and
+  ``await_ready`` on the bootstrap node: TCP, TLS, ApiVersions, SASL -- the
+  connect+auth path only, no metadata.  kafka-python derives the SCRAM salted
+  password with ``hashlib.pbkdf2_hmac`` on every connection.
+* ``confluent-kafka``: a new ``AdminClient`` per connection and
+  ``list_topics(timeout=10)`` (librdkafka has no public per-connection
+  API; client creation, one bootstrap connection with authentication and one
+  Metadata request is the closest comparable unit), then the client is
+  dropped.  librdkafka derives the SCRAM key in C (OpenSSL PBKDF2) per
+  connection.
+
+Target: kchannel >= 300 SASL_SSL SCRAM-SHA-512 connections/s (storm) and >= 10x
+kafka-python on the same cell.  Figures are best of ``--repeat`` runs; only
+ratios within one run mean anything on a shared machine.
+"""
+import argparse
+import logging
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+USER = "bench"
+PASSWORD = "bench-secret"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
+
+_MP = multiprocessing.get_context("fork")
+
+
+def _pki(directory):
+    from tests.fixtures.certs import make_pki
+    return make_pki(directory)
+
+
+def server_props(pki, log_dir):
+    props = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "log.dirs": log_dir,
+        "connections.max.idle.ms": "600000",
+        # a storm comes in faster than a backlog of 50 drains
+        "socket.listen.backlog.size": "1024",
+    }
+    props.update(pki.server_configs())
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        props[f"listener.name.{listener}.plain.sasl.jaas.config"] = (
+            f'{PLAIN_MODULE} required user_{USER}="{PASSWORD}";')
+        props[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] = (
+            f"{SCRAM_MODULE} required;")
+    return props
+
+
+def _serve(pipe, pki_dir, log_dir):
+    logging.basicConfig(level=logging.ERROR)
+    from kchannel.security.sasl.scram_store import (
+        InMemoryScramCredentialStore, credential_from_password)
+    from kchannel.server import Server
+    store = InMemoryScramCredentialStore()
+    store.put(USER, "SCRAM-SHA-512", credential_from_password("SCRAM-SHA-512", PASSWORD))
+    server = Server(server_props(_pki(pki_dir), log_dir), sasl_kwargs={"scram_store": store})
+    server.start()
+    pipe.send({p: server.bound_port(p) for p in PROTOCOLS})
+    pipe.recv()
+    server.shutdown()
+
+
+def start_server(pki_dir, log_dir):
+    parent, child = _MP.Pipe()
+    p = _MP.Process(target=_serve, args=(child, pki_dir, log_dir), daemon=True)
+    p.start()
+    child.close()
+    ports = parent.recv()
+    return p, parent, ports
+
+
+# ------------------------------------------------------------ kchannel
+def kchannel_configs(pki, protocol, mechanism):
+    module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE
+    c = {"security.protocol": protocol, "sasl.mechanism": mechanism,
+         "sasl.jaas.config": f'{module} required username="{USER}" password="{PASSWORD}";'}
+    if protocol == "SASL_SSL":
+        c.update(pki.client_configs())
+    return c
+
+
+def _host(protocol):
+    # the server certificate is for localhost (and 127.0.0.1)
+    return "localhost" if protocol == "SASL_SSL" else "127.0.0.1"
+
+
+def kchannel_storm(pki, ports, protocol, mechanism, n, cold=False):
+    from kchannel.client import ConnectionState, NetworkClient
+    from kchannel.security.sasl import scram
+    net = NetworkClient(kchannel_configs(pki, protocol, mechanism))
+    host, port = _host(protocol), ports[protocol]
+    cache = scram.SALTED_PASSWORD_CACHE
+    saved = cache.maxsize
+    if cold:
+        # an LRU of size 0 keeps nothing: every connection derives its keys
+        cache.clear()
+        cache.maxsize = 0
+    try:
+        t0 = time.perf_counter()
+        for i in range(n):
+            net.connect(i, host, port)
+        pending = set(range(n))
+        while pending:
+            net.poll(100)
+            for i in list(pending):
+                st = net.connection_state(i)
+                if st is ConnectionState.READY:
+                    pending.discard(i)
+                elif st in (ConnectionState.DISCONNECTED,
+                            ConnectionState.AUTHENTICATION_FAILED):
+                    raise RuntimeError(f"connection {i}: {net.connection_exception(i)}")
+        dt = time.perf_counter() - t0
+    finally:
+        cache.maxsize = saved
+        net.close()
+    return n / dt
+
+
+def kchannel_sequential(pki, ports, protocol, mechanism, n):
+    from kchannel.client import KafkaClient
+    cfg = kchannel_configs(pki, protocol, mechanism)
+    host, port = _host(protocol), ports[protocol]
+    t0 = time.perf_counter()
+    for _ in range(n):
+        c = KafkaClient(cfg)
+        try:
+            c.connect(host, port)
+        finally:
+            c.close()
+    return n / (time.perf_counter() - t0)
+
+
+# -------------------------------------------------------- kafka-python
+def kafka_python_configs(pki, protocol, mechanism, port):
+    c = {"bootstrap_servers": f"{_host(protocol)}:{port}", "security_protocol": protocol,
+         "sasl_mechanism": mechanism, "sasl_plain_username": USER,
+         "sasl_plain_password": PASSWORD, "request_timeout_ms": 10000,
+         "api_version_auto_timeout_ms": 10000}
+    if protocol == "SASL_SSL":
+        c["ssl_cafile"] = pki.ca.cert_path
+        c["ssl_check_hostname"] = True
+    return c
+
+
+def kafka_python_sequential(pki, ports, protocol, mechanism, n):
+    from kafka.net.compat import KafkaNetClient
+    cfg = kafka_python_configs(pki, protocol, mechanism, ports[protocol])
+    t0 = time.perf_counter()
+    for _ in range(n):
+        client = KafkaNetClient(**cfg)
+        try:
+            node = client.least_loaded_node(bootstrap_fallback=True)
+            if node is None:
+                raise RuntimeError("kafka-python: no bootstrap node")
+            if not client.await_ready(node, timeout_ms=10000):
+                raise RuntimeError("kafka-python: connection not ready")
+        finally:
+            client.close()
+    return n / (time.perf_counter() - t0)
+
+
+# ------------------------------------------------------ confluent-kafka
+def confluent_sequential(pki, ports, protocol, mechanism, n):
+    from confluent_kafka.admin import AdminClient
+    cfg = {"bootstrap.servers": f"{_host(protocol)}:{ports[protocol]}",
+           "security.protocol": protocol, "sasl.mechanism": mechanism,
+           "sasl.username": USER, "sasl.password": PASSWORD}
+    if protocol == "SASL_SSL":
+        cfg["ssl.ca.location"] = pki.ca.cert_path
+    errors = []
+    cfg["error_cb"] = errors.append
+    t0 = time.perf_counter()
+    for _ in range(n):
+        admin = AdminClient(cfg)
+        md = admin.list_topics(timeout=10)
+        if not md.brokers:
+            raise RuntimeError(f"confluent-kafka: no metadata ({errors[-1:]})")
+        del admin, md
+    return n / (time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- main
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pure", action="store_true", help="pure-Python twins")
+    ap.add_argument("--connections", type=int, default=200,
+                    help="connections per sequential cell")
+    ap.add_argument("--storm", type=int, default=200, help="connections per storm")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per cell (best kept)")
+    ap.add_argument("--only", default="kchannel,kafka-python,confluent")
+    args = ap.parse_args(argv)
+    if args.pure:
+        os.environ["KCHANNEL_NO_EXTENSIONS"] = "1"
+    logging.basicConfig(level=logging.ERROR)
+    import ssl
+
+    import kchannel
+    from kchannel import _impl
+    from kchannel.security.sasl import scram  # noqa: F401 - loads the PBKDF2 twin
+    from kchannel.network import ssl_transport  # noqa: F401 - loads the pump twin
+    print(f"kchannel implementation: {kchannel.implementation()} {_impl.loaded()}; "
+          f"{ssl.OPENSSL_VERSION}; best of {args.repeat}")
+    only = set(args.only.split(","))
+    clients = []
+    if "kchannel" in only:
+        clients += [
+            ("kchannel storm", lambda *a: kchannel_storm(*a, args.storm)),
+            ("kchannel storm, cold cache", lambda *a: kchannel_storm(*a, args.storm, cold=True)),
+            ("kchannel sequential", lambda *a: kchannel_sequential(*a, args.connections)),
+        ]
+    if "kafka-python" in only:
+        try:
+            import kafka
+            clients.append((f"kafka-python {kafka.__version__}",
+                            lambda *a: kafka_python_sequential(*a, max(20, args.connections // 4))))
+        except ImportError:
+            print("kafka-python not installed: skipped")
+    if "confluent" in only:
+        try:
+            import confluent_kafka
+            clients.append((f"confluent-kafka {confluent_kafka.version()[0]}",
+                            lambda *a: confluent_sequential(*a, max(20, args.connections // 4))))
+        except ImportError:
+            print("confluent-kafka not installed: skipped")
+    cells = {}
+    with tempfile.TemporaryDirectory() as d:
+        pki_dir = os.path.join(d, "pki")
+        os.mkdir(pki_dir)
+        pki = _pki(pki_dir)
+        proc, pipe, ports = start_server(pki_dir, d)
+        try:
+            # warm-up: imports, contexts, the server's first connections
+            kchannel_sequential(pki, ports, "SASL_SSL", "SCRAM-SHA-512", 3)
+            for name, fn in clients:
+                for protocol in PROTOCOLS:
+                    for mech in MECHANISMS:
+                        try:
+                            v = max(fn(pki, ports, protocol, mech) for _ in range(args.repeat))
+                        except Exception as exc:  # noqa: BLE001 - report and go on
+                            print(f"  {name} {protocol} {mech}: failed: {exc!r}")
+                            continue
+                        cells[(name, protocol, mech)] = v
+                        print(f"  {name:<30} {protocol:<15} {mech:<14} {v:8.1f} conn/s",
+                              flush=True)
+        finally:
+            pipe.send("stop")
+            proc.join(20)
+            if proc.is_alive():
+                proc.terminate()
+
+    print("\nconnections/s (rows: client; columns: protocol/mechanism)")
+    cols = [(p, m) for p in PROTOCOLS for m in MECHANISMS]
+    print(f"  {'':<30}" + "".join(f"{p + ' ' + m:>30}" for p, m in cols))
+    for name, _ in clients:
+        print(f"  {name:<30}" + "".join(
+            f"{cells[(name, p, m)]:>30.1f}" if (name, p, m) in cells else f"{'-':>30}"
+            for p, m in cols))
+    key = ("SASL_SSL", "SCRAM-SHA-512")
+    storm = cells.get(("kchannel storm",) + key)
+    if storm is not None:
+        print(f"\nkchannel storm SASL_SSL SCRAM-SHA-512: {storm:.0f} conn/s "
+              f"(target >= 300: {'met' if storm >= 300 else 'MISSED'})")
+        for name, _ in clients:
+            if name.startswith("kafka-python") and (name,) + key in cells:
+                ratio = storm / cells[(name,) + key]
+                print(f"  vs {name}: {ratio:.1f}x (target >= 10x: "
+                      f"{'met' if ratio >= 10 else 'MISSED'})")
+            if name.startswith("confluent") and (name,) + key in cells:
+                print(f"  vs {name}: {storm / cells[(name,) + key]:.1f}x")
+    return cells
+
+
+if __name__ == "__main__":
+    main()
