@@ -449,3 +449,53 @@ def test_responses_in_flight_during_reauthentication_are_delivered(servers, monk
         assert handed_back == [1]
         assert client.selector.metrics.metric("successful-reauthentication-total") == 1
     assert wait_metric(server, "successful-reauthentication-total", 1) == 1
+
+
+def test_delegation_token_login_end_to_end(servers):
+    """KIP-48 over real sockets: a SCRAM user creates a token, then logs in
+    with it (tokenauth=true); the session is the owner's, token-authenticated,
+    bounded by the token's expiry, and may not mint more tokens."""
+    import base64
+
+    from kchannel.tokens.handlers import register_token_handlers
+    from kchannel.tokens.manager import TokenManager
+
+    manager = TokenManager("token-secret", max_lifetime_ms=7 * 24 * 3600 * 1000,
+                           expiry_time_ms=3600 * 1000)
+    server, port = start_server(extra={"connections.max.reauth.ms": "7200000"},
+                                token_manager=manager, failed_authentication_delay_ms=0)
+    servers.append(server)
+    register_token_handlers(server, manager)
+    seen = []
+    server.register_handler(METADATA, lambda ctx: (seen.append(ctx.principal), {
+        "brokers": [], "cluster_id": None, "controller_id": -1, "topics": []})[1])
+
+    with KafkaClient(client_configs("SASL_PLAINTEXT", "SCRAM-SHA-256")) as owner:
+        owner.connect("127.0.0.1", port)
+        created = owner.request(38, {"renewers": [], "max_lifetime_ms": -1})
+    assert created["error_code"] == 0
+    token_id = created["token_id"]
+    password = base64.b64encode(created["hmac"]).decode()
+
+    configs = client_configs("SASL_PLAINTEXT", "SCRAM-SHA-512")
+    configs["sasl.jaas.config"] = jaas_line("SCRAM-SHA-512", token_id, password,
+                                            tokenauth="true")
+    with KafkaClient(configs) as client:
+        client.connect("127.0.0.1", port)
+        lifetime = client.selector.channel(client.node_id).authenticator.session_lifetime_ms
+        client.request(METADATA, {"topics": []}, version=1)
+        refused = client.request(38, {"renewers": [], "max_lifetime_ms": -1})
+    # The token expires in an hour: that, not the two-hour reauth bound,
+    # limits the session.
+    assert 3_590_000 <= lifetime <= 3_600_000
+    assert seen == [KafkaPrincipal("User", "alice")] and seen[0].token_authenticated
+    assert refused["error_code"] == 64       # DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+
+    # A wrong HMAC, or the token id without tokenauth, is refused.
+    for jaas in (jaas_line("SCRAM-SHA-512", token_id, "bm9wZQ==", tokenauth="true"),
+                 jaas_line("SCRAM-SHA-512", token_id, password)):
+        configs["sasl.jaas.config"] = jaas
+        bad = KafkaClient(configs)
+        with pytest.raises(SaslAuthenticationError):
+            bad.connect("127.0.0.1", port)
+        bad.close()
