@@ -7,7 +7,8 @@ __version__ = "0.1.0"
 
 
 def implementation():
-    """Return ``"compiled"`` when every compiled twin loaded, else ``"pure"``.
+    """Return ``"compiled"`` when every compiled twin is active, ``"pure"`` when
+    none is, ``"mixed"`` otherwise.
 
     ``implementation(detail=True)`` style details are in
     ``kchannel._impl.loaded()``.
