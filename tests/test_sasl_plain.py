@@ -145,3 +145,86 @@ def test_arbitrary_bytes_fail_closed(first, second):
             return
         # Only a correct password can be accepted.
         assert s.get_authorization_id() in ("admin", "alice")
+
+
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+@pytest.fixture
+def plain_server(tmp_path):
+    from kchannel.server import Server
+    server = Server({
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "log.dirs": str(tmp_path),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f'{PLAIN_MODULE} required user_alice="alice-secret" user_bob="bob-secret";',
+    })
+    server.start()
+    try:
+        yield server.bound_port("SASL_PLAINTEXT")
+    finally:
+        server.shutdown()
+
+
+def test_kchannel_client_over_sockets(plain_server):
+    from kchannel.client import KafkaClient
+
+    def configs(user, password):
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.jaas.config": f'{PLAIN_MODULE} required username="{user}" '
+                                    f'password="{password}";'}
+
+    c = KafkaClient(configs("alice", "alice-secret"))
+    try:
+        c.connect("127.0.0.1", plain_server)
+        assert c.api_versions
+    finally:
+        c.close()
+    for user, password in (("alice", "bob-secret"), ("carol", "x")):
+        c = KafkaClient(configs(user, password))
+        with pytest.raises(SaslAuthenticationError) as exc:
+            c.connect("127.0.0.1", plain_server)
+        c.close()
+        assert INVALID in str(exc.value)
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_librdkafka_plain_client(plain_server):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+    errors = []
+
+    def metadata(user, password, timeout):
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain_server}",
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": user, "sasl.password": password,
+                             "error_cb": errors.append})
+        try:
+            return admin.list_topics(timeout=timeout)
+        finally:
+            admin.poll(0.5)
+
+    assert metadata("bob", "bob-secret", 10).brokers
+    assert errors == []
+    with pytest.raises(confluent_kafka.KafkaException):
+        metadata("bob", "alice-secret", 3)
+    assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION and INVALID in e.str()
+               for e in errors), errors
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_kafka_python_plain_client(plain_server):
+    kafka = pytest.importorskip("kafka")
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{plain_server}", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="alice-secret",
+        request_timeout_ms=10000)
+    try:
+        assert admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
