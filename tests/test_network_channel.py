@@ -251,3 +251,26 @@ def test_channel_reauthentication_hooks_are_noops_for_default_authenticator():
     finally:
         a.close()
         b.close()
+
+
+def test_mute_state_machine_as_kafka():
+    from kchannel.network.channel import ChannelMuteEvent as E, ChannelMuteState as M
+    a, b = socket.socketpair()
+    try:
+        ch = KafkaChannel("x", _plaintext_transport(a), lambda: DefaultAuthenticator())
+        with pytest.raises(ValueError):
+            ch.handle_channel_mute_event(E.REQUEST_RECEIVED)     # not muted
+        ch.mute()
+        ch.handle_channel_mute_event(E.REQUEST_RECEIVED)
+        assert ch.mute_state is M.MUTED_AND_RESPONSE_PENDING
+        assert ch.unmute() is False                             # only MUTED unmutes
+        ch.handle_channel_mute_event(E.THROTTLE_STARTED)
+        assert ch.mute_state is M.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING
+        ch.handle_channel_mute_event(E.RESPONSE_SENT)
+        assert ch.mute_state is M.MUTED_AND_THROTTLED
+        ch.handle_channel_mute_event(E.THROTTLE_ENDED)
+        assert ch.mute_state is M.MUTED
+        assert ch.unmute() is True and not ch.is_muted()
+    finally:
+        a.close()
+        b.close()

@@ -411,3 +411,26 @@ def test_last_read_ahead_frame_is_delivered_after_unmute(pair):
         got += pair.server.completed_receives
     assert got == [(sid, b"two")]
     raw.close()
+
+
+def test_poll_blocks_when_only_muted_channels_hold_data(pair):
+    """No busy loop: a muted channel with read-ahead frames, an idle ready
+    channel and nothing to write make poll wait in select for its timeout
+    (measured by the selector's own io-wait metric)."""
+    raw = raw_connect(pair.address)
+    pair.client.connect("idle", pair.address)
+    pair.poll_until(lambda: len(pair.accepted) == 2 and pair.client.is_channel_ready("idle"))
+    sid = pair.accepted[0]
+    raw.sendall(encode_frame(b"one") + encode_frame(b"two") + encode_frame(b"three"))
+    pair.poll_until(lambda: pair.server_receives)
+    pair.server.mute(sid)
+    pair.server.poll(0)
+    before = pair.server.metrics.snapshot()
+    for _ in range(3):
+        pair.server.poll(40)
+        assert pair.server.completed_receives == []
+    after = pair.server.metrics.snapshot()
+    assert after["select-total"] - before["select-total"] == 3
+    # each of the 3 selects waited (epoll rounds its timeout up, never down)
+    assert after["io-wait-time-ns-total"] - before["io-wait-time-ns-total"] >= 3 * 35e6
+    raw.close()

@@ -26,7 +26,8 @@ from .ops import OP_NONE, OP_READ, OP_WRITE
 
 log = logging.getLogger("kchannel.network.channel")
 
-__all__ = ["State", "ChannelState", "ChannelMuteState", "AuthIO", "KafkaChannel",
+__all__ = ["State", "ChannelState", "ChannelMuteState", "ChannelMuteEvent", "AuthIO",
+           "KafkaChannel",
            "DEFAULT_MAX_RECEIVE_SIZE", "READ_CHUNK"]
 
 DEFAULT_MAX_RECEIVE_SIZE = 104857600      # socket.request.max.bytes
@@ -100,6 +101,32 @@ class ChannelMuteState(enum.Enum):
     MUTED_AND_RESPONSE_PENDING = "MUTED_AND_RESPONSE_PENDING"
     MUTED_AND_THROTTLED = "MUTED_AND_THROTTLED"
     MUTED_AND_THROTTLED_AND_RESPONSE_PENDING = "MUTED_AND_THROTTLED_AND_RESPONSE_PENDING"
+
+
+class ChannelMuteEvent(enum.Enum):
+    """Kafka's KafkaChannel.ChannelMuteEvent (server side)."""
+    REQUEST_RECEIVED = "REQUEST_RECEIVED"
+    RESPONSE_SENT = "RESPONSE_SENT"
+    THROTTLE_STARTED = "THROTTLE_STARTED"
+    THROTTLE_ENDED = "THROTTLE_ENDED"
+
+
+# Kafka's valid mute-state transitions per event.
+_MUTE_TRANSITIONS = {
+    ChannelMuteEvent.REQUEST_RECEIVED: {
+        ChannelMuteState.MUTED: ChannelMuteState.MUTED_AND_RESPONSE_PENDING},
+    ChannelMuteEvent.RESPONSE_SENT: {
+        ChannelMuteState.MUTED_AND_RESPONSE_PENDING: ChannelMuteState.MUTED,
+        ChannelMuteState.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING:
+            ChannelMuteState.MUTED_AND_THROTTLED},
+    ChannelMuteEvent.THROTTLE_STARTED: {
+        ChannelMuteState.MUTED_AND_RESPONSE_PENDING:
+            ChannelMuteState.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING},
+    ChannelMuteEvent.THROTTLE_ENDED: {
+        ChannelMuteState.MUTED_AND_THROTTLED: ChannelMuteState.MUTED,
+        ChannelMuteState.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING:
+            ChannelMuteState.MUTED_AND_RESPONSE_PENDING},
+}
 
 
 def _format_address(addr):
@@ -311,6 +338,15 @@ class KafkaChannel:
         return self.mute_state is ChannelMuteState.NOT_MUTED
 
     maybe_unmute = unmute
+
+    def handle_channel_mute_event(self, event):
+        """Kafka's handleChannelMuteEvent: move through the server's
+        response-pending / throttled mute states.  Raises ValueError for a
+        transition Kafka does not allow."""
+        nxt = _MUTE_TRANSITIONS[event].get(self.mute_state)
+        if nxt is None:
+            raise ValueError(f"Cannot transition from {self.mute_state.name} for {event.name}")
+        self.mute_state = nxt
 
     def is_muted(self):
         return self.mute_state is not ChannelMuteState.NOT_MUTED
