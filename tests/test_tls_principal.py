@@ -219,3 +219,12 @@ def test_der_roundtrip(pki):
     import ssl
     der = ssl.PEM_cert_to_DER_cert(pki.client.cert_pem)
     assert subject_dn_from_der(der) == "CN=client,OU=Eng,O=Example,C=US"
+
+
+def test_java_named_groups():
+    mapper = SslPrincipalMapper("RULE:^CN=(?<user>[^,]+),OU=(?<unit>[^,]+).*$/${user}.$2/L")
+    assert mapper.get_name("CN=Ann,OU=Ops,O=X") == "ann.ops"
+    mapper = SslPrincipalMapper("RULE:^CN=(?<n>[a-z]+),O=\\k<n>$/same/")
+    assert mapper.get_name("CN=abc,O=abc") == "same"
+    # Look-behind syntax is left alone.
+    assert SslPrincipalMapper("RULE:^(?<=)CN=(.*)$/$1/").get_name("CN=z") == "z"

@@ -63,7 +63,7 @@ class _Rule:
         self.regex = None
         if not is_default and pattern is not None:
             try:
-                self.regex = re.compile(pattern)
+                self.regex = re.compile(_java_regex(pattern))
             except re.error as exc:
                 raise ConfigError(f"Invalid rule: `{pattern}`: {exc}",
                                   SSL_PRINCIPAL_MAPPING_RULES_CONFIG, pattern) from exc
@@ -96,6 +96,17 @@ class _Rule:
         return buf
 
     __repr__ = __str__
+
+
+_JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])")
+_JAVA_NAMED_BACKREF = re.compile(r"\\k<([A-Za-z][A-Za-z0-9]*)>")
+
+
+def _java_regex(pattern):
+    r"""Java regex syntax Python spells differently: named groups
+    ``(?<name>...)`` and back references ``\k<name>``."""
+    pattern = _JAVA_NAMED_GROUP.sub("(?P<", pattern)
+    return _JAVA_NAMED_BACKREF.sub(r"(?P=\1)", pattern)
 
 
 def _ascii_lower(s):
