@@ -170,3 +170,58 @@ def test_kafka_python_scram_client(scram_server, mech):
         assert admin.describe_cluster()["brokers"]
     finally:
         admin.close()
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_librdkafka_admin_alters_and_describes_credentials(scram_server):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (
+        AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+        UserScramCredentialUpsertion)
+    server, store, _ = scram_server
+    port = server.bound_port("SASL_PLAINTEXT")
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}",
+                         "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "admin",
+                         "sasl.password": "admin-secret"})
+    # librdkafka computes the salted password itself (as Kafka's admin client).
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(
+            "rdk-user", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"pw-512"),
+        UserScramCredentialUpsertion(
+            "rdk-user", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw-256",
+            b"fixed-salt"),
+    ])
+    for f in futures.values():
+        f.result(timeout=10)
+    assert store.get("rdk-user", "SCRAM-SHA-256").salt == b"fixed-salt"
+    assert store.get("rdk-user", "SCRAM-SHA-512").iterations == 8192
+
+    described = admin.describe_user_scram_credentials(["rdk-user"])["rdk-user"].result(timeout=10)
+    assert sorted((i.mechanism, i.iterations) for i in described.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)]
+
+    # The credentials librdkafka created work for logging in.
+    for mech, password in (("SCRAM-SHA-256", "pw-256"), ("SCRAM-SHA-512", "pw-512")):
+        c = KafkaClient(client_configs(mech, "rdk-user", password))
+        try:
+            c.connect("127.0.0.1", port)
+        finally:
+            c.close()
+
+    # Kafka's error codes surface as librdkafka errors.
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(
+            "low", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"x")])
+    with pytest.raises(confluent_kafka.KafkaException) as exc:
+        futures["low"].result(timeout=10)
+    assert exc.value.args[0].code() == confluent_kafka.KafkaError.UNACCEPTABLE_CREDENTIAL
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_256)])
+    with pytest.raises(confluent_kafka.KafkaException) as exc:
+        futures["nobody"].result(timeout=10)
+    assert exc.value.args[0].code() == confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
+    with pytest.raises(confluent_kafka.KafkaException) as exc:
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(timeout=10)
+    assert exc.value.args[0].code() == confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
