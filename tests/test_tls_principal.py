@@ -45,7 +45,8 @@ def test_invalid_rules(rules):
 
 
 def test_invalid_rule_messages_match_kafka():
-    with pytest.raises(ConfigError, match=r"^Invalid rule: `DEFAULT/L`, unmatched substring: `/L`$"):
+    with pytest.raises(ConfigError,
+                       match=r"^Invalid rule: `DEFAULT/L`, unmatched substring: `/L`$"):
         SslPrincipalMapper("DEFAULT/L")
 
 

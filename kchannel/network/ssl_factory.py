@@ -569,8 +569,8 @@ class SslFactory:
                                   SSL_KEYSTORE_LOCATION_CONFIG, location)
             if ks_password is not None:
                 raise ConfigError("SSL key store password cannot be specified with PEM format, "
-                                  f"only key password may be specified ({SSL_KEY_PASSWORD_CONFIG}).",
-                                  SSL_KEYSTORE_PASSWORD_CONFIG)
+                                  "only key password may be specified "
+                                  f"({SSL_KEY_PASSWORD_CONFIG}).", SSL_KEYSTORE_PASSWORD_CONFIG)
             pkey = _pem_key(inline_key.encode("utf-8"), key_password,
                             SSL_KEYSTORE_KEY_CONFIG, SSL_KEY_PASSWORD_CONFIG)
             chain = _pem_certs(inline_chain.encode("utf-8"),

@@ -27,11 +27,9 @@ import logging
 import re
 import ssl
 
-from kchannel.errors import ChannelConnectionError, SslAuthenticationError
-from kchannel.network.ops import OP_READ, OP_WRITE
-from kchannel.network.transport import TransportLayer, connection_error
-
 from kchannel import _impl
+from kchannel.errors import ChannelConnectionError, SslAuthenticationError
+from kchannel.network.transport import TransportLayer, connection_error
 
 _pump = _impl.load("kchannel.network._tlspump_py", "kchannel._ctlspump")
 
