@@ -93,7 +93,10 @@ class SaslServerMechanism:
     @property
     def token_authenticated(self):
         """True when a delegation token authenticated the client (KIP-48)."""
-        return bool(self.get_negotiated_property(TOKEN_AUTH))
+        value = self.get_negotiated_property(TOKEN_AUTH)
+        if isinstance(value, str):  # Kafka's mechanisms return "true"/"false"
+            return value.lower() == "true"
+        return bool(value)
 
     def dispose(self):
         """Drop any secret material held by the mechanism."""
