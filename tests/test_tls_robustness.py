@@ -234,3 +234,17 @@ def test_server_transport_against_sslsocket_client(pki, impl, version):
     finally:
         server.close()
         ls.close()
+
+
+def test_pump_twins_have_the_same_interface(impl_pair):
+    pure, compiled = impl_pair
+    p, c = pure.tlspump, compiled.tlspump
+
+    def public(obj):
+        return {n for n in dir(obj) if not n.startswith("_")}
+
+    assert public(p.TlsPump) == public(c.TlsPump)
+    for name in ("OP_READ", "OP_WRITE", "DEFAULT_NET_BUFFER_SIZE", "DEFAULT_APP_BUFFER_SIZE",
+                 "DEFAULT_WRITE_CHUNK"):
+        assert getattr(p, name) == getattr(c, name)
+    assert callable(p.shared_buffer) and callable(c.shared_buffer)
