@@ -69,3 +69,28 @@ def test_client_mode():
                             'required username="u" password="p";'}, None, "SASL_PLAINTEXT")
     assert b.client_mechanism == "SCRAM-SHA-512"
     assert b.client_jaas_options == {"username": "u", "password": "p"}
+
+
+def test_mechanism_prefixed_configs_reach_the_mechanism():
+    b = builder({"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+                 "sasl.server.callback.handler.class": "global.Handler",
+                 "oauthbearer.sasl.server.callback.handler.class": "oauth.Handler",
+                 "listener.name.sasl_plaintext.plain.some.key": "listener-plain"})
+    assert b.mechanism_configs["OAUTHBEARER"]["sasl.server.callback.handler.class"] == \
+        "oauth.Handler"
+    assert b.mechanism_configs["PLAIN"]["sasl.server.callback.handler.class"] == \
+        "global.Handler"
+    assert b.mechanism_configs["PLAIN"]["some.key"] == "listener-plain"
+
+
+class TitleCasePrincipalBuilder:
+    def build(self, context):
+        from kchannel.principal import KafkaPrincipal
+        return KafkaPrincipal("User", context.authorization_id.title())
+
+
+def test_principal_builder_class():
+    b = builder({"sasl.enabled.mechanisms": "PLAIN",
+                 "principal.builder.class":
+                     "tests.test_sasl_server_channel_builder.TitleCasePrincipalBuilder"})
+    assert isinstance(b.principal_builder, TitleCasePrincipalBuilder)

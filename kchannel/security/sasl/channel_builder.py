@@ -140,6 +140,8 @@ class SaslChannelBuilder(ChannelBuilder):
             if mechanism_factory is None:
                 self._check_mechanisms(self.enabled_mechanisms)
             self.jaas_options = {m: self._server_jaas(m) or {} for m in self.enabled_mechanisms}
+            self.mechanism_configs = {m: self._configs_for_mechanism(m)
+                                      for m in self.enabled_mechanisms}
             self.callbacks = self._server_callbacks(callbacks, scram_store, token_manager,
                                                     token_credential, oauth_validate)
             self.connections_max_reauth_ms = {
@@ -212,6 +214,21 @@ class SaslChannelBuilder(ChannelBuilder):
             if value is not None:
                 return value
         return None
+
+    def _configs_for_mechanism(self, mechanism):
+        """The configs a mechanism sees: ``<mechanism>.<key>`` (and
+        ``listener.name.<l>.<mechanism>.<key>``) override ``<key>``, as
+        Kafka's per-mechanism listener configs (e.g.
+        ``oauthbearer.sasl.server.callback.handler.class``)."""
+        out = dict(self.configs)
+        prefixes = [f"{mechanism.lower()}."]
+        if self.listener_name:
+            prefixes.append(f"listener.name.{self.listener_name.lower()}.{mechanism.lower()}.")
+        for prefix in prefixes:
+            for key, value in self.configs.items():
+                if key.startswith(prefix) and value is not None:
+                    out[key[len(prefix):]] = value
+        return out
 
     def _server_jaas(self, mechanism):
         jaas = self._jaas
@@ -340,7 +357,7 @@ class SaslChannelBuilder(ChannelBuilder):
                 enabled_mechanisms=self.enabled_mechanisms,
                 jaas_options=self.jaas_options,
                 callbacks=self.callbacks,
-                configs=self.configs,
+                configs=self.mechanism_configs,
                 principal_builder=self.principal_builder,
                 connections_max_reauth_ms=self.connections_max_reauth_ms,
                 max_receive_size=self.max_receive_size,

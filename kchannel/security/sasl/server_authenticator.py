@@ -135,7 +135,8 @@ class SaslServerAuthenticator(Authenticator):
     * ``jaas_options``: mechanism -> JAAS options dict (the listener's
       ``<mechanism>.sasl.jaas.config`` login-module options).
     * ``callbacks``: a ``ServerCallbacks`` or mechanism -> ``ServerCallbacks``.
-    * ``configs``: effective config dict handed to the mechanisms.
+    * ``configs``: effective config dict handed to the mechanisms, or
+      mechanism -> config dict.
     * ``principal_builder``: object with ``build(context)``; default
       ``DefaultKafkaPrincipalBuilder(kerberos_short_namer=...)``.
     * ``connections_max_reauth_ms``: int, or mechanism -> int (0/None = off).
@@ -161,7 +162,15 @@ class SaslServerAuthenticator(Authenticator):
         self.enabled_mechanisms = mechanisms
         self._jaas_options = dict(jaas_options or {})
         self._callbacks = callbacks
-        self._configs = dict(configs or {})
+        # One config dict for every mechanism, or mechanism -> config dict.
+        configs = dict(configs or {})
+        if configs and all(isinstance(v, dict) for v in configs.values()) and \
+                all(k in mechanisms for k in configs):
+            self._mechanism_configs = configs
+            self._configs = {}
+        else:
+            self._mechanism_configs = {}
+            self._configs = configs
         if principal_builder is None:
             principal_builder = DefaultKafkaPrincipalBuilder(
                 kerberos_short_namer=kerberos_short_namer)
@@ -542,7 +551,8 @@ class SaslServerAuthenticator(Authenticator):
         try:
             self._sasl_server = self._mechanism_factory(
                 mechanism, jaas_options=self._jaas_options.get(mechanism) or {},
-                configs=self._configs, callbacks=callbacks,
+                configs=self._mechanism_configs.get(mechanism, self._configs),
+                callbacks=callbacks,
                 server_host=self._server_host, now=now)
         except AuthenticationError:
             raise
