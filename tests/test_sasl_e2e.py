@@ -500,3 +500,21 @@ def test_delegation_token_login_end_to_end(servers):
         with pytest.raises(SaslAuthenticationError):
             bad.connect("127.0.0.1", port)
         bad.close()
+
+
+def test_sasl_requests_after_authentication_get_illegal_sasl_state(servers):
+    from kchannel.security.sasl.server_authenticator import (
+        register_post_authentication_handlers)
+    server, port = start_server(failed_authentication_delay_ms=0)
+    servers.append(server)
+    register_post_authentication_handlers(server)
+    with KafkaClient(client_configs("SASL_PLAINTEXT", "PLAIN")) as client:
+        client.connect("127.0.0.1", port)
+        # No session expiry, so this SaslHandshake is not a re-authentication.
+        assert client.request(17, {"mechanism": "PLAIN"}, version=1)["error_code"] == 34
+        body = client.request(36, {"auth_bytes": b"\0alice\0alice-secret"}, version=2)
+        assert body["error_code"] == 34
+        assert body["error_message"] == ("SaslAuthenticate request received after "
+                                         "successful authentication")
+        # The connection is still authenticated and usable.
+        assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
