@@ -1,0 +1,327 @@
+"""Real Kafka clients against ``kchannel serve`` over PLAINTEXT and SSL.
+
+One ``kchannel serve`` subprocess for the module with three listeners, each
+advertised at a distinct address:
+
+* ``PLAINTEXT`` bound and advertised at ``127.0.0.1:<p1>``;
+* ``SSL`` bound at ``127.0.0.1:<p2>``, advertised as ``localhost:<p2>``
+  (the server certificate covers localhost and 127.0.0.1);
+* ``WRONGHOST`` (SSL) with a certificate for ``wronghost.example`` only.
+
+librdkafka (confluent-kafka), kafka-python 3.x, aiokafka and Debian's
+kafka-python 2.0.2 fetch metadata with host name verification on and must
+see the broker at the advertised address of the listener they used; an
+untrusted CA or a host name mismatch fails with a clear client-side error
+while the server logs the failed handshake and keeps serving others.
+"""
+import asyncio
+import gc
+import logging
+import threading
+import time
+
+import pytest
+
+from kchannel.client import KafkaClient
+from kchannel.protocol.api_keys import ApiKey
+from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start_kchannel_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+NODE_ID = 7
+FAIL_TIMEOUT_S = 3
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, pki):
+    p1, p2, p3 = free_ports(3)
+    props = {
+        "node.id": str(NODE_ID),
+        "listeners": (f"PLAINTEXT://127.0.0.1:{p1},SSL://127.0.0.1:{p2},"
+                      f"WRONGHOST://127.0.0.1:{p3}"),
+        "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{p1},SSL://localhost:{p2},"
+                                 f"WRONGHOST://localhost:{p3}"),
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,WRONGHOST:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+    }
+    for k, v in pki.server_configs().items():
+        props[f"listener.name.ssl.{k}"] = v
+    for k, v in pki.server_configs(pki.wronghost_server).items():
+        props[f"listener.name.wronghost.{k}"] = v
+    srv = start_kchannel_server(tmp_path_factory.mktemp("tls-serve"), props)
+    assert (srv.port("PLAINTEXT"), srv.port("SSL"), srv.port("WRONGHOST")) == (p1, p2, p3)
+    yield srv
+    srv.stop_and_check()
+
+
+def still_serving(server):
+    """A kchannel client still gets Metadata over both listeners."""
+    assert server.alive()
+    with KafkaClient({"bootstrap.servers": server.bootstrap("PLAINTEXT")}).connect() as c:
+        md = c.request(ApiKey.METADATA, {"topics": []})
+        assert md["brokers"][0]["port"] == server.port("PLAINTEXT")
+
+
+# ------------------------------------------------------------ client drivers
+def rdkafka_brokers(conf, timeout=10):
+    admin_mod = pytest.importorskip("confluent_kafka.admin")
+    errors = []
+    conf = dict(conf, error_cb=lambda e: errors.append(str(e)))
+    conf.setdefault("socket.timeout.ms", 5000)
+    admin = admin_mod.AdminClient(conf)
+    try:
+        md = admin.list_topics(timeout=timeout)
+        result = sorted((b.id, b.host, b.port) for b in md.brokers.values())
+    except Exception as exc:  # KafkaException  # noqa: BLE001
+        # Keep no traceback: it would hold the client (and its retry
+        # threads) alive after this function.
+        result = RuntimeError(str(exc))
+        deadline = time.monotonic() + 5
+        while not errors and time.monotonic() < deadline:
+            admin.poll(0.1)
+    # librdkafka keeps reconnecting until the handle is destroyed.
+    del admin
+    gc.collect()
+    return result, errors
+
+
+def kafka_python_brokers(caplog, timeout_ms=10000, **cfg):
+    kafka = pytest.importorskip("kafka")
+    caplog.set_level(logging.WARNING, logger="kafka")
+    try:
+        consumer = kafka.KafkaConsumer(request_timeout_ms=5000, bootstrap_timeout_ms=timeout_ms,
+                                       **cfg)
+    except Exception as exc:  # noqa: BLE001 - the failure is the result
+        return RuntimeError(repr(exc)), [r.getMessage() for r in caplog.records]
+    try:
+        consumer.topics()
+        return sorted((b.node_id, b.host, b.port)
+                      for b in consumer._client.cluster.brokers()), []
+    finally:
+        consumer.close()
+
+
+def aiokafka_brokers(caplog, **cfg):
+    aiokafka = pytest.importorskip("aiokafka")
+    caplog.set_level(logging.WARNING, logger="aiokafka")
+
+    async def main():
+        client = aiokafka.AIOKafkaClient(request_timeout_ms=5000, **cfg)
+        try:
+            await client.bootstrap()
+            return sorted((b.nodeId, b.host, b.port) for b in client.cluster.brokers())
+        finally:
+            await client.close()
+    try:
+        return asyncio.run(main()), []
+    except Exception as exc:  # noqa: BLE001
+        return RuntimeError(repr(exc)), [r.getMessage() for r in caplog.records]
+
+
+def aiokafka_ssl_context(cafile):
+    helpers = pytest.importorskip("aiokafka.helpers")
+    ctx = helpers.create_ssl_context(cafile=cafile)
+    assert ctx.check_hostname
+    return ctx
+
+
+# ------------------------------------------------------------------- PLAINTEXT
+def test_librdkafka_plaintext(server):
+    brokers, errors = rdkafka_brokers({"bootstrap.servers": server.bootstrap("PLAINTEXT")})
+    assert brokers == [(NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))], errors
+
+
+def test_kafka_python_plaintext(server, caplog):
+    brokers, _ = kafka_python_brokers(caplog, bootstrap_servers=server.bootstrap("PLAINTEXT"))
+    assert brokers == [(NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))]
+
+
+def test_aiokafka_plaintext(server, caplog):
+    brokers, logs = aiokafka_brokers(caplog, bootstrap_servers=server.bootstrap("PLAINTEXT"))
+    assert brokers == [(NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))], logs
+
+
+def test_debian_kafka_python_plaintext(server, legacy_kafka_python):
+    r = legacy_kafka_python_metadata({"bootstrap_servers": server.bootstrap("PLAINTEXT")})
+    assert r["ok"], r
+    assert r["brokers"] == [[NODE_ID, "127.0.0.1", server.port("PLAINTEXT")]]
+
+
+# ------------------------------------------------------------------------ SSL
+def test_librdkafka_ssl(server, pki):
+    brokers, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("SSL", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path,
+        "ssl.endpoint.identification.algorithm": "https"})
+    assert brokers == [(NODE_ID, "localhost", server.port("SSL"))], errors
+
+
+def test_librdkafka_ssl_by_ip_address(server, pki):
+    """Bootstrapping at 127.0.0.1 (an IP SAN) still lands on the advertised
+    localhost address."""
+    brokers, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("SSL", "127.0.0.1"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path,
+        "ssl.endpoint.identification.algorithm": "https"})
+    assert brokers == [(NODE_ID, "localhost", server.port("SSL"))], errors
+
+
+def test_kafka_python_ssl(server, pki, caplog):
+    brokers, logs = kafka_python_brokers(
+        caplog, bootstrap_servers=server.bootstrap("SSL", "localhost"),
+        security_protocol="SSL", ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True)
+    assert brokers == [(NODE_ID, "localhost", server.port("SSL"))], logs
+
+
+def test_kafka_python_ssl_with_client_certificate(server, pki, caplog):
+    brokers, logs = kafka_python_brokers(
+        caplog, bootstrap_servers=server.bootstrap("SSL", "localhost"),
+        security_protocol="SSL", ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True,
+        ssl_certfile=pki.client.chain_path, ssl_keyfile=pki.client.key_path)
+    assert brokers == [(NODE_ID, "localhost", server.port("SSL"))], logs
+
+
+def test_aiokafka_ssl(server, pki, caplog):
+    brokers, logs = aiokafka_brokers(
+        caplog, bootstrap_servers=server.bootstrap("SSL", "localhost"),
+        security_protocol="SSL", ssl_context=aiokafka_ssl_context(pki.ca.cert_path))
+    assert brokers == [(NODE_ID, "localhost", server.port("SSL"))], logs
+
+
+def test_debian_kafka_python_ssl(server, pki, legacy_kafka_python):
+    r = legacy_kafka_python_metadata({
+        "bootstrap_servers": server.bootstrap("SSL", "localhost"),
+        "security_protocol": "SSL", "ssl_cafile": pki.ca.cert_path,
+        "ssl_check_hostname": True})
+    assert r["ok"], r
+    assert r["brokers"] == [[NODE_ID, "localhost", server.port("SSL")]]
+
+
+def test_kchannel_client_ssl(server, pki):
+    conf = {"bootstrap.servers": server.bootstrap("SSL", "localhost"),
+            "security.protocol": "SSL", **pki.client_configs()}
+    with KafkaClient(conf).connect() as c:
+        md = c.request(ApiKey.METADATA, {"topics": []})
+    assert [(b["node_id"], b["host"], b["port"]) for b in md["brokers"]] == [
+        (NODE_ID, "localhost", server.port("SSL"))]
+
+
+# ------------------------------------------------------------ TLS failures
+def _failed_handshake_logged(server, mark, reason):
+    # Only for librdkafka: it sends its TLS alert before closing.  Python's
+    # ssl clients may close with unread data, so the kernel resets the
+    # connection and the server sees a reset instead of the alert (logged at
+    # DEBUG as a connection closed during the handshake).
+    m = server.wait_for_log(r"Failed authentication with .*SSL handshake failed.*" + reason,
+                            timeout=5, start=mark)
+    assert m is not None, server.log()[-3000:]
+
+
+def test_librdkafka_untrusted_ca(server, pki):
+    mark = server.mark()
+    result, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("SSL", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.untrusted_ca.cert_path,
+        "reconnect.backoff.ms": 500}, timeout=FAIL_TIMEOUT_S)
+    assert isinstance(result, Exception)
+    assert any("certificate verify failed" in e for e in errors), errors
+    _failed_handshake_logged(server, mark, "unknown ca")
+    still_serving(server)
+
+
+def test_librdkafka_wrong_host_name(server, pki):
+    result, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("WRONGHOST", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path,
+        "ssl.endpoint.identification.algorithm": "https",
+        "reconnect.backoff.ms": 500}, timeout=FAIL_TIMEOUT_S)
+    assert isinstance(result, Exception)
+    assert any("certificate verify failed" in e for e in errors), errors
+    still_serving(server)
+
+
+def test_kafka_python_untrusted_ca(server, pki, caplog):
+    result, logs = kafka_python_brokers(
+        caplog, timeout_ms=FAIL_TIMEOUT_S * 1000,
+        bootstrap_servers=server.bootstrap("SSL", "localhost"), security_protocol="SSL",
+        ssl_cafile=pki.untrusted_ca.cert_path, ssl_check_hostname=True)
+    assert isinstance(result, Exception), result
+    assert any("CERTIFICATE_VERIFY_FAILED" in m for m in logs), logs
+    still_serving(server)
+
+
+def test_kafka_python_wrong_host_name(server, pki, caplog):
+    result, logs = kafka_python_brokers(
+        caplog, timeout_ms=FAIL_TIMEOUT_S * 1000,
+        bootstrap_servers=server.bootstrap("WRONGHOST", "localhost"), security_protocol="SSL",
+        ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True)
+    assert isinstance(result, Exception), result
+    assert any("Hostname mismatch" in m or "doesn't match" in m for m in logs), logs
+    still_serving(server)
+
+
+def test_aiokafka_untrusted_ca(server, pki, caplog):
+    result, logs = aiokafka_brokers(
+        caplog, bootstrap_servers=server.bootstrap("SSL", "localhost"), security_protocol="SSL",
+        ssl_context=aiokafka_ssl_context(pki.untrusted_ca.cert_path))
+    assert isinstance(result, Exception), result
+    assert any("CERTIFICATE_VERIFY_FAILED" in m for m in logs), logs
+    still_serving(server)
+
+
+def test_aiokafka_wrong_host_name(server, pki, caplog):
+    result, logs = aiokafka_brokers(
+        caplog, bootstrap_servers=server.bootstrap("WRONGHOST", "localhost"),
+        security_protocol="SSL", ssl_context=aiokafka_ssl_context(pki.ca.cert_path))
+    assert isinstance(result, Exception), result
+    assert any("Hostname mismatch" in m for m in logs), logs
+    still_serving(server)
+
+
+def test_debian_kafka_python_untrusted_ca(server, pki, legacy_kafka_python):
+    r = legacy_kafka_python_metadata({
+        "bootstrap_servers": server.bootstrap("SSL", "localhost"),
+        "security_protocol": "SSL", "ssl_cafile": pki.untrusted_ca.cert_path,
+        "ssl_check_hostname": True}, timeout=10)
+    assert not r["ok"], r
+    assert "CERTIFICATE_VERIFY_FAILED" in r["message"], r
+    still_serving(server)
+
+
+def test_kchannel_client_wrong_host_name(server, pki):
+    from kchannel.errors import SslAuthenticationError
+    conf = {"bootstrap.servers": server.bootstrap("WRONGHOST", "localhost"),
+            "security.protocol": "SSL", **pki.client_configs()}
+    client = KafkaClient(conf)
+    try:
+        with pytest.raises(SslAuthenticationError, match="(?i)hostname mismatch"):
+            client.connect()
+    finally:
+        client.close()
+    still_serving(server)
+
+
+def test_many_clients_at_once(server, pki):
+    """Real clients of three kinds connecting concurrently over SSL."""
+    results = {}
+
+    def rd():
+        results["rdkafka"] = rdkafka_brokers({
+            "bootstrap.servers": server.bootstrap("SSL", "localhost"),
+            "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path})[0]
+
+    def kc(i):
+        conf = {"bootstrap.servers": server.bootstrap("SSL", "localhost"),
+                "security.protocol": "SSL", **pki.client_configs()}
+        with KafkaClient(conf).connect() as c:
+            results[f"kchannel-{i}"] = [(b["node_id"], b["host"], b["port"]) for b in
+                                        c.request(ApiKey.METADATA, {"topics": []})["brokers"]]
+
+    threads = [threading.Thread(target=rd)] + [threading.Thread(target=kc, args=(i,))
+                                               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    expected = [(NODE_ID, "localhost", server.port("SSL"))]
+    assert results == {k: expected for k in ["rdkafka"] + [f"kchannel-{i}" for i in range(8)]}
