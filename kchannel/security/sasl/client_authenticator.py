@@ -205,7 +205,7 @@ class SaslClientAuthenticator(Authenticator):
             self.state = SaslState.FAILED
             # The selector reports the failure at WARNING; keep detail here.
             log.debug("Failed %s with %s (%s)", self._reauth.text(),
-                        self.node or self._server_host, exc)
+                      self.node or self._server_host, exc)
             raise
         except KChannelError:
             self.state = SaslState.FAILED
