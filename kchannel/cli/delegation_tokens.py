@@ -1,7 +1,8 @@
 """``kchannel delegation-tokens``: Kafka's ``kafka-delegation-tokens.sh``.
 
     kchannel delegation-tokens --bootstrap-server HOST:PORT --command-config client.properties
-        --create --max-life-time-period -1 [--renewer-principal User:bob ...] [--owner-principal User:x]
+        --create --max-life-time-period -1 [--renewer-principal User:bob ...]
+                 [--owner-principal User:x]
         --renew --hmac HMAC --renew-time-period -1
         --expire --hmac HMAC --expiry-time-period -1
         --describe [--owner-principal User:alice ...]

@@ -12,7 +12,6 @@ import threading
 
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors
 from kchannel.utils import now_ms
 
 log = logging.getLogger("kchannel.tokens.handlers")

@@ -92,7 +92,8 @@ class DelegationToken:
 
     def __repr__(self):
         # The HMAC is the token's password.
-        return f"DelegationToken(token_id={self.token_info.token_id!r}, owner={self.token_info.owner})"
+        info = self.token_info
+        return f"DelegationToken(token_id={info.token_id!r}, owner={info.owner})"
 
 
 def generate_token_id():
