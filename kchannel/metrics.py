@@ -109,6 +109,18 @@ class Rate(_SampledStat):
     def _combine_into(self, sample, value):
         sample[1] += 1 if self.count else value
 
+    def record(self, value, now):
+        # Hot path (several sensors per request): _SampledStat.record with
+        # _combine_into inlined.
+        samples = self._samples
+        if samples:
+            cur = samples[-1]
+            if now - cur[0] < self.config.time_window_ms:
+                cur[1] += 1 if self.count else value
+                cur[2] += 1
+                return
+        _SampledStat.record(self, value, now)
+
     def measure(self, now):
         live = self._live(now)
         total = sum(s[1] for s in live)
@@ -127,6 +139,17 @@ class Rate(_SampledStat):
 
 
 class Avg(_SampledStat):
+    def record(self, value, now):
+        # _SampledStat.record with the summing _combine_into inlined
+        samples = self._samples
+        if samples:
+            cur = samples[-1]
+            if now - cur[0] < self.config.time_window_ms:
+                cur[1] += value
+                cur[2] += 1
+                return
+        _SampledStat.record(self, value, now)
+
     def measure(self, now):
         live = self._live(now)
         count = sum(s[2] for s in live)
@@ -141,6 +164,18 @@ class Max(_SampledStat):
 
     def _combine_into(self, sample, value):
         sample[1] = max(sample[1], value)
+
+    def record(self, value, now):
+        samples = self._samples
+        if samples:
+            cur = samples[-1]
+            if now - cur[0] < self.config.time_window_ms:
+                # same result as max(cur[1], value), NaN included
+                if value > cur[1]:
+                    cur[1] = value
+                cur[2] += 1
+                return
+        _SampledStat.record(self, value, now)
 
     def measure(self, now):
         live = [s for s in self._live(now) if s[2]]
@@ -196,10 +231,12 @@ class Sensor:
         self.registry = registry
         self.name = name
         self._stats = []
+        self._recorders = ()    # bound stat.record of every stat, in order
 
     def add(self, metric_name, stat):
         self.registry._register(metric_name, stat)
         self._stats.append(stat)
+        self._recorders = tuple(st.record for st in self._stats)
         return self
 
     def add_meter(self, group, base, description="", tags=None, count=False):
@@ -218,8 +255,8 @@ class Sensor:
         # the GIL, so the hot path takes no lock.
         if now is None:
             now = self.registry.time()
-        for stat in self._stats:
-            stat.record(value, now)
+        for record in self._recorders:
+            record(value, now)
 
 
 def meter(sensor, group, base, description="", tags=None, count=False):
