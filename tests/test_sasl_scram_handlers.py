@@ -3,6 +3,8 @@ codes and messages; authorization; response bodies encode with the schema."""
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kchannel.principal import ANONYMOUS, KafkaPrincipal
 from kchannel.protocol import messages
@@ -216,3 +218,39 @@ def test_responses_encode_with_the_schema(store):
         assert [r["user"] for r in decoded["results"]] == [r["user"] for r in body["results"]]
         assert [r["error_code"] for r in decoded["results"]] == \
             [r["error_code"] for r in body["results"]]
+
+
+_names = st.sampled_from(["", "a", "b", "c=,d"])
+_mechs = st.sampled_from([0, 1, 2, 3, -1])
+_iters = st.sampled_from([0, 4095, 4096, 8192, 16384, 16385, -5])
+_upserts = st.lists(st.builds(lambda n, m, i: {"name": n, "mechanism": m, "iterations": i,
+                                               "salt": b"s", "salted_password": b"p" * 32},
+                              _names, _mechs, _iters), max_size=5)
+_deletes = st.lists(st.builds(lambda n, m: {"name": n, "mechanism": m}, _names, _mechs),
+                    max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(upsertions=_upserts, deletions=_deletes)
+def test_alter_property_one_result_per_user_all_or_nothing(upsertions, deletions):
+    store = InMemoryScramCredentialStore()
+    store.put("b", "SCRAM-SHA-256", scram.credential_from_salted_password(
+        "SCRAM-SHA-256", b"s", b"x" * 32, 4096))
+    before = store.list()
+    resp = alter_user_scram_credentials({"upsertions": upsertions, "deletions": deletions}, store)
+    users = [r["user"] for r in resp["results"]]
+    assert sorted(users) == sorted({x["name"] for x in upsertions + deletions})
+    after = store.list()
+    for r in resp["results"]:
+        user = r["user"]
+        if r["error_code"]:
+            assert after.get(user) == before.get(user)   # nothing applied for a failed user
+        else:
+            for u in upsertions:
+                if u["name"] == user:
+                    mech = scram.MECHANISMS_BY_TYPE[u["mechanism"]].mechanism_name
+                    assert after[user][mech].iterations == u["iterations"]
+            for d in deletions:
+                if d["name"] == user:
+                    mech = scram.MECHANISMS_BY_TYPE[d["mechanism"]].mechanism_name
+                    assert mech not in after.get(user, {})
