@@ -503,11 +503,8 @@ def test_delegation_token_login_end_to_end(servers):
 
 
 def test_sasl_requests_after_authentication_get_illegal_sasl_state(servers):
-    from kchannel.security.sasl.server_authenticator import (
-        register_post_authentication_handlers)
     server, port = start_server(failed_authentication_delay_ms=0)
     servers.append(server)
-    register_post_authentication_handlers(server)
     with KafkaClient(client_configs("SASL_PLAINTEXT", "PLAIN")) as client:
         client.connect("127.0.0.1", port)
         # No session expiry, so this SaslHandshake is not a re-authentication.

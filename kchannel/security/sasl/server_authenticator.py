@@ -764,31 +764,3 @@ def _truthy(value):
         return value.lower() == "true"
     return bool(value)
 
-
-# -- after authentication -------------------------------------------------------
-# Once a channel is READY its requests go to the server's handlers.  A
-# SaslHandshake that does not start a re-authentication (none is allowed: no
-# session expiry, or less than a second since the last one) and any
-# SaslAuthenticate get Kafka's KafkaApis answers.
-
-def handle_sasl_handshake_after_authentication(ctx):
-    """Handler for SaslHandshake on an authenticated channel (KafkaApis)."""
-    return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
-
-
-def handle_sasl_authenticate_after_authentication(ctx):
-    """Handler for SaslAuthenticate on an authenticated channel (KafkaApis)."""
-    return {"error_code": ILLEGAL_SASL_STATE,
-            "error_message": "SaslAuthenticate request received after successful "
-                             "authentication",
-            "auth_bytes": b"", "session_lifetime_ms": 0}
-
-
-def register_post_authentication_handlers(server):
-    """Serve SaslHandshake / SaslAuthenticate after authentication as Kafka
-    does (``server.register_handler``)."""
-    from kchannel.protocol import messages
-    for api, fn in ((messages.SASL_HANDSHAKE, handle_sasl_handshake_after_authentication),
-                    (messages.SASL_AUTHENTICATE,
-                     handle_sasl_authenticate_after_authentication)):
-        server.register_handler(api.api_key, fn, api.min_version, api.max_version)
