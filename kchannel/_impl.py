@@ -25,6 +25,7 @@ TWINS = {
     "framing": ("kchannel._framing_py", "kchannel._cframing"),
     "wire": ("kchannel.protocol._wire_py", "kchannel._cwire"),
     "tlspump": ("kchannel.network._tlspump_py", "kchannel._ctlspump"),
+    "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"
