@@ -1,31 +1,17 @@
-"""Delegation tokens shared through a real ZooKeeper: the ZooKeeper store
-(Kafka's ``/delegation_token`` layout and JSON, change notifications, watch
--driven caches) and two ``kchannel serve`` processes -- a token created
-through one authenticates on the other, and expiring it on one ends logins on
-both."""
+"""The ZooKeeper token store against a real ZooKeeper: Kafka's
+``/delegation_token`` layout and JSON, change notifications and watch-driven
+caches shared by several stores.  (Two ``kchannel serve`` processes sharing
+ZooKeeper are in test_tokens_serve.py.)"""
 import json
-import os
-import re
-import select
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from kchannel.client import KafkaClient
-from kchannel.errors import SaslAuthenticationError
 from kchannel.protocol.errors import Errors
-from kchannel.security.sasl.scram_store import credential_from_password, open_store
-from kchannel.tokens.admin import DelegationTokenAdmin
 from kchannel.tokens.manager import TokenManager
 from kchannel.utils import now_ms
 
 pytestmark = pytest.mark.slow
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 def wait_until(predicate, timeout=15.0, interval=0.05):
@@ -90,115 +76,3 @@ def test_zk_store_layout_and_cross_store_changes(zookeeper):
         zk.close()
         s1.close()
         s2.close()
-
-
-class ServeProcess:
-    """``kchannel serve`` in a subprocess; learns its port from the log."""
-
-    def __init__(self, tmp_path, name, zk_connect):
-        data = tmp_path / name
-        data.mkdir()
-        store = open_store(data_dir=str(data))
-        store.put("alice", "SCRAM-SHA-256",
-                  credential_from_password("SCRAM-SHA-256", "alice-secret"))
-        store.close()
-        props = {
-            "node.id": "1" if name == "a" else "2",
-            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-            "inter.broker.listener.name": "SASL_PLAINTEXT",
-            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
-            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM} required;",
-            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": f"{SCRAM} required;",
-            "log.dirs": str(data),
-            "delegation.token.secret.key": "shared-zk-secret",
-            "kchannel.delegation.token.store": "zookeeper",
-            "zookeeper.connect": zk_connect,
-        }
-        cfg = tmp_path / f"{name}.properties"
-        cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        env = dict(os.environ, PYTHONPATH=ROOT)
-        self.proc = subprocess.Popen([sys.executable, "-m", "kchannel", "serve", "--config",
-                                      str(cfg)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                     env=env, cwd=ROOT)
-        self.log = []
-        self.port = self._wait_for_port()
-
-    def _wait_for_port(self, timeout=60):
-        deadline = time.monotonic() + timeout
-        buf = b""
-        fd = self.proc.stderr.fileno()
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                buf += chunk
-                m = re.search(rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.", buf)
-                if m and b"started" in buf:
-                    self.log.append(buf.decode("utf-8", "replace"))
-                    return int(m.group(1))
-            elif self.proc.poll() is not None:
-                break
-        self.stop()
-        raise AssertionError(f"kchannel serve did not start: {buf.decode('utf-8', 'replace')}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc.stderr.close()
-        return self.proc.returncode
-
-
-def scram_client(port, username, password, token=False, mechanism="SCRAM-SHA-256"):
-    extra = ' tokenauth="true"' if token else ""
-    c = KafkaClient({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-                     "sasl.jaas.config": f'{SCRAM} required username="{username}" '
-                                         f'password="{password}"{extra};'})
-    return c.connect("127.0.0.1", port)
-
-
-def token_login_ok(port, token, mechanism="SCRAM-SHA-256"):
-    try:
-        scram_client(port, token.token_info.token_id, token.hmac_base64, True, mechanism).close()
-        return True
-    except SaslAuthenticationError:
-        return False
-
-
-def test_two_serve_processes_share_tokens(tmp_path, zookeeper):
-    connect = zookeeper.chroot()
-    a = ServeProcess(tmp_path, "a", connect)
-    try:
-        b = ServeProcess(tmp_path, "b", connect)
-    except BaseException:
-        a.stop()
-        raise
-    try:
-        with scram_client(a.port, "alice", "alice-secret") as c:
-            token = DelegationTokenAdmin(c).create(renewers=["User:bob"])
-        # Created through A, it authenticates on B (and A).
-        assert wait_until(lambda: token_login_ok(b.port, token, "SCRAM-SHA-512"))
-        assert token_login_ok(a.port, token)
-        with scram_client(b.port, "alice", "alice-secret") as c:
-            assert DelegationTokenAdmin(c).describe() == [token]
-            # Renewed on B, seen on A.
-            expiry = DelegationTokenAdmin(c).renew(token.hmac, 60000)
-        with scram_client(a.port, "alice", "alice-secret") as c:
-            assert wait_until(lambda: DelegationTokenAdmin(c).describe()[0]
-                              .token_info.expiry_timestamp == expiry)
-            # Expired on A: logins end on both.
-            DelegationTokenAdmin(c).expire(token.hmac, -1)
-        assert not token_login_ok(a.port, token)
-        assert wait_until(lambda: not token_login_ok(b.port, token))
-        with scram_client(b.port, "alice", "alice-secret") as c:
-            assert DelegationTokenAdmin(c).describe() == []
-    finally:
-        codes = (b.stop(), a.stop())
-    assert codes == (0, 0)
