@@ -660,8 +660,9 @@ class Selector:
                 self.sensors.failed_reauthentication.record(1.0, now)
             else:
                 self.sensors.failed_authentication.record(1.0, now)
-            log.warning("Failed %sauthentication with %s (%s)", "re-" if reauth else "",
-                        desc, exc)
+            mechanism = getattr(exc, "mechanism", None)
+            log.warning("Failed %sauthentication with %s%s (%s)", "re-" if reauth else "",
+                        desc, f" using SASL mechanism {mechanism}" if mechanism else "", exc)
             if ch.state != State.AUTHENTICATION_FAILED:
                 ch.state = ChannelState(State.AUTHENTICATION_FAILED, exc, ch.socket_description())
             if (ch.auth_failure_delayable and ch.mode == "server"
