@@ -32,6 +32,10 @@ __all__ = ["State", "ChannelState", "ChannelMuteState", "ChannelMuteEvent", "Aut
 
 DEFAULT_MAX_RECEIVE_SIZE = 104857600      # socket.request.max.bytes
 READ_CHUNK = 65536
+# write_sends joins queued sends smaller than COALESCE_BELOW into writes of
+# up to COALESCE_MAX bytes.
+COALESCE_BELOW = 65536
+COALESCE_MAX = 262144
 # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection may
 # not start a server re-authentication more than once a second (DoS guard).
 MIN_REAUTH_INTERVAL_MS = 1000
@@ -558,13 +562,14 @@ class KafkaChannel:
         while self._sends and written < max_bytes:
             entry = self._sends[0]
             mv = entry[0]
-            # coalesce small frames into one write to save syscalls
-            if len(mv) < 16384 and len(self._sends) > 1:
+            # Coalesce queued frames into one write: a syscall (and for TLS
+            # an SSL write and a flush) costs far more than copying 16 KiB.
+            if len(mv) < COALESCE_BELOW and len(self._sends) > 1:
                 parts = []
                 n_parts = 0
                 total = 0
                 for e in self._sends:
-                    if total + len(e[0]) > 65536 and parts:
+                    if total + len(e[0]) > COALESCE_MAX and parts:
                         break
                     parts.append(e[0])
                     total += len(e[0])
