@@ -412,3 +412,24 @@ def test_typed_configs_with_kafka_defaults(pki):
     }
     ctx = SslFactory("server", cfg).context
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_inline_pem_without_line_breaks(pki):
+    """A .properties value written with backslash continuations arrives with
+    its line breaks removed; Kafka's PEM parser accepts that, so do we."""
+    def flatten(pem):
+        return " ".join(line.strip() for line in pem.strip().splitlines())
+    cfg = {"ssl.keystore.type": "PEM",
+           "ssl.keystore.key": flatten(pki.server.encrypted_key_pem),
+           "ssl.key.password": pki.server.key_password,
+           "ssl.keystore.certificate.chain": flatten(pki.server.chain_pem),
+           "ssl.truststore.type": "PEM",
+           "ssl.truststore.certificates": flatten(pki.ca.cert_pem)}
+    factory = SslFactory("server", cfg)
+    cfg["ssl.keystore.certificate.chain"] = "".join(
+        line.strip() for line in pki.server.chain_pem.splitlines())
+    SslFactory("server", cfg)
+    # Both certificates of the chain survived the flattening.
+    from kchannel.network.ssl_factory import _pem_certs
+    assert len(_pem_certs(flatten(pki.server.chain_pem).encode(), "k")) == 2
+    assert factory.context.cert_store_stats()["x509_ca"] == 1

@@ -48,6 +48,7 @@ Renegotiation is disabled (``OP_NO_RENEGOTIATION``), as Kafka refuses it.
 """
 import logging
 import os
+import re
 import secrets
 import ssl
 import tempfile
@@ -214,9 +215,33 @@ def _crypto():
     return x509, serialization, pkcs12
 
 
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def _normalize_pem(data):
+    r"""Re-wrap PEM blocks whose line structure was lost.
+
+    Kafka's PEM parser ignores whitespace inside a block, so configs such as
+    ``ssl.keystore.key`` written in a .properties file with ``\``
+    continuations (which join the lines) work there; OpenSSL needs the
+    64-column layout back.  Blocks with RFC 1421 headers (``Proc-Type:``)
+    are left as they are.
+    """
+    def rewrap(m):
+        body = m.group(2)
+        if b":" in body:
+            return m.group(0)
+        b64 = re.sub(rb"\s+", b"", body)
+        lines = b"\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
+        return b"-----BEGIN " + m.group(1) + b"-----\n" + lines + b"\n-----END " \
+            + m.group(1) + b"-----\n"
+    return _PEM_BLOCK.sub(rewrap, data)
+
+
 def _pem_certs(data, key):
     """All certificates in PEM ``data`` (bytes), as cryptography objects."""
     x509, _, _ = _crypto()
+    data = _normalize_pem(data)
     try:
         certs = x509.load_pem_x509_certificates(data)
     except ValueError as exc:
@@ -227,6 +252,7 @@ def _pem_certs(data, key):
 def _pem_key(data, password, key, password_key):
     """The private key in PEM ``data``; ``password`` for an encrypted one."""
     _, serialization, _ = _crypto()
+    data = _normalize_pem(data)
     pw = password.encode("utf-8") if password is not None else None
     try:
         return serialization.load_pem_private_key(data, password=pw)
