@@ -477,8 +477,13 @@ class SslFactory:
             try:
                 _load_chain_into(ctx, material)
             except ssl.SSLError as exc:
-                raise ConfigError(f"Invalid keystore: the private key does not match the "
-                                  f"certificate or is unusable ({exc.reason or exc})",
+                if exc.reason == "KEY_VALUES_MISMATCH":
+                    what = "the private key does not match the certificate"
+                else:
+                    # e.g. EE_KEY_TOO_SMALL / CA_MD_TOO_WEAK under OpenSSL's
+                    # security level, which Java's defaults may still allow.
+                    what = f"OpenSSL refuses the key or certificate ({exc.reason or exc})"
+                raise ConfigError(f"Invalid keystore: {what}",
                                   SSL_KEYSTORE_LOCATION_CONFIG) from exc
         elif self.mode == "server":
             raise ConfigError(
