@@ -20,7 +20,7 @@ TOKEN_APIS = (ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
               ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN)
 
 
-def _server(tmp_path, pki, secret="testKey"):
+def _server(tmp_path, pki, secret="testKey", extra=None):
     props = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
@@ -36,6 +36,7 @@ def _server(tmp_path, pki, secret="testKey"):
         props[f"listener.name.ssl.{k}"] = v
     if secret is not None:
         props["delegation.token.secret.key"] = secret
+    props.update(extra or {})
     server = Server(props)
     service = install_server(server, server.config, props)
     server.start()
@@ -180,9 +181,10 @@ def test_plaintext_and_one_way_ssl_refused(token_server, pki):
         assert str(token.token_info.owner) == f"User:{pki.client.dn}"
 
 
-def test_feature_disabled(disabled_server):
+def test_feature_disabled(disabled_server, tmp_path):
     server, service = disabled_server
     assert not service.manager.enabled
+    assert not (tmp_path / "delegation-tokens.db").exists()
     with sasl_client(server) as client:
         assert {k for k in TOKEN_APIS} <= set(client.api_versions)
         admin = DelegationTokenAdmin(client)
@@ -257,3 +259,24 @@ def test_create_for_other_owner_needs_v3(token_server):
         token = DelegationTokenAdmin(client).create(owner="User:carol")
         assert token.token_info.owner == KafkaPrincipal("User", "carol")
         assert token.token_info.token_requester == KafkaPrincipal("User", "alice")
+
+
+def test_super_users_may_create_for_others_and_see_all(tmp_path, pki):
+    server, service = _server(tmp_path, pki, extra={"super.users": "User:alice;User:ops"})
+    try:
+        with sasl_client(server, "carol", "carol-secret") as carol, sasl_client(server) as alice:
+            mine = DelegationTokenAdmin(carol).create()
+            admin = DelegationTokenAdmin(alice)
+            assert admin.describe() == [mine]
+            for_carol = admin.create(owner="User:carol", renewers=["User:renewer1"])
+            assert (str(for_carol.token_info.owner), str(for_carol.token_info.token_requester)) \
+                == ("User:carol", "User:alice")
+            assert {t.token_info.token_id for t in DelegationTokenAdmin(carol).describe()} == \
+                {mine.token_info.token_id, for_carol.token_info.token_id}
+            # Super users still cannot renew tokens they neither own nor renew.
+            with pytest.raises(DelegationTokenError) as exc:
+                admin.renew(mine.hmac)
+            assert error_of(exc) is Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+    finally:
+        server.shutdown()
+        service.close()
