@@ -284,6 +284,9 @@ class Server:
         if register_builtins:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
             self.handlers.register(messages.METADATA.api_key, handle_metadata)
+            # Metadata/DescribeCluster per listener over every known node.
+            from .cluster import register_cluster_handlers
+            register_cluster_handlers(self)
         self._conn_index = 0
         self._stop = threading.Event()
         self._thread = None

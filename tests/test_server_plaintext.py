@@ -206,7 +206,7 @@ def _bad_inputs():
         "unknown-api-key": encode_frame(struct.pack(">hhih", 999, 0, 1, -1)),
         "unsupported-version": encode_frame(struct.pack(">hhih", ApiKey.METADATA, 99, 1, -1)),
         "no-handler": encode_frame(encode_request(
-            RequestHeader(ApiKey.DESCRIBE_CLUSTER, 0, 1, "x"), {})),
+            RequestHeader(ApiKey.FIND_COORDINATOR, 0, 1, "x"), {"key": "g"})),
         "truncated-body": encode_frame(hdr + b"\x00\x01\x00\x00\xff"),
         "bad-client-id-length": encode_frame(struct.pack(">hhih", ApiKey.METADATA, 1, 1, 500)),
         "random": bytes(range(7, 250, 3)) * 3,

@@ -170,6 +170,20 @@ class NonEmptyString:
         return "non-empty string"
 
 
+class _ClusterNodes:
+    """``kchannel.cluster.nodes`` entries: ``node.id@LISTENER://host:port``."""
+
+    def __call__(self, name, value):
+        from kchannel.cluster import parse_cluster_nodes
+        try:
+            parse_cluster_nodes(value)
+        except ValueError as exc:
+            raise invalid(name, value, str(exc)) from None
+
+    def __str__(self):
+        return "node.id@LISTENER://host:port,..."
+
+
 class _StoreType:
     """kchannel reads PKCS12 and PEM; JKS is accepted as a *declared* type
     (Kafka's default) and checked against the file's content later."""
@@ -614,6 +628,12 @@ _ROWS = [
     ("kchannel.cluster.id", S, None, NonEmptyString(), M, "server",
      "kchannel-specific: cluster id reported in Metadata/DescribeCluster responses. If unset it is read from "
      "(or created in) the first log directory.", True),
+    ("kchannel.cluster.nodes", LI, "", _ClusterNodes(), M, "server",
+     "kchannel-specific: the other brokers of the cluster, for Metadata and DescribeCluster responses, as "
+     "node.id@LISTENER://host:port entries (one per node and listener, e.g. "
+     "1@INTERNAL://broker1:9092,1@EXTERNAL://kafka1.example.com:9093). A request is answered with every "
+     "node that has an endpoint for the listener it came in on (this node at its advertised.listeners); "
+     "nodes without that listener are left out, as Kafka's metadata cache does.", True),
     ("kchannel.scram.credential.store", S, "sqlite", ValidString("sqlite", "memory"), M, "server",
      "kchannel-specific: where SCRAM credentials live: 'sqlite' (file in the first log directory) or 'memory'.",
      True),

@@ -522,6 +522,67 @@ class ServerConfig:
                 return None
             raise
 
+    def inter_broker_client_configs(self):
+        """Client configs this broker uses to connect to other brokers, as
+        Kafka's ``ChannelBuilders.clientChannelBuilder(interBrokerSecurityProtocol,
+        JaasContext.Type.SERVER, config, interBrokerListenerName,
+        saslMechanismInterBrokerProtocol, ...)``; a dict a ``ClientConfig`` /
+        ``KafkaClient`` accepts as is:
+
+        * ``security.protocol``: the inter-broker listener's protocol;
+        * every ``ssl.*`` / ``sasl.*`` client key with the inter-broker
+          listener's prefix applied (``listener.name.<l>.<key>``, else the
+          broker-wide value), mechanism-scoped keys with the
+          ``listener.name.<l>.<mechanism>.`` prefix;
+        * SASL: ``sasl.mechanism`` = ``sasl.mechanism.inter.broker.protocol``
+          and ``sasl.jaas.config`` = the listener's *server* JAAS context for
+          that mechanism (``listener.name.<l>.<mech>.sasl.jaas.config``, else
+          the JAAS file's ``<l>.KafkaServer`` / ``KafkaServer`` section), whose
+          client-side options (``username``/``password`` of
+          PlainLoginModule / ScramLoginModule) the client login uses.  From a
+          JAAS file section with several login modules, the one serving the
+          mechanism is taken (else the first).
+
+        Raises ``ConfigError`` when there is no inter-broker listener or no
+        JAAS context for the inter-broker mechanism."""
+        from kchannel.config.definitions import CLIENT_CONFIG_DEF
+        name, proto = self._ib_name, self._ib_protocol
+        if name is None or name not in self._listener_over:
+            raise ConfigError("No inter-broker listener: inter.broker.listener.name / "
+                              "security.inter.broker.protocol name no listener of this broker",
+                              key="inter.broker.listener.name")
+        listener_values = self.listener_configs(name)
+        out = {"security.protocol": proto}
+        for key in CLIENT_CONFIG_DEF.names():
+            if not key.startswith(("ssl.", "sasl.")) or key not in SERVER_CONFIG_DEF:
+                continue
+            if key in ("sasl.jaas.config", "sasl.mechanism"):
+                continue
+            value = listener_values.get(key)
+            # An empty list (ssl.cipher.suites' broker default) means "the
+            # defaults", which for a client is the key left unset.
+            if value is not None and value != []:
+                out[key] = value
+        if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mech = self.sasl_mechanism_inter_broker_protocol
+            out["sasl.mechanism"] = mech
+            for key in MECHANISM_SCOPED_KEYS:
+                if key == "sasl.jaas.config" or key not in CLIENT_CONFIG_DEF:
+                    continue
+                value = self.listener_mechanism_config(name, mech, key)
+                if value is not None:
+                    out[key] = value
+                else:
+                    out.pop(key, None)
+            context = self._load_jaas(name, mech)
+            entries = list(context.entries)
+            entry = next((e for e in entries if mech in e.mechanisms), entries[0] if entries else None)
+            if entry is None:
+                raise ConfigError(f"No login module for {mech} in {context.context_name}",
+                                  key="sasl.jaas.config")
+            out["sasl.jaas.config"] = Password(_format_jaas_entry(entry))
+        return out
+
     def kerberos_service_name(self, listener):
         """GSSAPI service name of ``listener`` (JAAS ``serviceName`` option or
         ``sasl.kerberos.service.name``), as Kafka's ``KerberosLogin``."""
@@ -591,3 +652,12 @@ class ServerConfig:
         return (f"ServerConfig(node_id={self.node_id}, listeners="
                 f"{[e.connection_string for e in self._listeners]})")
 
+
+
+def _format_jaas_entry(entry):
+    """One JAAS entry as ``sasl.jaas.config`` text (options quoted, ``\\`` and
+    ``"`` escaped as the JAAS tokenizer reads them back)."""
+    def quote(value):
+        return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    opts = "".join(f" {k}={quote(v)}" for k, v in entry.options.items())
+    return f"{entry.login_module} {entry.control_flag}{opts};"
