@@ -347,3 +347,37 @@ def test_open_token_store_choices(tmp_path):
         open_token_store(props={"kchannel.delegation.token.store": "zookeeper"})
     with pytest.raises(ConfigError):
         open_token_store(props={"kchannel.delegation.token.store": "etcd"})
+
+
+# ---------------------------------------------------- hostile requests
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_principals = st.builds(KafkaPrincipal, st.text(max_size=8), st.text(max_size=8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(hmac_=st.binary(max_size=80), period=st.integers(-(1 << 63), (1 << 63) - 1),
+       who=_principals, owners=st.none() | st.lists(_principals, max_size=3),
+       renewers=st.lists(_principals, max_size=3), life=st.integers(-(1 << 63), (1 << 63) - 1))
+def test_any_request_values_get_an_answer(hmac_, period, who, owners, renewers, life):
+    """Whatever the values, every call returns a Kafka error code (no
+    exception), and only the owner or a renewer ever changes a token."""
+    m = manager()
+    t = m.create_token(ALICE, renewers=[BOB], now=T0)
+    r = m.create_token(who, owner=None, renewers=renewers, max_lifetime_ms=life, now=T0,
+                       security_protocol="SASL_SSL")
+    assert isinstance(r.error, Errors)
+    if r.error is Errors.NONE:
+        assert T0 < r.max_timestamp <= T0 + WEEK and r.expiry_timestamp <= r.max_timestamp
+    for fn in (m.renew_token, m.expire_token):
+        err, ts = fn(who, hmac_, period, now=T0 + 1, security_protocol="SASL_SSL")
+        assert isinstance(err, Errors) and isinstance(ts, int)
+        err, ts = fn(who, t.hmac, period, now=T0 + 1, security_protocol="SASL_SSL")
+        if who not in (ALICE, BOB):
+            assert err is Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+        elif err is Errors.NONE:
+            assert ts <= T0 + WEEK
+    err, tokens = m.describe_tokens(who, owners, now=T0, security_protocol="SASL_SSL")
+    assert err is Errors.NONE
+    assert all(x.token_info.owner_or_renewer(who) for x in tokens)
