@@ -231,12 +231,12 @@ class Sensor:
         self.registry = registry
         self.name = name
         self._stats = []
-        self._recorders = ()    # bound stat.record of every stat, in order
+        self._recorders = []    # bound stat.record of every stat, in order
 
     def add(self, metric_name, stat):
         self.registry._register(metric_name, stat)
         self._stats.append(stat)
-        self._recorders = tuple(st.record for st in self._stats)
+        self._recorders.append(stat.record)
         return self
 
     def add_meter(self, group, base, description="", tags=None, count=False):
