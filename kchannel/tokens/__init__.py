@@ -71,9 +71,12 @@ def install_server(server, config=None, props=None, *, store=None, authorizer=No
     if enabled and store is None:
         store = open_token_store(config, props)
     if authorizer is None:
-        supers = _value(None, props, "super.users")
+        # Kafka's super.users: "User:admin;User:ops".
+        supers = _value(config, props, "super.users")
+        if isinstance(supers, str):
+            supers = supers.split(";")
         if supers:
-            authorizer = SuperUserTokenAuthorizer(str(supers).split(";"))
+            authorizer = SuperUserTokenAuthorizer(supers)
     manager = TokenManager(
         secret if enabled else None,
         int(_value(config, props, "delegation.token.max.lifetime.ms", 604800000)),
