@@ -138,7 +138,8 @@ def test_failures_exit_1(server, tmp_path, capsys):
     code, out, err = run(capsys, "--bootstrap-server", f"127.0.0.1:{port}", "--command-config",
                          str(props), "--create", "--max-life-time-period", "-1",
                          "--renewer-principal", "nocolon")
-    assert code == 1 and "IllegalArgumentException" in err
+    assert (code, err) == (1, "expected a string in format principalType:principalName but "
+                              "got nocolon\n")
     code, out, err = run(capsys, "--bootstrap-server", f"127.0.0.1:{port}", "--command-config",
                          str(tmp_path / "missing.properties"), "--describe")
     assert code == 1 and "missing.properties" in err

@@ -121,10 +121,12 @@ def _principals(values):
     from kchannel.principal import KafkaPrincipal
     out = []
     for v in values or ():
-        try:
-            out.append(KafkaPrincipal.from_string(v.strip()))
-        except ValueError as exc:
-            raise _Failure(f"java.lang.IllegalArgumentException: {exc}") from None
+        text = v.strip()
+        if ":" not in text:
+            # SecurityUtils.parseKafkaPrincipal's message.
+            raise _Failure("expected a string in format principalType:principalName but got "
+                           f"{text}")
+        out.append(KafkaPrincipal.from_string(text))
     return out
 
 
