@@ -13,10 +13,28 @@ Both use the same channel builders as the server, so ``security.protocol``
 PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL behave identically.  An
 authentication failure surfaces at once as the ``AuthenticationError``
 subclass the authenticator raised (non-retriable; no retry loop).
+
+Per-node connection bookkeeping follows Kafka's ``ClusterConnectionStates``:
+
+* every failed or lost connection starts a reconnect backoff
+  (``reconnect.backoff.ms`` doubling per consecutive failure up to
+  ``reconnect.backoff.max.ms``, +/-20% jitter, Kafka's ExponentialBackoff),
+  reset once a connection becomes READY.  While a node is blacked out
+  :meth:`NetworkClient.connect` opens no socket (``can_connect``,
+  ``is_blacked_out``, ``connection_delay``);
+* an authentication failure leaves the node AUTHENTICATION_FAILED with the
+  error kept (``authentication_exception``) until a later connection to it is
+  READY; during the blackout that follows, ``KafkaClient.connect`` raises the
+  kept error without touching the network;
+* the connection setup timeout (``socket.connection.setup.timeout.ms``)
+  doubles per consecutive failure to establish the TCP connection, up to
+  ``socket.connection.setup.timeout.max.ms``, with the same jitter.
 """
 import collections
 import enum
 import logging
+import math
+import random as _random
 
 from . import __version__, errors
 from .network.channel import State
@@ -31,7 +49,7 @@ from .utils import now_ms
 log = logging.getLogger("kchannel.client")
 
 __all__ = ["KafkaClient", "NetworkClient", "ClientResponse", "ConnectionState",
-           "RequestTimeoutError", "CLIENT_SOFTWARE_NAME"]
+           "ExponentialBackoff", "RequestTimeoutError", "CLIENT_SOFTWARE_NAME"]
 
 CLIENT_SOFTWARE_NAME = "kchannel"
 _API_VERSIONS = messages.API_VERSIONS.api_key
@@ -41,6 +59,9 @@ _DEFAULTS = {
     "security.protocol": "PLAINTEXT",
     "request.timeout.ms": 30000,
     "socket.connection.setup.timeout.ms": 10000,
+    "socket.connection.setup.timeout.max.ms": 30000,
+    "reconnect.backoff.ms": 50,
+    "reconnect.backoff.max.ms": 1000,
     "connections.max.idle.ms": 540000,
     "client.id": "",
     "send.buffer.bytes": 131072,
@@ -55,13 +76,75 @@ class RequestTimeoutError(errors.KChannelError, TimeoutError):
     retriable = True
 
 
+# ClusterConnectionStates' constants.
+RECONNECT_BACKOFF_EXP_BASE = 2
+RECONNECT_BACKOFF_JITTER = 0.2
+CONNECTION_SETUP_TIMEOUT_EXP_BASE = 2
+CONNECTION_SETUP_TIMEOUT_JITTER = 0.2
+# Kafka's Long.MAX_VALUE: "wait until something else wakes the client up".
+_NO_DELAY_LIMIT = 2 ** 63 - 1
+
+
 class ConnectionState(enum.Enum):
-    """Kafka's ConnectionState names."""
+    """Kafka's ConnectionState names.
+
+    kchannel's CONNECTING lasts until the channel is ready (TCP connect, TLS
+    handshake and SASL authentication); CHECKING_API_VERSIONS is the
+    ApiVersions exchange that follows."""
     DISCONNECTED = "DISCONNECTED"
     CONNECTING = "CONNECTING"
     CHECKING_API_VERSIONS = "CHECKING_API_VERSIONS"
     READY = "READY"
     AUTHENTICATION_FAILED = "AUTHENTICATION_FAILED"
+
+    def is_disconnected(self):
+        return self is ConnectionState.DISCONNECTED or \
+            self is ConnectionState.AUTHENTICATION_FAILED
+
+    def is_connected(self):
+        return self is ConnectionState.CHECKING_API_VERSIONS or self is ConnectionState.READY
+
+
+class ExponentialBackoff:
+    """Kafka's ExponentialBackoff::
+
+        backoff(attempts) = random(1 - jitter, 1 + jitter)
+                            * initial * multiplier ** attempts
+
+    with the exponent capped where ``initial * multiplier ** exp`` reaches
+    ``max_interval`` and the jittered value never above ``max_interval``.
+    ``max_interval <= initial`` gives a constant ``min(initial, max)`` without
+    jitter.  Values are whole milliseconds, truncated as Java's ``(long)``.
+    ``random``: a ``random.Random`` (tests may seed one).
+    """
+
+    __slots__ = ("initial_interval", "multiplier", "max_interval", "jitter", "exp_max",
+                 "_random")
+
+    def __init__(self, initial_interval, multiplier, max_interval, jitter, random=None):
+        initial_interval = int(initial_interval)
+        max_interval = int(max_interval)
+        self.initial_interval = min(max_interval, initial_interval)
+        self.multiplier = int(multiplier)
+        self.max_interval = max_interval
+        self.jitter = float(jitter)
+        self.exp_max = (math.log(max_interval / max(initial_interval, 1)) / math.log(multiplier)
+                        if max_interval > initial_interval else 0.0)
+        self._random = random if random is not None else _random.Random()
+
+    def backoff(self, attempts):
+        if self.exp_max == 0:
+            return self.initial_interval
+        exp = min(attempts, self.exp_max)
+        term = self.initial_interval * self.multiplier ** exp
+        # Java's Double.MIN_NORMAL: a zero jitter draws no random number.
+        factor = (1.0 if self.jitter < 2.2250738585072014e-308 else
+                  self._random.uniform(1 - self.jitter, 1 + self.jitter))
+        return min(int(factor * term), self.max_interval)
+
+    def __repr__(self):
+        return (f"ExponentialBackoff(multiplier={self.multiplier}, exp_max={self.exp_max}, "
+                f"initial_interval={self.initial_interval}, jitter={self.jitter})")
 
 
 class ClientResponse:
@@ -93,10 +176,16 @@ class ClientResponse:
 
 
 class _Node:
-    __slots__ = ("id", "host", "port", "state", "in_flight", "api_versions",
-                 "api_versions_body", "api_versions_version", "exception", "connect_start_ms")
+    """One node's connection and its ClusterConnectionStates entry (kept
+    across connections, so the backoff survives a failure)."""
 
-    def __init__(self, id, host, port, now):
+    __slots__ = ("id", "host", "port", "state", "in_flight", "api_versions",
+                 "api_versions_body", "api_versions_version", "exception",
+                 "authentication_exception", "last_connect_attempt_ms", "failed_attempts",
+                 "reconnect_backoff_ms", "failed_connect_attempts",
+                 "connection_setup_timeout_ms", "transport_connected")
+
+    def __init__(self, id, host, port, now, reconnect_backoff_ms, connection_setup_timeout_ms):
         self.id = id
         self.host = host
         self.port = port
@@ -105,14 +194,24 @@ class _Node:
         self.api_versions = None          # {api_key: (min, max)} from the broker
         self.api_versions_body = None
         self.api_versions_version = None
-        self.exception = None
-        self.connect_start_ms = now
+        self.exception = None             # why the last connection ended
+        # Kafka's authenticationException(node): kept until a connection to
+        # the node is READY again, whatever happens in between.
+        self.authentication_exception = None
+        self.last_connect_attempt_ms = now
+        self.failed_attempts = 0
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.failed_connect_attempts = 0
+        self.connection_setup_timeout_ms = connection_setup_timeout_ms
+        # TCP connection established (the end of Kafka's CONNECTING state).
+        self.transport_connected = False
 
 
 def client_configs(configs):
     """Normalise client configs: ClientConfig (aliases, typing) when
     available, with Kafka's defaults for what the network layer needs."""
     configs = dict(configs or {})
+    raw = configs
     values = configs
     try:
         from .config import ClientConfig
@@ -123,6 +222,12 @@ def client_configs(configs):
         values = dict(cc.values())
     out = dict(_DEFAULTS)
     out.update({k: v for k, v in values.items() if v is not None})
+    # CommonClientConfigs.postProcessReconnectBackoffConfigs: a base backoff
+    # set without a maximum disables the exponential growth.
+    if "reconnect.backoff.ms" in raw and "reconnect.backoff.max.ms" not in raw:
+        log.warning("Disabling exponential reconnect backoff because reconnect.backoff.ms is "
+                    "set, but reconnect.backoff.max.ms is not.")
+        out["reconnect.backoff.max.ms"] = out["reconnect.backoff.ms"]
     return out
 
 
@@ -130,12 +235,15 @@ class NetworkClient:
     """Non-blocking multi-connection client (see module docstring).
 
     ``configs``: client configs (``security.protocol``, ``ssl.*``,
-    ``sasl.*``, ``client.id``, ``request.timeout.ms`` ...).  ``sasl_kwargs``
-    are handed to the SASL channel builder.  ``time``: ms clock (tests).
+    ``sasl.*``, ``client.id``, ``request.timeout.ms``,
+    ``reconnect.backoff.ms`` ...).  ``sasl_kwargs`` are handed to the SASL
+    channel builder.  ``time``: ms clock (tests).  ``random``: a
+    ``random.Random`` for the backoff jitter (tests).
     """
 
     def __init__(self, configs=None, *, channel_builder=None, metrics=None, time=None,
-                 sasl_kwargs=None, negotiate_api_versions=True, metric_group_prefix="client"):
+                 sasl_kwargs=None, negotiate_api_versions=True, metric_group_prefix="client",
+                 random=None):
         self.configs = client_configs(configs)
         self.time = time or now_ms
         self.client_id = self.configs.get("client.id") or ""
@@ -159,7 +267,26 @@ class NetworkClient:
             receive_buffer_size=int(self.configs.get("receive.buffer.bytes", -1)))
         self.metrics = self.selector.metrics
         self.request_timeout_ms = int(self.configs["request.timeout.ms"])
+        # Configured base values; each node's current ones are in its state.
         self.connection_setup_timeout_ms = int(self.configs["socket.connection.setup.timeout.ms"])
+        self.connection_setup_timeout_max_ms = int(
+            self.configs["socket.connection.setup.timeout.max.ms"])
+        self.reconnect_backoff_ms = int(self.configs["reconnect.backoff.ms"])
+        self.reconnect_backoff_max_ms = int(self.configs["reconnect.backoff.max.ms"])
+        if self.connection_setup_timeout_ms > self.connection_setup_timeout_max_ms:
+            log.warning("Configuration 'socket.connection.setup.timeout.ms' with value '%d' is "
+                        "greater than configuration 'socket.connection.setup.timeout.max.ms' "
+                        "with value '%d'. A static connection setup timeout with value '%d' "
+                        "will be applied.", self.connection_setup_timeout_ms,
+                        self.connection_setup_timeout_max_ms,
+                        self.connection_setup_timeout_max_ms)
+        rng = random if random is not None else _random.Random()
+        self.reconnect_backoff = ExponentialBackoff(
+            self.reconnect_backoff_ms, RECONNECT_BACKOFF_EXP_BASE,
+            self.reconnect_backoff_max_ms, RECONNECT_BACKOFF_JITTER, rng)
+        self.connection_setup_timeout = ExponentialBackoff(
+            self.connection_setup_timeout_ms, CONNECTION_SETUP_TIMEOUT_EXP_BASE,
+            self.connection_setup_timeout_max_ms, CONNECTION_SETUP_TIMEOUT_JITTER, rng)
         self.negotiate_api_versions = negotiate_api_versions
         self._nodes = {}
         self._next_corr = 0
@@ -178,28 +305,154 @@ class NetworkClient:
 
     # ---------------------------------------------------------------- nodes
     def connect(self, node_id, host, port):
-        """Start connecting ``node_id`` (no-op if already connected or
-        connecting)."""
+        """Start connecting ``node_id`` unless it is connected, connecting or
+        blacked out (Kafka's ``NetworkClient.ready``).
+
+        Returns True when a connection is ready or being set up, False when
+        the node is still in its reconnect backoff: then no socket is opened
+        and ``connection_state``/``connection_exception`` keep reporting the
+        failure that started the backoff.  Raises ``ChannelConnectionError``
+        when the connect fails at once (the backoff starts all the same)."""
+        now = self.time()
         node = self._nodes.get(node_id)
-        if node is not None and node.state not in (ConnectionState.DISCONNECTED,
-                                                   ConnectionState.AUTHENTICATION_FAILED):
-            return
-        node = _Node(node_id, host, int(port), self.time())
-        self._nodes[node_id] = node
+        if node is not None and not node.state.is_disconnected():
+            return True
+        if not self.can_connect(node_id, now):
+            log.debug("Not connecting to node %s: reconnect backoff for another %d ms",
+                      node_id, self.connection_delay(node_id, now))
+            return False
+        node = self._connecting(node_id, host, int(port), now)
         try:
             self.selector.connect(node_id, (host, int(port)))
         except errors.KChannelError as exc:
-            node.state = ConnectionState.DISCONNECTED
+            log.warning("Error connecting to node %s (%s:%s): %s", node_id, host, port, exc)
             node.exception = exc
+            self._disconnected(node, now)
             raise
+        return True
 
     def connection_state(self, node_id):
         node = self._nodes.get(node_id)
         return node.state if node is not None else ConnectionState.DISCONNECTED
 
     def connection_exception(self, node_id):
+        """Why the node's last connection ended (None if it did not)."""
         node = self._nodes.get(node_id)
         return node.exception if node is not None else None
+
+    def authentication_exception(self, node_id):
+        """The ``AuthenticationError`` of the node's last failed authentication,
+        kept until a connection to it is READY again (Kafka's
+        ``authenticationException(node)``), else None."""
+        node = self._nodes.get(node_id)
+        return node.authentication_exception if node is not None else None
+
+    def connection_failed(self, node_id):
+        """The node's connection failed and it is disconnected (Kafka's
+        ``connectionFailed``)."""
+        node = self._nodes.get(node_id)
+        return node is not None and node.state.is_disconnected()
+
+    def can_connect(self, node_id, now=None):
+        """A new connection to ``node_id`` may be started now: it is
+        disconnected (or unknown) and its reconnect backoff has elapsed."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            return True
+        now = self.time() if now is None else now
+        return (node.state.is_disconnected()
+                and now - node.last_connect_attempt_ms >= node.reconnect_backoff_ms)
+
+    def is_blacked_out(self, node_id, now=None):
+        """Disconnected from ``node_id`` and not allowed to reconnect yet."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            return False
+        now = self.time() if now is None else now
+        return (node.state.is_disconnected()
+                and now - node.last_connect_attempt_ms < node.reconnect_backoff_ms)
+
+    def connection_delay(self, node_id, now=None):
+        """Milliseconds to wait before ``node_id`` can be used (Kafka's
+        ``connectionDelay``): the rest of the reconnect backoff when
+        disconnected, the node's connection setup timeout while connecting,
+        a practically infinite delay when connected."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            return 0
+        now = self.time() if now is None else now
+        if node.state is ConnectionState.CONNECTING:
+            return node.connection_setup_timeout_ms
+        if node.state.is_disconnected():
+            return max(node.reconnect_backoff_ms - (now - node.last_connect_attempt_ms), 0)
+        return _NO_DELAY_LIMIT
+
+    def reconnect_backoff_for(self, node_id):
+        """The node's current reconnect backoff (ms)."""
+        node = self._nodes.get(node_id)
+        return node.reconnect_backoff_ms if node is not None else 0
+
+    def connection_setup_timeout_for(self, node_id):
+        """The node's current connection setup timeout (ms)."""
+        node = self._nodes.get(node_id)
+        return (node.connection_setup_timeout_ms if node is not None
+                else self.connection_setup_timeout.backoff(0))
+
+    # Kafka's ClusterConnectionStates transitions.
+    def _connecting(self, node_id, host, port, now):
+        node = self._nodes.get(node_id)
+        if node is not None and node.host == host:
+            node.port = port
+            node.state = ConnectionState.CONNECTING
+            node.last_connect_attempt_ms = now
+            node.exception = None
+            node.transport_connected = False
+            node.api_versions = node.api_versions_body = node.api_versions_version = None
+            return node
+        if node is not None:
+            log.info("Hostname for node %s changed from %s to %s.", node_id, node.host, host)
+        node = _Node(node_id, host, port, now, self.reconnect_backoff.backoff(0),
+                     self.connection_setup_timeout.backoff(0))
+        self._nodes[node_id] = node
+        return node
+
+    def _disconnected(self, node, now):
+        node.last_connect_attempt_ms = now
+        self._update_reconnect_backoff(node)
+        if node.state is ConnectionState.CONNECTING and not node.transport_connected:
+            # The TCP connection itself failed or timed out (Kafka's
+            # CONNECTING state): give the next attempt longer.
+            node.failed_connect_attempts += 1
+            node.connection_setup_timeout_ms = self.connection_setup_timeout.backoff(
+                node.failed_connect_attempts)
+        else:
+            self._reset_connection_setup_timeout(node)
+        node.state = ConnectionState.DISCONNECTED
+
+    def _authentication_failed(self, node, now, exc):
+        # Kafka's processDisconnection calls disconnected() and then
+        # authenticationFailed(): each advances the backoff, so an
+        # authentication failure backs off one step further than a lost
+        # connection.
+        node.authentication_exception = exc
+        node.state = ConnectionState.AUTHENTICATION_FAILED
+        node.last_connect_attempt_ms = now
+        self._update_reconnect_backoff(node)
+
+    def _ready(self, node):
+        node.state = ConnectionState.READY
+        node.authentication_exception = None
+        node.failed_attempts = 0
+        node.reconnect_backoff_ms = self.reconnect_backoff.backoff(0)
+        self._reset_connection_setup_timeout(node)
+
+    def _update_reconnect_backoff(self, node):
+        node.reconnect_backoff_ms = self.reconnect_backoff.backoff(node.failed_attempts)
+        node.failed_attempts += 1
+
+    def _reset_connection_setup_timeout(self, node):
+        node.failed_connect_attempts = 0
+        node.connection_setup_timeout_ms = self.connection_setup_timeout.backoff(0)
 
     def is_ready(self, node_id):
         node = self._nodes.get(node_id)
@@ -235,7 +488,11 @@ class NetworkClient:
         return hi
 
     def close(self, node_id=None):
-        """Close one connection (``node_id``) or everything."""
+        """Close one connection (``node_id``) or everything.
+
+        As Kafka's ``close(node)``, closing a node forgets its connection
+        history: no reconnect backoff follows and a kept authentication
+        error is dropped (use :meth:`disconnect` to keep the backoff)."""
         if node_id is None:
             for nid in list(self._nodes):
                 self._fail_node(nid, errors.ChannelConnectionError("Client closed"),
@@ -247,8 +504,30 @@ class NetworkClient:
                 pass
             return
         self.selector.close(node_id)
-        self._fail_node(node_id, errors.ChannelConnectionError("Connection closed"),
-                        ConnectionState.DISCONNECTED)
+        node = self._nodes.get(node_id)
+        if node is None:
+            return
+        if not node.state.is_disconnected():
+            self._fail_node(node_id, errors.ChannelConnectionError("Connection closed"),
+                            ConnectionState.DISCONNECTED)
+        node.state = ConnectionState.DISCONNECTED
+        node.authentication_exception = None
+        node.failed_attempts = 0
+        node.reconnect_backoff_ms = 0
+        self._reset_connection_setup_timeout(node)
+
+    def disconnect(self, node_id):
+        """Close the connection to ``node_id`` as a failure would (Kafka's
+        ``disconnect(node)``): in-flight requests complete as disconnected
+        in the next :meth:`poll` and the reconnect backoff starts."""
+        node = self._nodes.get(node_id)
+        if node is None or node.state.is_disconnected():
+            return
+        log.info("Client requested disconnect from node %s", node_id)
+        self.selector.close(node_id)
+        self._fail_node(node_id, errors.ChannelConnectionError(
+            f"Connection to node {node_id} ({node.host}:{node.port}) was closed by the client"),
+            ConnectionState.DISCONNECTED)
 
     # ----------------------------------------------------------------- send
     def _corr(self):
@@ -291,6 +570,7 @@ class NetworkClient:
         for nid in sel.connected:
             node = self._nodes.get(nid)
             if node is not None:
+                node.transport_connected = True
                 log.debug("Completed connection to node %s", nid)
         for nid, payload in sel.completed_receives:
             node = self._nodes.get(nid)
@@ -307,6 +587,8 @@ class NetworkClient:
                 if exc is None:
                     exc = errors.AuthenticationError(
                         f"Authentication failed with node {nid}")
+                log.error("Connection to node %s (%s:%s) failed authentication due to: %s",
+                          nid, node.host, node.port, exc)
             else:
                 st = ConnectionState.DISCONNECTED
                 if exc is None:
@@ -322,12 +604,15 @@ class NetworkClient:
                         node.state = ConnectionState.CHECKING_API_VERSIONS
                         self._send_api_versions(node, messages.API_VERSIONS.max_version)
                     else:
-                        node.state = ConnectionState.READY
-                elif now - node.connect_start_ms > self.connection_setup_timeout_ms:
+                        self._ready(node)
+                elif now - node.last_connect_attempt_ms > node.connection_setup_timeout_ms:
+                    log.info("Disconnecting from node %s due to socket connection setup "
+                             "timeout. The timeout value is %d ms.", node.id,
+                             node.connection_setup_timeout_ms)
                     sel.close(node.id)
                     self._fail_node(node.id, RequestTimeoutError(
                         f"Connection to node {node.id} ({node.host}:{node.port}) was not "
-                        f"established within {self.connection_setup_timeout_ms} ms"),
+                        f"established within {node.connection_setup_timeout_ms} ms"),
                         ConnectionState.DISCONNECTED, out)
         self._expire_requests(now, out)
         return out
@@ -381,7 +666,7 @@ class NetworkClient:
         node.api_versions = {e["api_key"]: (e["min_version"], e["max_version"])
                              for e in body.get("api_keys") or ()}
         node.api_versions_body = body
-        node.state = ConnectionState.READY
+        self._ready(node)
         log.debug("Node %s is ready; ApiVersions v%d", node.id, version)
 
     def _protocol_failure(self, node, exc, out):
@@ -393,7 +678,11 @@ class NetworkClient:
         node = self._nodes.get(node_id)
         if node is None:
             return
-        node.state = state
+        now = self.time()
+        if not node.state.is_disconnected():
+            self._disconnected(node, now)
+            if state is ConnectionState.AUTHENTICATION_FAILED:
+                self._authentication_failed(node, now, exc)
         node.exception = exc
         target = out if out is not None else self._pending
         for corr, (api_key, version, sent, internal) in node.in_flight.items():
@@ -453,6 +742,19 @@ class KafkaClient:
     Errors: ``AuthenticationError`` subclasses (no retry),
     ``ChannelConnectionError``, ``RequestTimeoutError``,
     ``UnsupportedVersionError``.
+
+    Each address is a node of the underlying :class:`NetworkClient`, so its
+    reconnect backoff holds across calls:
+
+    * an authentication failure is raised at once and ends ``connect``: the
+      remaining ``bootstrap.servers`` are not tried (as in Kafka, where the
+      failure is fatal to the metadata bootstrap and fails the admin call
+      instead of moving on to another broker).  Until the node's backoff has
+      elapsed, ``connect`` raises the same error again without opening a
+      socket; afterwards it connects anew;
+    * after any other failure ``connect`` waits out what is left of that
+      address's backoff (at most ``reconnect.backoff.max.ms``, bounded by
+      the timeout) before connecting again.
     """
 
     NODE = "bootstrap"
@@ -494,13 +796,19 @@ class KafkaClient:
 
     def _connect_one(self, addr, timeout_ms):
         net = self.network
-        if self.node_id is not None:
-            net.close(self.node_id)
         node_id = f"{addr[0]}:{addr[1]}"
+        prev = self.node_id
+        # A connection that is still open is closed; a failed one is left
+        # alone so that its backoff (and kept authentication error) holds.
+        if prev is not None and not net.connection_state(prev).is_disconnected():
+            net.close(prev)
         self.node_id = node_id
         self.address = addr
+        start = net.time()
+        if net.is_blacked_out(node_id, start):
+            self._blacked_out(node_id, addr, start, timeout_ms)
         net.connect(node_id, addr[0], addr[1])
-        timeout_ms = (net.connection_setup_timeout_ms + net.request_timeout_ms
+        timeout_ms = (net.connection_setup_timeout_for(node_id) + net.request_timeout_ms
                       if timeout_ms is None else timeout_ms)
         deadline = net.time() + timeout_ms
         while True:
@@ -512,10 +820,33 @@ class KafkaClient:
                     f"Connection to {addr[0]}:{addr[1]} failed")
             remaining = deadline - net.time()
             if remaining <= 0:
-                net.close(node_id)
+                net.disconnect(node_id)
                 raise RequestTimeoutError(
                     f"Timed out after {timeout_ms} ms connecting to {addr[0]}:{addr[1]}")
             net.poll(min(remaining, 100))
+
+    def _blacked_out(self, node_id, addr, now, timeout_ms):
+        """``node_id`` is in its reconnect backoff: raise a kept authentication
+        error at once, otherwise wait out the backoff once."""
+        net = self.network
+        if net.connection_state(node_id) is ConnectionState.AUTHENTICATION_FAILED:
+            exc = net.authentication_exception(node_id)
+            if exc is not None:
+                log.debug("Node %s failed authentication; not reconnecting for another %d ms",
+                          node_id, net.connection_delay(node_id, now))
+                raise exc
+        delay = net.connection_delay(node_id, now)
+        limit = (net.connection_setup_timeout_for(node_id) + net.request_timeout_ms
+                 if timeout_ms is None else timeout_ms)
+        if delay <= limit:
+            # Nothing else to do meanwhile: the selector's wait is the sleep.
+            net.poll(delay)
+        now = net.time()
+        if net.is_blacked_out(node_id, now):
+            raise errors.ChannelConnectionError(
+                f"Connection to {addr[0]}:{addr[1]} is in reconnect backoff for another "
+                f"{net.connection_delay(node_id, now)} ms after: "
+                f"{net.connection_exception(node_id)}")
 
     @property
     def api_versions(self):
@@ -559,7 +890,7 @@ class KafkaClient:
                 raise net.connection_exception(self.node_id) or errors.ChannelConnectionError(
                     "Disconnected")
             if net.time() >= deadline:
-                net.close(self.node_id)
+                net.disconnect(self.node_id)
                 raise RequestTimeoutError(f"Request timed out after {timeout_ms} ms")
 
     def close(self):
