@@ -155,7 +155,7 @@ def test_librdkafka_wrong_password(server, pki, mechanism):
     mark = server.mark()
     result, errors = rdkafka_brokers(
         rdkafka_conf(server, "SASL_PLAINTEXT", mechanism, pki, **{"sasl.password": "wrong"}),
-        timeout=3)
+        timeout=1.5)
     assert isinstance(result, Exception)
     message = PLAIN_FAILURE if mechanism == "PLAIN" else SCRAM_FAILURE.format(mechanism)
     # librdkafka shows the broker's SaslAuthenticate error message.
@@ -228,7 +228,7 @@ def kafka_python_saw(logs, message):
 def test_kafka_python_wrong_password(server, pki, caplog, mechanism):
     mark = server.mark()
     kw = kafka_python_kwargs(server, "SASL_PLAINTEXT", mechanism, pki, password="wrong")
-    result, logs = kafka_python_metadata(caplog, timeout_ms=2000, **kw)
+    result, logs = kafka_python_metadata(caplog, timeout_ms=1200, **kw)
     assert isinstance(result, Exception)
     message = PLAIN_FAILURE if mechanism == "PLAIN" else SCRAM_FAILURE.format(mechanism)
     assert kafka_python_saw(logs, message), logs
@@ -240,7 +240,7 @@ def test_kafka_python_expired_oauth_token(server, pki, caplog):
     kw = kafka_python_kwargs(server, "SASL_PLAINTEXT", "OAUTHBEARER", pki)
     kw["sasl_oauth_token_provider"] = kafka_python_token_provider(
         unsecured_jws(lifetime_s=-600))
-    result, logs = kafka_python_metadata(caplog, timeout_ms=2000, **kw)
+    result, logs = kafka_python_metadata(caplog, timeout_ms=1200, **kw)
     assert isinstance(result, Exception)
     # KIP-255: the server's error is {"status":"invalid_token"} JSON; the
     # final SaslAuthenticate error that carries it to kafka-python is

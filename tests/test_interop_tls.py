@@ -29,7 +29,7 @@ from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 NODE_ID = 7
-FAIL_TIMEOUT_S = 3
+FAIL_TIMEOUT_S = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +242,7 @@ def test_librdkafka_wrong_host_name(server, pki):
 
 def test_kafka_python_untrusted_ca(server, pki, caplog):
     result, logs = kafka_python_brokers(
-        caplog, timeout_ms=FAIL_TIMEOUT_S * 1000,
+        caplog, timeout_ms=int(FAIL_TIMEOUT_S * 1000),
         bootstrap_servers=server.bootstrap("SSL", "localhost"), security_protocol="SSL",
         ssl_cafile=pki.untrusted_ca.cert_path, ssl_check_hostname=True)
     assert isinstance(result, Exception), result
@@ -252,7 +252,7 @@ def test_kafka_python_untrusted_ca(server, pki, caplog):
 
 def test_kafka_python_wrong_host_name(server, pki, caplog):
     result, logs = kafka_python_brokers(
-        caplog, timeout_ms=FAIL_TIMEOUT_S * 1000,
+        caplog, timeout_ms=int(FAIL_TIMEOUT_S * 1000),
         bootstrap_servers=server.bootstrap("WRONGHOST", "localhost"), security_protocol="SSL",
         ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True)
     assert isinstance(result, Exception), result
