@@ -433,6 +433,9 @@ _ROWS = [
      "kchannel keeps its SQLite stores (SCRAM credentials, delegation tokens, cluster id) in the first one."),
     ("log.dir", S, "/tmp/kafka-logs", None, H, "server",
      "The directory in which the log data is kept (supplemental for log.dirs property)"),
+    ("super.users", S, "", None, M, "server",
+     "List of super users: principals allowed every operation, separated by semicolons "
+     "(e.g. User:admin;User:ops). kchannel consults it for delegation-token permissions."),
     ("zookeeper.connect", S, None, None, H, "server",
      "ZooKeeper connection string (host:port[,host:port][/chroot]); used by kchannel's ZooKeeper delegation "
      "token store."),
