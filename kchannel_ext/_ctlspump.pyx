@@ -168,7 +168,9 @@ cdef class TlsPump:
 
     cdef Py_ssize_t _read(self, Py_ssize_t limit) except -1:
         cdef Py_ssize_t got = 0, n, r
+        cdef Py_ssize_t net_size = self._net_size
         cdef bint was_eof
+        cdef bint drained = False
         if self._eof:
             raise EOFError("TLS connection closed by peer")
         if limit <= 0 or limit > self._app_size:
@@ -180,10 +182,17 @@ cdef class TlsPump:
             try:
                 n = ssl_read(limit - got, aview[got:limit])
             except _SSLWantReadError:
+                # A post-handshake message (KeyUpdate) may need an answer.
                 if self._outbio.pending:
                     self.flush()
+                if got and drained:
+                    # The last recv emptied the socket and its records are
+                    # delivered: asking again would almost always cost an
+                    # EAGAIN; anything newer will raise a readiness event.
+                    break
                 was_eof = self._net_eof
                 r = self.fill()
+                drained = r < net_size
                 if r > 0:
                     continue
                 if r == 0:
