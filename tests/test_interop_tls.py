@@ -6,7 +6,8 @@ advertised at a distinct address:
 * ``PLAINTEXT`` bound and advertised at ``127.0.0.1:<p1>``;
 * ``SSL`` bound at ``127.0.0.1:<p2>``, advertised as ``localhost:<p2>``
   (the server certificate covers localhost and 127.0.0.1);
-* ``WRONGHOST`` (SSL) with a certificate for ``wronghost.example`` only.
+* ``WRONGHOST`` (SSL) with a certificate for ``wronghost.example`` only;
+* ``MTLS`` (SSL, ``ssl.client.auth=required``) advertised as ``localhost``.
 
 librdkafka (confluent-kafka), kafka-python 3.x, aiokafka and Debian's
 kafka-python 2.0.2 fetch metadata with host name verification on and must
@@ -34,20 +35,23 @@ FAIL_TIMEOUT_S = 1.5
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, pki):
-    p1, p2, p3 = free_ports(3)
+    p1, p2, p3, p4 = free_ports(4)
     props = {
         "node.id": str(NODE_ID),
         "listeners": (f"PLAINTEXT://127.0.0.1:{p1},SSL://127.0.0.1:{p2},"
-                      f"WRONGHOST://127.0.0.1:{p3}"),
+                      f"WRONGHOST://127.0.0.1:{p3},MTLS://127.0.0.1:{p4}"),
         "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{p1},SSL://localhost:{p2},"
-                                 f"WRONGHOST://localhost:{p3}"),
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,WRONGHOST:SSL",
+                                 f"WRONGHOST://localhost:{p3},MTLS://localhost:{p4}"),
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,WRONGHOST:SSL,MTLS:SSL",
         "inter.broker.listener.name": "PLAINTEXT",
     }
     for k, v in pki.server_configs().items():
         props[f"listener.name.ssl.{k}"] = v
     for k, v in pki.server_configs(pki.wronghost_server).items():
         props[f"listener.name.wronghost.{k}"] = v
+    for k, v in pki.server_configs(client_auth="required").items():
+        props[f"listener.name.mtls.{k}"] = v
     srv = start_kchannel_server(tmp_path_factory.mktemp("tls-serve"), props)
     assert (srv.port("PLAINTEXT"), srv.port("SSL"), srv.port("WRONGHOST")) == (p1, p2, p3)
     yield srv
@@ -325,3 +329,68 @@ def test_many_clients_at_once(server, pki):
         t.join(30)
     expected = [(NODE_ID, "localhost", server.port("SSL"))]
     assert results == {k: expected for k in ["rdkafka"] + [f"kchannel-{i}" for i in range(8)]}
+
+
+# ------------------------------------------------ mutual TLS (client auth)
+def test_librdkafka_client_certificate_required(server, pki):
+    brokers, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("MTLS", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path,
+        "ssl.certificate.location": pki.client.cert_path,
+        "ssl.key.location": pki.client.key_path})
+    assert brokers == [(NODE_ID, "localhost", server.port("MTLS"))], errors
+
+
+def test_librdkafka_without_client_certificate(server, pki):
+    mark = server.mark()
+    result, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("MTLS", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path,
+        "reconnect.backoff.ms": 500}, timeout=FAIL_TIMEOUT_S)
+    assert isinstance(result, Exception)
+    assert errors, errors
+    m = server.wait_for_log(r"Failed authentication with .*SSL handshake failed: .*"
+                            r"(?i:certificate)", timeout=5, start=mark)
+    assert m is not None, server.log()[-3000:]
+    still_serving(server)
+
+
+def test_kafka_python_client_certificate_required(server, pki, caplog):
+    brokers, logs = kafka_python_brokers(
+        caplog, bootstrap_servers=server.bootstrap("MTLS", "localhost"),
+        security_protocol="SSL", ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True,
+        ssl_certfile=pki.client.chain_path, ssl_keyfile=pki.client.key_path)
+    assert brokers == [(NODE_ID, "localhost", server.port("MTLS"))], logs
+
+
+def test_kafka_python_untrusted_client_certificate(server, pki, caplog):
+    mark = server.mark()
+    result, logs = kafka_python_brokers(
+        caplog, timeout_ms=int(FAIL_TIMEOUT_S * 1000),
+        bootstrap_servers=server.bootstrap("MTLS", "localhost"), security_protocol="SSL",
+        ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True,
+        ssl_certfile=pki.untrusted_client.chain_path, ssl_keyfile=pki.untrusted_client.key_path)
+    assert isinstance(result, Exception), result
+    m = server.wait_for_log(r"Failed authentication with .*SSL handshake failed: .*"
+                            r"certificate verify failed", timeout=5, start=mark)
+    assert m is not None, server.log()[-3000:]
+    still_serving(server)
+
+
+def test_aiokafka_client_certificate_required(server, pki, caplog):
+    ctx = aiokafka_ssl_context(pki.ca.cert_path)
+    ctx.load_cert_chain(pki.client.chain_path, pki.client.key_path)
+    brokers, logs = aiokafka_brokers(
+        caplog, bootstrap_servers=server.bootstrap("MTLS", "localhost"),
+        security_protocol="SSL", ssl_context=ctx)
+    assert brokers == [(NODE_ID, "localhost", server.port("MTLS"))], logs
+
+
+def test_debian_kafka_python_client_certificate_required(server, pki, legacy_kafka_python):
+    r = legacy_kafka_python_metadata({
+        "bootstrap_servers": server.bootstrap("MTLS", "localhost"),
+        "security_protocol": "SSL", "ssl_cafile": pki.ca.cert_path,
+        "ssl_certfile": pki.client.chain_path, "ssl_keyfile": pki.client.key_path,
+        "ssl_check_hostname": True})
+    assert r["ok"], r
+    assert r["brokers"] == [[NODE_ID, "localhost", server.port("MTLS")]]
