@@ -29,6 +29,13 @@ Supported keys (values may be strings or already typed values):
     genuine JKS file is refused with a conversion hint)
 ``ssl.keystore.location``, ``ssl.keystore.password``, ``ssl.key.password``
 ``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` (inline PEM)
+    Combination rules and messages are Kafka's (DefaultSslEngineFactory): no
+    store password with PEM, a store password with PKCS12, no location
+    together with an inline key, ...  PEM values may have lost their line
+    breaks (a .properties value with ``\\`` continuations), as Kafka allows.
+    Encrypted PEM keys are decrypted with ``ssl.key.password``.  A PKCS12
+    file is opened with ``ssl.keystore.password``, which must also protect
+    its key entry (keytool always writes it so).
 ``ssl.truststore.type`` PEM / PKCS12, ``ssl.truststore.location``,
 ``ssl.truststore.password``, ``ssl.truststore.certificates`` (inline PEM)
     Without any truststore, the system's default CAs are trusted (Java uses
