@@ -1,0 +1,106 @@
+"""KIP-368 re-authentication with real clients against ``kchannel serve``.
+
+A SASL_PLAINTEXT listener hands out short sessions
+(``connections.max.reauth.ms``).  librdkafka re-authenticates on the same
+connection before its session expires, so its requests keep working and the
+server never has to kill the connection; clients without KIP-368 support
+(aiokafka, Debian's kafka-python 2.0.2, which uses SaslHandshake v0) are
+disconnected at the end of their session and simply reconnect.  The server
+runs at DEBUG so its log shows which happened.
+"""
+import asyncio
+import re
+import time
+
+import pytest
+
+from tests.fixtures.peers import free_ports, start_kchannel_server
+from tests.test_interop_tls import rdkafka_brokers  # noqa: F401  (librdkafka present)
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+SESSION_MS = 1000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    (port,) = free_ports(1)
+    props = {
+        "node.id": "5",
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "connections.max.reauth.ms": str(SESSION_MS),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'user_alice="alice-secret";',
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    }
+    srv = start_kchannel_server(tmp_path_factory.mktemp("reauth"), props, log_level="DEBUG",
+                                scram_users={"alice": {"SCRAM-SHA-256": "alice-secret"}})
+    yield srv
+    srv.stop_and_check()
+
+
+def peer_ports(lines, pattern):
+    rx = re.compile(pattern)
+    return {m.group(1) for m in (rx.search(l) for l in lines) if m}
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_librdkafka_reauthenticates_on_the_same_connection(server, mechanism):
+    admin_mod = pytest.importorskip("confluent_kafka.admin")
+    mark = server.mark()
+    admin = admin_mod.AdminClient({
+        "bootstrap.servers": server.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+        "sasl.username": "alice", "sasl.password": "alice-secret"})
+    deadline = time.monotonic() + 2.5 * SESSION_MS / 1000
+    requests = 0
+    while time.monotonic() < deadline:
+        assert list(admin.list_topics(timeout=5).brokers) == [5]
+        requests += 1
+        time.sleep(0.2)
+    del admin
+    lines = server.log_lines()[mark:]
+    reauthenticated = peer_ports(lines, r"Successfully re-authenticated with 127\.0\.0\.1:(\d+)")
+    expired = peer_ports(lines, r"Disconnecting expired channel: .*127\.0\.0\.1:(\d+)")
+    failed = [l for l in lines if "Failed re-authentication" in l]
+    assert reauthenticated, "".join(lines)[-4000:]
+    assert not failed, failed
+    # the connections that re-authenticated were never killed for expiry
+    assert not (reauthenticated & expired), (reauthenticated, expired)
+
+
+def test_aiokafka_without_reauthentication_reconnects(server):
+    """aiokafka does not re-authenticate: the server closes its connection
+    once the session is over and the next request reconnects."""
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def main():
+        client = aiokafka.AIOKafkaClient(
+            bootstrap_servers=server.bootstrap("SASL_PLAINTEXT"),
+            security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+            sasl_plain_username="alice", sasl_plain_password="alice-secret",
+            metadata_max_age_ms=300)
+        await client.bootstrap()
+        try:
+            seen = []
+            deadline = time.monotonic() + 2.5 * SESSION_MS / 1000
+            while time.monotonic() < deadline:
+                await client.force_metadata_update()
+                seen.append(sorted(b.nodeId for b in client.cluster.brokers()))
+                await asyncio.sleep(0.2)
+            return seen
+        finally:
+            await client.close()
+    mark = server.mark()
+    seen = asyncio.run(main())
+    assert seen and all(s == [5] for s in seen)
+    lines = server.log_lines()[mark:]
+    # its session ran out at least once and the server closed the connection
+    assert peer_ports(lines, r"Disconnecting expired channel: .*127\.0\.0\.1:(\d+)"), \
+        "".join(lines)[-4000:]
+    assert not [l for l in lines if re.search(r"\] (WARNING|ERROR) ", l)], lines
