@@ -135,6 +135,33 @@ def test_librdkafka_plaintext(server):
     assert brokers == [(NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))], errors
 
 
+def test_librdkafka_unknown_topic_and_cluster_id(server):
+    """Metadata for a named topic this node does not host, and the cluster
+    id / controller the server logged at start."""
+    admin_mod = pytest.importorskip("confluent_kafka.admin")
+    kafka_error = pytest.importorskip("confluent_kafka").KafkaError
+    admin = admin_mod.AdminClient({"bootstrap.servers": server.bootstrap("PLAINTEXT")})
+    md = admin.list_topics(topic="no-such-topic", timeout=10)
+    assert md.topics["no-such-topic"].error.code() == kafka_error.UNKNOWN_TOPIC_OR_PART
+    assert (md.cluster_id, md.controller_id) == (server.cluster_id, NODE_ID)
+    del admin
+    gc.collect()
+
+
+def test_kafka_python_admin_describe_cluster(server):
+    kafka = pytest.importorskip("kafka")
+    admin = kafka.KafkaAdminClient(bootstrap_servers=server.bootstrap("PLAINTEXT"),
+                                   request_timeout_ms=5000)
+    try:
+        info = admin.describe_cluster()
+        assert info["cluster_id"] == server.cluster_id
+        assert [(b["broker_id"], b["host"], b["port"]) for b in info["brokers"]] == [
+            (NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))]
+        assert admin.list_topics() == []
+    finally:
+        admin.close()
+
+
 def test_kafka_python_plaintext(server, caplog):
     brokers, _ = kafka_python_brokers(caplog, bootstrap_servers=server.bootstrap("PLAINTEXT"))
     assert brokers == [(NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))]
