@@ -416,3 +416,25 @@ def test_no_inter_broker_jaas_is_a_config_error(pki):
     with pytest.raises(ConfigError) as exc:
         ServerConfig(sasl_props(pki, 1))
     assert "Could not find a 'KafkaServer' or 'replication.KafkaServer' entry" in str(exc.value)
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+@pytest.mark.parametrize("listener", ["INTERNAL", "EXTERNAL"])
+def test_librdkafka_sees_every_node_at_its_listener_address(cluster_server, listener):
+    # The bootstrap Metadata answer is what librdkafka reports; the other
+    # (unreachable) addresses are only learnt, never needed here.
+    admin_mod = pytest.importorskip("confluent_kafka.admin")
+    admin = admin_mod.AdminClient({
+        "bootstrap.servers": f"127.0.0.1:{cluster_server.bound_port(listener)}",
+        "log_level": 0, "logger": _SilentLogger()})
+    md = admin.list_topics(timeout=10)
+    assert sorted((b.id, b.host, b.port) for b in md.brokers.values()) == \
+        [e[:3] for e in EXPECTED[listener]]
+    assert md.controller_id == 1
+    assert md.cluster_id == "Some-Cluster-Id_000001"
+
+
+class _SilentLogger:
+    def log(self, *args):
+        pass
