@@ -206,6 +206,12 @@ def test_usage_errors_exit_2(tmp_path):
     assert "--bootstrap-server" in r.stderr
 
 
+def test_version_flag():
+    import kchannel
+    r = run_kchannel("broker-api-versions", "--version")
+    assert (r.returncode, r.stdout.strip()) == (0, kchannel.__version__)
+
+
 def test_missing_command_config_exits_1(tmp_path):
     r = run_kchannel("broker-api-versions", "--bootstrap-server", "127.0.0.1:9",
                      "--command-config", str(tmp_path / "nope.properties"))

@@ -59,6 +59,9 @@ def add_arguments(parser):
     parser.add_argument("--command-config", metavar="FILE",
                         dest="command_config", default=None,
                         help="A property file containing configs to be passed to Admin Client.")
+    from .. import __version__
+    parser.add_argument("--version", action="version", version=__version__,
+                        help="Display kchannel version.")
 
 
 def client_apis():
@@ -116,6 +119,8 @@ def _client_configs(args):
         props = dict(load_properties(args.command_config))
     props["bootstrap.servers"] = args.bootstrap_server
     props.setdefault("request.timeout.ms", str(DEFAULT_REQUEST_TIMEOUT_MS))
+    # Kafka's tool identifies itself as admin-<n>.
+    props.setdefault("client.id", "admin-1")
     return props
 
 
