@@ -79,6 +79,19 @@ class _SampledStat:
         self._combine_into(cur, value)
         cur[2] += 1
 
+    def record_many(self, values, now):
+        """``record(v, now)`` for each of ``values``, in order."""
+        for v in values:
+            self.record(v, now)
+
+    def _rest_into_current(self, values, now):
+        """After ``record(values[0], now)``: the current sample to fold the
+        remaining values into, or None when they must go one by one (a
+        zero-length window opens a sample per value)."""
+        if len(values) < 2 or self.config.time_window_ms <= 0:
+            return None
+        return self._samples[-1]
+
     def _current(self, now):
         if self._samples:
             cur = self._samples[-1]
@@ -121,6 +134,26 @@ class Rate(_SampledStat):
                 return
         _SampledStat.record(self, value, now)
 
+    def record_many(self, values, now):
+        # same sample state as recording the values one by one at ``now``
+        if not values:
+            return
+        self.record(values[0], now)
+        cur = self._rest_into_current(values, now)
+        if cur is None:
+            for v in values[1:]:
+                self.record(v, now)
+            return
+        n = len(values) - 1
+        if self.count:
+            cur[1] += n
+        else:
+            acc = cur[1]
+            for v in values[1:]:
+                acc += v
+            cur[1] = acc
+        cur[2] += n
+
     def measure(self, now):
         live = self._live(now)
         total = sum(s[1] for s in live)
@@ -150,6 +183,21 @@ class Avg(_SampledStat):
                 return
         _SampledStat.record(self, value, now)
 
+    def record_many(self, values, now):
+        if not values:
+            return
+        self.record(values[0], now)
+        cur = self._rest_into_current(values, now)
+        if cur is None:
+            for v in values[1:]:
+                self.record(v, now)
+            return
+        acc = cur[1]
+        for v in values[1:]:
+            acc += v
+        cur[1] = acc
+        cur[2] += len(values) - 1
+
     def measure(self, now):
         live = self._live(now)
         count = sum(s[2] for s in live)
@@ -177,6 +225,22 @@ class Max(_SampledStat):
                 return
         _SampledStat.record(self, value, now)
 
+    def record_many(self, values, now):
+        if not values:
+            return
+        self.record(values[0], now)
+        cur = self._rest_into_current(values, now)
+        if cur is None:
+            for v in values[1:]:
+                self.record(v, now)
+            return
+        m = cur[1]
+        for v in values[1:]:
+            if v > m:
+                m = v
+        cur[1] = m
+        cur[2] += len(values) - 1
+
     def measure(self, now):
         live = [s for s in self._live(now) if s[2]]
         if not live:
@@ -191,6 +255,12 @@ class CumulativeSum:
     def record(self, value, now):
         self.total += value
 
+    def record_many(self, values, now):
+        total = self.total
+        for v in values:
+            total += v
+        self.total = total
+
     def measure(self, now):
         return self.total
 
@@ -198,6 +268,9 @@ class CumulativeSum:
 class CumulativeCount(CumulativeSum):
     def record(self, value, now):
         self.total += 1
+
+    def record_many(self, values, now):
+        self.total += len(values)
 
 
 class Value:
@@ -232,11 +305,13 @@ class Sensor:
         self.name = name
         self._stats = []
         self._recorders = []    # bound stat.record of every stat, in order
+        self._many = []         # the same for several values at once
 
     def add(self, metric_name, stat):
         self.registry._register(metric_name, stat)
         self._stats.append(stat)
         self._recorders.append(stat.record)
+        self._many.append(getattr(stat, "record_many", None) or _one_by_one(stat))
         return self
 
     def add_meter(self, group, base, description="", tags=None, count=False):
@@ -257,6 +332,23 @@ class Sensor:
             now = self.registry.time()
         for record in self._recorders:
             record(value, now)
+
+    def record_many(self, values, now=None):
+        """``record(v, now)`` for each of ``values`` (a sequence), with one
+        call per stat instead of one per stat and value."""
+        if not values:
+            return
+        if now is None:
+            now = self.registry.time()
+        for record_many in self._many:
+            record_many(values, now)
+
+
+def _one_by_one(stat):
+    def record_many(values, now):
+        for v in values:
+            stat.record(v, now)
+    return record_many
 
 
 def meter(sensor, group, base, description="", tags=None, count=False):

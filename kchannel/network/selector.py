@@ -619,10 +619,15 @@ class Selector:
             raise
         if nbytes:
             self.sensors.bytes_received.record(nbytes, now)
+        if not frames:
+            return
         if len(frames) > 1:
             self._batched.add(ch.id)
-        for payload in frames:
-            self._add_receive(ch, payload, now)
+        id = ch.id
+        self.completed_receives.extend([(id, payload) for payload in frames])
+        ones = [1.0] * len(frames)
+        self.sensors.responses_received.record_many(ones, now)
+        self.sensors.bytes_transferred.record_many(ones, now)
 
     def _attempt_write(self, ch, now):
         done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
@@ -634,11 +639,14 @@ class Selector:
         self._record_send_metrics(done, now)
 
     def _record_send_metrics(self, done, now):
+        if not done:
+            return
+        # one call per sensor for the whole batch (same result as recording
+        # each send: the sensors are independent and share ``now``)
         sensors = self.sensors
-        for size in done:
-            sensors.bytes_sent.record(size, now)
-            sensors.requests_sent.record(size, now)
-            sensors.bytes_transferred.record(1.0, now)
+        sensors.bytes_sent.record_many(done, now)
+        sensors.requests_sent.record_many(done, now)
+        sensors.bytes_transferred.record_many([1.0] * len(done), now)
 
     def _update_buffered(self, ch):
         id = ch.id
