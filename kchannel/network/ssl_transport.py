@@ -142,7 +142,9 @@ class SslTransportLayer(TransportLayer):
         err = SslAuthenticationError(f"{prefix}: {text}", reason=exc.reason or text)
         self._handshake_exc = err
         self.state = State.HANDSHAKE_FAILED
-        log.warning("%s with peer %s (%s mode): %s", prefix, self.peer_address, self.mode, text)
+        # DEBUG: the selector logs the single WARNING line for the closed
+        # connection, carrying this error's message.
+        log.debug("%s with peer %s (%s mode): %s", prefix, self.peer_address, self.mode, text)
         return err
 
     def _maybe_raise_ssl_failure(self):
