@@ -63,7 +63,7 @@ SNIPPETS = {m["name"]: (m["lang"], m["body"]) for m in _SNIPPET.finditer(README)
 
 # Every snippet a scenario below uses (checked against the README both ways).
 USED = {
-    "example",
+    "example", "implementation",
     "plain-server", "plain-client", "auth-failure", "metrics", "principal-builder",
     "scram-server", "scram-jaas", "scram-setup", "scram-client", "scram-admin",
     "scram-admin-output", "cli-tools", "cli-tools-output",
@@ -299,6 +299,22 @@ def test_setup_commands_parse():
     assert (ROOT / args.config).is_file()
     assert "bash examples/make-certs.sh" in setup
     assert (ROOT / ".ci/install").is_file() and (ROOT / ".ci/test").is_file()
+
+
+def test_implementation_commands():
+    """Both commands run and print what the README says they print."""
+    lines = [line.split("#")[0].strip() for line in snippet("implementation").splitlines()]
+    outputs = []
+    for line in filter(None, lines):
+        argv = shlex.split(line)
+        assert argv[0] == "python"
+        result = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True,
+                                text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout.strip())
+    assert outputs[0] in ("compiled", "pure", "mixed")
+    loaded = eval(outputs[1], {})                  # a dict literal
+    assert set(loaded.values()) <= {"compiled", "pure"} and "framing" in loaded
 
 
 def test_example_against_the_example_server(scenario, capsys):
