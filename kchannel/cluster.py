@@ -288,6 +288,11 @@ def register_cluster_handlers(server, nodes=None):
             raise ConfigError(f"Invalid value {nodes} for configuration {CLUSTER_NODES_CONFIG}: "
                               f"{exc}", key=CLUSTER_NODES_CONFIG, value=nodes) from None
     server.cluster_view = ClusterView(server, nodes)
+    from .config.listeners import format_address
+    for n in nodes:
+        log.info("Cluster node %d: %s", n.node_id,
+                 ", ".join(f"{name}://{format_address(host, port)}"
+                           for name, host, port in n.endpoints))
     server.register_handler(messages.METADATA.api_key, handle_metadata)
     server.register_handler(messages.DESCRIBE_CLUSTER.api_key, handle_describe_cluster)
     return server.cluster_view
