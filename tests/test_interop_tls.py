@@ -89,6 +89,26 @@ def rdkafka_brokers(conf, timeout=10):
     return result, errors
 
 
+def rdkafka_describe_unknown_topics(conf, topics):
+    """librdkafka's describe_topics for ``topics`` this server does not host
+    (one Metadata request naming them all): each must come back
+    UNKNOWN_TOPIC_OR_PART."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    admin_mod = pytest.importorskip("confluent_kafka.admin")
+    admin = admin_mod.AdminClient(conf)
+    futures = admin.describe_topics(confluent_kafka.TopicCollection(list(topics)),
+                                    request_timeout=20)
+    codes = set()
+    for f in futures.values():
+        with pytest.raises(confluent_kafka.KafkaException) as info:
+            f.result()
+        codes.add(info.value.args[0].code())
+    assert codes == {confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART}
+    assert len(futures) == len(topics)
+    del admin
+    gc.collect()
+
+
 def kafka_python_brokers(caplog, timeout_ms=10000, **cfg):
     kafka = pytest.importorskip("kafka")
     caplog.set_level(logging.WARNING, logger="kafka")
@@ -195,6 +215,15 @@ def test_librdkafka_ssl_by_ip_address(server, pki):
         "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path,
         "ssl.endpoint.identification.algorithm": "https"})
     assert brokers == [(NODE_ID, "localhost", server.port("SSL"))], errors
+
+
+def test_librdkafka_large_metadata_over_tls(server, pki):
+    """3000 named topics: Metadata frames of a few hundred kB across many
+    TLS records in both directions."""
+    rdkafka_describe_unknown_topics({
+        "bootstrap.servers": server.bootstrap("SSL", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path},
+        [f"topic-{i:05d}-" + "y" * 40 for i in range(3000)])
 
 
 def test_kafka_python_ssl(server, pki, caplog):
