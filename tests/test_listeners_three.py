@@ -550,3 +550,23 @@ def test_server_log_names_each_listener(broker):
                         ("REPLICATION", "SSL")):
         assert (f"[SocketServer listener={name}, securityProtocol={proto}] Awaiting socket "
                 f"connections on {HOSTS[name]}:{broker.ports[name]}.") in log
+
+
+def test_aiokafka_without_certificate_is_refused(broker, caplog):
+    pytest.importorskip("aiokafka")
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.errors import KafkaConnectionError
+    conf = kafka_python_conf(broker, "REPLICATION", recording_context(broker.pki))
+
+    async def main():
+        client = AIOKafkaClient(**conf)
+        try:
+            await client.bootstrap()
+        finally:
+            await client.close()
+
+    with caplog.at_level("ERROR", logger="aiokafka"):
+        with pytest.raises(KafkaConnectionError):
+            asyncio.run(main())
+    text = " | ".join(r.getMessage() for r in caplog.records if r.name.startswith("aiokafka"))
+    assert f'Unable connect to "{HOSTS["REPLICATION"]}:{broker.ports["REPLICATION"]}"' in text, text
