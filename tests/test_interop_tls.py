@@ -7,7 +7,8 @@ advertised at a distinct address:
 * ``SSL`` bound at ``127.0.0.1:<p2>``, advertised as ``localhost:<p2>``
   (the server certificate covers localhost and 127.0.0.1);
 * ``WRONGHOST`` (SSL) with a certificate for ``wronghost.example`` only;
-* ``MTLS`` (SSL, ``ssl.client.auth=required``) advertised as ``localhost``.
+* ``MTLS`` (SSL, ``ssl.client.auth=required``) advertised as ``localhost``;
+* ``TLS12`` (SSL, ``ssl.enabled.protocols=TLSv1.2``) advertised as ``localhost``.
 
 librdkafka (confluent-kafka), kafka-python 3.x, aiokafka and Debian's
 kafka-python 2.0.2 fetch metadata with host name verification on and must
@@ -35,15 +36,18 @@ FAIL_TIMEOUT_S = 1.5
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, pki):
-    p1, p2, p3, p4 = free_ports(4)
+    p1, p2, p3, p4, p5 = free_ports(5)
     props = {
         "node.id": str(NODE_ID),
         "listeners": (f"PLAINTEXT://127.0.0.1:{p1},SSL://127.0.0.1:{p2},"
-                      f"WRONGHOST://127.0.0.1:{p3},MTLS://127.0.0.1:{p4}"),
+                      f"WRONGHOST://127.0.0.1:{p3},MTLS://127.0.0.1:{p4},"
+                      f"TLS12://127.0.0.1:{p5}"),
         "advertised.listeners": (f"PLAINTEXT://127.0.0.1:{p1},SSL://localhost:{p2},"
-                                 f"WRONGHOST://localhost:{p3},MTLS://localhost:{p4}"),
+                                 f"WRONGHOST://localhost:{p3},MTLS://localhost:{p4},"
+                                 f"TLS12://localhost:{p5}"),
         "listener.security.protocol.map":
-            "PLAINTEXT:PLAINTEXT,SSL:SSL,WRONGHOST:SSL,MTLS:SSL",
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,WRONGHOST:SSL,MTLS:SSL,TLS12:SSL",
+        "listener.name.tls12.ssl.enabled.protocols": "TLSv1.2",
         "inter.broker.listener.name": "PLAINTEXT",
     }
     for k, v in pki.server_configs().items():
@@ -52,6 +56,8 @@ def server(tmp_path_factory, pki):
         props[f"listener.name.wronghost.{k}"] = v
     for k, v in pki.server_configs(client_auth="required").items():
         props[f"listener.name.mtls.{k}"] = v
+    for k, v in pki.server_configs().items():
+        props[f"listener.name.tls12.{k}"] = v
     srv = start_kchannel_server(tmp_path_factory.mktemp("tls-serve"), props)
     assert (srv.port("PLAINTEXT"), srv.port("SSL"), srv.port("WRONGHOST")) == (p1, p2, p3)
     yield srv
@@ -450,3 +456,41 @@ def test_debian_kafka_python_client_certificate_required(server, pki, legacy_kaf
         "ssl_check_hostname": True})
     assert r["ok"], r
     assert r["brokers"] == [[NODE_ID, "localhost", server.port("MTLS")]]
+
+
+# ------------------------------------------------------ protocol versions
+def tls_context(pki, lo, hi):
+    import ssl
+    ctx = ssl.create_default_context(cafile=pki.ca.cert_path)
+    ctx.minimum_version = getattr(ssl.TLSVersion, lo)
+    ctx.maximum_version = getattr(ssl.TLSVersion, hi)
+    return ctx
+
+
+def test_librdkafka_tls12_only_listener(server, pki):
+    brokers, errors = rdkafka_brokers({
+        "bootstrap.servers": server.bootstrap("TLS12", "localhost"),
+        "security.protocol": "SSL", "ssl.ca.location": pki.ca.cert_path})
+    assert brokers == [(NODE_ID, "localhost", server.port("TLS12"))], errors
+
+
+@pytest.mark.parametrize("listener", ["SSL", "TLS12"])
+def test_kafka_python_tls12_client(server, pki, caplog, listener):
+    brokers, logs = kafka_python_brokers(
+        caplog, bootstrap_servers=server.bootstrap(listener, "localhost"),
+        security_protocol="SSL", ssl_context=tls_context(pki, "TLSv1_2", "TLSv1_2"))
+    assert brokers == [(NODE_ID, "localhost", server.port(listener))], logs
+
+
+def test_kafka_python_tls13_only_client_to_tls12_listener(server, pki, caplog):
+    mark = server.mark()
+    result, logs = kafka_python_brokers(
+        caplog, timeout_ms=int(FAIL_TIMEOUT_S * 1000),
+        bootstrap_servers=server.bootstrap("TLS12", "localhost"), security_protocol="SSL",
+        ssl_context=tls_context(pki, "TLSv1_3", "TLSv1_3"))
+    assert isinstance(result, Exception), result
+    assert any("PROTOCOL_VERSION" in m.upper() or "VERSION" in m.upper() for m in logs), logs
+    m = server.wait_for_log(r"Failed authentication with .*SSL handshake failed: "
+                            r"unsupported protocol", timeout=5, start=mark)
+    assert m is not None, server.log()[-3000:]
+    still_serving(server)
