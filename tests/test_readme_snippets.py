@@ -29,8 +29,9 @@ text is rewritten:
 * ``broker1.example.com`` -> ``localhost`` (the test certificates' and
   Kerberos service's host);
 * every listener binds ``127.0.0.1:0`` and is advertised as ``localhost:0``
-  (the bound port); ``localhost:<README port>`` in client text becomes the
-  bound port of the listener the README gave that port;
+  (the bound port); ``localhost:<README port>`` (and ``"localhost", <README
+  port>`` in Python) in client text becomes the bound port of the listener
+  the README gave that port;
 * the delegation token id and HMAC shown in the README -> the ones the
   ``create`` command really printed.
 """
@@ -73,6 +74,10 @@ USED = {
     "oauth-validator", "oauth-validator-server",
     "tls-server", "tls-client-pem", "tls-client-p12", "tls-client-inline", "jks-error",
     "server-api", "network-client",
+    "listeners-server", "listeners-setup", "listeners-client-internal",
+    "listeners-client-external", "listeners-client-replication", "listeners-clients",
+    "listeners-clients-output", "listeners-cluster-nodes", "listeners-inter-broker",
+    "listeners-describe", "listeners-describe-output",
     "tokens-server", "tokens-setup", "tokens-alice", "tokens-create", "tokens-create-output",
     "tokens-job", "tokens-job-python", "tokens-manage", "tokens-manage-output",
 }
@@ -104,6 +109,10 @@ class Scenario:
         self.subs = {
             "/var/lib/kchannel": str(self.data),
             "broker1.example.com": "localhost",
+            "broker1.internal.example.com": "localhost",
+            "broker2.internal.example.com": "localhost",
+            "broker3.internal.example.com": "localhost",
+            "broker2.example.com": "localhost",
             "changeit": pki.truststore_password,
         }
         files = {
@@ -115,6 +124,8 @@ class Scenario:
             "client.p12": pki.client.p12_path,
             "client.key": pki.client.key_path,
             "client.pem": pki.client.chain_path,
+            "external.keystore.pem": pki.server.keystore_pem_path,
+            "broker2.keystore.pem": pki.client.keystore_pem_path,
             "server.keystore.jks": str(tmp_path / "server.keystore.jks"),
             "jwks.json": str(tmp_path / "jwks.json"),
             "oauth-hs256.key": str(tmp_path / "oauth-hs256.key"),
@@ -146,6 +157,7 @@ class Scenario:
             text = text.replace(key, self.subs[key])
         for orig, bound in self.ports.items():
             text = re.sub(rf"\blocalhost:{orig}\b", f"localhost:{bound}", text)
+            text = re.sub(rf'"localhost", {orig}\b', f'"localhost", {bound}', text)
         return text
 
     def write(self, name, file_name=None):
@@ -506,3 +518,36 @@ def test_delegation_tokens(scenario):
     from kchannel.errors import SaslAuthenticationError
     with pytest.raises(SaslAuthenticationError):
         scenario.connect("job.properties")
+
+
+def test_named_listeners(scenario, pki, capsys):
+    scenario.write("listeners-server")
+    for name in ("listeners-client-internal", "listeners-client-external",
+                 "listeners-client-replication"):
+        scenario.write(name)
+    scenario.run_sh("listeners-describe")
+    scenario.check_output("listeners-describe-output")
+    scenario.output.clear()
+    scenario.run_sh("listeners-setup")
+    ports = dict(scenario.ports)
+    expected = {"client-internal.properties": (9092, KafkaPrincipal("User", "alice")),
+                "client-external.properties": (9093, KafkaPrincipal("User", "alice")),
+                "client-replication.properties": (9094, KafkaPrincipal("User", pki.client.dn))}
+    for client_file, (port, principal) in expected.items():
+        assert scenario.connect(client_file, ports[port])[0] == principal
+    scenario.run_sh("listeners-clients")
+    scenario.check_output("listeners-clients-output")
+    # The inter-broker client (this broker's REPLICATION settings) against itself.
+    scenario.run_python("listeners-inter-broker")
+    assert f"'port': {ports[9094]}" in capsys.readouterr().out
+
+    # kchannel.cluster.nodes: per-listener broker lists.
+    scenario.stop(scenario.servers[0])
+    scenario.start(extra=load_properties(scenario.text("listeners-cluster-nodes")))
+    for client_file, port, nodes in (("client-external.properties", 9093, [1, 2]),
+                                     ("client-internal.properties", 9092, [1, 2, 3])):
+        configs = load_properties(str(scenario.dir / client_file))
+        configs["bootstrap.servers"] = f"localhost:{scenario.ports[port]}"
+        with KafkaClient(configs).connect() as client:
+            brokers = client.request(ApiKey.METADATA, {"topics": []})["brokers"]
+        assert sorted(b["node_id"] for b in brokers) == nodes
