@@ -8,15 +8,17 @@ dispatches the request to the handler registered for its API key.
 
 Built-in handlers: ApiVersions (every registered API's range; an ApiVersions
 request of an unknown version gets Kafka's v0 UNSUPPORTED_VERSION fallback and
-the connection stays usable) and Metadata (this node only, the advertised
-endpoint of the listener the request came in on, no topics).  A request for an
+the connection stays usable), Metadata and DescribeCluster (this node and
+any peers from ``kchannel.cluster.nodes``, each at its endpoint for the
+listener the request came in on; nodes without that listener are left out;
+no topics).  A request for an
 API key without a handler, or a version outside the handler's range, closes
 the connection, as a Kafka broker does.
 
 Quick start::
 
     server = Server(listeners=["PLAINTEXT://127.0.0.1:0"])
-    server.register_handler(ApiKey.DESCRIBE_CLUSTER, my_fn)
+    server.register_handler(ApiKey.FIND_COORDINATOR, my_fn)
     server.start()                       # background thread
     port = server.bound_port("PLAINTEXT")
     ...

@@ -4,8 +4,8 @@
                    [--override key=value ...]
 
 Binds every listener in ``listeners`` (logging "Awaiting socket connections on
-HOST:PORT." per listener, as Kafka's SocketServer), serves ApiVersions and
-Metadata plus the SCRAM credential APIs (50/51) backed by the server's SCRAM
+HOST:PORT." per listener, as Kafka's SocketServer), serves ApiVersions,
+Metadata and DescribeCluster plus the SCRAM credential APIs (50/51) backed by the server's SCRAM
 credential store and, when delegation tokens are enabled and the token module
 is installed, the delegation token APIs.  SIGTERM / SIGINT shut it down
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
