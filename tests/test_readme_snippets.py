@@ -297,6 +297,19 @@ def test_every_snippet_is_run_and_every_block_is_a_snippet():
         "<!-- snippet: NAME --> marker"
 
 
+def _slug(heading):
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_internal_links_resolve():
+    prose = re.sub(r"^```.*?^```", "", README, flags=re.S | re.M)
+    anchors = {_slug(h) for h in re.findall(r"^#+ (.+)$", prose, re.M)}
+    links = set(re.findall(r"\]\(#([^)]+)\)", README))
+    assert links and links <= anchors, sorted(links - anchors)
+
+
 def test_placeholders_for_merged_sections():
     for marker in ("<!-- listeners-section -->", "<!-- tokens-section -->",
                    "<!-- benchmarks-section -->"):
