@@ -163,6 +163,30 @@ def test_librdkafka_wrong_password(server, pki, mechanism):
     failure_logged(server, mark, "")
 
 
+@pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS)
+def test_librdkafka_handshake_v0(server, pki, mechanism):
+    """librdkafka told the broker is 0.10.x (no ApiVersions request) uses
+    SaslHandshake v0 and raw SASL tokens -- the pre-KIP-152 path."""
+    mark = server.mark()
+    brokers, errors = rdkafka_brokers(rdkafka_conf(
+        server, "SASL_PLAINTEXT", mechanism, pki,
+        **{"api.version.request": False, "broker.version.fallback": "0.10.2.1"}))
+    assert brokers == expected(server, "SASL_PLAINTEXT"), errors
+    assert not server.wait_for_log(r"WARNING", timeout=0.2, start=mark)
+
+
+def test_librdkafka_handshake_v0_wrong_password(server, pki):
+    """Without SaslAuthenticate there is no error response: the server logs
+    the reason and closes the connection."""
+    mark = server.mark()
+    result, _ = rdkafka_brokers(rdkafka_conf(
+        server, "SASL_PLAINTEXT", "SCRAM-SHA-256", pki,
+        **{"api.version.request": False, "broker.version.fallback": "0.10.2.1",
+           "sasl.password": "wrong"}), timeout=1.5)
+    assert isinstance(result, Exception)
+    failure_logged(server, mark, SCRAM_FAILURE.format("SCRAM-SHA-256"))
+
+
 # ---------------------------------------------------------------- kafka-python
 def kafka_python_kwargs(server, protocol, mechanism, pki, password=PASSWORD, token=None):
     kw = {"bootstrap_servers": bootstrap(server, protocol), "security_protocol": protocol,
