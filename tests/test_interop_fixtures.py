@@ -61,3 +61,35 @@ def test_inprocess_server(kchannel_inprocess_server):
     srv = kchannel_inprocess_server({"listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "4"})
     with KafkaClient({"bootstrap.servers": srv.bootstrap()}).connect() as c:
         assert c.request(ApiKey.METADATA, {"topics": []})["brokers"][0]["node_id"] == 4
+
+
+@pytest.mark.slow
+def test_sigterm_with_clients_connected(kchannel_server, pki):
+    """SIGTERM while a TLS client is connected, one is half-way through its
+    handshake and one has sent half a frame: clean exit 0, and the connected
+    client sees the connection close."""
+    import socket
+    import time
+    from kchannel import errors
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+             "advertised.listeners": "PLAINTEXT://127.0.0.1:0,SSL://localhost:0"}
+    for k, v in pki.server_configs().items():
+        props[f"listener.name.ssl.{k}"] = v
+    srv = kchannel_server(props)
+    client = KafkaClient({"bootstrap.servers": srv.bootstrap("SSL", "localhost"),
+                          "security.protocol": "SSL", "request.timeout.ms": 5000,
+                          **pki.client_configs()}).connect()
+    half_tls = socket.create_connection(("127.0.0.1", srv.port("SSL")))
+    half_tls.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+    half_frame = socket.create_connection(("127.0.0.1", srv.port("PLAINTEXT")))
+    half_frame.sendall(b"\x00\x00\x00\x40\x00\x03")
+    try:
+        started = time.monotonic()
+        assert srv.stop() == 0, srv.log()
+        assert time.monotonic() - started < 10
+        with pytest.raises(errors.KChannelError):
+            client.request(ApiKey.METADATA, {"topics": []})
+    finally:
+        client.close()
+        half_tls.close()
+        half_frame.close()
