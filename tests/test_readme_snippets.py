@@ -92,12 +92,6 @@ def snippet(name):
     return SNIPPETS[name][1]
 
 
-def module_name(name):
-    """``# NAME.py`` on a Python snippet's first line -> NAME.py."""
-    m = re.match(r"# (\w+\.py)\b", snippet(name))
-    return m.group(1) if m else None
-
-
 # ------------------------------------------------------------------ scenario
 class Scenario:
     """A scratch directory with the README's files, servers and commands."""
@@ -497,7 +491,8 @@ def test_jks_is_refused_with_the_documented_message(scenario):
 def test_server_api(capsys):
     ns = {"__name__": "readme_server_api"}
     exec(compile(snippet("server-api"), "README:server-api", "exec"), ns)
-    assert capsys.readouterr().out.startswith("User:ANONYMOUS on PLAINTEXT (PLAINTEXT) from 127.0.0.1")
+    out = capsys.readouterr().out
+    assert out.startswith("User:ANONYMOUS on PLAINTEXT (PLAINTEXT) from 127.0.0.1")
 
 
 def test_network_client(capsys):
