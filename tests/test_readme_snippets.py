@@ -1,12 +1,14 @@
 """The README's configurations, commands and Python examples, run for real.
 
-Every fenced block the README wants checked is preceded by
-``<!-- snippet: NAME -->``.  Blocks are paired by name in the scenarios
-below: a ``*-server`` properties block is written to ``server.properties``
-in a scratch directory and started in-process with
-``kchannel.cli.serve.build_server`` (what ``kchannel serve`` runs); client
-properties become ``client.properties`` (or the file name their first
-comment line gives) and connect through ``kchannel.client.KafkaClient``;
+Every fenced block in the README's sections is preceded by
+``<!-- snippet: NAME -->`` (checked), and every snippet is used by a test
+below (checked against ``USED``).  Each test is a scenario in a scratch
+directory: properties blocks are written to the file their first comment
+line names (``# server.properties``, ``# client.properties`` ...); servers
+start in-process with ``kchannel.cli.serve.build_server`` (what ``kchannel
+serve`` runs) and clients connect through ``kchannel.client.KafkaClient``,
+checking the principal the server saw (and the session lifetime where the
+README promises one);
 ``sh`` blocks run line by line (``kchannel serve`` starts the in-process
 server from the parsed command line, every other ``kchannel`` command runs
 as ``python -m kchannel`` in the scratch directory and must exit 0); Python
@@ -20,14 +22,15 @@ text is rewritten:
 * ``/etc/kchannel/<file>`` and ``examples/certs/<file>`` -> the ``pki``
   fixture's files (``server.keystore.pem``, ``server.p12``, ``ca.pem``,
   ``truststore.p12``, ``client.keystore.pem``, ``client.p12``,
-  ``client.key``, ``client.pem``), keytabs -> the ``kdc`` fixture's
+  ``client.key``, ``client.pem``; ``external.keystore.pem`` is the server's,
+  ``broker2.keystore.pem`` the client's), keytabs -> the ``kdc`` fixture's
   (``kafka.keytab`` = the service, ``alice.keytab`` = ``alice@EXAMPLE.COM``),
   the password ``changeit`` -> the fixture's store password;
 * ``/var/lib/kchannel`` -> a scratch data directory; the OAUTHBEARER files
   (``jwks.json``, ``token.jwt``, ``oauth-hs256.key``) -> scratch files made
   by the test;
-* ``broker1.example.com`` -> ``localhost`` (the test certificates' and
-  Kerberos service's host);
+* ``broker1.example.com`` (and the other ``*.example.com`` broker names)
+  -> ``localhost`` (the test certificates' and Kerberos service's host);
 * every listener binds ``127.0.0.1:0`` and is advertised as ``localhost:0``
   (the bound port); ``localhost:<README port>`` (and ``"localhost", <README
   port>`` in Python) in client text becomes the bound port of the listener
