@@ -11,6 +11,7 @@ a SASL listener.  Each must close only that connection, with one clear reason
 in the server log naming the peer, while both real clients keep being
 served.
 """
+import gc
 import re
 import socket
 import ssl
@@ -61,13 +62,25 @@ def steady(server, pki):
     client.close()
 
 
+class _Rdkafka:
+    """Holds the librdkafka handle so teardown can drop the last reference
+    (librdkafka keeps reconnecting until the handle is destroyed)."""
+
+    def __init__(self, admin):
+        self.admin = admin
+
+    def list_topics(self, **kw):
+        return self.admin.list_topics(**kw)
+
+
 @pytest.fixture(scope="module")
 def rdkafka(server):
     admin_mod = pytest.importorskip("confluent_kafka.admin")
-    admin = admin_mod.AdminClient({"bootstrap.servers": server.bootstrap("PLAINTEXT")})
-    assert admin.list_topics(timeout=10).brokers
-    yield admin
-    del admin
+    holder = _Rdkafka(admin_mod.AdminClient({"bootstrap.servers": server.bootstrap("PLAINTEXT")}))
+    assert holder.list_topics(timeout=10).brokers
+    yield holder
+    del holder.admin
+    gc.collect()
 
 
 def served(server, steady, rdkafka):
@@ -218,4 +231,48 @@ def test_many_bad_connections_at_once(server, steady, rdkafka):
         socks.append(s)
     for s in socks:
         wait_closed(s)
+    served(server, steady, rdkafka)
+
+
+# ------------------------------------------- security protocol mix-ups
+def test_kchannel_sasl_client_to_plaintext_listener(server, steady, rdkafka):
+    """As a Kafka broker: SaslHandshake on a PLAINTEXT listener is answered
+    ILLEGAL_SASL_STATE with Kafka's message."""
+    from kchannel.errors import IllegalSaslStateError
+    client = KafkaClient({
+        "bootstrap.servers": server.bootstrap("PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                            'required username="alice" password="alice-secret";',
+        "request.timeout.ms": 5000})
+    try:
+        with pytest.raises(IllegalSaslStateError,
+                           match=r"Unexpected handshake request with client mechanism PLAIN, "
+                                 r"enabled mechanisms are \[\]"):
+            client.connect()
+    finally:
+        client.close()
+    served(server, steady, rdkafka)
+
+
+def test_kafka_python_sasl_client_to_plaintext_listener(server, steady, rdkafka):
+    kafka = pytest.importorskip("kafka")
+    started = time.monotonic()
+    with pytest.raises(kafka.errors.KafkaError):
+        kafka.KafkaConsumer(bootstrap_servers=server.bootstrap("PLAINTEXT"),
+                            security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                            sasl_plain_username="alice", sasl_plain_password="alice-secret",
+                            request_timeout_ms=3000, bootstrap_timeout_ms=1500)
+    assert time.monotonic() - started < 10
+    served(server, steady, rdkafka)
+
+
+def test_librdkafka_plaintext_client_to_sasl_listener(server, steady, rdkafka):
+    from tests.test_interop_tls import rdkafka_brokers
+    mark = server.mark()
+    result, _ = rdkafka_brokers({"bootstrap.servers": server.bootstrap("SASL_PLAINTEXT")},
+                                timeout=1.5)
+    assert isinstance(result, Exception)
+    assert server.wait_for_log(r"Failed authentication with .*Unexpected Kafka request of "
+                               r"type (METADATA|API_VERSIONS) during SASL", start=mark)
     served(server, steady, rdkafka)
