@@ -44,7 +44,10 @@ Clients, one cell per (client, protocol, mechanism):
 
 Target: kchannel >= 300 SASL_SSL SCRAM-SHA-512 connections/s (storm) and >= 10x
 kafka-python on the same cell.  Figures are best of ``--repeat`` runs; only
-ratios within one run mean anything on a shared machine.
+ratios within one run mean anything on a shared machine, and since the load
+of other processes moves between cells, ``--paired`` rounds measure the
+SASL_SSL SCRAM-SHA-512 cell of every client back to back and report the
+median of the per-round ratios.
 """
 import argparse
 import logging
@@ -235,6 +238,8 @@ def main(argv=None):
     ap.add_argument("--storm", type=int, default=200, help="connections per storm")
     ap.add_argument("--repeat", type=int, default=2, help="runs per cell (best kept)")
     ap.add_argument("--only", default="kchannel,kafka-python,confluent")
+    ap.add_argument("--paired", type=int, default=5,
+                    help="rounds of the paired SASL_SSL SCRAM-SHA-512 comparison (0: none)")
     args = ap.parse_args(argv)
     if args.pure:
         os.environ["KCHANNEL_NO_EXTENSIONS"] = "1"
@@ -270,6 +275,7 @@ def main(argv=None):
         except ImportError:
             print("confluent-kafka not installed: skipped")
     cells = {}
+    paired = None
     with tempfile.TemporaryDirectory() as d:
         pki_dir = os.path.join(d, "pki")
         os.mkdir(pki_dir)
@@ -289,6 +295,8 @@ def main(argv=None):
                         cells[(name, protocol, mech)] = v
                         print(f"  {name:<30} {protocol:<15} {mech:<14} {v:8.1f} conn/s",
                               flush=True)
+            if args.paired and "kchannel" in only:
+                paired = paired_rounds(pki, ports, args, only)
         finally:
             pipe.send("stop")
             proc.join(20)
@@ -314,7 +322,54 @@ def main(argv=None):
                       f"{'met' if ratio >= 10 else 'MISSED'})")
             if name.startswith("confluent") and (name,) + key in cells:
                 print(f"  vs {name}: {storm / cells[(name,) + key]:.1f}x")
+    if paired:
+        print("\npaired rounds, SASL_SSL SCRAM-SHA-512 (each round measures every client "
+              "back to back, so they share the machine's load of the moment):")
+        for name, rates in paired.items():
+            print(f"  {name:<30} " + " ".join(f"{r:7.1f}" for r in rates) + " conn/s")
+        base = paired.get("kchannel storm")
+        for name, rates in paired.items():
+            if name == "kchannel storm" or base is None:
+                continue
+            ratios = sorted(b / r for b, r in zip(base, rates))
+            med = ratios[len(ratios) // 2]
+            verdict = ""
+            if name.startswith("kafka-python"):
+                verdict = f" (target >= 10x: {'met' if med >= 10 else 'MISSED'})"
+            print(f"  kchannel storm / {name}: median {med:.1f}x, per round "
+                  + ", ".join(f"{x:.1f}" for x in ratios) + verdict)
+        if base is not None:
+            med = sorted(base)[len(base) // 2]
+            print(f"  kchannel storm median {med:.0f} conn/s "
+                  f"(target >= 300: {'met' if med >= 300 else 'MISSED'})")
     return cells
+
+
+def paired_rounds(pki, ports, args, only):
+    """Rounds of kchannel storm / kafka-python / confluent-kafka on SASL_SSL
+    SCRAM-SHA-512, back to back: ratios within a round are robust to the
+    load other processes put on the machine, which moves between cells."""
+    fns = [("kchannel storm", lambda: kchannel_storm(pki, ports, "SASL_SSL", "SCRAM-SHA-512",
+                                                     args.storm))]
+    if "kafka-python" in only:
+        try:
+            import kafka  # noqa: F401
+            fns.append(("kafka-python", lambda: kafka_python_sequential(
+                pki, ports, "SASL_SSL", "SCRAM-SHA-512", max(20, args.connections // 4))))
+        except ImportError:
+            pass
+    if "confluent" in only:
+        try:
+            import confluent_kafka  # noqa: F401
+            fns.append(("confluent-kafka", lambda: confluent_sequential(
+                pki, ports, "SASL_SSL", "SCRAM-SHA-512", max(20, args.connections // 8))))
+        except ImportError:
+            pass
+    out = {name: [] for name, _ in fns}
+    for _ in range(args.paired):
+        for name, fn in fns:
+            out[name].append(fn())
+    return out
 
 
 if __name__ == "__main__":
