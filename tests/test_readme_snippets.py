@@ -70,7 +70,7 @@ USED = {
     "example", "implementation",
     "plain-server", "plain-client", "auth-failure", "metrics", "principal-builder",
     "scram-server", "scram-jaas", "scram-setup", "scram-client", "scram-admin",
-    "scram-admin-output", "cli-tools", "cli-tools-output",
+    "scram-admin-output", "cli-tools", "cli-tools-output", "scram-librdkafka",
     "gssapi-server", "gssapi-client",
     "oauth-server", "oauth-client",
     "oauth-jwks-server", "oauth-token-provider", "oauth-jwks-client",
@@ -386,6 +386,17 @@ def test_scram_and_cli_tools(scenario):
         'username="alice" password="alice-secret"', 'username="bob" password="bob-secret"')
     (scenario.dir / "bob.properties").write_text(bob.replace("SCRAM-SHA-512", "SCRAM-SHA-256"))
     assert scenario.connect("bob.properties")[0] == KafkaPrincipal("User", "bob")
+
+
+@pytest.mark.interop
+def test_scram_with_librdkafka(scenario, capsys):
+    pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) not installed")
+    scenario.write("scram-server")
+    scenario.write("scram-jaas")
+    scenario.run_sh("scram-setup")
+    scenario.run_python("scram-librdkafka")
+    out = capsys.readouterr().out
+    assert f"localhost:{scenario.ports[9093]}" in out and "1:" in out
 
 
 def test_gssapi(tmp_path, pki, kdc, monkeypatch):
