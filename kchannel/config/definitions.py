@@ -270,7 +270,10 @@ def parse_type(name, value, type_):
             return value
         if trimmed is not None:
             return Password(trimmed)
-        raise invalid(name, value, f"Expected value to be a string, but it was a {_class_name(value)}")
+        # The value is the secret (or carries it, e.g. a list holding it):
+        # name only its type so the error text never shows it.
+        raise invalid(name, Password(value),
+                      f"Expected value to be a string, but it was a {_class_name(value)}")
     if type_ is Type.STRING:
         if trimmed is not None:
             return trimmed
