@@ -354,6 +354,16 @@ def test_debian_kafka_python_untrusted_ca(server, pki, legacy_kafka_python):
     still_serving(server)
 
 
+def test_debian_kafka_python_wrong_host_name(server, pki, legacy_kafka_python):
+    r = legacy_kafka_python_metadata({
+        "bootstrap_servers": server.bootstrap("WRONGHOST", "localhost"),
+        "security_protocol": "SSL", "ssl_cafile": pki.ca.cert_path,
+        "ssl_check_hostname": True}, timeout=10)
+    assert not r["ok"], r
+    assert "Hostname mismatch" in r["message"] or "doesn't match" in r["message"], r
+    still_serving(server)
+
+
 def test_kchannel_client_wrong_host_name(server, pki):
     from kchannel.errors import SslAuthenticationError
     conf = {"bootstrap.servers": server.bootstrap("WRONGHOST", "localhost"),
