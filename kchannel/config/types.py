@@ -1,4 +1,5 @@
 """Value types shared by configuration and security code."""
+import hmac
 
 
 class Password:
@@ -23,10 +24,21 @@ class Password:
     __str__ = __repr__
 
     def __eq__(self, other):
-        return isinstance(other, Password) and other._value == self._value
+        # Compared in constant time: a secret's equality must not reveal
+        # how long a prefix matched.
+        if not isinstance(other, Password):
+            return False
+        a, b = self._value, other._value
+        if type(a) is type(b) and isinstance(a, (str, bytes)):
+            return hmac.compare_digest(_secret_bytes(a), _secret_bytes(b))
+        return a == b
 
     def __hash__(self):
         return hash(self._value)
+
+
+def _secret_bytes(value):
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
 
 
 def reveal(value):
