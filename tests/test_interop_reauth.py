@@ -15,7 +15,6 @@ import time
 import pytest
 
 from tests.fixtures.peers import free_ports, start_kchannel_server
-from tests.test_interop_tls import rdkafka_brokers  # noqa: F401  (librdkafka present)
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
