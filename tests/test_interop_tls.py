@@ -504,3 +504,31 @@ def test_kafka_python_tls13_only_client_to_tls12_listener(server, pki, caplog):
                             r"unsupported protocol", timeout=5, start=mark)
     assert m is not None, server.log()[-3000:]
     still_serving(server)
+
+
+# -------------------------------------------------------------------- IPv6
+def ipv6_loopback():
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback (::1) on this host")
+def test_ipv6_listener(kchannel_server, caplog):
+    """An IPv6 listener: advertised as ::1, which real clients and
+    broker-api-versions (Kafka's Node format, no brackets) use as is."""
+    from tests.fixtures.peers import run_kchannel
+    srv = kchannel_server({"node.id": "6", "listeners": "PLAINTEXT://[::1]:0"})
+    assert srv.listeners["PLAINTEXT"].host == "::1"
+    port = srv.port("PLAINTEXT")
+    brokers, errors = rdkafka_brokers({"bootstrap.servers": f"[::1]:{port}"})
+    assert brokers == [(6, "::1", port)], errors
+    brokers, logs = kafka_python_brokers(caplog, bootstrap_servers=f"[::1]:{port}")
+    assert brokers == [(6, "::1", port)], logs
+    r = run_kchannel("broker-api-versions", "--bootstrap-server", f"[::1]:{port}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"::1:{port} (id: 6 rack: null isFenced: false) -> (\n")
