@@ -690,7 +690,18 @@ class KafkaChannel:
         # previous session's principal/mechanism and close it).
         self.authenticator = self._authenticator_factory()
         self.state = ChannelState.AUTHENTICATE
-        ops = self.authenticator.reauthenticate(self.io, first_frame, now, previous)
+        try:
+            ops = self.authenticator.reauthenticate(self.io, first_frame, now, previous)
+        except errors.AuthenticationError as exc:
+            # The authenticator may already have read (and failed) the next
+            # token when the peer sent it right behind its SaslHandshake.  It
+            # built the error response for it: as in prepare(), the failure
+            # is the authenticator's, so the close may be delayed and must
+            # send that response first.
+            self.state = ChannelState(State.AUTHENTICATION_FAILED, exc,
+                                      self.socket_description())
+            self.auth_failure_delayable = True
+            raise
         self.prepare_ops = ops or OP_READ
         if self.authenticator.complete():
             # finished in one step (possible on the server)

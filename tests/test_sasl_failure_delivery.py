@@ -1,0 +1,211 @@
+"""The authentication-failure response reaches the client before the close.
+
+Kafka sends the SaslAuthenticate / SaslHandshake error response and only
+then closes the connection.  These tests make the orderings that used to lose
+that response happen every time, with a raw socket client that controls
+exactly which bytes are on the wire:
+
+* a re-authentication whose token arrives together with its SaslHandshake
+  (the server reads the token while starting the re-authentication);
+* a client that wrote more bytes behind its failing token, which the server
+  never reads (closing a socket with unread input makes the kernel send RST
+  instead of FIN, and a reset can destroy response bytes still in flight);
+* a client that does not read before the server closes.
+
+Each test reads the response after the server has closed its end and
+asserts on its exact error code and message.
+"""
+import socket
+import threading
+
+import pytest
+
+from kchannel.framing import FrameDecoder, encode_frame
+from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
+from kchannel.server import Server
+from kchannel.utils import now_ms
+
+from tests.test_sasl_server_support import plain_jaas
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+METADATA = 3
+NONE = 0
+SASL_AUTHENTICATION_FAILED = 58
+
+
+@pytest.fixture
+def server():
+    servers = []
+
+    def start(**kw):
+        s = Server(listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
+                   listener_configs={"SASL_PLAINTEXT": {
+                       "sasl.enabled.mechanisms": "PLAIN",
+                       "connections.max.reauth.ms": "60000"}},
+                   jaas={"PLAIN": plain_jaas()}, **kw)
+        s.start()
+        servers.append(s)
+        return s, s.bound_port("SASL_PLAINTEXT")
+
+    yield start
+    for s in servers:
+        s.shutdown()
+
+
+def request(api_key, version, corr, body):
+    return encode_frame(encode_request(RequestHeader(api_key, version, corr, "raw"), body))
+
+
+def handshake(corr=1):
+    return request(SASL_HANDSHAKE, 1, corr, {"mechanism": "PLAIN"})
+
+
+def authenticate(user, password, corr=2):
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    return request(SASL_AUTHENTICATE, 2, corr, {"auth_bytes": token})
+
+
+class RawClient:
+    """Blocking socket client reading whole frames, with a deadline."""
+
+    def __init__(self, port, rcvbuf=None):
+        self.sock = socket.socket()
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(10)
+        self.sock.connect(("127.0.0.1", port))
+        self.decoder = FrameDecoder()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def frame(self):
+        """The next frame, or None at EOF (a reset also ends the stream, but
+        only after every byte received before it was read)."""
+        while True:
+            f = self.decoder.next_frame()
+            if f is not None:
+                return f
+            try:
+                data = self.sock.recv(65536)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                assert self.decoder.buffered == 0, "stream ended inside a frame"
+                return None
+            self.decoder.feed(data)
+
+    def close(self):
+        self.sock.close()
+
+
+def login(client, user="alice", password="alice-secret"):
+    client.send(handshake(1))
+    _, body = decode_response(client.frame(), SASL_HANDSHAKE, 1)
+    assert body["error_code"] == NONE
+    client.send(authenticate(user, password, 2))
+    _, body = decode_response(client.frame(), SASL_AUTHENTICATE, 2)
+    assert body["error_code"] == NONE
+    return body
+
+
+def wait_for(cond, timeout_ms=5000):
+    deadline = now_ms() + timeout_ms
+    while not cond():
+        if now_ms() > deadline:
+            raise AssertionError("condition not met in time")
+        threading.Event().wait(0.005)
+    return True
+
+
+def metric(server, name):
+    return server.metrics.metric(name)
+
+
+def test_reauthentication_token_pipelined_with_handshake_gets_failure_response(server):
+    srv, port = server(failed_authentication_delay_ms=0)
+    c = RawClient(port)
+    try:
+        assert login(c)["session_lifetime_ms"] > 0
+        # Handshake and the token of another user in one write: the server
+        # finds the token already buffered when it starts re-authenticating.
+        c.send(handshake(3) + authenticate("bob", "bob-secret", 4))
+        corr, body = decode_response(c.frame(), SASL_HANDSHAKE, 1)
+        assert (corr, body["error_code"]) == (3, NONE)
+        frame = c.frame()
+        assert frame is not None, "connection closed without the failure response"
+        corr, body = decode_response(frame, SASL_AUTHENTICATE, 2)
+        assert corr == 4
+        assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+        assert body["error_message"] == ("Cannot change principals during re-authentication "
+                                         "from User.alice: User.bob")
+        assert c.frame() is None
+    finally:
+        c.close()
+    wait_for(lambda: metric(srv, "failed-reauthentication-total") == 1)
+    assert metric(srv, "successful-reauthentication-total") == 0
+
+
+def test_reauthentication_pipelined_failure_is_delayed_then_answered(server):
+    srv, port = server(failed_authentication_delay_ms=50)
+    c = RawClient(port)
+    try:
+        login(c)
+        c.send(handshake(3) + authenticate("bob", "bob-secret", 4))
+        decode_response(c.frame(), SASL_HANDSHAKE, 1)
+        frame = c.frame()
+        assert frame is not None, "connection closed without the failure response"
+        _, body = decode_response(frame, SASL_AUTHENTICATE, 2)
+        assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+        assert c.frame() is None
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("delay_ms", [0, 20])
+def test_failure_response_survives_unread_bytes_behind_the_token(server, delay_ms):
+    srv, port = server(failed_authentication_delay_ms=delay_ms)
+    c = RawClient(port)
+    try:
+        c.send(handshake(1))
+        decode_response(c.frame(), SASL_HANDSHAKE, 1)
+        # Wrong password, and a pipelined request (plus garbage) behind it
+        # that the server never reads because authentication fails first.
+        extra = request(METADATA, 1, 3, {"topics": []}) + b"\x00" * 70000
+        c.send(authenticate("alice", "wrong", 2) + extra)
+        frame = c.frame()
+        assert frame is not None, "connection closed without the failure response"
+        corr, body = decode_response(frame, SASL_AUTHENTICATE, 2)
+        assert corr == 2
+        assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+        assert body["error_message"] == ("Authentication failed: Invalid username or password")
+        assert c.frame() is None
+    finally:
+        c.close()
+    wait_for(lambda: metric(srv, "failed-authentication-total") == 1)
+
+
+def test_failure_response_delivered_to_a_client_that_reads_late(server):
+    """The client keeps writing and only reads once the server has closed:
+    the response queued before the close must still be there."""
+    srv, port = server(failed_authentication_delay_ms=0)
+    c = RawClient(port, rcvbuf=4096)
+    try:
+        c.send(handshake(1))
+        decode_response(c.frame(), SASL_HANDSHAKE, 1)
+        c.send(authenticate("alice", "wrong", 2))
+        wait_for(lambda: metric(srv, "failed-authentication-total") == 1)
+        # The server has failed the connection; more bytes arrive after that.
+        try:
+            c.send(request(METADATA, 1, 3, {"topics": []}))
+        except OSError:
+            pass
+        frame = c.frame()
+        assert frame is not None, "connection closed without the failure response"
+        _, body = decode_response(frame, SASL_AUTHENTICATE, 2)
+        assert body["error_code"] == SASL_AUTHENTICATION_FAILED
+        assert c.frame() is None
+    finally:
+        c.close()
+
