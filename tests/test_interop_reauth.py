@@ -103,3 +103,29 @@ def test_aiokafka_without_reauthentication_reconnects(server):
     assert peer_ports(lines, r"Disconnecting expired channel: .*127\.0\.0\.1:(\d+)"), \
         "".join(lines)[-4000:]
     assert not [l for l in lines if re.search(r"\] (WARNING|ERROR) ", l)], lines
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_kafka_python_reauthenticates(server, mechanism):
+    """kafka-python 3 schedules KIP-368 re-authentication at 85-95 % of the
+    session lifetime the server sent in SaslAuthenticate v1+."""
+    kafka = pytest.importorskip("kafka")
+    mark = server.mark()
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=server.bootstrap("SASL_PLAINTEXT"),
+        security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+        sasl_plain_username="alice", sasl_plain_password="alice-secret",
+        request_timeout_ms=5000)
+    try:
+        deadline = time.monotonic() + 2.5 * SESSION_MS / 1000
+        while time.monotonic() < deadline:
+            assert admin.list_topics() == []
+            time.sleep(0.2)
+    finally:
+        admin.close()
+    lines = server.log_lines()[mark:]
+    reauthenticated = peer_ports(lines, r"Successfully re-authenticated with 127\.0\.0\.1:(\d+)")
+    expired = peer_ports(lines, r"Disconnecting expired channel: .*127\.0\.0\.1:(\d+)")
+    assert reauthenticated, "".join(lines)[-4000:]
+    assert not [l for l in lines if "Failed re-authentication" in l]
+    assert not (reauthenticated & expired), (reauthenticated, expired)
