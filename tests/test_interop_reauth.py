@@ -129,3 +129,32 @@ def test_kafka_python_reauthenticates(server, mechanism):
     assert reauthenticated, "".join(lines)[-4000:]
     assert not [l for l in lines if "Failed re-authentication" in l]
     assert not (reauthenticated & expired), (reauthenticated, expired)
+
+
+def test_revoked_scram_user_is_cut_off_at_reauthentication(server):
+    """Deleting a SCRAM credential (kchannel configs, straight into the
+    server's store) ends a connected librdkafka client's access at its next
+    re-authentication, within connections.max.reauth.ms."""
+    admin_mod = pytest.importorskip("confluent_kafka.admin")
+    from tests.fixtures.peers import create_scram_users, run_kchannel
+    create_scram_users(server.config_path, {"bob": {"SCRAM-SHA-256": "bob-secret"}})
+    errors = []
+    admin = admin_mod.AdminClient({
+        "bootstrap.servers": server.bootstrap("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "bob", "sasl.password": "bob-secret",
+        "error_cb": lambda e: errors.append(str(e))})
+    try:
+        assert list(admin.list_topics(timeout=5).brokers) == [5]
+        mark = server.mark()
+        r = run_kchannel("configs", "--server-config", server.config_path, "--alter",
+                         "--delete-config", "SCRAM-SHA-256", "--entity-type", "users",
+                         "--entity-name", "bob")
+        assert r.returncode == 0, r.stderr
+        m = server.wait_for_log(r"Failed re-authentication with .*SCRAM-SHA-256",
+                                timeout=3 * SESSION_MS / 1000, start=mark)
+        assert m is not None, "".join(server.log_lines()[mark:])[-3000:]
+        with pytest.raises(Exception):
+            admin.list_topics(timeout=1.5)
+    finally:
+        del admin
