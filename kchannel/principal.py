@@ -37,6 +37,26 @@ class KafkaPrincipal:
 ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
 
 
+def parse_super_users(value):
+    """The principals of Kafka's ``super.users`` as a frozenset.
+
+    ``value`` is the property text (``"User:admin;User:ops"``, split on
+    semicolons as Kafka's authorizer does, empty items dropped), an iterable
+    of ``Type:name`` strings or :class:`KafkaPrincipal`, or None.  A
+    malformed item raises ``ValueError`` with Kafka's message."""
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        value = value.split(";")
+    principals = set()
+    for item in value:
+        if isinstance(item, KafkaPrincipal):
+            principals.add(item)
+        elif str(item).strip():
+            principals.add(KafkaPrincipal.from_string(str(item).strip()))
+    return frozenset(principals)
+
+
 @dataclass
 class PlaintextAuthenticationContext:
     client_address: object = None

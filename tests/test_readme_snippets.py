@@ -70,7 +70,7 @@ USED = {
     "example", "implementation",
     "plain-server", "plain-client", "auth-failure", "metrics", "principal-builder",
     "scram-server", "scram-jaas", "scram-setup", "scram-client", "scram-admin",
-    "scram-admin-output", "cli-tools", "cli-tools-output", "scram-librdkafka",
+    "scram-admin-client", "scram-admin-output", "cli-tools", "cli-tools-output", "scram-librdkafka",
     "gssapi-server", "gssapi-client",
     "oauth-server", "oauth-client",
     "oauth-jwks-server", "oauth-token-provider", "oauth-jwks-client",
@@ -375,6 +375,13 @@ def test_scram_and_cli_tools(scenario):
     assert principal == KafkaPrincipal("User", "alice")
     assert lifetime == 3600000            # connections.max.reauth.ms
     scenario.output.clear()
+    # alice is no super user: the server refuses her credential requests.
+    refused = scenario.kchannel(["configs", "--bootstrap-server",
+                                 f"localhost:{scenario.ports[9093]}", "--command-config",
+                                 "client.properties", "--describe", "--entity-type", "users"])
+    assert refused.returncode == 1
+    assert "ClusterAuthorizationException: Cluster authorization failed." in refused.stderr
+    scenario.write("scram-admin-client")
     scenario.run_sh("scram-admin")
     scenario.check_output("scram-admin-output")
     scenario.output.clear()

@@ -12,9 +12,10 @@ from kchannel.protocol.errors import Errors
 from kchannel.security.sasl import mechanism as registry
 from kchannel.security.sasl import scram
 from kchannel.security.sasl.mechanism import ServerCallbacks
+from kchannel.config import ServerConfig
 from kchannel.security.sasl.scram_handlers import (
-    alter_user_scram_credentials, describe_user_scram_credentials, make_alter_handler,
-    make_describe_handler)
+    SuperUserAuthorizer, alter_user_scram_credentials, describe_user_scram_credentials,
+    make_alter_handler, make_describe_handler, register_scram_handlers)
 from kchannel.security.sasl.scram_store import InMemoryScramCredentialStore
 
 SHA256, SHA512 = 1, 2
@@ -171,9 +172,25 @@ def ctx(body, principal):
     return SimpleNamespace(body=body, principal=principal, header=None)
 
 
-def test_anonymous_refused_by_default(store):
+def test_everyone_refused_by_default(store):
+    # Without super users nobody may read or change credentials, however
+    # authenticated.
     describe = make_describe_handler(store)
     alter = make_alter_handler(store)
+    alice = KafkaPrincipal("User", "alice")
+    for principal in (ANONYMOUS, alice, None):
+        resp = describe(ctx({"users": None}, principal))
+        assert resp["error_code"] == int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+        resp = alter(ctx({"upsertions": [upsert("b")]}, principal))
+        assert by_user(resp) == {"b": (int(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                                       "Cluster authorization failed.")}
+    assert store.list() == {}
+
+
+def test_only_super_users_allowed(store):
+    authorize = SuperUserAuthorizer("User:admin; User:ops;")
+    describe = make_describe_handler(store, authorize)
+    alter = make_alter_handler(store, authorize)
     resp = describe(ctx({"users": [{"name": "a"}]}, ANONYMOUS))
     assert resp["error_code"] == int(Errors.CLUSTER_AUTHORIZATION_FAILED)
     assert resp["error_message"] == "Cluster authorization failed."
@@ -183,10 +200,40 @@ def test_anonymous_refused_by_default(store):
         ("a", int(Errors.CLUSTER_AUTHORIZATION_FAILED)),
         ("b", int(Errors.CLUSTER_AUTHORIZATION_FAILED))]
     assert store.list() == {}
-    # An authenticated principal is allowed.
+    # An authenticated principal that is not a super user is refused too.
     alice = KafkaPrincipal("User", "alice")
-    assert by_user(alter(ctx({"upsertions": [upsert("b")]}, alice))) == {"b": (0, None)}
-    assert describe(ctx({"users": None}, alice))["results"][0]["user"] == "b"
+    resp = alter(ctx({"upsertions": [upsert("alice")]}, alice))
+    assert by_user(resp) == {"alice": (int(Errors.CLUSTER_AUTHORIZATION_FAILED),
+                                       "Cluster authorization failed.")}
+    resp = describe(ctx({"users": [{"name": "alice"}]}, alice))
+    assert (resp["error_code"], resp["error_message"]) == (
+        int(Errors.CLUSTER_AUTHORIZATION_FAILED), "Cluster authorization failed.")
+    assert store.list() == {}
+    # Super users are allowed, a token-authenticated one as well.
+    admin = KafkaPrincipal("User", "admin")
+    assert by_user(alter(ctx({"upsertions": [upsert("b")]}, admin))) == {"b": (0, None)}
+    ops = KafkaPrincipal("User", "ops", token_authenticated=True)
+    assert describe(ctx({"users": None}, ops))["results"][0]["user"] == "b"
+    # The principal type matters.
+    assert describe(ctx({"users": None}, KafkaPrincipal("Group", "admin")))["error_code"] == \
+        int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def test_register_reads_super_users_from_the_server_config(store):
+    registered = {}
+    server = SimpleNamespace(
+        config=ServerConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
+                             "super.users": "User:admin"}),
+        register_handler=lambda key, fn, lo, hi: registered.__setitem__(key, fn))
+    register_scram_handlers(server, store)
+    admin, bob = KafkaPrincipal("User", "admin"), KafkaPrincipal("User", "bob")
+    assert registered[50](ctx({"users": None}, admin))["error_code"] == 0
+    assert registered[50](ctx({"users": None}, bob))["error_code"] == \
+        int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+    register_scram_handlers(server, store, super_users="User:bob")
+    assert registered[50](ctx({"users": None}, bob))["error_code"] == 0
+    assert registered[50](ctx({"users": None}, admin))["error_code"] == \
+        int(Errors.CLUSTER_AUTHORIZATION_FAILED)
 
 
 def test_custom_authorize(store):

@@ -33,6 +33,7 @@ def scram_server(tmp_path):
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "log.dirs": str(tmp_path),
+        "super.users": "User:admin",
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM_MODULE} required;",
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": f"{SCRAM_MODULE} required;",
     }, sasl_kwargs={"scram_store": store})
@@ -78,15 +79,30 @@ def test_configs_cli_over_the_api_then_login(scram_server):
     assert r.returncode == 1
     assert "UnacceptableCredentialException: Too many iterations" in r.stderr
 
-    # alice can now log in with either mechanism.
+    # alice can now log in with either mechanism, but as she is not a super
+    # user she may neither read nor change credentials.
     for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         c = KafkaClient(client_configs(mech, "alice", "alice-secret"))
         try:
             c.connect("127.0.0.1", port)
             body = c.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), {"users": None})
-            assert [x["user"] for x in body["results"]] == ["admin", "alice"]
+            assert (body["error_code"], body["error_message"], body["results"]) == (
+                31, "Cluster authorization failed.", [])
         finally:
             c.close()
+    alice_props = tmp_path / "alice.properties"
+    alice_props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                           f'sasl.jaas.config={SCRAM_MODULE} required username="alice" '
+                           'password="alice-secret";\n')
+    r = kc("--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(alice_props),
+           "--alter", "--add-config", "SCRAM-SHA-256=[password=stolen]", "--user", "admin")
+    assert r.returncode == 1
+    assert "ClusterAuthorizationException: Cluster authorization failed." in r.stderr
+    r = kc(*target, "--describe", "--entity-type", "users")
+    assert r.stdout == ("SCRAM credential configs for user-principal 'admin' are "
+                        "SCRAM-SHA-256=iterations=4096\n"
+                        "SCRAM credential configs for user-principal 'alice' are "
+                        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
 
     r = kc(*target, "--alter", "--delete-config", "SCRAM-SHA-512", "--user", "alice")
     assert r.returncode == 0

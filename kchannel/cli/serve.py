@@ -6,7 +6,7 @@
 Binds every listener in ``listeners`` (logging "Awaiting socket connections on
 HOST:PORT." per listener, as Kafka's SocketServer), serves ApiVersions,
 Metadata and DescribeCluster plus the SCRAM credential APIs (50/51) backed by the server's SCRAM
-credential store and, when delegation tokens are enabled and the token module
+credential store (allowed to the principals in ``super.users`` only) and, when delegation tokens are enabled and the token module
 is installed, the delegation token APIs.  SIGTERM / SIGINT shut it down
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
 """
@@ -124,7 +124,8 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
                     cluster_id=_stable_cluster_id(config, props))
     if store is not None:
         from ..security.sasl.scram_handlers import register_scram_handlers
-        register_scram_handlers(server, store)
+        # Only super.users may read or change credentials (no ACL authorizer).
+        register_scram_handlers(server, store, super_users=config.get("super.users"))
     token_hook = _install_tokens(server, config, props)
     if token_hook is not None and hasattr(token_hook, "close"):
         closers.append(token_hook.close)

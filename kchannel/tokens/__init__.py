@@ -63,6 +63,7 @@ def install_server(server, config=None, props=None, *, store=None, authorizer=No
     from kchannel.tokens.handlers import (TokenExpirySweeper, attach_token_manager,
                                           register_token_handlers)
     from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
+    from kchannel.principal import parse_super_users
     from kchannel.tokens.store import open_token_store
 
     secret = _secret(config, props)
@@ -72,9 +73,7 @@ def install_server(server, config=None, props=None, *, store=None, authorizer=No
         store = open_token_store(config, props)
     if authorizer is None:
         # Kafka's super.users: "User:admin;User:ops".
-        supers = _value(config, props, "super.users")
-        if isinstance(supers, str):
-            supers = supers.split(";")
+        supers = parse_super_users(_value(config, props, "super.users"))
         if supers:
             authorizer = SuperUserTokenAuthorizer(supers)
     manager = TokenManager(

@@ -52,7 +52,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from kchannel.principal import ANONYMOUS, KafkaPrincipal
+from kchannel.principal import ANONYMOUS, KafkaPrincipal, parse_super_users
 from kchannel.protocol.errors import Errors
 from kchannel.tokens.store import InMemoryTokenStore
 from kchannel.tokens.token import (SCRAM_TOKEN_ITERATIONS, DelegationToken, TokenInformation,
@@ -116,9 +116,7 @@ class SuperUserTokenAuthorizer(TokenAuthorizer):
     """Grants everything to the listed principals (Kafka's ``super.users``)."""
 
     def __init__(self, super_users=()):
-        self.super_users = {KafkaPrincipal.from_string(str(p).strip())
-                            if not isinstance(p, KafkaPrincipal) else p
-                            for p in super_users if str(p).strip()}
+        self.super_users = parse_super_users(super_users)
 
     def authorize_create_tokens(self, requester, owner):
         return requester in self.super_users

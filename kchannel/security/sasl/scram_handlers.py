@@ -26,17 +26,21 @@ server derives and stores only StoredKey/ServerKey)
   An error for a user fails every change of that user in the request.
 
 Authorization: Kafka requires DESCRIBE (API 50) or ALTER (API 51) on the
-CLUSTER resource.  kchannel has no ACL authorizer; by default any
-authenticated principal is allowed and ``User:ANONYMOUS`` (PLAINTEXT or SSL
-without a client certificate) gets CLUSTER_AUTHORIZATION_FAILED.  Pass
-``authorize(principal, operation) -> bool`` (operation ``"DESCRIBE"`` or
-``"ALTER"``) to decide otherwise.
+CLUSTER resource.  kchannel has no ACL authorizer, and a Kafka broker without
+one would let any client read and replace every user's credentials, so
+kchannel allows these APIs only to the principals in ``super.users``
+(Kafka's key, ``User:admin;User:ops``); everyone else, ``User:ANONYMOUS``
+included, gets CLUSTER_AUTHORIZATION_FAILED with Kafka's message.  With no
+super users nobody may use them.  Pass ``authorize(principal, operation) ->
+bool`` (operation ``"DESCRIBE"`` or ``"ALTER"``) to decide otherwise.
 
-Register with ``register_scram_handlers(server, store)``.
+Register with ``register_scram_handlers(server, store)`` (super users from
+the server's ``super.users``) or ``register_scram_handlers(server, store,
+super_users="User:admin")``.
 """
 import logging
 
-from kchannel.principal import ANONYMOUS
+from kchannel.principal import parse_super_users
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.security.sasl import scram
@@ -55,9 +59,23 @@ ALTERED_TWICE = "A user credential cannot be altered twice in the same request"
 DELETE_UNKNOWN = "Attempt to delete a user credential that does not exist"
 
 
-def default_authorize(principal, operation):
-    """Allow every principal except ``User:ANONYMOUS`` (and a missing one)."""
-    return principal is not None and principal != ANONYMOUS
+class SuperUserAuthorizer:
+    """``authorize(principal, operation)`` granting every operation to the
+    principals of ``super.users`` (a property value or an iterable of
+    principals) and nothing to anyone else."""
+
+    def __init__(self, super_users=None):
+        self.super_users = parse_super_users(super_users)
+
+    def __call__(self, principal, operation):
+        return principal is not None and principal in self.super_users
+
+    def __repr__(self):
+        return f"SuperUserAuthorizer({sorted(map(str, self.super_users))})"
+
+
+# Without configured super users nobody may describe or alter credentials.
+default_authorize = SuperUserAuthorizer()
 
 
 def _principal(ctx):
@@ -233,9 +251,26 @@ def make_alter_handler(store, authorize=default_authorize):
     return handle_alter_user_scram_credentials
 
 
-def register_scram_handlers(server, store, authorize=default_authorize):
-    """Register both handlers (version 0, the only one Kafka defines)."""
+def register_scram_handlers(server, store, authorize=None, super_users=None):
+    """Register both handlers (version 0, the only one Kafka defines).
+
+    Without ``authorize``, the principals of ``super_users`` (default: the
+    server configuration's ``super.users``) are allowed, nobody else."""
+    if authorize is None:
+        if super_users is None:
+            super_users = _configured_super_users(server)
+        authorize = SuperUserAuthorizer(super_users)
     server.register_handler(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS),
                             make_describe_handler(store, authorize), 0, 0)
     server.register_handler(int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS),
                             make_alter_handler(store, authorize), 0, 0)
+
+
+def _configured_super_users(server):
+    config = getattr(server, "config", None)
+    if config is None:
+        return None
+    try:
+        return config.get("super.users")
+    except (KeyError, AttributeError):
+        return None
