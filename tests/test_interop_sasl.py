@@ -375,3 +375,84 @@ def test_debian_kafka_python_wrong_password(server, pki, legacy_kafka_python, me
     message = PLAIN_FAILURE if mechanism == "PLAIN" else SCRAM_FAILURE.format(mechanism)
     failure_logged(server, mark, message)
 
+
+
+# ------------------------------------- broker-api-versions, every mechanism
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS + ["OAUTHBEARER", "GSSAPI"])
+def test_broker_api_versions_command_config(server, pki, tmp_path, protocol, mechanism):
+    """The kchannel client through ``kchannel broker-api-versions
+    --command-config``, with Kafka client properties for each mechanism."""
+    from tests.fixtures.peers import run_kchannel, write_properties
+    props = {"security.protocol": protocol, "sasl.mechanism": mechanism}
+    env = None
+    if mechanism == "PLAIN":
+        props["sasl.jaas.config"] = (f'{PLAIN_MODULE} required username="{USER}" '
+                                     f'password="{PASSWORD}";')
+    elif mechanism.startswith("SCRAM"):
+        props["sasl.jaas.config"] = (f'{SCRAM_MODULE} required username="{USER}" '
+                                     f'password="{PASSWORD}";')
+    elif mechanism == "OAUTHBEARER":
+        props["sasl.jaas.config"] = f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{USER}";'
+    else:
+        kdc = need_kdc(server)
+        props["sasl.kerberos.service.name"] = kdc.service_name
+        props["sasl.jaas.config"] = kdc.jaas_config()
+        env = kdc.env
+    if protocol == "SASL_SSL":
+        props.update(pki.client_configs())
+    cfg = write_properties(tmp_path / "client.properties", props)
+    # GSSAPI needs the service's host name: bootstrap by name on both listeners
+    host = "localhost" if mechanism == "GSSAPI" or protocol == "SASL_SSL" else "127.0.0.1"
+    for _ in range(3):
+        r = run_kchannel("broker-api-versions", "--bootstrap-server",
+                         server.bootstrap(protocol, host), "--command-config", cfg, env=env)
+        # A just-issued unsecured token is sometimes refused as "issued in
+        # the future" (test_kchannel_client_oauthbearer_logins_never_refused).
+        if not (mechanism == "OAUTHBEARER" and "invalid_token" in r.stderr):
+            break
+    assert r.returncode == 0, r.stderr
+    (_, h, p), = expected(server, protocol)
+    node = f"{h}:{p} (id: {NODE_ID} rack: null isFenced: false) -> "
+    if mechanism == "GSSAPI" and h == "127.0.0.1":
+        # As a Kafka client, the service principal is built from the host
+        # connected to: the bootstrap (localhost) authenticated, but the
+        # advertised 127.0.0.1 means kafka/127.0.0.1, which this server is not.
+        assert r.stdout == (node + "ERROR: Authentication failed during authentication due "
+                            "to invalid credentials with SASL mechanism GSSAPI\n")
+        return
+    assert r.stdout.startswith(node + "(\n"), r.stdout
+    assert "\tSaslAuthenticate(36): 0 to 2 [usable: 2],\n" in r.stdout
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "The server validates OAUTHBEARER tokens against the `now` the selector read once "
+    "after select() returned (Selector.poll -> KafkaChannel.prepare(now) -> "
+    "SaslServerAuthenticator.authenticate -> OAuthBearerSaslServer._process(now) -> "
+    "UnsecuredValidator.validate).  The same prepare() call writes the SaslHandshake "
+    "response and keeps reading; a fast client creates its unsecured JWS after that "
+    "response (iat = its current time, as the kchannel client does) and the token frame is "
+    "read with the older `now`.  Crossing a millisecond boundary then fails Kafka's check "
+    "1000*iat > now + allowableClockSkewMs (default 0): 'The Issued At value "
+    "(1795325744.386000 seconds) was after the indicated time (1795325744382 ms) plus "
+    "allowable clock skew (0 ms)' and the client gets {\"status\":\"invalid_token\"}.  "
+    "Kafka's validator reads time.milliseconds() when it validates, so an honest token "
+    "from the same host is never refused there.  About 1 login in 10 (subprocess server) "
+    "or 1 in 30 (in-process) fails on 2 cores"))
+def test_kchannel_client_oauthbearer_logins_never_refused(server):
+    from kchannel import errors
+    from kchannel.client import KafkaClient
+    conf = {"bootstrap.servers": bootstrap(server, "SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{USER}";'}
+    refused = 0
+    for _ in range(200):
+        client = KafkaClient(conf)
+        try:
+            client.connect()
+        except errors.SaslAuthenticationError as exc:
+            assert "invalid_token" in str(exc)
+            refused += 1
+        finally:
+            client.close()
+    assert refused == 0
