@@ -69,20 +69,20 @@ def authenticate(user, password, corr=2):
 class RawClient:
     """Blocking socket client reading whole frames, with a deadline."""
 
-    def __init__(self, port, rcvbuf=None):
+    def __init__(self, port):
         self.sock = socket.socket()
-        if rcvbuf is not None:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(10)
         self.sock.connect(("127.0.0.1", port))
         self.decoder = FrameDecoder()
+        self.reset = False
 
     def send(self, data):
         self.sock.sendall(data)
 
     def frame(self):
-        """The next frame, or None at EOF (a reset also ends the stream, but
-        only after every byte received before it was read)."""
+        """The next frame, or None at the end of the stream: EOF, or a reset
+        (``reset`` becomes True) once every byte received before it was
+        read."""
         while True:
             f = self.decoder.next_frame()
             if f is not None:
@@ -90,6 +90,7 @@ class RawClient:
             try:
                 data = self.sock.recv(65536)
             except ConnectionResetError:
+                self.reset = True
                 data = b""
             if not data:
                 assert self.decoder.buffered == 0, "stream ended inside a frame"
@@ -179,33 +180,93 @@ def test_failure_response_survives_unread_bytes_behind_the_token(server, delay_m
         corr, body = decode_response(frame, SASL_AUTHENTICATE, 2)
         assert corr == 2
         assert body["error_code"] == SASL_AUTHENTICATION_FAILED
-        assert body["error_message"] == ("Authentication failed: Invalid username or password")
+        assert body["error_message"] == "Authentication failed: Invalid username or password"
         assert c.frame() is None
+        # the server read and dropped the rest: a clean close, not a reset
+        assert not c.reset
     finally:
         c.close()
     wait_for(lambda: metric(srv, "failed-authentication-total") == 1)
 
 
-def test_failure_response_delivered_to_a_client_that_reads_late(server):
-    """The client keeps writing and only reads once the server has closed:
-    the response queued before the close must still be there."""
-    srv, port = server(failed_authentication_delay_ms=0)
-    c = RawClient(port, rcvbuf=4096)
+class Clock:
+    def __init__(self):
+        self.offset = 0
+
+    def __call__(self):
+        return now_ms() + self.offset
+
+
+def pending_input(sock):
+    """Bytes waiting in a socket's receive queue (peeked, not consumed)."""
+    try:
+        return len(sock.recv(1 << 20, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return 0
+
+
+@pytest.mark.parametrize("linger", [True, False])
+def test_failure_response_survives_bytes_sent_during_the_delay(server, linger):
+    """The client writes again while the server delays its close; those bytes
+    are in the server's receive queue when the failure response is sent and
+    the socket closed.  With the lingering close the server drops them and
+    the client reads the response and a clean EOF; closing at once
+    (linger_ms=0) makes the kernel send a reset instead of FIN."""
+    clock = Clock()
+    srv, port = server(failed_authentication_delay_ms=60000, time=clock)
+    # A linger far longer than the test keeps the outcome independent of
+    # scheduling; the server's shutdown closes lingering sockets.
+    srv.selector.linger_ms = 60000 if linger else 0
+    c = RawClient(port)
     try:
         c.send(handshake(1))
         decode_response(c.frame(), SASL_HANDSHAKE, 1)
         c.send(authenticate("alice", "wrong", 2))
         wait_for(lambda: metric(srv, "failed-authentication-total") == 1)
-        # The server has failed the connection; more bytes arrive after that.
-        try:
-            c.send(request(METADATA, 1, 3, {"topics": []}))
-        except OSError:
-            pass
+        (ch,) = srv.selector.channels()     # waiting for its delayed close
+        extra = request(METADATA, 1, 3, {"topics": []})
+        c.send(extra)
+        wait_for(lambda: pending_input(ch.transport.socket) == len(extra))
+        clock.offset += 60000
+        srv.selector.wakeup()
         frame = c.frame()
         assert frame is not None, "connection closed without the failure response"
         _, body = decode_response(frame, SASL_AUTHENTICATE, 2)
         assert body["error_code"] == SASL_AUTHENTICATION_FAILED
         assert c.frame() is None
+        assert c.reset is not linger
     finally:
         c.close()
 
+
+def test_explicit_close_lingers_and_shutdown_closes_lingering_sockets(server):
+    """A server-side close after a response half-closes the socket: the
+    client reads the response and EOF, and the server still holds the socket
+    (draining) until the client closes or the server shuts down."""
+    srv, port = server(failed_authentication_delay_ms=0)
+    srv.selector.linger_ms = 60000
+    c = RawClient(port)
+    try:
+        c.send(handshake(1))
+        decode_response(c.frame(), SASL_HANDSHAKE, 1)
+        c.send(authenticate("alice", "wrong", 2))
+        assert c.frame() is not None
+        assert c.frame() is None and not c.reset
+        wait_for(lambda: len(srv.selector._lingering) == 1)
+        # the peer's EOF ends the linger
+        c.sock.shutdown(socket.SHUT_WR)
+        wait_for(lambda: len(srv.selector._lingering) == 0)
+    finally:
+        c.close()
+    c2 = RawClient(port)
+    try:
+        c2.send(handshake(1))
+        decode_response(c2.frame(), SASL_HANDSHAKE, 1)
+        c2.send(authenticate("alice", "wrong", 2))
+        assert c2.frame() is not None
+        wait_for(lambda: len(srv.selector._lingering) == 1)
+        entry = srv.selector._lingering[0]
+        srv.shutdown()
+        assert entry.sock.fileno() == -1
+    finally:
+        c2.close()

@@ -740,9 +740,14 @@ class KafkaChannel:
             except Exception:
                 pass
 
-    def close(self, flush=False):
+    def close(self, flush=False, linger=False):
+        """Close the connection; ``flush`` first writes what the socket takes
+        now (never blocks).  ``linger=True`` returns the still open socket
+        instead of closing it (the selector half-closes it and discards what
+        the peer still sends before closing; see ``Selector``); None
+        otherwise."""
         if self._disconnected:
-            return
+            return None
         self._disconnected = True
         if flush:
             try:
@@ -754,9 +759,12 @@ class KafkaChannel:
         except Exception:  # never let a close fail the selector loop
             log.debug("authenticator close failed for %s", self.id, exc_info=True)
         try:
+            if linger:
+                return self.transport.close(detach=True)
             self.transport.close()
         except Exception:
             log.debug("transport close failed for %s", self.id, exc_info=True)
+        return None
 
     @property
     def disconnected(self):

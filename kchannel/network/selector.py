@@ -19,6 +19,17 @@ One ``poll(timeout_ms)``:
    ``connections.max.idle.ms`` (least recently active first, Kafka's
    IdleExpiryManager).
 
+Server-side closes that follow a response the peer must still read (the
+authentication-failure response, an explicit :meth:`Selector.close`) are
+*lingering*: the socket is half-closed (FIN after the bytes already written)
+and what the peer still sends is read and discarded until its EOF, for at
+most ``linger_ms``; only then is the socket closed.  Closing a socket with
+unread input makes the kernel send RST instead of FIN and drop whatever it
+had not transmitted yet, and a peer's kernel may discard received bytes its
+application has not read when the reset arrives -- the peer would see
+"connection reset" instead of the response.  Lingering sockets are no longer
+channels (not counted, not reported) and never delay other work.
+
 Results: ``completed_receives`` (list of ``(id, payload)``),
 ``completed_sends`` (list of ``(id, size)``), ``connected`` (ids),
 ``disconnected`` (dict id -> :class:`ChannelState`; failures carry the
@@ -26,6 +37,7 @@ exception).  A failure on one channel closes only that channel, is logged once
 (authentication failures at WARNING) and is reported in ``disconnected``.
 An explicit :meth:`close` is not reported (as in Kafka).
 """
+import bisect
 import collections
 import errno
 import heapq
@@ -51,6 +63,10 @@ MAX_READ_PER_CHANNEL_PER_POLL = 1048576
 MAX_WRITE_PER_CHANNEL_PER_POLL = 4194304
 # Connections accepted per listener per poll.
 MAX_ACCEPTS_PER_POLL = 256
+# Lingering close (server side): how long a half-closed socket waits for the
+# peer's EOF, and how many bytes it discards at most before closing anyway.
+LINGER_MS = 1000
+MAX_LINGER_BYTES = 1048576
 
 
 class SelectorMetrics:
@@ -160,6 +176,20 @@ class _Wakeup:
     __slots__ = ()
 
 
+def _deadline(entry):
+    return entry.deadline
+
+
+class _Linger:
+    """A half-closed socket being drained before its close."""
+    __slots__ = ("sock", "deadline", "discarded")
+
+    def __init__(self, sock, deadline):
+        self.sock = sock
+        self.deadline = deadline
+        self.discarded = 0
+
+
 _WAKEUP = _Wakeup()
 
 
@@ -175,7 +205,9 @@ class Selector:
     lets frames a pipelining peer already sent, and that were read within
     ``max_read_per_channel`` bytes, be handled in one poll instead of one
     poll each; a server then writes the responses to such a channel together
-    at the next poll instead of one by one.
+    at the next poll instead of one by one.  ``linger_ms``: how long a
+    server-side close that follows a response keeps draining the half-closed
+    socket (see the module docstring; 0 closes at once).
     """
 
     def __init__(self, channel_builder=None, metrics=None, connections_max_idle_ms=600000, *,
@@ -183,7 +215,7 @@ class Selector:
                  failed_authentication_delay_ms=0, max_receive_size=DEFAULT_MAX_RECEIVE_SIZE,
                  send_buffer_size=-1, receive_buffer_size=-1,
                  max_read_per_channel=MAX_READ_PER_CHANNEL_PER_POLL,
-                 max_receives_per_channel=1):
+                 max_receives_per_channel=1, linger_ms=LINGER_MS):
         self.channel_builder = channel_builder
         self.time = time or now_ms
         self.metrics = metrics if metrics is not None else Metrics(time=self.time)
@@ -196,6 +228,7 @@ class Selector:
         self.receive_buffer_size = receive_buffer_size
         self.max_read_per_channel = max_read_per_channel
         self.max_receives_per_channel = max_receives_per_channel
+        self.linger_ms = linger_ms
 
         self._sel = selectors.DefaultSelector()
         self._channels = {}              # id -> KafkaChannel
@@ -213,6 +246,7 @@ class Selector:
         self._closed = False
         self._deferred_sends = []        # (channel, sizes) written by send()
         self._deferred_failures = {}     # id -> exception raised in send()
+        self._lingering = []             # _Linger entries, by deadline
 
         self.completed_receives = []
         self.completed_sends = []
@@ -417,6 +451,9 @@ class Selector:
         for ch in list(self._channels.values()):
             ch.state = ChannelState.LOCAL_CLOSE
             self._close_channel(ch, notify=False, flush=False)
+        for entry in self._lingering:
+            self._end_linger(entry)
+        self._lingering = []
         try:
             self._sel.unregister(self._wake_r)
         except Exception:
@@ -474,6 +511,9 @@ class Selector:
         if self._delayed:
             wait = max(0, self._delayed[0][0] - now)
             timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
+        if self._lingering:
+            wait = max(0, self._lingering[0].deadline - now)
+            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
 
         start_select = _time.perf_counter_ns()
@@ -494,6 +534,11 @@ class Selector:
                     data.on_acceptable()
                 except Exception:
                     log.exception("Error accepting connections")
+                continue
+            if isinstance(data, _Linger):
+                if self._discard_input(data):
+                    self._end_linger(data)
+                    self._lingering.remove(data)
                 continue
             ch = data
             if self._channels.get(ch.id) is not ch:
@@ -517,6 +562,8 @@ class Selector:
 
         self._complete_delayed_closes(now)
         self._maybe_close_idle(now)
+        if self._lingering:
+            self._expire_lingering(now)
         self.sensors.io_time.record(_time.perf_counter_ns() - end_select)
 
     def _drain_wakeup(self):
@@ -846,7 +893,74 @@ class Selector:
             self._delayed_ids.discard(id)
             self._delayed = [d for d in self._delayed if d[2] != id]
             heapq.heapify(self._delayed)
-        ch.close(flush=flush)
+        linger = (flush and ch.mode == "server" and self.linger_ms is not None
+                  and self.linger_ms > 0 and not self._closed)
+        sock = ch.close(flush=flush, linger=linger)
+        if sock is not None:
+            self._linger(sock)
         self.sensors.connection_closed.record()
         if notify:
             self.disconnected[id] = ch.state
+
+    # ------------------------------------------------------- lingering close
+    def _linger(self, sock):
+        """Half-close ``sock`` and drain it until the peer's EOF (or
+        ``linger_ms``) before closing it; see the module docstring."""
+        entry = _Linger(sock, self.time() + self.linger_ms)
+        try:
+            # FIN goes out after every byte already handed to the kernel.
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._end_linger(entry)   # already reset or not connected
+            return
+        if self._discard_input(entry):
+            self._end_linger(entry)
+            return
+        try:
+            self._sel.register(sock, selectors.EVENT_READ, entry)
+        except (ValueError, KeyError, OSError):
+            self._end_linger(entry)
+            return
+        bisect.insort(self._lingering, entry, key=_deadline)
+
+    @staticmethod
+    def _discard_input(entry):
+        """Read and drop what the peer sent; True when the socket is done
+        (EOF, error, or too much input)."""
+        sock = entry.sock
+        try:
+            for _ in range(16):
+                data = sock.recv(65536)
+                if not data:
+                    return True
+                entry.discarded += len(data)
+                if entry.discarded > MAX_LINGER_BYTES:
+                    return True
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        return False
+
+    def _end_linger(self, entry):
+        try:
+            self._sel.unregister(entry.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        try:
+            entry.sock.close()
+        except OSError:
+            pass
+
+    def _expire_lingering(self, now):
+        lingering = self._lingering
+        n = 0
+        while n < len(lingering) and lingering[n].deadline <= now:
+            entry = lingering[n]
+            # whatever arrived meanwhile is dropped first, so the close
+            # itself does not turn into a reset when the peer was just slow
+            self._discard_input(entry)
+            self._end_linger(entry)
+            n += 1
+        if n:
+            del lingering[:n]

@@ -283,9 +283,9 @@ class SslTransportLayer(TransportLayer):
         return c[0] if c else None
 
     # --- teardown ---------------------------------------------------------
-    def close(self):
+    def close(self, detach=False):
         if self._closed:
-            return
+            return None
         prev = self.state
         self.state = State.CLOSING
         if prev in (State.POST_HANDSHAKE, State.READY):
@@ -295,7 +295,7 @@ class SslTransportLayer(TransportLayer):
                 self._pump.shutdown()
             except Exception:  # noqa: BLE001 - closing must not raise
                 pass
-        super().close()
+        return super().close(detach)
 
     def __repr__(self):
         return (f"SslTransportLayer(mode={self.mode}, state={self.state.name}, "

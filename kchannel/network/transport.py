@@ -32,6 +32,7 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
   ``is_mute()`` is True when ``OP_READ`` is not in it (Kafka's definition).
   The transport only records interest; the selector applies it.
 * ``close()`` closes the socket (TLS: best-effort close_notify first);
+  ``close(detach=True)`` does the same but hands the open socket back;
   ``peer_address`` is ``(host, port)``; ``peer_certificate_der()`` /
   ``peer_subject_dn()`` are None for plaintext.
 """
@@ -183,15 +184,22 @@ class TransportLayer:
         """Kafka's disconnect(): stop being interested in anything."""
         self.interest_ops = 0
 
-    def close(self):
+    def close(self, detach=False):
+        """Close the transport.  ``detach=True`` leaves the socket open and
+        returns it to the caller (for a lingering close: half-close it, read
+        and discard what the peer still sends, then close it); otherwise the
+        socket is closed and None returned."""
         if self._closed:
-            return
+            return None
         self._closed = True
         self.interest_ops = 0
+        if detach:
+            return self._sock
         try:
             self._sock.close()
         except OSError:
             pass
+        return None
 
     def __repr__(self):
         return f"{type(self).__name__}(peer={self._peer_address}, closed={self._closed})"
