@@ -637,8 +637,15 @@ class Selector:
             self.sensors.successful_authentication.record(1.0, now)
             if not ch.connected_client_supports_reauthentication():
                 self.sensors.successful_authentication_no_reauth.record(1.0, now)
-            log.debug("Successfully authenticated with %s (channelId=%s) as %s",
-                      ch.socket_description(), ch.id, ch.principal())
+            principal = ch.principal()
+            if principal is None or principal.name is None:
+                # A client knows its own principal only when configured with
+                # one (GSSAPI); otherwise the broker decides it.
+                log.debug("Successfully authenticated with %s (channelId=%s)",
+                          ch.socket_description(), ch.id)
+            else:
+                log.debug("Successfully authenticated with %s (channelId=%s) as %s",
+                          ch.socket_description(), ch.id, principal)
         else:
             self.sensors.successful_reauthentication.record(1.0, now)
             latency = ch.reauthentication_latency_ms()

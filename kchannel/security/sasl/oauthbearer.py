@@ -706,7 +706,7 @@ class UnsecuredLogin:
             jws = OAuthBearerUnsecuredJws(compact, principal_claim, scope_claim)
         except OAuthBearerIllegalTokenError as exc:
             raise OAuthBearerConfigError(exc.description) from exc
-        log.info("Retrieved token with principal %s", jws.principal_name)
+        log.debug("Retrieved token with principal %s", jws.principal_name)
         return jws
 
     def extensions(self):
