@@ -15,7 +15,7 @@ from kchannel.config import jaas as jaas_mod
 from kchannel.config._common import (kerberos_service_name, mechanism_errors, normalise_ssl_values, read_text_file,
                                      store_errors)
 from kchannel.config.aliases import is_alias, translate
-from kchannel.config.definitions import CLIENT_CONFIG_DEF, java_list_str
+from kchannel.config.definitions import CLIENT_CONFIG_DEF, java_list_str, warn_unsupported
 from kchannel.errors import ConfigError
 
 __all__ = ["ClientConfig"]
@@ -111,6 +111,8 @@ class ClientConfig:
                         kerberos_service_name(self._jaas, v.get("sasl.kerberos.service.name"))
                 except ConfigError as exc:
                     errors.append(exc)
+        # Kafka keys kchannel accepts but ignores: say so, never silently.
+        self.unsupported = warn_unsupported(java, log)
         unused = sorted(k for k in java if k not in CLIENT_CONFIG_DEF)
         self.unused = unused
         if unused:

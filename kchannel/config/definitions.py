@@ -331,6 +331,9 @@ class ConfigKey:
     doc: str
     scope: str = "both"          # "server", "client" or "both"
     kchannel_specific: bool = False
+    # False: Kafka's key is accepted and validated but kchannel does nothing
+    # with it; setting it logs a WARNING at config load (warn_unsupported).
+    supported: bool = True
 
     @property
     def has_default(self):
@@ -438,7 +441,8 @@ _ROWS = [
      "The directory in which the log data is kept (supplemental for log.dirs property)"),
     ("super.users", S, "", None, M, "server",
      "List of super users: principals allowed every operation, separated by semicolons "
-     "(e.g. User:admin;User:ops). kchannel consults it for delegation-token permissions."),
+     "(e.g. User:admin;User:ops). kchannel consults it for the SCRAM credential APIs (only super users may "
+     "describe or alter credentials) and delegation-token permissions."),
     ("zookeeper.connect", S, None, None, H, "server",
      "ZooKeeper connection string (host:port[,host:port][/chroot]); used by kchannel's ZooKeeper delegation "
      "token store."),
@@ -649,12 +653,45 @@ _ROWS = [
 ]
 
 
+# Kafka keys accepted (so Kafka configuration files load) that kchannel does
+# not implement: Java login classes and callback handlers, the background
+# Kerberos/OAuth login refresh threads, the OIDC token endpoint client,
+# ZooKeeper-mode control plane, dynamic reconfiguration, JCA engine
+# factories.  Setting one logs "... is not supported by kchannel and is
+# ignored" once per configuration load.
+UNSUPPORTED = frozenset({
+    "control.plane.listener.name",
+    "sasl.client.callback.handler.class",
+    "sasl.login.class",
+    "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin",
+    "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds",
+    "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms",
+    "sasl.login.retry.backoff.ms",
+    "sasl.login.retry.backoff.max.ms",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.header.urlencode",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+    "ssl.allow.dn.changes",
+    "ssl.allow.san.changes",
+    "ssl.engine.factory.class",
+})
+
+
 def _build_table(rows):
     out = []
     for row in rows:
         name, type_, default, validator, importance, scope, doc = row[:7]
         kspec = row[7] if len(row) > 7 else False
-        out.append(ConfigKey(name, type_, default, validator, importance, doc, scope, kspec))
+        out.append(ConfigKey(name, type_, default, validator, importance, doc, scope, kspec,
+                             name not in UNSUPPORTED))
     return tuple(out)
 
 
@@ -723,3 +760,23 @@ class ConfigDef:
 
 SERVER_CONFIG_DEF = ConfigDef.for_scope("server")
 CLIENT_CONFIG_DEF = ConfigDef.for_scope("client")
+
+_UNSUPPORTED_SUFFIXES = tuple("." + name for name in sorted(UNSUPPORTED))
+
+
+def unsupported_keys(supplied):
+    """The keys of ``supplied`` (a dict, keys as written: listener- or
+    mechanism-prefixed ones included) that name a key kchannel does not
+    support, sorted.  A class key naming one of Kafka's built-in classes is
+    not ignored (it selects kchannel's equivalent)."""
+    return sorted(k for k, v in supplied.items()
+                  if isinstance(k, str) and (k in UNSUPPORTED or k.endswith(_UNSUPPORTED_SUFFIXES))
+                  and not (isinstance(v, str) and v.strip() in KAFKA_BUILTIN_CLASSES))
+
+
+def warn_unsupported(supplied, logger):
+    """Log one WARNING per supplied key kchannel ignores (see UNSUPPORTED)."""
+    keys = unsupported_keys(supplied)
+    for key in keys:
+        logger.warning("%s is not supported by kchannel and is ignored", key)
+    return keys

@@ -56,8 +56,11 @@ def render():
                   "|---|---|---|---|"]
         for k in keys:
             mark = " *(kchannel)*" if k.kchannel_specific else ""
+            doc = _first_sentence(k.doc)
+            if not k.supported:
+                doc = f"(not supported; ignored) {doc}"
             lines.append(f"| `{k.name}`{mark} | {k.type.value} | {_cell(_default(k))} | "
-                         f"{_cell(_first_sentence(k.doc))} |")
+                         f"{_cell(doc)} |")
         lines.append("")
     lines.append(END)
     return "\n".join(lines)

@@ -32,7 +32,7 @@ import logging
 from kchannel.config import jaas as jaas_mod
 from kchannel.config._common import (SUPPORTED_MECHANISMS, kerberos_service_name, mask, mechanism_errors, normalise_ssl_values,
                                      read_text_file, store_errors)
-from kchannel.config.definitions import SERVER_CONFIG_DEF, java_list_str
+from kchannel.config.definitions import SERVER_CONFIG_DEF, java_list_str, warn_unsupported
 from kchannel.config.listeners import (config_prefix, normalise_listener_name, parse_listeners,
                                        parse_security_protocol_map, validate_advertised_listeners,
                                        validate_listeners)
@@ -237,6 +237,9 @@ class ServerConfig:
         self._jaas_cache = {}
         for ep in self._listeners:
             self._check_listener(ep, errors)
+
+        # Kafka keys kchannel accepts but ignores: say so, never silently.
+        self.unsupported = warn_unsupported(orig, log)
 
         # Everything else supplied is unused: say so once.
         unused = sorted(k for k in orig if k not in used)
