@@ -102,17 +102,33 @@ def test_describe_unknown_user_prints_nothing(server_config):
     (["--alter", "--add-config", "SCRAM-SHA-256=[password=x]", "--entity-type", "users",
       "--entity-default"],
      "The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials"),
-    (["--alter", "--user", "a"],
-     "At least one of --add-config, --add-config-file, or --delete-config must be specified"),
-    (["--describe", "--entity-type", "topics"], "Invalid entity type topics"),
-    (["--entity-type", "users"], "Command must include exactly one action: --describe, --alter"),
-    (["--describe"], "At least one entity type must be specified"),
 ])
 def test_failures_exit_1_with_kafka_message(server_config, args, message):
     r = kc("--server-config", str(server_config), *args)
     assert r.returncode == 1, r
     assert message in r.stderr
     assert "Completed" not in r.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--alter", "--user", "a"],
+     "At least one of --add-config, --add-config-file, or --delete-config must be specified"),
+    (["--describe", "--entity-type", "topics"], "Invalid entity type topics"),
+    (["--entity-type", "users"], "Command must include exactly one action: --describe, --alter"),
+    (["--describe"], "At least one entity type must be specified"),
+    (["--describe", "--add-config", "SCRAM-SHA-256=[password=x]", "--user", "a"],
+     "Option \"[describe]\" can't be used with option \"[add-config]\""),
+    (["--describe", "--user", "a", "--entity-type", "users"],
+     "Duplicate entity type(s) specified: users"),
+    (["--alter", "--add-config", "SCRAM-SHA-256=[password=x]", "--add-config-file", "f",
+      "--user", "a"], "Only one of --add-config or --add-config-file must be specified"),
+])
+def test_invalid_option_combinations_exit_2_with_usage(server_config, args, message):
+    r = kc("--server-config", str(server_config), *args)
+    assert r.returncode == 2, r
+    assert message in r.stderr
+    assert "usage: kchannel configs" in r.stderr
+    assert r.stdout == ""
 
 
 def test_usage_errors_exit_2(server_config):
@@ -124,8 +140,26 @@ def test_usage_errors_exit_2(server_config):
 
 def test_needs_a_target():
     r = kc("--describe", "--entity-type", "users")
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert "--bootstrap-server" in r.stderr
+    r = kc("--server-config", "a", "--bootstrap-server", "b:1", "--describe",
+           "--entity-type", "users")
+    assert r.returncode == 2
+    assert "Only one of --bootstrap-server, --bootstrap-controller, and --server-config" \
+        in r.stderr
+
+
+def test_error_line_echoes_the_arguments_given_to_main(tmp_path, capsys, monkeypatch):
+    from kchannel.cli import main
+    # Whatever the process was started with, the message names main's argv.
+    monkeypatch.setattr(sys, "argv", ["pytest", "configs", "--unrelated"])
+    argv = ["configs", "--bootstrap-server", "127.0.0.1:1", "--describe",
+            "--entity-type", "users"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert ("Error while executing config command with args '--bootstrap-server 127.0.0.1:1 "
+            "--describe --entity-type users'") in err
+    assert "--unrelated" not in err
 
 
 def test_memory_store_server_refused(tmp_path):

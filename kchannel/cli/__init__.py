@@ -45,7 +45,10 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    # Kafka's tools echo their arguments in some error messages.
+    args._argv = argv
     logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     try:

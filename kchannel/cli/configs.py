@@ -26,8 +26,9 @@ Targets:
 Output is kafka-configs.sh's: ``Completed updating config for user alice.``
 and ``SCRAM credential configs for user-principal 'alice' are
 SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096``.  Exit status
-0 on success, 1 on any failure (message on stderr), 2 for command-line syntax
-errors.
+0 on success, 1 on any failure (message on stderr), 2 for a command line
+that cannot be parsed or an invalid combination of options (message and
+usage on stderr).
 """
 import argparse
 import re
@@ -54,6 +55,11 @@ _EXCEPTION_NAMES = {
 
 class CommandError(Exception):
     """Kafka's IllegalArgumentException path: message on stderr, exit 1."""
+
+
+class _Usage(CommandError):
+    """An invalid combination of options (ConfigCommandOptions.checkArgs):
+    message and usage on stderr, exit 2."""
 
 
 class _AppendCsv(argparse.Action):
@@ -125,6 +131,7 @@ def add_arguments(parser):
     configs.add_argument("--delete-config", action=_AppendCsv, default=[],
                          help="config keys to remove 'k1,k2'")
     configs.add_argument("--force", action="store_true", help="Suppress console prompts")
+    parser.set_defaults(_parser=parser)
 
 
 # ------------------------------------------------------------- parsing
@@ -195,46 +202,46 @@ def _entities(args):
 def _check_args(args, parser):
     """ConfigCommandOptions.checkArgs, for what kchannel supports."""
     if int(bool(args.alter)) + int(bool(args.describe)) != 1:
-        raise CommandError("Command must include exactly one action: --describe, --alter")
+        raise _Usage("Command must include exactly one action: --describe, --alter")
     if args.describe and (args.add_config or args.add_config_file or args.delete_config):
-        raise CommandError("Option \"[describe]\" can't be used with option \"[add-config]\", "
+        raise _Usage("Option \"[describe]\" can't be used with option \"[add-config]\", "
                            "\"[add-config-file]\" or \"[delete-config]\"")
     types, names = _entities(args)
     if len(types) != len(set(types)):
         dup = sorted({t for t in types if types.count(t) > 1})
-        raise CommandError(f"Duplicate entity type(s) specified: {','.join(dup)}")
+        raise _Usage(f"Duplicate entity type(s) specified: {','.join(dup)}")
     if args.zookeeper:
-        raise CommandError("kchannel configs has no ZooKeeper mode: use --server-config "
+        raise _Usage("kchannel configs has no ZooKeeper mode: use --server-config "
                            "server.properties to work directly on a server's credential store")
     connects = sum(1 for v in (args.bootstrap_server, args.bootstrap_controller,
                                args.server_config) if v)
     if connects == 0:
-        raise CommandError("One of the required --bootstrap-server, --bootstrap-controller, or "
+        raise _Usage("One of the required --bootstrap-server, --bootstrap-controller, or "
                            "--server-config arguments must be specified")
     if connects > 1:
-        raise CommandError("Only one of --bootstrap-server, --bootstrap-controller, and "
+        raise _Usage("Only one of --bootstrap-server, --bootstrap-controller, and "
                            "--server-config can be specified")
     if not types:
-        raise CommandError("At least one entity type must be specified")
+        raise _Usage("At least one entity type must be specified")
     for t in types:
         if t != USER:
-            raise CommandError(f"Invalid entity type {t}, the entity type must be one of "
+            raise _Usage(f"Invalid entity type {t}, the entity type must be one of "
                                f"{USER} with kchannel configs (SCRAM credentials)")
     if (args.entity_type or getattr(args, "_entity_names", None)) and \
             (args.user is not None or args.user_defaults):
-        raise CommandError("--entity-{type,name,default} should not be used in conjunction with "
+        raise _Usage("--entity-{type,name,default} should not be used in conjunction with "
                            "specific entity flags")
     if args.alter:
         if not names:
-            raise CommandError("An entity-name or default entity must be specified with --alter "
+            raise _Usage("An entity-name or default entity must be specified with --alter "
                                "of users, clients, brokers or ips")
         if args.add_config and args.add_config_file:
-            raise CommandError("Only one of --add-config or --add-config-file must be specified")
+            raise _Usage("Only one of --add-config or --add-config-file must be specified")
         if not (args.add_config or args.add_config_file or args.delete_config):
-            raise CommandError("At least one of --add-config, --add-config-file, or "
+            raise _Usage("At least one of --add-config, --add-config-file, or "
                                "--delete-config must be specified with --alter")
         if len(names) != len(types):
-            raise CommandError("An entity name must be specified for every entity type")
+            raise _Usage("An entity name must be specified for every entity type")
     return types, names
 
 
@@ -392,12 +399,24 @@ def _describe(backend, names):
         print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
 
 
+def _command_line(args):
+    """The options as given (Kafka prints them in its error line): what
+    ``kchannel.cli.main`` parsed after the command name."""
+    raw = list(getattr(args, "_argv", None) or ())
+    return " ".join(raw[raw.index(NAME) + 1:] if NAME in raw else raw)
+
+
 def run(args):
-    raw = sys.argv[1:]
-    argv = " ".join(raw[raw.index(NAME) + 1:] if NAME in raw else raw)
     backend = None
+    parser = getattr(args, "_parser", None)
     try:
-        _types, names = _check_args(args, None)
+        _types, names = _check_args(args, parser)
+    except _Usage as exc:
+        print(str(exc), file=sys.stderr)
+        if parser is not None:
+            parser.print_usage(sys.stderr)
+        return 2
+    try:
         if args.server_config:
             backend = _StoreBackend(args.server_config)
         else:
@@ -412,7 +431,8 @@ def run(args):
         print(str(exc), file=sys.stderr)
         return 1
     except Exception as exc:
-        print(f"Error while executing config command with args '{argv}'", file=sys.stderr)
+        print(f"Error while executing config command with args '{_command_line(args)}'",
+              file=sys.stderr)
         print(str(exc) if isinstance(exc, _OperationFailed)
               else f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
