@@ -411,13 +411,14 @@ def test_responses_in_flight_during_reauthentication_are_delivered(servers, monk
                                 failed_authentication_delay_ms=0)
     servers.append(server)
     slow = threading.Event()
+    release = threading.Event()
 
     def metadata(ctx):
         if slow.is_set():
             slow.clear()
-            # Hold the server loop so the client's SaslHandshake queues up
-            # behind this response.
-            threading.Event().wait(0.3)
+            # Hold A's response until the client has begun re-authenticating
+            # (its SaslHandshake then queues up behind this response).
+            release.wait(30)
         return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": []}
 
     server.register_handler(METADATA, metadata)
@@ -446,6 +447,11 @@ def test_responses_in_flight_during_reauthentication_are_delivered(servers, monk
         clock.offset += reauth_at - now_ms() + 10
         corr_b = net.send(node, METADATA, {"topics": []}, 1)
         deadline = now_ms() + 10_000
+        channel = client.selector.channel(node)
+        while channel.ready() and now_ms() < deadline:
+            got += net.poll(10)
+        assert not channel.ready(), "re-authentication did not begin"
+        release.set()
         while len(got) < 2 and now_ms() < deadline:
             got += net.poll(50)
         assert [(r.correlation_id, r.exception) for r in got] == [(corr_a, None), (corr_b, None)]
