@@ -176,18 +176,29 @@ def _message(exc):
 
 
 def _quiet_logging(args):
-    # Kafka's tools log at WARN (tools-log4j.properties): connection chatter
-    # must not mix with the report.  An explicit --log-level other than the
-    # default still wins.
+    """Kafka's tools log at WARN (tools-log4j.properties): connection chatter
+    must not mix with the report.  An explicit --log-level other than the
+    default still wins.  Returns the root logger's level to restore."""
+    root = logging.getLogger()
+    previous = root.level
     if str(getattr(args, "log_level", "INFO")).upper() == "INFO":
-        logging.getLogger().setLevel(logging.WARNING)
+        root.setLevel(logging.WARNING)
+    return previous
 
 
 def run(args, out=None, err=None):
+    previous = _quiet_logging(args)
+    try:
+        return _run(args, out, err)
+    finally:
+        # The process (or the embedding program) keeps its own level.
+        logging.getLogger().setLevel(previous)
+
+
+def _run(args, out, err):
     out = out or sys.stdout
     err = err or sys.stderr
     from .. import errors
-    _quiet_logging(args)
     try:
         configs = _client_configs(args)
         brokers = find_brokers(configs)
