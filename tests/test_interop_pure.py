@@ -81,7 +81,8 @@ def test_kafka_python_sasl_ssl_scram(server, pki):
         bootstrap_servers=server.bootstrap("SASL_SSL", "localhost"),
         security_protocol="SASL_SSL", ssl_cafile=pki.ca.cert_path, ssl_check_hostname=True,
         sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice",
-        sasl_plain_password="alice-secret", request_timeout_ms=5000)
+        sasl_plain_password="alice-secret", request_timeout_ms=5000,
+        bootstrap_timeout_ms=10000)
     try:
         assert consumer.topics() == set()
         assert [(b.node_id, b.host, b.port) for b in consumer._client.cluster.brokers()] == [

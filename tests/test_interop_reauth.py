@@ -115,7 +115,7 @@ def test_kafka_python_reauthenticates(server, mechanism):
         bootstrap_servers=server.bootstrap("SASL_PLAINTEXT"),
         security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
         sasl_plain_username="alice", sasl_plain_password="alice-secret",
-        request_timeout_ms=5000)
+        request_timeout_ms=5000, bootstrap_timeout_ms=10000)
     try:
         deadline = time.monotonic() + 2.5 * SESSION_MS / 1000
         while time.monotonic() < deadline:

@@ -177,7 +177,7 @@ def test_librdkafka_unknown_topic_and_cluster_id(server):
 def test_kafka_python_admin_describe_cluster(server):
     kafka = pytest.importorskip("kafka")
     admin = kafka.KafkaAdminClient(bootstrap_servers=server.bootstrap("PLAINTEXT"),
-                                   request_timeout_ms=5000)
+                                   request_timeout_ms=5000, bootstrap_timeout_ms=10000)
     try:
         info = admin.describe_cluster()
         assert info["cluster_id"] == server.cluster_id
