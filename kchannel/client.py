@@ -81,6 +81,8 @@ RECONNECT_BACKOFF_EXP_BASE = 2
 RECONNECT_BACKOFF_JITTER = 0.2
 CONNECTION_SETUP_TIMEOUT_EXP_BASE = 2
 CONNECTION_SETUP_TIMEOUT_JITTER = 0.2
+# Responses handed over per connection per poll (Selector.max_receives_per_channel).
+MAX_RECEIVES_PER_CHANNEL = 64
 # Kafka's Long.MAX_VALUE: "wait until something else wakes the client up".
 _NO_DELAY_LIMIT = 2 ** 63 - 1
 
@@ -239,11 +241,13 @@ class NetworkClient:
     ``reconnect.backoff.ms`` ...).  ``sasl_kwargs`` are handed to the SASL
     channel builder.  ``time``: ms clock (tests).  ``random``: a
     ``random.Random`` for the backoff jitter (tests).
+    ``max_receives_per_channel`` (64): responses taken from one connection
+    per poll when requests are pipelined (1: Kafka's one per poll).
     """
 
     def __init__(self, configs=None, *, channel_builder=None, metrics=None, time=None,
                  sasl_kwargs=None, negotiate_api_versions=True, metric_group_prefix="client",
-                 random=None):
+                 random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
         self.configs = client_configs(configs)
         self.time = time or now_ms
         self.client_id = self.configs.get("client.id") or ""
@@ -264,7 +268,8 @@ class NetworkClient:
             time=self.time, metric_group_prefix=metric_group_prefix,
             max_receive_size=0x7FFFFFFF,
             send_buffer_size=int(self.configs.get("send.buffer.bytes", -1)),
-            receive_buffer_size=int(self.configs.get("receive.buffer.bytes", -1)))
+            receive_buffer_size=int(self.configs.get("receive.buffer.bytes", -1)),
+            max_receives_per_channel=max_receives_per_channel)
         self.metrics = self.selector.metrics
         self.request_timeout_ms = int(self.configs["request.timeout.ms"])
         # Configured base values; each node's current ones are in its state.
@@ -574,7 +579,8 @@ class NetworkClient:
                 log.debug("Completed connection to node %s", nid)
         for nid, payload in sel.completed_receives:
             node = self._nodes.get(nid)
-            if node is None:
+            if node is None or node.state.is_disconnected():
+                # (a protocol failure earlier in this poll's batch closed it)
                 continue
             self._handle_response(node, payload, now, out)
         for nid, state in sel.disconnected.items():

@@ -56,6 +56,9 @@ log = logging.getLogger("kchannel.server")
 
 __all__ = ["Server", "Listener", "parse_listeners"]
 
+# Requests handed over per connection per poll (Selector.max_receives_per_channel).
+MAX_RECEIVES_PER_CHANNEL = 64
+
 _DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
 
 
@@ -198,6 +201,9 @@ class Server:
     * ``jaas``, ``callbacks``, ``token_manager``, ``sasl_kwargs``: handed to
       the SASL channel builder of SASL listeners.
     * ``time``: ms clock (tests); ``metrics``: a ``kchannel.metrics.Metrics``.
+    * ``max_receives_per_channel`` (64): requests taken from one connection
+      per poll when a client pipelines them (see :meth:`poll`); 1 is Kafka's
+      one request per connection per poll.
     """
 
     def __init__(self, config=None, *, listeners=None, advertised_listeners=None,
@@ -205,7 +211,7 @@ class Server:
                  connections_max_idle_ms=None, failed_authentication_delay_ms=None,
                  socket_request_max_bytes=None, jaas=None, callbacks=None,
                  token_manager=None, sasl_kwargs=None, time=None, metrics=None,
-                 register_builtins=True):
+                 register_builtins=True, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
         props = None
         if isinstance(config, dict):
             props = dict(config)
@@ -281,7 +287,9 @@ class Server:
             None, self.metrics, self.connections_max_idle_ms, time=self.time,
             metric_group_prefix="socket-server",
             failed_authentication_delay_ms=self.failed_authentication_delay_ms,
-            max_receive_size=self.socket_request_max_bytes)
+            max_receive_size=self.socket_request_max_bytes,
+            max_receives_per_channel=max_receives_per_channel)
+        self._held = set()      # ids whose rest of this poll's batch went back unread
         self.handlers = HandlerRegistry()
         if register_builtins:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
@@ -425,13 +433,69 @@ class Server:
 
     # ------------------------------------------------------------------ loop
     def poll(self, timeout_ms=300):
-        """One iteration: network I/O then request dispatch."""
-        sel = self.selector
-        sel.poll(timeout_ms)
-        for cid, payload in sel.completed_receives:
-            self._process_request(cid, payload)
+        """One iteration: network I/O then request dispatch.
 
-    def _process_request(self, cid, payload):
+        A connection may deliver several pipelined requests in one poll (up
+        to ``max_receives_per_channel``).  They are handled one after the
+        other, in order, exactly as if each had come in its own poll, which
+        a Kafka broker's one-request-at-a-time rule guarantees:
+
+        * a request that closes the connection (bad header, unsupported
+          API or version, handler error, expired session) ends the batch:
+          the responses to the requests before it are written first, the
+          requests behind it are never handled;
+        * a SaslHandshake that starts a re-authentication (KIP-368) puts
+          the requests behind it back in front of the connection's unread
+          input before the re-authentication begins, so the authenticator
+          reads them as it would read them off the socket (its token, and
+          after it the data-phase requests once the connection is READY
+          again);
+        * a connection that is muted or not READY after a request (for
+          instance by its handler) gets the rest of its batch back the same
+          way, to be handled when it may read again.
+        """
+        sel = self.selector
+        held = self._held
+        if held:
+            held.clear()
+        sel.poll(timeout_ms)
+        receives = sel.completed_receives
+        if len(receives) == 1:
+            cid, payload = receives[0]
+            self._process_request(cid, payload)
+            return
+        for i, (cid, payload) in enumerate(receives):
+            if held and cid in held:
+                continue
+            ch = sel.channel(cid)
+            if ch is None:
+                continue      # closed by an earlier request of its batch
+            if not ch.ready() or ch.is_muted():
+                self._hold_back(ch, receives, i)
+                continue
+            self._process_request(cid, payload, receives, i)
+
+    def _hold_back(self, ch, receives, start):
+        """Put ``ch``'s frames of ``receives[start:]`` back in front of its
+        unread input, in order (see :meth:`poll`)."""
+        cid = ch.id
+        if cid in self._held:
+            return
+        self._held.add(cid)
+        frames = [p for c, p in receives[start:] if c == cid]
+        if frames:
+            ch.unread(frames)
+            self.selector.update_interest(cid)
+
+    def _fail(self, cid, exc):
+        # Responses to the requests before this one (same batch) go out
+        # first, as far as the socket takes them now: a broker would have
+        # sent them before reading the failing request.
+        sel = self.selector
+        sel.write_queued(cid)
+        sel.fail(cid, exc)
+
+    def _process_request(self, cid, payload, batch=None, index=0):
         sel = self.selector
         ch = sel.channel(cid)
         if ch is None:
@@ -441,10 +505,15 @@ class Server:
         except errors.InvalidRequestError as exc:
             log.info("Closing connection %s from %s: invalid request header: %s",
                      cid, ch.socket_description(), exc)
-            sel.fail(cid, exc)
+            self._fail(cid, exc)
             return
         now = self.time()
         if header.api_key == messages.SASL_HANDSHAKE.api_key:
+            if batch is not None:
+                # Whatever the client pipelined behind its SaslHandshake is
+                # the re-authentication's to read (when one begins; else it
+                # is handled by the next poll, still in order).
+                self._hold_back(ch, batch, index + 1)
             try:
                 if ch.maybe_begin_server_reauthentication(payload, now):
                     log.debug("Begin re-authentication: %s", ch)
@@ -458,6 +527,7 @@ class Server:
                 return
         if ch.server_authentication_session_expired(now):
             log.debug("Disconnecting expired channel: %s : %s", ch, header)
+            sel.write_queued(cid)
             sel.close(cid)
             sel.record_expired_connection_killed()
             return
@@ -488,21 +558,21 @@ class Server:
                 f"Unsupported API key {header.api_key}")
             log.info("Closing connection %s from %s: no handler for API key %d (version %d)",
                      cid, ch.socket_description(), header.api_key, v)
-            sel.fail(cid, exc)
+            self._fail(cid, exc)
             return
         if not (handler.min_version <= v <= handler.max_version):
             exc = errors.UnsupportedVersionError(
                 f"{api.name} version {v} is not supported "
                 f"(supported: {handler.min_version}-{handler.max_version})")
             log.info("Closing connection %s from %s: %s", cid, ch.socket_description(), exc)
-            sel.fail(cid, exc)
+            self._fail(cid, exc)
             return
         try:
             body = api.request.decode(payload, v, off)
         except errors.KChannelError as exc:
             log.info("Closing connection %s from %s: invalid %s v%d request: %s",
                      cid, ch.socket_description(), api.name, v, exc)
-            sel.fail(cid, exc)
+            self._fail(cid, exc)
             return
         principal = ch.principal()
         ctx = RequestContext(header, body, principal, ch.listener_name, ch.security_protocol,
@@ -513,7 +583,7 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - a handler bug closes one connection
             log.error("Error processing %s v%d request from %s (%s); closing connection",
                       api.name, v, cid, principal, exc_info=True)
-            sel.fail(cid, exc)
+            self._fail(cid, exc)
             return
         if response is None:
             return
@@ -522,7 +592,7 @@ class Server:
         except Exception as exc:  # noqa: BLE001
             log.error("Could not encode %s v%d response for %s; closing connection",
                       api.name, v, cid, exc_info=True)
-            sel.fail(cid, exc)
+            self._fail(cid, exc)
             return
         sel.send(cid, out)
 

@@ -19,6 +19,7 @@ import enum
 import errno
 import logging
 import socket
+import struct
 
 from .. import errors
 from ..framing import FrameDecoder, encode_frame
@@ -36,6 +37,17 @@ READ_CHUNK = 65536
 # up to COALESCE_MAX bytes.
 COALESCE_BELOW = 65536
 COALESCE_MAX = 262144
+# Over a transport that writes buffer lists (plaintext ``sendmsg``), a
+# ``bytes`` payload of at least SEPARATE_FROM bytes is queued as its 4-byte
+# size prefix plus the payload itself, and written without being copied into
+# one frame; one gather write takes at most GATHER_MAX bytes in at most
+# GATHER_MAX_BUFFERS buffers.  Smaller frames are still joined (a copy of a
+# few KiB costs less than an extra buffer in the list).
+SEPARATE_FROM = 8192
+GATHER_MAX = 1048576
+GATHER_MAX_BUFFERS = 128
+_SIZE = struct.Struct(">i")
+_MAX_PAYLOAD = 0x7FFFFFFF
 # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection may
 # not start a server re-authentication more than once a second (DoS guard).
 MIN_REAUTH_INTERVAL_MS = 1000
@@ -250,9 +262,12 @@ class KafkaChannel:
         self._eof = False
         # frames pulled out of the decoder to answer "is a frame complete?"
         self._stash = collections.deque()
-        # send queue: deque of [memoryview, size, report]; size = payload size
-        # reported in completed sends; report=False for authentication frames.
+        # send queue: deque of [memoryview, size, report, head]; size = frame
+        # size reported in completed sends; report=False for authentication
+        # frames; head = size prefix still to be written before the
+        # memoryview when the payload was queued without copying, else None.
         self._sends = collections.deque()
+        self._write_vectored = getattr(transport, "write_vectored", None)
         self._accepted = []       # sizes fully handed to the transport but
                                   # maybe still buffered in it (TLS)
         self._mid_write = False
@@ -444,8 +459,23 @@ class KafkaChannel:
         except AttributeError:
             return False
 
+    def unread(self, frames):
+        """Put complete frames taken from :meth:`read_frames` back in front
+        of the unread input, in order: the next reads (data phase or the
+        authenticator's) return them first, as if never read."""
+        self._stash.extendleft(reversed(frames))
+
     def _read_one_frame(self):
         """AuthIO.read_frame: one frame, reading only if none is buffered."""
+        if self._stash:
+            frame = self._stash.popleft()
+            # Read ahead under the data phase's limit: the authenticator's
+            # (SASL: 524288) applies as if the frame came off the socket now.
+            limit = self.decoder.max_size
+            if len(frame) > limit:
+                raise errors.InvalidReceiveError(
+                    f"Invalid receive (size = {len(frame)} larger than {limit})")
+            return frame
         frame = self._next_buffered_frame()
         if frame is not None:
             return frame
@@ -526,25 +556,42 @@ class KafkaChannel:
     def set_send(self, payload, already_framed=False):
         """Queue one frame (``payload`` without size prefix unless
         ``already_framed``).  Unlike Kafka's single in-flight Send, sends
-        queue up behind each other; each is reported once fully written."""
+        queue up behind each other; each is reported once fully written.
+
+        A large ``bytes`` payload (immutable, so it can be kept as it is) is
+        not copied into a frame when the transport writes buffer lists."""
+        if (not already_framed and self._write_vectored is not None
+                and type(payload) is bytes and SEPARATE_FROM <= len(payload) <= _MAX_PAYLOAD):
+            n = len(payload)
+            self._sends.append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
+            return
         data = payload if already_framed else encode_frame(payload)
         self._enqueue(data, report=True, size=len(data))
 
     def _enqueue_auth(self, data):
-        """Queue an authentication frame ahead of data-phase sends that have
-        not started (during re-authentication the channel is not READY, and
-        Kafka does not write application sends until it is), but behind
-        earlier authentication frames and a partially written send."""
+        """Queue an authentication frame.
+
+        Server side: behind everything queued (responses to requests that
+        came before the SaslHandshake starting a re-authentication go out
+        first, as a broker sends them before reading the next request).
+        Client side: ahead of data-phase sends that have not started (during
+        re-authentication the channel is not READY, and Kafka does not write
+        application sends until it is), but behind earlier authentication
+        frames and a partially written send."""
+        if self.mode == "server":
+            self._sends.append([memoryview(data), len(data), False, None])
+            return
         pos = 0
         for i, entry in enumerate(self._sends):
             if not entry[2]:
                 pos = i + 1
         if pos == 0 and self._mid_write and self._sends:
             pos = 1
-        self._sends.insert(pos, [memoryview(data), len(data), False])
+        self._sends.insert(pos, [memoryview(data), len(data), False, None])
 
     def _enqueue(self, data, report, size=None):
-        self._sends.append([memoryview(data), size if size is not None else len(data), report])
+        self._sends.append([memoryview(data), size if size is not None else len(data), report,
+                            None])
 
     def write(self, max_bytes=4194304):
         """Write queued sends; True when nothing is left to write.  Completed
@@ -559,51 +606,37 @@ class KafkaChannel:
         (only data-phase sends).  Raises on socket errors."""
         written = 0
         t = self.transport
-        while self._sends and written < max_bytes:
-            entry = self._sends[0]
+        sends = self._sends
+        writev = self._write_vectored
+        while sends and written < max_bytes:
+            entry = sends[0]
             mv = entry[0]
-            # Coalesce queued frames into one write: a syscall (and for TLS
-            # an SSL write and a flush) costs far more than copying 16 KiB.
-            if len(mv) < COALESCE_BELOW and len(self._sends) > 1:
+            self._mid_write = True
+            if writev is not None and (len(sends) > 1 or entry[3] is not None):
+                # One gather write (sendmsg) of several frames: size
+                # prefixes and large payloads as they are, runs of small
+                # frames joined.
+                bufs, total = self._gather()
+                n = writev(bufs) if len(bufs) > 1 else t.write(bufs[0])
+            elif len(mv) < COALESCE_BELOW and len(sends) > 1:
+                # Coalesce queued frames into one write: a syscall (and for
+                # TLS an SSL write and a flush) costs far more than copying
+                # 16 KiB.
                 parts = []
-                n_parts = 0
                 total = 0
-                for e in self._sends:
+                for e in sends:
                     if total + len(e[0]) > COALESCE_MAX and parts:
                         break
                     parts.append(e[0])
                     total += len(e[0])
-                    n_parts += 1
-                buf = b"".join(parts)
-                self._mid_write = True
-                n = t.write(buf)
-                written += n
-                # retire fully written entries, trim the partial one
-                remaining = n
-                for _ in range(n_parts):
-                    e = self._sends[0]
-                    ln = len(e[0])
-                    if remaining >= ln:
-                        remaining -= ln
-                        self._sends.popleft()
-                        if e[2]:
-                            self._accepted.append(e[1])
-                    else:
-                        e[0] = e[0][remaining:]
-                        remaining = 0
-                        break
-                if n < len(buf):
-                    break
-                continue
-            self._mid_write = True
-            n = t.write(mv)
+                n = t.write(b"".join(parts))
+            else:
+                total = len(mv)
+                n = t.write(mv)
             written += n
-            if n < len(mv):
-                entry[0] = mv[n:]
+            self._retire(n)
+            if n < total:
                 break
-            self._sends.popleft()
-            if entry[2]:
-                self._accepted.append(entry[1])
         pending = False
         try:
             flush = t.flush
@@ -616,6 +649,64 @@ class KafkaChannel:
             done, self._accepted = self._accepted, []
             return done
         return []
+
+    def _gather(self):
+        """Buffers for one gather write from the front of the send queue,
+        and their total size."""
+        bufs = []
+        run = []
+        run_bytes = 0
+        total = 0
+        for e in self._sends:
+            mv = e[0]
+            head = e[3]
+            ln = len(mv) if head is None else len(mv) + len(head)
+            if total and total + ln > GATHER_MAX:
+                break
+            total += ln
+            if head is None and ln < COALESCE_BELOW:
+                run.append(mv)
+                run_bytes += ln
+                if run_bytes < COALESCE_MAX:
+                    continue
+            if run:
+                bufs.append(run[0] if len(run) == 1 else b"".join(run))
+                run = []
+                run_bytes = 0
+            if ln and (head is not None or ln >= COALESCE_BELOW):
+                if head is not None:
+                    bufs.append(head)
+                bufs.append(mv)
+            if len(bufs) >= GATHER_MAX_BUFFERS:
+                break
+        if run:
+            bufs.append(run[0] if len(run) == 1 else b"".join(run))
+        return bufs, total
+
+    def _retire(self, n):
+        """Drop ``n`` written bytes from the front of the send queue; fully
+        written data-phase sends become accepted."""
+        sends = self._sends
+        while sends:
+            e = sends[0]
+            head = e[3]
+            if head is not None:
+                hl = len(head)
+                if n < hl:
+                    if n:
+                        e[3] = head[n:]
+                    return
+                n -= hl
+                e[3] = None
+            ln = len(e[0])
+            if n < ln:
+                if n:
+                    e[0] = e[0][n:]
+                return
+            n -= ln
+            sends.popleft()
+            if e[2]:
+                self._accepted.append(e[1])
 
     def _flush_all(self):
         """AuthIO.flush: write queued authentication frames now.  Data-phase

@@ -18,6 +18,9 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
   (``FrameDecoder.feed`` appends, which copies).  Both raise
   ``ChannelConnectionError`` on EOF/reset -- but only once every byte received
   before the EOF has been delivered.
+* ``write_vectored(buffers) -> int`` (optional; plaintext only, since an
+  ``SSLObject`` needs contiguous data): ``write`` of the buffers'
+  concatenation with one gather write, so large payloads are not copied.
 * ``write(data) -> int``: consumes a prefix of ``data`` and returns its length;
   0 means "not now" (outgoing buffers full: wait for ``OP_WRITE``, ``flush()``
   and offer the rest again).  Consumed bytes belong to the transport;
@@ -265,6 +268,19 @@ class PlaintextTransportLayer(TransportLayer):
         # Plaintext never holds bytes it accepted: what send() did not take
         # stays with the caller.
         return n
+
+    def write_vectored(self, buffers):
+        """``write`` of the concatenation of ``buffers`` (a list of
+        bytes-like) with one gather ``sendmsg``, without joining them:
+        returns how many bytes of it the socket took (0: not now)."""
+        if self._closed:
+            raise ChannelConnectionError("Write on a closed transport")
+        try:
+            return self._sock.sendmsg(buffers)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            raise connection_error(exc, "Write failed") from exc
 
     def has_pending_writes(self):
         # write() never keeps bytes, so there is never anything to flush.

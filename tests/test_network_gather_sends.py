@@ -1,0 +1,97 @@
+"""Sends over the plaintext transport: large ``bytes`` payloads are queued as
+size prefix + payload and written with gather writes (no copy), small frames
+are joined; whatever the mix, sizes and partial writes, the peer receives
+exactly the frames sent, in order, and each send is reported once with its
+frame size."""
+import socket
+
+import pytest
+
+from kchannel.network.channel import SEPARATE_FROM
+from kchannel.network.channel_builder import create_channel_builder
+from kchannel.network.selector import Selector
+
+
+def _pair(sndbuf=None):
+    server_builder = create_channel_builder("PLAINTEXT", "server", {}, "PLAINTEXT")
+    server = Selector(server_builder, connections_max_idle_ms=-1, max_receives_per_channel=64)
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+
+    def accept():
+        sock, _ = ls.accept()
+        server.register("s0", sock, server_builder, "PLAINTEXT")
+
+    server.add_listener(ls, accept)
+    client = Selector(create_channel_builder("PLAINTEXT", "client", {}, None),
+                      connections_max_idle_ms=-1, send_buffer_size=sndbuf or -1)
+    client.connect("c", ("127.0.0.1", ls.getsockname()[1]))
+    for _ in range(200):
+        client.poll(10)
+        server.poll(10)
+        if client.is_channel_ready("c") and server.channel("s0") is not None:
+            break
+    else:
+        raise AssertionError("no connection")
+    return server, client, ls
+
+
+def _payloads():
+    sizes = [0, 1, 100, SEPARATE_FROM - 1, SEPARATE_FROM, SEPARATE_FROM + 1, 16384, 65535,
+             65536, 70000, 300000, 1048576 + 3, 100, 5]
+    out = []
+    for i, n in enumerate(sizes):
+        out.append(bytes((i + j) % 251 for j in range(min(n, 251))) * (n // 251)
+                   + bytes(n % 251))
+    # mutable and view payloads are copied into their frame, never shared
+    out.append(bytearray(b"m" * 20000))
+    out.append(memoryview(b"v" * 30000)[5:])
+    return out
+
+
+@pytest.mark.parametrize("sndbuf", [None, 4096])
+def test_mixed_sizes_arrive_intact_and_in_order(sndbuf):
+    server, client, ls = _pair(sndbuf)
+    try:
+        payloads = _payloads() * 3
+        expected = [bytes(p) for p in payloads]
+        for p in payloads:
+            client.send("c", p)
+        got, sent = [], []
+        for _ in range(5000):
+            client.poll(1)
+            sent.extend(size for cid, size in client.completed_sends)
+            server.poll(1)
+            got.extend(p for _, p in server.completed_receives)
+            if len(got) == len(expected) and len(sent) == len(expected):
+                break
+        assert len(got) == len(expected)
+        for i, (a, b) in enumerate(zip(got, expected)):
+            assert a == b, f"frame {i} differs"
+        assert sent == [len(p) + 4 for p in expected]
+        assert not server.disconnected and not client.disconnected
+    finally:
+        client.close()
+        server.close()
+        ls.close()
+
+
+def test_mutating_a_bytearray_after_send_does_not_change_the_frame():
+    server, client, ls = _pair(4096)
+    try:
+        buf = bytearray(b"a" * 50000)
+        client.send("c", buf)
+        buf[:] = b"b" * 50000
+        got = []
+        for _ in range(2000):
+            client.poll(1)
+            server.poll(1)
+            got.extend(p for _, p in server.completed_receives)
+            if got:
+                break
+        assert got == [b"a" * 50000]
+    finally:
+        client.close()
+        server.close()
+        ls.close()
