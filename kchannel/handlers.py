@@ -127,9 +127,9 @@ def random_cluster_id():
 
 
 def handle_api_versions(ctx):
-    """ApiVersions: every registered API with its version range.  The SASL
-    APIs are listed on SASL listeners only.  An invalid client software
-    name/version (v3+) gets INVALID_REQUEST, as Kafka."""
+    """ApiVersions: every registered API with its version range, and the
+    SASL APIs on every listener (as a Kafka broker).  An invalid client
+    software name/version (v3+) gets INVALID_REQUEST, as Kafka."""
     server = ctx.server
     body = ctx.body or {}
     if ctx.api_version >= 3:

@@ -59,6 +59,9 @@ __all__ = ["Server", "Listener", "parse_listeners"]
 # Requests handed over per connection per poll (Selector.max_receives_per_channel).
 MAX_RECEIVES_PER_CHANNEL = 64
 
+# Kafka's max.connections default (Int.MaxValue): no limit.
+_UNLIMITED = 2147483647
+
 _DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
 
 
@@ -77,6 +80,13 @@ class Listener:
         self.sock = None
         self.bound_port = None
         self.channel_builder = None
+        # max.connections of this listener (listener prefix, else the
+        # broker-wide value); protected: the inter-broker listener, which the
+        # broker-wide limit does not hold back; accepting: False while a
+        # limit is reached (the listening socket is then not watched).
+        self.max_connections = _UNLIMITED
+        self.protected = False
+        self.accepting = True
 
     # Endpoint-style aliases
     @property
@@ -282,13 +292,25 @@ class Server:
             socket_request_max_bytes if socket_request_max_bytes is not None else
             _cfg_get(config, props, "socket.request.max.bytes", 104857600))
 
+        # SocketServer: SO_SNDBUF / SO_RCVBUF of the broker's sockets (-1 = the
+        # OS default).  The receive buffer is set on the listening socket
+        # before bind, so accepted connections inherit it from their first
+        # segment (TCP window scaling is negotiated then).
+        self.socket_send_buffer_bytes = int(_cfg_get(config, props, "socket.send.buffer.bytes",
+                                                     102400))
+        self.socket_receive_buffer_bytes = int(_cfg_get(config, props,
+                                                        "socket.receive.buffer.bytes", 102400))
+        self._init_connection_limits(config, props)
+
         self.metrics = metrics if metrics is not None else Metrics(time=self.time)
         self.selector = Selector(
             None, self.metrics, self.connections_max_idle_ms, time=self.time,
             metric_group_prefix="socket-server",
             failed_authentication_delay_ms=self.failed_authentication_delay_ms,
             max_receive_size=self.socket_request_max_bytes,
-            max_receives_per_channel=max_receives_per_channel)
+            max_receives_per_channel=max_receives_per_channel,
+            send_buffer_size=self.socket_send_buffer_bytes,
+            receive_buffer_size=self.socket_receive_buffer_bytes)
         self._held = set()      # ids whose rest of this poll's batch went back unread
         self.handlers = HandlerRegistry()
         if register_builtins:
@@ -316,6 +338,9 @@ class Server:
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.socket_receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                self.socket_receive_buffer_bytes)
             sock.bind((l.host, l.port))
             sock.listen(int(l.configs.get("socket.listen.backlog.size", 50) or 50) * 20)
         except OSError as exc:
@@ -345,8 +370,71 @@ class Server:
                 kw.setdefault("server_config", self.config)
         return create_channel_builder(l.security_protocol, "server", l.configs, l.name, **kw)
 
+    # ------------------------------------------------------ connection limits
+    def _init_connection_limits(self, config, props):
+        """Kafka's ConnectionQuotas for ``max.connections``: broker-wide and
+        per listener (``listener.name.<l>.max.connections``, defaulting to
+        the broker-wide value).  When a limit is reached Kafka's acceptor
+        blocks until a connection closes, leaving new connections in the
+        listen backlog; kchannel stops watching that listening socket
+        instead.  The inter-broker listener is not held back by the
+        broker-wide limit when there are other listeners (Kafka then also
+        closes the least recently used connection of another listener;
+        kchannel does not)."""
+        self.max_connections = int(_cfg_get(config, props, "max.connections", _UNLIMITED))
+        inter_broker = getattr(config, "inter_broker_listener_name", None)
+        if inter_broker is None and props is not None:
+            inter_broker = props.get("inter.broker.listener.name")
+        inter_broker = str(inter_broker).upper() if inter_broker else None
+        for l in self.listeners:
+            value = l.configs.get("max.connections") if l.configs else None
+            if value is None and props is not None:
+                value = props.get(f"listener.name.{l.name.lower()}.max.connections")
+            l.max_connections = int(value) if value is not None else self.max_connections
+            l.protected = l.name == inter_broker and len(self.listeners) > 1
+        self._limited = (self.max_connections < _UNLIMITED
+                         or any(l.max_connections < _UNLIMITED for l in self.listeners))
+
+    def _connection_counts(self):
+        counts = {}
+        for ch in self.selector.channels():
+            counts[ch.listener_name] = counts.get(ch.listener_name, 0) + 1
+        return counts
+
+    def _slot_available(self, l, counts):
+        if counts.get(l.name, 0) >= l.max_connections:
+            return False
+        if l.protected:
+            return True
+        return sum(counts.values()) < self.max_connections
+
+    def _pause_accepting(self, l):
+        if l.accepting and l.sock is not None:
+            l.accepting = False
+            self.selector.remove_listener(l.sock)
+            log.info("[SocketServer listener=%s] Connection limit reached (max.connections "
+                     "%d on the listener, %d on the broker); new connections wait until one "
+                     "closes", l.name, l.max_connections, self.max_connections)
+
+    def _resume_accepting(self):
+        """Watch again the listeners whose limit is no longer reached."""
+        counts = None
+        for l in self.listeners:
+            if l.accepting or l.sock is None:
+                continue
+            if counts is None:
+                counts = self._connection_counts()
+            if self._slot_available(l, counts):
+                l.accepting = True
+                self.selector.add_listener(l.sock, lambda l=l: self._accept(l))
+                log.debug("[SocketServer listener=%s] Accepting connections again", l.name)
+
     def _accept(self, l):
+        counts = self._connection_counts() if self._limited else None
         for _ in range(MAX_ACCEPTS_PER_POLL):
+            if counts is not None and not self._slot_available(l, counts):
+                self._pause_accepting(l)
+                return
             try:
                 sock, addr = l.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -359,6 +447,8 @@ class Server:
                 local = sock.getsockname()
                 cid = f"{local[0]}:{local[1]}-{addr[0]}:{addr[1]}-{self._conn_index}"
                 self.selector.register(cid, sock, l.channel_builder, l.name)
+                if counts is not None:
+                    counts[l.name] = counts.get(l.name, 0) + 1
             except Exception as exc:  # a broken socket must not stop accepting
                 log.warning("Failed to register connection from %s on %s: %s", addr, l.name, exc)
                 try:
@@ -407,19 +497,15 @@ class Server:
     def api_versions_body(self, version, listener_name=None):
         """The ApiVersions response body this server sends on
         ``listener_name`` (also used by the SASL authenticator before
-        authentication)."""
+        authentication).  As a Kafka broker, SaslHandshake and
+        SaslAuthenticate are listed on every listener, whatever its security
+        protocol: outside SASL authentication they are answered
+        ILLEGAL_SASL_STATE."""
         ranges = {k: (lo, hi) for k, lo, hi in self.handlers.ranges()}
-        proto = None
-        if listener_name is not None:
-            try:
-                proto = self._listener(listener_name).security_protocol
-            except KeyError:
-                proto = None
-        if proto is not None and proto.startswith("SASL_"):
-            for k in SASL_API_KEYS:
-                if k not in ranges:
-                    api = messages.API[k]
-                    ranges[k] = (api.min_version, api.max_version)
+        for k in SASL_API_KEYS:
+            if k not in ranges:
+                api = messages.API[k]
+                ranges[k] = (api.min_version, api.max_version)
         return {
             "error_code": 0,
             "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
@@ -459,6 +545,8 @@ class Server:
         if held:
             held.clear()
         sel.poll(timeout_ms)
+        if self._limited:
+            self._resume_accepting()
         receives = sel.completed_receives
         if len(receives) == 1:
             cid, payload = receives[0]
@@ -549,8 +637,8 @@ class Server:
                 return
         if handler is None and header.api_key in SASL_API_KEYS and api is not None \
                 and api.min_version <= v <= api.max_version:
-            # Not listed in ApiVersions unless the listener is SASL, but
-            # answered like Kafka's KafkaApis does on any listener.
+            # Listed in ApiVersions on every listener and answered as
+            # Kafka's KafkaApis does outside SASL authentication.
             handler = Handler(header.api_key, handle_sasl_after_authentication,
                               api.min_version, api.max_version)
         if handler is None or api is None:

@@ -142,14 +142,6 @@ def test_plaintext(server):
 
 @pytest.mark.slow
 @pytest.mark.interop
-@pytest.mark.xfail(strict=True, reason=(
-    "kchannel lists SaslHandshake/SaslAuthenticate in ApiVersions on SASL listeners only "
-    "(handlers.handle_api_versions / Server.api_versions_body); a Kafka broker lists every "
-    "API of its listener type (ApiKeys.apisForListener(BROKER)) whatever the security "
-    "protocol, so kafka-broker-api-versions.sh shows 'SaslHandshake(17): 0 to 1' on a "
-    "PLAINTEXT listener too.  Visible to real clients: kafka-python 3 configured for SASL "
-    "against a PLAINTEXT listener reports IncompatibleBrokerVersion (\"does not support the "
-    "'SaslHandshakeRequest'\") instead of Kafka's ILLEGAL_SASL_STATE answer"))
 def test_plaintext_listener_lists_sasl_apis_as_kafka(server):
     r = run_kchannel("broker-api-versions", "--bootstrap-server", server.bootstrap())
     assert r.returncode == 0, r.stderr

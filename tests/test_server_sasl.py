@@ -85,10 +85,11 @@ def test_sasl_plain_principal_and_api_versions(principals):
         snap = s.metrics.snapshot()
         assert snap["successful-authentication-total"] == 1
         assert snap["successful-authentication-no-reauth-total"] == 0
-        # the PLAINTEXT listener does not list the SASL APIs
+        # the PLAINTEXT listener lists the SASL APIs too, as a Kafka broker
         with KafkaClient({"bootstrap.servers":
                           f"127.0.0.1:{s.bound_port('PLAIN')}"}).connect() as p:
-            assert ApiKey.SASL_HANDSHAKE not in p.api_versions
+            assert ApiKey.SASL_HANDSHAKE in p.api_versions
+            assert ApiKey.SASL_AUTHENTICATE in p.api_versions
     finally:
         s.shutdown()
 
