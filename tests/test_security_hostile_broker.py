@@ -86,38 +86,56 @@ class HostileBroker:
             return encode_response(SASL_HANDSHAKE, version, cid,
                                    {"error_code": 0, "mechanisms": [mechanism]})
         if key == SASL_AUTHENTICATE:
-            auth = state["auth"]
-            state["auth"] += 1
-            if mechanism == "PLAIN":
-                token = b""
-            elif auth == 0:
-                text = body_bytes.decode("utf-8", "replace")
-                cnonce = text.split(",r=", 1)[1].split(",", 1)[0]
-                token = (self.server_first(cnonce) if self.server_first else
-                         f"r={cnonce}hostile,s={base64.b64encode(b'salt' * 4).decode()},"
-                         "i=4096").encode()
-            else:
-                size = 32 if mechanism == "SCRAM-SHA-256" else 64
-                token = (self.server_final or
-                         b"v=" + base64.b64encode(os.urandom(size)))
+            token = self._token(mechanism, body_bytes, state)
             return encode_response(SASL_AUTHENTICATE, version, cid,
                                    {"error_code": 0, "error_message": None,
                                     "auth_bytes": token, "session_lifetime_ms": 0})
         return None
 
+    def _token(self, mechanism, client_token, state):
+        """The mechanism's next server token (PLAIN: empty; SCRAM:
+        server-first, then a server-final that cannot carry the right
+        signature)."""
+        auth = state["auth"]
+        state["auth"] += 1
+        if mechanism == "PLAIN":
+            return b""
+        if auth == 0:
+            text = client_token.decode("utf-8", "replace")
+            cnonce = text.split(",r=", 1)[1].split(",", 1)[0]
+            return (self.server_first(cnonce) if self.server_first else
+                    f"r={cnonce}hostile,s={base64.b64encode(b'salt' * 4).decode()},"
+                    "i=4096").encode()
+        size = 32 if mechanism == "SCRAM-SHA-256" else 64
+        return self.server_final or b"v=" + base64.b64encode(os.urandom(size))
+
     def _serve(self, conn, plan):
         mechanism, hostile_step, action = plan
-        state = {"auth": 0}
+        state = {"auth": 0, "tokens": 0}
         step = 0
         conn.settimeout(WATCHDOG_S)
         try:
             while True:
                 size = struct.unpack(">i", _recv_exact(conn, 4))[0]
                 payload = _recv_exact(conn, size)
+                if state["tokens"] and payload[:2] != b"\x00\x24":
+                    # A client that saw SaslHandshake v0 or no SaslAuthenticate
+                    # in ApiVersions (a hostile answer may have said so) sends
+                    # its tokens as raw frames, as Kafka's client does.
+                    state["tokens"] -= 1
+                    legit = self._token(mechanism, payload, state)
+                    step = self._answer(conn, None, legit, step, hostile_step, action)
+                    if step is None:
+                        return
+                    continue
                 header, offset = parse_request_header(payload)
                 body = payload[offset:]
                 auth_bytes = b""
+                if header.api_key == SASL_HANDSHAKE:
+                    # the mechanism's client tokens: PLAIN sends one, SCRAM two
+                    state["tokens"] = 1 if mechanism == "PLAIN" else 2
                 if header.api_key == SASL_AUTHENTICATE:
+                    state["tokens"] = max(0, state["tokens"] - 1)
                     # The request's auth bytes: a length-prefixed blob (v0-v1
                     # int32, v2 compact unsigned varint) after the header.
                     auth_bytes = _auth_bytes(body, header.api_version)
@@ -126,40 +144,52 @@ class HostileBroker:
                     # handshake; this broker always offers v1.
                     pass
                 legit = self._legit(mechanism, header, auth_bytes, state)
-                if step != hostile_step:
-                    step += 1
-                    if legit is not None:
-                        conn.sendall(struct.pack(">i", len(legit)) + legit)
-                    continue
-                step += 1
-                kind, arg = action
-                if kind == "close":
+                step = self._answer(conn, header, legit, step, hostile_step, action)
+                if step is None:
                     return
-                if kind == "silence":
-                    while conn.recv(65536):
-                        pass
-                    return
-                if kind == "raw":
-                    conn.sendall(arg)
-                elif kind == "frame":
-                    conn.sendall(struct.pack(">i", len(arg)) + arg)
-                elif kind == "cid":
-                    bad = (struct.pack(">i", (header.correlation_id + arg) & 0x7FFFFFFF)
-                           + legit[4:])
-                    conn.sendall(struct.pack(">i", len(bad)) + bad)
-                elif kind == "mutate":
-                    data = bytearray(legit)
-                    for pos, xor in arg:
-                        data[pos % len(data)] ^= xor
-                    conn.sendall(struct.pack(">i", len(data)) + bytes(data))
-                elif kind == "size":
-                    conn.sendall(struct.pack(">i", arg) + legit[:8])
         except (OSError, ConnectionError, ValueError):
             return
         except Exception as exc:  # noqa: BLE001 - reported by the test
             self.errors.append(exc)
         finally:
             conn.close()
+
+    @staticmethod
+    def _answer(conn, header, legit, step, hostile_step, action):
+        """Send the legitimate answer, or the hostile one at ``hostile_step``.
+        Returns the next step, or None to end the connection.  ``header`` is
+        None for a raw token (no correlation id)."""
+        if step != hostile_step:
+            if legit is not None:
+                conn.sendall(struct.pack(">i", len(legit)) + legit)
+            return step + 1
+        kind, arg = action
+        if kind == "close":
+            return None
+        if kind == "silence":
+            while conn.recv(65536):
+                pass
+            return None
+        legit = legit or b""
+        if kind == "raw":
+            conn.sendall(arg)
+        elif kind == "frame":
+            conn.sendall(struct.pack(">i", len(arg)) + arg)
+        elif kind == "cid":
+            if header is not None:
+                bad = (struct.pack(">i", (header.correlation_id + arg) & 0x7FFFFFFF)
+                       + legit[4:])
+            else:
+                bad = struct.pack(">i", arg) + legit
+            conn.sendall(struct.pack(">i", len(bad)) + bad)
+        elif kind == "mutate":
+            data = bytearray(legit or b"\0")
+            for pos, xor in arg:
+                data[pos % len(data)] ^= xor
+            conn.sendall(struct.pack(">i", len(data)) + bytes(data))
+        elif kind == "size":
+            conn.sendall(struct.pack(">i", arg) + legit[:8])
+        return step + 1
 
 
 def _auth_bytes(body, version):
