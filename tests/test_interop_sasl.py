@@ -425,20 +425,6 @@ def test_broker_api_versions_command_config(server, pki, tmp_path, protocol, mec
     assert "\tSaslAuthenticate(36): 0 to 2 [usable: 2],\n" in r.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "The server validates OAUTHBEARER tokens against the `now` the selector read once "
-    "after select() returned (Selector.poll -> KafkaChannel.prepare(now) -> "
-    "SaslServerAuthenticator.authenticate -> OAuthBearerSaslServer._process(now) -> "
-    "UnsecuredValidator.validate).  The same prepare() call writes the SaslHandshake "
-    "response and keeps reading; a fast client creates its unsecured JWS after that "
-    "response (iat = its current time, as the kchannel client does) and the token frame is "
-    "read with the older `now`.  Crossing a millisecond boundary then fails Kafka's check "
-    "1000*iat > now + allowableClockSkewMs (default 0): 'The Issued At value "
-    "(1795325744.386000 seconds) was after the indicated time (1795325744382 ms) plus "
-    "allowable clock skew (0 ms)' and the client gets {\"status\":\"invalid_token\"}.  "
-    "Kafka's validator reads time.milliseconds() when it validates, so an honest token "
-    "from the same host is never refused there.  About 1 login in 10 (subprocess server) "
-    "or 1 in 30 (in-process) fails on 2 cores"))
 def test_kchannel_client_oauthbearer_logins_never_refused(server):
     from kchannel import errors
     from kchannel.client import KafkaClient

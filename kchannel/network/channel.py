@@ -22,6 +22,7 @@ import socket
 import struct
 
 from .. import errors
+from ..utils import now_ms
 from ..framing import FrameDecoder, encode_frame
 from .ops import OP_NONE, OP_READ, OP_WRITE
 
@@ -194,6 +195,18 @@ class AuthIO:
     def channel_id(self):
         return self._ch.id
 
+    def now(self):
+        """Current time in epoch ms from the selector's clock.
+
+        ``prepare(now)`` hands down the time its poll began; within one call
+        an authenticator may write a challenge and then read the peer's
+        answer to it, which the peer produced *after* that time (an unsecured
+        OAUTHBEARER token's ``iat``, say).  Credentials are judged at the
+        time their frame was read, as Kafka's validators read the clock when
+        they validate.
+        """
+        return self._ch.clock()
+
     @property
     def mode(self):
         return self._ch.mode
@@ -247,6 +260,9 @@ class KafkaChannel:
         self.read_chunk = read_chunk
         self.decoder = FrameDecoder(max_receive_size)
         self.io = AuthIO(self)
+        # The owning selector's ms clock (injectable in tests); AuthIO.now()
+        # reads it so an authenticator can take the time a frame arrived.
+        self.clock = now_ms
         self.state = ChannelState.NOT_CONNECTED
         self.mute_state = ChannelMuteState.NOT_MUTED
         self.successful_authentications = 0

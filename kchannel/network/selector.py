@@ -328,6 +328,7 @@ class Selector:
             ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
                                        peer_port=port, max_receive_size=self.max_receive_size,
                                        remote_address=(host, port))
+            ch.clock = self.time
         except BaseException:
             sock.close()
             raise
@@ -350,6 +351,7 @@ class Selector:
             remote = None
         ch = builder.build_channel(id, sock, mode=builder.mode, listener_name=listener_name,
                                    max_receive_size=self.max_receive_size, remote_address=remote)
+        ch.clock = self.time
         ch.mark_connected()
         self._channels[id] = ch
         self._idle_update(id, self.time())

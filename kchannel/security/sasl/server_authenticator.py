@@ -242,6 +242,11 @@ class SaslServerAuthenticator(Authenticator):
                 raise err
             if frame is None:
                 return OP_READ
+            # Judge the frame at the time it was read: it may answer a
+            # challenge written earlier in this same call, i.e. after `now`.
+            clock = getattr(io, "now", None)
+            if clock is not None:
+                now = max(now, clock())
             self._process_frame(bytes(frame), now)
 
     @staticmethod
