@@ -12,6 +12,7 @@ in the server log naming the peer, while both real clients keep being
 served.
 """
 import gc
+import logging
 import re
 import socket
 import ssl
@@ -255,8 +256,11 @@ def test_kchannel_sasl_client_to_plaintext_listener(server, steady, rdkafka):
     served(server, steady, rdkafka)
 
 
-def test_kafka_python_sasl_client_to_plaintext_listener(server, steady, rdkafka):
+def test_kafka_python_sasl_client_to_plaintext_listener(server, steady, rdkafka, caplog):
+    """The PLAINTEXT listener lists SaslHandshake (as Kafka), so kafka-python
+    sends it and gets Kafka's ILLEGAL_SASL_STATE answer."""
     kafka = pytest.importorskip("kafka")
+    caplog.set_level(logging.WARNING, logger="kafka")
     started = time.monotonic()
     with pytest.raises(kafka.errors.KafkaError):
         kafka.KafkaConsumer(bootstrap_servers=server.bootstrap("PLAINTEXT"),
@@ -264,6 +268,8 @@ def test_kafka_python_sasl_client_to_plaintext_listener(server, steady, rdkafka)
                             sasl_plain_username="alice", sasl_plain_password="alice-secret",
                             request_timeout_ms=3000, bootstrap_timeout_ms=1500)
     assert time.monotonic() - started < 10
+    assert any("IllegalSaslStateError" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
     served(server, steady, rdkafka)
 
 
