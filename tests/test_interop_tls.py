@@ -188,6 +188,26 @@ def test_kafka_python_admin_describe_cluster(server):
         admin.close()
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "Metadata v8-v10 with include_cluster_authorized_operations=true answers "
+    "cluster_authorized_operations = -2147483648 (the schema default, 'not requested'): "
+    "handlers.handle_metadata never fills it.  Kafka (KafkaApis.handleTopicMetadataRequest) "
+    "returns the authorized CLUSTER operations bitfield when asked (0 if DESCRIBE CLUSTER is "
+    "denied) -- the value kchannel's own DescribeCluster handler computes (e.g. 8096). "
+    "Clients that still use Metadata for this (kafka-python 3 before DescribeCluster is "
+    "listed) decode the default into a bogus operation list"))
+def test_metadata_cluster_authorized_operations_as_describe_cluster(server):
+    with KafkaClient({"bootstrap.servers": server.bootstrap("PLAINTEXT")}).connect() as c:
+        if ApiKey.DESCRIBE_CLUSTER not in c.api_versions:
+            pytest.skip("kchannel serve does not serve DescribeCluster")
+        dc = c.request(ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": True})
+        md = c.request(ApiKey.METADATA, {"topics": [], "include_cluster_authorized_operations":
+                                         True}, version=10)
+        not_asked = c.request(ApiKey.METADATA, {"topics": []}, version=10)
+    assert not_asked["cluster_authorized_operations"] == -2147483648
+    assert md["cluster_authorized_operations"] == dc["cluster_authorized_operations"]
+
+
 def test_kafka_python_plaintext(server, caplog):
     brokers, _ = kafka_python_brokers(caplog, bootstrap_servers=server.bootstrap("PLAINTEXT"))
     assert brokers == [(NODE_ID, "127.0.0.1", server.port("PLAINTEXT"))]
