@@ -80,10 +80,10 @@ def test_prefixed_forms_warn_with_the_key_as_written(caplog):
 
 def test_supported_keys_do_not_warn(caplog):
     caplog.set_level(logging.WARNING, logger="kchannel.config")
-    ServerConfig(dict(SERVER_BASE, **{"max.connections": "10",
-                                      "socket.send.buffer.bytes": "-1",
-                                      "sasl.login.callback.handler.class": "collections.OrderedDict",
-                                      "sasl.oauthbearer.jwks.endpoint.url": "file:/x"}))
+    ServerConfig(dict(SERVER_BASE, **{
+        "max.connections": "10", "socket.send.buffer.bytes": "-1",
+        "sasl.login.callback.handler.class": "collections.OrderedDict",
+        "sasl.oauthbearer.jwks.endpoint.url": "file:/x"}))
     ClientConfig({"bootstrap.servers": "localhost:9092",
                   "sasl.login.callback.handler.class": "collections.OrderedDict",
                   # Kafka's own classes select kchannel's equivalents.
