@@ -552,3 +552,23 @@ def test_ipv6_listener(kchannel_server, caplog):
     r = run_kchannel("broker-api-versions", "--bootstrap-server", f"[::1]:{port}")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"::1:{port} (id: 6 rack: null isFenced: false) -> (\n")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ssl_transport._NOT_TLS_REASONS lists OpenSSL's UNSUPPORTED_PROTOCOL, which OpenSSL "
+    "raises when both sides speak TLS but share no enabled version (here a TLSv1.3-only "
+    "client and a TLSv1.2-only listener), so the server logs 'SSL handshake failed: "
+    "unsupported protocol (the peer may not be speaking TLS)', pointing at the wrong cause; "
+    "a hint about ssl.enabled.protocols would be right"))
+def test_tls_version_mismatch_reason_does_not_blame_the_peer(server, pki):
+    import socket
+    import ssl
+    mark = server.mark()
+    ctx = tls_context(pki, "TLSv1_3", "TLSv1_3")
+    with socket.create_connection(("127.0.0.1", server.port("TLS12"))) as sock:
+        with pytest.raises(ssl.SSLError):
+            ctx.wrap_socket(sock, server_hostname="localhost")
+    m = server.wait_for_log(r"Failed authentication with .*SSL handshake failed: "
+                            r"unsupported protocol.*", timeout=5, start=mark)
+    assert m is not None, server.log()[-3000:]
+    assert "may not be speaking TLS" not in m.group(0)
