@@ -220,6 +220,11 @@ def handle_metadata(ctx):
     view = _view(ctx.server)
     body["brokers"] = view.alive_broker_nodes(ctx.listener_name)
     body["controller_id"] = view.controller_id()
+    # Metadata v8-v10 may ask for the cluster's authorized operations, as
+    # DescribeCluster does (KafkaApis.handleTopicMetadataRequest); without an
+    # authorizer every cluster operation is allowed.
+    if (ctx.body or {}).get("include_cluster_authorized_operations"):
+        body["cluster_authorized_operations"] = CLUSTER_SUPPORTED_OPERATIONS
     return body
 
 

@@ -188,14 +188,6 @@ def test_kafka_python_admin_describe_cluster(server):
         admin.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Metadata v8-v10 with include_cluster_authorized_operations=true answers "
-    "cluster_authorized_operations = -2147483648 (the schema default, 'not requested'): "
-    "handlers.handle_metadata never fills it.  Kafka (KafkaApis.handleTopicMetadataRequest) "
-    "returns the authorized CLUSTER operations bitfield when asked (0 if DESCRIBE CLUSTER is "
-    "denied) -- the value kchannel's own DescribeCluster handler computes (e.g. 8096). "
-    "Clients that still use Metadata for this (kafka-python 3 before DescribeCluster is "
-    "listed) decode the default into a bogus operation list"))
 def test_metadata_cluster_authorized_operations_as_describe_cluster(server):
     with KafkaClient({"bootstrap.servers": server.bootstrap("PLAINTEXT")}).connect() as c:
         if ApiKey.DESCRIBE_CLUSTER not in c.api_versions:
@@ -554,12 +546,6 @@ def test_ipv6_listener(kchannel_server, caplog):
     assert r.stdout.startswith(f"::1:{port} (id: 6 rack: null isFenced: false) -> (\n")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ssl_transport._NOT_TLS_REASONS lists OpenSSL's UNSUPPORTED_PROTOCOL, which OpenSSL "
-    "raises when both sides speak TLS but share no enabled version (here a TLSv1.3-only "
-    "client and a TLSv1.2-only listener), so the server logs 'SSL handshake failed: "
-    "unsupported protocol (the peer may not be speaking TLS)', pointing at the wrong cause; "
-    "a hint about ssl.enabled.protocols would be right"))
 def test_tls_version_mismatch_reason_does_not_blame_the_peer(server, pki):
     import socket
     import ssl

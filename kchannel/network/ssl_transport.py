@@ -51,8 +51,12 @@ _SSL_SUFFIX = re.compile(r"\s*\(_ssl\.c:\d+\)$")
 # OpenSSL reasons that mean "the other side is not speaking TLS at all".
 _NOT_TLS_REASONS = frozenset({
     "WRONG_VERSION_NUMBER", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST", "UNKNOWN_PROTOCOL",
-    "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE", "UNSUPPORTED_PROTOCOL",
+    "PACKET_LENGTH_TOO_LONG", "RECORD_LAYER_FAILURE",
     "WRONG_SSL_VERSION", "RECORD_LENGTH_MISMATCH", "UNEXPECTED_RECORD",
+})
+# Both peers speak TLS but share no enabled version.
+_NO_COMMON_VERSION_REASONS = frozenset({
+    "UNSUPPORTED_PROTOCOL", "NO_PROTOCOLS_AVAILABLE", "TLSV1_ALERT_PROTOCOL_VERSION",
 })
 
 
@@ -137,6 +141,8 @@ class SslTransportLayer(TransportLayer):
         text = ssl_reason_text(exc)
         if (exc.reason or "") in _NOT_TLS_REASONS:
             text += " (the peer may not be speaking TLS)"
+        elif (exc.reason or "") in _NO_COMMON_VERSION_REASONS:
+            text += " (no TLS version in common with the peer: check ssl.enabled.protocols)"
         prefix = ("Failed to process post-handshake messages" if post_handshake
                   else "SSL handshake failed")
         err = SslAuthenticationError(f"{prefix}: {text}", reason=exc.reason or text)
