@@ -73,7 +73,7 @@ from .. import errors
 from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
 from ..utils import now_ms
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
-from .ops import OP_NONE
+from .ops import OP_NONE, OP_READ
 
 log = logging.getLogger("kchannel.network.selector")
 
@@ -260,6 +260,9 @@ class Selector:
         self._immediately_connected = set()
         self._buffered = set()           # ids with data no event will announce
         self._explicitly_muted = set()
+        # Server channels not read while responses wait to be written (see
+        # _update_backlog).
+        self._backlogged = set()
         self._batched = set()            # ids that delivered several receives this poll
         self._idle = collections.OrderedDict()   # id -> last activity ms (LRU)
         self._next_idle_check_ms = 0
@@ -420,6 +423,7 @@ class Selector:
                 # come); the completed_sends entries with the next poll
                 self._record_send_metrics(done, self.time())
                 self._deferred_sends.append((ch, done))
+            self._update_backlog(ch)
         self._sync(ch)
 
     def write_queued(self, id):
@@ -651,7 +655,7 @@ class Selector:
 
             if ch.ready():
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
-                        and not ch.is_muted()):
+                        and not ch.is_muted() and id not in self._backlogged):
                     self._attempt_read(ch, now)
                 if ch.ready() and ch.has_send():
                     preparing = True
@@ -677,6 +681,8 @@ class Selector:
                         send_failed = True
                         raise
                     self._record_sends(ch, done, now)
+            if ch.mode == "server":
+                self._update_backlog(ch)
             self._update_buffered(ch)
             self._sync(ch)
         except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
@@ -752,9 +758,29 @@ class Selector:
         sensors.requests_sent.record_many(done, now)
         sensors.bytes_transferred.record_many([1.0] * len(done), now)
 
+    def _update_backlog(self, ch):
+        """Server side: a channel whose responses the socket did not take
+        entirely is not read until they are written (Kafka mutes a channel
+        from a request until its response is sent).  A client that sends
+        requests without reading the responses is then held back by TCP
+        instead of making the server queue responses without bound.  Only a
+        write that left bytes behind counts: responses merely queued for
+        the next poll's coalesced write do not stop reading.  A channel that
+        is (re-)authenticating is never held: its authenticator reads and
+        writes on its own terms."""
+        id = ch.id
+        if ch.ready() and ch.has_pending_writes():
+            if id not in self._backlogged:
+                self._backlogged.add(id)
+                self._buffered.discard(id)
+        elif id in self._backlogged:
+            self._backlogged.discard(id)
+            self._update_buffered(ch)
+
     def _update_buffered(self, ch):
         id = ch.id
         if (id not in self._explicitly_muted and not ch.is_muted()
+                and id not in self._backlogged
                 and not ch.disconnected and ch.has_bytes_buffered()):
             self._buffered.add(id)
         else:
@@ -907,6 +933,8 @@ class Selector:
         if self._channels.get(id) is not ch or id in self._delayed_ids:
             return
         want = ch.interest_ops()
+        if id in self._backlogged:
+            want &= ~OP_READ
         have = self._fd_ops.get(id, OP_NONE)
         if want == have:
             return
@@ -945,6 +973,7 @@ class Selector:
         self._immediately_connected.discard(id)
         self._buffered.discard(id)
         self._explicitly_muted.discard(id)
+        self._backlogged.discard(id)
         self._idle.pop(id, None)
         if id in self._delayed_ids:
             self._delayed_ids.discard(id)
