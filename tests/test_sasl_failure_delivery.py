@@ -10,12 +10,15 @@ exactly which bytes are on the wire:
 * a client that wrote more bytes behind its failing token, which the server
   never reads (closing a socket with unread input makes the kernel send RST
   instead of FIN, and a reset can destroy response bytes still in flight);
-* a client that does not read before the server closes.
+* a client that does not read before the server closes;
+* on the client side, a broker whose error response is followed at once by
+  a reset: the client must report the response, not the reset.
 
 Each test reads the response after the server has closed its end and
 asserts on its exact error code and message.
 """
 import socket
+import struct
 import threading
 
 import pytest
@@ -270,3 +273,85 @@ def test_explicit_close_lingers_and_shutdown_closes_lingering_sockets(server):
         assert entry.sock.fileno() == -1
     finally:
         c2.close()
+
+
+class ResettingBroker:
+    """Answers ApiVersions and SaslHandshake, then answers SaslAuthenticate
+    with an error and resets the connection at once (SO_LINGER 0): the
+    client finds the response in its receive queue followed by a reset."""
+
+    MESSAGE = "Authentication failed: Invalid username or password"
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        from kchannel.protocol.headers import encode_response, parse_request_header
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        conn.settimeout(10)
+        decoder = FrameDecoder()
+        try:
+            while True:
+                frame = decoder.next_frame()
+                if frame is None:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    decoder.feed(data)
+                    continue
+                header, _ = parse_request_header(bytes(frame))
+                if header.api_key == 18:
+                    body = {"error_code": 0, "api_keys": [
+                        {"api_key": 17, "min_version": 0, "max_version": 1},
+                        {"api_key": 18, "min_version": 0, "max_version": 3},
+                        {"api_key": 36, "min_version": 0, "max_version": 2}]}
+                    out = encode_response(18, min(header.api_version, 3),
+                                          header.correlation_id, body)
+                elif header.api_key == SASL_HANDSHAKE:
+                    out = encode_response(SASL_HANDSHAKE, header.api_version,
+                                          header.correlation_id,
+                                          {"error_code": 0, "mechanisms": ["PLAIN"]})
+                else:
+                    out = encode_response(SASL_AUTHENTICATE, header.api_version,
+                                          header.correlation_id,
+                                          {"error_code": SASL_AUTHENTICATION_FAILED,
+                                           "error_message": self.MESSAGE, "auth_bytes": b"",
+                                           "session_lifetime_ms": 0})
+                    conn.sendall(encode_frame(out))
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                    return
+                conn.sendall(encode_frame(out))
+        finally:
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+        self.thread.join(10)
+
+
+def test_client_reads_the_failure_response_that_precedes_a_reset():
+    """The kchannel client reports the broker's error response, not the
+    reset that came right behind it."""
+    from kchannel.client import KafkaClient
+    from kchannel.errors import SaslAuthenticationError
+    broker = ResettingBroker()
+    client = KafkaClient({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                            'required username="alice" password="wrong";'})
+    try:
+        with pytest.raises(SaslAuthenticationError) as err:
+            client.connect("127.0.0.1", broker.port)
+        assert str(err.value) == ResettingBroker.MESSAGE
+    finally:
+        client.close()
+        broker.close()
