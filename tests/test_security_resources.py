@@ -206,7 +206,8 @@ BIG_RESPONSE_TOPICS = [{"error_code": 0, "name": f"t{i:05d}" + "x" * 200, "is_in
                         "partitions": []} for i in range(150)]    # ~32 KiB per response
 
 
-def test_client_that_never_reads_cannot_grow_server_buffers(pki):
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
+def test_client_that_never_reads_cannot_grow_server_buffers(pki, listener):
     """A client pipelines Metadata requests (19 bytes each, ~32 KiB answers)
     and never reads.  As Kafka's broker (one response in flight per
     connection, the channel muted until it is written), the server stops
@@ -218,7 +219,7 @@ def test_client_that_never_reads_cannot_grow_server_buffers(pki):
     s.register_handler(ApiKey.METADATA, lambda ctx: {
         "brokers": [], "cluster_id": None, "controller_id": -1, "topics": BIG_RESPONSE_TOPICS})
     n = 3000          # ~96 MiB of responses if they were all held
-    c = socket.create_connection(("127.0.0.1", s.bound_port("PLAINTEXT")))
+    c = _connect(s, listener, pki)
     try:
         gc.collect()
         tracemalloc.start()
