@@ -412,3 +412,90 @@ def test_delegation_token_cli_shows_hmac_only_where_kafka_does(tmp_path, pki):
             assert entry.hmac_base64 not in out
     finally:
         s.close()
+
+
+def test_oauthbearer_refused_tokens_not_in_errors_or_logs(leaks):
+    import json
+    import time
+
+    from kchannel.security.sasl.mechanism import create_server
+
+    def b64(d):
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+
+    now = int(time.time())
+    tokens = [
+        b64({"alg": "none"}) + "." + b64({"sub": "alice", "exp": now - 1000,
+                                          "iat": now - 2000}) + ".",
+        b64({"alg": "RS256", "kid": "x"}) + "." + b64({"sub": "alice", "exp": now + 1000,
+                                                       "iat": now}) + ".c2lnbmF0dXJl",
+        "eyJub3QtYS10b2tlbi1zZWNyZXQ",
+        b64({"alg": "none"}) + "." + b64({"exp": now + 1000, "iat": now}) + ".",
+    ]
+    for tok in tokens:
+        server = create_server("OAUTHBEARER", jaas_options={})
+        challenge = server.evaluate_response(b"n,,\x01auth=Bearer " + tok.encode() + b"\x01\x01")
+        with pytest.raises(SaslAuthenticationError) as err:
+            server.evaluate_response(b"\x01")
+        leaks.add(challenge, str(err.value), repr(err.value))
+    text = leaks.text()
+    for tok in tokens:
+        for part in filter(None, tok.split(".")):
+            assert part not in text
+
+
+def test_serve_at_debug_logs_no_secret(tmp_path):
+    """``kchannel serve`` at DEBUG with secrets in its properties and
+    overrides, through a successful and a failed PLAIN login."""
+    import re
+    import signal
+    import threading
+
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0\n"
+        "inter.broker.listener.name=SASL_PLAINTEXT\n"
+        "sasl.enabled.mechanisms=PLAIN\nsasl.mechanism.inter.broker.protocol=PLAIN\n"
+        f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_MODULE} required "
+        f'username="admin" password="{SECRET}-a" user_admin="{SECRET}-a" '
+        f'user_alice="{SECRET}-b";\n'
+        f"delegation.token.secret.key={SECRET}-dt\n"
+        f"log.dirs={tmp_path / 'data'}\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    p = subprocess.Popen([sys.executable, "-m", "kchannel", "--log-level", "DEBUG", "serve",
+                          "--config", str(props), "--override",
+                          f"ssl.key.password={SECRET}-k"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    lines = []
+    port = threading.Event()
+    found = {}
+
+    def read():
+        for raw in p.stdout:
+            line = raw.decode("utf-8", "replace")
+            lines.append(line)
+            m = re.search(r"Awaiting socket connections on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                found["port"] = int(m.group(1))
+                port.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert port.wait(60), "".join(lines)
+        ok = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+              "sasl.jaas.config": f'{PLAIN_MODULE} required username="alice" '
+                                  f'password="{SECRET}-b";'}
+        with KafkaClient(ok) as c:
+            c.connect("127.0.0.1", found["port"])
+        bad = dict(ok, **{"sasl.jaas.config": f'{PLAIN_MODULE} required username="alice" '
+                                              f'password="{SECRET}-wrong";'})
+        with pytest.raises(SaslAuthenticationError):
+            KafkaClient(bad).connect("127.0.0.1", found["port"])
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+        reader.join(10)
+    out = "".join(lines)
+    assert "Successfully authenticated" in out and "Failed authentication" in out, out
+    assert SECRET not in out, out
