@@ -499,3 +499,31 @@ def test_serve_at_debug_logs_no_secret(tmp_path):
     out = "".join(lines)
     assert "Successfully authenticated" in out and "Failed authentication" in out, out
     assert SECRET not in out, out
+
+
+def test_configs_cli_errors_hide_scram_passwords(tmp_path, servers):
+    """``kchannel configs`` echoes its arguments in its error line (as
+    kafka-configs.sh does) and the credential in a malformed-credential
+    error: the passwords in them are hidden."""
+    cfg = tmp_path / "server.properties"
+    cfg.write_text(f"node.id=1\nlog.dirs={tmp_path / 'data'}\n")
+    runs = [
+        _cli("configs", "--bootstrap-server", "127.0.0.1:1", "--alter", "--add-config",
+             f"SCRAM-SHA-256=[iterations=8192,password={SECRET}],"
+             f"SCRAM-SHA-512=[password={SECRET}]x]", "--user", "alice"),
+        _cli("configs", "--server-config", str(cfg), "--alter", "--add-config",
+             f"SCRAM-SHA-256=[iterations=x,password={SECRET}]", "--user", "alice"),
+        _cli("configs", "--server-config", str(cfg), "--alter", "--add-config",
+             f"SCRAM-SHA-256=[iterations=100,password={SECRET}]", "--user", "alice"),
+    ]
+    for r in runs:
+        assert r.returncode != 0
+        assert SECRET not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert ("Error while executing config command with args '--bootstrap-server 127.0.0.1:1 "
+            "--alter --add-config SCRAM-SHA-256=[iterations=8192,password=[hidden]],"
+            "SCRAM-SHA-512=[password=[hidden]] --user alice'") in runs[0].stderr
+    # A successful change prints no credential either.
+    r = _cli("configs", "--server-config", str(cfg), "--alter", "--add-config",
+             f"SCRAM-SHA-256=[password={SECRET}]", "--user", "alice")
+    assert r.returncode == 0, r.stderr
+    assert SECRET not in r.stdout + r.stderr

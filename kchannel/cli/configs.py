@@ -166,7 +166,7 @@ def _scram_iterations_and_password(mechanism, value):
     m = re.fullmatch(r"(?:iterations=(-?[0-9]*),)?password=(.*)", value, re.S)
     mech = scram.mechanism_for(mechanism)
     if m is None:
-        raise CommandError(f"Invalid credential property {mech}={value}")
+        raise CommandError(f"Invalid credential property {mech}={_mask_passwords(value)}")
     iterations, password = m.group(1), m.group(2)
     iterations = (int(iterations) if iterations not in (None, "", "-1")
                   else DEFAULT_SCRAM_ITERATIONS)
@@ -399,11 +399,24 @@ def _describe(backend, names):
         print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
 
 
+def _mask_passwords(text):
+    """``text`` with the value of every ``password=`` (up to the closing
+    bracket of its --add-config entry) replaced by ``[hidden]``: error
+    messages echo what was given, and must not echo a password."""
+    return _PASSWORD_VALUE.sub(r"\1[hidden]", str(text))
+
+
+# A value runs to the "]" that closes its entry (followed by "," or the end);
+# without brackets, to the end.
+_PASSWORD_VALUE = re.compile(r"(password\s*=).*?(?=\](?:,|$)|$)", re.I | re.S)
+
+
 def _command_line(args):
     """The options as given (Kafka prints them in its error line): what
-    ``kchannel.cli.main`` parsed after the command name."""
+    ``kchannel.cli.main`` parsed after the command name, passwords hidden."""
     raw = list(getattr(args, "_argv", None) or ())
-    return " ".join(raw[raw.index(NAME) + 1:] if NAME in raw else raw)
+    raw = raw[raw.index(NAME) + 1:] if NAME in raw else raw
+    return " ".join(_mask_passwords(a) for a in raw)
 
 
 def run(args):
