@@ -196,3 +196,30 @@ def kerberos_service_name(jaas_config, config_value):
     if config_value is not None:
         return config_value
     raise ConfigError("No serviceName defined in either JAAS or Kafka config", key="sasl.kerberos.service.name")
+
+
+class ConfigFactories:
+    """``validate`` and ``from_file`` shared by ServerConfig and ClientConfig.
+
+    Subclasses take ``(props, jaas_file_text, *, jaas_file_name, _errors)``;
+    with ``_errors`` given they collect every error instead of raising.
+    """
+
+    @classmethod
+    def validate(cls, props, jaas_file_text=None, *, jaas_file_name=None):
+        """Every ``ConfigError`` the configuration has (empty list = valid)."""
+        errors = []
+        try:
+            cls(props, jaas_file_text, jaas_file_name=jaas_file_name, _errors=errors)
+        except ConfigError as exc:  # defensive: collection mode raises nothing
+            if exc not in errors:
+                errors.append(exc)
+        return errors
+
+    @classmethod
+    def from_file(cls, path, jaas_file=None):
+        from kchannel.config.properties import load_properties
+        text = None
+        if jaas_file is not None:
+            text = read_text_file(jaas_file, "java.security.auth.login.config")
+        return cls(load_properties(path), text, jaas_file_name=jaas_file)

@@ -12,7 +12,7 @@ import logging
 import re
 
 from kchannel.config import jaas as jaas_mod
-from kchannel.config._common import (kerberos_service_name, mechanism_errors, normalise_ssl_values, read_text_file,
+from kchannel.config._common import (ConfigFactories, kerberos_service_name, mechanism_errors, normalise_ssl_values, read_text_file,
                                      store_errors)
 from kchannel.config.aliases import is_alias, translate
 from kchannel.config.definitions import CLIENT_CONFIG_DEF, java_list_str, warn_unsupported
@@ -26,7 +26,7 @@ log = logging.getLogger("kchannel.config.client")
 _HOST_PORT = re.compile(r"(?:[0-9a-zA-Z\-%._]*://)?\[?([0-9a-zA-Z\-%._:]*)]?:([0-9]+)")
 
 
-class ClientConfig:
+class ClientConfig(ConfigFactories):
     """Validated client configuration."""
 
     def __init__(self, props=None, jaas_file_text=None, *, jaas_file_name=None, _errors=None, **kwargs):
@@ -39,24 +39,6 @@ class ClientConfig:
             first.errors = list(errors)
             raise first
         self.errors = list(errors)
-
-    @classmethod
-    def validate(cls, props, jaas_file_text=None, *, jaas_file_name=None):
-        errors = []
-        try:
-            cls(props, jaas_file_text, jaas_file_name=jaas_file_name, _errors=errors)
-        except ConfigError as exc:
-            if exc not in errors:
-                errors.append(exc)
-        return errors
-
-    @classmethod
-    def from_file(cls, path, jaas_file=None):
-        from kchannel.config.properties import load_properties
-        text = None
-        if jaas_file is not None:
-            text = read_text_file(jaas_file, "java.security.auth.login.config")
-        return cls(load_properties(path), text, jaas_file_name=jaas_file)
 
     def _build(self, props, jaas_file_text, jaas_file_name, errors):
         self.supplied = {str(k): v for k, v in props.items()}

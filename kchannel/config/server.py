@@ -30,7 +30,7 @@ problem found (see :meth:`ServerConfig.validate`).
 import logging
 
 from kchannel.config import jaas as jaas_mod
-from kchannel.config._common import (SUPPORTED_MECHANISMS, kerberos_service_name, mask, mechanism_errors, normalise_ssl_values,
+from kchannel.config._common import (SUPPORTED_MECHANISMS, ConfigFactories, kerberos_service_name, mask, mechanism_errors, normalise_ssl_values,
                                      read_text_file, store_errors)
 from kchannel.config.definitions import SERVER_CONFIG_DEF, java_list_str, warn_unsupported
 from kchannel.config.listeners import (config_prefix, normalise_listener_name, parse_listeners,
@@ -78,7 +78,7 @@ class DescribeRow:
         return f"DescribeRow({self.as_dict()!r})"
 
 
-class ServerConfig:
+class ServerConfig(ConfigFactories):
     """Validated broker configuration.  See the module docstring."""
 
     def __init__(self, props, jaas_file_text=None, *, jaas_file_name=None, _errors=None):
@@ -90,26 +90,6 @@ class ServerConfig:
             first.errors = list(errors)
             raise first
         self.errors = list(errors)
-
-    # ------------------------------------------------------------ factories
-    @classmethod
-    def validate(cls, props, jaas_file_text=None, *, jaas_file_name=None):
-        """Every ``ConfigError`` the configuration has (empty list = valid)."""
-        errors = []
-        try:
-            cls(props, jaas_file_text, jaas_file_name=jaas_file_name, _errors=errors)
-        except ConfigError as exc:  # defensive: nothing should escape
-            if exc not in errors:
-                errors.append(exc)
-        return errors
-
-    @classmethod
-    def from_file(cls, path, jaas_file=None):
-        from kchannel.config.properties import load_properties
-        text = None
-        if jaas_file is not None:
-            text = read_text_file(jaas_file, "java.security.auth.login.config")
-        return cls(load_properties(path), text, jaas_file_name=jaas_file)
 
     # ---------------------------------------------------------------- build
     def _build(self, props, jaas_file_text, jaas_file_name, errors):
