@@ -260,3 +260,18 @@ def test_fast_header_path_matches_header_schemas(api_key, version):
     for rv in (0, 1):
         expected = encode_response(17, 1, 99, b"") if rv == 0 else encode_response(36, 2, 99, b"")
         assert messages.RESPONSE_HEADER.encode({"correlation_id": 99}, rv) == expected
+
+
+def test_flexible_table_matches_request_and_response_schemas():
+    """One flexible-version table serves request and response headers: it
+    must agree with both message schemas of every API kchannel encodes."""
+    from kchannel.protocol import messages
+    from kchannel.protocol.api_keys import REQUEST_FLEXIBLE_FROM, RESPONSE_FLEXIBLE_FROM
+    for key, api in messages.API.items():
+        expected = REQUEST_FLEXIBLE_FROM.get(key)
+        for spec, table in ((api.request, REQUEST_FLEXIBLE_FROM),
+                            (api.response, RESPONSE_FLEXIBLE_FROM)):
+            first = next((v for v in range(api.min_version, api.max_version + 1)
+                          if spec.is_flexible(v)), None)
+            if first is not None:
+                assert table.get(key) == first == expected, (api.name, spec)
