@@ -347,6 +347,10 @@ def test_example_against_the_example_server(scenario, capsys):
     scenario.run_python("example")
     out = capsys.readouterr().out
     assert f"'port': {scenario.ports[9093]}" in out and out.startswith("(0, 12)")
+    # The output the README shows under the example is what it prints.
+    shown = re.search(r"<!-- snippet: example -->\n```python\n.*?```\n.*?\n```\n(.*?)```",
+                      README, re.S).group(1)
+    assert out.strip() == shown.strip().replace("9093", str(scenario.ports[9093]))
 
 
 def test_plain(scenario, capsys):
