@@ -3,6 +3,7 @@
 Both ends are kchannel Selectors driven from the test thread, so every step is
 deterministic: nothing sleeps, nothing is timed.
 """
+import os
 import socket
 import struct
 
@@ -377,6 +378,9 @@ def test_metric_group_names():
         sel.close()
 
 
+# A broken wakeup would block poll(-1) forever: the per-test time limit
+# (pytest-timeout) turns that hang into a failure with a traceback.
+@pytest.mark.timeout(60)
 def test_wakeup_interrupts_blocking_poll():
     import threading
     sel = Selector(PlaintextChannelBuilder("server"))
@@ -387,6 +391,29 @@ def test_wakeup_interrupts_blocking_poll():
         t.join()
     finally:
         sel.close()
+
+
+def test_broken_wakeup_fails_by_timeout_instead_of_hanging(tmp_path):
+    """The test above with a wakeup that does nothing, in a child pytest with
+    a 2 s limit: it must fail with pytest-timeout's report, not hang."""
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    (tmp_path / "test_hang.py").write_text(
+        "import threading\n"
+        "from kchannel.network.channel_builder import PlaintextChannelBuilder\n"
+        "from kchannel.network.selector import Selector\n"
+        "def test_hang():\n"
+        "    sel = Selector(PlaintextChannelBuilder('server'))\n"
+        "    sel.wakeup = lambda: None\n"
+        "    threading.Timer(0.05, sel.wakeup).start()\n"
+        "    sel.poll(-1)\n")
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--timeout=2", "test_hang.py"], cwd=str(tmp_path), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Timeout" in r.stdout and "1 failed" in r.stdout, r.stdout
 
 
 def test_create_channel_builder_rejects_unknown_protocol():

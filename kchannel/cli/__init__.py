@@ -33,7 +33,12 @@ def _load_commands():
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="kchannel", description="Kafka connection security tools")
+    from kchannel import __version__
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    # Handled while parsing, before the COMMAND requirement is checked, so
+    # ``kchannel --version`` exits 0 (each subcommand keeps its own too).
+    parser.add_argument("--version", action="version", version=__version__,
+                        help="Display kchannel version.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for mod in _load_commands():
