@@ -44,7 +44,6 @@ _SSLWantReadError = ssl.SSLWantReadError
 _SSLError = ssl.SSLError
 _SSLZeroReturnError = ssl.SSLZeroReturnError
 _SSLEOFError = ssl.SSLEOFError
-_SSLEOFs = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
 cdef class TlsPump:
@@ -124,6 +123,7 @@ cdef class TlsPump:
 
     def write(self, data):
         cdef Py_ssize_t total, chunk, done, n
+        # Relies on renegotiation being off: see the pure twin's write().
         if self._out is not None or self._outbio.pending:
             if not self.flush():
                 return 0
@@ -150,6 +150,16 @@ cdef class TlsPump:
     # ------------------------------------------------------------------
     # incoming
     # ------------------------------------------------------------------
+    cdef Py_ssize_t _want_read(self, bint handshaking) except -3:
+        # See the pure twin: flush what OpenSSL queued, then one recv; -2:
+        # (handshake only) the socket did not take our output.
+        if handshaking:
+            if not self.flush():
+                return -2
+        elif self._outbio.pending:
+            self.flush()
+        return self.fill()
+
     cpdef Py_ssize_t fill(self) except -2:
         cdef Py_ssize_t n
         if self._net_eof:
@@ -182,16 +192,14 @@ cdef class TlsPump:
             try:
                 n = ssl_read(limit - got, aview[got:limit])
             except _SSLWantReadError:
-                # A post-handshake message (KeyUpdate) may need an answer.
-                if self._outbio.pending:
-                    self.flush()
                 if got and drained:
                     # The last recv emptied the socket and its records are
                     # delivered: asking again would almost always cost an
                     # EAGAIN; anything newer will raise a readiness event.
+                    # (What OpenSSL queued is flushed after the loop.)
                     break
                 was_eof = self._net_eof
-                r = self.fill()
+                r = self._want_read(False)
                 drained = r < net_size
                 if r > 0:
                     continue
@@ -262,22 +270,14 @@ cdef class TlsPump:
                     self._ssl.do_handshake()
                     break
                 except _SSLWantReadError:
-                    if not self.flush():
-                        return OP_WRITE
-                    r = self.fill()
+                    r = self._want_read(True)
                     if r > 0:
                         continue
                     if r == 0:
                         return OP_READ
-                    try:
-                        self._ssl.do_handshake()
-                    except _SSLWantReadError:
-                        pass
-                    except _SSLEOFs:
-                        pass
-                    except _SSLError:
-                        self._flush_quietly()
-                        raise
+                    if r == -2:
+                        return OP_WRITE
+                    self._replay(True)
                     raise EOFError("Connection closed by peer during TLS handshake")
                 except _SSLError:
                     self._flush_quietly()
@@ -287,6 +287,50 @@ cdef class TlsPump:
         if not self.flush():
             return OP_WRITE
         return 0
+
+    def raise_peer_failure(self, bint handshaking):
+        """After an I/O error while the handshake outcome may still be in
+        flight, raise the ``ssl.SSLError`` the peer's last bytes explain
+        (see the pure twin); None when there is none."""
+        try:
+            for _ in range(64):
+                if self.fill() <= 0:
+                    break
+        except OSError:
+            pass
+        self._replay(handshaking)
+
+    def _replay(self, bint handshaking):
+        try:
+            if handshaking:
+                self._ssl.do_handshake()
+            else:
+                for _ in range(1024):
+                    if not self._ssl.read(16384):
+                        break
+        except (_SSLWantReadError, _SSLZeroReturnError, _SSLEOFError):
+            pass
+        except _SSLError:
+            self._flush_quietly()
+            raise
+        except (OSError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------
+    # negotiated parameters
+    # ------------------------------------------------------------------
+    def version(self):
+        """Negotiated protocol, e.g. "TLSv1.3" (None before the handshake)."""
+        return self._ssl.version()
+
+    def cipher(self):
+        """``(name, protocol, bits)`` of the negotiated cipher, or None."""
+        return self._ssl.cipher()
+
+    def peer_certificate_der(self):
+        """DER of the peer's leaf certificate, None if it sent none; raises
+        ValueError before the handshake is done."""
+        return self._ssl.getpeercert(binary_form=True)
 
     def _flush_quietly(self):
         try:

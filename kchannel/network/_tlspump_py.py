@@ -67,7 +67,15 @@ Theory of operation
   records) and ``OSError`` from the socket propagate unchanged; the transport
   decides what they mean (authentication failure vs I/O error).  Before an
   ``SSLError`` from the handshake propagates, the alert OpenSSL queued is
-  flushed best-effort so the peer learns why.
+  flushed best-effort so the peer learns why.  After an ``OSError`` (a reset
+  while the handshake outcome is in flight) ``raise_peer_failure`` reads
+  what the peer sent before it went away, so an alert can explain the reset.
+* Ownership: the pump is the only code that calls the ``SSLObject`` (the
+  transport asks it for the protocol, cipher and peer certificate too), so
+  every OpenSSL call and its ``SSLWantReadError`` handling live here.
+* Renegotiation: every context comes from ``SslFactory`` with
+  ``OP_NO_RENEGOTIATION`` (Kafka refuses renegotiation too); the write path
+  relies on it (see ``write``).
 """
 import ssl
 import threading
@@ -106,7 +114,6 @@ _SSLWantReadError = ssl.SSLWantReadError
 _SSLError = ssl.SSLError
 _SSLZeroReturnError = ssl.SSLZeroReturnError
 _SSLEOFError = ssl.SSLEOFError
-_SSLEOFs = (ssl.SSLZeroReturnError, ssl.SSLEOFError)
 
 
 class TlsPump:
@@ -180,6 +187,11 @@ class TlsPump:
         Encrypts one chunk at a time and keeps going while the socket takes
         everything, so at most one chunk of ciphertext is ever held back.
         """
+        # SSLObject.write never needs to read here only because renegotiation
+        # is off (OP_NO_RENEGOTIATION, set by SslFactory): during a TLS 1.2
+        # renegotiation SSL_write can want the peer's handshake bytes
+        # (SSLWantReadError), which this path would not retry.  TLS 1.3 has no
+        # renegotiation; its KeyUpdate is read and answered by the read path.
         if self._out is not None or self._outbio.pending:
             if not self.flush():
                 return 0
@@ -206,6 +218,23 @@ class TlsPump:
     # ------------------------------------------------------------------
     # incoming
     # ------------------------------------------------------------------
+    def _want_read(self, handshaking):
+        """OpenSSL raised SSLWantReadError: send what it queued, then recv.
+
+        What it queued (a handshake flight, the answer to a KeyUpdate) may be
+        what the peer waits for before it sends more, so it goes first.  In
+        the handshake nothing is read until it is all on the wire (-2: wait
+        for OP_WRITE); for application data a full socket must not stop the
+        reading (both peers could wait on each other's writes).  Returns
+        ``fill()``'s result otherwise.
+        """
+        if handshaking:
+            if not self.flush():
+                return -2
+        elif self._outbio.pending:
+            self.flush()
+        return self.fill()
+
     def fill(self):
         """One recv into the incoming BIO: bytes read, 0 if none now, -1 EOF."""
         if self._net_eof:
@@ -238,16 +267,14 @@ class TlsPump:
             try:
                 n = ssl_read(limit - got, aview[got:limit])
             except _SSLWantReadError:
-                # A post-handshake message (KeyUpdate) may need an answer.
-                if self._outbio.pending:
-                    self.flush()
                 if got and drained:
                     # The last recv emptied the socket and its records are
                     # delivered: asking again would almost always cost an
                     # EAGAIN; anything newer will raise a readiness event.
+                    # (What OpenSSL queued is flushed after the loop.)
                     break
                 was_eof = self._net_eof
-                r = self.fill()
+                r = self._want_read(False)
                 drained = r < net_size
                 if r > 0:
                     continue
@@ -331,24 +358,16 @@ class TlsPump:
                     self._ssl.do_handshake()
                     break
                 except _SSLWantReadError:
-                    if not self.flush():
-                        return OP_WRITE
-                    r = self.fill()
+                    r = self._want_read(True)
                     if r > 0:
                         continue
                     if r == 0:
                         return OP_READ
+                    if r == -2:
+                        return OP_WRITE
                     # Let OpenSSL see the EOF: it may turn a truncated
                     # flight into a clearer error than a bare EOF.
-                    try:
-                        self._ssl.do_handshake()
-                    except _SSLWantReadError:
-                        pass
-                    except _SSLEOFs:
-                        pass
-                    except _SSLError:
-                        self._flush_quietly()
-                        raise
+                    self._replay(True)
                     raise EOFError("Connection closed by peer during TLS handshake")
                 except _SSLError:
                     self._flush_quietly()
@@ -360,6 +379,59 @@ class TlsPump:
         if not self.flush():
             return OP_WRITE
         return 0
+
+    def raise_peer_failure(self, handshaking):
+        """After an I/O error while the handshake outcome may still be in
+        flight (``handshaking``: the handshake itself; else the first reads
+        of TLS 1.3, where a client certificate is checked), read whatever
+        the peer sent before it went away and raise its ``ssl.SSLError``:
+        an alert explains the failure better than the reset that followed it
+        (Linux still delivers bytes queued before a reset).  Returns None
+        when there is no such explanation.
+        """
+        try:
+            for _ in range(64):
+                if self.fill() <= 0:
+                    break
+        except OSError:
+            pass
+        self._replay(handshaking)
+
+    def _replay(self, handshaking):
+        """Let OpenSSL process what the incoming BIO holds (an EOF too) and
+        raise ``ssl.SSLError`` if that shows a TLS failure; the alert it
+        queued is flushed best-effort first.  Decrypted application data is
+        dropped: only called when the connection is ending anyway."""
+        try:
+            if handshaking:
+                self._ssl.do_handshake()
+            else:
+                for _ in range(1024):
+                    if not self._ssl.read(16384):
+                        break
+        except (_SSLWantReadError, _SSLZeroReturnError, _SSLEOFError):
+            pass
+        except _SSLError:
+            self._flush_quietly()
+            raise
+        except (OSError, ValueError):
+            pass
+
+    # ------------------------------------------------------------------
+    # negotiated parameters
+    # ------------------------------------------------------------------
+    def version(self):
+        """Negotiated protocol, e.g. "TLSv1.3" (None before the handshake)."""
+        return self._ssl.version()
+
+    def cipher(self):
+        """``(name, protocol, bits)`` of the negotiated cipher, or None."""
+        return self._ssl.cipher()
+
+    def peer_certificate_der(self):
+        """DER of the peer's leaf certificate, None if it sent none; raises
+        ValueError before the handshake is done."""
+        return self._ssl.getpeercert(binary_form=True)
 
     def _flush_quietly(self):
         try:

@@ -441,8 +441,10 @@ class SslFactory:
         else:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.options |= ssl.OP_NO_COMPRESSION
-        if hasattr(ssl, "OP_NO_RENEGOTIATION"):
-            ctx.options |= ssl.OP_NO_RENEGOTIATION
+        # Kafka refuses renegotiation, and the TLS pump's write path relies on
+        # it being off (see TlsPump.write); Python >= 3.7 on OpenSSL >= 1.1.0h
+        # always has the flag.
+        ctx.options |= ssl.OP_NO_RENEGOTIATION
 
         min_v, max_v = self._protocol_range()
         min_v, max_v = self._apply_cipher_suites(ctx, min_v, max_v)

@@ -19,7 +19,8 @@ CLOSING), same division of failures:
   byte arrives, and a TLS failure in that state is an authentication failure.
 
 The byte pumping lives in ``_tlspump_py`` / ``kchannel._ctlspump`` (see its
-docstring); this class adds states, error translation and peer identity.
+docstring), which is the only code that calls the ``SSLObject``; this class
+adds states, error translation (one place: ``_failure``) and peer identity.
 The transport-layer contract is documented in ``kchannel.network.transport``.
 """
 import enum
@@ -82,7 +83,6 @@ class SslTransportLayer(TransportLayer):
         super().__init__(sock)
         self.engine = engine
         self.channel_id = channel_id
-        self._ssl = engine.ssl_object
         self._pump = (pump_module or _pump).TlsPump(
             sock, engine.ssl_object, engine.incoming, engine.outgoing, **pump_options)
         self.state = State.NOT_INITIALIZED
@@ -117,24 +117,44 @@ class SslTransportLayer(TransportLayer):
             self.state = State.HANDSHAKE
         try:
             ops = self._pump.handshake()
-        except ssl.SSLError as exc:
-            raise self._handshake_failure(exc) from exc
-        except EOFError as exc:
-            raise ChannelConnectionError(
-                "Connection closed by peer during the TLS handshake (the peer may not "
-                "be a TLS endpoint, or it rejected this connection)") from exc
-        except OSError as exc:
-            self._maybe_raise_ssl_failure()
-            raise connection_error(exc, "I/O error during the TLS handshake") from exc
+        except (EOFError, OSError) as exc:
+            raise self._failure(exc, "I/O error during the TLS handshake") from exc
         if ops:
             return ops
-        version = self._ssl.version()
+        version = self._pump.version()
         self.state = State.POST_HANDSHAKE if version == "TLSv1.3" else State.READY
         if log.isEnabledFor(logging.DEBUG):
             log.debug("SSL handshake completed successfully with peer %s (%s, %s, %s mode)",
-                      self.peer_address, version, (self._ssl.cipher() or ("?",))[0],
+                      self.peer_address, version, (self._pump.cipher() or ("?",))[0],
                       self.mode)
         return 0
+
+    def _failure(self, exc, io_error_text):
+        """The one translation of a pump exception into what the transport
+        raises; ``io_error_text`` describes the operation for an I/O error.
+
+        * ``ssl.SSLError`` during the handshake, or in TLS 1.3's
+          POST_HANDSHAKE state: an authentication failure (see
+          ``_handshake_failure``); once application data flowed, a broken
+          connection (Kafka's SSLException is an IOException).
+        * ``EOFError``: the peer closed.
+        * Any other ``OSError``: an I/O error, unless bytes the peer sent
+          before it went away explain it with an alert.
+        """
+        state = self.state
+        if isinstance(exc, ssl.SSLError):
+            if state is State.HANDSHAKE or state is State.POST_HANDSHAKE:
+                return self._handshake_failure(
+                    exc, post_handshake=state is State.POST_HANDSHAKE)
+            return ChannelConnectionError(f"TLS error: {ssl_reason_text(exc)}")
+        if isinstance(exc, EOFError):
+            if state is State.HANDSHAKE:
+                return ChannelConnectionError(
+                    "Connection closed by peer during the TLS handshake (the peer may not "
+                    "be a TLS endpoint, or it rejected this connection)")
+            return ChannelConnectionError("Connection closed by peer (EOF)")
+        self._maybe_raise_ssl_failure()
+        return connection_error(exc, io_error_text)
 
     def _handshake_failure(self, exc, post_handshake=False):
         """Record a TLS failure and return the SslAuthenticationError."""
@@ -161,25 +181,10 @@ class SslTransportLayer(TransportLayer):
         if self.state not in (State.HANDSHAKE, State.POST_HANDSHAKE):
             return
         try:
-            for _ in range(64):
-                if self._pump.fill() <= 0:
-                    break
-        except OSError:
-            pass
-        try:
-            if self.state is State.HANDSHAKE:
-                self._ssl.do_handshake()
-            else:
-                for _ in range(1024):
-                    if not self._ssl.read(16384):
-                        break
-        except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            pass
+            self._pump.raise_peer_failure(self.state is State.HANDSHAKE)
         except ssl.SSLError as exc:
             raise self._handshake_failure(
                 exc, post_handshake=self.state is State.POST_HANDSHAKE) from exc
-        except (OSError, ValueError):
-            pass
 
     # --- reads ------------------------------------------------------------
     def _check_readable(self):
@@ -193,13 +198,8 @@ class SslTransportLayer(TransportLayer):
         self._check_readable()
         try:
             n = self._pump.read_into(sink, 0)
-        except EOFError as exc:
-            raise ChannelConnectionError("Connection closed by peer (EOF)") from exc
-        except ssl.SSLError as exc:
-            raise self._read_failure(exc) from exc
-        except OSError as exc:
-            self._maybe_raise_ssl_failure()
-            raise connection_error(exc, "Read failed") from exc
+        except (EOFError, OSError) as exc:
+            raise self._failure(exc, "Read failed") from exc
         if n and self.state is State.POST_HANDSHAKE:
             self.state = State.READY
         return n
@@ -208,23 +208,11 @@ class SslTransportLayer(TransportLayer):
         self._check_readable()
         try:
             data = self._pump.recv(max_bytes)
-        except EOFError as exc:
-            raise ChannelConnectionError("Connection closed by peer (EOF)") from exc
-        except ssl.SSLError as exc:
-            raise self._read_failure(exc) from exc
-        except OSError as exc:
-            self._maybe_raise_ssl_failure()
-            raise connection_error(exc, "Read failed") from exc
+        except (EOFError, OSError) as exc:
+            raise self._failure(exc, "Read failed") from exc
         if data and self.state is State.POST_HANDSHAKE:
             self.state = State.READY
         return data
-
-    def _read_failure(self, exc):
-        if self.state is State.POST_HANDSHAKE:
-            return self._handshake_failure(exc, post_handshake=True)
-        # Once application data flowed, a TLS error (bad record MAC, an alert)
-        # is a broken connection, as Kafka's SSLException is an IOException.
-        return ChannelConnectionError(f"TLS error: {ssl_reason_text(exc)}")
 
     def has_bytes_buffered(self):
         return self.ready() and self._pump.buffered()
@@ -243,11 +231,8 @@ class SslTransportLayer(TransportLayer):
                                          f"(state {self.state.name})")
         try:
             return self._pump.write(data)
-        except ssl.SSLError as exc:
-            raise self._read_failure(exc) from exc
-        except OSError as exc:
-            self._maybe_raise_ssl_failure()
-            raise connection_error(exc, "Write failed") from exc
+        except (EOFError, OSError) as exc:
+            raise self._failure(exc, "Write failed") from exc
 
     def has_pending_writes(self):
         return self._pump.pending_writes() > 0
@@ -256,15 +241,14 @@ class SslTransportLayer(TransportLayer):
         try:
             return self._pump.flush()
         except OSError as exc:
-            self._maybe_raise_ssl_failure()
-            raise connection_error(exc, "Write failed") from exc
+            raise self._failure(exc, "Write failed") from exc
 
     # --- peer identity ----------------------------------------------------
     def peer_certificate_der(self):
         """DER of the peer's leaf certificate (None if it sent none)."""
         if self._peer_der is None and self.ready():
             try:
-                self._peer_der = self._ssl.getpeercert(binary_form=True)
+                self._peer_der = self._pump.peer_certificate_der()
             except ValueError:
                 return None
         return self._peer_der
@@ -282,10 +266,10 @@ class SslTransportLayer(TransportLayer):
 
     def protocol(self):
         """Negotiated protocol, e.g. "TLSv1.3" (None before the handshake)."""
-        return self._ssl.version()
+        return self._pump.version()
 
     def cipher_suite(self):
-        c = self._ssl.cipher()
+        c = self._pump.cipher()
         return c[0] if c else None
 
     # --- teardown ---------------------------------------------------------
