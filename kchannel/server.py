@@ -28,6 +28,7 @@ Quick start::
 server properties (``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).
 """
+import errno
 import logging
 import socket
 import threading
@@ -62,6 +63,16 @@ MAX_RECEIVES_PER_CHANNEL = 64
 # Kafka's max.connections default (Int.MaxValue): no limit.
 _UNLIMITED = 2147483647
 
+# accept() failing for lack of file descriptors or kernel memory: no
+# listener is watched for a back-off (doubling from the first to the last
+# value while it keeps failing), since the listening sockets stay readable
+# and retrying at once would spin; connections wait in the listen backlog.
+ACCEPT_BACKOFF_MS = (100, 1000)
+_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# At most one log line about failing accepts per interval (a peer can
+# trigger them at will); the next one says how many were not logged.
+ACCEPT_ERROR_LOG_INTERVAL_MS = 10000
+
 _DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
 
 
@@ -83,10 +94,14 @@ class Listener:
         # max.connections of this listener (listener prefix, else the
         # broker-wide value); protected: the inter-broker listener, which the
         # broker-wide limit does not hold back; accepting: False while a
-        # limit is reached (the listening socket is then not watched).
+        # limit is reached; paused_until: ms until which accepting is held
+        # back (accept back-off); the listening socket is watched (watched)
+        # only while accepting and not paused.
         self.max_connections = _UNLIMITED
         self.protected = False
         self.accepting = True
+        self.paused_until = None
+        self.watched = False
 
     # Endpoint-style aliases
     @property
@@ -320,6 +335,10 @@ class Server:
             from .cluster import register_cluster_handlers
             register_cluster_handlers(self)
         self._conn_index = 0
+        self._paused = False                 # some listener has paused_until set
+        self._accept_backoff_ms = ACCEPT_BACKOFF_MS[0]
+        self._accept_errors = 0              # accept errors not logged yet
+        self._accept_error_log_at = 0        # ms from which the next may be logged
         self._stop = threading.Event()
         self._thread = None
         self._closed = False
@@ -349,7 +368,7 @@ class Server:
                 f"Socket server failed to bind to {l.host}:{l.port}: {exc.strerror or exc}.")
         l.sock = sock
         l.bound_port = sock.getsockname()[1]
-        self.selector.add_listener(sock, lambda l=l: self._accept(l))
+        self._watch(l, True)
         log.info("[SocketServer listener=%s, securityProtocol=%s] "
                  "Awaiting socket connections on %s:%d.", l.name, l.security_protocol,
                  l.host or "0.0.0.0", l.bound_port)
@@ -408,10 +427,20 @@ class Server:
             return True
         return sum(counts.values()) < self.max_connections
 
+    def _watch(self, l, watch):
+        """Start or stop watching ``l``'s listening socket."""
+        if watch == l.watched or l.sock is None:
+            return
+        if watch:
+            self.selector.add_listener(l.sock, lambda l=l: self._accept(l))
+        else:
+            self.selector.remove_listener(l.sock)
+        l.watched = watch
+
     def _pause_accepting(self, l):
         if l.accepting and l.sock is not None:
             l.accepting = False
-            self.selector.remove_listener(l.sock)
+            self._watch(l, False)
             log.info("[SocketServer listener=%s] Connection limit reached (max.connections "
                      "%d on the listener, %d on the broker); new connections wait until one "
                      "closes", l.name, l.max_connections, self.max_connections)
@@ -426,8 +455,53 @@ class Server:
                 counts = self._connection_counts()
             if self._slot_available(l, counts):
                 l.accepting = True
-                self.selector.add_listener(l.sock, lambda l=l: self._accept(l))
+                if l.paused_until is None:
+                    self._watch(l, True)
                 log.debug("[SocketServer listener=%s] Accepting connections again", l.name)
+
+    def _pause_until(self, l, until):
+        l.paused_until = until if l.paused_until is None else max(l.paused_until, until)
+        self._paused = True
+        self._watch(l, False)
+
+    def _end_pauses(self, now):
+        """Watch again the listeners whose pause is over; the poll timeout
+        (ms) until the next one ends, or None."""
+        nxt = None
+        for l in self.listeners:
+            until = l.paused_until
+            if until is None:
+                continue
+            if now >= until:
+                l.paused_until = None
+                if l.accepting:
+                    self._watch(l, True)
+            elif nxt is None or until < nxt:
+                nxt = until
+        self._paused = nxt is not None
+        return None if nxt is None else nxt - now
+
+    def _accept_failed(self, l, exc):
+        """accept() raised ``exc`` (not EAGAIN).  Out of file descriptors or
+        kernel memory, every listener pauses for a back-off; the log line is
+        rate limited either way."""
+        now = self.time()
+        paused = ""
+        if exc.errno in _ACCEPT_RESOURCE_ERRORS:
+            backoff = self._accept_backoff_ms
+            self._accept_backoff_ms = min(backoff * 2, ACCEPT_BACKOFF_MS[1])
+            for other in self.listeners:
+                self._pause_until(other, now + backoff)
+            paused = f"; not accepting connections on any listener for {backoff} ms"
+        self._accept_errors += 1
+        if now < self._accept_error_log_at:
+            return
+        more = self._accept_errors - 1
+        self._accept_errors = 0
+        self._accept_error_log_at = now + ACCEPT_ERROR_LOG_INTERVAL_MS
+        log.warning("[SocketServer listener=%s] Error accepting connection: %s%s%s", l.name,
+                    exc, paused, f" ({more} more accept errors since the last report)"
+                    if more else "")
 
     def _accept(self, l):
         counts = self._connection_counts() if self._limited else None
@@ -440,8 +514,9 @@ class Server:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("Error accepting connection on %s: %s", l.name, exc)
+                self._accept_failed(l, exc)
                 return
+            self._accept_backoff_ms = ACCEPT_BACKOFF_MS[0]
             self._conn_index += 1
             try:
                 local = sock.getsockname()
@@ -544,9 +619,15 @@ class Server:
         held = self._held
         if held:
             held.clear()
+        if self._paused:
+            wait = self._end_pauses(self.time())
+            if wait is not None and (timeout_ms is None or timeout_ms < 0 or wait < timeout_ms):
+                timeout_ms = wait
         sel.poll(timeout_ms)
         if self._limited:
             self._resume_accepting()
+        if self._paused:
+            self._end_pauses(self.time())
         receives = sel.completed_receives
         if len(receives) == 1:
             cid, payload = receives[0]
@@ -722,6 +803,7 @@ class Server:
                 except OSError:
                     pass
                 l.sock = None
+                l.watched = False
             if l.channel_builder is not None:
                 try:
                     l.channel_builder.close()

@@ -20,6 +20,7 @@ import errno
 import logging
 import socket
 import struct
+import weakref
 
 from .. import errors
 from ..utils import now_ms
@@ -146,6 +147,24 @@ _MUTE_TRANSITIONS = {
 }
 
 
+def forget_traceback(exc):
+    """Drop the tracebacks of ``exc`` and of the exceptions chained to it.
+
+    A failed channel keeps its exception (``ChannelState.exception``) until
+    the selector's next poll, and callers may keep it longer; its traceback
+    would keep every frame it went through alive, and with them the channel,
+    the poll's lists of ready channels and their buffers, all in reference
+    cycles that only the cyclic garbage collector breaks.  The type and
+    message are what a failure is reported with."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        if exc.__cause__ is not None:
+            forget_traceback(exc.__cause__)
+        exc = exc.__context__
+
+
 def _format_address(addr):
     if addr is None:
         return None
@@ -173,7 +192,11 @@ class AuthIO:
     __slots__ = ("_ch",)
 
     def __init__(self, channel):
-        self._ch = channel
+        # A proxy, not the channel: channel -> AuthIO -> channel would be a
+        # reference cycle, and a closed channel (with its decoder buffer, up
+        # to sasl.server.max.receive.size before authentication) would wait
+        # for the cyclic garbage collector instead of being freed at once.
+        self._ch = weakref.proxy(channel)
 
     @property
     def transport(self):
@@ -856,6 +879,9 @@ class KafkaChannel:
         if self._disconnected:
             return None
         self._disconnected = True
+        exc = self.state.exception
+        if exc is not None:
+            forget_traceback(exc)
         if flush:
             try:
                 self._flush_all()
@@ -865,6 +891,12 @@ class KafkaChannel:
             self.authenticator.close()
         except Exception:  # never let a close fail the selector loop
             log.debug("authenticator close failed for %s", self.id, exc_info=True)
+        # Buffers go now, whoever still holds the channel: up to a frame
+        # being received (sasl.server.max.receive.size before authentication,
+        # socket.request.max.bytes after) and responses the peer never read.
+        self.decoder = FrameDecoder(self.decoder.max_size)
+        self._stash.clear()
+        self._sends.clear()
         try:
             if linger:
                 return self.transport.close(detach=True)
