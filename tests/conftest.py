@@ -1,7 +1,7 @@
 """Shared pytest configuration.
 
 Fixtures live in ``tests/fixtures/`` as plugins, one per concern (implementation
-twins, certificates, Kerberos KDC, real peers, ZooKeeper).
+twins, certificates, Kerberos KDC, real peers, ZooKeeper, Apache Kafka).
 """
 import os
 import sys
@@ -14,9 +14,12 @@ pytest_plugins = [
     "tests.fixtures.kdc",
     "tests.fixtures.peers",
     "tests.fixtures.zookeeper",
+    "tests.fixtures.kafka",
 ]
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: slow interop test (still run in CI)")
     config.addinivalue_line("markers", "interop: talks to a real third-party peer")
+    config.addinivalue_line("markers", "kafka: talks to Apache Kafka itself (the reference "
+                                       "broker, Java client or tools)")
