@@ -26,6 +26,7 @@ TWINS = {
     "wire": ("kchannel.protocol._wire_py", "kchannel._cwire"),
     "tlspump": ("kchannel.network._tlspump_py", "kchannel._ctlspump"),
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
+    "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"

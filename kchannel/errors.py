@@ -120,3 +120,22 @@ class KafkaError(KChannelError):
 
 class DelegationTokenError(KafkaError):
     """A delegation token API returned an error code."""
+
+
+class CorruptRecordError(KafkaError):
+    """A record batch failed its CRC, is truncated or is otherwise malformed
+    (Kafka's CorruptRecordException, error CORRUPT_MESSAGE, 2).  The bytes
+    came from the broker (or the disk behind it): the fetch that returned
+    them cannot be used."""
+
+    def __init__(self, message=""):
+        super().__init__(2, "CORRUPT_MESSAGE", message)
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    """A batch uses a compression codec this installation cannot read or
+    write (Kafka's UNSUPPORTED_COMPRESSION_TYPE, 76): the message names the
+    extra to install."""
+
+    def __init__(self, message=""):
+        super().__init__(76, "UNSUPPORTED_COMPRESSION_TYPE", message)

@@ -1,0 +1,36 @@
+"""Kafka record batches, sans-I/O (see ``batch`` and ``compression``)."""
+from kchannel.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from kchannel.protocol.records.batch import (
+    CURRENT_MAGIC,
+    LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    LegacyBatch,
+    RecordBatch,
+    TimestampType,
+    crc32c,
+    decode_records,
+    encode_batch,
+    encode_legacy_message,
+    encode_records,
+    iter_batches,
+    read_records,
+)
+from kchannel.protocol.records.compression import (
+    CompressionType,
+    check_codec,
+    codec_available,
+    compress,
+    decompress,
+)
+
+__all__ = [
+    "CURRENT_MAGIC", "LOG_OVERHEAD", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE",
+    "NO_TIMESTAMP", "RECORD_BATCH_OVERHEAD", "LegacyBatch", "RecordBatch", "TimestampType",
+    "crc32c", "decode_records", "encode_batch", "encode_legacy_message", "encode_records",
+    "iter_batches", "read_records", "CompressionType", "check_codec", "codec_available",
+    "compress", "decompress", "CorruptRecordError", "UnsupportedCompressionTypeError",
+]

@@ -1,0 +1,224 @@
+"""Record-batch hot loops, pure-Python twin of ``kchannel._crecords``.
+
+Both twins expose the same names with the same behaviour:
+
+* ``crc32c(data, crc=0)``: CRC-32C (Castagnoli) of ``data``, continuing from
+  ``crc`` (Kafka's ``Crc32C``; the checksum of a v2 record batch).
+* ``encode_records(records, base_timestamp)``: the records section of a v2
+  batch, uncompressed.  ``records`` is a sequence of
+  ``(timestamp, key, value, headers)`` with ``key``/``value`` bytes-like or
+  None and ``headers`` a sequence of ``(str key, bytes-like or None)``; the
+  offset delta of each record is its index.  Raises ``ValueError`` for values
+  that cannot be represented.
+* ``decode_records(buf, count, base_offset, base_timestamp, log_append_time)``:
+  the ``count`` records that make up ``buf`` (all of it), as a list of
+  ``(offset, timestamp, key, value, headers)`` tuples, ``headers`` a list of
+  ``(str, bytes or None)``.  ``log_append_time`` is None, or the batch's max
+  timestamp that replaces every record's own (LogAppendTime batches).  Any
+  malformed input raises ``CorruptRecordError`` (Kafka's
+  ``InvalidRecordException``/``CorruptRecordException``), never another
+  exception.
+"""
+from kchannel.errors import CorruptRecordError
+
+__all__ = ["crc32c", "encode_records", "decode_records"]
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return tuple(table)
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data, crc=0):
+    table = _TABLE
+    c = (~crc) & 0xFFFFFFFF
+    for b in memoryview(data).cast("B"):
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return (~c) & 0xFFFFFFFF
+
+
+# -- encoding ---------------------------------------------------------------
+
+def _uvarint(out, v):
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _varint(out, v):
+    if not -0x80000000 <= v <= 0x7FFFFFFF:
+        raise ValueError(f"{v} does not fit in a varint")
+    _uvarint(out, ((v << 1) ^ (v >> 31)) & 0xFFFFFFFF)
+
+
+def _varlong(out, v):
+    if not -0x8000000000000000 <= v <= 0x7FFFFFFFFFFFFFFF:
+        raise ValueError(f"{v} does not fit in a varlong")
+    _uvarint(out, ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _bytes(v, what):
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, (bytearray, memoryview)):
+        return bytes(v)
+    raise ValueError(f"record {what} must be bytes or None, got {type(v).__name__}")
+
+
+def _int64(v):
+    v = int(v)
+    if not -0x8000000000000000 <= v <= 0x7FFFFFFFFFFFFFFF:
+        raise ValueError(f"{v} does not fit in a varlong")
+    return v
+
+
+def encode_records(records, base_timestamp):
+    base_timestamp = _int64(base_timestamp)
+    out = bytearray()
+    body = bytearray()
+    for delta, (timestamp, key, value, headers) in enumerate(records):
+        key = _bytes(key, "key")
+        value = _bytes(value, "value")
+        body.clear()
+        body.append(0)  # record attributes: unused, always 0
+        _varlong(body, _int64(timestamp) - base_timestamp)
+        _varint(body, delta)
+        if key is None:
+            body.append(1)  # varint -1
+        else:
+            _varint(body, len(key))
+            body += key
+        if value is None:
+            body.append(1)
+        else:
+            _varint(body, len(value))
+            body += value
+        if headers:
+            _varint(body, len(headers))
+            for hkey, hvalue in headers:
+                if not isinstance(hkey, str):
+                    raise ValueError(
+                        f"header key must be a str, got {type(hkey).__name__}")
+                hk = hkey.encode("utf-8")
+                _varint(body, len(hk))
+                body += hk
+                hvalue = _bytes(hvalue, "header value")
+                if hvalue is None:
+                    body.append(1)
+                else:
+                    _varint(body, len(hvalue))
+                    body += hvalue
+        else:
+            body.append(0)
+        _varint(out, len(body))
+        out += body
+    return bytes(out)
+
+
+# -- decoding ---------------------------------------------------------------
+
+def _corrupt(msg):
+    return CorruptRecordError(msg)
+
+
+def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
+    buf = bytes(buf)
+    end = len(buf)
+    if count < 0:
+        raise _corrupt(f"Found invalid record count {count} in the record batch")
+    # Every record takes at least 7 bytes: refuse a hostile count before
+    # allocating anything for it.
+    if count > end // 7 + 1:
+        raise _corrupt(f"Found invalid record count {count} in a batch of {end} bytes")
+    pos = 0
+    limit = end  # varints of a record may not run past the record
+    out = []
+    append = out.append
+
+    def uvarint(limit_bits):
+        nonlocal pos
+        value = 0
+        shift = 0
+        while True:
+            if pos >= limit:
+                raise _corrupt("Record is truncated (varint runs past the batch)")
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift >= limit_bits:
+                raise _corrupt("Record has a varint that is too long")
+        return value
+
+    def varint():
+        v = uvarint(35)
+        if v > 0xFFFFFFFF:
+            raise _corrupt("Record has a varint that does not fit in 32 bits")
+        return (v >> 1) ^ -(v & 1)
+
+    def varlong():
+        v = uvarint(70)
+        if v > 0xFFFFFFFFFFFFFFFF:
+            raise _corrupt("Record has a varlong that does not fit in 64 bits")
+        return (v >> 1) ^ -(v & 1)
+
+    def blob(stop, what):
+        nonlocal pos
+        n = varint()
+        if n < 0:
+            if n == -1:
+                return None
+            raise _corrupt(f"Invalid negative {what} size {n}")
+        if n > stop - pos:
+            raise _corrupt(f"Record {what} of {n} bytes runs past the record")
+        v = buf[pos:pos + n]
+        pos += n
+        return v
+
+    for _ in range(count):
+        size = varint()
+        if size < 0 or size > end - pos:
+            raise _corrupt(f"Invalid record size {size}: {end - pos} bytes left in the batch")
+        start = pos
+        stop = limit = pos + size
+        if pos >= stop:
+            raise _corrupt("Record is empty")
+        pos += 1  # attributes: unused
+        ts_delta = varlong()
+        offset_delta = varint()
+        key = blob(stop, "key")
+        value = blob(stop, "value")
+        nheaders = varint()
+        if nheaders < 0:
+            raise _corrupt(f"Found invalid number of record headers {nheaders}")
+        if nheaders > (stop - pos) // 2:
+            raise _corrupt(f"Found invalid number of record headers {nheaders}")
+        headers = []
+        for _h in range(nheaders):
+            hk = blob(stop, "header key")
+            if hk is None:
+                raise _corrupt("Invalid negative header key size")
+            headers.append((hk.decode("utf-8", "replace"), blob(stop, "header value")))
+        limit = end
+        if pos != stop:
+            raise _corrupt(f"Invalid record size: expected to read {size} bytes in record "
+                           f"payload, but instead read {pos - start}")
+        timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
+        if not -0x8000000000000000 <= timestamp <= 0x7FFFFFFFFFFFFFFF:
+            raise _corrupt(f"Record timestamp {timestamp} overflows")
+        append((base_offset + offset_delta, timestamp, key, value, headers))
+    if pos != end:
+        raise _corrupt("Incorrect declared batch size, records still remaining in file")
+    return out
+

@@ -1,0 +1,357 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Record-batch hot loops, compiled twin of
+``kchannel.protocol.records._records_py``.
+
+Same names, same behaviour and same exceptions as the pure twin (see its
+docstring).  Memory safety: every read checks its length against
+``end - pos`` first; ``pos <= end <= len(buf)`` always holds.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.list cimport PyList_New
+from cpython.tuple cimport PyTuple_New
+
+from kchannel.errors import CorruptRecordError
+
+__all__ = ["crc32c", "encode_records", "decode_records"]
+
+# -- CRC-32C, slicing-by-8 ---------------------------------------------------
+
+cdef uint32_t _T[8][256]
+
+
+cdef void _init_tables() noexcept:
+    cdef uint32_t c
+    cdef int i, k
+    for i in range(256):
+        c = i
+        for k in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        _T[0][i] = c
+    for i in range(256):
+        c = _T[0][i]
+        for k in range(1, 8):
+            c = _T[0][c & 0xFF] ^ (c >> 8)
+            _T[k][i] = c
+
+
+_init_tables()
+
+
+cdef uint32_t _crc32c(uint32_t crc, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t c = ~crc
+    cdef uint32_t lo, hi
+    while n and (<size_t>p & 7):
+        c = _T[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
+        p += 1
+        n -= 1
+    while n >= 8:
+        lo = c ^ (<uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16)
+                  | (<uint32_t>p[3] << 24))
+        hi = (<uint32_t>p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16)
+              | (<uint32_t>p[7] << 24))
+        c = (_T[7][lo & 0xFF] ^ _T[6][(lo >> 8) & 0xFF] ^ _T[5][(lo >> 16) & 0xFF]
+             ^ _T[4][lo >> 24] ^ _T[3][hi & 0xFF] ^ _T[2][(hi >> 8) & 0xFF]
+             ^ _T[1][(hi >> 16) & 0xFF] ^ _T[0][hi >> 24])
+        p += 8
+        n -= 8
+    while n:
+        c = _T[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
+        p += 1
+        n -= 1
+    return ~c
+
+
+def crc32c(data, crc=0):
+    cdef const uint8_t[::1] view
+    cdef uint32_t start = <uint32_t>(int(crc) & 0xFFFFFFFF)
+    if isinstance(data, bytes):
+        return _crc32c(start, <const uint8_t*>PyBytes_AS_STRING(data),
+                       PyBytes_GET_SIZE(data))
+    view = memoryview(data).cast("B")
+    if view.shape[0] == 0:
+        return start
+    return _crc32c(start, &view[0], view.shape[0])
+
+
+# -- encoding ----------------------------------------------------------------
+
+cdef struct _Buf:
+    uint8_t* data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t need = b.len + extra
+    cdef Py_ssize_t cap
+    cdef uint8_t* nd
+    if need <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 256
+    while cap < need:
+        cap *= 2
+    nd = <uint8_t*>realloc(b.data, cap)
+    if nd == NULL:
+        raise MemoryError()
+    b.data = nd
+    b.cap = cap
+    return 0
+
+
+cdef inline int _size_uvarint(uint64_t v) noexcept:
+    cdef int n = 1
+    while v >= 0x80:
+        v >>= 7
+        n += 1
+    return n
+
+
+cdef inline void _put_uvarint(_Buf* b, uint64_t v) noexcept:
+    # The caller reserved room.
+    while v >= 0x80:
+        b.data[b.len] = <uint8_t>((v & 0x7F) | 0x80)
+        b.len += 1
+        v >>= 7
+    b.data[b.len] = <uint8_t>v
+    b.len += 1
+
+
+cdef inline uint64_t _zz32(int64_t v) noexcept:
+    return <uint32_t>((<uint32_t>v << 1) ^ <uint32_t>(<int32_t>v >> 31))
+
+
+cdef inline uint64_t _zz64(int64_t v) noexcept:
+    return (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+
+
+cdef object _as_bytes(object v, str what):
+    if v is None or type(v) is bytes:
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise ValueError(f"record {what} must be bytes or None, got {type(v).__name__}")
+
+
+cdef int64_t _int64(object v, str what) except? -1:
+    v = int(v)
+    if not -0x8000000000000000 <= v <= 0x7FFFFFFFFFFFFFFF:
+        raise ValueError(f"{v} does not fit in a {what}")
+    return <int64_t>v
+
+
+cdef inline Py_ssize_t _blob_size(object v) except -1:
+    cdef Py_ssize_t n
+    if v is None:
+        return 1
+    n = PyBytes_GET_SIZE(v)
+    if n > 0x7FFFFFFF:
+        raise ValueError("record field longer than 2**31-1 bytes")
+    return _size_uvarint(_zz32(n)) + n
+
+
+cdef inline void _put_blob(_Buf* b, object v) noexcept:
+    cdef Py_ssize_t n
+    if v is None:
+        b.data[b.len] = 1
+        b.len += 1
+        return
+    n = PyBytes_GET_SIZE(v)
+    _put_uvarint(b, _zz32(n))
+    memcpy(b.data + b.len, PyBytes_AS_STRING(v), n)
+    b.len += n
+
+
+def encode_records(records, base_timestamp):
+    cdef _Buf b
+    cdef int64_t base = _int64(base_timestamp, "varlong")
+    cdef int64_t ts, ts_delta
+    cdef Py_ssize_t delta = 0, size, nh = 0, i
+    cdef list hdrs
+    cdef object key, value, headers, hk, hv
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+    try:
+        for timestamp, key, value, headers in records:
+            if delta > 0x7FFFFFFF:
+                raise ValueError(f"{delta} does not fit in a varint")
+            key = _as_bytes(key, "key")
+            value = _as_bytes(value, "value")
+            ts = _int64(timestamp, "varlong")
+            # Java's long arithmetic wraps; the pure twin refuses a delta
+            # that overflows, and so do we.
+            if (base < 0 and ts > base + 0x7FFFFFFFFFFFFFFF) or \
+                    (base > 0 and ts < base - 0x7FFFFFFFFFFFFFFF - 1):
+                raise ValueError(f"{int(timestamp) - base} does not fit in a varlong")
+            ts_delta = ts - base
+            size = 1 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
+            size += _blob_size(key) + _blob_size(value)
+            hdrs = None
+            if headers:
+                hdrs = []
+                for hk, hv in headers:
+                    if not isinstance(hk, str):
+                        raise ValueError(
+                            f"header key must be a str, got {type(hk).__name__}")
+                    hk = (<str>hk).encode("utf-8")
+                    hv = _as_bytes(hv, "header value")
+                    size += _blob_size(hk) + _blob_size(hv)
+                    hdrs.append(hk)
+                    hdrs.append(hv)
+                nh = len(hdrs) // 2
+                size += _size_uvarint(_zz32(nh))
+            else:
+                size += 1
+            if size > 0x7FFFFFFF:
+                raise ValueError("record larger than 2**31-1 bytes")
+            _reserve(&b, size + 5)
+            _put_uvarint(&b, _zz32(size))
+            b.data[b.len] = 0
+            b.len += 1
+            _put_uvarint(&b, _zz64(ts_delta))
+            _put_uvarint(&b, _zz32(delta))
+            _put_blob(&b, key)
+            _put_blob(&b, value)
+            if hdrs is None:
+                b.data[b.len] = 0
+                b.len += 1
+            else:
+                _put_uvarint(&b, _zz32(nh))
+                for i in range(nh):
+                    _put_blob(&b, hdrs[2 * i])
+                    _put_blob(&b, hdrs[2 * i + 1])
+            delta += 1
+        if b.len == 0:
+            return b""
+        return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+    finally:
+        free(b.data)
+
+
+# -- decoding ----------------------------------------------------------------
+
+cdef class _Cursor:
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos
+    cdef Py_ssize_t end
+
+    cdef uint64_t uvarint(self, int limit_bits) except? 0xFFFFFFFFFFFFFFFF:
+        cdef uint64_t value = 0
+        cdef int shift = 0
+        cdef uint8_t byte
+        while True:
+            if self.pos >= self.end:
+                raise CorruptRecordError("Record is truncated (varint runs past the batch)")
+            byte = self.p[self.pos]
+            self.pos += 1
+            if shift < 64:
+                value |= (<uint64_t>(byte & 0x7F)) << shift
+            if not byte & 0x80:
+                break
+            shift += 7
+            if shift >= limit_bits:
+                raise CorruptRecordError("Record has a varint that is too long")
+        return value
+
+    cdef int64_t varint(self) except? -0x7FFFFFFFFFFFFFFF:
+        cdef Py_ssize_t start = self.pos
+        cdef uint64_t v = self.uvarint(35)
+        # The 5th byte may carry up to 7 bits: more than 32 is invalid.
+        if self.pos - start == 5 and self.p[self.pos - 1] > 0x0F:
+            raise CorruptRecordError("Record has a varint that does not fit in 32 bits")
+        return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
+
+    cdef int64_t varlong(self) except? -0x7FFFFFFFFFFFFFFF:
+        cdef Py_ssize_t start = self.pos
+        cdef uint64_t v = self.uvarint(70)
+        if self.pos - start == 10 and self.p[self.pos - 1] > 0x01:
+            raise CorruptRecordError("Record has a varlong that does not fit in 64 bits")
+        return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
+
+    cdef object blob(self, Py_ssize_t stop, str what):
+        cdef int64_t n = self.varint()
+        cdef object v
+        if n < 0:
+            if n == -1:
+                return None
+            raise CorruptRecordError(f"Invalid negative {what} size {n}")
+        if n > stop - self.pos:
+            raise CorruptRecordError(f"Record {what} of {n} bytes runs past the record")
+        v = PyBytes_FromStringAndSize(<const char*>(self.p + self.pos), n)
+        self.pos += n
+        return v
+
+
+def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
+    cdef bytes data = buf if type(buf) is bytes else bytes(buf)
+    cdef _Cursor c = _Cursor()
+    cdef Py_ssize_t n_count
+    cdef int64_t size, ts_delta, offset_delta, nheaders, hsize
+    cdef Py_ssize_t start, stop, i, h
+    cdef object key, value, hk, hv
+    cdef list out, headers
+    c.p = <const uint8_t*>PyBytes_AS_STRING(data)
+    c.pos = 0
+    c.end = PyBytes_GET_SIZE(data)
+    if count < 0:
+        raise CorruptRecordError(f"Found invalid record count {count} in the record batch")
+    if count > c.end // 7 + 1:
+        raise CorruptRecordError(
+            f"Found invalid record count {count} in a batch of {c.end} bytes")
+    n_count = count
+    base_off = int(base_offset)
+    base_ts = int(base_timestamp)
+    out = []
+    for i in range(n_count):
+        size = c.varint()
+        if size < 0 or size > c.end - c.pos:
+            raise CorruptRecordError(
+                f"Invalid record size {size}: {c.end - c.pos} bytes left in the batch")
+        start = c.pos
+        stop = c.pos + size
+        if c.pos >= stop:
+            raise CorruptRecordError("Record is empty")
+        c.pos += 1
+        # Bound the varints of this record by its own size.
+        c.end, saved_end = stop, c.end
+        ts_delta = c.varlong()
+        offset_delta = c.varint()
+        key = c.blob(stop, "key")
+        value = c.blob(stop, "value")
+        nheaders = c.varint()
+        if nheaders < 0:
+            raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
+        if nheaders > (stop - c.pos) // 2:
+            raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
+        headers = []
+        for h in range(nheaders):
+            hsize = c.varint()
+            if hsize < 0:
+                raise CorruptRecordError("Invalid negative header key size")
+            if hsize > stop - c.pos:
+                raise CorruptRecordError(
+                    f"Record header key of {hsize} bytes runs past the record")
+            hk = PyUnicode_DecodeUTF8(<const char*>(c.p + c.pos), hsize, "replace")
+            c.pos += hsize
+            hv = c.blob(stop, "header value")
+            headers.append((hk, hv))
+        c.end = saved_end
+        if c.pos != stop:
+            raise CorruptRecordError(
+                f"Invalid record size: expected to read {size} bytes in record payload, "
+                f"but instead read {c.pos - start}")
+        if log_append_time is None:
+            timestamp = base_ts + ts_delta
+            if not -0x8000000000000000 <= timestamp <= 0x7FFFFFFFFFFFFFFF:
+                raise CorruptRecordError(f"Record timestamp {timestamp} overflows")
+        else:
+            timestamp = log_append_time
+        out.append((base_off + offset_delta, timestamp, key, value, headers))
+    if c.pos != c.end:
+        raise CorruptRecordError(
+            "Incorrect declared batch size, records still remaining in file")
+    return out
