@@ -105,6 +105,31 @@ class UnsupportedSaslMechanismError(AuthenticationError):
         self.enabled_mechanisms = list(enabled_mechanisms)
 
 
+class DelayedResponseAuthenticationError(AuthenticationError):
+    """Kafka's ``DelayedResponseAuthenticationException``: the channel's
+    authenticator failed (``__cause__`` is its ``AuthenticationError``) and
+    its error response, if any, is to be sent only when the connection is
+    closed, which a server delays by
+    ``connection.failed.authentication.delay.ms``.
+
+    Raised by ``KafkaChannel.prepare`` (and when a re-authentication fails as
+    it begins); the selector catches it and schedules the close.  Callers of
+    a selector never see it: the channel's state carries the authenticator's
+    own exception.
+    """
+
+    def __init__(self, cause):
+        super().__init__(str(cause), getattr(cause, "error_code", None))
+        self.__cause__ = cause
+
+
+class IllegalStateTransitionError(RuntimeError):
+    """A kchannel bug, not the peer's nor the operator's fault: a state
+    machine was asked for a transition its table does not list (Kafka throws
+    ``IllegalStateException``).  The connection still fails closed; please
+    report the message, which names both states."""
+
+
 class KafkaError(KChannelError):
     """An error code returned by a Kafka broker in a response body."""
 

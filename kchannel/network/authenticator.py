@@ -8,6 +8,9 @@ shared with the data phase.
 
 * :class:`Authenticator` -- the interface, with KIP-368 re-authentication hooks
   that default to "not supported" exactly like Kafka's default methods.
+* :class:`StateMachineAuthenticator` -- the state machine both SASL
+  authenticators share: an explicit transition table, one ``_set_state``
+  writer and Kafka's "state changes once the queued response is flushed".
 * :class:`DefaultAuthenticator` -- PLAINTEXT and SSL (Kafka's
   ``PlaintextAuthenticator`` and ``SslAuthenticator``): nothing to exchange,
   completes immediately; the principal comes from the principal builder
@@ -16,6 +19,7 @@ shared with the data phase.
 """
 import logging
 
+from ..errors import IllegalStateTransitionError
 from ..principal import (
     ANONYMOUS,
     DefaultKafkaPrincipalBuilder,
@@ -27,7 +31,8 @@ from .ops import OP_NONE
 
 log = logging.getLogger("kchannel.network.authenticator")
 
-__all__ = ["Authenticator", "DefaultAuthenticator", "create_principal_builder"]
+__all__ = ["Authenticator", "DefaultAuthenticator", "StateMachineAuthenticator",
+           "create_principal_builder"]
 
 
 class Authenticator:
@@ -87,6 +92,93 @@ class Authenticator:
         """Client side: responses to requests sent before re-authentication
         began that arrived while it was running (payloads)."""
         return []
+
+
+class StateMachineAuthenticator(Authenticator):
+    """An authenticator whose ``state`` follows an explicit transition table
+    (in the style of h11's ``_state.py``) and whose state changes wait for
+    the response it queued (Kafka's ``pendingSaslState``).
+
+    Subclasses define ``TRANSITIONS``: state -> frozenset of the states it
+    may change to, the key ``None`` listing the initial states; a state that
+    is not a key has no way out.  ``state`` is read-only: ``_set_state`` is
+    its only writer, and refuses (``IllegalStateTransitionError``) any change
+    the table does not list, so the table is the whole truth about the flow.
+
+    Pending-write gate: ``_send`` queues a frame and tries to flush it; while
+    it is not flushed, ``_set_state`` only records the requested state (and
+    an exception to raise once it is entered), and ``_flush`` applies it when
+    the bytes are out.  ``complete()`` can so never turn true, nor a failure
+    propagate, while the response that announces it is still queued.
+    ``immediate=True`` bypasses the gate: a network fault or a malformed
+    request fails at once (Kafka's server: "fail immediately"), dropping any
+    state still waiting for the gate.
+    """
+
+    TRANSITIONS = {}
+    FAILED = None
+
+    # Class-level defaults: the instance attributes are written by
+    # _set_state / the gate only.
+    _state = None
+    _writes_pending = False
+    _pending_state = None
+    _pending_exception = None
+
+    @property
+    def state(self):
+        return self._state
+
+    def _set_state(self, state, now=None, exception=None, *, immediate=False):
+        """Change to ``state`` (after the pending write unless ``immediate``),
+        then raise ``exception`` if given.  ``now`` is handed to
+        ``_state_entered``."""
+        current = self._state
+        if state not in self.TRANSITIONS.get(current, ()):
+            raise IllegalStateTransitionError(
+                f"{type(self).__name__}: no transition from "
+                f"{getattr(current, 'name', current)} to {getattr(state, 'name', state)}")
+        if self._writes_pending and not immediate:
+            self._pending_state = state
+            self._pending_exception = exception
+            return
+        self._state = state
+        self._pending_state = None
+        self._pending_exception = None
+        self._state_entered(state, now)
+        if exception is not None:
+            raise exception
+
+    def _fail(self):
+        """Enter FAILED now, unless already there (a second failure report
+        of the same exchange changes nothing)."""
+        if self._state is not self.FAILED:
+            self._set_state(self.FAILED, immediate=True)
+
+    def _state_entered(self, state, now):
+        """Hook: ``state`` was just entered (logging, completion times)."""
+
+    def _reset_gate(self):
+        """Forget queued-write bookkeeping (a re-authentication starts with
+        nothing of the previous exchange pending)."""
+        self._writes_pending = False
+        self._pending_state = None
+        self._pending_exception = None
+
+    def _send(self, io, payload, now=None):
+        io.write_frame(payload)
+        self._writes_pending = True
+        self._flush(io, now)
+
+    def _flush(self, io, now=None):
+        """Flush queued frames; True when all are out (a state waiting for
+        them is entered, raising its exception if it has one)."""
+        if io.flush():
+            self._writes_pending = False
+            if self._pending_state is not None:
+                self._set_state(self._pending_state, now, self._pending_exception)
+            return True
+        return False
 
 
 def create_principal_builder(configs, ssl_principal_mapper=None, kerberos_short_namer=None):

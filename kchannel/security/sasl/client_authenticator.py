@@ -18,6 +18,11 @@ States (Kafka's ``SaslState``)::
     REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE, REAUTH_SEND_HANDSHAKE_REQUEST,
     REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE, REAUTH_INITIAL   (KIP-368)
 
+``_TRANSITIONS`` below is the complete list of state changes; ``state`` is
+written only by ``_set_state`` (see ``StateMachineAuthenticator``), which
+refuses any other, and changes once the request just queued is flushed
+(Kafka's ``pendingSaslState``).
+
 SaslHandshake v1 makes tokens travel inside SaslAuthenticate requests (the
 highest version both sides support); v0 sends them as raw size-prefixed
 frames.  SASL requests use correlation ids from a small reserved range at the
@@ -33,7 +38,7 @@ import random
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
                              InvalidRequestError, KChannelError, SaslAuthenticationError,
                              UnsupportedSaslMechanismError)
-from kchannel.network.authenticator import Authenticator
+from kchannel.network.authenticator import StateMachineAuthenticator
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
 from kchannel.security.sasl import _wire
@@ -79,6 +84,46 @@ class SaslState(enum.Enum):
     REAUTH_SEND_HANDSHAKE_REQUEST = "REAUTH_SEND_HANDSHAKE_REQUEST"
     REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE = "REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE"
     REAUTH_INITIAL = "REAUTH_INITIAL"
+
+
+_S = SaslState
+
+# Every state change the client makes: state -> the states it may enter
+# (None: the initial state).  FAILED is listed where the exchange can fail: a
+# refused or malformed response, a mechanism error, or the connection lost
+# while a request is being written.  REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE
+# only re-reads the original ApiVersions response (no I/O, nothing to fail).
+_TRANSITIONS = {
+    None: frozenset({
+        _S.SEND_APIVERSIONS_REQUEST,
+        _S.INITIAL,                         # handshake_request_enable=False
+    }),
+    _S.SEND_APIVERSIONS_REQUEST: frozenset({
+        _S.RECEIVE_APIVERSIONS_RESPONSE,
+        _S.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE,   # built to re-authenticate
+        _S.FAILED,
+    }),
+    _S.RECEIVE_APIVERSIONS_RESPONSE: frozenset({_S.SEND_HANDSHAKE_REQUEST, _S.FAILED}),
+    _S.SEND_HANDSHAKE_REQUEST: frozenset({_S.RECEIVE_HANDSHAKE_RESPONSE, _S.FAILED}),
+    _S.RECEIVE_HANDSHAKE_RESPONSE: frozenset({_S.INITIAL, _S.FAILED}),
+    _S.INITIAL: frozenset({_S.INTERMEDIATE, _S.FAILED}),
+    _S.INTERMEDIATE: frozenset({
+        _S.CLIENT_COMPLETE,                 # last token sent, its response due
+        _S.COMPLETE,
+        _S.FAILED,
+    }),
+    _S.CLIENT_COMPLETE: frozenset({_S.COMPLETE, _S.FAILED}),
+    # Re-authentication in place (no fresh authenticator from the channel).
+    _S.COMPLETE: frozenset({_S.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE}),
+    _S.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE: frozenset({
+        _S.REAUTH_SEND_HANDSHAKE_REQUEST,
+    }),
+    _S.REAUTH_SEND_HANDSHAKE_REQUEST: frozenset({
+        _S.REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE, _S.FAILED,
+    }),
+    _S.REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE: frozenset({_S.REAUTH_INITIAL, _S.FAILED}),
+    _S.REAUTH_INITIAL: frozenset({_S.INTERMEDIATE, _S.FAILED}),
+}
 
 
 class _ReauthInfo:
@@ -135,7 +180,7 @@ def _exception_for(code, message):
         return SaslAuthenticationError(message or f"error code {code}", error_code=code)
 
 
-class SaslClientAuthenticator(Authenticator):
+class SaslClientAuthenticator(StateMachineAuthenticator):
     """Kafka's ``SaslClientAuthenticator`` for one connection.
 
     Keywords: ``mechanism`` (``sasl.mechanism``), ``jaas_options`` (the
@@ -168,14 +213,11 @@ class SaslClientAuthenticator(Authenticator):
         self._current_request = None   # (api_key, version, correlation_id)
         self._sasl_authenticate_version = DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER
         self._sasl_handshake_version = 0
-        self._writes_pending = False
-        self._pending_state = None
         self._reauth = _ReauthInfo()
         if mechanism == GSSAPI:
             self._client_principal_name = self._jaas_options.get("principal")
         else:
             self._client_principal_name = None
-        self.state = None
         self._set_state(SaslState.SEND_APIVERSIONS_REQUEST if handshake_request_enable
                         else SaslState.INITIAL)
         self._sasl_client = self._create_sasl_client()
@@ -202,16 +244,16 @@ class SaslClientAuthenticator(Authenticator):
         try:
             return self._authenticate(io, now)
         except AuthenticationError as exc:
-            self.state = SaslState.FAILED
+            self._fail()
             # The selector reports the failure at WARNING; keep detail here.
             log.debug("Failed %s with %s (%s)", self._reauth.text(),
                       self.node or self._server_host, exc)
             raise
         except KChannelError:
-            self.state = SaslState.FAILED
+            self._fail()
             raise
         except Exception as exc:
-            self.state = SaslState.FAILED
+            self._fail()
             raise InvalidRequestError(
                 f"Unexpected error during SASL {self._reauth.text()}: {exc!r}") from exc
 
@@ -302,10 +344,8 @@ class SaslClientAuthenticator(Authenticator):
         self._reauth.api_versions_from_original_authentication = api_versions
         self._reauth.reauthentication_begin_ms = now
         self._current_request = None
-        self._pending_state = None
-        self._writes_pending = False
-        self.state = SaslState.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE
-        log.debug("Set SASL client state to %s", self.state.name)
+        self._reset_gate()
+        self._set_state(SaslState.REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE, now)
         return self.authenticate(io, now)
 
     def complete(self):
@@ -371,12 +411,10 @@ class SaslClientAuthenticator(Authenticator):
             self._correlation_id = MIN_RESERVED_CORRELATION_ID
         return cid
 
-    def _set_state(self, state, now=None):
-        if self._writes_pending:
-            self._pending_state = state
-            return
-        self._pending_state = None
-        self.state = state
+    TRANSITIONS = _TRANSITIONS
+    FAILED = SaslState.FAILED
+
+    def _state_entered(self, state, now):
         log.debug("Set SASL client state to %s", state.name)
         if state == SaslState.COMPLETE:
             self._set_authentication_end(now)
@@ -399,24 +437,11 @@ class SaslClientAuthenticator(Authenticator):
             log.debug("Finished %s with no session expiration and no session "
                       "re-authentication", r.text())
 
-    def _flush(self, io, now):
-        if io.flush():
-            self._writes_pending = False
-            if self._pending_state is not None:
-                self._set_state(self._pending_state, now)
-            return True
-        return False
-
-    def _send(self, io, now, payload):
-        io.write_frame(payload)
-        self._writes_pending = True
-        self._flush(io, now)
-
     def _send_request(self, io, now, api_key, version, body):
         cid = self.next_correlation_id()
         self._current_request = (api_key, version, cid)
         payload = _wire.encode_request(api_key, version, cid, self._client_id, body)
-        self._send(io, now, payload)
+        self._send(io, payload, now)
 
     def _set_versions(self, api_versions_body):
         for entry in api_versions_body.get("api_keys") or ():
@@ -452,7 +477,6 @@ class SaslClientAuthenticator(Authenticator):
                     continue
                 log.debug("Invalid SASL mechanism response, server may be expecting "
                           "only GSSAPI tokens")
-                self.state = SaslState.FAILED
                 raise IllegalSaslStateError(
                     "Invalid SASL mechanism response, server may be expecting a "
                     f"different protocol: {exc}") from exc
@@ -468,7 +492,6 @@ class SaslClientAuthenticator(Authenticator):
             return None
         code = body.get("error_code", 0)
         if code != NONE:
-            self.state = SaslState.FAILED
             raise _exception_for(code, body.get("error_message"))
         lifetime = body.get("session_lifetime_ms") or 0
         if lifetime > 0:
@@ -484,7 +507,7 @@ class SaslClientAuthenticator(Authenticator):
             return False
         token = bytes(token)
         if self._sasl_authenticate_version == DISABLE_KAFKA_SASL_AUTHENTICATE_HEADER:
-            self._send(io, now, token)
+            self._send(io, token, now)
         else:
             self._send_request(io, now, SASL_AUTHENTICATE, self._sasl_authenticate_version,
                                {"auth_bytes": token})
@@ -509,7 +532,6 @@ class SaslClientAuthenticator(Authenticator):
         mechanisms = body.get("mechanisms") or []
         if code == NONE:
             return
-        self.state = SaslState.FAILED
         if code == UNSUPPORTED_SASL_MECHANISM:
             raise UnsupportedSaslMechanismError(
                 f"Client SASL mechanism '{self.mechanism}' not enabled in the server, "

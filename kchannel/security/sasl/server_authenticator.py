@@ -19,11 +19,15 @@ States, in order (Kafka's ``SaslState``)::
 Re-authentication (KIP-368) starts at REAUTH_PROCESS_HANDSHAKE with the
 SaslHandshake the data phase received, may pass through REAUTH_BAD_MECHANISM
 (different mechanism: fails on the next token, so the failure is counted as a
-failed re-authentication) and otherwise joins AUTHENTICATE.
+failed re-authentication) and otherwise joins AUTHENTICATE.  Kafka's server
+has no REAUTH_INITIAL state and neither has this one: the mechanism's first
+token is read in AUTHENTICATE exactly as in a first authentication.
 
-State changes that follow a response take effect only once that response is
-flushed (Kafka's ``pendingSaslState``), so ``complete()`` never turns true
-while the final response is still queued.
+``_TRANSITIONS`` below is the complete list of state changes; ``state`` is
+written only by ``_set_state`` (see ``StateMachineAuthenticator``), which
+refuses any other.  State changes that follow a response take effect only
+once that response is flushed (Kafka's ``pendingSaslState``), so
+``complete()`` never turns true while the final response is still queued.
 
 Failures: the error response (SaslAuthenticate / SaslHandshake with an error
 code) is *built* when the failure is detected but only *sent* by
@@ -51,7 +55,7 @@ import re
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
                              InvalidReceiveError, InvalidRequestError, KChannelError,
                              SaslAuthenticationError, UnsupportedSaslMechanismError)
-from kchannel.network.authenticator import Authenticator
+from kchannel.network.authenticator import StateMachineAuthenticator
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
@@ -92,9 +96,37 @@ class SaslState(enum.Enum):
     FAILED = "FAILED"
     REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
     REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
-    # Named for symmetry with the client; Kafka's server (and this one) joins
-    # the AUTHENTICATE state directly after REAUTH_PROCESS_HANDSHAKE.
-    REAUTH_INITIAL = "REAUTH_INITIAL"
+
+
+_S = SaslState
+
+# Every state change the server makes: state -> the states it may enter
+# (None: the initial state).  FAILED is listed where a frame can be refused;
+# COMPLETE fails nothing (the data phase owns the connection by then).
+_TRANSITIONS = {
+    None: frozenset({_S.INITIAL_REQUEST}),
+    _S.INITIAL_REQUEST: frozenset({
+        _S.HANDSHAKE_OR_VERSIONS_REQUEST,   # the first frame has a Kafka header
+        _S.AUTHENTICATE,                    # a 0.9 client's raw GSSAPI token
+        _S.REAUTH_PROCESS_HANDSHAKE,        # built to re-authenticate a channel
+        _S.FAILED,
+    }),
+    _S.HANDSHAKE_OR_VERSIONS_REQUEST: frozenset({
+        _S.HANDSHAKE_REQUEST,               # ApiVersions answered
+        _S.AUTHENTICATE,                    # SaslHandshake accepted
+        _S.FAILED,
+    }),
+    _S.HANDSHAKE_REQUEST: frozenset({_S.AUTHENTICATE, _S.FAILED}),
+    _S.AUTHENTICATE: frozenset({_S.COMPLETE, _S.FAILED}),
+    _S.REAUTH_PROCESS_HANDSHAKE: frozenset({
+        _S.AUTHENTICATE,                    # same mechanism as the session's
+        _S.REAUTH_BAD_MECHANISM,            # answered; fails on the next token
+        _S.FAILED,
+    }),
+    _S.REAUTH_BAD_MECHANISM: frozenset({_S.FAILED}),
+    # Re-authentication in place (no fresh authenticator from the channel).
+    _S.COMPLETE: frozenset({_S.REAUTH_PROCESS_HANDSHAKE}),
+}
 
 
 class _ReauthInfo:
@@ -126,7 +158,7 @@ def _zero_if_negative(value):
     return max(0, value)
 
 
-class SaslServerAuthenticator(Authenticator):
+class SaslServerAuthenticator(StateMachineAuthenticator):
     """Kafka's ``SaslServerAuthenticator`` for one accepted channel.
 
     Parameters (keywords):
@@ -193,10 +225,6 @@ class SaslServerAuthenticator(Authenticator):
             mechanism_factory = create_server
         self._mechanism_factory = mechanism_factory
 
-        self.state = SaslState.INITIAL_REQUEST
-        self._pending_state = None
-        self._pending_exception = None
-        self._writes_pending = False
         self._sasl_server = None
         self.mechanism = None
         # True after SaslHandshake v1+: tokens travel in SaslAuthenticate.
@@ -207,6 +235,7 @@ class SaslServerAuthenticator(Authenticator):
         self._principal = None
         # ClientInformation from ApiVersions v3+ (software name, version).
         self.client_information = None
+        self._set_state(SaslState.INITIAL_REQUEST)
 
     # -- Authenticator API ----------------------------------------------------
     def authenticate(self, io, now):
@@ -234,7 +263,7 @@ class SaslServerAuthenticator(Authenticator):
             try:
                 frame = io.read_frame()
             except InvalidReceiveError as exc:
-                self.state = SaslState.FAILED
+                self._fail()
                 err = SaslAuthenticationError(
                     "Failing SASL authentication due to invalid receive size")
                 err.__cause__ = exc
@@ -281,11 +310,10 @@ class SaslServerAuthenticator(Authenticator):
         self._reauth.reauthentication_begin_ms = now
         self._principal = None
         self._failure_response = None
-        self._pending_state = None
-        self._pending_exception = None
+        self._reset_gate()
         self._kafka_authenticate_headers = False
         log.debug("Beginning re-authentication: %s", self)
-        self.state = SaslState.REAUTH_PROCESS_HANDSHAKE
+        self._set_state(SaslState.REAUTH_PROCESS_HANDSHAKE)
         self._io = io
         self._process_frame(bytes(first_frame), now)
         return self.authenticate(io, now)
@@ -364,30 +392,11 @@ class SaslServerAuthenticator(Authenticator):
                 f"mechanism={self.mechanism}, connection_id={self.connection_id})")
 
     # -- state handling ------------------------------------------------------
-    def _set_state(self, state, exception=None):
-        if self._writes_pending:
-            self._pending_state = state
-            self._pending_exception = exception
-            return
-        self.state = state
+    TRANSITIONS = _TRANSITIONS
+    FAILED = SaslState.FAILED
+
+    def _state_entered(self, state, now):
         log.debug("Set SASL server state to %s during %s", state.name, self._reauth.text())
-        self._pending_state = None
-        self._pending_exception = None
-        if exception is not None:
-            raise exception
-
-    def _send(self, io, payload):
-        io.write_frame(payload)
-        self._writes_pending = True
-        self._flush(io)
-
-    def _flush(self, io):
-        if io.flush():
-            self._writes_pending = False
-            if self._pending_state is not None:
-                self._set_state(self._pending_state, self._pending_exception)
-            return True
-        return False
 
     def _process_frame(self, frame, now):
         io = self._io
@@ -414,14 +423,14 @@ class SaslServerAuthenticator(Authenticator):
         except AuthenticationError as exc:
             self._log_failure(exc)
             # Propagated once any response already queued is flushed.
-            self._set_state(SaslState.FAILED, exc)
+            self._set_state(SaslState.FAILED, exception=exc)
         except KChannelError as exc:
-            self.state = SaslState.FAILED
+            self._fail()
             log.debug("Failed during %s: %s", self._reauth.text(), exc)
             raise
         except Exception as exc:
             # Anything else (a mechanism or codec bug) must still fail closed.
-            self.state = SaslState.FAILED
+            self._fail()
             log.debug("Failed during %s: %r", self._reauth.text(), exc, exc_info=True)
             raise InvalidRequestError(
                 f"Unexpected error during SASL {self._reauth.text()}: {exc!r}") from exc
