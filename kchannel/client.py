@@ -32,7 +32,6 @@ Per-node connection bookkeeping follows Kafka's ``ClusterConnectionStates``:
 """
 import collections
 import enum
-import logging
 import math
 import random as _random
 
@@ -45,8 +44,9 @@ from .protocol.api_versions import choose_api_versions_version
 from .protocol.errors import Errors, exception_for
 from .protocol.headers import RequestHeader, decode_response, encode_request
 from .utils import now_ms
+from .log import get_logger
 
-log = logging.getLogger("kchannel.client")
+log = get_logger("kchannel.client")
 
 __all__ = ["KafkaClient", "NetworkClient", "ClientResponse", "ConnectionState",
            "ExponentialBackoff", "RequestTimeoutError", "CLIENT_SOFTWARE_NAME"]

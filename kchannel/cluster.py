@@ -34,14 +34,14 @@ Inter-broker connections: :func:`connect_inter_broker` opens a
 inter-broker listener settings (``ServerConfig.inter_broker_client_configs``,
 Kafka's ``ChannelBuilders.clientChannelBuilder`` with a SERVER JAAS context).
 """
-import logging
 from dataclasses import dataclass
 
 from .errors import ConfigError
 from .protocol import messages
 from .protocol.errors import Errors
+from .log import get_logger
 
-log = logging.getLogger("kchannel.cluster")
+log = get_logger("kchannel.cluster")
 
 __all__ = ["ClusterNode", "ClusterView", "parse_cluster_nodes", "register_cluster_handlers",
            "handle_describe_cluster", "handle_metadata", "connect_inter_broker",

@@ -11,15 +11,15 @@ versions is done by the server from the header alone) and
 :func:`handle_metadata` (this node only, no topics).
 """
 import base64
-import logging
 import re
 import uuid
 from dataclasses import dataclass, field
 
 from .protocol import messages
 from .protocol.errors import Errors
+from .log import get_logger
 
-log = logging.getLogger("kchannel.handlers")
+log = get_logger("kchannel.handlers")
 
 __all__ = ["Session", "RequestContext", "Handler", "HandlerRegistry",
            "handle_api_versions", "handle_metadata", "handle_sasl_after_authentication",

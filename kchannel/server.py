@@ -29,7 +29,6 @@ server properties (``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).
 """
 import errno
-import logging
 import socket
 import threading
 
@@ -52,8 +51,9 @@ from .protocol import messages
 from .protocol.api_versions import api_versions_fallback
 from .protocol.headers import encode_response, parse_request_header
 from .utils import now_ms
+from .log import get_logger
 
-log = logging.getLogger("kchannel.server")
+log = get_logger("kchannel.server")
 
 __all__ = ["Server", "Listener", "parse_listeners"]
 

@@ -17,7 +17,6 @@ shared with the data phase.
   (``User:ANONYMOUS`` for PLAINTEXT; SSL: the client certificate's subject DN
   mapped by ``ssl.principal.mapping.rules``, ``User:ANONYMOUS`` without one).
 """
-import logging
 
 from ..errors import IllegalStateTransitionError
 from ..principal import (
@@ -28,8 +27,9 @@ from ..principal import (
     load_principal_builder,
 )
 from .ops import OP_NONE
+from ..log import get_logger
 
-log = logging.getLogger("kchannel.network.authenticator")
+log = get_logger("kchannel.network.authenticator")
 
 __all__ = ["Authenticator", "DefaultAuthenticator", "StateMachineAuthenticator",
            "create_principal_builder"]

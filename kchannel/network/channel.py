@@ -17,7 +17,6 @@ there for the data phase.
 import collections
 import enum
 import errno
-import logging
 import socket
 import struct
 import weakref
@@ -26,8 +25,9 @@ from .. import errors
 from ..utils import now_ms
 from ..framing import FrameDecoder, encode_frame
 from .ops import OP_NONE, OP_READ, OP_WRITE
+from ..log import get_logger
 
-log = logging.getLogger("kchannel.network.channel")
+log = get_logger("kchannel.network.channel")
 
 __all__ = ["State", "ChannelState", "ChannelMuteState", "ChannelMuteEvent", "AuthIO",
            "KafkaChannel",

@@ -11,7 +11,6 @@ authenticator its security protocol needs:
 
 :func:`create_channel_builder` picks the right one from ``security.protocol``.
 """
-import logging
 
 from ..errors import ConfigError
 from .authenticator import (
@@ -20,8 +19,9 @@ from .authenticator import (
     create_ssl_principal_mapper,
 )
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, KafkaChannel
+from ..log import get_logger
 
-log = logging.getLogger("kchannel.network.channel_builder")
+log = get_logger("kchannel.network.channel_builder")
 
 __all__ = ["ChannelBuilder", "PlaintextChannelBuilder", "SslChannelBuilder",
            "create_channel_builder", "SECURITY_PROTOCOLS"]

@@ -64,7 +64,6 @@ import bisect
 import collections
 import errno
 import heapq
-import logging
 import selectors
 import socket
 import time as _time
@@ -74,8 +73,9 @@ from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
 from ..utils import now_ms
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_NONE, OP_READ
+from ..log import get_logger
 
-log = logging.getLogger("kchannel.network.selector")
+log = get_logger("kchannel.network.selector")
 
 __all__ = ["Selector", "SelectorMetrics", "NO_IDLE_TIMEOUT_MS"]
 

@@ -53,7 +53,6 @@ password, deleted right after loading.
 
 Renegotiation is disabled (``OP_NO_RENEGOTIATION``), as Kafka refuses it.
 """
-import logging
 import os
 import re
 import secrets
@@ -63,8 +62,9 @@ from collections import namedtuple
 
 from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.network.ssl_factory")
+log = get_logger("kchannel.network.ssl_factory")
 
 # Kafka config names (SslConfigs / BrokerSecurityConfigs).
 SSL_PROTOCOL_CONFIG = "ssl.protocol"

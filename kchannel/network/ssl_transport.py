@@ -31,10 +31,11 @@ import ssl
 from kchannel import _impl
 from kchannel.errors import ChannelConnectionError, SslAuthenticationError
 from kchannel.network.transport import TransportLayer, connection_error
+from kchannel.log import get_logger
 
 _pump = _impl.load("kchannel.network._tlspump_py", "kchannel._ctlspump")
 
-log = logging.getLogger("kchannel.network.ssl_transport")
+log = get_logger("kchannel.network.ssl_transport")
 
 
 class State(enum.Enum):

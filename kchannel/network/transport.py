@@ -40,14 +40,14 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
   ``peer_subject_dn()`` are None for plaintext.
 """
 import errno
-import logging
 import socket
 import threading
 
 from kchannel.errors import ChannelConnectionError
 from kchannel.network.ops import OP_READ, OP_WRITE
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.network.transport")
+log = get_logger("kchannel.network.transport")
 
 # One recv per read call, into a large reused buffer: loopback and LAN sockets
 # routinely have hundreds of KiB queued, and each recv syscall plus the Python

@@ -19,13 +19,13 @@ Patterns are Java regular expressions in Kafka; the common subset (what
 real rule sets use) means the same in Python's ``re``.  Replacement strings
 use Java's syntax (``$1`` group references, ``\\`` escapes), translated here.
 """
-import logging
 import os
 import re
 
 from kchannel.errors import ConfigError, KChannelError
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.kerberos_rules")
+log = get_logger("kchannel.security.kerberos_rules")
 
 CONFIG_KEY = "sasl.kerberos.principal.to.local.rules"
 

@@ -14,9 +14,9 @@ DELEGATION_TOKEN_AUTH_DISABLED, as a Kafka broker does), opens the store named
 by ``kchannel.delegation.token.store``, plugs token logins into the SCRAM
 callbacks of every SASL listener and starts the expiry sweep.
 """
-import logging
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.tokens")
+log = get_logger("kchannel.tokens")
 
 __all__ = ["install_server", "TokenService"]
 

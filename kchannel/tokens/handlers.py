@@ -7,14 +7,14 @@ Each handler turns a decoded request into the manager call Kafka's
 version-specific fields (KIP-373's owner/requester, v3) are simply ignored by
 the encoder for older versions.
 """
-import logging
 import threading
 
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol import messages
 from kchannel.utils import now_ms
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.tokens.handlers")
+log = get_logger("kchannel.tokens.handlers")
 
 __all__ = ["register_token_handlers", "attach_token_manager", "TokenExpirySweeper",
            "create_token_handler", "renew_token_handler", "expire_token_handler",

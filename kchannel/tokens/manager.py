@@ -48,7 +48,6 @@ cached -- PBKDF2 does not run per login.
 """
 import base64
 import binascii
-import logging
 import threading
 from dataclasses import dataclass
 
@@ -58,8 +57,9 @@ from kchannel.tokens.store import InMemoryTokenStore
 from kchannel.tokens.token import (SCRAM_TOKEN_ITERATIONS, DelegationToken, TokenInformation,
                                    create_hmac, derive_scram_credential, generate_token_id,
                                    hmac_base64)
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.tokens.manager")
+log = get_logger("kchannel.tokens.manager")
 
 __all__ = ["TokenManager", "TokenAuthorizer", "CreateTokenResult", "allow_token_requests",
            "DEFAULT_MAX_LIFETIME_MS", "DEFAULT_EXPIRY_TIME_MS", "DEFAULT_EXPIRY_CHECK_INTERVAL_MS",

@@ -19,14 +19,14 @@ Interface (what :class:`~kchannel.tokens.manager.TokenManager` uses):
 ``load_all() -> {token_id: TokenInformation}``, ``changed() -> bool``,
 ``put(info)``, ``delete(token_id) -> bool``, ``close()``.
 """
-import logging
 import os
 import sqlite3
 import threading
 
 from kchannel.tokens.token import token_info_from_json, token_info_to_json
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.tokens.store")
+log = get_logger("kchannel.tokens.store")
 
 __all__ = ["TokenStore", "InMemoryTokenStore", "SqliteTokenStore", "open_token_store",
            "STORE_FILE_NAME", "STORE_CONFIG"]

@@ -19,15 +19,15 @@ minutes are purged, as Kafka does).  The root of the tree is the chroot of
 ``zookeeper.connect`` (``host:port/kafka`` puts it under ``/kafka``), exactly
 where a Kafka cluster with that connect string keeps it.
 """
-import logging
 import threading
 import time
 
 from kchannel.errors import ChannelConnectionError
 from kchannel.tokens.store import TokenStore
 from kchannel.tokens.token import token_info_from_json, token_info_to_json
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.tokens.zk_store")
+log = get_logger("kchannel.tokens.zk_store")
 
 __all__ = ["ZkTokenStore", "TOKENS_PATH", "CHANGES_PATH", "CHANGE_PREFIX"]
 

@@ -22,7 +22,6 @@ Configuration lookups accept either the listener's effective config dict
 (typed values or strings) or, through ``server_config``, the config
 engineer's ``ServerConfig`` (``jaas_for`` / ``listener_mechanism_config``).
 """
-import logging
 
 from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, UnsupportedSaslMechanismError
@@ -34,8 +33,9 @@ from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
 from kchannel.security.sasl.mechanism import ServerCallbacks
 from kchannel.security.sasl.server_authenticator import (
     DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE, SaslServerAuthenticator)
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.channel_builder")
+log = get_logger("kchannel.security.sasl.channel_builder")
 
 __all__ = ["SaslChannelBuilder"]
 

@@ -32,7 +32,6 @@ responses are kept and handed back through
 ``get_and_clear_responses_received_during_reauthentication()``.
 """
 import enum
-import logging
 import random
 
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
@@ -42,8 +41,9 @@ from kchannel.network.authenticator import StateMachineAuthenticator
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
 from kchannel.security.sasl import _wire
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.client_authenticator")
+log = get_logger("kchannel.security.sasl.client_authenticator")
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17

@@ -49,7 +49,6 @@ Kafka logs in once per channel builder, so each connection does not cost an
 AS exchange.
 """
 import hashlib
-import logging
 import os
 import threading
 
@@ -57,6 +56,7 @@ from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, SaslAuthenticationError
 from kchannel.security.sasl.mechanism import (
     SaslClientMechanism, SaslServerMechanism, jaas_option, register)
+from kchannel.log import get_logger
 
 try:
     import gssapi
@@ -65,7 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without gssapi
     raise ImportError(
         f"SASL mechanism GSSAPI needs the 'gssapi' package (python-gssapi): {exc}") from exc
 
-log = logging.getLogger("kchannel.security.sasl.gssapi")
+log = get_logger("kchannel.security.sasl.gssapi")
 
 MECHANISM = "GSSAPI"
 

@@ -27,15 +27,15 @@ module does not pull in GSSAPI (which needs the ``gssapi`` package) or the
 OAUTHBEARER machinery.
 """
 import importlib
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kchannel.config.types import reveal
 from kchannel.errors import UnsupportedSaslMechanismError
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.mechanism")
+log = get_logger("kchannel.security.sasl.mechanism")
 
 # Negotiated property names (Kafka's SaslInternalConfigs / ScramLoginModule).
 CREDENTIAL_LIFETIME_MS = "CREDENTIAL.LIFETIME.MS"

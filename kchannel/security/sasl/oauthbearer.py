@@ -37,7 +37,6 @@ import base64
 import binascii
 import importlib
 import json
-import logging
 import math
 import re
 from decimal import Decimal
@@ -46,8 +45,9 @@ from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, SaslAuthenticationError
 from kchannel.security.sasl.mechanism import (
     CREDENTIAL_LIFETIME_MS, SaslClientMechanism, SaslServerMechanism, register)
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.oauthbearer")
+log = get_logger("kchannel.security.sasl.oauthbearer")
 
 MECHANISM = "OAUTHBEARER"
 SEPARATOR = "\x01"

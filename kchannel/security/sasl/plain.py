@@ -14,15 +14,15 @@ message, ``Authentication failed: Invalid username or password``.
 PLAIN sends the password in clear: use it over SASL_SSL only.
 """
 import hmac
-import logging
 
 from kchannel import errors
 from kchannel.config.types import reveal
 from kchannel.security.sasl import mechanism as _mechanism
 from kchannel.security.sasl.mechanism import (
     SaslClientMechanism, SaslServerMechanism, jaas_option)
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.plain")
+log = get_logger("kchannel.security.sasl.plain")
 
 PLAIN_MECHANISM = "PLAIN"
 JAAS_USER_PREFIX = "user_"

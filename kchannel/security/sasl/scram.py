@@ -51,7 +51,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import logging
 import os
 import re
 import secrets
@@ -64,8 +63,9 @@ from kchannel.security.sasl import mechanism as _mechanism
 from kchannel.security.sasl.mechanism import (
     CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, SaslClientMechanism, SaslServerMechanism, jaas_option)
 from kchannel.security.sasl.scram_store import DEFAULT_ITERATIONS, ScramCredential
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.scram")
+log = get_logger("kchannel.security.sasl.scram")
 
 
 def _load_pbkdf2():

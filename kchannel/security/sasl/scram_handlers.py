@@ -38,15 +38,15 @@ Register with ``register_scram_handlers(server, store)`` (super users from
 the server's ``super.users``) or ``register_scram_handlers(server, store,
 super_users="User:admin")``.
 """
-import logging
 
 from kchannel.principal import parse_super_users
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.security.sasl import scram
 from kchannel.security.sasl.scram_store import credential_from_salted_password
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.scram_handlers")
+log = get_logger("kchannel.security.sasl.scram_handlers")
 
 MAX_ITERATIONS = 16384
 

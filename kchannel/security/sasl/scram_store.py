@@ -20,13 +20,13 @@ Stores map ``(user, mechanism)`` to a credential:
 """
 import base64
 import binascii
-import logging
 import os
 import sqlite3
 import threading
 from dataclasses import dataclass
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.scram_store")
+log = get_logger("kchannel.security.sasl.scram_store")
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096

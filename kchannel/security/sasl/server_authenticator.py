@@ -61,8 +61,9 @@ from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
 from kchannel.security.sasl import _wire
 from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH
+from kchannel.log import get_logger
 
-log = logging.getLogger("kchannel.security.sasl.server_authenticator")
+log = get_logger("kchannel.security.sasl.server_authenticator")
 
 # API keys handled here (Kafka's ApiKeys ids).
 API_VERSIONS = 18
@@ -553,7 +554,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         self._reauth.bad_mechanism_error_message = (
             f"SASL mechanism '{client_mechanism}' requested by client is not supported "
             f"for re-authentication of mechanism '{previous}'")
-        log.debug(self._reauth.bad_mechanism_error_message)
+        log.debug("%s", self._reauth.bad_mechanism_error_message)
         self._set_state(SaslState.REAUTH_BAD_MECHANISM)
         return False
 
