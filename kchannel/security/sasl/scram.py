@@ -19,14 +19,15 @@ Math (RFC 5802 section 3)::
 
 Where kchannel is stricter than Kafka's Java implementation, on purpose:
 
-* The server never tells an unknown user apart from a wrong password.  Kafka
-  fails the client-first message for an unknown user; kchannel answers with a
-  server-first built from a salt derived from the user name and the
-  credential store's secret (stable across attempts, restarts and servers
-  sharing the store, so it cannot be told from a real one), 4096 iterations
-  (Kafka's default), and
+* The server answers an unknown user like a wrong password.  Kafka fails
+  the client-first message for an unknown user; kchannel answers with a
+  server-first built from a stand-in credential derived from the user name
+  and the credential store's secret (a salt stable across attempts, restarts
+  and servers sharing the store), 4096 iterations (Kafka's default), and
   fails the client-final message with the same message as a bad password,
-  after the same HMAC work.
+  after the same HMAC work.  The stand-in is derived for every login, so
+  both paths do the same work before the server-first message; README
+  (SCRAM) says what this hides and what not (a non-default iteration count).
 * The server checks the channel-binding attribute (it must be the base64 of
   the gs2 header, i.e. ``biws`` for ``n,,``: no channel binding) and that the
   client-final nonce equals the combined nonce.  Both sides refuse a
@@ -562,22 +563,41 @@ class ScramSaslClient(SaslClientMechanism):
 
 _PROCESS_SECRET = os.urandom(32)
 
+# secret -> HMAC-SHA-256 keyed with it, ready to be copied: keying costs a
+# hash of the key, paid once per secret (one per credential store) rather
+# than once per login.
+_KEYED_MACS = {}
+
+
+def _keyed_mac(secret):
+    mac = _KEYED_MACS.get(secret)
+    if mac is None:
+        if len(_KEYED_MACS) >= 64:   # a process opens few stores; stay bounded
+            _KEYED_MACS.clear()
+        mac = _KEYED_MACS[secret] = hmac.new(secret, digestmod="sha256")
+    return mac
+
 
 def _fake_credential(mech, username, secret=None):
     """A credential for a user that does not exist.
 
-    The salt is derived from the user name and a secret: asking twice gives
-    the same salt, as for a real user, and it has the shape of Kafka's salts.
-    ``secret`` is the credential store's (``ServerCallbacks.scram_secret``),
-    so every server sharing that store, and a restarted server, answers with
-    the same salt; without one a per-process secret is used.  The keys are
-    random, so no password matches.
+    Everything is derived from an HMAC of the mechanism and user name under
+    a secret, so asking twice gives the same credential, as for a real user,
+    and the salt has the shape of Kafka's salts.  ``secret`` is the
+    credential store's (``ServerCallbacks.scram_secret``), so every server
+    sharing that store, and a restarted server, answers with the same salt;
+    without one a per-process secret is used.  No password matches the keys
+    (and the server fails an unknown user whatever the proof).
+
+    The server derives this for every login, existing user or not, so that
+    both paths do the same work before the server-first message.
     """
-    digest = hmac.new(secret or _PROCESS_SECRET,
-                      f"{mech.mechanism_name}\0{username}".encode("utf-8"), "sha256").digest()
+    mac = _keyed_mac(secret or _PROCESS_SECRET).copy()
+    mac.update(f"{mech.mechanism_name}\0{username}".encode("utf-8"))
+    digest = mac.digest()
     salt = _base36(int.from_bytes(digest[:17], "big") >> 6).encode("ascii")
-    return ScramCredential(salt=salt, stored_key=os.urandom(mech.digest_size),
-                           server_key=os.urandom(mech.digest_size),
+    return ScramCredential(salt=salt, stored_key=_hash(mech, b"StoredKey" + digest),
+                           server_key=_hash(mech, b"ServerKey" + digest),
                            iterations=DEFAULT_ITERATIONS)
 
 
@@ -691,17 +711,21 @@ class ScramSaslServer(SaslServerMechanism):
             log.warning("SASL/%s: credentials could not be obtained: %s",
                         self.mechanism_name, exc)
             self._fail("Authentication failed: Credentials could not be obtained")
+        # The stand-in is derived whether or not the user exists: the two
+        # paths do the same work, so the time to the server-first message
+        # does not tell them apart (benchmarks/scram_timing.py).
+        stand_in = _fake_credential(self.mech, username,
+                                    getattr(self._callbacks, "scram_secret", None))
         if credential is not None and credential.iterations < self.mech.min_iterations:
             log.warning("SASL/%s: stored credential has %d iterations, less than the minimum "
                         "%d", self.mechanism_name, credential.iterations,
                         self.mech.min_iterations)
             credential = None
-        if credential is None:
-            # Carry on with a stand-in so the exchange looks the same as for
-            # a real user with a wrong password.
-            self._unknown = True
-            credential = _fake_credential(self.mech, username,
-                                          getattr(self._callbacks, "scram_secret", None))
+        # Carry on with the stand-in for an unknown user, so the exchange
+        # looks the same as for a real user with a wrong password.
+        self._unknown = credential is None
+        if self._unknown:
+            credential = stand_in
         self._credential = credential
         self._authorization_id = authorization_id
         self._token_expiry_ms = expiry

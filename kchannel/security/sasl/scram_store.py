@@ -236,12 +236,29 @@ class SqliteScramCredentialStore(ScramCredentialStore):
     def _row_to_credential(row):
         return ScramCredential(bytes(row[0]), bytes(row[1]), bytes(row[2]), int(row[3]))
 
+    # Whether or not the user exists, a lookup reads one real row: the
+    # user's, else the next one in key order (else the first), a decoy that
+    # is decoded into a credential as well and then discarded.  Both index
+    # seeks always run (``+ 0 * first`` defeats COALESCE's short cut), so a
+    # miss costs what a hit costs and the lookup's timing does not tell an
+    # unknown user from a real one (README, SCRAM).
+    _GET = ("SELECT c.user, c.mechanism, c.salt, c.stored_key, c.server_key, c.iterations "
+            "FROM (SELECT (SELECT rowid FROM scram_credentials WHERE (user, mechanism) >= (?, ?) "
+            "ORDER BY user, mechanism LIMIT 1) AS id) AS nxt, "
+            "(SELECT (SELECT rowid FROM scram_credentials ORDER BY user, mechanism LIMIT 1) "
+            "AS id) AS fst "
+            "JOIN scram_credentials AS c ON c.rowid = COALESCE(nxt.id, fst.id) + 0 * fst.id")
+
     def get(self, user, mechanism):
         with self._lock:
-            row = self._conn.execute(
-                "SELECT salt, stored_key, server_key, iterations FROM scram_credentials "
-                "WHERE user = ? AND mechanism = ?", (user, mechanism)).fetchone()
-        return None if row is None else self._row_to_credential(row)
+            row = self._conn.execute(self._GET, (user, mechanism)).fetchone()
+        if row is None:  # an empty store: no user to tell apart
+            return None
+        credential = self._row_to_credential(row[2:])
+        # One comparison whose result is used once: no early exit that
+        # depends on which field differs.
+        found = (row[0] == user) & (row[1] == mechanism)
+        return credential if found else None
 
     def put(self, user, mechanism, credential):
         self.alter(upsertions=[(user, mechanism, credential)])
