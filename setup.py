@@ -97,7 +97,13 @@ class OptionalBuildExt(build_ext):
                     [ext],
                     language_level=3,
                     quiet=True,
-                    compiler_directives={"embedsignature": True},
+                    # binding: def functions and methods become
+                    # cyfunctions that inspect.signature() reads like
+                    # Python functions; embedsignature: a cdef class's
+                    # __init__ (a slot, no signature) is written at the head
+                    # of the class docstring.  tests/test_impl_contracts.py
+                    # compares both against the pure twins.
+                    compiler_directives={"embedsignature": True, "binding": True},
                 )
                 # Keep setuptools' own (already finalized) Extension object;
                 # only its sources change from .pyx to the generated .c.

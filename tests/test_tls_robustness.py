@@ -1,5 +1,6 @@
 """TLS transports fail closed on hostile bytes, and interoperate with
 Python's own socket-based TLS (``ssl.SSLSocket``) as an independent peer."""
+import inspect
 import selectors
 import socket
 import ssl
@@ -14,6 +15,7 @@ from kchannel.errors import ChannelConnectionError, SslAuthenticationError
 from kchannel.network.ops import OP_READ
 from kchannel.network.ssl_factory import SslFactory
 from kchannel.network.ssl_transport import SslTransportLayer
+from tests.fixtures.signatures import member_signature, shape
 
 DEADLINE_S = 20.0
 FAILURES = (SslAuthenticationError, ChannelConnectionError)
@@ -248,3 +250,12 @@ def test_pump_twins_have_the_same_interface(impl_pair):
                  "DEFAULT_WRITE_CHUNK"):
         assert getattr(p, name) == getattr(c, name)
     assert callable(p.shared_buffer) and callable(c.shared_buffer)
+    # More than names: every method's parameters and defaults (the full
+    # contract check of all twins is tests/test_impl_contracts.py).
+    assert shape(inspect.signature(p.shared_buffer)) == shape(inspect.signature(c.shared_buffer))
+    for name in sorted(public(p.TlsPump) | {"__init__"}):
+        ps, cs = inspect.getattr_static(p.TlsPump, name), inspect.getattr_static(c.TlsPump, name)
+        assert callable(ps) == callable(cs), name
+        if callable(ps):
+            assert (shape(member_signature(p.TlsPump, name))
+                    == shape(member_signature(c.TlsPump, name))), name

@@ -1,0 +1,235 @@
+"""The written contract between each pure-Python twin and its compiled twin.
+
+Each hot path exists twice (see ``kchannel._impl``): a pure module and a
+Cython module built from ``kchannel_ext/<name>.pyx``, chosen at import time.
+Callers must not be able to tell them apart, so their interface is written
+down here once, as ``typing.Protocol`` classes:
+
+* one ``...Module`` protocol per twin pair: its constants (with their
+  values), functions and classes.  A module implements a protocol as PEP 544
+  describes: its functions match the protocol's methods without ``self``.
+* one protocol per class the twins export (``FrameDecoder``, ``Reader``,
+  ``Writer``, ``TlsPump``).
+
+``tests/test_impl_contracts.py`` holds both twins of every pair in
+``CONTRACTS`` to it: the same public names, the same constant values, and
+for every function and method the parameters written here (names, kinds,
+defaults), read with ``inspect.signature`` from both twins (the compiled
+modules are built with ``binding=True`` and ``embedsignature``, see
+setup.py).  Annotations document types; they are not compared, since Cython
+reports C types.  Behaviour is compared by the differential tests of each
+twin (tests/test_framing.py, test_protocol_wire.py, test_tls_*.py,
+test_sasl_scram_pbkdf2.py).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, List, Optional, Protocol, Tuple
+
+
+# ---------------------------------------------------------------------------
+# framing: kchannel._framing_py / kchannel._cframing
+# ---------------------------------------------------------------------------
+class FrameDecoder(Protocol):
+    """Incremental, sans-I/O decoder of Kafka size-prefixed frames."""
+
+    def __init__(self, max_size: int = 104857600) -> None: ...
+
+    @property
+    def max_size(self) -> int:
+        """Largest accepted payload; settable at any time (SASL lowers it
+        before authentication); a negative value raises ValueError."""
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held (size prefixes included) that no frame returned yet."""
+
+    def has_partial(self) -> bool:
+        """True when the buffer ends with an incomplete frame."""
+
+    def feed(self, data: bytes) -> None:
+        """Append received bytes (any bytes-like object)."""
+
+    def next_frame(self) -> Optional[bytes]:
+        """The next complete payload, or None; InvalidReceiveError on a bad
+        size prefix."""
+
+    def frames(self) -> List[bytes]:
+        """Drain every complete payload; on a bad size prefix the frames
+        before it ride on the InvalidReceiveError as ``.frames``."""
+
+
+class FramingModule(Protocol):
+    DEFAULT_MAX_SIZE: int = 104857600
+    FrameDecoder: type[FrameDecoder]
+
+    def encode_frame(self, payload: bytes) -> bytes:
+        """``payload`` prefixed with its 4-byte size."""
+
+    def encode_frames(self, payloads: Iterable[bytes]) -> bytes:
+        """The concatenated frames of every payload."""
+
+
+# ---------------------------------------------------------------------------
+# wire: kchannel.protocol._wire_py / kchannel._cwire
+# ---------------------------------------------------------------------------
+class Reader(Protocol):
+    """Bounds-checked cursor over an immutable buffer; every read raises
+    InvalidRequestError on truncation or an invalid length."""
+
+    buf: bytes
+    pos: int
+    end: int
+
+    def __init__(self, buf: bytes, offset: int = 0, end: Optional[int] = None) -> None: ...
+    def remaining(self) -> int: ...
+    def read_int8(self) -> int: ...
+    def read_int16(self) -> int: ...
+    def read_int32(self) -> int: ...
+    def read_int64(self) -> int: ...
+    def read_uint16(self) -> int: ...
+    def read_uint32(self) -> int: ...
+    def read_boolean(self) -> bool: ...
+    def read_float64(self) -> float: ...
+    def read_uuid(self) -> Any: ...
+    def read_unsigned_varint(self) -> int: ...
+    def read_varint(self) -> int: ...
+    def read_varlong(self) -> int: ...
+    def read_nullable_string(self) -> Optional[str]: ...
+    def read_string(self) -> str: ...
+    def read_compact_nullable_string(self) -> Optional[str]: ...
+    def read_compact_string(self) -> str: ...
+    def read_raw(self, n: int) -> bytes: ...
+    def skip(self, n: int) -> None: ...
+    def read_nullable_bytes(self) -> Optional[bytes]: ...
+    def read_bytes(self) -> bytes: ...
+    def read_compact_nullable_bytes(self) -> Optional[bytes]: ...
+    def read_compact_bytes(self) -> bytes: ...
+    def read_array_length(self, min_element_size: int = 1) -> int: ...
+    def read_compact_array_length(self, min_element_size: int = 1) -> int: ...
+    def read_tag_header(self) -> Tuple[int, int]: ...
+    def read_tagged_fields(self) -> List[Tuple[int, bytes]]: ...
+
+
+class Writer(Protocol):
+    """Append-only encoder; unrepresentable values raise ValueError."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+    def getvalue(self) -> bytes: ...
+    def write_int8(self, v: int) -> None: ...
+    def write_int16(self, v: int) -> None: ...
+    def write_int32(self, v: int) -> None: ...
+    def write_int64(self, v: int) -> None: ...
+    def write_uint16(self, v: int) -> None: ...
+    def write_uint32(self, v: int) -> None: ...
+    def write_boolean(self, v: bool) -> None: ...
+    def write_float64(self, v: float) -> None: ...
+    def write_uuid(self, v: Any) -> None: ...
+    def write_unsigned_varint(self, v: int) -> None: ...
+    def write_varint(self, v: int) -> None: ...
+    def write_varlong(self, v: int) -> None: ...
+    def write_raw(self, data: bytes) -> None: ...
+    def write_string(self, s: str) -> None: ...
+    def write_nullable_string(self, s: Optional[str]) -> None: ...
+    def write_compact_string(self, s: str) -> None: ...
+    def write_compact_nullable_string(self, s: Optional[str]) -> None: ...
+    def write_bytes(self, b: bytes) -> None: ...
+    def write_nullable_bytes(self, b: Optional[bytes]) -> None: ...
+    def write_compact_bytes(self, b: bytes) -> None: ...
+    def write_compact_nullable_bytes(self, b: Optional[bytes]) -> None: ...
+    def write_array_length(self, n: int) -> None: ...
+    def write_compact_array_length(self, n: int) -> None: ...
+    def write_tagged_fields(self, fields: Any) -> None: ...
+
+
+class WireModule(Protocol):
+    Reader: type[Reader]
+    Writer: type[Writer]
+
+    def encode_unsigned_varint(self, v: int) -> bytes: ...
+    def encode_varint(self, v: int) -> bytes: ...
+    def encode_varlong(self, v: int) -> bytes: ...
+    def size_of_unsigned_varint(self, v: int) -> int: ...
+
+
+# ---------------------------------------------------------------------------
+# tlspump: kchannel.network._tlspump_py / kchannel._ctlspump
+# ---------------------------------------------------------------------------
+class TlsPump(Protocol):
+    """Bytes mover for one TLS connection, and the only code that calls its
+    ``SSLObject`` (theory of operation: kchannel.network._tlspump_py)."""
+
+    def __init__(self, sock: Any, ssl_object: Any, incoming: Any, outgoing: Any,
+                 net_buffer_size: int = 131072, app_buffer_size: int = 262144,
+                 write_chunk: int = 131072) -> None: ...
+
+    def pending_writes(self) -> int:
+        """Encrypted bytes not on the wire yet."""
+
+    def flush(self) -> bool:
+        """One send of what OpenSSL produced; True once nothing is pending."""
+
+    def write(self, data: bytes) -> int:
+        """Encrypt a prefix of ``data``; its length (0: not now)."""
+
+    def fill(self) -> int:
+        """One recv into the incoming BIO: bytes read, 0 none now, -1 EOF."""
+
+    def read_into(self, sink: Callable[[memoryview], Any], max_bytes: int = 0) -> int:
+        """Decrypt what is available into ``sink``; EOFError at the end."""
+
+    def recv(self, max_bytes: int) -> bytes:
+        """Like read_into, returning bytes (b"" if nothing now)."""
+
+    def buffered(self) -> bool:
+        """True if a read may deliver something without a readiness event."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def close_notify_received(self) -> bool: ...
+
+    def handshake(self) -> int:
+        """0 when done and flushed, else the ops (OP_READ/OP_WRITE) needed."""
+
+    def raise_peer_failure(self, handshaking: bool) -> None:
+        """After an I/O error: raise the ssl.SSLError the peer's last bytes
+        explain (an alert), if any."""
+
+    def version(self) -> Optional[str]: ...
+    def cipher(self) -> Optional[Tuple[str, str, int]]: ...
+    def peer_certificate_der(self) -> Optional[bytes]: ...
+
+    def shutdown(self) -> None:
+        """Queue close_notify and send it if the socket takes it now."""
+
+
+class TlsPumpModule(Protocol):
+    OP_READ: int = 1
+    OP_WRITE: int = 2
+    DEFAULT_NET_BUFFER_SIZE: int = 131072
+    DEFAULT_APP_BUFFER_SIZE: int = 262144
+    DEFAULT_WRITE_CHUNK: int = 131072
+    TlsPump: type[TlsPump]
+
+    def shared_buffer(self, kind: str, size: int) -> memoryview:
+        """A per-thread scratch buffer (memoryview over a bytearray)."""
+
+
+# ---------------------------------------------------------------------------
+# scram: kchannel.security.sasl._scram_py / kchannel._cscram
+# ---------------------------------------------------------------------------
+class ScramModule(Protocol):
+    def pbkdf2_hmac(self, hash_name: str, password: bytes, salt: bytes,
+                    iterations: int) -> bytes:
+        """Hi(password, salt, iterations) of RFC 5802 ("sha256"/"sha512")."""
+
+
+# Twin name (as in kchannel._impl.TWINS) -> its module protocol.
+CONTRACTS = {
+    "framing": FramingModule,
+    "wire": WireModule,
+    "tlspump": TlsPumpModule,
+    "scram": ScramModule,
+}
