@@ -121,6 +121,88 @@ def test_connect_refused_reports_not_connected():
         sel.close()
 
 
+class ImmediatelyConnectingSelector(Selector):
+    """Kafka: SelectorTest.ImmediatelyConnectingSelector.  Connects in
+    blocking mode, so ``connect()`` takes the "connected immediately" path
+    that a non-blocking connect on loopback practically never takes."""
+
+    def _do_connect(self, sock, sockaddr):
+        sock.setblocking(True)
+        try:
+            return super()._do_connect(sock, sockaddr)
+        finally:
+            sock.setblocking(False)
+
+
+def _assert_selector_empty(sel):
+    assert len(sel) == 0
+    assert not sel._immediately_connected
+    assert not sel._fd_ops
+
+
+@pytest.mark.parametrize("close_after_first_poll", [True, False])
+def test_immediately_connected_cleaned(pair, close_after_first_poll):
+    """Kafka: SelectorTest.testImmediatelyConnectedCleaned.  The channel is
+    not registered for a readiness event; the next poll finishes it (the
+    selector's "connected immediately" branch), and close() before or after
+    that leaves nothing behind."""
+    sel = ImmediatelyConnectingSelector(PlaintextChannelBuilder("client"))
+    try:
+        sel.connect("0", pair.address)
+        assert sel._immediately_connected == {"0"}
+        assert "0" not in sel._fd_ops
+        if close_after_first_poll:
+            sel.poll(0)
+            assert sel.connected == ["0"]
+            assert not sel._immediately_connected
+            assert sel.channel("0").state == ChannelState.READY
+        sel.close("0")
+        _assert_selector_empty(sel)
+    finally:
+        sel.close()
+
+
+def test_immediately_connected_channel_carries_requests(pair):
+    """Kafka: none (SelectorTest only checks the clean-up); the channel the
+    immediate path finished sends and receives like any other."""
+    pair.client.close()
+    pair.client = ImmediatelyConnectingSelector(PlaintextChannelBuilder("client"))
+    pair.client.connect("c", pair.address)
+    assert pair.client._immediately_connected == {"c"}
+    pair.poll_until(lambda: "c" in pair.client_connected and pair.accepted)
+    pair.client.send("c", b"ping")
+    pair.poll_until(lambda: pair.server_receives)
+    sid, payload = pair.server_receives[0]
+    assert payload == b"ping"
+    pair.server.send(sid, b"pong")
+    pair.poll_until(lambda: pair.client_receives)
+    assert pair.client_receives == [("c", b"pong")]
+    assert pair.client_connected == ["c"]
+
+
+def test_connect_exception_leaves_nothing_behind(pair):
+    """Kafka: SelectorTest.testConnectException.  A failure after the
+    socket connected (here: building the channel) closes the socket and
+    leaves no channel and no immediately-connected entry."""
+    opened = []
+
+    class FailingBuilder(PlaintextChannelBuilder):
+        def build_channel(self, id, sock, **kwargs):
+            opened.append(sock)
+            raise OSError("Test exception")
+
+    sel = ImmediatelyConnectingSelector(FailingBuilder("client"))
+    try:
+        for id in ("0", "1"):
+            with pytest.raises(OSError, match="Test exception"):
+                sel.connect(id, pair.address)
+            assert sel.channel(id) is None
+            _assert_selector_empty(sel)
+        assert [s.fileno() for s in opened] == [-1, -1]
+    finally:
+        sel.close()
+
+
 def test_duplicate_connection_id_rejected(pair):
     pair.client.connect("c", pair.address)
     with pytest.raises(Exception, match="already a connection"):

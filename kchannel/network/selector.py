@@ -64,6 +64,7 @@ import bisect
 import collections
 import errno
 import heapq
+import os
 import selectors
 import socket
 import time as _time
@@ -324,10 +325,12 @@ class Selector:
         try:
             self._configure_socket(sock, send_buffer_size, receive_buffer_size)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            rc = sock.connect_ex(sockaddr)
-            if rc not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+            try:
+                connected = self._do_connect(sock, sockaddr)
+            except OSError as exc:
                 raise errors.ChannelConnectionError(
-                    f"Connection to {host}:{port} failed: {errno.errorcode.get(rc, rc)}")
+                    f"Connection to {host}:{port} failed: "
+                    f"{errno.errorcode.get(exc.errno, exc.errno)}") from None
             ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
                                        peer_port=port, max_receive_size=self.max_receive_size,
                                        remote_address=(host, port))
@@ -337,10 +340,29 @@ class Selector:
             raise
         self._channels[id] = ch
         self._idle_update(id, self.time())
-        if rc == 0:
+        if connected:
+            # As Kafka (interestOps(0)): no readiness event is needed, the
+            # next poll() finishes it and registers it with the OS selector.
             self._immediately_connected.add(id)
-        self._sync(ch)
+        else:
+            self._sync(ch)
         return ch
+
+    def _do_connect(self, sock, sockaddr):
+        """Start connecting the non-blocking ``sock``; True if it connected
+        at once, False if the connect is in progress; OSError if it failed.
+
+        Kafka's ``Selector.doConnect``, and like it a hook for tests: on
+        loopback a non-blocking connect practically always reports "in
+        progress", so the "connected immediately" path runs only when a
+        subclass connects in blocking mode (tests/test_network_selector.py).
+        """
+        rc = sock.connect_ex(sockaddr)
+        if rc == 0:
+            return True
+        if rc in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+            return False
+        raise OSError(rc, os.strerror(rc))
 
     def register(self, id, sock, channel_builder=None, listener_name=None):
         """Adopt an accepted socket as channel ``id`` (server side)."""
