@@ -19,7 +19,7 @@ modules are built with ``binding=True`` and ``embedsignature``, see
 setup.py).  Annotations document types; they are not compared, since Cython
 reports C types.  Behaviour is compared by the differential tests of each
 twin (tests/test_framing.py, test_protocol_wire.py, test_tls_*.py,
-test_sasl_scram_pbkdf2.py).
+test_sasl_scram_pbkdf2.py, test_records.py).
 """
 from __future__ import annotations
 
@@ -226,10 +226,35 @@ class ScramModule(Protocol):
         """Hi(password, salt, iterations) of RFC 5802 ("sha256"/"sha512")."""
 
 
+# ---------------------------------------------------------------------------
+# records: kchannel.protocol.records._records_py / kchannel._crecords
+# ---------------------------------------------------------------------------
+# (timestamp, key, value, headers) in, (offset, timestamp, key, value,
+# headers) out; headers are (str, bytes or None) pairs.
+Header = Tuple[str, Optional[bytes]]
+
+
+class RecordsModule(Protocol):
+    def crc32c(self, data: bytes, crc: int = 0) -> int:
+        """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``."""
+
+    def encode_records(self, records: Iterable[Tuple[int, Optional[bytes], Optional[bytes],
+                                                     Iterable[Header]]],
+                       base_timestamp: int) -> bytes:
+        """The records section of an uncompressed v2 batch."""
+
+    def decode_records(self, buf: bytes, count: int, base_offset: int, base_timestamp: int,
+                       log_append_time: Optional[int]
+                       ) -> List[Tuple[int, int, Optional[bytes], Optional[bytes],
+                                       List[Header]]]:
+        """The ``count`` records of ``buf``; CorruptRecordError otherwise."""
+
+
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {
     "framing": FramingModule,
     "wire": WireModule,
     "tlspump": TlsPumpModule,
     "scram": ScramModule,
+    "records": RecordsModule,
 }
