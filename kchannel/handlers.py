@@ -23,6 +23,7 @@ log = get_logger("kchannel.handlers")
 
 __all__ = ["Session", "RequestContext", "Handler", "HandlerRegistry",
            "handle_api_versions", "handle_metadata", "handle_sasl_after_authentication",
+           "handle_describe_client_quotas",
            "random_cluster_id", "SASL_API_KEYS"]
 
 SASL_API_KEYS = (messages.SASL_HANDSHAKE.api_key, messages.SASL_AUTHENTICATE.api_key)
@@ -168,6 +169,15 @@ def handle_metadata(ctx):
         "topics": topics,
     }
     return body
+
+
+def handle_describe_client_quotas(ctx):
+    """DescribeClientQuotas: kchannel enforces no client quotas, so every
+    filter matches nothing -- what a Kafka broker without quota configs
+    answers.  ``kafka-configs.sh --describe --entity-type users`` asks this
+    before it shows a user's SCRAM credentials."""
+    return {"throttle_time_ms": 0, "error_code": int(Errors.NONE), "error_message": None,
+            "entries": []}
 
 
 def handle_sasl_after_authentication(ctx):

@@ -1,7 +1,8 @@
 """Shared pytest configuration.
 
 Fixtures live in ``tests/fixtures/`` as plugins, one per concern (implementation
-twins, certificates, Kerberos KDC, real peers, ZooKeeper, Apache Kafka).
+twins, certificates, Kerberos KDC, real peers, ZooKeeper, Apache Kafka and its
+Java client and tools).
 """
 import os
 import sys
@@ -15,6 +16,7 @@ pytest_plugins = [
     "tests.fixtures.peers",
     "tests.fixtures.zookeeper",
     "tests.fixtures.kafka",
+    "tests.fixtures.java",
 ]
 
 

@@ -23,6 +23,7 @@ PAIRS = {
     17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
     18: (kp_meta.ApiVersionsRequest, kp_meta.ApiVersionsResponse),
     36: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
+    48: (kp_admin.DescribeClientQuotasRequest, kp_admin.DescribeClientQuotasResponse),
     50: (kp_admin.DescribeUserScramCredentialsRequest,
          kp_admin.DescribeUserScramCredentialsResponse),
     51: (kp_admin.AlterUserScramCredentialsRequest, kp_admin.AlterUserScramCredentialsResponse),

@@ -37,15 +37,24 @@ HELP = "This tool helps to retrieve broker version information."
 # DEFAULT_REQUEST_TIMEOUT_MS), used unless the command config sets one.
 DEFAULT_REQUEST_TIMEOUT_MS = 5000
 
-# API keys that only controllers serve (their schemas' "listeners" do not
-# include a broker).  ApiKeys.clientApis() is every other key.
+# API keys no Kafka 4 broker serves: ApiKeys.clientApis() is every other key.
+# The controller-only ones (their schemas' "listeners" do not include a
+# broker) and the ZooKeeper-era inter-broker APIs Kafka 4.0 dropped, which
+# Kafka 4's kafka-broker-api-versions.sh no longer lists.
 _CONTROLLER_ONLY_APIS = frozenset({
+    4,   # LeaderAndIsr (ZooKeeper brokers only; gone in Kafka 4.0)
+    5,   # StopReplica (idem)
+    6,   # UpdateMetadata (idem)
+    7,   # ControlledShutdown (idem)
     52,  # Vote
     53,  # BeginQuorumEpoch
     54,  # EndQuorumEpoch
+    56,  # AlterPartition
+    58,  # Envelope
     59,  # FetchSnapshot
     62,  # BrokerRegistration
     63,  # BrokerHeartbeat
+    67,  # AllocateProducerIds
     70,  # ControllerRegistration
     73,  # AssignReplicasToDirs
     82,  # UpdateRaftVoter

@@ -6,8 +6,9 @@
 Binds every listener in ``listeners`` (logging "Awaiting socket connections on
 HOST:PORT." per listener, as Kafka's SocketServer), serves ApiVersions,
 Metadata and DescribeCluster plus the SCRAM credential APIs (50/51) backed by the server's SCRAM
-credential store (allowed to the principals in ``super.users`` only) and, when delegation tokens are enabled and the token module
-is installed, the delegation token APIs.  SIGTERM / SIGINT shut it down
+credential store (allowed to the principals in ``super.users`` only), DescribeClientQuotas
+(no quotas: what ``kafka-configs.sh --describe --entity-type users`` asks first) and, when
+delegation tokens are enabled and the token module is installed, the delegation token APIs.  SIGTERM / SIGINT shut it down
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
 """
 import logging
@@ -126,6 +127,10 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
         from ..security.sasl.scram_handlers import register_scram_handlers
         # Only super.users may read or change credentials (no ACL authorizer).
         register_scram_handlers(server, store, super_users=config.get("super.users"))
+    from ..handlers import handle_describe_client_quotas
+    from ..protocol import messages
+    server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
+                            handle_describe_client_quotas)
     token_hook = _install_tokens(server, config, props)
     if token_hook is not None and hasattr(token_hook, "close"):
         closers.append(token_hook.close)

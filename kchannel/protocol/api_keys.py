@@ -85,7 +85,8 @@ class ApiKey(IntEnum):
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     ASSIGN_REPLICAS_TO_DIRS = 73
-    LIST_CLIENT_METRICS_RESOURCES = 74
+    LIST_CONFIG_RESOURCES = 74
+    LIST_CLIENT_METRICS_RESOURCES = 74      # its name before Kafka 4.1 (KIP-1142)
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -99,6 +100,11 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
     @property
     def api_name(self):
@@ -182,7 +188,7 @@ API_NAMES = {
     71: 'GetTelemetrySubscriptions',
     72: 'PushTelemetry',
     73: 'AssignReplicasToDirs',
-    74: 'ListClientMetricsResources',
+    74: 'ListConfigResources',
     75: 'DescribeTopicPartitions',
     76: 'ShareGroupHeartbeat',
     77: 'ShareGroupDescribe',
@@ -196,6 +202,11 @@ API_NAMES = {
     85: 'WriteShareGroupState',
     86: 'DeleteShareGroupState',
     87: 'ReadShareGroupStateSummary',
+    88: 'StreamsGroupHeartbeat',
+    89: 'StreamsGroupDescribe',
+    90: 'DescribeShareGroupOffsets',
+    91: 'AlterShareGroupOffsets',
+    92: 'DeleteShareGroupOffsets',
 }
 
 # api key -> (lowest, highest) version in Kafka's schema
@@ -288,6 +299,11 @@ API_VALID_VERSIONS = {
     85: (0, 0),
     86: (0, 0),
     87: (0, 0),
+    88: (0, 0),
+    89: (0, 0),
+    90: (0, 1),
+    91: (0, 0),
+    92: (0, 0),
 }
 
 # api key -> first flexible request version (None: never flexible).  Decides
@@ -381,6 +397,11 @@ REQUEST_FLEXIBLE_FROM = {
     85: 0,
     86: 0,
     87: 0,
+    88: 0,
+    89: 0,
+    90: 0,
+    91: 0,
+    92: 0,
 }
 
 # api key -> first flexible response version.  Kafka's schemas give every

@@ -7,6 +7,7 @@ and the version range kchannel supports); the module constants
 from kchannel.protocol.messages import (
     alter_user_scram_credentials,
     api_versions,
+    describe_client_quotas,
     create_delegation_token,
     describe_cluster,
     describe_delegation_token,
@@ -31,6 +32,7 @@ EXPIRE_DELEGATION_TOKEN = expire_delegation_token.API
 DESCRIBE_DELEGATION_TOKEN = describe_delegation_token.API
 DESCRIBE_USER_SCRAM_CREDENTIALS = describe_user_scram_credentials.API
 ALTER_USER_SCRAM_CREDENTIALS = alter_user_scram_credentials.API
+DESCRIBE_CLIENT_QUOTAS = describe_client_quotas.API
 DESCRIBE_CLUSTER = describe_cluster.API
 
 REQUEST_HEADER = header.REQUEST_HEADER
@@ -48,6 +50,7 @@ API = {
         RENEW_DELEGATION_TOKEN,
         EXPIRE_DELEGATION_TOKEN,
         DESCRIBE_DELEGATION_TOKEN,
+        DESCRIBE_CLIENT_QUOTAS,
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
         DESCRIBE_CLUSTER,
@@ -65,6 +68,7 @@ __all__ = [
     "RENEW_DELEGATION_TOKEN",
     "EXPIRE_DELEGATION_TOKEN",
     "DESCRIBE_DELEGATION_TOKEN",
+    "DESCRIBE_CLIENT_QUOTAS",
     "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "ALTER_USER_SCRAM_CREDENTIALS",
     "DESCRIBE_CLUSTER",
