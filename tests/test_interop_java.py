@@ -36,7 +36,7 @@ import pytest
 
 from tests.fixtures.peers import free_ports, run_kchannel, start_kchannel_server, write_properties
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
 NODE_ID = 3
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
