@@ -14,10 +14,24 @@ kp_api = pytest.importorskip(
 kp_meta = pytest.importorskip("kafka.protocol.metadata")
 kp_sasl = pytest.importorskip("kafka.protocol.sasl")
 kp_admin = pytest.importorskip("kafka.protocol.admin")
+kp_producer = pytest.importorskip("kafka.protocol.producer")
+kp_consumer = pytest.importorskip("kafka.protocol.consumer")
 
 from tests.test_protocol_messages import body_strategy  # noqa: E402
 
 PAIRS = {
+    0: (kp_producer.ProduceRequest, kp_producer.ProduceResponse),
+    1: (kp_consumer.FetchRequest, kp_consumer.FetchResponse),
+    2: (kp_consumer.ListOffsetsRequest, kp_consumer.ListOffsetsResponse),
+    8: (kp_consumer.OffsetCommitRequest, kp_consumer.OffsetCommitResponse),
+    9: (kp_consumer.OffsetFetchRequest, kp_consumer.OffsetFetchResponse),
+    11: (kp_consumer.JoinGroupRequest, kp_consumer.JoinGroupResponse),
+    12: (kp_consumer.HeartbeatRequest, kp_consumer.HeartbeatResponse),
+    13: (kp_consumer.LeaveGroupRequest, kp_consumer.LeaveGroupResponse),
+    14: (kp_consumer.SyncGroupRequest, kp_consumer.SyncGroupResponse),
+    19: (kp_admin.CreateTopicsRequest, kp_admin.CreateTopicsResponse),
+    20: (kp_admin.DeleteTopicsRequest, kp_admin.DeleteTopicsResponse),
+    22: (kp_producer.InitProducerIdRequest, kp_producer.InitProducerIdResponse),
     3: (kp_meta.MetadataRequest, kp_meta.MetadataResponse),
     10: (kp_meta.FindCoordinatorRequest, kp_meta.FindCoordinatorResponse),
     17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),

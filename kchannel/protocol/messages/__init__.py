@@ -7,20 +7,44 @@ and the version range kchannel supports); the module constants
 from kchannel.protocol.messages import (
     alter_user_scram_credentials,
     api_versions,
-    describe_client_quotas,
     create_delegation_token,
+    create_topics,
+    delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_delegation_token,
     describe_user_scram_credentials,
     expire_delegation_token,
+    fetch,
     find_coordinator,
     header,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
+    produce,
     renew_delegation_token,
     sasl_authenticate,
     sasl_handshake,
+    sync_group,
 )
 
+PRODUCE = produce.API
+FETCH = fetch.API
+LIST_OFFSETS = list_offsets.API
+INIT_PRODUCER_ID = init_producer_id.API
+JOIN_GROUP = join_group.API
+SYNC_GROUP = sync_group.API
+HEARTBEAT = heartbeat.API
+LEAVE_GROUP = leave_group.API
+OFFSET_COMMIT = offset_commit.API
+OFFSET_FETCH = offset_fetch.API
+CREATE_TOPICS = create_topics.API
+DELETE_TOPICS = delete_topics.API
 METADATA = metadata.API
 FIND_COORDINATOR = find_coordinator.API
 SASL_HANDSHAKE = sasl_handshake.API
@@ -41,6 +65,18 @@ RESPONSE_HEADER = header.RESPONSE_HEADER
 API = {
     api.api_key: api
     for api in (
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        INIT_PRODUCER_ID,
+        JOIN_GROUP,
+        SYNC_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        CREATE_TOPICS,
+        DELETE_TOPICS,
         METADATA,
         FIND_COORDINATOR,
         SASL_HANDSHAKE,
@@ -59,6 +95,18 @@ API = {
 
 __all__ = [
     "API",
+    "PRODUCE",
+    "FETCH",
+    "LIST_OFFSETS",
+    "INIT_PRODUCER_ID",
+    "JOIN_GROUP",
+    "SYNC_GROUP",
+    "HEARTBEAT",
+    "LEAVE_GROUP",
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
+    "CREATE_TOPICS",
+    "DELETE_TOPICS",
     "METADATA",
     "FIND_COORDINATOR",
     "SASL_HANDSHAKE",
