@@ -33,6 +33,7 @@ import socket
 import threading
 
 from . import errors
+from .config.definitions import parse_ip_overrides
 from .handlers import (
     SASL_API_KEYS,
     Handler,
@@ -46,6 +47,7 @@ from .handlers import (
 )
 from .metrics import Metrics
 from .network.channel_builder import create_channel_builder
+from .network.connection_quotas import ConnectionQuotas
 from .network.selector import MAX_ACCEPTS_PER_POLL, Selector
 from .protocol import messages
 from .protocol.api_versions import api_versions_fallback
@@ -102,6 +104,12 @@ class Listener:
         self.accepting = True
         self.paused_until = None
         self.watched = False
+        # max.connection.creation.rate of this listener; a connection
+        # accepted over the rate waits here (parked) while the listener's
+        # acceptor is throttled; kchannel.connection.setup.timeout.ms.
+        self.max_connection_creation_rate = _UNLIMITED
+        self.parked = None
+        self.setup_timeout_ms = 0
 
     # Endpoint-style aliases
     @property
@@ -191,6 +199,15 @@ def _as_endpoint(obj, protocol_map=None):
     name = getattr(obj, "listener_name", None) or getattr(obj, "name")
     return Listener(name, getattr(obj, "host", ""), getattr(obj, "port", 0),
                     getattr(obj, "security_protocol", None))
+
+
+def _listener_value(l, props, key, default):
+    """``key`` for listener ``l``: its listener-prefixed value, else the
+    broker-wide ``default``."""
+    value = l.configs.get(key) if l.configs else None
+    if value is None and props is not None:
+        value = props.get(f"listener.name.{l.name.lower()}.{key}")
+    return value if value is not None else default
 
 
 def _cfg_get(config, props, key, default):
@@ -326,6 +343,7 @@ class Server:
             max_receives_per_channel=max_receives_per_channel,
             send_buffer_size=self.socket_send_buffer_bytes,
             receive_buffer_size=self.socket_receive_buffer_bytes)
+        self._init_connection_quotas(config, props)
         self._held = set()      # ids whose rest of this poll's batch went back unread
         self.handlers = HandlerRegistry()
         if register_builtins:
@@ -406,13 +424,50 @@ class Server:
             inter_broker = props.get("inter.broker.listener.name")
         inter_broker = str(inter_broker).upper() if inter_broker else None
         for l in self.listeners:
-            value = l.configs.get("max.connections") if l.configs else None
-            if value is None and props is not None:
-                value = props.get(f"listener.name.{l.name.lower()}.max.connections")
-            l.max_connections = int(value) if value is not None else self.max_connections
+            l.max_connections = int(_listener_value(l, props, "max.connections",
+                                                    self.max_connections))
             l.protected = l.name == inter_broker and len(self.listeners) > 1
         self._limited = (self.max_connections < _UNLIMITED
                          or any(l.max_connections < _UNLIMITED for l in self.listeners))
+
+    def _init_connection_quotas(self, config, props):
+        """Kafka's ConnectionQuotas for ``max.connections.per.ip`` (with its
+        overrides) and ``max.connection.creation.rate`` (broker-wide and per
+        listener), see :mod:`kchannel.network.connection_quotas`; and,
+        beyond Kafka, ``kchannel.connection.setup.timeout.ms`` per
+        listener."""
+        overrides = {}
+        text = _cfg_get(config, props, "max.connections.per.ip.overrides", "")
+        for host, count in parse_ip_overrides(text).items():
+            # Kafka: InetAddress.getByName, the name's first address
+            try:
+                address = socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM)[0][4][0]
+            except OSError as exc:
+                raise errors.ConfigError(
+                    f"max.connections.per.ip.overrides: cannot resolve {host}: {exc}",
+                    key="max.connections.per.ip.overrides", value=text) from None
+            overrides[address] = count
+        broker_rate = int(_cfg_get(config, props, "max.connection.creation.rate", _UNLIMITED))
+        self.connection_quotas = ConnectionQuotas(
+            self.metrics,
+            max_connections_per_ip=int(_cfg_get(config, props, "max.connections.per.ip",
+                                                _UNLIMITED)),
+            overrides=overrides,
+            max_connection_creation_rate=broker_rate,
+            quota_window_size_seconds=int(_cfg_get(config, props, "quota.window.size.seconds",
+                                                   1)),
+            quota_window_num=int(_cfg_get(config, props, "quota.window.num", 11)))
+        broker_setup = int(_cfg_get(config, props, "kchannel.connection.setup.timeout.ms", 0))
+        for l in self.listeners:
+            l.max_connection_creation_rate = int(_listener_value(
+                l, props, "max.connection.creation.rate", broker_rate))
+            self.connection_quotas.add_listener(l.name, l.max_connection_creation_rate)
+            l.setup_timeout_ms = int(_listener_value(
+                l, props, "kchannel.connection.setup.timeout.ms", broker_setup))
+        self.selector.on_close = self._connection_closed
+
+    def _connection_closed(self, ch):
+        self.connection_quotas.dec(ch.id)
 
     def _connection_counts(self):
         counts = {}
@@ -474,6 +529,9 @@ class Server:
                 continue
             if now >= until:
                 l.paused_until = None
+                if l.parked is not None:
+                    (sock, addr), l.parked = l.parked, None
+                    self._admit(l, sock, addr, now)
                 if l.accepting:
                     self._watch(l, True)
             elif nxt is None or until < nxt:
@@ -517,19 +575,54 @@ class Server:
                 self._accept_failed(l, exc)
                 return
             self._accept_backoff_ms = ACCEPT_BACKOFF_MS[0]
-            self._conn_index += 1
-            try:
-                local = sock.getsockname()
-                cid = f"{local[0]}:{local[1]}-{addr[0]}:{addr[1]}-{self._conn_index}"
-                self.selector.register(cid, sock, l.channel_builder, l.name)
-                if counts is not None:
-                    counts[l.name] = counts.get(l.name, 0) + 1
-            except Exception as exc:  # a broken socket must not stop accepting
-                log.warning("Failed to register connection from %s on %s: %s", addr, l.name, exc)
+            now = self.time()
+            throttle = self.connection_quotas.record_connection(l.name, l.protected, now)
+            if throttle > 0:
+                # Kafka's acceptor blocks for the throttle time with this
+                # connection in hand; here the listener is not watched
+                # meanwhile and the connection waits, parked.
+                log.debug("[SocketServer listener=%s] Connection creation rate over its quota; "
+                          "throttling the acceptor for %d ms", l.name, throttle)
+                l.parked = (sock, addr)
+                self._pause_until(l, now + throttle)
+                return
+            if self._admit(l, sock, addr, now) and counts is not None:
+                counts[l.name] = counts.get(l.name, 0) + 1
+
+    def _admit(self, l, sock, addr, now):
+        """Take on an accepted connection: closed at once when its address
+        already has its max.connections.per.ip, else registered.  True when
+        registered."""
+        self._conn_index += 1
+        try:
+            local = sock.getsockname()
+            cid = f"{local[0]}:{local[1]}-{addr[0]}:{addr[1]}-{self._conn_index}"
+        except OSError as exc:
+            cid = None
+            log.debug("Connection from %s on %s failed before registration: %s",
+                      addr, l.name, exc)
+        if cid is not None:
+            limit = self.connection_quotas.inc(cid, addr[0])
+            if limit is not None:
+                log.info("[SocketServer listener=%s] Rejected connection from %s, address "
+                         "already has the configured maximum of %d connections.",
+                         l.name, addr[0], limit)
+            else:
                 try:
-                    sock.close()
-                except OSError:
-                    pass
+                    self.selector.register(cid, sock, l.channel_builder, l.name)
+                    if l.setup_timeout_ms > 0 and l.security_protocol != "PLAINTEXT":
+                        # (a PLAINTEXT connection has nothing to complete)
+                        self.selector.set_setup_deadline(cid, now + l.setup_timeout_ms)
+                    return True
+                except Exception as exc:  # a broken socket must not stop accepting
+                    self.connection_quotas.dec(cid)
+                    log.warning("Failed to register connection from %s on %s: %s",
+                                addr, l.name, exc)
+        try:
+            sock.close()
+        except OSError:
+            pass
+        return False
 
     def bound_port(self, listener_name):
         """The real port a listener is bound to (useful with port 0)."""
@@ -804,6 +897,12 @@ class Server:
                     pass
                 l.sock = None
                 l.watched = False
+            if l.parked is not None:
+                try:
+                    l.parked[0].close()
+                except OSError:
+                    pass
+                l.parked = None
             if l.channel_builder is not None:
                 try:
                     l.channel_builder.close()

@@ -26,10 +26,14 @@ __all__ = ["DEFAULT_MAX_SIZE", "encode_frame", "encode_frames", "FrameDecoder"]
 DEFAULT_MAX_SIZE = 104857600
 
 cdef Py_ssize_t _MAX_PAYLOAD = 0x7FFFFFFF
-# Initial buffer; also what an emptied buffer shrinks back to once it has
-# grown past _SHRINK_ABOVE (one large frame must not pin its memory for the
-# life of the connection).
+# What an emptied buffer shrinks back to once it has grown past
+# _SHRINK_ABOVE (one large frame must not pin its memory for the life of the
+# connection).
 cdef Py_ssize_t _INITIAL_CAP = 65536
+# The first allocation: what the first feed needs, at least _FIRST_CAP.  A
+# connection that sent a few bytes (thousands of them, from a peer that never
+# authenticates) holds a few KiB, not _INITIAL_CAP.
+cdef Py_ssize_t _FIRST_CAP = 4096
 cdef Py_ssize_t _SHRINK_ABOVE = 1048576
 cdef long long _DIRECT_MIN = 32768
 
@@ -201,7 +205,7 @@ cdef class FrameDecoder:
             self._start = 0
             self._end = live
             return 0
-        cap = self._cap * 2 if self._cap else _INITIAL_CAP
+        cap = self._cap * 2 if self._cap else _FIRST_CAP
         if cap < live + extra:
             cap = live + extra
         if self._start > 0:

@@ -30,7 +30,7 @@ __all__ = [
     "Type", "Importance", "ConfigKey", "ConfigDef", "NO_DEFAULT", "TABLE",
     "SERVER_CONFIG_DEF", "CLIENT_CONFIG_DEF", "Range", "ValidString",
     "CaseInsensitiveValidString", "ValidList", "SECURITY_PROTOCOLS",
-    "KAFKA_BUILTIN_CLASSES", "resolve_class", "invalid", "java_list_str",
+    "KAFKA_BUILTIN_CLASSES", "resolve_class", "invalid", "java_list_str", "parse_ip_overrides",
 ]
 
 
@@ -182,6 +182,41 @@ class _ClusterNodes:
 
     def __str__(self):
         return "node.id@LISTENER://host:port,..."
+
+
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*\Z")
+
+
+def parse_ip_overrides(value, name="max.connections.per.ip.overrides"):
+    """``max.connections.per.ip.overrides`` -> ``{host: max connections}``.
+
+    Kafka's parsing (``Csv.parseCsvMap``: entries split on commas, each at
+    its last colon, so IPv6 literals work) and checks (``KafkaConfig``: counts
+    are integers, hosts have valid characters)."""
+    out = {}
+    text = (value or "").strip()
+    if not text:
+        return out
+    for entry in _COMMA.split(text):
+        host, sep, count = entry.rpartition(":")
+        host, count = host.strip(), count.strip()
+        if not sep or not _INT_RE.match(count) or not -2 ** 31 <= int(count) < 2 ** 31:
+            raise ConfigError(f"Error parsing configuration property '{name}': entry '{entry}' "
+                              "is not host:count with an integer count", key=name, value=value)
+        out[host] = int(count)
+    bad = [h for h in out if not _VALID_HOST.match(h)]
+    if bad:
+        raise ConfigError(f"{name} contains invalid addresses : {','.join(bad)}",
+                          key=name, value=value)
+    return out
+
+
+class _IpOverrides:
+    def __call__(self, name, value):
+        parse_ip_overrides(value, name)
+
+    def __str__(self):
+        return "host:count,..."
 
 
 class _StoreType:
@@ -411,6 +446,25 @@ _ROWS = [
     ("max.connections", I, 2147483647, _atl(0), M, "server",
      "The maximum number of connections we allow in the broker at any time. Listener-level limits may be set "
      "with the listener prefix, e.g. listener.name.internal.max.connections."),
+    ("max.connections.per.ip", I, 2147483647, _atl(0), M, "server",
+     "The maximum number of connections we allow from each ip address. This can be set to 0 if there are "
+     "overrides configured using max.connections.per.ip.overrides property. New connections from the ip address "
+     "are dropped if the limit is reached."),
+    ("max.connections.per.ip.overrides", S, "", _IpOverrides(), M, "server",
+     "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections. "
+     "An example value is \"hostName:100,127.0.0.1:200\""),
+    ("max.connection.creation.rate", I, 2147483647, _atl(0), M, "server",
+     "The maximum connection creation rate we allow in the broker at any time. Listener-level limits may also "
+     "be configured by prefixing the config name with the listener prefix, for example, "
+     "listener.name.internal.max.connection.creation.rate. New connections will be throttled if either the "
+     "listener or the broker limit is reached, with the exception of inter-broker listener. Connections on the "
+     "inter-broker listener will be throttled only when the listener-level rate limit is reached."),
+    ("quota.window.num", I, 11, _atl(1), L, "server",
+     "The number of samples to retain in memory for client quotas. kchannel uses it for the connection "
+     "creation rate quotas."),
+    ("quota.window.size.seconds", I, 1, _atl(1), L, "server",
+     "The time span of each sample for client quotas. kchannel uses it for the connection creation rate "
+     "quotas."),
     ("connections.max.idle.ms", LG, 600000, None, M, "server",
      "Idle connections timeout: the server socket processor threads close the connections that idle more than this"),
     ("connections.max.idle.ms", LG, 540000, None, M, "client",
@@ -644,6 +698,14 @@ _ROWS = [
      "1@INTERNAL://broker1:9092,1@EXTERNAL://kafka1.example.com:9093). A request is answered with every "
      "node that has an endpoint for the listener it came in on (this node at its advertised.listeners); "
      "nodes without that listener are left out, as Kafka's metadata cache does.", True),
+    ("kchannel.connection.setup.timeout.ms", LG, 0, _atl(0), M, "server",
+     "kchannel-specific: the longest a connection to an SSL, SASL_PLAINTEXT or SASL_SSL listener may take "
+     "from its accept to the end of its TLS handshake and authentication; one that has not finished by then is "
+     "closed. 0 (the default, as in Kafka) sets no "
+     "limit: a client that sends a byte now and then is only closed by connections.max.idle.ms. Listener-level "
+     "values may be set with the listener prefix, e.g. "
+     "listener.name.external.kchannel.connection.setup.timeout.ms. Re-authentication is not limited by it "
+     "(connections.max.reauth.ms bounds a session).", True),
     ("kchannel.scram.credential.store", S, "sqlite", ValidString("sqlite", "memory"), M, "server",
      "kchannel-specific: where SCRAM credentials live: 'sqlite' (file in the first log directory) or 'memory'.",
      True),

@@ -193,6 +193,11 @@ class ServerConfig(ConfigFactories):
                 f"requirement failed: connection.failed.authentication.delay.ms={delay} should always be less "
                 f"than connections.max.idle.ms={idle} to prevent failed authentication responses from timing out",
                 key="connection.failed.authentication.delay.ms"))
+        # KafkaConfig.validateValues: a per-IP maximum of 0 only with overrides.
+        if v["max.connections.per.ip"] == 0 and not v["max.connections.per.ip.overrides"]:
+            errors.append(ConfigError(
+                "requirement failed: max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set.", key="max.connections.per.ip"))
         if v.get("principal.builder.class") is None:
             errors.append(ConfigError("requirement failed: principal.builder.class must be non-null",
                                       key="principal.builder.class"))

@@ -274,6 +274,13 @@ class Selector:
         self._deferred_sends = []        # (channel, sizes) written by send()
         self._deferred_failures = {}     # id -> exception raised in send()
         self._lingering = []             # _Linger entries, by deadline
+        # Server: heap (deadline ms, seq, id) of channels that must be READY
+        # by then (set_setup_deadline); entries of channels that made it
+        # are dropped when due.
+        self._setup_deadlines = []
+        # Called with each channel leaving the selector (server connection
+        # accounting, e.g. connections per IP).
+        self.on_close = None
 
         self.completed_receives = []
         self.completed_sends = []
@@ -385,6 +392,28 @@ class Selector:
         # readiness event will announce them.
         self._sync(ch)
         return ch
+
+    def set_setup_deadline(self, id, deadline_ms):
+        """Close ``id`` at ``deadline_ms`` unless it has completed its TLS
+        handshake and authentication by then (reported in ``disconnected``
+        as EXPIRED with the reason)."""
+        self._seq += 1
+        heapq.heappush(self._setup_deadlines, (deadline_ms, self._seq, id))
+
+    def _expire_setups(self, now):
+        heap = self._setup_deadlines
+        while heap and heap[0][0] <= now:
+            deadline, _, id = heapq.heappop(heap)
+            ch = self._channels.get(id)
+            if (ch is None or ch.successful_authentications > 0 or ch.ready()
+                    or id in self._delayed_ids):
+                continue
+            exc = errors.ChannelConnectionError(
+                f"Connection from {ch.socket_description()} did not complete its TLS handshake "
+                f"and authentication in time (kchannel.connection.setup.timeout.ms)")
+            log.info("Closing connection %s: %s", id, exc)
+            ch.state = ChannelState(State.EXPIRED, exc, ch.socket_description())
+            self._close_channel(ch, notify=True, flush=False)
 
     def _configure_socket(self, sock, sndbuf, rcvbuf):
         sock.setblocking(False)
@@ -590,6 +619,9 @@ class Selector:
         if self._lingering:
             wait = max(0, self._lingering[0].deadline - now)
             timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
+        if self._setup_deadlines:
+            wait = max(0, self._setup_deadlines[0][0] - now)
+            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
 
         start_select = _time.perf_counter_ns()
@@ -637,6 +669,8 @@ class Selector:
             self._poll_channel(ch, readable, writable, now)
 
         self._complete_delayed_closes(now)
+        if self._setup_deadlines:
+            self._expire_setups(now)
         self._maybe_close_idle(now)
         if self._lingering:
             self._expire_lingering(now)
@@ -1007,6 +1041,8 @@ class Selector:
         if sock is not None:
             self._linger(sock)
         self.sensors.connection_closed.record()
+        if self.on_close is not None:
+            self.on_close(ch)
         if notify:
             self.disconnected[id] = ch.state
 
