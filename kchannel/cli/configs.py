@@ -446,7 +446,10 @@ def run(args):
     except Exception as exc:
         print(f"Error while executing config command with args '{_command_line(args)}'",
               file=sys.stderr)
-        print(str(exc) if isinstance(exc, _OperationFailed)
+        # Kafka prints the admin future's ExecutionException, which names
+        # the broker's error as its cause.
+        print(f"java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.{exc}"
+              if isinstance(exc, _OperationFailed)
               else f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:

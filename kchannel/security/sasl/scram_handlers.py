@@ -1,20 +1,25 @@
 """Server handlers for DescribeUserScramCredentials (API 50) and
 AlterUserScramCredentials (API 51).
 
-Semantics, error codes and messages follow Kafka's broker implementation of
-these APIs over its credential store (``ZkAdminManager``), which allows one
+Describe follows Kafka 4's broker (``ScramImage.describe``), checked against
+Apache Kafka 4.3.1 by tests/test_kafka_scram_admin.py:
+  * no users (null or empty list): every user with a credential;
+  * a user named twice: one DUPLICATE_RESOURCE result "Cannot describe SCRAM
+    credentials for the same user twice in a single request: <user>";
+  * a user without credentials (the empty name included): RESOURCE_NOT_FOUND
+    "Attempt to describe a user credential that does not exist: <user>";
+  * one result per distinct user, in the iteration order of the
+    ``java.util.HashMap`` Kafka collects them in; error messages of
+    successful results and of the response are "" (the schema default
+    Kafka leaves), not null.
+
+Alter follows ZooKeeper-mode Kafka (``ZkAdminManager``), which allows one
 request to set several mechanisms of one user, as ``kafka-configs.sh
---add-config 'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'`` does:
-
-Describe
-  * no users (null or empty list): every user with a credential, sorted;
-  * an empty user name: RESOURCE_NOT_FOUND "Username must not be empty";
-  * a user named twice: DUPLICATE_RESOURCE;
-  * a user without credentials: RESOURCE_NOT_FOUND "Attempt to describe a
-    user credential that does not exist: <user>".
-
-Alter (upsertions carry salt + SaltedPassword computed by the client; the
-server derives and stores only StoredKey/ServerKey)
+--add-config 'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'`` sends them (Kafka 4's
+KRaft controller refuses the second alteration of a user in one request with
+DUPLICATE_RESOURCE; README, Limitations).  Upsertions carry salt +
+SaltedPassword computed by the client; the server derives and stores only
+StoredKey/ServerKey:
   * empty user name: UNACCEPTABLE_CREDENTIAL "Username must not be empty";
   * unknown mechanism: UNSUPPORTED_SASL_MECHANISM "Unknown SCRAM mechanism";
   * iterations < 4096 or > 16384: UNACCEPTABLE_CREDENTIAL "Too few
@@ -43,6 +48,7 @@ from kchannel.principal import parse_super_users
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.security.sasl import scram
+from kchannel.security.sasl.oauthbearer import java_hashmap_order
 from kchannel.security.sasl.scram_store import credential_from_salted_password
 from kchannel.log import get_logger
 
@@ -86,31 +92,28 @@ def describe_user_scram_credentials(body, store):
     """Build a DescribeUserScramCredentials response body for ``body``."""
     users = body.get("users")
     names = None if not users else [u.get("name", "") for u in users]
-    response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    response = {"throttle_time_ms": 0, "error_code": 0, "error_message": "",
                 "results": []}
 
     def result_for(user, creds):
         infos = [{"mechanism": scram.MECHANISMS[m].type, "iterations": creds[m].iterations}
                  for m in scram.MECHANISMS if m in creds]
-        return {"user": user, "error_code": 0, "error_message": None,
+        return {"user": user, "error_code": 0, "error_message": "",
                 "credential_infos": infos}
 
     try:
         if names is None:
             listing = store.list()
-            for user in sorted(listing):
-                if listing[user]:
-                    response["results"].append(result_for(user, listing[user]))
+            wanted = [user for user in sorted(listing) if listing[user]]
+            response["results"] = [result_for(user, listing[user])
+                                   for user in java_hashmap_order(wanted)]
             return response
-        results = {}
         counts = {}
         for name in names:
             counts[name] = counts.get(name, 0) + 1
-        for name in counts:
-            if name == "":
-                results[name] = _user_error(Errors.RESOURCE_NOT_FOUND, "",
-                                            USERNAME_MUST_NOT_BE_EMPTY)
-            elif counts[name] > 1:
+        results = {}
+        for name, count in counts.items():
+            if count > 1:
                 results[name] = _user_error(
                     Errors.DUPLICATE_RESOURCE, name,
                     "Cannot describe SCRAM credentials for the same user twice in a single "
@@ -124,8 +127,7 @@ def describe_user_scram_credentials(body, store):
             else:
                 results[name] = _user_error(Errors.RESOURCE_NOT_FOUND, name,
                                             f"{ATTEMPT_TO_DESCRIBE_UNKNOWN}: {name}")
-        # One result per distinct requested user, in request order.
-        response["results"] = [results[n] for n in counts]
+        response["results"] = [results[n] for n in java_hashmap_order(counts)]
         return response
     except Exception:
         log.exception("Error processing describe user SCRAM credential configs request")
