@@ -10,7 +10,7 @@ import pytest
 from kchannel.client import KafkaClient
 from kchannel.utils import now_ms
 
-from tests.test_sasl_e2e import client_configs, start_server
+from tests.fixtures.sasl_servers import client_configs, start_server
 
 METADATA = 3
 

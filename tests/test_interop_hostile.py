@@ -25,6 +25,7 @@ from kchannel.client import KafkaClient
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.headers import RequestHeader, encode_request
 from tests.fixtures.peers import free_ports, start_kchannel_server
+from tests.fixtures.rdkafka import rdkafka_brokers
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -274,7 +275,6 @@ def test_kafka_python_sasl_client_to_plaintext_listener(server, steady, rdkafka,
 
 
 def test_librdkafka_plaintext_client_to_sasl_listener(server, steady, rdkafka):
-    from tests.test_interop_tls import rdkafka_brokers
     mark = server.mark()
     result, _ = rdkafka_brokers({"bootstrap.servers": server.bootstrap("SASL_PLAINTEXT")},
                                 timeout=1.5)

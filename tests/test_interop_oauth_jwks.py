@@ -20,7 +20,7 @@ import time
 import pytest
 
 from tests.fixtures.peers import free_ports, start_kchannel_server
-from tests.test_interop_tls import rdkafka_brokers
+from tests.fixtures.rdkafka import rdkafka_brokers
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start_kchannel_server
-from tests.test_interop_tls import rdkafka_brokers, rdkafka_describe_unknown_topics
+from tests.fixtures.rdkafka import rdkafka_brokers, rdkafka_describe_unknown_topics
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

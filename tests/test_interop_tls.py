@@ -20,13 +20,13 @@ import asyncio
 import gc
 import logging
 import threading
-import time
 
 import pytest
 
 from kchannel.client import KafkaClient
 from kchannel.protocol.api_keys import ApiKey
 from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start_kchannel_server
+from tests.fixtures.rdkafka import rdkafka_brokers, rdkafka_describe_unknown_topics
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -73,48 +73,6 @@ def still_serving(server):
 
 
 # ------------------------------------------------------------ client drivers
-def rdkafka_brokers(conf, timeout=10):
-    admin_mod = pytest.importorskip("confluent_kafka.admin")
-    errors = []
-    conf = dict(conf, error_cb=lambda e: errors.append(str(e)))
-    conf.setdefault("socket.timeout.ms", 5000)
-    admin = admin_mod.AdminClient(conf)
-    try:
-        md = admin.list_topics(timeout=timeout)
-        result = sorted((b.id, b.host, b.port) for b in md.brokers.values())
-    except Exception as exc:  # KafkaException  # noqa: BLE001
-        # Keep no traceback: it would hold the client (and its retry
-        # threads) alive after this function.
-        result = RuntimeError(str(exc))
-        deadline = time.monotonic() + 5
-        while not errors and time.monotonic() < deadline:
-            admin.poll(0.1)
-    # librdkafka keeps reconnecting until the handle is destroyed.
-    del admin
-    gc.collect()
-    return result, errors
-
-
-def rdkafka_describe_unknown_topics(conf, topics):
-    """librdkafka's describe_topics for ``topics`` this server does not host
-    (one Metadata request naming them all): each must come back
-    UNKNOWN_TOPIC_OR_PART."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    admin_mod = pytest.importorskip("confluent_kafka.admin")
-    admin = admin_mod.AdminClient(conf)
-    futures = admin.describe_topics(confluent_kafka.TopicCollection(list(topics)),
-                                    request_timeout=20)
-    codes = set()
-    for f in futures.values():
-        with pytest.raises(confluent_kafka.KafkaException) as info:
-            f.result()
-        codes.add(info.value.args[0].code())
-    assert codes == {confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART}
-    assert len(futures) == len(topics)
-    del admin
-    gc.collect()
-
-
 def kafka_python_brokers(caplog, timeout_ms=10000, **cfg):
     kafka = pytest.importorskip("kafka")
     caplog.set_level(logging.WARNING, logger="kafka")

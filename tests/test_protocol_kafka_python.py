@@ -17,7 +17,7 @@ kp_admin = pytest.importorskip("kafka.protocol.admin")
 kp_producer = pytest.importorskip("kafka.protocol.producer")
 kp_consumer = pytest.importorskip("kafka.protocol.consumer")
 
-from tests.test_protocol_messages import body_strategy  # noqa: E402
+from tests.fixtures.strategies import body_strategy  # noqa: E402
 
 PAIRS = {
     0: (kp_producer.ProduceRequest, kp_producer.ProduceResponse),

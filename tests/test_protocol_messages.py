@@ -8,6 +8,7 @@ from kchannel.errors import InvalidRequestError, UnsupportedVersionError
 from kchannel.protocol import messages
 from kchannel.protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from kchannel.protocol.schema import Field, MessageSpec, snake_case
+from tests.fixtures.strategies import body_strategy
 
 CASES = [
     (spec, v)
@@ -16,44 +17,6 @@ CASES = [
     for v in range(spec.min_version, spec.max_version + 1)
 ]
 IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
-
-_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
-_PRIM = {
-    "bool": st.booleans(),
-    "int8": st.integers(-2**7, 2**7 - 1),
-    "int16": st.integers(-2**15, 2**15 - 1),
-    "uint16": st.integers(0, 2**16 - 1),
-    "int32": st.integers(-2**31, 2**31 - 1),
-    "uint32": st.integers(0, 2**32 - 1),
-    "int64": st.integers(-2**63, 2**63 - 1),
-    "float64": st.floats(allow_nan=False),
-    "uuid": st.uuids(),
-    "string": _TEXT,
-    "bytes": st.binary(max_size=12),
-    "records": st.binary(max_size=12),
-}
-
-
-def body_strategy(fields, version, depth=0):
-    """A strategy for a complete body of ``fields`` at ``version``."""
-    parts = {}
-    for f in fields:
-        if version not in f.versions:
-            continue
-        nullable = version in f.nullable_versions
-        if f.is_struct:
-            elem = body_strategy(f.fields, version, depth + 1)
-        else:
-            elem = _PRIM[f.element_type]
-        if f.is_array:
-            value = st.lists(elem, max_size=3 if depth == 0 else 2)
-        else:
-            value = elem
-        if nullable:
-            value = st.none() | value
-        parts[f.key] = value
-    return st.fixed_dictionaries(parts)
-
 
 def _body(spec, version):
     return body_strategy(spec.fields, version)

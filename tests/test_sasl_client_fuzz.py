@@ -8,7 +8,7 @@ from kchannel.errors import KChannelError
 from kchannel.protocol.headers import encode_response, parse_request_header
 from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
 
-from tests.test_sasl_server_support import NOW, FrameIO
+from tests.fixtures.sasl import NOW, FrameIO
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 

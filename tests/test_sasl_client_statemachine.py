@@ -16,7 +16,7 @@ from kchannel.security.sasl.client_authenticator import (
     SaslState, is_reserved)
 from kchannel.security.sasl.server_authenticator import SaslServerAuthenticator
 
-from tests.test_sasl_server_support import NOW, FrameIO, drive, pair, server_callbacks
+from tests.fixtures.sasl import NOW, FrameIO, drive, pair, server_callbacks
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 

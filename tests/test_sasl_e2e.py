@@ -15,90 +15,9 @@ from kchannel.principal import KafkaPrincipal
 from kchannel.server import Server
 from kchannel.utils import now_ms
 
-from tests.test_sasl_server_support import plain_jaas, scram_store
-
-METADATA = 3
-MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-LOGIN_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-STORE = scram_store()
-
-
-OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
-
-def jaas_line(mechanism, user, password, **extra):
-    if mechanism == "OAUTHBEARER":
-        # KIP-255 unsecured tokens: the subject is the principal.
-        return f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{user}";'
-    opts = " ".join(f'{k}="{v}"' for k, v in
-                    {"username": user, "password": password, **extra}.items())
-    return f"{LOGIN_MODULES[mechanism]} required {opts};"
-
-
-def v0_only_api_versions(version):
-    """A broker that predates SaslAuthenticate (Kafka < 1.0)."""
-    return {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-        {"api_key": 3, "min_version": 0, "max_version": 12},
-        {"api_key": 17, "min_version": 0, "max_version": 0},
-        {"api_key": 18, "min_version": 0, "max_version": 3}]}
-
-
-class Clock:
-    """Shared ms clock so re-authentication can be tested without sleeping."""
-
-    def __init__(self):
-        self.offset = 0
-
-    def __call__(self):
-        return now_ms() + self.offset
-
-
-def start_server(protocol="SASL_PLAINTEXT", mechanisms=MECHANISMS + ["OAUTHBEARER"], pki=None,
-                 extra=None,
-                 sasl_kwargs=None, **kw):
-    configs = {"sasl.enabled.mechanisms": ",".join(mechanisms)}
-    if protocol == "SASL_SSL":
-        configs.update(pki.server_configs())
-    configs.update(extra or {})
-    kwargs = {"scram_store": STORE}
-    kwargs.update(sasl_kwargs or {})
-    server = Server(listeners=[f"{protocol}://127.0.0.1:0"],
-                    listener_configs={protocol: configs},
-                    jaas={"PLAIN": plain_jaas(),
-                          # Tokens are minted right before they are sent; allow
-                          # for the client's and server's clocks reading the
-                          # same millisecond differently.
-                          "OAUTHBEARER": {"unsecuredValidatorAllowableClockSkewMs": "1000"}},
-                    sasl_kwargs=kwargs, **kw)
-    server.start()
-    return server, server.bound_port(protocol)
-
-
-def client_configs(protocol, mechanism, user="alice", password="alice-secret", pki=None,
-                   **extra):
-    c = {"security.protocol": protocol, "sasl.mechanism": mechanism,
-         "sasl.jaas.config": jaas_line(mechanism, user, password), "client.id": "e2e"}
-    if protocol == "SASL_SSL":
-        c.update(pki.client_configs())
-    c.update(extra)
-    return c
-
-
-def metric(server, name):
-    return server.metrics.metric(name)
-
-
-def wait_metric(server, name, value, timeout_ms=5000):
-    """The server thread records a metric just after writing the response
-    the client already acts on: give it a moment before comparing."""
-    deadline = now_ms() + timeout_ms
-    while metric(server, name) < value and now_ms() < deadline:
-        threading.Event().wait(0.005)
-    return metric(server, name)
+from tests.fixtures.sasl_servers import (MECHANISMS, METADATA, STORE, Clock, client_configs,
+                                        jaas_line, metric, start_server,
+                                        v0_only_api_versions, wait_metric)
 
 
 @pytest.fixture

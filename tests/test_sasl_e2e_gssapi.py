@@ -8,7 +8,7 @@ from kchannel.errors import SaslAuthenticationError, UnsupportedSaslMechanismErr
 from kchannel.principal import KafkaPrincipal
 from kchannel.server import Server
 
-from tests.test_sasl_e2e import v0_only_api_versions, wait_metric
+from tests.fixtures.sasl_servers import Clock, v0_only_api_versions, wait_metric
 
 METADATA = 3
 
@@ -117,7 +117,6 @@ def test_gssapi_not_enabled(kdc, servers):
 
 
 def test_gssapi_reauthentication(kdc, servers):
-    from tests.test_sasl_e2e import Clock
     from kchannel.utils import now_ms
     clock = Clock()
     server, port, seen = start(kdc, extra={"connections.max.reauth.ms": "60000"}, time=clock)

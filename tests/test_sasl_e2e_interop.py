@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from tests.test_sasl_e2e import start_server, wait_metric
+from kchannel.client import KafkaClient
+from kchannel.errors import SaslAuthenticationError
+from tests.fixtures.sasl_servers import client_configs, start_server, wait_metric
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -202,9 +204,6 @@ def tansu():
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_kchannel_client_scram_failure_against_tansu(tansu, mechanism):
-    from kchannel.client import KafkaClient
-    from kchannel.errors import SaslAuthenticationError
-    from tests.test_sasl_e2e import client_configs
     client = KafkaClient(client_configs("SASL_PLAINTEXT", mechanism))
     try:
         with pytest.raises(SaslAuthenticationError) as err:

@@ -28,7 +28,7 @@ from kchannel.protocol.headers import RequestHeader, decode_response, encode_req
 from kchannel.server import Server
 from kchannel.utils import now_ms
 
-from tests.test_sasl_server_support import plain_jaas
+from tests.fixtures.sasl import plain_jaas
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36

@@ -18,7 +18,7 @@ from kchannel.security.sasl.server_authenticator import (SaslServerAuthenticator
                                                           SaslState)
 from kchannel.security.sasl import scram
 
-from tests.test_sasl_server_support import (NOW, FrameIO, drive, pair, raw_request, request,
+from tests.fixtures.sasl import (NOW, FrameIO, drive, pair, raw_request, request,
                                             response, scram_store, server_callbacks,
                                             size_prefix)
 

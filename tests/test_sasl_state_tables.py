@@ -30,7 +30,7 @@ from kchannel.security.sasl import server_authenticator as server_module
 from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
 from kchannel.security.sasl.server_authenticator import SaslServerAuthenticator
 
-from tests.test_sasl_server_support import (NOW, FrameIO, drive, pair, request,
+from tests.fixtures.sasl import (NOW, FrameIO, drive, pair, request,
                                             server_callbacks)
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36

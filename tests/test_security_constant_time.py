@@ -16,7 +16,7 @@ from kchannel.security.sasl import plain as plain_mod
 from kchannel.security.sasl import scram as scram_mod
 from kchannel.security.sasl.mechanism import ServerCallbacks, create_client, create_server
 
-from tests.test_sasl_server_support import plain_jaas, scram_store
+from tests.fixtures.sasl import plain_jaas, scram_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECURITY_SOURCES = [

@@ -23,7 +23,7 @@ from kchannel import log as klog
 from kchannel.protocol.headers import RequestHeader, encode_request
 from kchannel.utils import now_ms
 
-from tests.test_sasl_e2e import start_server
+from tests.fixtures.sasl_servers import start_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SASL_HANDSHAKE = 17

@@ -30,8 +30,8 @@ from kchannel.tokens.admin import DelegationTokenAdmin
 from kchannel.tokens.token import DelegationToken, TokenInformation
 from kchannel.principal import KafkaPrincipal
 
-from tests.test_sasl_e2e import client_configs, start_server
-from tests.test_tokens_e2e import TokenServer, client_configs as token_client_configs
+from tests.fixtures.sasl_servers import client_configs, start_server
+from tests.fixtures.tokens import TokenServer, client_configs as token_client_configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"

@@ -20,7 +20,7 @@ from kchannel.tokens.store import InMemoryTokenStore, SqliteTokenStore
 from kchannel.tokens.token import generate_token_id, token_info_to_json
 from kchannel.utils import now_ms
 
-from tests.test_tokens_e2e import TokenServer, client_configs
+from tests.fixtures.tokens import TokenServer, client_configs
 
 ALICE, BOB, CAROL = (KafkaPrincipal("User", n) for n in ("alice", "bob", "carol"))
 

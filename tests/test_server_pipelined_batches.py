@@ -25,7 +25,7 @@ from kchannel.protocol.headers import RequestHeader, decode_response, encode_req
 from kchannel.server import MAX_RECEIVES_PER_CHANNEL, Server
 from kchannel.utils import now_ms
 
-from tests.test_sasl_server_support import plain_jaas
+from tests.fixtures.sasl import plain_jaas
 
 METADATA = 3
 SASL_HANDSHAKE = 17

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -20,92 +19,17 @@ from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.security.sasl.mechanism import (CREDENTIAL_LIFETIME_MS, ServerCallbacks,
                                               create_client, create_server)
-from kchannel.security.sasl.scram_store import SqliteScramCredentialStore, credential_from_password
-from kchannel.server import Server
-from kchannel.tokens import install_server
 from kchannel.tokens.admin import DelegationTokenAdmin
 from kchannel.tokens.manager import TokenManager
 from kchannel.tokens.store import InMemoryTokenStore
 from kchannel.utils import now_ms
+from tests.fixtures.tokens import Clock, TokenServer, client_configs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 HEADER = ("%-15s %-30s %-15s %-15s %-25s %-15s %-15s %-15s"
           % ("TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE",
              "MAXDATE"))
 DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d"
-
-
-class Clock:
-    """Real time plus an offset the test moves forward."""
-
-    def __init__(self):
-        self.offset = 0
-        self.lock = threading.Lock()
-
-    def __call__(self):
-        with self.lock:
-            return now_ms() + self.offset
-
-    def advance(self, ms):
-        with self.lock:
-            self.offset += ms
-
-
-def _props(tmp_path, pki, extra=None):
-    props = {
-        "listeners": "SASL_SSL://127.0.0.1:0",
-        "inter.broker.listener.name": "SASL_SSL",
-        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": f"{SCRAM} required;",
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": f"{SCRAM} required;",
-        "log.dirs": str(tmp_path / "data"),
-        "delegation.token.secret.key": "e2e-secret",
-        "delegation.token.expiry.check.interval.ms": "100",
-    }
-    props.update(pki.server_configs())
-    props.update(extra or {})
-    return props
-
-
-class TokenServer:
-    def __init__(self, tmp_path, pki, clock=None, extra=None):
-        self.clock = clock or Clock()
-        self.props = _props(tmp_path, pki, extra)
-        os.makedirs(self.props["log.dirs"], exist_ok=True)
-        self.scram = SqliteScramCredentialStore(tmp_path / "scram.db")
-        self.scram.put("alice", "SCRAM-SHA-256",
-                       credential_from_password("SCRAM-SHA-256", "alice-secret"))
-        self.server = Server(self.props, sasl_kwargs={"scram_store": self.scram},
-                             time=self.clock)
-        self.service = install_server(self.server, self.server.config, self.props)
-        self.seen = []
-
-        def describe_cluster(ctx):
-            # Records who the server thinks is asking.
-            p = ctx.principal
-            self.seen.append((str(p), p.token_authenticated))
-            return {"error_code": 0, "cluster_id": self.server.cluster_id, "controller_id": 0,
-                    "brokers": [], "throttle_time_ms": 0}
-
-        self.server.register_handler(ApiKey.DESCRIBE_CLUSTER, describe_cluster)
-        self.server.start()
-        self.port = self.server.bound_port("SASL_SSL")
-
-    def close(self):
-        self.server.shutdown()
-        self.service.close()
-        self.scram.close()
-
-
-def client_configs(pki, mechanism, username, password, token=False):
-    extra = ' tokenauth="true"' if token else ""
-    c = {"security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
-         "sasl.jaas.config": f'{SCRAM} required username="{username}" '
-                             f'password="{password}"{extra};'}
-    c.update(pki.client_configs())
-    return c
 
 
 def write_properties(path, configs):
