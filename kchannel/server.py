@@ -24,6 +24,13 @@ Quick start::
     ...
     server.shutdown()
 
+Connections are limited as Kafka's ConnectionQuotas limits them
+(``max.connections``, ``max.connections.per.ip`` and its overrides,
+``max.connection.creation.rate``, broker-wide and per listener), and
+optionally by ``kchannel.connection.setup.timeout.ms``.  When accept() runs
+out of file descriptors, every listener pauses for a back-off instead of
+retrying at once.
+
 ``Server(config)`` also takes a ``kchannel.config.ServerConfig`` or a dict of
 server properties (``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).

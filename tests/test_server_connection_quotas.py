@@ -25,10 +25,13 @@ import socket
 import ssl
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from kchannel.config import ServerConfig
 from kchannel.errors import ConfigError
 from kchannel.framing import FrameDecoder, encode_frame
+from kchannel.metrics import Metrics
+from kchannel.network.connection_quotas import ConnectionQuotas
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
 from kchannel.server import Server
@@ -391,3 +394,49 @@ def test_setup_deadline_bounds_the_tls_handshake(servers, pki):
     assert closed_by_server(server, sock)
     assert not connections(server)
     sock.close()
+
+
+# ------------------------------------------------------- the bookkeeping alone
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 40)), max_size=200),
+       st.integers(0, 4))
+def test_per_ip_counts_match_open_connections(ops, limit):
+    """Any interleaving of connects and closes: each address's count is its
+    open connections, never above its maximum, and a connection is refused
+    exactly when its address is at the maximum."""
+    quotas = ConnectionQuotas(Metrics(), max_connections_per_ip=limit,
+                              overrides={"10.0.0.3": limit + 2})
+    open_ = {}          # connection id -> address
+    next_id = 0
+    for connect, host, pick in ops:
+        address = f"10.0.0.{host}"
+        if connect:
+            next_id += 1
+            at_max = sum(1 for a in open_.values() if a == address) >= quotas.max_for(address)
+            refused = quotas.inc(next_id, address)
+            assert (refused is not None) == at_max
+            if refused is None:
+                open_[next_id] = address
+        elif open_:
+            cid = sorted(open_)[pick % len(open_)]
+            quotas.dec(cid)
+            quotas.dec(cid)           # a second close changes nothing
+            del open_[cid]
+        for h in range(4):
+            a = f"10.0.0.{h}"
+            n = sum(1 for x in open_.values() if x == a)
+            assert quotas.count(a) == n <= quotas.max_for(a)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 50), st.lists(st.integers(0, 3000), min_size=1, max_size=300))
+def test_throttle_time_is_bounded_and_zero_within_quota(rate, gaps):
+    clock = Clock(0)
+    quotas = ConnectionQuotas(Metrics(time=clock), max_connection_creation_rate=rate)
+    quotas.add_listener("L")
+    for gap in gaps:
+        clock.now += gap
+        throttle = quotas.record_connection("L", False, clock.now)
+        measured = quotas._broker.rate.measure(clock.now)
+        assert 0 <= throttle <= 1000
+        assert (throttle > 0) == (measured > rate)

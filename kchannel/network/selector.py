@@ -15,9 +15,15 @@ One ``poll(timeout_ms)``:
    ``max_receives_per_channel`` complete receives and a bounded number of
    bytes read, then writes.  Bounded work per channel per poll is what keeps
    one flooding peer from starving thousands of others;
-4. carries out due delayed closes and closes connections idle for longer than
-   ``connections.max.idle.ms`` (least recently active first, Kafka's
+4. carries out due delayed closes, closes server connections that missed
+   their setup deadline (:meth:`Selector.set_setup_deadline`, kchannel's
+   ``kchannel.connection.setup.timeout.ms``) and connections idle for longer
+   than ``connections.max.idle.ms`` (least recently active first, Kafka's
    IdleExpiryManager).
+
+A closed channel lets go of its buffers at once (``KafkaChannel.close``), and
+nothing it leaves behind (its ``ChannelState`` and exception) refers back to
+it, so its memory returns by reference counting alone.
 
 Server-side closes that follow a response the peer must still read (the
 authentication-failure response, an explicit :meth:`Selector.close`) are
