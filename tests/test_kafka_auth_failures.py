@@ -16,13 +16,9 @@ import pytest
 from kchannel import errors
 from kchannel.client import KafkaClient
 from tests.fixtures.kafka import SCRAM_MODULE, java_command
+from tests.fixtures.kafka_messages import NOT_SASL, PLAIN_FAILED, SCRAM_FAILED
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
-
-SCRAM_FAILED = ("Authentication failed during authentication due to invalid credentials "
-                "with SASL mechanism {}")
-PLAIN_FAILED = "Authentication failed: Invalid username or password"
-NOT_SASL = "Unexpected handshake request with client mechanism {}, enabled mechanisms are []"
 
 # case -> (Java exception class, message)
 JAVA = {

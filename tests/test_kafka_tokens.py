@@ -22,7 +22,7 @@ from kchannel.tokens.admin import DelegationTokenAdmin
 from kchannel.tokens.manager import allow_token_requests
 from kchannel.tokens.token import create_hmac
 from tests.fixtures.kafka import SCRAM_MODULE
-from tests.test_kafka_auth_failures import SCRAM_FAILED
+from tests.fixtures.kafka_messages import SCRAM_FAILED
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
 
