@@ -291,11 +291,6 @@ class KafkaChannel:
         self.successful_authentications = 0
         # ops the transport/authenticator said they wait for (until READY)
         self.prepare_ops = OP_READ
-        # True when the last AuthenticationError was raised by the
-        # authenticator (not the TLS handshake): the server may delay the
-        # close by connection.failed.authentication.delay.ms (Kafka's
-        # DelayedResponseAuthenticationException).
-        self.auth_failure_delayable = False
         self._last_reauth_start_ms = None
         self._disconnected = False
         self._eof = False
@@ -352,9 +347,12 @@ class KafkaChannel:
     def prepare(self, now):
         """Drive the TLS handshake, then the authenticator.
 
-        Returns the readiness ops still needed (0 once READY).  Raises
-        ``AuthenticationError`` (state becomes AUTHENTICATION_FAILED with the
-        exception) or network errors.
+        Returns the readiness ops still needed (0 once READY).  An
+        authentication failure makes the state AUTHENTICATION_FAILED with the
+        exception; it is raised as is when the TLS handshake failed, wrapped
+        in ``DelayedResponseAuthenticationError`` when the authenticator
+        failed (its error response goes out at the close, which a server
+        delays: Kafka's ``KafkaChannel.prepare``).  Network errors propagate.
         """
         authenticating = False
         ops = OP_NONE
@@ -367,7 +365,8 @@ class KafkaChannel:
         except errors.AuthenticationError as exc:
             self.state = ChannelState(State.AUTHENTICATION_FAILED, exc,
                                       self.socket_description())
-            self.auth_failure_delayable = authenticating
+            if authenticating:
+                raise errors.DelayedResponseAuthenticationError(exc) from exc
             raise
         if self.ready():
             self.successful_authentications += 1
@@ -827,11 +826,11 @@ class KafkaChannel:
             # token when the peer sent it right behind its SaslHandshake.  It
             # built the error response for it: as in prepare(), the failure
             # is the authenticator's, so the close may be delayed and must
-            # send that response first.
+            # send that response first.  (Kafka reads no further than the
+            # SaslHandshake here and lets the plain exception close at once.)
             self.state = ChannelState(State.AUTHENTICATION_FAILED, exc,
                                       self.socket_description())
-            self.auth_failure_delayable = True
-            raise
+            raise errors.DelayedResponseAuthenticationError(exc) from exc
         self.prepare_ops = ops or OP_READ
         if self.authenticator.complete():
             # finished in one step (possible on the server)

@@ -605,7 +605,7 @@ class Selector:
             for id, exc in failures.items():
                 ch = self._channels.get(id)
                 if ch is not None:
-                    self._handle_channel_error(ch, exc, True, now, False)
+                    self._handle_channel_error(ch, exc, True, now)
 
     def poll(self, timeout_ms):
         """Do I/O for up to ``timeout_ms`` (0 = don't wait, negative = wait
@@ -695,7 +695,6 @@ class Selector:
             return
         self._idle_update(id, now)
         send_failed = False
-        preparing = False
         try:
             if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
                 self._immediately_connected.discard(id)
@@ -709,9 +708,7 @@ class Selector:
 
             if not ch.ready():
                 was_reauth = ch.successful_authentications > 0
-                preparing = True
                 ch.prepare(now)
-                preparing = False
                 if ch.ready():
                     self._on_authenticated(ch, was_reauth, now)
 
@@ -720,16 +717,15 @@ class Selector:
                         and not ch.is_muted() and id not in self._backlogged):
                     self._attempt_read(ch, now)
                 if ch.ready() and ch.has_send():
-                    preparing = True
-                    reauth = ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
-                    preparing = False
-                    if reauth and ch.ready():
-                        # The whole exchange completed at once (the server
-                        # answered while the authenticator kept reading).
+                    # Kafka's attemptWrite: queued requests wait behind a
+                    # client re-authentication that begins now ...
+                    if (ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
+                            and ch.ready()):
+                        # ... unless the whole exchange completed at once
+                        # (the server answered while the authenticator kept
+                        # reading).
                         self._on_authenticated(ch, True, now)
-                    if reauth and not ch.ready():
-                        pass
-                    else:
+                    if ch.ready():
                         try:
                             self._attempt_write(ch, now)
                         except Exception:
@@ -748,7 +744,7 @@ class Selector:
             self._update_buffered(ch)
             self._sync(ch)
         except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
-            self._handle_channel_error(ch, exc, send_failed, now, preparing)
+            self._handle_channel_error(ch, exc, send_failed, now)
 
     def _on_authenticated(self, ch, was_reauth, now):
         if ch.successful_authentications == 1 and not was_reauth:
@@ -848,33 +844,34 @@ class Selector:
         else:
             self._buffered.discard(id)
 
-    def _handle_channel_error(self, ch, exc, send_failed, now, preparing=True):
+    def _handle_channel_error(self, ch, exc, send_failed, now):
         desc = f"{ch.socket_description()} (channelId={ch.id})"
         if isinstance(exc, errors.AuthenticationError):
-            # A failure while (re-)authenticating a channel that authenticated
-            # before is a failed re-authentication; a TLS 1.3 client learns of
-            # a rejected certificate only after its handshake completed, which
-            # is still a failed authentication.
-            reauth = preparing and ch.successful_authentications > 0
+            # DelayedResponseAuthenticationError: the channel's authenticator
+            # failed (KafkaChannel.prepare, or a re-authentication failing
+            # as it begins); anything else is the TLS layer's.
+            delayed = isinstance(exc, errors.DelayedResponseAuthenticationError)
+            cause = exc.__cause__ if delayed and exc.__cause__ is not None else exc
+            # An authenticator failing on a channel that authenticated before
+            # is a failed re-authentication.  (Kafka counts any failure on
+            # such a channel; but a TLS 1.3 client learns of a rejected
+            # certificate only from a read after its handshake completed,
+            # which is still a failed authentication.)
+            reauth = delayed and ch.successful_authentications > 0
             if reauth:
                 self.sensors.failed_reauthentication.record(1.0, now)
             else:
                 self.sensors.failed_authentication.record(1.0, now)
-            mechanism = getattr(exc, "mechanism", None)
+            mechanism = getattr(cause, "mechanism", None)
             log.warning("Failed %sauthentication with %s%s (%s)", "re-" if reauth else "",
-                        desc, f" using SASL mechanism {mechanism}" if mechanism else "", exc)
+                        desc, f" using SASL mechanism {mechanism}" if mechanism else "", cause)
             if ch.state != State.AUTHENTICATION_FAILED:
-                ch.state = ChannelState(State.AUTHENTICATION_FAILED, exc, ch.socket_description())
-            if (ch.auth_failure_delayable and ch.mode == "server"
-                    and self.failed_authentication_delay_ms > 0):
-                self._delay_close(ch, now)
-                return
-            if ch.auth_failure_delayable:
-                try:
-                    ch.complete_close_on_authentication_failure()
-                except Exception:
-                    pass
-            self._close_channel(ch, notify=True, flush=True)
+                ch.state = ChannelState(State.AUTHENTICATION_FAILED, cause,
+                                        ch.socket_description())
+            if delayed:
+                self._maybe_delay_close_on_authentication_failure(ch, now)
+            else:
+                self._close_channel(ch, notify=True, flush=True)
             return
         if isinstance(exc, errors.ChannelConnectionError) or isinstance(exc, OSError):
             if ch.state is ChannelState.NOT_CONNECTED:
@@ -936,6 +933,26 @@ class Selector:
             self._sync(ch)
 
     # --------------------------------------------------------- delayed close
+    def _maybe_delay_close_on_authentication_failure(self, ch, now):
+        """Kafka's maybeDelayCloseOnAuthenticationFailure: a server closes
+        after ``connection.failed.authentication.delay.ms`` (0: at once); a
+        client at once (Kafka gives client selectors no delay; one selector
+        here may hold both kinds of channel)."""
+        if ch.mode == "server" and self.failed_authentication_delay_ms > 0:
+            self._delay_close(ch, now)
+        else:
+            self._close_on_authentication_failure(ch)
+
+    def _close_on_authentication_failure(self, ch):
+        """Kafka's handleCloseOnAuthenticationFailure: the authenticator's
+        deferred error response first, then the close."""
+        try:
+            ch.complete_close_on_authentication_failure()
+        except Exception:
+            log.debug("Error sending authentication failure response to %s", ch.id,
+                      exc_info=True)
+        self._close_channel(ch, notify=True, flush=True)
+
     def _delay_close(self, ch, now):
         due = now + self.failed_authentication_delay_ms
         self._seq += 1
@@ -952,12 +969,7 @@ class Selector:
             ch = self._channels.get(id)
             if ch is None:
                 continue
-            try:
-                ch.complete_close_on_authentication_failure()
-            except Exception:
-                log.debug("Error sending authentication failure response to %s", id,
-                          exc_info=True)
-            self._close_channel(ch, notify=True, flush=True)
+            self._close_on_authentication_failure(ch)
 
     # ----------------------------------------------------------- idle expiry
     def _idle_update(self, id, now):

@@ -33,8 +33,9 @@ Failures: the error response (SaslAuthenticate / SaslHandshake with an error
 code) is *built* when the failure is detected but only *sent* by
 ``handle_authentication_failure()``, which the selector calls after
 ``connection.failed.authentication.delay.ms`` just before closing: the
-authenticator raises the ``AuthenticationError`` and the channel delays the
-close, exactly as Kafka's ``DelayedResponseAuthenticationException``.
+authenticator raises the ``AuthenticationError``, the channel raises it on as
+``DelayedResponseAuthenticationError`` and the selector delays the close, as
+Kafka's ``DelayedResponseAuthenticationException``.
 
 Where this differs from Kafka (deliberately):
 
