@@ -21,18 +21,22 @@ def one(text):
 
 
 def test_no_options():
+    """Kafka: JaasContextTest.testConfigNoOptions."""
     e = one("test.testConfigNoOptions required;")
     assert (e.login_module, e.control_flag, e.options) == ("test.testConfigNoOptions", "required", {})
 
 
 @pytest.mark.parametrize("flag", ["required", "requisite", "sufficient", "optional", "REQUIRED", "Optional"])
 def test_control_flags(flag):
+    """Kafka: JaasContextTest.testControlFlag."""
     e = one(f"test.testControlFlag {flag} propName=propValue;")
     assert e.control_flag == flag.lower()
     assert e.options == {"propName": "propValue"}
 
 
 def test_multiple_options_and_quoting():
+    """Kafka: JaasContextTest.testSingleOption, testMultipleOptions, testQuotedOptionValue,
+    testQuotedOptionName, testNumericOptionWithQuotes."""
     opts = " ".join(f"propName{i}=propValue{i}" for i in range(10))
     assert one(f"test.x sufficient {opts};").options == {f"propName{i}": f"propValue{i}" for i in range(10)}
     e = one('test.q required propName="prop value" propName2="value1 = 1, value2 = 2";')
@@ -56,6 +60,7 @@ def test_comments_and_word_chars():
 
 
 def test_multiple_login_modules_are_parsed():
+    """Kafka: JaasContextTest.testMultipleLoginModules."""
     text = " ".join(f"test.Module{i} required index=Index{i} module=Module{i};" for i in range(3))
     cfg = parse_jaas_config(text)
     assert [e.login_module for e in cfg.entries] == ["test.Module0", "test.Module1", "test.Module2"]
@@ -83,6 +88,9 @@ def test_multiple_login_modules_are_parsed():
     ("m required keyTab=/etc/k.keytab;", "Value not specified for key 'keyTab' in JAAS config"),
 ])
 def test_invalid_sasl_jaas_config(text, message):
+    """Kafka: JaasContextTest.testMissingLoginModule, testMissingControlFlag,
+    testMissingOptionValue, testMissingSemicolon, testNumericOptionWithoutQuotes,
+    testInvalidControlFlag."""
     with pytest.raises(ConfigError) as ei:
         parse_jaas_config(text)
     assert str(ei.value) == message
@@ -164,6 +172,7 @@ def sections(*lines):
 
 
 def test_load_for_server_with_listener_name_override():
+    """Kafka: JaasContextTest.testLoadForServerWithListenerNameOverride."""
     s = sections(f"KafkaServer {{ {PLAIN} required; }};", f"plaintext.KafkaServer {{ {SCRAM} requisite; }};")
     ctx = load_server_context("PLAINTEXT", "SOME-MECHANISM", None, s, "/etc/jaas.conf")
     assert ctx.context_name == "plaintext.KafkaServer"
@@ -172,6 +181,7 @@ def test_load_for_server_with_listener_name_override():
 
 
 def test_load_for_server_with_listener_name_and_fallback():
+    """Kafka: JaasContextTest.testLoadForServerWithListenerNameAndFallback."""
     s = sections(f"KafkaServer {{ {PLAIN} required; }};", f"other.KafkaServer {{ {SCRAM} requisite; }};")
     ctx = load_server_context("PLAINTEXT", "SOME-MECHANISM", None, s, "/etc/jaas.conf")
     assert ctx.context_name == "KafkaServer"
@@ -179,6 +189,7 @@ def test_load_for_server_with_listener_name_and_fallback():
 
 
 def test_load_for_server_with_wrong_listener_name():
+    """Kafka: JaasContextTest.testLoadForServerWithWrongListenerName."""
     s = sections(f"Server {{ {PLAIN} required; }};")
     with pytest.raises(ConfigError) as ei:
         load_server_context("PLAINTEXT", "SOME-MECHANISM", None, s, "/etc/jaas.conf")
@@ -199,6 +210,7 @@ def test_dynamic_config_beats_file():
 
 
 def test_disallowed_login_modules():
+    """Kafka: JaasContextTest.testDisallowedLoginModulesSystemProperty."""
     with pytest.raises(ConfigError) as ei:
         load_client_context(Password("com.sun.security.auth.module.JndiLoginModule required;"))
     assert str(ei.value) == ("com.sun.security.auth.module.JndiLoginModule is not allowed. Update System "

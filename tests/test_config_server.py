@@ -255,7 +255,7 @@ def test_kraft_controller_listener_gets_plaintext_mapping():
 
 # ------------------------------------------------- listener-prefix precedence
 def test_listener_prefix_precedence():
-    """Scenario of Kafka's ChannelBuildersTest.testChannelBuilderConfigs."""
+    """Kafka: ChannelBuildersTest.testChannelBuilderConfigs."""
     props = {
         "listeners": "LISTENER1://:9092,PLAINTEXT://:9093",
         "listener.security.protocol.map": "LISTENER1:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",

@@ -23,6 +23,7 @@ def test_parse_name_parts():
 
 
 def test_parse():
+    """Kafka: KerberosNameTest.testParse."""
     namer = KerberosShortNamer.from_unparsed_rules("REALM.COM", [
         r"RULE:[1:$1](App\..*)s/App\.(.*)/$1/g",
         r"RULE:[2:$1](App\..*)s/App\.(.*)/$1/g",
@@ -51,6 +52,7 @@ LOWER_RULES = [
     ("User/root@REALM.COM", "user"),
 ])
 def test_to_lower_case(principal, expected):
+    """Kafka: KerberosNameTest.testToLowerCase."""
     assert KerberosShortNamer(LOWER_RULES, "REALM.COM").short_name(principal) == expected
 
 
@@ -62,6 +64,7 @@ def test_to_lower_case(principal, expected):
     ("User/root@REALM.COM", "USER"),
 ])
 def test_to_upper_case(principal, expected):
+    """Kafka: KerberosNameTest.testToUpperCase."""
     rules = [r.replace("/L", "/U") for r in LOWER_RULES]
     assert KerberosShortNamer(rules, "REALM.COM").short_name(principal) == expected
 
@@ -73,6 +76,7 @@ def test_to_upper_case(principal, expected):
     "RULE:[:$1]",
 ])
 def test_invalid_rules(rule):
+    """Kafka: KerberosNameTest.testInvalidRules."""
     with pytest.raises(ConfigError, match="Invalid rule|For input string") as info:
         KerberosShortNamer([rule], "REALM.COM")
     assert isinstance(info.value, ValueError)   # IllegalArgumentException in Kafka
@@ -86,6 +90,7 @@ def test_unmatched_substring_message():
 
 
 def test_replace_parameters():
+    """Kafka: KerberosRuleTest.testReplaceParameters."""
     many = ["too", "many", "parameters", "are", "ok"]
     assert replace_parameters("", []) == ""
     assert replace_parameters("hello", []) == "hello"

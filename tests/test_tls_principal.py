@@ -22,6 +22,7 @@ from kchannel.principal import DefaultKafkaPrincipalBuilder, SslAuthenticationCo
     "RULE:^CN=([^,DEFAULT,]+)(,.*|$)/$1/",
 ])
 def test_valid_rules(rules):
+    """Kafka: SslPrincipalMapperTest.testValidRules."""
     SslPrincipalMapper.from_rules(rules)
 
 
@@ -38,6 +39,7 @@ def test_valid_rules(rules):
     "RULE:^CN=(.*?),OU=ServiceUsers.*$/LU",
 ])
 def test_invalid_rules(rules):
+    """Kafka: SslPrincipalMapperTest.testInvalidRules."""
     with pytest.raises(ConfigError) as err:
         SslPrincipalMapper.from_rules(rules)
     assert err.value.key == "ssl.principal.mapping.rules"
@@ -51,6 +53,7 @@ def test_invalid_rule_messages_match_kafka():
 
 
 def test_ssl_principal_mapper():
+    """Kafka: SslPrincipalMapperTest.testSslPrincipalMapper."""
     rules = ", ".join([
         "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L",
         "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L",
@@ -94,10 +97,12 @@ def test_ssl_principal_mapper():
      "/DEFAULT/,DEFAULT"),
 ])
 def test_rules_splitting(expected, rules):
+    """Kafka: SslPrincipalMapperTest.testRulesSplitting."""
     assert str(SslPrincipalMapper.from_rules(rules)) == f"SslPrincipalMapper(rules = {expected})"
 
 
 def test_comma_with_whitespace():
+    """Kafka: SslPrincipalMapperTest.testCommaWithWhitespace."""
     mapper = SslPrincipalMapper.from_rules("RULE:^CN=((\\\\, *|\\w)+)(,.*|$)/$1/,DEFAULT")
     assert mapper.get_name("CN=Tkac\\, Adam,OU=ITZ,DC=geodis,DC=cz") == "Tkac\\, Adam"
 

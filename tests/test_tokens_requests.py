@@ -75,7 +75,9 @@ def error_of(exc_info):
 
 
 def test_delegation_token_requests(token_server):
-    """Kafka's testDelegationTokenRequests, step by step."""
+    """Kafka's testDelegationTokenRequests, step by step.
+
+    Kafka: DelegationTokenRequestsTest.testDelegationTokenRequests."""
     server, service = token_server
     manager = service.manager
     with sasl_client(server) as client:
@@ -156,6 +158,7 @@ def test_owners_renewers_and_strangers(token_server):
 
 
 def test_plaintext_and_one_way_ssl_refused(token_server, pki):
+    """Kafka: DelegationTokenRequestsOnPlainTextTest.testDelegationTokenRequests."""
     server, _ = token_server
     clients = [
         KafkaClient({}).connect("127.0.0.1", server.bound_port("PLAINTEXT")),
@@ -182,6 +185,7 @@ def test_plaintext_and_one_way_ssl_refused(token_server, pki):
 
 
 def test_feature_disabled(disabled_server, tmp_path):
+    """Kafka: DelegationTokenRequestsWithDisableTokenFeatureTest.testDelegationTokenRequests."""
     server, service = disabled_server
     assert not service.manager.enabled
     assert not (tmp_path / "delegation-tokens.db").exists()
