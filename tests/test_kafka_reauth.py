@@ -67,3 +67,55 @@ def test_scram_reauthentication_on_a_live_connection(kafka_broker):
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_reauthentication_every_mechanism(kafka_broker, mechanism):
     check_reauthenticated(kafka_broker, mechanism, 2)
+
+
+@pytest.mark.slow
+def test_token_login_reauthenticates(kafka_broker):
+    """A delegation-token login (SCRAM, tokenauth=true) re-authenticates
+    with the token too; the session never outlives the token."""
+    from kchannel.tokens.admin import DelegationTokenAdmin
+    from tests.test_kafka_tokens import created, expired, token_configs
+    with KafkaClient(kafka_broker.client_configs("SASL_PLAINTEXT", "SCRAM-SHA-512")) as admin:
+        admin.connect()
+        tokens = DelegationTokenAdmin(admin)
+        token = created(tokens, max_lifetime_ms=3600_000)
+        try:
+            with KafkaClient(token_configs(kafka_broker, token, "REAUTH",
+                                           "SCRAM-SHA-512")) as client:
+                client.connect()
+                metrics, answered = keep_busy_until_reauthenticated(
+                    client, kafka_broker, 2, 4 * REAUTH_MS / 1000)
+        finally:
+            expired(tokens, token)
+    assert metrics["successful-reauthentication-total"] >= 2, metrics
+    assert metrics["failed-reauthentication-total"] == 0
+    assert metrics["connection-creation-total"] == 1
+    assert answered > 0
+
+
+@pytest.mark.slow
+def test_expired_token_fails_reauthentication(kafka_broker):
+    """Once its token is gone, a token-authenticated connection's next
+    re-authentication fails: Kafka answers with the SCRAM failure, the
+    connection closes, and the client reports the broker's message as a
+    SaslAuthenticationError (what Kafka's Java client raises)."""
+    from kchannel import errors
+    from kchannel.tokens.admin import DelegationTokenAdmin
+    from tests.test_kafka_tokens import created, expired, token_configs
+    with KafkaClient(kafka_broker.client_configs("SASL_PLAINTEXT", "SCRAM-SHA-256")) as admin:
+        admin.connect()
+        tokens = DelegationTokenAdmin(admin)
+        token = created(tokens, max_lifetime_ms=3600_000)
+        with KafkaClient(token_configs(kafka_broker, token, "REAUTH")) as client:
+            client.connect()
+            expired(tokens, token)
+            deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+            with pytest.raises(errors.SaslAuthenticationError) as exc:
+                while time.monotonic() < deadline:
+                    client.request(ApiKey.METADATA, {"topics": []})
+                    client.network.poll(100)
+            metrics = client.metrics.snapshot()
+    assert str(exc.value) == ("Authentication failed during re-authentication due to "
+                              "invalid credentials with SASL mechanism SCRAM-SHA-256")
+    assert metrics["failed-reauthentication-total"] == 1
+    assert metrics["successful-reauthentication-total"] == 0
