@@ -6,6 +6,8 @@ The broker is the session's ``kafka_broker`` (tests/fixtures/kafka.py).
 These are fast once the broker is up, so they run in both passes (the pure
 twins in pass 1, the compiled ones in pass 2).
 """
+import re
+
 import pytest
 
 from kchannel.client import KafkaClient
@@ -70,19 +72,14 @@ def test_every_api_kafka_offers_is_known_to_kchannel(kafka_broker):
 
     Kafka 4.3.1 announces newer versions of some APIs than kchannel's schema
     table (API_VALID_VERSIONS) knows; the client negotiates down, as the
-    protocol intends, and kchannel broker-api-versions prints "usable"."""
+    protocol intends (README, Limitations)."""
     with KafkaClient(kafka_broker.client_configs("PLAINTEXT")) as client:
         client.connect()
         body = client.api_versions_response
         assert body["error_code"] == 0
         offered = {e["api_key"]: (e["min_version"], e["max_version"])
                    for e in body["api_keys"]}
-        # Kafka 4.3.1 adds API keys 88-92 (Streams and share-group offset
-        # APIs) after the schema generation kchannel's tables follow; any
-        # key kchannel cannot name must be one of those newer ones.
-        newest_known = max(API_VALID_VERSIONS)
-        assert [key for key in offered
-                if key not in API_VALID_VERSIONS and key <= newest_known] == []
+        assert [key for key in offered if key not in API_VALID_VERSIONS] == []
         for key, api in messages.API.items():
             lo, hi = offered[key]
             assert lo <= api.max_version and hi >= api.min_version, api.name
@@ -102,3 +99,36 @@ def test_kafka_tool_against_kafka(kafka_broker, tmp_path):
     assert result.returncode == 0, result.stderr
     first = result.stdout.splitlines()[0]
     assert first == f"{configs['bootstrap.servers']} (id: 1 rack: null isFenced: false) -> ("
+
+
+@pytest.mark.slow
+def test_broker_api_versions_prints_what_kafkas_tool_prints(kafka_broker, tmp_path):
+    """``kchannel broker-api-versions`` and Kafka's BrokerApiVersionsCommand
+    against the same Kafka broker: the same lines, except that kchannel's
+    ``usable`` version is the newest its own (Kafka 4.0) schemas know."""
+    from tests.fixtures.peers import run_kchannel
+    configs = kafka_broker.client_configs("SASL_PLAINTEXT", "PLAIN")
+    props = kafka_broker.write_client_properties(tmp_path / "client.properties", configs)
+    args = ["--bootstrap-server", configs["bootstrap.servers"], "--command-config", props]
+    java = kafka_broker.run_java("org.apache.kafka.tools.BrokerApiVersionsCommand", *args)
+    mine = run_kchannel("broker-api-versions", *args)
+    assert (java.returncode, mine.returncode) == (0, 0), mine.stderr + java.stderr
+    java_lines, my_lines = java.stdout.splitlines(), mine.stdout.splitlines()
+    assert len(java_lines) == len(my_lines)
+    usable = re.compile(r"^\t(\w+)\((\d+)\): (.*?)( \[(?:usable: (\d+)|unusable: .*)\])?(,?)$")
+    for theirs, ours in zip(java_lines, my_lines):
+        a, b = usable.match(theirs), usable.match(ours)
+        if a is None or b is None:
+            assert ours == theirs
+            continue
+        assert (b.group(1), b.group(2), b.group(3), b.group(6)) == (
+            a.group(1), a.group(2), a.group(3), a.group(6))
+        if a.group(5) is None:
+            assert b.group(4) == a.group(4)
+            continue
+        lo, hi = API_VALID_VERSIONS[int(a.group(2))]
+        offered_lo = int(a.group(3).split(" to ")[0])
+        if hi < offered_lo:
+            assert b.group(4) == " [unusable: node too new]"
+        else:
+            assert int(b.group(5)) == min(int(a.group(5)), hi)
