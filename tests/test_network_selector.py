@@ -101,6 +101,7 @@ def test_round_trip(pair):
 
 
 def test_connect_refused_reports_not_connected():
+    """Kafka: SelectorTest.testConnectionRefused."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -204,12 +205,14 @@ def test_connect_exception_leaves_nothing_behind(pair):
 
 
 def test_duplicate_connection_id_rejected(pair):
+    """Kafka: SelectorTest.testExistingConnectionId."""
     pair.client.connect("c", pair.address)
     with pytest.raises(Exception, match="already a connection"):
         pair.client.connect("c", pair.address)
 
 
 def test_large_send_partial_writes_complete_once(pair):
+    """Kafka: SelectorTest.testSendLargeRequest."""
     pair.client.connect("c", pair.address)
     pair.poll_until(lambda: pair.client.is_channel_ready("c"))
     big = bytes(range(256)) * (24 * 4096)          # 24 MiB: many partial writes
@@ -227,6 +230,7 @@ def test_large_send_partial_writes_complete_once(pair):
 
 
 def test_many_sends_queue_in_order(pair):
+    """Kafka: SelectorTest.testNormalOperation (one connection)."""
     pair.client.connect("c", pair.address)
     pair.poll_until(lambda: pair.client.is_channel_ready("c"))
     for i in range(500):
@@ -265,6 +269,8 @@ def test_one_receive_per_channel_per_poll_and_no_starvation(pair):
 
 
 def test_read_ahead_frames_survive_mute_and_are_delivered_without_new_data(pair):
+    """Kafka: SslSelectorTest.testBytesBufferedChannelAfterMute (frames read ahead stand for TLS's
+    buffered bytes)."""
     raw = raw_connect(pair.address)
     pair.poll_until(lambda: pair.accepted)
     sid = pair.accepted[0]
@@ -286,6 +292,7 @@ def test_read_ahead_frames_survive_mute_and_are_delivered_without_new_data(pair)
 
 
 def test_mute_stops_reading_socket(pair):
+    """Kafka: SelectorTest.testMute."""
     raw = raw_connect(pair.address)
     pair.poll_until(lambda: pair.accepted)
     sid = pair.accepted[0]
@@ -327,6 +334,7 @@ def test_bad_size_closes_only_that_channel(pair, junk, exc):
 
 
 def test_peer_close_mid_frame_reports_disconnect(pair):
+    """Kafka: SelectorTest.testPartialReceiveGracefulClose."""
     raw = raw_connect(pair.address)
     pair.poll_until(lambda: pair.accepted)
     sid = pair.accepted[0]
@@ -338,6 +346,7 @@ def test_peer_close_mid_frame_reports_disconnect(pair):
 
 
 def test_frames_sent_before_eof_are_delivered(pair):
+    """Kafka: SelectorTest.testGracefulClose."""
     raw = raw_connect(pair.address)
     pair.poll_until(lambda: pair.accepted)
     sid = pair.accepted[0]
@@ -349,6 +358,7 @@ def test_frames_sent_before_eof_are_delivered(pair):
 
 
 def test_idle_expiry_with_injected_time():
+    """Kafka: SelectorTest.testCloseOldestConnection."""
     clock = Clock()
     p = Pair(server_kwargs={"time": clock, "connections_max_idle_ms": 10_000})
     try:
@@ -386,6 +396,8 @@ def test_explicit_close_is_not_reported(pair):
 
 
 def test_fifteen_hundred_connections_round_trip():
+    """Kafka: SelectorTest.testOutboundConnectionsCountInConnectionCreationMetric,
+    testInboundConnectionsCountInConnectionCreationMetric (at scale)."""
     n = 1500
     p = Pair()
     try:
@@ -414,6 +426,8 @@ def test_fifteen_hundred_connections_round_trip():
 
 
 def test_metrics_names_and_counts(pair):
+    """Kafka: SelectorTest.testPartialSendAndReceiveReflectedInMetrics (byte, request and response
+    totals)."""
     pair.client.connect("c", pair.address)
     pair.poll_until(lambda: pair.client.is_channel_ready("c") and pair.accepted)
     pair.client.send("c", b"12345")
@@ -505,6 +519,7 @@ def test_create_channel_builder_rejects_unknown_protocol():
 
 
 def test_last_read_ahead_frame_is_delivered_after_unmute(pair):
+    """Kafka: SslSelectorTest.testBytesBufferedChannelAfterMute (the last read-ahead frame)."""
     raw = raw_connect(pair.address)
     pair.poll_until(lambda: pair.accepted)
     sid = pair.accepted[0]

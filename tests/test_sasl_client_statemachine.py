@@ -41,6 +41,7 @@ def api_versions_response(cid, keys):
 
 
 def test_correlation_ids_stay_in_reserved_range():
+    """Kafka: SaslAuthenticatorTest.testCorrelationId."""
     c = client()
     count = (MAX_RESERVED_CORRELATION_ID - MIN_RESERVED_CORRELATION_ID) * 2
     ids = {c.next_correlation_id() for _ in range(count)}
@@ -68,6 +69,8 @@ def test_first_request_is_api_versions_v0_with_reserved_id_and_client_id():
     ([(17, 0, 0)], 0, -1),                    # old broker: raw tokens
 ])
 def test_versions_chosen_from_broker_api_versions(keys, handshake_v, auth_v):
+    """Kafka: SaslAuthenticatorTest.testSaslUnsupportedClientVersions,
+    oldSaslPlainPlaintextServerWithoutSaslAuthenticateHeader (the client's version choice)."""
     io = FrameIO()
     c = client()
     c.authenticate(io, NOW)
@@ -167,6 +170,8 @@ def test_connection_closed_during_authentication_is_retriable_network_error():
 
 
 def test_v0_plain_client_waits_for_server_final_frame():
+    """Kafka: SaslAuthenticatorTest.oldSaslPlainPlaintextServerWithoutSaslAuthenticateHeader (the
+    client's side)."""
     io = FrameIO()
     c = client()
     header = _to_handshake_response(io, c, keys=[(17, 0, 0)])

@@ -32,6 +32,10 @@ def servers():
 @pytest.mark.parametrize("handshake_version", [0, 1])
 @pytest.mark.parametrize("mechanism", MECHANISMS + ["OAUTHBEARER"])
 def test_mechanism_matrix(servers, pki, protocol, handshake_version, mechanism):
+    """Kafka: SaslAuthenticatorTest.testValidSaslPlainOverPlaintext, testValidSaslPlainOverSsl,
+    testValidSaslScramMechanisms, testValidSaslOauthBearerMechanism,
+    testUnauthenticatedApiVersionsRequestOverPlaintextHandshakeVersion0/1,
+    testUnauthenticatedApiVersionsRequestOverSslHandshakeVersion0/1."""
     sasl_kwargs = {} if handshake_version else {"api_versions_supplier": v0_only_api_versions}
     server, port = start_server(protocol, pki=pki, sasl_kwargs=sasl_kwargs,
                                 failed_authentication_delay_ms=0)
@@ -53,6 +57,8 @@ def test_mechanism_matrix(servers, pki, protocol, handshake_version, mechanism):
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_bad_password_error_reaches_client_before_close(servers, pki, protocol, mechanism):
+    """Kafka: SaslAuthenticatorTest.testInvalidPasswordSaslPlain, testInvalidPasswordSaslScram,
+    testUnknownUserSaslScram."""
     server, port = start_server(protocol, pki=pki, failed_authentication_delay_ms=10)
     servers.append(server)
     client = KafkaClient(client_configs(protocol, mechanism, password="wrong", pki=pki))
@@ -76,6 +82,7 @@ def test_bad_password_error_reaches_client_before_close(servers, pki, protocol, 
 
 
 def test_unsupported_mechanism_reports_server_list(servers):
+    """Kafka: SaslAuthenticatorTest.testDisabledMechanism."""
     server, port = start_server(mechanisms=["SCRAM-SHA-256", "PLAIN"],
                                 failed_authentication_delay_ms=0)
     servers.append(server)
@@ -88,6 +95,7 @@ def test_unsupported_mechanism_reports_server_list(servers):
 
 
 def test_failure_delay_does_not_block_other_clients(servers):
+    """Kafka: SaslAuthenticatorFailureDelayTest.testInvalidPasswordSaslPlain."""
     delay_ms = 3000
     server, port = start_server(failed_authentication_delay_ms=delay_ms)
     servers.append(server)
@@ -127,7 +135,9 @@ def test_failure_delay_does_not_block_other_clients(servers):
 
 def test_pre_auth_requests_before_handshake_are_refused(servers):
     """A PLAINTEXT client talking to a SASL listener: Metadata before the
-    handshake gets the connection closed (Kafka sends nothing)."""
+    handshake gets the connection closed (Kafka sends nothing).
+
+    Kafka: SaslAuthenticatorTest.testDisallowedKafkaRequestsBeforeAuthentication."""
     server, port = start_server(failed_authentication_delay_ms=0)
     servers.append(server)
     client = KafkaClient({"security.protocol": "PLAINTEXT"})
@@ -142,6 +152,8 @@ def test_pre_auth_requests_before_handshake_are_refused(servers):
 # ------------------------------------------------------------------- KIP-368
 @pytest.mark.parametrize("mechanism", MECHANISMS + ["OAUTHBEARER"])
 def test_reauthentication_end_to_end(servers, mechanism):
+    """Kafka: SaslAuthenticatorTest.testValidSaslPlainOverPlaintext, testValidSaslScramSha256,
+    testValidSaslOauthBearerMechanism (their re-authentication)."""
     clock = Clock()
     server, port = start_server(extra={"connections.max.reauth.ms": "60000"},
                                 time=clock, failed_authentication_delay_ms=0)
@@ -184,6 +196,7 @@ def test_client_without_reauth_support_is_disconnected_after_session_expiry(serv
 
 
 def test_oauthbearer_session_lifetime_follows_token_expiry(servers):
+    """Kafka: SaslServerAuthenticatorTest.testSessionExpiresAtTokenExpiry (OAUTHBEARER)."""
     server, port = start_server(failed_authentication_delay_ms=0)
     servers.append(server)
     with KafkaClient(client_configs("SASL_PLAINTEXT", "OAUTHBEARER")) as client:
@@ -197,6 +210,7 @@ def test_oauthbearer_session_lifetime_follows_token_expiry(servers):
 
 
 def test_reauthentication_with_different_principal_fails(servers):
+    """Kafka: SaslAuthenticatorTest.testCannotReauthenticateWithDifferentPrincipal."""
     from kchannel.security.sasl.mechanism import create_client
     clock = Clock()
     server, port = start_server(extra={"connections.max.reauth.ms": "60000"}, time=clock,
@@ -228,6 +242,7 @@ def test_reauthentication_with_different_principal_fails(servers):
 
 
 def test_reauthentication_with_different_mechanism_fails(servers):
+    """Kafka: SaslAuthenticatorTest.testCannotReauthenticateWithDifferentMechanism."""
     clock = Clock()
     server, port = start_server(extra={"connections.max.reauth.ms": "60000"}, time=clock,
                                 failed_authentication_delay_ms=0)
@@ -259,6 +274,8 @@ class DnRecordingPrincipalBuilder:
 
 @pytest.mark.parametrize("client_auth,expect_dn", [(None, False), ("required", True)])
 def test_sasl_ssl_peer_dn_reaches_principal_builder(servers, pki, client_auth, expect_dn):
+    """Kafka: SaslAuthenticatorTest.testSslClientAuthDisabledForSaslSslListener,
+    testSslClientAuthRequiredOverriddenForSaslSslListener."""
     extra = {}
     if client_auth is not None:
         extra["listener.name.sasl_ssl.ssl.client.auth"] = client_auth
@@ -280,7 +297,9 @@ def test_sasl_ssl_peer_dn_reaches_principal_builder(servers, pki, client_auth, e
 
 def test_sasl_ssl_listener_ignores_unprefixed_client_auth(servers, pki):
     """ssl.client.auth without the listener prefix does not apply to a
-    SASL_SSL listener (Kafka): a client without a certificate still gets in."""
+    SASL_SSL listener (Kafka): a client without a certificate still gets in.
+
+    Kafka: SaslAuthenticatorTest.testSslClientAuthRequiredForSaslSslListener."""
     server, port = start_server("SASL_SSL", pki=pki, extra={"ssl.client.auth": "required"},
                                 failed_authentication_delay_ms=0)
     servers.append(server)
@@ -291,7 +310,9 @@ def test_sasl_ssl_listener_ignores_unprefixed_client_auth(servers, pki):
 
 def test_server_from_broker_properties(servers):
     """Listener- and mechanism-prefixed broker properties, as Kafka reads them:
-    JAAS per mechanism, connections.max.reauth.ms per mechanism."""
+    JAAS per mechanism, connections.max.reauth.ms per mechanism.
+
+    Kafka: SaslAuthenticatorTest.testJaasConfigurationForListener."""
     props = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
@@ -383,7 +404,9 @@ def test_responses_in_flight_during_reauthentication_are_delivered(servers, monk
 def test_delegation_token_login_end_to_end(servers):
     """KIP-48 over real sockets: a SCRAM user creates a token, then logs in
     with it (tokenauth=true); the session is the owner's, token-authenticated,
-    bounded by the token's expiry, and may not mint more tokens."""
+    bounded by the token's expiry, and may not mint more tokens.
+
+    Kafka: SaslAuthenticatorTest.testTokenAuthenticationOverSaslScram."""
     import base64
 
     from kchannel.tokens.handlers import register_token_handlers

@@ -61,6 +61,8 @@ def authenticate_v1(io, server, token, version=2, cid=3):
 # --------------------------------------------------------------- ApiVersions
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_api_versions_before_handshake_lists_server_apis(version):
+    """Kafka: SaslAuthenticatorTest.testValidApiVersionsRequest;
+    SaslServerAuthenticatorTest.testOldestApiVersionsRequest, testLatestApiVersionsRequest."""
     io, server = FrameIO(), make_server()
     body = {"client_software_name": "kchannel", "client_software_version": "1.0"}
     io.feed_frame(request(API_VERSIONS, version, body, 7))
@@ -77,6 +79,7 @@ def test_api_versions_before_handshake_lists_server_apis(version):
 
 
 def test_api_versions_unsupported_version_gets_v0_fallback_and_connection_stays_usable():
+    """Kafka: SaslAuthenticatorTest.testApiVersionsRequestWithServerUnsupportedVersion."""
     io, server = FrameIO(), make_server()
     # Body of an unknown future version: must not be parsed at all.
     io.feed_frame(raw_request(API_VERSIONS, 32767, b"\xff\xfe garbage", 1))
@@ -98,6 +101,7 @@ def test_api_versions_unsupported_version_gets_v0_fallback_and_connection_stays_
 
 
 def test_api_versions_invalid_software_name_gets_invalid_request_and_stays_usable():
+    """Kafka: SaslAuthenticatorTest.testInvalidApiVersionsRequest."""
     io, server = FrameIO(), make_server()
     io.feed_frame(request(API_VERSIONS, 3, {"client_software_name": "  ",
                                             "client_software_version": "   "}, 1))
@@ -122,6 +126,7 @@ def test_api_versions_twice_fails_without_response():
 
 @pytest.mark.parametrize("handshake_version", [0, 1])
 def test_api_versions_after_handshake_fails(handshake_version):
+    """Kafka: SaslAuthenticatorTest.testInvalidApiVersionsRequestSequence."""
     io, server = FrameIO(), make_server()
     handshake(io, server, version=handshake_version)
     io.feed_frame(request(API_VERSIONS, 0, {}, 5))
@@ -132,6 +137,8 @@ def test_api_versions_after_handshake_fails(handshake_version):
 
 # ---------------------------------------------------- disallowed / malformed
 def test_metadata_before_handshake_is_illegal_sasl_state_from_header_alone():
+    """Kafka: SaslAuthenticatorTest.testDisallowedKafkaRequestsBeforeAuthentication;
+    SaslServerAuthenticatorTest.testUnexpectedRequestType."""
     io, server = FrameIO(), make_server()
     # A Metadata header followed by a body no schema could parse.
     io.feed_frame(raw_request(METADATA, 12, b"\xff" * 3, 1))
@@ -145,6 +152,8 @@ def test_metadata_before_handshake_is_illegal_sasl_state_from_header_alone():
 
 
 def test_metadata_after_handshake_v1_is_illegal_sasl_state():
+    """Kafka: SaslAuthenticatorTest.testDisallowedKafkaRequestsBeforeAuthentication (after the
+    handshake)."""
     io, server = FrameIO(), make_server()
     handshake(io, server)
     io.feed_frame(raw_request(METADATA, 1, b"\x00\x00\x00\x00", 3))
@@ -163,6 +172,7 @@ def test_unknown_api_key_is_not_a_kafka_request():
 
 
 def test_random_first_packet_without_gssapi_fails():
+    """Kafka: SaslAuthenticatorTest.testInvalidSaslPacket (before the handshake)."""
     io, server = FrameIO(), make_server()
     io.feed_frame(b"\x60\x82\x02\x10" + bytes(range(200)))
     with pytest.raises(UnsupportedSaslMechanismError):
@@ -172,6 +182,7 @@ def test_random_first_packet_without_gssapi_fails():
 
 @pytest.mark.parametrize("version", [2, 32767, -1])
 def test_unsupported_handshake_version_closes_without_response(version):
+    """Kafka: SaslAuthenticatorTest.testSaslHandshakeRequestWithUnsupportedVersion."""
     io, server = FrameIO(), make_server()
     io.feed_frame(request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, 2)[:0]
                   + raw_request(SASL_HANDSHAKE, version, b"\x00\x05PLAIN", 2))
@@ -182,6 +193,7 @@ def test_unsupported_handshake_version_closes_without_response(version):
 
 
 def test_garbage_after_handshake_v1_fails():
+    """Kafka: SaslAuthenticatorTest.testInvalidSaslPacket (after the handshake)."""
     io, server = FrameIO(), make_server()
     handshake(io, server)
     io.feed_frame(bytes(range(256)) * 4)
@@ -191,6 +203,7 @@ def test_garbage_after_handshake_v1_fails():
 
 
 def test_garbage_after_handshake_v0_fails_authentication():
+    """Kafka: SaslAuthenticatorTest.testInvalidSaslPacket (after a v0 handshake)."""
     io, server = FrameIO(), make_server()
     handshake(io, server, version=0)
     io.feed_frame(bytes(range(256)) * 4)
@@ -211,6 +224,8 @@ def test_unsupported_sasl_authenticate_version_fails():
 @pytest.mark.parametrize("size", [524289, 2 ** 31 - 1, -1])
 @pytest.mark.parametrize("after_handshake", [False, True])
 def test_oversized_receive_fails_before_reading_body(size, after_handshake):
+    """Kafka: SaslAuthenticatorTest.testPacketSizeTooBig;
+    SaslServerAuthenticatorTest.testOversizeRequest."""
     io, server = FrameIO(), make_server()
     if after_handshake:
         handshake(io, server)
@@ -222,6 +237,7 @@ def test_oversized_receive_fails_before_reading_body(size, after_handshake):
 
 
 def test_max_receive_size_config_is_enforced_and_restored_after_authentication():
+    """Kafka: SaslAuthenticatorTest.testSaslAuthenticationMaxReceiveSize."""
     io, server = FrameIO(max_receive_size=10_000_000), make_server(max_receive_size=1024)
     handshake(io, server)
     assert authenticate_v1(io, server, plain_token("alice", "alice-secret")) == 0
@@ -254,6 +270,7 @@ def test_exact_max_size_frame_is_accepted():
 # ------------------------------------------------------------------ mechanisms
 @pytest.mark.parametrize("version", [0, 1])
 def test_unknown_mechanism_lists_enabled_and_sends_response_only_at_close(version):
+    """Kafka: SaslAuthenticatorTest.testInvalidMechanism."""
     io, server = FrameIO(), make_server(("PLAIN", "SCRAM-SHA-256"))
     io.feed_frame(request(SASL_HANDSHAKE, version, {"mechanism": "DIGEST-MD5"}, 9))
     with pytest.raises(UnsupportedSaslMechanismError) as err:
@@ -284,6 +301,9 @@ MATRIX = [(m, v) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") for v in (
 
 @pytest.mark.parametrize("mechanism,handshake_version", MATRIX)
 def test_mechanism_and_handshake_version_matrix(mechanism, handshake_version):
+    """Kafka: SaslAuthenticatorTest.testMultipleServerMechanisms,
+    oldSaslPlainPlaintextServerWithoutSaslAuthenticateHeader,
+    oldSaslScramPlaintextServerWithoutSaslAuthenticateHeader."""
     client_io, server_io = pair()
     server = make_server(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
     client = SaslClientAuthenticator(mechanism=mechanism,
@@ -306,6 +326,7 @@ def test_mechanism_and_handshake_version_matrix(mechanism, handshake_version):
 
 
 def test_plain_v0_server_sends_empty_final_frame():
+    """Kafka: SaslAuthenticatorTest.oldSaslPlainPlaintextClientWithoutSaslAuthenticateHeader."""
     io, server = FrameIO(), make_server()
     handshake(io, server, version=0)
     io.feed_frame(plain_token("alice", "alice-secret"))
@@ -314,6 +335,7 @@ def test_plain_v0_server_sends_empty_final_frame():
 
 
 def test_scram_v0_raw_tokens():
+    """Kafka: SaslAuthenticatorTest.oldSaslScramPlaintextClientWithoutSaslAuthenticateHeader."""
     client_io, server_io = pair()
     server = make_server(("SCRAM-SHA-256",))
     server._api_versions_supplier = lambda v: {
@@ -329,6 +351,8 @@ def test_scram_v0_raw_tokens():
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_unknown_user_and_bad_password_look_the_same(mechanism):
+    """Kafka: SaslAuthenticatorTest.testInvalidPasswordSaslPlain, testInvalidUsernameSaslPlain,
+    testInvalidPasswordSaslScram, testUnknownUserSaslScram."""
     messages = []
     for user, password in (("nobody", "whatever"), ("alice", "wrong")):
         client_io, server_io = pair()
@@ -349,6 +373,7 @@ def test_unknown_user_and_bad_password_look_the_same(mechanism):
 
 
 def test_scram_credentials_for_one_variant_only():
+    """Kafka: SaslAuthenticatorTest.testUserCredentialsUnavailableForScramMechanism."""
     store = scram_store({"carol": "carol-secret"}, mechanisms=["SCRAM-SHA-256"])
     callbacks = server_callbacks(store=store)
     for mechanism, ok in (("SCRAM-SHA-256", True), ("SCRAM-SHA-512", False)):
@@ -367,6 +392,7 @@ def test_scram_credentials_for_one_variant_only():
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
 def test_user_names_with_comma_and_equals(mechanism):
+    """Kafka: SaslAuthenticatorTest.testScramUsernameWithSpecialCharacters."""
     client_io, server_io = pair()
     server = make_server((mechanism,))
     client = SaslClientAuthenticator(mechanism=mechanism,
@@ -377,6 +403,7 @@ def test_user_names_with_comma_and_equals(mechanism):
 
 
 def test_mechanism_failure_other_than_sasl_error_gets_generic_message():
+    """Kafka: SaslAuthenticatorTest.testClientExceptionDoesNotContainSensitiveData."""
     class Broken:
         def evaluate_response(self, response, now):
             raise KeyError("user alice does not exist")
@@ -490,6 +517,7 @@ def test_session_lifetime_off_by_default():
 
 @pytest.mark.parametrize("version,expect", [(0, None), (1, 10_000), (2, 10_000)])
 def test_session_lifetime_from_connections_max_reauth_ms(version, expect):
+    """Kafka: SaslServerAuthenticatorTest.testSessionExpiresAtMaxReauthTime."""
     io, server = FrameIO(), make_server(connections_max_reauth_ms=10_000)
     handshake(io, server)
     authenticate_v1(io, server, plain_token("alice", "alice-secret"), version=version)
@@ -512,6 +540,8 @@ def _token_callbacks(expiry_ms, owner="alice"):
 
 @pytest.mark.parametrize("max_reauth,expect", [(0, 5_000), (3_000, 3_000), (60_000, 5_000)])
 def test_session_lifetime_is_min_of_credential_expiry_and_max_reauth(max_reauth, expect):
+    """Kafka: SaslServerAuthenticatorTest.testSessionExpiresAtTokenExpiry,
+    testSessionExpiresAtTokenExpiryDespiteNoReauthIsSet."""
     client_io, server_io = pair()
     server = make_server(("SCRAM-SHA-256",), callbacks=_token_callbacks(NOW + 5_000),
                          connections_max_reauth_ms=max_reauth)
@@ -537,6 +567,7 @@ def _authenticated_pair(user="alice", mechanism="PLAIN", mechanisms=("PLAIN",), 
 
 
 def test_reauthentication_succeeds_with_same_principal():
+    """Kafka: SaslAuthenticatorTest.testValidSaslPlainOverPlaintext (its re-authentication)."""
     client, client_io, server, server_io = _authenticated_pair()
     later = NOW + 9_000
     new_client = SaslClientAuthenticator(mechanism="PLAIN",
@@ -554,6 +585,7 @@ def test_reauthentication_succeeds_with_same_principal():
 
 
 def test_reauthentication_with_different_principal_fails():
+    """Kafka: SaslAuthenticatorTest.testCannotReauthenticateWithDifferentPrincipal."""
     client, client_io, server, server_io = _authenticated_pair()
     other = SaslClientAuthenticator(mechanism="PLAIN",
                                     jaas_options={"username": "bob", "password": "bob-secret"})
@@ -571,6 +603,7 @@ def test_reauthentication_with_different_principal_fails():
 
 
 def test_reauthentication_with_different_mechanism_fails_on_next_token():
+    """Kafka: SaslAuthenticatorTest.testCannotReauthenticateWithDifferentMechanism."""
     client, client_io, server, server_io = _authenticated_pair(
         mechanisms=("PLAIN", "SCRAM-SHA-256"))
     other = SaslClientAuthenticator(mechanism="SCRAM-SHA-256",

@@ -164,6 +164,7 @@ def close_all(*ts):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
 def test_handshake_and_echo(pki, listener, impl, protocol):
+    """Kafka: SslTransportLayerTest.testValidEndpointIdentificationSanDns."""
     cc = pki.client_configs()
     cc["ssl.enabled.protocols"] = protocol
     ct, st = make_pair(listener, impl, pki.server_configs(), cc)
@@ -188,6 +189,7 @@ def test_handshake_and_echo(pki, listener, impl, protocol):
 
 
 def test_default_is_tls13(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testTlsDefaults."""
     ct, st = make_pair(listener, impl, pki.server_configs(), pki.client_configs())
     try:
         handshake(ct, st)
@@ -212,6 +214,7 @@ def test_client_protocol_tls12_caps_even_if_13_enabled(pki, listener, impl):
                                        "inline-encrypted"])
 @pytest.mark.parametrize("client_ks", ["pem", "pkcs12", "encrypted"])
 def test_keystore_forms_with_client_auth_required(pki, listener, server_ks, client_ks):
+    """Kafka: SslTransportLayerTest.testClientAuthenticationRequiredValidProvided, testPemFiles."""
     from kchannel.network import _tlspump_py
     ct, st = make_pair(
         listener, _Pure(_tlspump_py),
@@ -244,6 +247,8 @@ def test_truststore_forms(pki, listener, truststore):
 
 @pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
 def test_client_auth_requested(pki, listener, impl, protocol):
+    """Kafka: SslTransportLayerTest.testClientAuthenticationRequestedNotProvided,
+    testClientAuthenticationRequestedValidProvided."""
     sc = pki.server_configs(client_auth="requested")
     sc["ssl.enabled.protocols"] = protocol
     # Without a client certificate: accepted, anonymous.
@@ -265,6 +270,8 @@ def test_client_auth_requested(pki, listener, impl, protocol):
 
 
 def test_client_auth_none_ignores_client_keystore(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testClientAuthenticationDisabledUntrustedProvided (a client
+    keystore the server ignores)."""
     ct, st = make_pair(listener, impl, pki.server_configs(client_auth="none"),
                        pki.client_configs(keystore="pem"))
     try:
@@ -275,6 +282,7 @@ def test_client_auth_none_ignores_client_keystore(pki, listener, impl):
 
 
 def test_endpoint_identification_disabled_accepts_wrong_host(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testEndpointIdentificationDisabled."""
     ct, st = make_pair(listener, impl, pki.server_configs(identity=pki.wronghost_server),
                        pki.client_configs(endpoint_identification=""))
     try:
@@ -285,6 +293,7 @@ def test_endpoint_identification_disabled_accepts_wrong_host(pki, listener, impl
 
 
 def test_ip_address_san(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testValidEndpointIdentificationSanIp."""
     ct, st = make_pair(listener, impl, pki.server_configs(), pki.client_configs(),
                        peer_host="127.0.0.1")
     try:
@@ -301,6 +310,8 @@ def test_ip_address_san(pki, listener, impl):
     ("full", "self-signed certificate in certificate chain"),
 ])
 def test_untrusted_server_certificate(pki, listener, impl, chain, reason):
+    """Kafka: SslTransportLayerTest.testPeerNotifiedOfHandshakeFailure (the server learns why from
+    the alert)."""
     sc = pki.server_configs(identity=pki.untrusted_server, keystore="inline")
     if chain == "leaf":
         sc["ssl.keystore.certificate.chain"] = pki.untrusted_server.cert_pem
@@ -324,6 +335,7 @@ def test_untrusted_server_certificate(pki, listener, impl, chain, reason):
 
 
 def test_hostname_mismatch(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testInvalidEndpointIdentification."""
     ct, st = make_pair(listener, impl, pki.server_configs(identity=pki.wronghost_server),
                        pki.client_configs())
     res = handshake(ct, st, expect_failure=True)
@@ -342,6 +354,7 @@ def test_system_default_cas_used_without_truststore(pki, listener, impl):
 
 
 def test_client_cert_required_but_missing_tls12(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testClientAuthenticationRequiredNotProvided (TLS 1.2)."""
     sc = pki.server_configs(client_auth="required")
     sc["ssl.enabled.protocols"] = "TLSv1.2"
     ct, st = make_pair(listener, impl, sc, pki.client_configs())
@@ -355,7 +368,9 @@ def test_client_cert_required_but_missing_tls12(pki, listener, impl):
 def test_client_cert_required_but_missing_tls13_surfaces_on_first_read(pki, listener, impl):
     """TLS 1.3: the client's handshake completes before the server has looked
     at the (absent) certificate; the rejection arrives with the first read
-    and must be an authentication failure, not an I/O error."""
+    and must be an authentication failure, not an I/O error.
+
+    Kafka: SslTransportLayerTest.testClientAuthenticationRequiredNotProvided (TLS 1.3)."""
     ct, st = make_pair(listener, impl, pki.server_configs(client_auth="required"),
                        pki.client_configs())
     res = handshake(ct, st, expect_failure=True)
@@ -379,6 +394,7 @@ def test_client_cert_required_but_missing_tls13_surfaces_on_first_read(pki, list
 
 
 def test_untrusted_client_certificate(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testClientAuthenticationRequiredUntrustedProvided."""
     ct, st = make_pair(listener, impl, pki.server_configs(client_auth="required"),
                        pki.client_configs(identity=pki.untrusted_client, keystore="pem"))
     res = handshake(ct, st, expect_failure=True)
@@ -415,6 +431,7 @@ def test_tls12_cipher_suite_restriction(pki, listener, impl):
 
 
 def test_no_shared_cipher(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testUnsupportedCiphers."""
     sc = pki.server_configs()
     sc["ssl.cipher.suites"] = ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]
     cc = pki.client_configs()
@@ -453,7 +470,10 @@ def test_plaintext_client_to_tls_server(pki, listener, impl):
 
 def test_tls_client_to_plaintext_server_that_closes(pki, listener, impl):
     """A Kafka plaintext listener reads the ClientHello's first 4 bytes as a
-    huge frame size and drops the connection."""
+    huge frame size and drops the connection.
+
+    Kafka: SslTransportLayerTest.testUngracefulRemoteCloseDuringHandshakeRead (the peer is a
+    plaintext listener)."""
     c, s = tcp_pair(listener)
     ct = SslTransportLayer(c, SslFactory("client", pki.client_configs()).create_engine(
         "localhost"), pump_module=impl.tlspump)
@@ -487,6 +507,8 @@ def test_tls_client_to_plaintext_server_that_answers(pki, listener, impl):
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
 def test_large_transfer_both_directions(pki, listener, impl, protocol):
+    """Kafka: SslTransportLayerTest.testNetReadBufferResize, testNetWriteBufferResize (buffers
+    smaller than the data)."""
     cc = pki.client_configs()
     cc["ssl.enabled.protocols"] = protocol
     ct, st = make_pair(listener, impl, pki.server_configs(), cc)
@@ -516,6 +538,7 @@ def test_small_reads_rely_on_buffered_bytes(pki, listener, impl):
 
 
 def test_buffered_accounting_with_small_app_buffer(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testApplicationBufferResize."""
     ct, st = make_pair(listener, impl, pki.server_configs(), pki.client_configs(),
                        app_buffer_size=4096)
     try:
@@ -583,6 +606,7 @@ def test_new_session_tickets_are_consumed_silently(pki, listener, impl):
 
 
 def test_close_sends_close_notify(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testCloseSsl."""
     ct, st = make_pair(listener, impl, pki.server_configs(), pki.client_configs())
     handshake(ct, st)
     assert transfer(ct, st, b"bye") == b"bye"
@@ -630,6 +654,8 @@ def test_data_before_eof_is_delivered_first(pki, impl):
 
 
 def test_close_is_idempotent_and_safe_mid_handshake(pki, listener, impl):
+    """Kafka: SslTransportLayerTest.testGracefulRemoteCloseDuringHandshakeRead (the peer's
+    side)."""
     ct, st = make_pair(listener, impl, pki.server_configs(), pki.client_configs())
     assert ct.handshake() == OP_READ
     ct.close()
