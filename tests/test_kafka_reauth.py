@@ -74,7 +74,7 @@ def test_token_login_reauthenticates(kafka_broker):
     """A delegation-token login (SCRAM, tokenauth=true) re-authenticates
     with the token too; the session never outlives the token."""
     from kchannel.tokens.admin import DelegationTokenAdmin
-    from tests.test_kafka_tokens import created, expired, token_configs
+    from tests.fixtures.kafka_tokens import created, expired, token_configs
     with KafkaClient(kafka_broker.client_configs("SASL_PLAINTEXT", "SCRAM-SHA-512")) as admin:
         admin.connect()
         tokens = DelegationTokenAdmin(admin)
@@ -101,7 +101,7 @@ def test_expired_token_fails_reauthentication(kafka_broker):
     SaslAuthenticationError (what Kafka's Java client raises)."""
     from kchannel import errors
     from kchannel.tokens.admin import DelegationTokenAdmin
-    from tests.test_kafka_tokens import created, expired, token_configs
+    from tests.fixtures.kafka_tokens import created, expired, token_configs
     with KafkaClient(kafka_broker.client_configs("SASL_PLAINTEXT", "SCRAM-SHA-256")) as admin:
         admin.connect()
         tokens = DelegationTokenAdmin(admin)

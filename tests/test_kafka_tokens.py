@@ -23,19 +23,13 @@ from kchannel.tokens.manager import allow_token_requests
 from kchannel.tokens.token import create_hmac
 from tests.fixtures.kafka import SCRAM_MODULE
 from tests.fixtures.kafka_messages import SCRAM_FAILED
+from tests.fixtures.kafka_tokens import created, expired, token_configs, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
 
 # Kafka's defaults (delegation.token.expiry.time.ms / max.lifetime.ms).
 DEFAULT_EXPIRY_MS = 24 * 3600 * 1000
 DEFAULT_MAX_LIFETIME_MS = 7 * 24 * 3600 * 1000
-
-
-def token_configs(broker, token, listener="SASL_PLAINTEXT", mechanism="SCRAM-SHA-256"):
-    c = broker.client_configs(listener, mechanism)
-    c["sasl.jaas.config"] = (f'{SCRAM_MODULE} required username="{token.token_info.token_id}" '
-                             f'password="{token.hmac_base64}" tokenauth="true";')
-    return c
 
 
 @pytest.fixture
@@ -47,34 +41,6 @@ def admin_client(kafka_broker):
 
 def now_ms():
     return int(time.time() * 1000)
-
-
-def created(admin, **kw):
-    """``admin.create(**kw)``, once the broker can use the token.
-
-    In KRaft the controller commits a new token to the metadata log and the
-    broker learns of it when it replays that record, a moment after
-    CreateDelegationToken has answered: until then Kafka's describe omits it
-    and renew or a token login fail as for an unknown token (kchannel serve
-    has the token at once).  The Java client sees the same."""
-    token = admin.create(**kw)
-    wait_until(lambda: token.token_info.token_id in
-               {t.token_info.token_id for t in admin.describe()})
-    return token
-
-
-def expired(admin, token):
-    """Expire ``token`` at once and wait until the broker has dropped it."""
-    admin.expire(token.hmac, -1)
-    wait_until(lambda: token.token_info.token_id not in
-               {t.token_info.token_id for t in admin.describe()})
-
-
-def wait_until(predicate, limit_s=15):
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        assert time.monotonic() < deadline, "the broker did not replay the token record"
-        time.sleep(0.02)
 
 
 def test_create_describe_renew_expire(kafka_broker, admin_client):
