@@ -176,7 +176,8 @@ def handle_describe_client_quotas(ctx):
     filter matches nothing -- what a Kafka broker without quota configs
     answers.  ``kafka-configs.sh --describe --entity-type users`` asks this
     before it shows a user's SCRAM credentials."""
-    return {"throttle_time_ms": 0, "error_code": int(Errors.NONE), "error_message": None,
+    # ErrorMessage "": Kafka leaves it at its schema default, not null.
+    return {"throttle_time_ms": 0, "error_code": int(Errors.NONE), "error_message": "",
             "entries": []}
 
 

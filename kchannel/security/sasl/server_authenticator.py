@@ -664,7 +664,9 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         lifetime = 0
         if server.is_complete():
             lifetime = self._calc_completion_times(now)
-        body = {"error_code": NONE, "error_message": None,
+        # Kafka leaves ErrorMessage at its schema default, the empty string
+        # (not null), in a successful SaslAuthenticate response.
+        body = {"error_code": NONE, "error_message": "",
                 "auth_bytes": bytes(response) if response is not None else b"",
                 "session_lifetime_ms": lifetime}
         self._send(io, _wire.encode_response(SASL_AUTHENTICATE, version,

@@ -1,0 +1,598 @@
+"""Differential tests: hostile or unusual clients against Apache Kafka and
+against ``kchannel serve``, with the same raw-socket client.
+
+The twin is ``kchannel serve`` started from the session broker's own
+``server.properties`` (``kafka_broker.server_properties()``), minus the KRaft
+controller role, with the same SCRAM users.  Each row of ``SCENARIOS`` is a
+short script of requests and raw bytes; it records what the server answered
+(error codes, error messages, SASL mechanisms, TLS alerts) and whether it
+closed the connection.  The record from Kafka must equal the record from
+kchannel, except for the rows listed in ``DOCUMENTED``: those differences are
+explained in README's Limitations, and the test pins both records so that a
+change on either side shows up.
+"""
+import base64
+import hashlib
+import hmac as hmac_mod
+import os
+import socket
+import ssl
+import struct
+import time
+import warnings
+
+import pytest
+
+from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
+from tests.fixtures.kafka import LISTENERS
+from tests.fixtures.peers import start_kchannel_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+
+ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
+CLOSED = "closed"
+OPEN = "open"
+SASL_MAX_RECEIVE = 524288          # Kafka's limit for a frame before authentication
+
+
+# ------------------------------------------------------------------ the twin
+@pytest.fixture(scope="module")
+def twin(kafka_broker, tmp_path_factory):
+    """``kchannel serve`` with the Kafka broker's configuration."""
+    props = dict(kafka_broker.server_properties())
+    for key in ("process.roles", "controller.quorum.voters", "controller.listener.names"):
+        props.pop(key, None)
+    names = list(LISTENERS)
+    props["listeners"] = ",".join(f"{n}://127.0.0.1:0" for n in names)
+    props["advertised.listeners"] = ",".join(f"{n}://127.0.0.1:0" for n in names)
+    props["listener.security.protocol.map"] = ",".join(f"{n}:{LISTENERS[n]}" for n in names)
+    directory = tmp_path_factory.mktemp("kchannel-twin")
+    props["log.dirs"] = str(directory / "data")
+    # Kafka without an authorizer lets anyone administer SCRAM credentials;
+    # kchannel only super.users (README, Limitations), which Kafka ignores.
+    props["super.users"] = f"User:{ADMIN}"
+    kdc = kafka_broker.kdc
+    srv = start_kchannel_server(directory, props, scram_users=dict(kafka_broker.users),
+                                env=kdc.env if kdc else None)
+    yield srv
+    srv.stop_and_check()
+
+
+class Side:
+    """Where a scenario runs: ``address(listener)`` and the TLS settings."""
+
+    def __init__(self, name, server, pki):
+        self.name = name
+        self.server = server
+        self.pki = pki
+
+    def address(self, listener):
+        return "127.0.0.1", self.server.port(listener)
+
+
+@pytest.fixture(scope="module")
+def sides(kafka_broker, twin, pki):
+    return [Side("kafka", kafka_broker, pki), Side("kchannel", twin, pki)]
+
+
+# -------------------------------------------------------- a raw Kafka client
+class Conn:
+    """One connection, speaking Kafka frames by hand."""
+
+    def __init__(self, side, listener, tls=None):
+        self.sock = socket.create_connection(side.address(listener), timeout=15)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
+        self.correlation_id = 0
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send_frame(self, payload):
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def _read_exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def read_frame(self):
+        """The next frame's payload, or None when the server closed."""
+        try:
+            head = self._read_exact(4)
+            if head is None:
+                return None
+            return self._read_exact(struct.unpack(">i", head)[0])
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError):
+            return None
+
+    def request(self, api_key, version, body, header_version=None, response_version=None):
+        """Send a request; its decoded response body (read at
+        ``response_version``, default ``version``), or CLOSED."""
+        self.correlation_id += 1
+        header = RequestHeader(api_key, version, self.correlation_id, "differential",
+                               header_version)
+        try:
+            self.send_frame(encode_request(header, body))
+        except (ConnectionResetError, BrokenPipeError):
+            return CLOSED
+        payload = self.read_frame()
+        if payload is None:
+            return CLOSED
+        correlation_id, response = decode_response(
+            payload, api_key, version if response_version is None else response_version)
+        assert correlation_id == self.correlation_id
+        return response
+
+    def raw(self, token):
+        """A raw (SaslHandshake v0) token; the server's raw answer or CLOSED."""
+        try:
+            self.send_frame(token)
+        except (ConnectionResetError, BrokenPipeError):
+            return CLOSED
+        payload = self.read_frame()
+        return CLOSED if payload is None else payload
+
+    def state(self, timeout=5.0):
+        """CLOSED if the server closes the connection within ``timeout``
+        seconds (Kafka delays the close after a failed login by
+        connection.failed.authentication.delay.ms), else OPEN."""
+        self.sock.settimeout(timeout)
+        try:
+            data = self.sock.recv(1)
+        except socket.timeout:
+            return OPEN
+        except (ConnectionResetError, ssl.SSLError, OSError):
+            return CLOSED
+        return CLOSED if data == b"" else f"unexpected bytes {data!r}"
+
+
+# ------------------------------------------------------------ SASL helpers
+def api_versions(conn, version=3):
+    body = conn.request(18, version, {"client_software_name": "differential",
+                                      "client_software_version": "1.0"})
+    return body if body == CLOSED else body["error_code"]
+
+
+def handshake(conn, mechanism, version=1):
+    body = conn.request(17, version, {"mechanism": mechanism})
+    return body if body == CLOSED else (body["error_code"], sorted(body["mechanisms"]))
+
+
+def authenticate(conn, token, version=2):
+    body = conn.request(36, version, {"auth_bytes": token})
+    if body == CLOSED:
+        return body, None
+    return (body["error_code"], body["error_message"]), body["auth_bytes"]
+
+
+class Scram:
+    """The client side of SCRAM (RFC 5802) by hand."""
+
+    def __init__(self, mechanism, user, password, extensions=""):
+        self.hash = hashlib.sha256 if mechanism.endswith("256") else hashlib.sha512
+        self.user, self.password = user, password
+        self.nonce = base64.b64encode(os.urandom(18)).decode()
+        self.bare = f"n={user},r={self.nonce}" + (f",{extensions}" if extensions else "")
+
+    def first(self):
+        return ("n,," + self.bare).encode()
+
+    def final(self, server_first):
+        fields = dict(f.split("=", 1) for f in server_first.decode().split(","))
+        salted = hashlib.pbkdf2_hmac(self.hash().name, self.password.encode(),
+                                     base64.b64decode(fields["s"]), int(fields["i"]))
+        without_proof = f"c=biws,r={fields['r']}"
+        auth_message = f"{self.bare},{server_first.decode()},{without_proof}".encode()
+        client_key = hmac_mod.new(salted, b"Client Key", self.hash).digest()
+        stored = self.hash(client_key).digest()
+        signature = hmac_mod.new(stored, auth_message, self.hash).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def plain_login(conn, user=ADMIN, password=ADMIN_PASSWORD):
+    assert handshake(conn, "PLAIN")[0] == 0
+    result, _ = authenticate(conn, f"\0{user}\0{password}".encode())
+    return result
+
+
+def scram_login(conn, mechanism, user, password, extensions=""):
+    """SaslHandshake v1 + SaslAuthenticate; the record of every step."""
+    record = [handshake(conn, mechanism)]
+    scram = Scram(mechanism, user, password, extensions)
+    result, server_first = authenticate(conn, scram.first())
+    record.append(result)
+    if result == CLOSED or result[0] != 0:
+        return record
+    result, _ = authenticate(conn, scram.final(server_first))
+    record.append(result)
+    return record
+
+
+def admin_conn(side):
+    conn = Conn(side, "SASL_PLAINTEXT")
+    assert plain_login(conn) == (0, "")
+    return conn
+
+
+def wait_for_token(conn, token_id, present, timeout=30.0):
+    """Kafka's controller records a token change and each broker applies it
+    from the metadata log a moment later: wait until the broker's own token
+    cache (what DescribeDelegationToken reads) agrees."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = conn.request(41, 3, {"owners": None})
+        if (token_id in [t["token_id"] for t in body["tokens"]]) == present:
+            return
+        assert time.monotonic() < deadline, f"token {token_id} present={not present}"
+        time.sleep(0.05)
+
+
+def create_token(side):
+    """(token id, hmac) of a new token owned by admin, usable for login."""
+    conn = admin_conn(side)
+    try:
+        body = conn.request(38, 3, {"owner_principal_type": None, "owner_principal_name": None,
+                                    "renewers": [], "max_lifetime_ms": -1})
+        assert body["error_code"] == 0, body
+        wait_for_token(conn, body["token_id"], True)
+        return body["token_id"], body["hmac"]
+    finally:
+        conn.close()
+
+
+def token_extensions():
+    return "tokenauth=true"
+
+
+# --------------------------------------------------------------- scenarios
+def bad_password(mechanism):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        if mechanism == "PLAIN":
+            record = [handshake(conn, "PLAIN"),
+                      authenticate(conn, f"\0{ADMIN}\0wrong".encode())[0]]
+        else:
+            record = scram_login(conn, mechanism, ADMIN, "wrong")
+        return record + [conn.state()]
+    return run
+
+
+def unknown_user(mechanism):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        if mechanism == "PLAIN":
+            record = [handshake(conn, "PLAIN"),
+                      authenticate(conn, b"\0nobody\0whatever")[0]]
+        else:
+            record = scram_login(conn, mechanism, "nobody", "whatever")
+        return record + [conn.state()]
+    return run
+
+
+def mechanism_not_enabled(side):
+    conn = Conn(side, "SASL_PLAINTEXT")
+    return [api_versions(conn), handshake(conn, "DIGEST-MD5"), conn.state()]
+
+
+def mechanism_not_enabled_on_listener(side):
+    """OAUTH_JWKS enables only OAUTHBEARER."""
+    conn = Conn(side, "OAUTH_JWKS")
+    return [handshake(conn, "PLAIN"), conn.state()]
+
+
+def oversized_frame(size, after_api_versions):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        record = [api_versions(conn)] if after_api_versions else []
+        conn.sock.sendall(struct.pack(">i", size) + b"\0" * 64)
+        return record + [conn.state()]
+    return run
+
+
+def oversized_frame_plaintext(side):
+    """Above socket.request.max.bytes (100 MiB) on a listener without
+    authentication."""
+    conn = Conn(side, "PLAINTEXT")
+    conn.sock.sendall(struct.pack(">i", 104857600 + 1) + b"\0" * 64)
+    return [conn.state()]
+
+
+def handshake_v0_plain(password):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        record = [handshake(conn, "PLAIN", version=0)]
+        answer = conn.raw(f"\0{ADMIN}\0{password}".encode())
+        record.append(answer if answer == CLOSED else f"raw {len(answer)} bytes")
+        if answer != CLOSED:
+            body = conn.request(3, 0, {"topics": []})
+            record.append(body if body == CLOSED else [b["node_id"] for b in body["brokers"]])
+        return record + [conn.state(1.0) if answer != CLOSED else conn.state()]
+    return run
+
+
+def handshake_v0_scram(password):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        record = [handshake(conn, "SCRAM-SHA-256", version=0)]
+        scram = Scram("SCRAM-SHA-256", ADMIN, password)
+        server_first = conn.raw(scram.first())
+        record.append(server_first if server_first == CLOSED else "server-first")
+        if server_first != CLOSED:
+            server_final = conn.raw(scram.final(server_first))
+            record.append(server_final if server_final == CLOSED
+                          else server_final.decode()[:2])
+            if server_final != CLOSED:
+                body = conn.request(3, 0, {"topics": []})
+                record.append(body if body == CLOSED else [b["node_id"] for b in body["brokers"]])
+        return record + [conn.state()]
+    return run
+
+
+def request_before_authentication(api_key, version, body):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        answer = conn.request(api_key, version, body)
+        return [answer if answer == CLOSED else answer.get("error_code"), conn.state()]
+    return run
+
+
+def request_after_handshake(api_key, version, body):
+    def run(side):
+        conn = Conn(side, "SASL_PLAINTEXT")
+        record = [handshake(conn, "PLAIN")]
+        answer = conn.request(api_key, version, body)
+        return record + [answer if answer == CLOSED else answer.get("error_code"),
+                         conn.state()]
+    return run
+
+
+def api_versions_unsupported(listener):
+    def run(side):
+        conn = Conn(side, listener)
+        # KIP-511: a version the broker does not know gets a v0
+        # UNSUPPORTED_VERSION answer listing the ApiVersions range, and the
+        # connection stays usable.
+        body = conn.request(18, 127, b"\x00\x00\x00", header_version=2, response_version=0)
+        if body == CLOSED:
+            return [body]
+        entry = [(k["api_key"], k["min_version"]) for k in body["api_keys"]
+                 if k["api_key"] == 18]
+        return [body["error_code"], entry, api_versions(conn)]
+    return run
+
+
+def api_versions_invalid_software(side):
+    conn = Conn(side, "SASL_PLAINTEXT")
+    body = conn.request(18, 3, {"client_software_name": "bad name!",
+                                "client_software_version": "1.0"})
+    return [body if body == CLOSED else body["error_code"], api_versions(conn),
+            handshake(conn, "PLAIN")]
+
+
+def token_request_on_token_channel(side):
+    token_id, token_hmac = create_token(side)
+    conn = Conn(side, "SASL_PLAINTEXT")
+    record = scram_login(conn, "SCRAM-SHA-256", token_id,
+                         base64.b64encode(token_hmac).decode(), token_extensions())
+    body = conn.request(38, 3, {"owner_principal_type": None, "owner_principal_name": None,
+                                "renewers": [], "max_lifetime_ms": -1})
+    record.append(body if body == CLOSED else body["error_code"])
+    body = conn.request(41, 3, {"owners": None})
+    record.append(body if body == CLOSED else body["error_code"])
+    return record + [conn.state(1.0)]
+
+
+def expired_token(side):
+    token_id, token_hmac = create_token(side)
+    admin = admin_conn(side)
+    body = admin.request(40, 2, {"hmac": token_hmac, "expiry_time_period_ms": -1})
+    record = [body["error_code"]]
+    wait_for_token(admin, token_id, False)
+    conn = Conn(side, "SASL_PLAINTEXT")
+    record += scram_login(conn, "SCRAM-SHA-256", token_id,
+                          base64.b64encode(token_hmac).decode(), token_extensions())
+    record.append(conn.state())
+    body = admin.request(39, 2, {"hmac": token_hmac, "renew_period_ms": -1})
+    record.append(body["error_code"])
+    body = admin.request(40, 2, {"hmac": token_hmac, "expiry_time_period_ms": -1})
+    record.append(body["error_code"])
+    admin.close()
+    return record
+
+
+def token_on_non_sasl_listener(side):
+    token_id, token_hmac = create_token(side)
+    conn = Conn(side, "PLAINTEXT")
+    return [handshake(conn, "SCRAM-SHA-256"), conn.state()]
+
+
+def tls_error(exc):
+    if isinstance(exc, ssl.SSLError):
+        return f"SSLError {exc.reason}"
+    return type(exc).__name__
+
+
+def tls_version_mismatch(side):
+    """A client that offers only TLS 1.1 (both servers enable 1.2 and 1.3)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(side.pki.ca.cert_path)
+    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)     # deliberately old
+        ctx.minimum_version = ctx.maximum_version = ssl.TLSVersion.TLSv1_1
+    try:
+        conn = Conn(side, "SSL", tls=ctx)
+    except (ssl.SSLError, OSError) as exc:
+        return [tls_error(exc)]
+    return ["handshake completed", api_versions(conn)]
+
+
+def mtls_without_certificate(side):
+    ctx = ssl.create_default_context(cafile=side.pki.ca.cert_path)
+    try:
+        conn = Conn(side, "MTLS", tls=ctx)
+    except (ssl.SSLError, OSError) as exc:
+        return ["handshake failed", tls_error(exc)]
+    # TLS 1.3: the client's side of the handshake ends before the server
+    # has checked the certificate; the refusal arrives as an alert.
+    try:
+        result = api_versions(conn)
+    except (ssl.SSLError, OSError) as exc:
+        result = tls_error(exc)
+    return ["handshake completed", result]
+
+
+def mtls_untrusted_certificate(side):
+    ctx = ssl.create_default_context(cafile=side.pki.ca.cert_path)
+    ident = side.pki.untrusted_client
+    ctx.load_cert_chain(ident.chain_path, ident.key_path)
+    try:
+        conn = Conn(side, "MTLS", tls=ctx)
+    except (ssl.SSLError, OSError) as exc:
+        return ["handshake failed", tls_error(exc)]
+    try:
+        result = api_versions(conn)
+    except (ssl.SSLError, OSError) as exc:
+        result = tls_error(exc)
+    return ["handshake completed", result]
+
+
+def sasl_after_authentication(side):
+    conn = admin_conn(side)
+    return [handshake(conn, "PLAIN"),
+            authenticate(conn, b"\0admin\0admin-secret")[0],
+            api_versions(conn), conn.state(1.0)]
+
+
+def admin_requests(side):
+    """Ordinary admin requests whose whole answers must agree."""
+    conn = admin_conn(side)
+    record = []
+    for api_key, version, body in (
+            (48, 0, {"components": [{"entity_type": "user", "match_type": 0,
+                                     "match": "alice"}], "strict": False}),
+            (48, 1, {"components": [], "strict": False}),
+            (50, 0, {"users": [{"name": "nobody"}, {"name": ""}, {"name": "alice"},
+                               {"name": "admin"}, {"name": "admin"}]}),
+            (51, 0, {"deletions": [{"name": "nobody", "mechanism": 1}],
+                     "upsertions": [{"name": "carol", "mechanism": 1, "iterations": 1024,
+                                     "salt": b"salt", "salted_password": b"x" * 32},
+                                    {"name": "dave", "mechanism": 9, "iterations": 8192,
+                                     "salt": b"salt", "salted_password": b"x" * 32}]}),
+            (60, 0, {"include_cluster_authorized_operations": False}),
+    ):
+        answer = conn.request(api_key, version, body)
+        if isinstance(answer, dict) and "results" in answer:
+            # Kafka lists users, and each user's mechanisms, in hash map order.
+            answer["results"] = sorted(answer["results"], key=lambda r: r["user"])
+            for r in answer["results"]:
+                if "credential_infos" in r:
+                    r["credential_infos"].sort(key=lambda c: c["mechanism"])
+        if isinstance(answer, dict):
+            answer = {k: v for k, v in answer.items()
+                      if k not in ("cluster_id", "brokers", "throttle_time_ms")}
+        record.append(answer)
+    return record
+
+
+SCENARIOS = {
+    "bad-password-PLAIN": bad_password("PLAIN"),
+    "bad-password-SCRAM-SHA-256": bad_password("SCRAM-SHA-256"),
+    "bad-password-SCRAM-SHA-512": bad_password("SCRAM-SHA-512"),
+    "unknown-user-PLAIN": unknown_user("PLAIN"),
+    "unknown-user-SCRAM-SHA-256": unknown_user("SCRAM-SHA-256"),
+    "mechanism-not-enabled": mechanism_not_enabled,
+    "mechanism-not-enabled-on-listener": mechanism_not_enabled_on_listener,
+    "oversized-first-frame": oversized_frame(SASL_MAX_RECEIVE + 1, False),
+    "oversized-frame-after-api-versions": oversized_frame(SASL_MAX_RECEIVE + 1, True),
+    "negative-frame-size": oversized_frame(-1, False),
+    "oversized-frame-plaintext": oversized_frame_plaintext,
+    "handshake-v0-PLAIN": handshake_v0_plain(ADMIN_PASSWORD),
+    "handshake-v0-PLAIN-bad-password": handshake_v0_plain("wrong"),
+    "handshake-v0-SCRAM": handshake_v0_scram(ADMIN_PASSWORD),
+    "handshake-v0-SCRAM-bad-password": handshake_v0_scram("wrong"),
+    "metadata-before-authentication": request_before_authentication(3, 1, {"topics": None}),
+    "sasl-authenticate-before-handshake": request_before_authentication(
+        36, 2, {"auth_bytes": b"\0admin\0admin-secret"}),
+    "metadata-after-handshake": request_after_handshake(3, 1, {"topics": None}),
+    "api-versions-after-handshake": request_after_handshake(
+        18, 3, {"client_software_name": "differential", "client_software_version": "1.0"}),
+    "api-versions-unsupported-version-PLAINTEXT": api_versions_unsupported("PLAINTEXT"),
+    "api-versions-unsupported-version-SASL": api_versions_unsupported("SASL_PLAINTEXT"),
+    "api-versions-invalid-software-name": api_versions_invalid_software,
+    "token-request-on-token-channel": token_request_on_token_channel,
+    "expired-token": expired_token,
+    "token-on-PLAINTEXT-listener": token_on_non_sasl_listener,
+    "tls-version-mismatch": tls_version_mismatch,
+    "mtls-without-client-certificate": mtls_without_certificate,
+    "mtls-untrusted-client-certificate": mtls_untrusted_certificate,
+    "sasl-after-authentication": sasl_after_authentication,
+    "admin-requests": admin_requests,
+}
+
+SCRAM_FAILED = ("Authentication failed during authentication due to invalid credentials "
+                "with SASL mechanism SCRAM-SHA-256")
+
+
+def documented(mechanisms):
+    """The differences README's Limitations explains: scenario -> (Kafka's
+    record, kchannel's record).  ``mechanisms``: the SaslHandshake list."""
+    handshake_ok = (0, mechanisms)
+    return {
+        # SCRAM: an unknown user (or an unknown, expired or deleted token)
+        # gets a server-first message and fails at the final one, like a
+        # wrong password; Kafka fails the first message.
+        "unknown-user-SCRAM-SHA-256": (
+            [handshake_ok, (58, SCRAM_FAILED), CLOSED],
+            [handshake_ok, (0, ""), (58, SCRAM_FAILED), CLOSED]),
+        "expired-token": (
+            [0, handshake_ok, (58, SCRAM_FAILED), CLOSED, 62, 62],
+            [0, handshake_ok, (0, ""), (58, SCRAM_FAILED), CLOSED, 62, 62]),
+        # A request other than SaslAuthenticate after SaslHandshake v1:
+        # Kafka answers with that API's error response (a Metadata response
+        # has no top-level error code: None here), kchannel only closes.
+        "metadata-after-handshake": (
+            [handshake_ok, None, CLOSED],
+            [handshake_ok, CLOSED, CLOSED]),
+        # TLS alerts are OpenSSL's, not Java's: the handshake fails either
+        # way, with another alert.
+        "mtls-without-client-certificate": (
+            ["handshake completed", "SSLError SSLV3_ALERT_BAD_CERTIFICATE"],
+            ["handshake completed", "SSLError TLSV13_ALERT_CERTIFICATE_REQUIRED"]),
+        "mtls-untrusted-client-certificate": (
+            ["handshake completed", "SSLError SSLV3_ALERT_CERTIFICATE_UNKNOWN"],
+            ["handshake completed", "SSLError TLSV1_ALERT_UNKNOWN_CA"]),
+    }
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_kafka_and_kchannel_agree(kafka_broker, sides, scenario):
+    records = {side.name: SCENARIOS[scenario](side) for side in sides}
+    if os.environ.get("KCHANNEL_DIFFERENTIAL_PRINT"):
+        print(f"\n{scenario}\n  kafka:    {records['kafka']!r}\n"
+              f"  kchannel: {records['kchannel']!r}")
+    known = documented(sorted(kafka_broker.mechanisms("SASL_PLAINTEXT")))
+    if scenario in known:
+        assert (records["kafka"], records["kchannel"]) == known[scenario], records
+    else:
+        assert records["kafka"] == records["kchannel"], records
+
+
+def test_every_documented_difference_is_in_the_readme():
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "README.md"), encoding="utf-8") as f:
+        readme = " ".join(f.read().split())
+    for phrase in ("fails at the final message exactly like a wrong password",
+                   "an unknown, expired or deleted delegation token",
+                   "Kafka builds one for any API",
+                   "TLS alerts come from OpenSSL"):
+        assert phrase in readme, phrase
