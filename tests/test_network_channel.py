@@ -143,6 +143,8 @@ def test_frames_pipelined_behind_authentication_are_not_lost(token_server):
 
 
 def test_failed_authentication_close_is_delayed_and_sends_deferred_response(token_server):
+    """Kafka: SaslAuthenticatorFailurePositiveDelayTest.testInvalidPasswordSaslPlain (at the
+    channel and selector)."""
     sel, addr, ids, clock = token_server
     bad = socket.create_connection(addr)
     bad.settimeout(10)
@@ -179,6 +181,8 @@ def test_failed_authentication_close_is_delayed_and_sends_deferred_response(toke
 
 
 def test_authentication_failure_without_delay_closes_at_once():
+    """Kafka: SaslAuthenticatorFailureNoDelayTest.testInvalidPasswordSaslPlain (at the channel and
+    selector)."""
     sel = Selector(TokenChannelBuilder("server"), failed_authentication_delay_ms=0)
     lsock = socket.socket()
     lsock.bind(("127.0.0.1", 0))

@@ -47,12 +47,16 @@ def initial(token, extensions=None, authzid=""):
 # -- client initial response --------------------------------------------------------------
 
 def test_build_client_response_vector():
+    """Kafka: OAuthBearerClientInitialResponseTest.testBuildClientResponseToBytes,
+    testAuthorizationId."""
     assert initial("123.345.567", {"nineteen": "42"}) == \
         b"n,,\x01auth=Bearer 123.345.567\x01nineteen=42\x01\x01"
     assert initial("tok", authzid="bob") == b"n,a=bob,\x01auth=Bearer tok\x01\x01"
 
 
 def test_parse_round_trip_and_rfc_examples():
+    """Kafka: OAuthBearerClientInitialResponseTest.testBuildServerResponseToBytes, testToken,
+    testExtensions, testRfc7688Example, testCharSupportForRfc6750Token."""
     msg = b"n,,\x01auth=Bearer 123.345.567\x01nineteen=42\x01\x01"
     assert ClientInitialResponse.parse(msg).to_bytes() == msg
     r = ClientInitialResponse.parse(b"n,a=myuser,\x01auth=Bearer 345\x01\x01")
@@ -75,6 +79,7 @@ def test_parse_round_trip_and_rfc_examples():
     ({"key": "\u00c7alifornia"}, "Extension value (\u00c7alifornia) for extension key is invalid"),
 ])
 def test_invalid_extensions_rejected_on_build(extensions, message):
+    """Kafka: OAuthBearerClientInitialResponseTest.testThrowsSaslExceptionOnInvalidExtensionKey."""
     with pytest.raises(ValueError) as info:
         ClientInitialResponse("t", "", extensions)
     assert str(info.value) == message
@@ -92,6 +97,7 @@ def test_client_initial_response_from_unsecured_login_is_byte_exact():
 # -- unsecured tokens -------------------------------------------------------------------------
 
 def test_unsecured_login_claims():
+    """Kafka: OAuthBearerUnsecuredLoginCallbackHandlerTest.validOptionsWithExplicitOptionValues."""
     jws = UnsecuredLogin({
         "unsecuredLoginStringClaim_principal": "user",
         "unsecuredLoginListClaim_list": ",1,2,",
@@ -131,6 +137,8 @@ def test_unsecured_login_config_errors(options, message):
 
 
 def test_unsecured_login_extension_errors():
+    """Kafka: OAuthBearerUnsecuredLoginCallbackHandlerTest.addsExtensions,
+    throwsErrorOnInvalidExtensionName."""
     with pytest.raises(ConfigError, match="Extension name test.Id is invalid"):
         UnsecuredLogin(dict(SUB_OPTIONS, **{"unsecuredLoginExtension_test.Id": "1"})).extensions()
     assert UnsecuredLogin(dict(SUB_OPTIONS, unsecuredLoginExtension_testId="1")).extensions() == \
@@ -152,6 +160,8 @@ def test_unsecured_login_extension_errors():
     (unsecured({"exp": 1, "sub": "a", "scope": 7}), "The 'scope' claim was not of type List"),
 ])
 def test_unsecured_jws_errors(token, message):
+    """Kafka: OAuthBearerUnsecuredJwsTest.missingPrincipal;
+    OAuthBearerValidationUtilsTest.validateClaimForExistenceAndType."""
     with pytest.raises(OAuthBearerIllegalTokenError, match=message) as info:
         OAuthBearerUnsecuredJws(token)
     assert info.value.status == "invalid_token"
@@ -165,6 +175,9 @@ def test_unsecured_jws_scope_forms():
 
 
 def test_unsecured_validator_results():
+    """Kafka: OAuthBearerUnsecuredValidatorCallbackHandlerTest.validToken, badOrMissingPrincipal,
+    tooEarlyExpirationTime; OAuthBearerValidationUtilsTest.validateIssuedAt,
+    validateExpirationTime, validateExpirationTimeAndIssuedAtConsistency."""
     v = UnsecuredValidator({"unsecuredValidatorPrincipalClaimName": "principal",
                             "unsecuredValidatorAllowableClockSkewMs": "1"})
     exp = NOW / 1000.0 + 3600
@@ -185,6 +198,8 @@ def test_unsecured_validator_results():
 
 
 def test_unsecured_validator_scope():
+    """Kafka: OAuthBearerUnsecuredValidatorCallbackHandlerTest.includesRequiredScope,
+    missingRequiredScope; OAuthBearerValidationUtilsTest.validateScope."""
     token = unsecured({"sub": "username", "exp": NOW / 1000.0 + 60, "scope": "scope1"})
     assert UnsecuredValidator({"unsecuredValidatorRequiredScope": "scope1"}).validate(token, NOW)
     with pytest.raises(OAuthBearerIllegalTokenError) as info:
@@ -207,6 +222,8 @@ def test_unsecured_validator_config_errors(options, message):
 # -- client/server exchange -------------------------------------------------------------------
 
 def test_round_trip():
+    """Kafka: OAuthBearerSaslServerTest.noAuthorizationIdSpecified, negotiatedProperty,
+    savesCustomExtensionAsNegotiatedProperty."""
     c, s = client(dict(SUB_OPTIONS, unsecuredLoginListClaim_scope=" a b",
                        unsecuredLoginExtension_traceId="t1")), server()
     assert c.has_initial_response()
@@ -222,6 +239,7 @@ def test_round_trip():
 
 
 def test_expired_token_error_flow():
+    """Kafka: OAuthBearerSaslServerTest.illegalToken."""
     c = client(dict(SUB_OPTIONS, unsecuredLoginLifetimeSeconds="60"))
     s = server()
     later = NOW + 60_000
@@ -259,6 +277,8 @@ def test_new_initial_response_after_error_is_processed_again():
 
 
 def test_authorization_id_must_match_principal():
+    """Kafka: OAuthBearerSaslServerTest.authorizationIdEqualsAuthenticationId,
+    authorizationIdNotEqualsAuthenticationId."""
     s = server()
     token = UnsecuredLogin(SUB_OPTIONS).token(NOW).value
     with pytest.raises(SaslAuthenticationError) as info:
@@ -306,6 +326,7 @@ class _Validator:
 
 
 def test_pluggable_validator_via_callbacks():
+    """Kafka: OAuthBearerSaslServerTest.unrecognizedExtensionsAreNotSaved."""
     v = _Validator()
     s = server(callbacks=ServerCallbacks(oauth_validate=v.validate))
     assert s.evaluate_response(initial("good-carol", {"ok": "1", "other": "2"}), NOW) == b""
@@ -321,6 +342,7 @@ def test_pluggable_validator_via_callbacks():
 
 
 def test_pluggable_validator_class_and_extension_validation():
+    """Kafka: OAuthBearerSaslServerTest.throwsAuthenticationExceptionOnInvalidExtensions."""
     configs = {"sasl.server.callback.handler.class":
                f"{__name__}._Validator"}
     s = server({"opt": "1"}, configs=configs)

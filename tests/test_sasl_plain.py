@@ -52,6 +52,8 @@ def test_wrong_password_and_unknown_user_same_message(message):
 
 
 def test_authzid_empty_or_equal_to_user():
+    """Kafka: PlainSaslServerTest.noAuthorizationIdSpecified,
+    authorizationIdEqualsAuthenticationId, authorizationIdNotEqualsAuthenticationId."""
     s = server()
     s.evaluate_response(b"alice\x00alice\x00alice-secret", 0)
     assert s.get_authorization_id() == "alice"
@@ -77,6 +79,7 @@ def test_authzid_checked_after_password():
     (b"", "Invalid SASL/PLAIN response: expected 3 tokens, got 1"),
 ])
 def test_kafka_validation_messages(message, error):
+    """Kafka: PlainSaslServerTest.emptyTokens."""
     with pytest.raises(SaslAuthenticationError) as exc:
         server().evaluate_response(message, 0)
     assert str(exc.value) == error

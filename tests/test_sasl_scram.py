@@ -68,6 +68,7 @@ def server(mech, store=None, callbacks=None, **kw):
 # ------------------------------------------------------------ RFC vectors
 
 def test_rfc7677_client_messages_byte_exact():
+    """Kafka: ScramFormatterTest.rfc7677Example (the client's messages)."""
     c = client("SCRAM-SHA-256", "user", "pencil", nonce=RFC7677["client_nonce"])
     assert c.has_initial_response()
     assert c.evaluate_challenge(b"") == RFC7677["client_first"]
@@ -77,6 +78,8 @@ def test_rfc7677_client_messages_byte_exact():
 
 
 def test_rfc7677_server_messages_byte_exact():
+    """Kafka: ScramFormatterTest.rfc7677Example (the server's messages);
+    ScramSaslServerTest.noAuthorizationIdSpecified."""
     store = InMemoryScramCredentialStore()
     store.put("user", "SCRAM-SHA-256",
               credential_from_password("SCRAM-SHA-256", "pencil", 4096, RFC7677["salt"]))
@@ -113,6 +116,7 @@ def test_pbkdf2_matches_hashlib_for_both_mechanisms():
 
 @pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_round_trip(mech):
+    """Kafka: ScramSaslServerTest.validateNonceExchange."""
     store = make_store({("alice", mech): "alice-secret"})
     s = exchange(client(mech, "alice", "alice-secret"), server(mech, store))
     assert s.get_authorization_id() == "alice"
@@ -121,6 +125,7 @@ def test_round_trip(mech):
 
 @pytest.mark.parametrize("username", ["a,b", "a=b", "=2C", "x=3D,=,", "=", ","])
 def test_usernames_with_comma_and_equals_are_escaped(username):
+    """Kafka: ScramFormatterTest.saslName (through a whole exchange)."""
     store = make_store({(username, "SCRAM-SHA-256"): "pw"})
     c = client("SCRAM-SHA-256", username, "pw")
     first = c.evaluate_challenge(b"")
@@ -133,6 +138,7 @@ def test_usernames_with_comma_and_equals_are_escaped(username):
 
 
 def test_sasl_name_escaping_rules():
+    """Kafka: ScramFormatterTest.saslName."""
     assert scram.sasl_name("a,b=c") == "a=2Cb=3Dc"
     assert scram.username_from_sasl_name("a=2Cb=3Dc") == "a,b=c"
     with pytest.raises(ValueError):
@@ -183,6 +189,7 @@ def test_unknown_user_cannot_authenticate_with_any_password():
 
 
 def test_credential_for_only_one_variant():
+    """Kafka: SaslAuthenticatorTest.testUserCredentialsUnavailableForScramMechanism."""
     store = make_store({("alice", "SCRAM-SHA-512"): "pw"})
     exchange(client("SCRAM-SHA-512", "alice", "pw"), server("SCRAM-SHA-512", store))
     with pytest.raises(SaslAuthenticationError) as exc:
@@ -199,6 +206,8 @@ def test_stored_credential_below_minimum_iterations_refused():
 
 
 def test_authzid_must_match_username():
+    """Kafka: ScramSaslServerTest.authorizationIdEqualsAuthenticationId,
+    authorizationIdNotEqualsAuthenticationId."""
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
     s = server("SCRAM-SHA-256", store)
     with pytest.raises(SaslAuthenticationError) as exc:
@@ -229,6 +238,7 @@ def test_channel_binding_must_be_gs2_header():
 
 
 def test_server_refuses_final_nonce_mismatch():
+    """Kafka: ScramSaslServerTest.validateFailedNonceExchange."""
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
     c = client("SCRAM-SHA-256", "alice", "pw")
     s = server("SCRAM-SHA-256", store)
@@ -249,6 +259,7 @@ def test_server_refuses_mandatory_extension():
 # ------------------------------------------------------- client checks
 
 def test_client_nonce_mismatch_refused():
+    """Kafka: ScramSaslServerTest.validateFailedNonceExchange (the client's check)."""
     c = client("SCRAM-SHA-256", "user", "pencil", nonce="abc")
     c.evaluate_challenge(b"")
     with pytest.raises(SaslAuthenticationError) as exc:

@@ -15,6 +15,7 @@ from kchannel.security.sasl.scram_store import (
 
 
 def test_credential_from_password_matches_rfc7677():
+    """Kafka: ScramCredentialUtilsTest.generateCredential."""
     salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
     cred = credential_from_password("SCRAM-SHA-256", "pencil", 4096, salt)
     salted = scram.hi(scram.SCRAM_SHA_256, b"pencil", salt, 4096)
@@ -35,6 +36,7 @@ def test_default_salt_is_kafka_style_and_random():
 
 
 def test_credential_string_round_trip_and_format():
+    """Kafka: ScramCredentialUtilsTest.stringConversion."""
     cred = ScramCredential(b"salt", b"\x01" * 32, b"\x02" * 32, 8192)
     text = credential_to_string(cred)
     assert text == ("salt=c2FsdA==,stored_key=" + base64.b64encode(b"\x01" * 32).decode()
@@ -48,6 +50,7 @@ def test_credential_string_round_trip_and_format():
                                  "salt=!!,stored_key=AA==,server_key=AA==,iterations=1",
                                  "=x,salt=c2FsdA==,stored_key=AA==,server_key=AA==,iterations=1"])
 def test_credential_from_string_rejects(bad):
+    """Kafka: ScramCredentialUtilsTest.invalidCredential, missingFields."""
     with pytest.raises(ValueError):
         credential_from_string(bad)
 

@@ -175,6 +175,7 @@ def test_missing_truststore_file(pki, tmp_path):
 
 
 def test_wrong_key_password(pki):
+    """Kafka: SslTransportLayerTest.testInvalidKeyPassword."""
     cfg = pki.server_configs(keystore="encrypted")
     cfg["ssl.key.password"] = "wrong"
     with pytest.raises(ConfigError) as err:
@@ -185,6 +186,8 @@ def test_wrong_key_password(pki):
 
 
 def test_missing_key_password(pki):
+    """Kafka: DefaultSslEngineFactoryTest.testPemKeyStoreFileWithKeyPassword (the password is
+    required)."""
     cfg = pki.server_configs(keystore="encrypted")
     del cfg["ssl.key.password"]
     with pytest.raises(ConfigError) as err:
@@ -194,6 +197,7 @@ def test_missing_key_password(pki):
 
 
 def test_wrong_pkcs12_password(pki):
+    """Kafka: SslTransportLayerTest.testInvalidKeystorePassword."""
     cfg = pki.server_configs(keystore="pkcs12")
     cfg["ssl.keystore.password"] = "wrong"
     with pytest.raises(ConfigError) as err:
@@ -202,6 +206,7 @@ def test_wrong_pkcs12_password(pki):
 
 
 def test_wrong_truststore_password(pki):
+    """Kafka: SslTransportLayerTest.testInvalidTruststorePassword."""
     cfg = pki.client_configs(truststore="pkcs12")
     cfg["ssl.truststore.password"] = "wrong"
     with pytest.raises(ConfigError) as err:

@@ -407,6 +407,7 @@ def test_untrusted_client_certificate(pki, listener, impl):
 
 
 def test_no_common_protocol(pki, listener, impl):
+    """Kafka: SslVersionsTransportLayerTest.testTlsDefaults (no version in common)."""
     sc = pki.server_configs()
     sc["ssl.enabled.protocols"] = "TLSv1.3"
     cc = pki.client_configs()

@@ -134,6 +134,8 @@ def test_delegation_token_requests(token_server):
 
 
 def test_owners_renewers_and_strangers(token_server):
+    """Kafka: DelegationTokenEndToEndAuthorizationWithOwnerTest.testCreateTokenForOtherUserFails,
+    testDescribeTokenForOtherUserFails."""
     server, _ = token_server
     with sasl_client(server) as alice, sasl_client(server, "renewer1", "r1-secret") as renewer, \
             sasl_client(server, "carol", "carol-secret") as carol:
@@ -266,6 +268,8 @@ def test_create_for_other_owner_needs_v3(token_server):
 
 
 def test_super_users_may_create_for_others_and_see_all(tmp_path, pki):
+    """Kafka:
+    DelegationTokenEndToEndAuthorizationWithOwnerTest.testDescribeTokenForOtherUserPasses."""
     server, service = _server(tmp_path, pki, extra={"super.users": "User:alice;User:ops"})
     try:
         with sasl_client(server, "carol", "carol-secret") as carol, sasl_client(server) as alice:
