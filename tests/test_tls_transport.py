@@ -8,6 +8,7 @@ import os
 import selectors
 import socket
 import ssl
+import sys
 import time
 
 import pytest
@@ -670,6 +671,67 @@ def test_renegotiation_disabled(pki):
     for mode, cfg in (("client", pki.client_configs()), ("server", pki.server_configs())):
         ctx = SslFactory(mode, cfg).context
         assert ctx.options & ssl.OP_NO_RENEGOTIATION
+
+
+class _SslObjectSpy:
+    """Wraps an SSLObject and records every call made from outside the pure
+    pump twin (the compiled twin has no Python frames to attribute)."""
+
+    def __init__(self, ssl_object, callers):
+        self._obj = ssl_object
+        self._callers = callers
+
+    def __getattr__(self, name):
+        value = getattr(self._obj, name)
+        if not callable(value):
+            return value
+
+        def call(*args, **kwargs):
+            self._callers.append((name, os.path.basename(sys._getframe(1).f_code.co_filename)))
+            return value(*args, **kwargs)
+        return call
+
+
+def test_only_the_pump_calls_the_ssl_object(pki, listener):
+    """The pump owns the SSLObject: handshake, data, peer identity, the
+    alert read after a reset (TLS 1.3 client certificate refused) and close
+    all reach it through the pump only."""
+    from kchannel.network import _tlspump_py
+    callers = []
+
+    def pair(server_configs, client_configs):
+        c, s = tcp_pair(listener)
+        ce = SslFactory("client", client_configs).create_engine("localhost",
+                                                                 listener.getsockname()[1])
+        se = SslFactory("server", server_configs).create_engine()
+        ct = SslTransportLayer(c, ce._replace(ssl_object=_SslObjectSpy(ce.ssl_object, callers)),
+                               pump_module=_tlspump_py)
+        st = SslTransportLayer(s, se._replace(ssl_object=_SslObjectSpy(se.ssl_object, callers)),
+                               pump_module=_tlspump_py)
+        return ct, st
+
+    ct, st = pair(pki.server_configs(client_auth="required"),
+                  pki.client_configs(keystore="pem"))
+    handshake(ct, st)
+    assert transfer(ct, st, b"ping") == b"ping"
+    assert st.peer_subject_dn() == CLIENT_DN
+    assert ct.protocol() == "TLSv1.3" and ct.cipher_suite()
+    close_all(ct, st)
+    ct, st = pair(pki.server_configs(client_auth="required"), pki.client_configs())
+    res = handshake(ct, st, expect_failure=True)
+    err = res[ct]
+    if err is None:
+        try:
+            ct.write(b"\x00\x00\x00\x04abcd")
+        except SslAuthenticationError as exc:
+            err = exc
+        else:
+            err = read_error(ct)
+    assert isinstance(err, SslAuthenticationError)
+    close_all(ct, st)
+    called = {name for name, _ in callers}
+    assert {"do_handshake", "read", "write", "getpeercert", "version", "cipher"} <= called
+    assert {where for _, where in callers} == {"_tlspump_py.py"}
 
 
 def test_interest_ops_and_mute(pki, listener, impl):
