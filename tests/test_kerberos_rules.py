@@ -150,6 +150,7 @@ def test_java_replacement_syntax():
 
 
 def test_principal_builder_uses_short_namer():
+    """Kafka: DefaultKafkaPrincipalBuilderTest.testPrincipalBuilderGssapi."""
     builder = DefaultKafkaPrincipalBuilder(
         kerberos_short_namer=KerberosShortNamer(["DEFAULT"], "EXAMPLE.COM"))
     ctx = SaslAuthenticationContext(mechanism="GSSAPI", authorization_id="client@EXAMPLE.COM")

@@ -53,6 +53,8 @@ def test_jaas_argument_forms():
 
 
 def test_sasl_ssl_client_auth_needs_listener_prefix(pki):
+    """Kafka: SaslAuthenticatorTest.testSslClientAuthRequestedOverriddenForSaslSslListener,
+    testSslClientAuthRequiredForSaslSslListener (the channel builder's settings)."""
     configs = dict(pki.server_configs(client_auth="required"))
     configs["sasl.enabled.mechanisms"] = "PLAIN"
     b = SaslChannelBuilder("server", configs, "SASL_SSL", "SASL_SSL")

@@ -71,6 +71,8 @@ def server(pki):
 
 
 def test_ssl_api_versions_metadata_and_principal(pki, server):
+    """Kafka: DefaultKafkaPrincipalBuilderTest.testUseSessionPeerPrincipalForSsl (through a
+    server)."""
     with ssl_client(pki, server).connect() as c:
         assert c.api_versions[ApiKey.METADATA][1] >= 12
         md = c.request(ApiKey.METADATA, {"topics": []})
@@ -104,6 +106,8 @@ def test_principal_builder_class(pki):
 
 
 def test_no_client_cert_is_anonymous_when_not_required(pki):
+    """Kafka: DefaultKafkaPrincipalBuilderTest.testPrincipalIfSSLPeerIsNotAuthenticated (through a
+    server)."""
     s = make_server(pki, client_auth="none")
     try:
         with ssl_client(pki, s, keystore=None).connect() as c:
@@ -114,6 +118,8 @@ def test_no_client_cert_is_anonymous_when_not_required(pki):
 
 
 def test_missing_required_client_cert_fails_fast(pki, server):
+    """Kafka: SslTransportLayerTest.testClientAuthenticationRequiredNotProvided (through a
+    server)."""
     good = ssl_client(pki, server).connect()
     c = ssl_client(pki, server, keystore=None)
     with pytest.raises(SslAuthenticationError):

@@ -149,6 +149,7 @@ def test_whole_string_match_required():
 
 
 def test_principal_builder_uses_mapper():
+    """Kafka: DefaultKafkaPrincipalBuilderTest.testPrincipalWithSslPrincipalMapper."""
     builder = DefaultKafkaPrincipalBuilder(SslPrincipalMapper("RULE:^CN=(.*?),.*$/$1/L"))
     p = builder.build(SslAuthenticationContext(peer_subject_dn="CN=Client,OU=Eng,O=Example,C=US"))
     assert str(p) == "User:client"
