@@ -259,3 +259,90 @@ def test_cli_describe_prints_what_kafkas_tool_prints(kafka_broker, admin_client,
         assert len(mine(out)) == 2
     finally:
         DelegationTokenAdmin(admin_client).expire(token.hmac, -1)
+
+
+def test_token_rules_match_kchannels_token_manager(kafka_broker, admin_client):
+    """A sequence of token operations by different users, run on Kafka and,
+    in lock step (Kafka's timestamps as the clock), on kchannel's
+    TokenManager with the broker's secret: the same error codes, owners,
+    HMACs and timestamps.  kchannel's manager gets ``super.users=User:admin``
+    (it has no ACL authorizer; Kafka without one allows everything)."""
+    from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
+    users = {}
+    for name in ("alice", "bob"):
+        c = KafkaClient(kafka_broker.client_configs("SASL_PLAINTEXT", "PLAIN", user=name))
+        users[name] = DelegationTokenAdmin(c.connect())
+    admin = DelegationTokenAdmin(admin_client)
+    ids = []
+    model = TokenManager(kafka_broker.token_secret,
+                         authorizer=SuperUserTokenAuthorizer("User:admin"),
+                         token_id_factory=lambda: ids.pop(0))
+    ADMIN, ALICE, BOB = (KafkaPrincipal("User", n) for n in ("admin", "alice", "bob"))
+
+    def kafka_code(call):
+        try:
+            return Errors.NONE, call()
+        except errors.DelegationTokenError as exc:
+            return Errors(exc.error_code), None
+
+    token = token2 = None
+    try:
+        # admin's token, renewable by alice, asking for more than the broker's max
+        token = created(admin, renewers=["User:alice"], max_lifetime_ms=30 * 24 * 3600_000)
+        info = token.token_info
+        ids.append(info.token_id)
+        mine = model.create_token(ADMIN, renewers=[ALICE], max_lifetime_ms=30 * 24 * 3600_000,
+                                  now=info.issue_timestamp)
+        assert (mine.error, mine.token_id, mine.hmac, mine.owner, mine.token_requester,
+                mine.expiry_timestamp, mine.max_timestamp) == (
+            Errors.NONE, info.token_id, token.hmac, info.owner, info.token_requester,
+            info.expiry_timestamp, info.max_timestamp)
+        assert info.max_timestamp == info.issue_timestamp + DEFAULT_MAX_LIFETIME_MS
+
+        # bob may neither renew nor expire it; alice may renew, capped at
+        # delegation.token.expiry.time.ms by the KRaft controller
+        now = now_ms()
+        code, _ = kafka_code(lambda: users["bob"].renew(token.hmac, 3600_000))
+        assert code == model.renew_token(BOB, token.hmac, 3600_000, now=now)[0]
+        assert code == Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+        code, _ = kafka_code(lambda: users["bob"].expire(token.hmac, 60_000))
+        assert code == model.expire_token(BOB, token.hmac, 60_000, now=now)[0]
+        assert code == Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+        before = now_ms()
+        code, expiry = kafka_code(lambda: users["alice"].renew(token.hmac, 2 * DEFAULT_EXPIRY_MS))
+        after = now_ms()
+        error, model_expiry = model.renew_token(ALICE, token.hmac, 2 * DEFAULT_EXPIRY_MS,
+                                                now=expiry - DEFAULT_EXPIRY_MS)
+        assert (code, expiry) == (error, model_expiry)
+        assert before + DEFAULT_EXPIRY_MS <= expiry <= after + DEFAULT_EXPIRY_MS
+
+        # admin creates a token for alice (KIP-373): owner alice, requester admin
+        token2 = created(admin, owner="User:alice", max_lifetime_ms=3600_000)
+        ids.append(token2.token_info.token_id)
+        mine2 = model.create_token(ADMIN, owner=ALICE, max_lifetime_ms=3600_000,
+                                   now=token2.token_info.issue_timestamp)
+        assert (mine2.owner, mine2.token_requester, mine2.hmac) == (
+            token2.token_info.owner, token2.token_info.token_requester, token2.hmac)
+        assert token2.token_info.owner == ALICE
+        assert token2.token_info.token_requester == ADMIN
+        # alice (owner) may expire it, the requester admin may not renew it
+        code, _ = kafka_code(lambda: admin.renew(token2.hmac, -1))
+        assert code == model.renew_token(ADMIN, token2.hmac, -1, now=now_ms())[0]
+        assert code == Errors.DELEGATION_TOKEN_OWNER_MISMATCH
+
+        # what each user sees: Kafka without an authorizer shows every token
+        # to everyone; kchannel shows one's own and renewable tokens only
+        # (README, Delegation tokens: a documented difference)
+        mine_ids = {info.token_id, token2.token_info.token_id}
+        for who, principal in (("alice", ALICE), ("bob", BOB)):
+            seen = {t.token_info.token_id for t in users[who].describe()} & mine_ids
+            assert seen == mine_ids
+            error, listed = model.describe_tokens(principal)
+            modelled = {t.token_info.token_id for t in listed} & mine_ids
+            assert modelled == (mine_ids if who == "alice" else set())
+    finally:
+        for t, owner in ((token, admin), (token2, users["alice"])):
+            if t is not None:
+                expired(owner, t)
+        for name in users:
+            users[name].client.close()
