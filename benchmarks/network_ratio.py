@@ -152,7 +152,7 @@ def raw_plaintext(total, chunk):
 
 # ------------------------------------------------- (a)/(b) kchannel bulk
 def _server_builder(protocol, pki_dir):
-    from kchannel.network.channel_builder import create_channel_builder
+    from kchannel.security.channel_builders import create_channel_builder
     configs = {}
     if protocol == "SSL":
         configs = _pki(pki_dir).server_configs()
@@ -160,7 +160,7 @@ def _server_builder(protocol, pki_dir):
 
 
 def _client_builder(protocol, pki_dir):
-    from kchannel.network.channel_builder import create_channel_builder
+    from kchannel.security.channel_builders import create_channel_builder
     configs = {}
     if protocol == "SSL":
         configs = _pki(pki_dir).client_configs()

@@ -3,6 +3,8 @@
 ``implementation()`` reports whether the compiled (Cython) hot paths or their
 pure-Python twins are active.  ``KCHANNEL_NO_EXTENSIONS=1`` forces pure Python.
 """
+from . import _impl
+
 __version__ = "0.1.0"
 
 
@@ -13,5 +15,4 @@ def implementation():
     ``implementation(detail=True)`` style details are in
     ``kchannel._impl.loaded()``.
     """
-    from . import _impl
     return _impl.implementation()

@@ -36,13 +36,14 @@ import math
 import random as _random
 
 from . import __version__, errors
+from .config import ClientConfig
 from .network.channel import State
-from .network.channel_builder import create_channel_builder
 from .network.selector import Selector
 from .protocol import messages
 from .protocol.api_versions import choose_api_versions_version
 from .protocol.errors import Errors, exception_for
 from .protocol.headers import RequestHeader, decode_response, encode_request
+from .security.channel_builders import create_channel_builder
 from .utils import now_ms
 from .log import get_logger
 
@@ -210,18 +211,11 @@ class _Node:
 
 
 def client_configs(configs):
-    """Normalise client configs: ClientConfig (aliases, typing) when
-    available, with Kafka's defaults for what the network layer needs."""
+    """Normalise client configs: ClientConfig (aliases, typing), with
+    Kafka's defaults for what the network layer needs."""
     configs = dict(configs or {})
     raw = configs
-    values = configs
-    try:
-        from .config import ClientConfig
-    except ImportError:
-        ClientConfig = None
-    if ClientConfig is not None:
-        cc = ClientConfig(configs)
-        values = dict(cc.values())
+    values = dict(ClientConfig(configs).values())
     out = dict(_DEFAULTS)
     out.update({k: v for k, v in values.items() if v is not None})
     # CommonClientConfigs.postProcessReconnectBackoffConfigs: a base backoff
@@ -299,10 +293,6 @@ class NetworkClient:
 
     @staticmethod
     def _client_jaas(configs):
-        try:
-            from .config import ClientConfig
-        except ImportError:
-            return None
         try:
             return ClientConfig(dict(configs or {})).jaas()
         except Exception:

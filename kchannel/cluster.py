@@ -34,12 +34,14 @@ Inter-broker connections: :func:`connect_inter_broker` opens a
 inter-broker listener settings (``ServerConfig.inter_broker_client_configs``,
 Kafka's ``ChannelBuilders.clientChannelBuilder`` with a SERVER JAAS context).
 """
-from dataclasses import dataclass
-
+from .client import KafkaClient
+from .config.listeners import (CLUSTER_NODES_CONFIG, ClusterNode, format_address,
+                               parse_cluster_nodes)
 from .errors import ConfigError
+from .handlers import handle_metadata as single_node_metadata
+from .log import get_logger
 from .protocol import messages
 from .protocol.errors import Errors
-from .log import get_logger
 
 log = get_logger("kchannel.cluster")
 
@@ -48,8 +50,6 @@ __all__ = ["ClusterNode", "ClusterView", "parse_cluster_nodes", "register_cluste
            "CLUSTER_NODES_CONFIG", "ENDPOINT_TYPE_BROKER",
            "ENDPOINT_TYPE_CONTROLLER", "CLUSTER_AUTHORIZED_OPERATIONS_OMITTED",
            "CLUSTER_SUPPORTED_OPERATIONS"]
-
-CLUSTER_NODES_CONFIG = "kchannel.cluster.nodes"
 
 # org.apache.kafka.clients.admin.EndpointType
 ENDPOINT_TYPE_UNKNOWN = 0
@@ -65,82 +65,6 @@ CLUSTER_AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12), as Utils.to32BitField packs them.
 _CLUSTER_OPERATION_CODES = (5, 7, 8, 9, 10, 11, 12)
 CLUSTER_SUPPORTED_OPERATIONS = sum(1 << c for c in _CLUSTER_OPERATION_CODES)
-
-
-@dataclass(frozen=True)
-class ClusterNode:
-    """Another broker: ``node_id``, ``endpoints`` {listener name: (host,
-    port)}, ``rack`` (None)."""
-    node_id: int
-    endpoints: tuple          # ((listener_name, host, port), ...)
-    rack: object = None
-
-    def endpoint(self, listener_name):
-        for name, host, port in self.endpoints:
-            if name == listener_name:
-                return host, port
-        return None
-
-    @property
-    def listener_names(self):
-        return [e[0] for e in self.endpoints]
-
-
-def _entry_error(entry, reason):
-    return ValueError(f"'{entry}' is not node.id@LISTENER://host:port ({reason})")
-
-
-def parse_cluster_nodes(value, protocol_map=None):
-    """``kchannel.cluster.nodes`` -> ``[ClusterNode]`` sorted by id.
-
-    ``value``: the comma-separated text or a list of entries.  Raises
-    ``ValueError`` with the reason for a malformed entry; with
-    ``protocol_map`` also for a listener name it does not define (a typo
-    would otherwise silently drop the node from every answer)."""
-    from .config.listeners import parse_csv_list, parse_listeners
-    if value is None:
-        return []
-    items = parse_csv_list(value.strip()) if isinstance(value, str) else \
-        [str(v).strip() for v in value if str(v).strip()]
-    nodes = {}
-    for entry in items:
-        node_text, sep, listener_text = entry.partition("@")
-        if not sep:
-            raise _entry_error(entry, "no '@'")
-        try:
-            node_id = int(node_text.strip())
-        except ValueError:
-            raise _entry_error(entry, f"node id '{node_text}' is not a number") from None
-        if node_id < 0:
-            raise _entry_error(entry, "node id must be >= 0")
-        # Listener syntax as in listeners; any name is accepted here, the
-        # protocol map check is separate so its message can name the node.
-        try:
-            ep = parse_listeners(listener_text.strip(), _AnyProtocol(), "kchannel.cluster.nodes")
-        except ConfigError as exc:
-            raise _entry_error(entry, str(exc)) from None
-        if len(ep) != 1:
-            raise _entry_error(entry, "exactly one listener per entry")
-        ep = ep[0]
-        if ep.host is None or ep.host in ("0.0.0.0", "::"):
-            raise _entry_error(entry, "a routable host is required")
-        if not 0 < ep.port <= 65535:
-            raise _entry_error(entry, f"port {ep.port} is not 1-65535")
-        if protocol_map is not None and ep.listener_name not in protocol_map:
-            raise ValueError(f"listener {ep.listener_name} of node {node_id} is not defined in "
-                             f"listener.security.protocol.map")
-        eps = nodes.setdefault(node_id, [])
-        if any(e[0] == ep.listener_name for e in eps):
-            raise ValueError(f"node {node_id} has listener {ep.listener_name} more than once")
-        eps.append((ep.listener_name, ep.host, ep.port))
-    return [ClusterNode(i, tuple(eps)) for i, eps in sorted(nodes.items())]
-
-
-class _AnyProtocol(dict):
-    """A protocol map that knows every listener name (syntax-only parse)."""
-
-    def get(self, key, default=None):
-        return "PLAINTEXT"
 
 
 class ClusterView:
@@ -215,7 +139,6 @@ def handle_metadata(ctx):
     """Metadata: the built-in answer (cluster id, topics) with the broker
     list of :meth:`ClusterView.alive_broker_nodes` for the request's
     listener."""
-    from .handlers import handle_metadata as single_node_metadata
     body = single_node_metadata(ctx)
     view = _view(ctx.server)
     body["brokers"] = view.alive_broker_nodes(ctx.listener_name)
@@ -293,7 +216,6 @@ def register_cluster_handlers(server, nodes=None):
             raise ConfigError(f"Invalid value {nodes} for configuration {CLUSTER_NODES_CONFIG}: "
                               f"{exc}", key=CLUSTER_NODES_CONFIG, value=nodes) from None
     server.cluster_view = ClusterView(server, nodes)
-    from .config.listeners import format_address
     for n in nodes:
         log.info("Cluster node %d: %s", n.node_id,
                  ", ".join(f"{name}://{format_address(host, port)}"
@@ -312,7 +234,6 @@ def connect_inter_broker(server_or_config, host, port, *, client_configs=None, t
     ``server_or_config``: a ``Server`` (its ``config``) or a
     ``ServerConfig``.  ``client_configs``: extra client keys
     (``request.timeout.ms``, ``client.id``...)."""
-    from .client import KafkaClient
     config = getattr(server_or_config, "config", server_or_config)
     if config is None or not hasattr(config, "inter_broker_client_configs"):
         raise ConfigError("Inter-broker connections need the server configuration "

@@ -40,6 +40,8 @@ import socket
 import threading
 
 from . import errors
+from .cluster import register_cluster_handlers
+from .config import ServerConfig
 from .config.definitions import parse_ip_overrides
 from .handlers import (
     SASL_API_KEYS,
@@ -53,12 +55,12 @@ from .handlers import (
     random_cluster_id,
 )
 from .metrics import Metrics
-from .network.channel_builder import create_channel_builder
 from .network.connection_quotas import ConnectionQuotas
 from .network.selector import MAX_ACCEPTS_PER_POLL, Selector
 from .protocol import messages
 from .protocol.api_versions import api_versions_fallback
 from .protocol.headers import encode_response, parse_request_header
+from .security.channel_builders import create_channel_builder
 from .utils import now_ms
 from .log import get_logger
 
@@ -264,11 +266,7 @@ class Server:
         props = None
         if isinstance(config, dict):
             props = dict(config)
-            try:
-                from .config import ServerConfig
-            except ImportError:
-                ServerConfig = None
-            config = ServerConfig(props) if ServerConfig is not None else None
+            config = ServerConfig(props)
         self.config = config
         self._props = props
         self.time = time or now_ms
@@ -357,7 +355,6 @@ class Server:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
             self.handlers.register(messages.METADATA.api_key, handle_metadata)
             # Metadata/DescribeCluster per listener over every known node.
-            from .cluster import register_cluster_handlers
             register_cluster_handlers(self)
         self._conn_index = 0
         self._paused = False                 # some listener has paused_until set

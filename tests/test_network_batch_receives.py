@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from kchannel.network.channel_builder import create_channel_builder
+from kchannel.security.channel_builders import create_channel_builder
 from kchannel.network.selector import Selector
 
 

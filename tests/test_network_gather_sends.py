@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from kchannel.network.channel import SEPARATE_FROM
-from kchannel.network.channel_builder import create_channel_builder
+from kchannel.security.channel_builders import create_channel_builder
 from kchannel.network.selector import Selector
 
 

@@ -12,7 +12,8 @@ import pytest
 from kchannel.errors import ChannelConnectionError, InvalidReceiveError
 from kchannel.framing import encode_frame
 from kchannel.network.channel import ChannelState, State
-from kchannel.network.channel_builder import PlaintextChannelBuilder, create_channel_builder
+from kchannel.network.channel_builder import PlaintextChannelBuilder
+from kchannel.security.channel_builders import create_channel_builder
 from kchannel.network.selector import Selector
 
 

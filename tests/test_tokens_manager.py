@@ -13,7 +13,8 @@ from kchannel.principal import ANONYMOUS, KafkaPrincipal
 from kchannel.protocol.errors import Errors
 from kchannel.tokens.manager import (SuperUserTokenAuthorizer, TokenAuthorizer, TokenManager,
                                      allow_token_requests)
-from kchannel.tokens.store import InMemoryTokenStore, SqliteTokenStore, open_token_store
+from kchannel.tokens import open_token_store
+from kchannel.tokens.store import InMemoryTokenStore, SqliteTokenStore
 from kchannel.tokens.token import (TokenInformation, create_hmac, derive_scram_credential,
                                    desanitize, generate_token_id, sanitize,
                                    token_info_from_json, token_info_to_json)

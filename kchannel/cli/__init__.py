@@ -5,30 +5,12 @@ Each module in ``_COMMANDS`` defines ``NAME`` (the subcommand), ``HELP`` and
 tools: 0 ok, 1 failure, 2 usage error (argparse's own).
 """
 import argparse
-import importlib
 import logging
 import sys
 
-_COMMANDS = [
-    "kchannel.cli.serve",
-    "kchannel.cli.broker_api_versions",
-    "kchannel.cli.configs",
-    "kchannel.cli.config_tool",
-    "kchannel.cli.delegation_tokens",
-]
+from kchannel.cli import broker_api_versions, config_tool, configs, delegation_tokens, serve
 
-
-def _load_commands():
-    mods = []
-    for name in _COMMANDS:
-        try:
-            mods.append(importlib.import_module(name))
-        except ImportError as exc:
-            # Only a missing module of our own is skipped; a broken import
-            # inside a command module must surface.
-            if exc.name != name:
-                raise
-    return mods
+_COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens]
 
 
 def build_parser():
@@ -41,7 +23,7 @@ def build_parser():
                         help="Display kchannel version.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for mod in _load_commands():
+    for mod in _COMMANDS:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)

@@ -30,6 +30,12 @@ reached (message on stderr), 2 for command-line errors.
 import logging
 import sys
 
+from .. import __version__, errors
+from ..client import KafkaClient, _parse_bootstrap
+from ..config import load_properties
+from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
+from ..protocol.errors import exception_for
+
 NAME = "broker-api-versions"
 HELP = "This tool helps to retrieve broker version information."
 
@@ -68,7 +74,6 @@ def add_arguments(parser):
     parser.add_argument("--command-config", metavar="FILE",
                         dest="command_config", default=None,
                         help="A property file containing configs to be passed to Admin Client.")
-    from .. import __version__
     parser.add_argument("--version", action="version", version=__version__,
                         help="Display kchannel version.")
 
@@ -76,7 +81,6 @@ def add_arguments(parser):
 def client_apis():
     """Kafka's ``ApiKeys.clientApis()``: every known API key a broker may
     serve, ascending."""
-    from ..protocol.api_keys import API_NAMES
     return [k for k in sorted(API_NAMES) if k not in _CONTROLLER_ONLY_APIS]
 
 
@@ -88,7 +92,6 @@ def node_to_string(node_id, host, port, rack=None, is_fenced=False):
 
 
 def _api_version_text(api_key, lo, hi):
-    from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS
     name = API_NAMES.get(api_key)
     head = f"{name}({api_key}): " if name is not None else f"UNKNOWN({api_key}): "
     text = head + (str(lo) if lo == hi else f"{lo} to {hi}")
@@ -110,7 +113,6 @@ def node_api_versions_to_string(api_keys, line_breaks=True):
     for entry in api_keys or ():
         k = int(entry["api_key"])
         texts[k] = _api_version_text(k, int(entry["min_version"]), int(entry["max_version"]))
-    from ..protocol.api_keys import API_NAMES
     for k in client_apis():
         if k not in texts:
             texts[k] = f"{API_NAMES[k]}({k}): UNSUPPORTED"
@@ -122,7 +124,6 @@ def node_api_versions_to_string(api_keys, line_breaks=True):
 
 
 def _client_configs(args):
-    from ..config import load_properties
     props = {}
     if args.command_config:
         props = dict(load_properties(args.command_config))
@@ -134,7 +135,6 @@ def _client_configs(args):
 
 
 def _bootstrap_nodes(configs):
-    from ..client import _parse_bootstrap
     return _parse_bootstrap(configs.get("bootstrap.servers"))
 
 
@@ -142,9 +142,6 @@ def find_brokers(configs):
     """Metadata (all topics) from the first bootstrap server that answers:
     ``[(node_id, host, port, rack)]``.  Authentication errors are not
     retried on other servers (as Kafka's tool)."""
-    from .. import errors
-    from ..client import KafkaClient
-    from ..protocol.api_keys import ApiKey
     bootstrap = _bootstrap_nodes(configs)
     if not bootstrap:
         raise errors.ConfigError("No resolvable bootstrap urls given in bootstrap.servers",
@@ -170,7 +167,6 @@ def find_brokers(configs):
 
 def broker_api_versions(configs, host, port):
     """The ApiVersions response body of the broker at ``host:port``."""
-    from ..client import KafkaClient
     client = KafkaClient(configs)
     try:
         client.connect(host, port)
@@ -207,7 +203,6 @@ def run(args, out=None, err=None):
 def _run(args, out, err):
     out = out or sys.stdout
     err = err or sys.stderr
-    from .. import errors
     try:
         configs = _client_configs(args)
         brokers = find_brokers(configs)
@@ -223,7 +218,6 @@ def _run(args, out, err):
             body = broker_api_versions(configs, host, port)
             code = (body or {}).get("error_code", 0)
             if code:
-                from ..protocol.errors import exception_for
                 raise exception_for(code)
             text = node_api_versions_to_string(body.get("api_keys"), True)
             out.write(f"{node} -> {text}\n")

@@ -34,6 +34,15 @@ import argparse
 import re
 import sys
 
+from kchannel.client import KafkaClient
+from kchannel.config.properties import load_properties
+from kchannel.protocol.api_keys import ApiKey
+from kchannel.protocol.errors import error_message, error_name
+from kchannel.security.sasl import scram
+from kchannel.security.sasl.scram_handlers import (alter_user_scram_credentials,
+                                                   describe_user_scram_credentials)
+from kchannel.security.sasl.scram_store import open_store
+
 NAME = "configs"
 HELP = ("Describe or alter SCRAM credentials of users, as kafka-configs.sh "
         "(via --bootstrap-server or directly in a server's store via --server-config)")
@@ -162,7 +171,6 @@ def _validate_keys(props):
 
 def _scram_iterations_and_password(mechanism, value):
     """ConfigCommand.iterationsAndPasswordBytes."""
-    from kchannel.security.sasl import scram
     m = re.fullmatch(r"(?:iterations=(-?[0-9]*),)?password=(.*)", value, re.S)
     mech = scram.mechanism_for(mechanism)
     if m is None:
@@ -251,8 +259,6 @@ class _ApiBackend:
     """A running server through APIs 50/51 (kchannel.client.KafkaClient)."""
 
     def __init__(self, bootstrap, command_config):
-        from kchannel.client import KafkaClient
-        from kchannel.config.properties import load_properties
         configs = dict(load_properties(command_config)) if command_config else {}
         configs["bootstrap.servers"] = bootstrap
         self._client = None
@@ -277,11 +283,9 @@ class _ApiBackend:
             raise last or CommandError("No bootstrap server to connect to")
 
     def describe(self, body):
-        from kchannel.protocol.api_keys import ApiKey
         return self._client.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), body)
 
     def alter(self, body):
-        from kchannel.protocol.api_keys import ApiKey
         return self._client.request(int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), body)
 
     def close(self):
@@ -292,8 +296,6 @@ class _StoreBackend:
     """Direct access to a server's SCRAM credential store."""
 
     def __init__(self, server_config):
-        from kchannel.config.properties import load_properties
-        from kchannel.security.sasl.scram_store import open_store
         try:
             props = load_properties(server_config)
         except OSError as exc:
@@ -305,11 +307,9 @@ class _StoreBackend:
         self.store = open_store(server_config=props)
 
     def describe(self, body):
-        from kchannel.security.sasl.scram_handlers import describe_user_scram_credentials
         return describe_user_scram_credentials(body, self.store)
 
     def alter(self, body):
-        from kchannel.security.sasl.scram_handlers import alter_user_scram_credentials
         return alter_user_scram_credentials(body, self.store)
 
     def close(self):
@@ -319,7 +319,6 @@ class _StoreBackend:
 # ------------------------------------------------------------ commands
 
 def _exception_text(code, message):
-    from kchannel.protocol.errors import error_message, error_name
     name = _EXCEPTION_NAMES.get(code)
     if name is None:
         name = "".join(w.capitalize() for w in error_name(code).split("_")) + "Exception"
@@ -327,10 +326,8 @@ def _exception_text(code, message):
 
 
 def _alter(backend, user, args):
-    from kchannel.security.sasl import scram
     configs_to_add = {}
     if args.add_config_file:
-        from kchannel.config.properties import load_properties
         try:
             configs_to_add.update(load_properties(args.add_config_file))
         except OSError as exc:
@@ -373,7 +370,6 @@ class _OperationFailed(Exception):
 
 
 def _describe(backend, names):
-    from kchannel.security.sasl import scram
     if "" in names:
         # --entity-default / --user-defaults: no SCRAM credentials to show.
         return

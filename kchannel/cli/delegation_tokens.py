@@ -11,8 +11,16 @@ Same flags, checks and output as Kafka's ``DelegationTokenCommand``
 (dates as ``yyyy-MM-dd'T'HH:mm`` in local time).  Exit status: 0 success,
 1 failure (the error on stderr, named as Kafka's exception), 2 usage error.
 """
+import base64
+import binascii
 import sys
 import time
+
+from kchannel.client import KafkaClient
+from kchannel.config.properties import load_properties
+from kchannel.errors import AuthenticationError, DelegationTokenError
+from kchannel.principal import KafkaPrincipal
+from kchannel.tokens.admin import DelegationTokenAdmin
 
 NAME = "delegation-tokens"
 HELP = ("This tool helps to create, renew, expire, or describe delegation tokens "
@@ -118,7 +126,6 @@ def _check_args(args):
 
 
 def _principals(values):
-    from kchannel.principal import KafkaPrincipal
     out = []
     for v in values or ():
         text = v.strip()
@@ -157,8 +164,6 @@ def format_tokens(tokens):
 
 
 def _connect(bootstrap, command_config):
-    from kchannel.client import KafkaClient
-    from kchannel.config.properties import load_properties
     try:
         configs = dict(load_properties(command_config))
     except OSError as exc:
@@ -183,7 +188,6 @@ def _connect(bootstrap, command_config):
 
 
 def _error_text(exc):
-    from kchannel.errors import AuthenticationError, DelegationTokenError
     if isinstance(exc, DelegationTokenError):
         name = getattr(exc, "exception_name", None) or "KafkaException"
         return f"{_ERRORS_PACKAGE}{name}: {exc.message}"
@@ -210,7 +214,6 @@ def run(args):
         renewers = _principals(args.renewer_principal)
         owners = _principals(args.owner_principal)
         client = _connect(args.bootstrap_server, args.command_config)
-        from kchannel.tokens.admin import DelegationTokenAdmin
         admin = DelegationTokenAdmin(client)
         if args.create:
             max_life = args.max_life_time_period
@@ -257,8 +260,6 @@ def run(args):
 
 
 def _decode_hmac(text):
-    import base64
-    import binascii
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):

@@ -12,10 +12,16 @@ delegation tokens are enabled and the token module is installed, the delegation 
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
 """
 import logging
+import os
 import signal
 import threading
 
-from .. import errors
+from .. import errors, tokens
+from ..config import ServerConfig, load_properties
+from ..handlers import random_cluster_id
+from ..security.sasl import scram_store
+from ..security.sasl.scram_handlers import register_scram_handlers
+from ..server import Server
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
@@ -35,7 +41,6 @@ def add_arguments(parser):
 
 
 def _load_props(path):
-    from ..config import load_properties
     return dict(load_properties(path))
 
 
@@ -50,7 +55,6 @@ def _parse_override(text):
 def _scram_store(props):
     """The SCRAM credential store named by the server properties (SQLite in
     the data directory by default, or in memory)."""
-    from ..security.sasl import scram_store
     kind = str(props.get("kchannel.scram.credential.store", "sqlite")).strip().lower()
     if kind == "memory":
         return scram_store.InMemoryScramCredentialStore()
@@ -58,15 +62,8 @@ def _scram_store(props):
 
 
 def _install_tokens(server, config, props):
-    """Delegation tokens, when the tokens module provides its server hook."""
-    try:
-        from .. import tokens
-    except ImportError:
-        return None
-    install = getattr(tokens, "install_server", None)
-    if install is None:
-        return None
-    return install(server, config, props)
+    """Delegation tokens (KIP-48) on ``server``."""
+    return tokens.install_server(server, config, props)
 
 
 def _stable_cluster_id(config, props):
@@ -82,9 +79,6 @@ def _stable_cluster_id(config, props):
     data_dir = getattr(config, "data_dir", None)
     if not data_dir:
         return None
-    import os
-    from ..config import load_properties
-    from ..handlers import random_cluster_id
     path = os.path.join(data_dir, "meta.properties")
     try:
         if os.path.exists(path):
@@ -104,8 +98,6 @@ def _stable_cluster_id(config, props):
 def build_server(props, jaas_text=None, jaas_file_name=None):
     """``(server, closers)`` for the given properties (used by ``run`` and
     tests)."""
-    from ..config import ServerConfig
-    from ..server import Server
     config = ServerConfig(props, jaas_text, jaas_file_name=jaas_file_name)
     closers = []
     sasl_kwargs = {}
@@ -124,7 +116,6 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
     server = Server(config, sasl_kwargs=sasl_kwargs,
                     cluster_id=_stable_cluster_id(config, props))
     if store is not None:
-        from ..security.sasl.scram_handlers import register_scram_handlers
         # Only super.users may read or change credentials (no ACL authorizer).
         register_scram_handlers(server, store, super_users=config.get("super.users"))
     from ..handlers import handle_describe_client_quotas

@@ -2,7 +2,8 @@
 import os
 
 from kchannel.config.definitions import invalid
-from kchannel.config.types import reveal
+from kchannel.config.properties import load_properties
+from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
@@ -166,7 +167,6 @@ def read_text_file(path, key):
 
 def mask(value):
     """Display form of a typed value: secrets hidden, lists comma-joined."""
-    from kchannel.config.types import Password
     if isinstance(value, Password):
         return Password.HIDDEN
     if value is None:
@@ -218,7 +218,6 @@ class ConfigFactories:
 
     @classmethod
     def from_file(cls, path, jaas_file=None):
-        from kchannel.config.properties import load_properties
         text = None
         if jaas_file is not None:
             text = read_text_file(jaas_file, "java.security.auth.login.config")

@@ -23,6 +23,7 @@ import importlib
 import re
 from dataclasses import dataclass
 
+from kchannel.config.listeners import SECURITY_PROTOCOLS, parse_cluster_nodes
 from kchannel.config.types import Password
 from kchannel.errors import ConfigError
 
@@ -64,9 +65,6 @@ class _NoDefault:
 
 
 NO_DEFAULT = _NoDefault()
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
 
 def java_str(value):
     """``String.valueOf`` of a parsed value, for error messages."""
@@ -174,7 +172,6 @@ class _ClusterNodes:
     """``kchannel.cluster.nodes`` entries: ``node.id@LISTENER://host:port``."""
 
     def __call__(self, name, value):
-        from kchannel.cluster import parse_cluster_nodes
         try:
             parse_cluster_nodes(value)
         except ValueError as exc:

@@ -30,6 +30,7 @@ module per ``sasl.jaas.config``, disallowed login modules) are implemented by
 """
 from dataclasses import dataclass, field
 
+from kchannel.config.types import reveal
 from kchannel.errors import ConfigError
 
 __all__ = [
@@ -395,7 +396,6 @@ def parse_jaas_config(text, context_name=GLOBAL_CONTEXT_NAME_CLIENT, source="sas
     ``JaasContext`` then insists on exactly one; see :func:`load_server_context`).
     Errors are ``ConfigError`` with Kafka's messages.
     """
-    from kchannel.config.types import reveal
     text = reveal(text)
     if text is None:
         text = ""

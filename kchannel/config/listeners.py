@@ -18,14 +18,19 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from kchannel.config.definitions import SECURITY_PROTOCOLS
 from kchannel.errors import ConfigError
 
 __all__ = [
     "Endpoint", "parse_listeners", "parse_security_protocol_map", "validate_listeners",
     "validate_advertised_listeners", "format_address", "config_prefix", "mechanism_config_prefix",
     "normalise_listener_name", "DEFAULT_SECURITY_PROTOCOL_MAP", "parse_csv_list",
+    "SECURITY_PROTOCOLS", "ClusterNode", "parse_cluster_nodes", "CLUSTER_NODES_CONFIG",
 ]
+
+# Kafka's SecurityProtocol names.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+CLUSTER_NODES_CONFIG = "kchannel.cluster.nodes"
 
 _URI_RE = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
 _CSV_SPLIT = re.compile(r"\s*,\s*")
@@ -211,3 +216,79 @@ def validate_advertised_listeners(advertised, listeners, controller_listener_nam
     if any(e.host == "0.0.0.0" for e in advertised):
         raise ConfigError("requirement failed: advertised.listeners cannot use the nonroutable meta-address "
                           "0.0.0.0. Use a routable IP address.", key="advertised.listeners")
+
+
+# ------------------------------------------------------- kchannel.cluster.nodes
+@dataclass(frozen=True)
+class ClusterNode:
+    """Another broker: ``node_id``, ``endpoints`` {listener name: (host,
+    port)}, ``rack`` (None)."""
+    node_id: int
+    endpoints: tuple          # ((listener_name, host, port), ...)
+    rack: object = None
+
+    def endpoint(self, listener_name):
+        for name, host, port in self.endpoints:
+            if name == listener_name:
+                return host, port
+        return None
+
+    @property
+    def listener_names(self):
+        return [e[0] for e in self.endpoints]
+
+
+def _entry_error(entry, reason):
+    return ValueError(f"'{entry}' is not node.id@LISTENER://host:port ({reason})")
+
+
+def parse_cluster_nodes(value, protocol_map=None):
+    """``kchannel.cluster.nodes`` -> ``[ClusterNode]`` sorted by id.
+
+    ``value``: the comma-separated text or a list of entries.  Raises
+    ``ValueError`` with the reason for a malformed entry; with
+    ``protocol_map`` also for a listener name it does not define (a typo
+    would otherwise silently drop the node from every answer)."""
+    if value is None:
+        return []
+    items = parse_csv_list(value.strip()) if isinstance(value, str) else \
+        [str(v).strip() for v in value if str(v).strip()]
+    nodes = {}
+    for entry in items:
+        node_text, sep, listener_text = entry.partition("@")
+        if not sep:
+            raise _entry_error(entry, "no '@'")
+        try:
+            node_id = int(node_text.strip())
+        except ValueError:
+            raise _entry_error(entry, f"node id '{node_text}' is not a number") from None
+        if node_id < 0:
+            raise _entry_error(entry, "node id must be >= 0")
+        # Listener syntax as in listeners; any name is accepted here, the
+        # protocol map check is separate so its message can name the node.
+        try:
+            ep = parse_listeners(listener_text.strip(), _AnyProtocol(), CLUSTER_NODES_CONFIG)
+        except ConfigError as exc:
+            raise _entry_error(entry, str(exc)) from None
+        if len(ep) != 1:
+            raise _entry_error(entry, "exactly one listener per entry")
+        ep = ep[0]
+        if ep.host is None or ep.host in ("0.0.0.0", "::"):
+            raise _entry_error(entry, "a routable host is required")
+        if not 0 < ep.port <= 65535:
+            raise _entry_error(entry, f"port {ep.port} is not 1-65535")
+        if protocol_map is not None and ep.listener_name not in protocol_map:
+            raise ValueError(f"listener {ep.listener_name} of node {node_id} is not defined in "
+                             f"listener.security.protocol.map")
+        eps = nodes.setdefault(node_id, [])
+        if any(e[0] == ep.listener_name for e in eps):
+            raise ValueError(f"node {node_id} has listener {ep.listener_name} more than once")
+        eps.append((ep.listener_name, ep.host, ep.port))
+    return [ClusterNode(i, tuple(eps)) for i, eps in sorted(nodes.items())]
+
+
+class _AnyProtocol(dict):
+    """A protocol map that knows every listener name (syntax-only parse)."""
+
+    def get(self, key, default=None):
+        return "PLAINTEXT"

@@ -30,13 +30,14 @@ problem found (see :meth:`ServerConfig.validate`).
 import logging
 
 from kchannel.config import jaas as jaas_mod
-from kchannel.config._common import (SUPPORTED_MECHANISMS, ConfigFactories, kerberos_service_name, mask, mechanism_errors, normalise_ssl_values,
-                                     read_text_file, store_errors)
-from kchannel.config.definitions import SERVER_CONFIG_DEF, java_list_str, warn_unsupported
+from kchannel.config._common import (SUPPORTED_MECHANISMS, ConfigFactories,
+                                     kerberos_service_name, mask, mechanism_errors,
+                                     normalise_ssl_values, read_text_file, store_errors)
+from kchannel.config.definitions import (CLIENT_CONFIG_DEF, SERVER_CONFIG_DEF, Type,
+                                         java_list_str, warn_unsupported)
 from kchannel.config.listeners import (config_prefix, normalise_listener_name, parse_listeners,
                                        parse_security_protocol_map, validate_advertised_listeners,
                                        validate_listeners)
-from kchannel.config.definitions import Type
 from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
 
@@ -533,7 +534,6 @@ class ServerConfig(ConfigFactories):
 
         Raises ``ConfigError`` when there is no inter-broker listener or no
         JAAS context for the inter-broker mechanism."""
-        from kchannel.config.definitions import CLIENT_CONFIG_DEF
         name, proto = self._ib_name, self._ib_protocol
         if name is None or name not in self._listener_over:
             raise ConfigError("No inter-broker listener: inter.broker.listener.name / "

@@ -27,6 +27,7 @@ from ..principal import (
     load_principal_builder,
 )
 from .ops import OP_NONE
+from .ssl_principal import SslPrincipalMapper
 from ..log import get_logger
 
 log = get_logger("kchannel.network.authenticator")
@@ -205,7 +206,6 @@ def create_ssl_principal_mapper(configs):
     rules = str(rules).strip()
     if rules in ("", "DEFAULT"):
         return None
-    from .ssl_principal import SslPrincipalMapper
     if hasattr(SslPrincipalMapper, "from_rules"):
         return SslPrincipalMapper.from_rules(rules)
     return SslPrincipalMapper(rules)

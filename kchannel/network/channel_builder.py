@@ -9,30 +9,30 @@ authenticator its security protocol needs:
   principal from the client certificate (``ssl.principal.mapping.rules``).
 * SASL_PLAINTEXT / SASL_SSL -- ``kchannel.security.sasl.channel_builder.SaslChannelBuilder``.
 
-:func:`create_channel_builder` picks the right one from ``security.protocol``.
+:func:`kchannel.security.channel_builders.create_channel_builder` picks the
+right one from ``security.protocol`` (it lives in the security layer because
+it needs the SASL builder, and the network layer never imports upwards).
 """
 
-from ..errors import ConfigError
+from . import ssl_transport as _st
 from .authenticator import (
     DefaultAuthenticator,
     create_principal_builder,
     create_ssl_principal_mapper,
 )
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, KafkaChannel
+from .ssl_factory import SslFactory
+from .transport import PlaintextTransportLayer
 from ..log import get_logger
 
 log = get_logger("kchannel.network.channel_builder")
 
 __all__ = ["ChannelBuilder", "PlaintextChannelBuilder", "SslChannelBuilder",
-           "create_channel_builder", "SECURITY_PROTOCOLS"]
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+           "create_ssl_transport"]
 
 
 def _plaintext_transport(sock):
-    from . import transport as _t
-    cls = getattr(_t, "PlaintextTransportLayer", None) or getattr(_t, "TransportLayer")
-    return cls(sock)
+    return PlaintextTransportLayer(sock)
 
 
 class ChannelBuilder:
@@ -96,7 +96,6 @@ class SslChannelBuilder(ChannelBuilder):
     def __init__(self, mode="server", configs=None, listener_name=None, ssl_factory=None):
         super().__init__(mode, configs, listener_name)
         if ssl_factory is None:
-            from .ssl_factory import SslFactory
             ssl_factory = SslFactory(mode, self.configs)
         self.ssl_factory = ssl_factory
         self.principal_builder = create_principal_builder(
@@ -118,7 +117,6 @@ class SslChannelBuilder(ChannelBuilder):
 def create_ssl_transport(ssl_factory, sock, peer_host, peer_port):
     """A TLS transport over ``sock`` from ``ssl_factory`` (also used by the
     SASL_SSL builder)."""
-    from . import ssl_transport as _st
     build = getattr(ssl_factory, "create_transport", None)
     if build is not None:
         return build(sock, peer_host, peer_port)
@@ -128,25 +126,3 @@ def create_ssl_transport(ssl_factory, sock, peer_host, peer_port):
     engine = ssl_factory.create_engine(peer_host, peer_port)
     return _st.SslTransportLayer(sock, engine)
 
-
-def create_channel_builder(security_protocol, mode, configs, listener_name=None, **kw):
-    """Kafka's ``ChannelBuilders``: the builder for ``security_protocol``.
-
-    ``configs``: effective config dict (for a server listener: the
-    listener's effective configs).  Extra keyword arguments are passed to the
-    SASL builder (``jaas``, ``callbacks``, ``api_versions_supplier``,
-    ``token_manager``...).
-    """
-    proto = str(security_protocol or "PLAINTEXT").upper()
-    if proto == "PLAINTEXT":
-        return PlaintextChannelBuilder(mode, configs, listener_name)
-    if proto == "SSL":
-        return SslChannelBuilder(mode, configs, listener_name)
-    if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
-        from ..security.sasl.channel_builder import SaslChannelBuilder
-        return SaslChannelBuilder(mode=mode, configs=configs, listener_name=listener_name,
-                                  security_protocol=proto, **kw)
-    raise ConfigError(
-        f"Invalid value {security_protocol} for configuration security.protocol: "
-        f"String must be one of: {', '.join(SECURITY_PROTOCOLS)}",
-        key="security.protocol", value=security_protocol)

@@ -62,6 +62,7 @@ from collections import namedtuple
 
 from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
+from kchannel.network.ssl_transport import SslTransportLayer
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.network.ssl_factory")
@@ -216,6 +217,8 @@ def _read_file(path, key):
 # key material parsing (cryptography)
 # ---------------------------------------------------------------------------
 def _crypto():
+    # Imported on first use: cryptography's x509/PKCS12 modules cost ~20 ms
+    # of start-up that a PLAINTEXT-only process never needs.
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
@@ -426,7 +429,6 @@ class SslFactory:
     def create_transport(self, sock, peer_host=None, peer_port=None, **options):
         """An ``SslTransportLayer`` over ``sock`` with a new engine
         (``options`` go to the transport, e.g. ``channel_id``)."""
-        from kchannel.network.ssl_transport import SslTransportLayer
         return SslTransportLayer(sock, self.create_engine(peer_host, peer_port), **options)
 
     # --- building ---------------------------------------------------------

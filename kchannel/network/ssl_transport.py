@@ -30,6 +30,7 @@ import ssl
 
 from kchannel import _impl
 from kchannel.errors import ChannelConnectionError, SslAuthenticationError
+from kchannel.network.ssl_principal import subject_dn_from_der
 from kchannel.network.transport import TransportLayer, connection_error
 from kchannel.log import get_logger
 
@@ -260,7 +261,6 @@ class SslTransportLayer(TransportLayer):
             der = self.peer_certificate_der()
             if der is None:
                 return None
-            from kchannel.network.ssl_principal import subject_dn_from_der
             self._peer_dn = subject_dn_from_der(der)
             self._peer_dn_done = True
         return self._peer_dn

@@ -18,6 +18,7 @@ closures; decoding a body is then a loop over those closures.
 """
 import copy
 import re
+import uuid
 
 from kchannel.errors import InvalidRequestError, UnsupportedVersionError
 from kchannel.protocol.wire import Reader, Writer
@@ -99,7 +100,6 @@ def _type_default(t):
     if t in ("bytes", "records"):
         return b""
     if t == "uuid":
-        import uuid
         return uuid.UUID(int=0)
     return None
 

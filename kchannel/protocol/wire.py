@@ -1,14 +1,8 @@
 """The active wire-primitives twin (compiled ``kchannel._cwire`` when built,
 else the pure ``kchannel.protocol._wire_py``); both expose the same names."""
-try:
-    from kchannel._impl import load as _load
-except ImportError:  # pragma: no cover - only while the loader is absent
-    _load = None
+from kchannel import _impl
 
-if _load is not None:
-    _mod = _load("kchannel.protocol._wire_py", "kchannel._cwire")
-else:  # pragma: no cover
-    from kchannel.protocol import _wire_py as _mod
+_mod = _impl.load("kchannel.protocol._wire_py", "kchannel._cwire")
 
 Reader = _mod.Reader
 Writer = _mod.Writer

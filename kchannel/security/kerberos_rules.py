@@ -364,7 +364,7 @@ def default_kerberos_realm():
     from ``KRB5_CONFIG`` (default ``/etc/krb5.conf``).
     """
     try:
-        import gssapi
+        import gssapi  # optional dependency (extra "gssapi"): only when installed
         name = gssapi.Name("kchannel", gssapi.NameType.kerberos_principal)
         text = str(name.canonicalize(gssapi.MechType.kerberos))
         if "@" in text and text.rsplit("@", 1)[1]:

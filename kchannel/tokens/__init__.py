@@ -14,11 +14,23 @@ DELEGATION_TOKEN_AUTH_DISABLED, as a Kafka broker does), opens the store named
 by ``kchannel.delegation.token.store``, plugs token logins into the SCRAM
 callbacks of every SASL listener and starts the expiry sweep.
 """
+import os
+
+from kchannel.config.types import reveal
+from kchannel.errors import ConfigError
 from kchannel.log import get_logger
+from kchannel.principal import parse_super_users
+from kchannel.security.sasl.scram_store import data_dir_from_server_config
+from kchannel.tokens.handlers import (TokenExpirySweeper, attach_token_manager,
+                                      register_token_handlers)
+from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
+from kchannel.tokens.store import (STORE_CONFIG, STORE_FILE_NAME, InMemoryTokenStore,
+                                   SqliteTokenStore)
+from kchannel.tokens.zk_store import ZkTokenStore
 
 log = get_logger("kchannel.tokens")
 
-__all__ = ["install_server", "TokenService"]
+__all__ = ["install_server", "open_token_store", "TokenService"]
 
 
 class TokenService:
@@ -55,19 +67,37 @@ def _secret(config, props):
             or _value(None, props, "delegation.token.master.key"))
 
 
+def open_token_store(config=None, props=None):
+    """The store named by ``kchannel.delegation.token.store``: ``sqlite``
+    (default; first log directory), ``memory`` or ``zookeeper``
+    (``zookeeper.connect``, whose chroot is the root of Kafka's
+    ``/delegation_token`` tree)."""
+    kind = str(_value(config, props, STORE_CONFIG, "sqlite")).strip().lower()
+    if kind == "memory":
+        return InMemoryTokenStore()
+    if kind == "zookeeper":
+        connect = _value(config, props, "zookeeper.connect")
+        if not connect:
+            raise ConfigError(f"{STORE_CONFIG}=zookeeper requires zookeeper.connect",
+                              key="zookeeper.connect", value=None)
+        timeout = int(_value(config, props, "zookeeper.session.timeout.ms", 18000))
+        return ZkTokenStore(str(connect), session_timeout_ms=timeout)
+    if kind != "sqlite":
+        raise ConfigError(f"Invalid value {kind} for configuration {STORE_CONFIG}: "
+                          "String must be one of: sqlite, memory, zookeeper",
+                          key=STORE_CONFIG, value=kind)
+    data_dir = getattr(config, "data_dir", None) if config is not None else None
+    if not data_dir:
+        data_dir = data_dir_from_server_config(props or {})
+    return SqliteTokenStore(os.path.join(data_dir, STORE_FILE_NAME))
+
+
 def install_server(server, config=None, props=None, *, store=None, authorizer=None,
                    start_sweeper=True):
     """Enable delegation tokens on ``server`` from its configuration
     (a ``ServerConfig`` and/or the raw properties).  Returns a
     :class:`TokenService`."""
-    from kchannel.tokens.handlers import (TokenExpirySweeper, attach_token_manager,
-                                          register_token_handlers)
-    from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
-    from kchannel.principal import parse_super_users
-    from kchannel.tokens.store import open_token_store
-
     secret = _secret(config, props)
-    from kchannel.config.types import reveal
     enabled = secret is not None and bool(reveal(secret))
     if enabled and store is None:
         store = open_token_store(config, props)

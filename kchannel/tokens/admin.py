@@ -12,6 +12,8 @@ An error code in the response raises
 ``message``); ``exception_name`` gives the name of the exception Kafka's
 Admin client would throw.
 """
+import base64
+
 from kchannel.errors import DelegationTokenError, UnsupportedVersionError
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol.api_keys import ApiKey
@@ -65,7 +67,6 @@ def _principal(value):
 
 def _hmac_bytes(hmac):
     if isinstance(hmac, str):
-        import base64
         return base64.b64decode(hmac)
     if isinstance(hmac, DelegationToken):
         return hmac.hmac

@@ -51,8 +51,11 @@ import binascii
 import threading
 from dataclasses import dataclass
 
+from kchannel.config.types import reveal
 from kchannel.principal import ANONYMOUS, KafkaPrincipal, parse_super_users
 from kchannel.protocol.errors import Errors
+from kchannel.security.sasl.interfaces import TokenCredential
+from kchannel.security.sasl.scram import generate_salt
 from kchannel.tokens.store import InMemoryTokenStore
 from kchannel.tokens.token import (SCRAM_TOKEN_ITERATIONS, DelegationToken, TokenInformation,
                                    create_hmac, derive_scram_credential, generate_token_id,
@@ -178,7 +181,6 @@ class TokenManager:
                  authorizer=None, variant="kraft", salt_factory=None, token_id_factory=None,
                  iterations=SCRAM_TOKEN_ITERATIONS,
                  expiry_check_interval_ms=DEFAULT_EXPIRY_CHECK_INTERVAL_MS):
-        from kchannel.config.types import reveal
         raw = reveal(secret) if secret is not None else None
         self._secret = raw if raw not in (None, "", b"") else None
         self.max_lifetime_ms = int(max_lifetime_ms)
@@ -445,7 +447,6 @@ class TokenManager:
     def token_credential(self, token_id, mechanism, now=None):
         """``ServerCallbacks.token_credential``: the token's SCRAM credential,
         owner and expiry, or None (unknown, expired, disabled, not SCRAM)."""
-        from kchannel.security.sasl.mechanism import TokenCredential
         if not self.enabled or mechanism not in SCRAM_MECHANISMS:
             return None
         with self._lock:
@@ -461,7 +462,6 @@ class TokenManager:
                 if self._salt_factory is not None:
                     salt = self._salt_factory(token_id, mechanism)
                 else:
-                    from kchannel.security.sasl.scram import generate_salt
                     salt = generate_salt()
                 credential = derive_scram_credential(mechanism, entry.hmac_b64, salt,
                                                      self.iterations)

@@ -15,6 +15,10 @@ ZooKeeper or the metadata log).
   its cache when -- and only when -- someone else wrote.
 * :class:`kchannel.tokens.zk_store.ZkTokenStore`: ZooKeeper, Kafka's layout.
 
+:func:`kchannel.tokens.open_token_store` picks one from the configuration (it
+is in the package, above both store modules, because the ZooKeeper store
+subclasses :class:`TokenStore`).
+
 Interface (what :class:`~kchannel.tokens.manager.TokenManager` uses):
 ``load_all() -> {token_id: TokenInformation}``, ``changed() -> bool``,
 ``put(info)``, ``delete(token_id) -> bool``, ``close()``.
@@ -28,8 +32,8 @@ from kchannel.log import get_logger
 
 log = get_logger("kchannel.tokens.store")
 
-__all__ = ["TokenStore", "InMemoryTokenStore", "SqliteTokenStore", "open_token_store",
-           "STORE_FILE_NAME", "STORE_CONFIG"]
+__all__ = ["TokenStore", "InMemoryTokenStore", "SqliteTokenStore", "STORE_FILE_NAME",
+           "STORE_CONFIG"]
 
 STORE_FILE_NAME = "delegation-tokens.db"
 STORE_CONFIG = "kchannel.delegation.token.store"
@@ -159,44 +163,3 @@ class SqliteTokenStore(TokenStore):
             except sqlite3.Error:
                 pass
 
-
-def _get(config, props, key, default=None):
-    if config is not None:
-        try:
-            value = config.get(key)
-        except (KeyError, AttributeError):
-            value = None
-        if value is not None:
-            return value
-    if props is not None and props.get(key) not in (None, ""):
-        return props.get(key)
-    return default
-
-
-def open_token_store(config=None, props=None):
-    """The store named by ``kchannel.delegation.token.store``: ``sqlite``
-    (default; first log directory), ``memory`` or ``zookeeper``
-    (``zookeeper.connect``, whose chroot is the root of Kafka's
-    ``/delegation_token`` tree)."""
-    kind = str(_get(config, props, STORE_CONFIG, "sqlite")).strip().lower()
-    if kind == "memory":
-        return InMemoryTokenStore()
-    if kind == "zookeeper":
-        from kchannel.tokens.zk_store import ZkTokenStore
-        connect = _get(config, props, "zookeeper.connect")
-        if not connect:
-            from kchannel.errors import ConfigError
-            raise ConfigError(f"{STORE_CONFIG}=zookeeper requires zookeeper.connect",
-                              key="zookeeper.connect", value=None)
-        timeout = int(_get(config, props, "zookeeper.session.timeout.ms", 18000))
-        return ZkTokenStore(str(connect), session_timeout_ms=timeout)
-    if kind != "sqlite":
-        from kchannel.errors import ConfigError
-        raise ConfigError(f"Invalid value {kind} for configuration {STORE_CONFIG}: "
-                          "String must be one of: sqlite, memory, zookeeper",
-                          key=STORE_CONFIG, value=kind)
-    data_dir = getattr(config, "data_dir", None) if config is not None else None
-    if not data_dir:
-        from kchannel.security.sasl.scram_store import data_dir_from_server_config
-        data_dir = data_dir_from_server_config(props or {})
-    return SqliteTokenStore(os.path.join(data_dir, STORE_FILE_NAME))

@@ -19,8 +19,11 @@ import hmac as _hmac
 import json
 import os
 from dataclasses import dataclass, field, replace
+from urllib.parse import unquote_plus
 
+from kchannel.config.types import reveal
 from kchannel.principal import KafkaPrincipal
+from kchannel.security.sasl.scram_credential import ScramCredential
 
 __all__ = [
     "TokenInformation", "DelegationToken", "generate_token_id", "create_hmac",
@@ -107,7 +110,6 @@ def generate_token_id():
 
 
 def _secret_bytes(secret):
-    from kchannel.config.types import reveal
     value = reveal(secret)
     if isinstance(value, (bytes, bytearray)):
         return bytes(value)
@@ -128,7 +130,6 @@ def derive_scram_credential(mechanism, hmac_b64, salt, iterations=SCRAM_TOKEN_IT
     with a given salt: SaltedPassword = PBKDF2(password, salt, iterations),
     StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
     HMAC(SaltedPassword, "Server Key") (RFC 5802)."""
-    from kchannel.security.sasl.scram_store import ScramCredential
     name = _HASHES.get(mechanism)
     if name is None:
         raise ValueError(f"Not a SCRAM mechanism: {mechanism}")
@@ -163,7 +164,6 @@ def sanitize(name):
 
 def desanitize(name):
     """``Sanitizer.desanitize``: java.net.URLDecoder (``+`` is a space)."""
-    from urllib.parse import unquote_plus
     return unquote_plus(name, encoding="utf-8", errors="strict")
 
 

@@ -50,6 +50,7 @@ class ZkTokenStore(TokenStore):
 
     def __init__(self, connect, session_timeout_ms=18000, connection_timeout_ms=None,
                  client=None):
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
         self.connect = connect
@@ -81,6 +82,7 @@ class ZkTokenStore(TokenStore):
         self._listener = None
         client.ensure_path(TOKENS_PATH)
         client.ensure_path(CHANGES_PATH)
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.recipe.watchers import ChildrenWatch
         # The first call of each watch happens now, synchronously: the tokens
         # watch loads the cache, the changes watch records where to start.
@@ -92,6 +94,7 @@ class ZkTokenStore(TokenStore):
 
     # ------------------------------------------------------------ watches
     def _read(self, token_id):
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.exceptions import NoNodeError
         try:
             data, _ = self.client.get(f"{TOKENS_PATH}/{token_id}")
@@ -133,6 +136,7 @@ class ZkTokenStore(TokenStore):
     def _on_changes(self, children):
         if self._closed:
             return False
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.exceptions import NoNodeError
         names = sorted((c for c in children if c.startswith(CHANGE_PREFIX)), key=_seq)
         if self._last_seq is None:
@@ -157,6 +161,7 @@ class ZkTokenStore(TokenStore):
         return True
 
     def _purge_if_obsolete(self, path, stat, now):
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.exceptions import NoNodeError
         if stat is not None and stat.ctime < now - CHANGE_EXPIRATION_MS:
             try:
@@ -192,6 +197,7 @@ class ZkTokenStore(TokenStore):
 
     def put(self, info):
         """``setOrCreateDelegationToken`` then the change notification."""
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.exceptions import NodeExistsError, NoNodeError
         path = f"{TOKENS_PATH}/{info.token_id}"
         data = token_info_to_json(info)
@@ -208,6 +214,7 @@ class ZkTokenStore(TokenStore):
 
     def delete(self, token_id):
         """``deleteDelegationToken`` then the change notification."""
+        # kazoo is optional (extra "zookeeper"): imported where a ZooKeeper store is used.
         from kazoo.exceptions import NoNodeError
         existed = True
         try:

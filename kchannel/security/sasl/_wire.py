@@ -11,21 +11,15 @@ unexpected exception.
 import struct
 
 from kchannel.errors import InvalidRequestError, KChannelError, UnsupportedVersionError
+from kchannel.protocol import headers, messages
+from kchannel.protocol.api_keys import ApiKey
+from kchannel.protocol.headers import RequestHeader
 
 _HEADER_PREFIX = struct.Struct(">hhi")
 
 
-def _protocol():
-    # Imported lazily: the codec is a sibling package and importing it at
-    # module import time would make every SASL import pay for the schemas.
-    from kchannel.protocol import headers, messages
-    from kchannel.protocol.api_keys import ApiKey
-    return headers, messages, ApiKey
-
-
 def api_key_name(api_key):
     """Kafka's enum name of an API key (``METADATA``), as in its messages."""
-    _, _, ApiKey = _protocol()
     try:
         return ApiKey(api_key).name
     except ValueError:
@@ -33,7 +27,6 @@ def api_key_name(api_key):
 
 
 def is_known_api_key(api_key):
-    _, _, ApiKey = _protocol()
     try:
         ApiKey(api_key)
     except ValueError:
@@ -43,13 +36,11 @@ def is_known_api_key(api_key):
 
 def supported_range(api_key):
     """(min_version, max_version) kchannel implements for ``api_key``."""
-    _, messages, _ = _protocol()
     api = messages.API[api_key]
     return api.min_version, api.max_version
 
 
 def _request_header_version(api_key, api_version):
-    headers, messages, _ = _protocol()
     try:
         return headers.request_header_version(api_key, api_version)
     except Exception:
@@ -149,7 +140,6 @@ def parse_request_header(frame):
 
 def decode_request_body(header, frame):
     """Decode the body of a request whose header was peeked."""
-    _, messages, _ = _protocol()
     try:
         spec = messages.API[header.api_key].request
         return spec.decode(bytes(frame), header.api_version, offset=header.body_offset)
@@ -166,13 +156,10 @@ def decode_request_body(header, frame):
 
 
 def encode_response(api_key, api_version, correlation_id, body):
-    headers, _, _ = _protocol()
     return headers.encode_response(api_key, api_version, correlation_id, body)
 
 
 def encode_request(api_key, api_version, correlation_id, client_id, body):
-    headers, _, _ = _protocol()
-    from kchannel.protocol.headers import RequestHeader
     return headers.encode_request(
         RequestHeader(api_key, api_version, correlation_id, client_id), body)
 
@@ -185,7 +172,6 @@ def peek_correlation_id(frame):
 
 
 def decode_response(frame, api_key, api_version):
-    headers, _, _ = _protocol()
     try:
         return headers.decode_response(bytes(frame), api_key, api_version)
     except KChannelError:

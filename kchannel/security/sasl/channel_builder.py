@@ -1,7 +1,7 @@
 """SASL channel builder (Kafka's ``SaslChannelBuilder``).
 
 Builds SASL_PLAINTEXT and SASL_SSL channels for
-:func:`kchannel.network.channel_builder.create_channel_builder`:
+:func:`kchannel.security.channel_builders.create_channel_builder`:
 
 * transport: plain TCP, or TLS first for SASL_SSL (the same ``SslFactory`` /
   TLS transport as SSL listeners).  On a SASL_SSL *listener* TLS client
@@ -23,12 +23,16 @@ Configuration lookups accept either the listener's effective config dict
 engineer's ``ServerConfig`` (``jaas_for`` / ``listener_mechanism_config``).
 """
 
+from kchannel.config.jaas import parse_jaas_config
 from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, UnsupportedSaslMechanismError
 from kchannel.network.authenticator import (create_principal_builder,
                                             create_ssl_principal_mapper)
 from kchannel.network.channel_builder import (ChannelBuilder, _plaintext_transport,
                                               create_ssl_transport)
+from kchannel.network.ssl_factory import SslFactory
+from kchannel.security.kerberos_rules import KerberosShortNamer, default_kerberos_realm
+from kchannel.security.sasl import mechanism as registry
 from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
 from kchannel.security.sasl.mechanism import ServerCallbacks
 from kchannel.security.sasl.server_authenticator import (
@@ -79,7 +83,6 @@ def _jaas_options(value, context_name="KafkaClient"):
     if isinstance(value, dict):
         return {k: reveal(v) for k, v in value.items()}
     if isinstance(value, str):
-        from kchannel.config.jaas import parse_jaas_config
         value = parse_jaas_config(value)
     options = getattr(value, "options", None)
     if options is not None:
@@ -165,7 +168,6 @@ class SaslChannelBuilder(ChannelBuilder):
         self.ssl_factory = None
         if proto == "SASL_SSL":
             if ssl_factory is None:
-                from kchannel.network.ssl_factory import SslFactory
                 ssl_configs = dict(self.configs)
                 if self.mode == "server":
                     ssl_configs[SSL_CLIENT_AUTH] = self._sasl_ssl_client_auth(
@@ -178,7 +180,6 @@ class SaslChannelBuilder(ChannelBuilder):
     def _check_mechanisms(mechanisms):
         """Fail at start-up, not on the first client, for a mechanism kchannel
         has no server implementation of (or whose dependency is missing)."""
-        from kchannel.security.sasl import mechanism as registry
         for m in mechanisms:
             try:
                 _, server_factory = registry._factories(m)
@@ -286,8 +287,6 @@ class SaslChannelBuilder(ChannelBuilder):
         return _as_int(value, CONNECTIONS_MAX_REAUTH_MS)
 
     def _kerberos_short_namer(self):
-        from kchannel.security.kerberos_rules import (KerberosShortNamer,
-                                                      default_kerberos_realm)
         rules = _as_list(self.configs.get(PRINCIPAL_TO_LOCAL_RULES)) or ["DEFAULT"]
         try:
             realm = default_kerberos_realm()

@@ -40,7 +40,9 @@ from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
 from kchannel.network.authenticator import StateMachineAuthenticator
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
+from kchannel.protocol.errors import Errors, exception_for
 from kchannel.security.sasl import _wire
+from kchannel.security.sasl.mechanism import create_client
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.client_authenticator")
@@ -154,7 +156,6 @@ def _java_list(items):
 
 def _error_name(code):
     try:
-        from kchannel.protocol.errors import Errors
         return Errors(code).name
     except Exception:
         return str(code)
@@ -171,7 +172,6 @@ def _exception_for(code, message):
         return UnsupportedSaslMechanismError(
             message or "The broker does not support the requested SASL mechanism.")
     try:
-        from kchannel.protocol.errors import exception_for
         exc = exception_for(code, message)
         if isinstance(exc, AuthenticationError):
             return exc
@@ -204,7 +204,6 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
         self._client_id = client_id if client_id is not None else \
             (self._configs.get("client.id") or "")
         if mechanism_factory is None:
-            from kchannel.security.sasl.mechanism import create_client
             mechanism_factory = create_client
         self._mechanism_factory = mechanism_factory
         self._rng = rng or random.Random()

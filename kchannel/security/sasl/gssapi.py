@@ -54,8 +54,8 @@ import threading
 
 from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, SaslAuthenticationError
-from kchannel.security.sasl.mechanism import (
-    SaslClientMechanism, SaslServerMechanism, jaas_option, register)
+from kchannel.security.sasl.interfaces import (
+    SaslClientMechanism, SaslServerMechanism, jaas_option)
 from kchannel.log import get_logger
 
 try:
@@ -511,5 +511,3 @@ def create_server(mechanism=MECHANISM, *, jaas_options=None, configs=None, callb
             service = None
     return GssapiSaslServer(creds, service=service)
 
-
-register(MECHANISM, create_client, create_server)

@@ -1,8 +1,10 @@
-"""SASL mechanism interfaces and the mechanism registry.
+"""The SASL mechanism registry: mechanisms by Kafka name, and the broker
+callbacks they use.
 
-The interfaces mirror ``javax.security.sasl.SaslClient`` / ``SaslServer``
-(the shape Kafka's authenticators drive), but are sans-I/O: a mechanism takes
-the bytes of one SaslAuthenticate token and returns the bytes of the next one.
+The interfaces a mechanism implements are in
+:mod:`kchannel.security.sasl.interfaces` (re-exported here); the mechanisms
+import only those, and this registry imports the mechanisms, so the
+dependency points one way.
 
 Client side::
 
@@ -21,99 +23,34 @@ Server side::
 Failures raise :class:`kchannel.errors.SaslAuthenticationError` whose message
 may be shown to the client; it never reveals whether a user exists.
 
-Mechanisms register themselves with :func:`register`.  The built-in ones are
-imported lazily the first time their name is asked for, so importing this
-module does not pull in GSSAPI (which needs the ``gssapi`` package) or the
-OAUTHBEARER machinery.
+PLAIN and SCRAM are registered on import.  GSSAPI and OAUTHBEARER are
+imported the first time their name is asked for: GSSAPI needs the optional
+``gssapi`` package, and OAUTHBEARER's JWT/JWKS machinery (with
+``cryptography``) would add tens of milliseconds to every ``import
+kchannel.client``.  Other mechanisms can be added with :func:`register`.
 """
 import importlib
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from kchannel.config.types import reveal
 from kchannel.errors import UnsupportedSaslMechanismError
+from kchannel.security.sasl import plain, scram
+from kchannel.security.sasl.interfaces import (
+    CREDENTIAL_LIFETIME_MS,
+    TOKEN_AUTH,
+    SaslClientMechanism,
+    SaslServerMechanism,
+    TokenCredential,
+    jaas_option,
+)
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.mechanism")
 
-# Negotiated property names (Kafka's SaslInternalConfigs / ScramLoginModule).
-CREDENTIAL_LIFETIME_MS = "CREDENTIAL.LIFETIME.MS"
-TOKEN_AUTH = "tokenauth"
-
-
-class SaslClientMechanism:
-    """Client half of a SASL mechanism (``javax.security.sasl.SaslClient``)."""
-
-    mechanism_name = None
-
-    def has_initial_response(self):
-        """True if the client sends the first token (PLAIN, SCRAM, OAUTHBEARER)."""
-        return False
-
-    def evaluate_challenge(self, challenge):
-        """Process a server challenge and return the next response.
-
-        The first call is made with ``b""`` to obtain the initial response.
-        Returns ``None`` when there is nothing (more) to send.
-        """
-        raise NotImplementedError
-
-    def is_complete(self):
-        raise NotImplementedError
-
-    def get_negotiated_property(self, name):
-        return None
-
-    def dispose(self):
-        """Drop any secret material held by the mechanism."""
-
-
-class SaslServerMechanism:
-    """Server half of a SASL mechanism (``javax.security.sasl.SaslServer``)."""
-
-    mechanism_name = None
-
-    def evaluate_response(self, response, now):
-        """Process a client token; return the challenge to send or ``None``.
-
-        ``now`` is epoch milliseconds.  Raises ``SaslAuthenticationError``.
-        """
-        raise NotImplementedError
-
-    def is_complete(self):
-        raise NotImplementedError
-
-    def get_authorization_id(self):
-        raise NotImplementedError
-
-    def get_negotiated_property(self, name):
-        return None
-
-    @property
-    def token_authenticated(self):
-        """True when a delegation token authenticated the client (KIP-48)."""
-        value = self.get_negotiated_property(TOKEN_AUTH)
-        if isinstance(value, str):  # Kafka's mechanisms return "true"/"false"
-            return value.lower() == "true"
-        return bool(value)
-
-    def dispose(self):
-        """Drop any secret material held by the mechanism."""
-
-
-@dataclass(frozen=True)
-class TokenCredential:
-    """SCRAM credential of a delegation token (what the token manager returns
-    for ``token_credential``).  ``credential`` is a
-    :class:`kchannel.security.sasl.scram_store.ScramCredential`; ``owner`` the
-    token owner's :class:`kchannel.principal.KafkaPrincipal`; ``expiry_ms`` the
-    token's expiry time (epoch ms)."""
-
-    credential: object
-    owner: object
-    expiry_ms: int
-    token_id: str
+__all__ = ["ServerCallbacks", "register", "supported_mechanisms", "create_client",
+           "create_server", "CREDENTIAL_LIFETIME_MS", "TOKEN_AUTH", "SaslClientMechanism",
+           "SaslServerMechanism", "TokenCredential", "jaas_option"]
 
 
 @dataclass
@@ -148,28 +85,26 @@ class ServerCallbacks:
         reading the credential cache).  ``token_credential``: the token
         manager's lookup for SCRAM delegation-token logins.
         """
-        plain = None
+        plain_authenticate = None
         if jaas_options is not None:
-            from kchannel.security.sasl.plain import jaas_plain_authenticator
-            plain = jaas_plain_authenticator(jaas_options)
-        scram = store.get if store is not None else None
+            plain_authenticate = plain.jaas_plain_authenticator(jaas_options)
+        scram_credential = store.get if store is not None else None
         secret = None
         if store is not None and hasattr(store, "secret"):
             secret = store.secret()
-        return cls(plain_authenticate=plain, scram_credential=scram,
+        return cls(plain_authenticate=plain_authenticate, scram_credential=scram_credential,
                    token_credential=token_credential, oauth_validate=oauth_validate,
                    scram_secret=secret)
 
 
 # mechanism name -> (client_factory, server_factory)
-_REGISTRY = {}
+_REGISTRY = {plain.PLAIN_MECHANISM: (plain.create_client, plain.create_server)}
+_REGISTRY.update({name: (scram.create_client, scram.create_server) for name in scram.MECHANISMS})
 _LOCK = threading.Lock()
 
-# Built-in mechanisms: the module that registers each name on import.
+# Built-in mechanisms imported on first use (see the module docstring): the
+# module whose ``create_client`` / ``create_server`` serve the name.
 _LAZY = {
-    "PLAIN": "kchannel.security.sasl.plain",
-    "SCRAM-SHA-256": "kchannel.security.sasl.scram",
-    "SCRAM-SHA-512": "kchannel.security.sasl.scram",
     "GSSAPI": "kchannel.security.sasl.gssapi",
     "OAUTHBEARER": "kchannel.security.sasl.oauthbearer",
 }
@@ -192,14 +127,15 @@ def _factories(mechanism):
     entry = _REGISTRY.get(mechanism)
     if entry is None and mechanism in _LAZY:
         try:
-            importlib.import_module(_LAZY[mechanism])
+            module = importlib.import_module(_LAZY[mechanism])
         except ImportError as exc:
             # A missing optional dependency (e.g. gssapi) makes the mechanism
             # unavailable rather than breaking every other mechanism.
             log.warning("SASL mechanism %s is unavailable: %s", mechanism, exc)
             raise UnsupportedSaslMechanismError(
                 f"SASL mechanism {mechanism} is unavailable: {exc}") from exc
-        entry = _REGISTRY.get(mechanism)
+        with _LOCK:
+            entry = _REGISTRY.setdefault(mechanism, (module.create_client, module.create_server))
     if entry is None:
         raise UnsupportedSaslMechanismError(f"Unsupported SASL mechanism {mechanism}")
     return entry
@@ -235,11 +171,3 @@ def create_server(mechanism, *, jaas_options=None, configs=None, callbacks=None,
     return server_factory(mechanism, jaas_options=dict(jaas_options or {}),
                           configs=dict(configs or {}), callbacks=callbacks,
                           server_host=server_host, now=now, **kw)
-
-
-def jaas_option(jaas_options, name, default=None):
-    """A JAAS option value as a plain string (Password unwrapped)."""
-    if not jaas_options:
-        return default
-    value = jaas_options.get(name, default)
-    return reveal(value)

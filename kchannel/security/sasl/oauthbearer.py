@@ -40,11 +40,19 @@ import json
 import math
 import re
 from decimal import Decimal
+from urllib.parse import urlparse
+from urllib.request import url2pathname, urlopen
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, SaslAuthenticationError
-from kchannel.security.sasl.mechanism import (
-    CREDENTIAL_LIFETIME_MS, SaslClientMechanism, SaslServerMechanism, register)
+from kchannel.security.sasl.interfaces import (
+    CREDENTIAL_LIFETIME_MS, SaslClientMechanism, SaslServerMechanism)
+from kchannel.utils import now_ms
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.oauthbearer")
@@ -798,8 +806,6 @@ class JwtValidator:
             self._load()
 
     def _load(self, now=None):
-        from urllib.parse import urlparse
-        from urllib.request import url2pathname, urlopen
         parsed = urlparse(self.url)
         try:
             if parsed.scheme == "file":
@@ -838,10 +844,6 @@ class JwtValidator:
         return out
 
     def _verify(self, jwk, alg, signing_input, signature):
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-        from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
         digest = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}[alg[2:]]()
         try:
             if alg[0] in "RP":
@@ -1057,7 +1059,6 @@ class OAuthBearerSaslClient(SaslClientMechanism):
             try:
                 now = self._now
                 if now is None:
-                    from kchannel.utils import now_ms
                     now = now_ms()
                 self._token = self._provider.token(now)
                 extensions = (self._provider.extensions()
@@ -1139,7 +1140,6 @@ class OAuthBearerSaslServer(SaslServerMechanism):
 
     def _process(self, client_response, now):
         if now is None:
-            from kchannel.utils import now_ms
             now = now_ms()
         try:
             token = self._validator.validate(client_response.token_value, now)
@@ -1247,5 +1247,3 @@ def create_server(mechanism=MECHANISM, *, jaas_options=None, configs=None, callb
                              UnsecuredValidator, jaas_options)
     return OAuthBearerSaslServer(validator)
 
-
-register(MECHANISM, create_client, create_server)

@@ -17,8 +17,7 @@ import hmac
 
 from kchannel import errors
 from kchannel.config.types import reveal
-from kchannel.security.sasl import mechanism as _mechanism
-from kchannel.security.sasl.mechanism import (
+from kchannel.security.sasl.interfaces import (
     SaslClientMechanism, SaslServerMechanism, jaas_option)
 from kchannel.log import get_logger
 
@@ -175,8 +174,8 @@ class PlainSaslServer(SaslServerMechanism):
         return False
 
 
-def _client_factory(mechanism, *, jaas_options, configs, server_host, username=None,
-                    password=None, authorization_id="", **_kw):
+def create_client(mechanism, *, jaas_options, configs, server_host, username=None,
+                  password=None, authorization_id="", **_kw):
     if username is None:
         username = jaas_option(jaas_options, "username")
     if password is None:
@@ -184,11 +183,9 @@ def _client_factory(mechanism, *, jaas_options, configs, server_host, username=N
     return PlainSaslClient(username, password, authorization_id)
 
 
-def _server_factory(mechanism, *, jaas_options, configs, callbacks, server_host, now, **_kw):
+def create_server(mechanism, *, jaas_options, configs, callbacks, server_host, now, **_kw):
     authenticate = getattr(callbacks, "plain_authenticate", None) if callbacks else None
     if authenticate is None:
         authenticate = jaas_plain_authenticator(jaas_options)
     return PlainSaslServer(authenticate)
 
-
-_mechanism.register(PLAIN_MECHANISM, _client_factory, _server_factory)

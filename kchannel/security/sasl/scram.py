@@ -59,26 +59,17 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from kchannel import errors
-from kchannel.security.sasl import mechanism as _mechanism
-from kchannel.security.sasl.mechanism import (
+from kchannel import _impl, errors
+from kchannel.config.types import reveal
+from kchannel.security.sasl.interfaces import (
     CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, SaslClientMechanism, SaslServerMechanism, jaas_option)
-from kchannel.security.sasl.scram_store import DEFAULT_ITERATIONS, ScramCredential
+from kchannel.security.sasl.scram_credential import DEFAULT_ITERATIONS, ScramCredential
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.scram")
 
 
-def _load_pbkdf2():
-    try:
-        from kchannel import _impl
-    except ImportError:  # pragma: no cover - _impl ships with kchannel
-        from kchannel.security.sasl import _scram_py
-        return _scram_py
-    return _impl.load("kchannel.security.sasl._scram_py", "kchannel._cscram")
-
-
-_pbkdf2 = _load_pbkdf2()
+_pbkdf2 = _impl.load("kchannel.security.sasl._scram_py", "kchannel._cscram")
 
 
 @dataclass(frozen=True)
@@ -197,7 +188,6 @@ def generate_credential(mechanism, password, iterations=DEFAULT_ITERATIONS, salt
 
 
 def _reveal(value):
-    from kchannel.config.types import reveal
     return reveal(value)
 
 
@@ -787,9 +777,9 @@ class ScramSaslServer(SaslServerMechanism):
 
 # ---------------------------------------------------------------- registry
 
-def _client_factory(mechanism, *, jaas_options, configs, server_host, username=None,
-                    password=None, extensions=None, nonce=None, cache=SALTED_PASSWORD_CACHE,
-                    **_kw):
+def create_client(mechanism, *, jaas_options, configs, server_host, username=None,
+                  password=None, extensions=None, nonce=None, cache=SALTED_PASSWORD_CACHE,
+                  **_kw):
     if username is None:
         username = jaas_option(jaas_options, "username")
     if password is None:
@@ -802,10 +792,7 @@ def _client_factory(mechanism, *, jaas_options, configs, server_host, username=N
                            cache=cache)
 
 
-def _server_factory(mechanism, *, jaas_options, configs, callbacks, server_host, now,
-                    nonce=None, **_kw):
+def create_server(mechanism, *, jaas_options, configs, callbacks, server_host, now,
+                  nonce=None, **_kw):
     return ScramSaslServer(mechanism, callbacks, nonce=nonce)
 
-
-for _name in MECHANISMS:
-    _mechanism.register(_name, _client_factory, _server_factory)

@@ -16,65 +16,33 @@ Stores map ``(user, mechanism)`` to a credential:
 
 ``credential_to_string`` / ``credential_from_string`` implement Kafka's
 ``ScramCredentialUtils`` text form
-``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``.
+``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``; they and
+:class:`ScramCredential` live in :mod:`kchannel.security.sasl.scram_credential`
+and are re-exported here.
 """
-import base64
-import binascii
 import os
 import sqlite3
 import threading
-from dataclasses import dataclass
+
 from kchannel.log import get_logger
+from kchannel.security.sasl import scram
+from kchannel.security.sasl.scram_credential import (
+    DEFAULT_ITERATIONS,
+    ScramCredential,
+    credential_from_string,
+    credential_to_string,
+)
 
 log = get_logger("kchannel.security.sasl.scram_store")
 
+__all__ = ["ScramCredential", "credential_to_string", "credential_from_string",
+           "credential_from_password", "credential_from_salted_password",
+           "ScramCredentialStore", "InMemoryScramCredentialStore",
+           "SqliteScramCredentialStore", "default_store_path", "data_dir_from_server_config",
+           "open_store", "DEFAULT_ITERATIONS", "SCRAM_MECHANISMS", "STORE_FILE_NAME"]
+
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-DEFAULT_ITERATIONS = 4096
 STORE_FILE_NAME = "scram-credentials.db"
-
-
-@dataclass(frozen=True)
-class ScramCredential:
-    """Kafka's ``ScramCredential``: salt, StoredKey, ServerKey, iterations."""
-
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
-
-    def __repr__(self):
-        # StoredKey/ServerKey are not the password, but together with a
-        # captured exchange they help offline attacks: keep them out of logs.
-        return f"ScramCredential(iterations={self.iterations})"
-
-    __str__ = __repr__
-
-
-def credential_to_string(credential):
-    """Kafka's ``ScramCredentialUtils.credentialToString``."""
-    b64 = lambda b: base64.b64encode(b).decode("ascii")  # noqa: E731
-    return (f"salt={b64(credential.salt)},stored_key={b64(credential.stored_key)},"
-            f"server_key={b64(credential.server_key)},iterations={credential.iterations}")
-
-
-def credential_from_string(text):
-    """Kafka's ``ScramCredentialUtils.credentialFromString``; raises ValueError."""
-    props = {}
-    for token in text.split(","):
-        index = token.find("=")
-        if index <= 0:
-            raise ValueError(f"Credentials not valid: {text}")
-        props[token[:index]] = token[index + 1:]
-    if set(props) != {"salt", "stored_key", "server_key", "iterations"}:
-        raise ValueError(f"Credentials not valid: {text}")
-    try:
-        return ScramCredential(
-            salt=base64.b64decode(props["salt"], validate=True),
-            stored_key=base64.b64decode(props["stored_key"], validate=True),
-            server_key=base64.b64decode(props["server_key"], validate=True),
-            iterations=int(props["iterations"]))
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"Credentials not valid: {text}") from exc
 
 
 def credential_from_password(mechanism, password, iterations=DEFAULT_ITERATIONS, salt=None):
@@ -84,13 +52,11 @@ def credential_from_password(mechanism, password, iterations=DEFAULT_ITERATIONS,
     ``salt`` defaults to a fresh random salt in Kafka's format (the UTF-8
     bytes of a 130-bit random number in base 36).
     """
-    from kchannel.security.sasl import scram
     return scram.generate_credential(mechanism, password, iterations, salt)
 
 
 def credential_from_salted_password(mechanism, salt, salted_password, iterations):
     """Credential from a client-computed SaltedPassword (AlterUserScramCredentials)."""
-    from kchannel.security.sasl import scram
     return scram.credential_from_salted_password(mechanism, salt, salted_password, iterations)
 
 

@@ -61,7 +61,7 @@ from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
 from kchannel.security.sasl import _wire
-from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH
+from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, create_server
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.server_authenticator")
@@ -223,7 +223,6 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         self._server_host = server_host
         self._ssl_peer_subject_dn = ssl_peer_subject_dn
         if mechanism_factory is None:
-            from kchannel.security.sasl.mechanism import create_server
             mechanism_factory = create_server
         self._mechanism_factory = mechanism_factory
 
