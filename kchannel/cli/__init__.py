@@ -8,6 +8,7 @@ import argparse
 import logging
 import sys
 
+from kchannel import __version__
 from kchannel.cli import broker_api_versions, config_tool, configs, delegation_tokens, serve
 
 _COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens]
@@ -15,7 +16,6 @@ _COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="kchannel", description="Kafka connection security tools")
-    from kchannel import __version__
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     # Handled while parsing, before the COMMAND requirement is checked, so
     # ``kchannel --version`` exits 0 (each subcommand keeps its own too).
