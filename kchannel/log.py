@@ -17,6 +17,7 @@ itself is the code's own (a test checks that every log call passes a
 literal), so nothing else needs escaping.
 """
 import logging
+import traceback
 from collections.abc import Mapping
 
 #: At most this many characters of one argument go into a log line.
@@ -78,7 +79,6 @@ def _safe_arg(value):
 def _safe_exc_text(exc_info):
     """The traceback text for ``exc_info`` with each exception's message
     escaped (the frames are the code's own)."""
-    import traceback
     te = traceback.TracebackException(*exc_info)
     seen = set()
     stack = [te]

@@ -4,7 +4,7 @@ Every module's imports are read with ``ast`` (module level and inside
 functions alike: an import moved into a function to dodge a cycle is still a
 dependency).  Layers, bottom to top (README, "Architecture")::
 
-    core      kchannel, _impl, errors, utils, principal, framing, metrics
+    core      kchannel, _impl, errors, utils, log, principal, framing, metrics
     protocol  kchannel.protocol.*          config  kchannel.config.*
     network   kchannel.network.*
     security  kchannel.security.*
@@ -34,8 +34,8 @@ ROOT = os.path.dirname(PACKAGE_DIR)
 # (layer, rank, module-name prefixes).  The longest matching prefix wins.
 LAYERS = [
     ("core", 0, ("kchannel", "kchannel._impl", "kchannel.errors", "kchannel.utils",
-                 "kchannel.principal", "kchannel.framing", "kchannel._framing_py",
-                 "kchannel.metrics")),
+                 "kchannel.log", "kchannel.principal", "kchannel.framing",
+                 "kchannel._framing_py", "kchannel.metrics")),
     ("protocol", 1, ("kchannel.protocol",)),
     ("config", 1, ("kchannel.config",)),
     ("network", 2, ("kchannel.network",)),
@@ -102,7 +102,8 @@ def layer_of(module):
     best = None
     for name, rank, prefixes in LAYERS:
         for prefix in prefixes:
-            if module == prefix or module.startswith(prefix + "."):
+            # "kchannel" is the package's __init__ only, not a catch-all.
+            if module == prefix or (prefix != "kchannel" and module.startswith(prefix + ".")):
                 if best is None or len(prefix) > len(best[2]):
                     best = (name, rank, prefix)
     assert best is not None, f"{module} belongs to no layer: add it to LAYERS"
