@@ -4,7 +4,8 @@ Every module's imports are read with ``ast`` (module level and inside
 functions alike: an import moved into a function to dodge a cycle is still a
 dependency).  Layers, bottom to top (README, "Architecture")::
 
-    core      kchannel, _impl, errors, utils, log, principal, framing, metrics
+    core      kchannel, _impl, _twin_protocols, errors, utils, log, principal,
+              framing, metrics
     protocol  kchannel.protocol.*          config  kchannel.config.*
     network   kchannel.network.*
     security  kchannel.security.*
@@ -35,7 +36,7 @@ ROOT = os.path.dirname(PACKAGE_DIR)
 LAYERS = [
     ("core", 0, ("kchannel", "kchannel._impl", "kchannel.errors", "kchannel.utils",
                  "kchannel.log", "kchannel.principal", "kchannel.framing",
-                 "kchannel._framing_py", "kchannel.metrics")),
+                 "kchannel._framing_py", "kchannel._twin_protocols", "kchannel.metrics")),
     ("protocol", 1, ("kchannel.protocol",)),
     ("config", 1, ("kchannel.config",)),
     ("network", 2, ("kchannel.network",)),
@@ -171,6 +172,42 @@ def test_no_import_cycles():
     cycles = _cycles(graph)
     assert not cycles, "modules importing each other: " + "; ".join(
         " <-> ".join(c) for c in cycles)
+
+
+def _function_imports(tree):
+    """Import statements inside a function body."""
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for stmt in ast.walk(func):
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    yield stmt
+
+
+def test_imports_inside_functions_are_optional_dependencies_with_a_reason():
+    """Imports sit at module top.  One inside a function must be of another
+    package (an optional dependency, or one with a measured start-up cost)
+    and say why in a comment on it or just above its group of imports; a
+    kchannel module there is a hidden dependency (or a hidden cycle)."""
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        source = open(path, encoding="utf-8").read()
+        lines = source.splitlines()
+        for stmt in _function_imports(ast.parse(source, path)):
+            names = ([a.name for a in stmt.names] if isinstance(stmt, ast.Import)
+                     else ["." if stmt.level else stmt.module])
+            if any(n == "." or n == "kchannel" or n.startswith("kchannel.") for n in names):
+                wrong.append(f"{path}:{stmt.lineno}: kchannel import inside a function")
+                continue
+            row = stmt.lineno - 1
+            if "#" in lines[row]:
+                continue
+            row -= 1
+            while row >= 0 and lines[row].strip().startswith(("import ", "from ")):
+                row -= 1
+            if row < 0 or not lines[row].strip().startswith("#"):
+                wrong.append(f"{path}:{stmt.lineno}: import inside a function without a "
+                             "comment saying why")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_no_in_package_import_error_fallbacks():

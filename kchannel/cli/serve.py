@@ -18,7 +18,8 @@ import threading
 
 from .. import errors, tokens
 from ..config import ServerConfig, load_properties
-from ..handlers import random_cluster_id
+from ..handlers import handle_describe_client_quotas, random_cluster_id
+from ..protocol import messages
 from ..security.sasl import scram_store
 from ..security.sasl.scram_handlers import register_scram_handlers
 from ..server import Server
@@ -118,8 +119,6 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
     if store is not None:
         # Only super.users may read or change credentials (no ACL authorizer).
         register_scram_handlers(server, store, super_users=config.get("super.users"))
-    from ..handlers import handle_describe_client_quotas
-    from ..protocol import messages
     server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
                             handle_describe_client_quotas)
     token_hook = _install_tokens(server, config, props)
