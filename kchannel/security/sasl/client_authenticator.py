@@ -32,6 +32,7 @@ responses are kept and handed back through
 ``get_and_clear_responses_received_during_reauthentication()``.
 """
 import enum
+import logging
 import random
 
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
@@ -73,6 +74,10 @@ def is_reserved(correlation_id):
 
 
 class SaslState(enum.Enum):
+    # Identity hash in C: every state change looks its states up in the
+    # transition table, and Enum's own __hash__ is a Python function.
+    __hash__ = object.__hash__
+
     SEND_APIVERSIONS_REQUEST = "SEND_APIVERSIONS_REQUEST"
     RECEIVE_APIVERSIONS_RESPONSE = "RECEIVE_APIVERSIONS_RESPONSE"
     SEND_HANDSHAKE_REQUEST = "SEND_HANDSHAKE_REQUEST"
@@ -414,8 +419,9 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
     FAILED = SaslState.FAILED
 
     def _state_entered(self, state, now):
-        log.debug("Set SASL client state to %s", state.name)
-        if state == SaslState.COMPLETE:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Set SASL client state to %s", state.name)
+        if state is SaslState.COMPLETE:
             self._set_authentication_end(now)
 
     def _set_authentication_end(self, now):

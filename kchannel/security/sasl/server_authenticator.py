@@ -90,6 +90,10 @@ _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
 
 
 class SaslState(enum.Enum):
+    # Identity hash in C: every state change looks its states up in the
+    # transition table, and Enum's own __hash__ is a Python function.
+    __hash__ = object.__hash__
+
     INITIAL_REQUEST = "INITIAL_REQUEST"
     HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
     HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
@@ -397,7 +401,9 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
     FAILED = SaslState.FAILED
 
     def _state_entered(self, state, now):
-        log.debug("Set SASL server state to %s during %s", state.name, self._reauth.text())
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Set SASL server state to %s during %s", state.name,
+                      self._reauth.text())
 
     def _process_frame(self, frame, now):
         io = self._io
