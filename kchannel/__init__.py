@@ -16,3 +16,15 @@ def implementation():
     ``kchannel._impl.loaded()``.
     """
     return _impl.implementation()
+
+
+def __getattr__(name):
+    # Producer and Consumer load on first use: importing kchannel for its
+    # connection layer does not pay for the data plane.
+    if name == "Producer":
+        from .producer import Producer
+        return Producer
+    if name == "Consumer":
+        from .consumer import Consumer
+        return Consumer
+    raise AttributeError(f"module 'kchannel' has no attribute {name!r}")

@@ -27,6 +27,7 @@ TWINS = {
     "tlspump": ("kchannel.network._tlspump_py", "kchannel._ctlspump"),
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
+    "partitioner": ("kchannel.producer._partitioner_py", "kchannel._cpartitioner"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"

@@ -250,6 +250,20 @@ class RecordsModule(Protocol):
         """The ``count`` records of ``buf``; CorruptRecordError otherwise."""
 
 
+# ---------------------------------------------------------------------------
+# partitioner: kchannel.producer._partitioner_py / kchannel._cpartitioner
+# ---------------------------------------------------------------------------
+class PartitionerModule(Protocol):
+    """Kafka's murmur2 key hash and the default partitioner's choice."""
+
+    def murmur2(self, data: bytes) -> int:
+        """``Utils.murmur2``: a signed 32-bit int."""
+
+    def partition_for_key(self, key: bytes, num_partitions: int) -> int:
+        """``toPositive(murmur2(key)) % num_partitions``; ValueError if
+        ``num_partitions`` is not positive."""
+
+
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {
     "framing": FramingModule,
@@ -257,4 +271,5 @@ CONTRACTS = {
     "tlspump": TlsPumpModule,
     "scram": ScramModule,
     "records": RecordsModule,
+    "partitioner": PartitionerModule,
 }

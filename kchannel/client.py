@@ -530,21 +530,25 @@ class NetworkClient:
         self._next_corr = (c + 1) & 0x7FFFFFFF
         return c
 
-    def send(self, node_id, api_key, body, version=None):
+    def send(self, node_id, api_key, body, version=None, expect_response=True):
         """Send a request; returns its correlation id.  ``version`` defaults
-        to the highest both sides support."""
+        to the highest both sides support.  ``expect_response=False`` is for
+        a request the broker does not answer (Produce with acks=0): it is not
+        tracked in flight and no ClientResponse follows."""
         node = self._nodes.get(node_id)
         if node is None or node.state is not ConnectionState.READY:
             raise errors.KChannelError(f"Node {node_id} is not ready")
         if version is None:
             version = self.choose_version(node_id, api_key)
-        return self._send(node, int(api_key), int(version), body, internal=False)
+        return self._send(node, int(api_key), int(version), body, internal=False,
+                          expect_response=expect_response)
 
-    def _send(self, node, api_key, version, body, internal):
+    def _send(self, node, api_key, version, body, internal, expect_response=True):
         corr = self._corr()
         payload = encode_request(RequestHeader(api_key, version, corr, self.client_id), body)
         self.selector.send(node.id, payload)
-        node.in_flight[corr] = (api_key, version, self.time(), internal)
+        if expect_response:
+            node.in_flight[corr] = (api_key, version, self.time(), internal)
         return corr
 
     def in_flight_count(self, node_id=None):

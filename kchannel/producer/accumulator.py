@@ -1,0 +1,376 @@
+"""Kafka's ``RecordAccumulator`` and ``ProducerBatch``: records wait here,
+per partition, until a batch is full or ``linger.ms`` has passed; the
+Sender drains ready batches per leader node.
+
+Thread-safety: ``append`` runs on application threads, everything else on
+the Sender's thread; one lock guards the deques, a condition the memory
+budget (``buffer.memory``).
+"""
+import collections
+import concurrent.futures
+import threading
+
+from kchannel.log import get_logger
+from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
+
+__all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAccumulator",
+           "estimate_record_size"]
+
+log = get_logger("kchannel.producer.accumulator")
+
+# Upper bound of a v2 record's fixed part: length (5), attributes (1),
+# timestamp delta (10), offset delta (5), key and value lengths (5 + 5),
+# header count (5).
+_RECORD_OVERHEAD_MAX = 36
+
+
+def estimate_record_size(key, value, headers):
+    """Upper bound of one record's encoded size (Kafka's
+    ``DefaultRecord.sizeInBytes`` bound)."""
+    size = _RECORD_OVERHEAD_MAX
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    if headers:
+        for k, v in headers:
+            size += 10 + len(k.encode("utf-8")) + (len(v) if v is not None else 0)
+    return size
+
+
+class RecordMetadata:
+    """Where a record was written (Kafka's ``RecordMetadata``)."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "serialized_key_size",
+                 "serialized_value_size")
+
+    def __init__(self, topic, partition, offset, timestamp, serialized_key_size,
+                 serialized_value_size):
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.serialized_key_size = serialized_key_size
+        self.serialized_value_size = serialized_value_size
+
+    def __repr__(self):
+        return f"RecordMetadata({self.topic}-{self.partition}@{self.offset})"
+
+    def __str__(self):
+        return f"{self.topic}-{self.partition}@{self.offset}"
+
+
+class FutureRecordMetadata(concurrent.futures.Future):
+    """The result of ``Producer.send``: a ``concurrent.futures.Future`` of
+    :class:`RecordMetadata`.  ``get(timeout)`` is ``result(timeout)`` (the
+    Java and kafka-python name)."""
+
+    def get(self, timeout=None):
+        return self.result(timeout)
+
+
+class ProducerBatch:
+    """Records for one partition sent together (Kafka's ``ProducerBatch``)."""
+
+    __slots__ = ("tp", "created_ms", "records", "thunks", "estimated_size", "allocated",
+                 "attempts", "last_attempt_ms", "drained_ms", "producer_id", "producer_epoch",
+                 "base_sequence", "encoded", "done_flag", "closed", "retry")
+
+    def __init__(self, tp, now, allocated):
+        self.tp = tp
+        self.created_ms = now
+        self.records = []
+        self.thunks = []          # (future, callback, key size, value size)
+        self.estimated_size = RECORD_BATCH_OVERHEAD
+        self.allocated = allocated
+        self.attempts = 0
+        self.last_attempt_ms = now
+        self.drained_ms = now
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.encoded = None
+        self.done_flag = False
+        self.closed = False
+        self.retry = False
+
+    @property
+    def record_count(self):
+        return len(self.records)
+
+    def has_room_for(self, size, batch_size):
+        return not self.closed and (not self.records or
+                                    self.estimated_size + size <= batch_size)
+
+    def append(self, record, size, future, callback, key_size, value_size):
+        self.records.append(record)
+        self.thunks.append((future, callback, key_size, value_size))
+        self.estimated_size += size
+
+    def is_full(self, batch_size):
+        return self.closed or self.estimated_size >= batch_size
+
+    def has_sequence(self):
+        return self.base_sequence >= 0
+
+    def complete(self, base_offset, log_append_time, exc=None):
+        """Complete every record's future and callback, in order; returns
+        False if the batch was already done."""
+        if self.done_flag:
+            return False
+        self.done_flag = True
+        topic, partition = self.tp
+        for i, (future, callback, ks, vs) in enumerate(self.thunks):
+            if exc is None:
+                ts = log_append_time if log_append_time is not None and log_append_time >= 0 \
+                    else self.records[i][0]
+                offset = base_offset + i if base_offset is not None and base_offset >= 0 else -1
+                md = RecordMetadata(topic, partition, offset, ts, ks, vs)
+                future.set_result(md)
+                if callback is not None:
+                    _call(callback, md, None)
+            else:
+                future.set_exception(exc)
+                if callback is not None:
+                    _call(callback, None, exc)
+        return True
+
+    def __repr__(self):
+        return (f"ProducerBatch(topicPartition={self.tp.topic}-{self.tp.partition}, "
+                f"recordCount={len(self.records)})")
+
+
+def _call(callback, md, exc):
+    try:
+        callback(md, exc)
+    except Exception:
+        log.exception("Error executing user-provided callback on message for topic-partition")
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size, linger_ms, retry_backoff_ms, retry_backoff_max_ms,
+                 delivery_timeout_ms, buffer_memory, time):
+        self.batch_size = batch_size
+        self.linger_ms = linger_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = max(retry_backoff_ms, retry_backoff_max_ms)
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.buffer_memory = buffer_memory
+        self.time = time
+        self.lock = threading.Lock()
+        self.memory = threading.Condition(self.lock)
+        self.batches = {}                  # tp -> deque of ProducerBatch
+        self.incomplete = set()
+        self.used_memory = 0
+        self.waiters = 0
+        self.muted = set()
+        self.flushes_in_progress = 0
+        self.closed = False
+        self._drain_index = 0
+
+    # -- application side ---------------------------------------------------------
+    def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
+               abort_on_new_batch=False):
+        """Add one record; returns ``(future, batch_full, new_batch)``.
+        Blocks up to ``max_block_ms`` for buffer memory."""
+        future = FutureRecordMetadata()
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("Cannot send after the producer is closed.")
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = collections.deque()
+            last = dq[-1] if dq else None
+            if last is not None and last.has_room_for(size, self.batch_size):
+                last.append(record, size, future, callback, key_size, value_size)
+                return future, len(dq) > 1 or last.is_full(self.batch_size), False
+            if abort_on_new_batch:
+                return None, False, True
+            allocation = max(self.batch_size, size + RECORD_BATCH_OVERHEAD)
+            self._allocate(allocation, max_block_ms)
+            if self.closed:
+                self.used_memory -= allocation
+                raise RuntimeError("Cannot send after the producer is closed.")
+            # Re-read the deque: another thread may have appended meanwhile.
+            last = dq[-1] if dq else None
+            if last is not None and last.has_room_for(size, self.batch_size):
+                self.used_memory -= allocation
+                self.memory.notify_all()
+                last.append(record, size, future, callback, key_size, value_size)
+                return future, len(dq) > 1 or last.is_full(self.batch_size), False
+            if last is not None:
+                last.closed = True
+            batch = ProducerBatch(tp, self.time(), allocation)
+            batch.append(record, size, future, callback, key_size, value_size)
+            dq.append(batch)
+            self.incomplete.add(batch)
+            return future, len(dq) > 1 or batch.is_full(self.batch_size), True
+
+    def _allocate(self, size, max_block_ms):
+        if self.used_memory + size <= self.buffer_memory:
+            self.used_memory += size
+            return
+        deadline = self.time() + max_block_ms
+        self.waiters += 1
+        try:
+            while self.used_memory + size > self.buffer_memory and self.used_memory > 0:
+                left = deadline - self.time()
+                if left <= 0:
+                    from kchannel.client import RequestTimeoutError
+                    raise RequestTimeoutError(
+                        f"Failed to allocate memory within the configured max blocking time "
+                        f"{max_block_ms} ms.")
+                self.memory.wait(left / 1000.0)
+                if self.closed:
+                    break
+            self.used_memory += size
+        finally:
+            self.waiters -= 1
+
+    def deallocate(self, batch):
+        with self.lock:
+            self.incomplete.discard(batch)
+            self.used_memory -= batch.allocated
+            batch.allocated = 0
+            self.memory.notify_all()
+
+    # -- sender side ------------------------------------------------------------
+    def retry_backoff(self, attempts):
+        if attempts <= 0:
+            return 0
+        return min(self.retry_backoff_ms * (2 ** (attempts - 1)), self.retry_backoff_max_ms)
+
+    def ready(self, cluster, now):
+        """``(ready leader ids, ms until the next check, topics whose leader
+        is unknown)`` (Kafka's ``RecordAccumulator.ready``)."""
+        ready = set()
+        next_check = 2 ** 31 - 1
+        unknown = set()
+        with self.lock:
+            exhausted = self.waiters > 0
+            for tp, dq in self.batches.items():
+                if not dq:
+                    continue
+                batch = dq[0]
+                leader = cluster.leader_for(tp)
+                if leader is None:
+                    unknown.add(tp.topic)
+                    continue
+                if leader in ready or tp in self.muted:
+                    continue
+                backoff = self.retry_backoff(batch.attempts)
+                backing_off = batch.attempts > 0 and now - batch.last_attempt_ms < backoff
+                waited = now - (batch.last_attempt_ms if batch.attempts > 0 else batch.created_ms)
+                time_to_wait = backoff if backing_off else self.linger_ms
+                full = len(dq) > 1 or batch.is_full(self.batch_size)
+                expired = waited >= time_to_wait
+                sendable = (full or expired or exhausted or self.closed
+                            or self.flushes_in_progress > 0)
+                if sendable and not backing_off:
+                    ready.add(leader)
+                else:
+                    next_check = min(next_check, max(time_to_wait - waited, 0))
+        return ready, next_check, unknown
+
+    def drain(self, cluster, nodes, max_size, now, can_drain):
+        """``{node: [batches]}``: per ready node at most one batch per
+        partition, up to ``max_size`` bytes (estimated) per request.
+        ``can_drain(tp, batch)`` vetoes a partition (muted, in retry)."""
+        out = {}
+        with self.lock:
+            by_node = collections.defaultdict(list)
+            for tp, dq in self.batches.items():
+                if dq:
+                    leader = cluster.leader_for(tp)
+                    if leader in nodes:
+                        by_node[leader].append(tp)
+            self._drain_index += 1
+            for node in nodes:
+                tps = by_node.get(node)
+                if not tps:
+                    continue
+                start = self._drain_index % len(tps)
+                tps = tps[start:] + tps[:start]
+                size = 0
+                ready = []
+                for tp in tps:
+                    if tp in self.muted:
+                        continue
+                    dq = self.batches[tp]
+                    batch = dq[0]
+                    if batch.attempts > 0 and \
+                            now - batch.last_attempt_ms < self.retry_backoff(batch.attempts):
+                        continue
+                    if not can_drain(tp, batch):
+                        continue
+                    if ready and size + batch.estimated_size > max_size:
+                        break
+                    dq.popleft()
+                    batch.closed = True
+                    batch.drained_ms = now
+                    size += batch.estimated_size
+                    ready.append(batch)
+                if ready:
+                    out[node] = ready
+        return out
+
+    def reenqueue(self, batch, now):
+        """Put a batch to retry back at the head of its partition, in
+        sequence order (Kafka's ``reenqueue``/``insertInSequenceOrder``)."""
+        batch.attempts += 1
+        batch.last_attempt_ms = now
+        batch.retry = True
+        with self.lock:
+            dq = self.batches.setdefault(batch.tp, collections.deque())
+            if batch.has_sequence():
+                i = 0
+                while i < len(dq) and dq[i].has_sequence() and \
+                        dq[i].base_sequence < batch.base_sequence:
+                    i += 1
+                dq.insert(i, batch)
+            else:
+                dq.appendleft(batch)
+
+    def expired_batches(self, now):
+        """Batches still waiting that have passed ``delivery.timeout.ms``."""
+        out = []
+        with self.lock:
+            for tp, dq in self.batches.items():
+                while dq and now - dq[0].created_ms >= self.delivery_timeout_ms:
+                    out.append(dq.popleft())
+        return out
+
+    def has_undrained(self):
+        with self.lock:
+            return any(dq for dq in self.batches.values())
+
+    def has_incomplete(self):
+        with self.lock:
+            return bool(self.incomplete)
+
+    def incomplete_batches(self):
+        with self.lock:
+            return list(self.incomplete)
+
+    def begin_flush(self):
+        with self.lock:
+            self.flushes_in_progress += 1
+
+    def end_flush(self):
+        with self.lock:
+            self.flushes_in_progress -= 1
+
+    def close(self):
+        with self.lock:
+            self.closed = True
+            self.memory.notify_all()
+
+    def abort_undrained(self, exc):
+        """Fail every batch still in a deque (forced close)."""
+        with self.lock:
+            batches = [b for dq in self.batches.values() for b in dq]
+            for dq in self.batches.values():
+                dq.clear()
+        for b in batches:
+            b.complete(None, None, exc)
+            self.deallocate(b)

@@ -1,0 +1,259 @@
+"""``kchannel.Producer``: Kafka's ``KafkaProducer`` on kchannel channels.
+
+Records are appended to a :class:`RecordAccumulator` by ``send()`` on the
+caller's thread; a network thread (``kafka-producer-network-thread |
+<client.id>``, the :class:`Sender`) drains batches into Produce requests over
+one :class:`~kchannel.cluster_client.ClusterClient`, so every security
+protocol and SASL mechanism of the channel layer works.
+"""
+import itertools
+import threading
+import time as _time
+
+from kchannel import errors
+from kchannel.client import RequestTimeoutError
+from kchannel.cluster_client import ClusterClient
+from kchannel.config import ClientConfig
+from kchannel.log import get_logger
+from kchannel.metadata import Metadata, TopicPartition
+from kchannel.producer.accumulator import RecordAccumulator, estimate_record_size
+from kchannel.producer.config import serializer, split_producer_configs
+from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
+from kchannel.producer.sender import Sender
+from kchannel.protocol.records import CompressionType, RECORD_BATCH_OVERHEAD, check_codec
+
+__all__ = ["Producer"]
+
+log = get_logger("kchannel.producer")
+
+_ids = itertools.count(1)
+
+
+class Producer:
+    """A Kafka producer.
+
+    ``configs`` (and keyword arguments, kafka-python style) take Kafka's
+    producer keys (``acks``, ``linger.ms``, ``batch.size``,
+    ``compression.type``, ``enable.idempotence``...), the client keys
+    (``bootstrap.servers``, ``security.protocol``, ``sasl.*``, ``ssl.*``)
+    and the librdkafka / kafka-python aliases of both.
+    """
+
+    def __init__(self, configs=None, **kwargs):
+        configs = dict(configs or {})
+        configs.update(kwargs)
+        values, client_configs, extras = split_producer_configs(configs)
+        self.config = values
+        ctype = CompressionType.for_name(values["compression.type"])
+        check_codec(ctype)
+        client_cfg = ClientConfig(client_configs)
+        if not client_cfg.bootstrap_addresses:
+            raise errors.ConfigError("bootstrap.servers must list at least one broker",
+                                     key="bootstrap.servers")
+        self.client_id = client_cfg.client_id or f"producer-{next(_ids)}"
+        client_configs = dict(client_configs)
+        client_configs["client.id"] = self.client_id
+        self._key_serializer = extras.get("key_serializer")
+        self._value_serializer = extras.get("value_serializer")
+        self.metadata = Metadata(client_cfg.bootstrap_addresses,
+                                 metadata_max_age_ms=values["metadata.max.age.ms"],
+                                 refresh_backoff_ms=values["retry.backoff.ms"],
+                                 allow_auto_topic_creation=True,
+                                 metadata_max_idle_ms=values["metadata.max.idle.ms"])
+        self._metadata_cond = threading.Condition()
+        self.metadata.add_listener(self._on_metadata)
+        self._client = ClusterClient(client_configs, self.metadata,
+                                     metric_group_prefix="producer")
+        self._time = self._client.time
+        self.accumulator = RecordAccumulator(
+            values["batch.size"], values["linger.ms"], values["retry.backoff.ms"],
+            values["retry.backoff.max.ms"], values["delivery.timeout.ms"],
+            values["buffer.memory"], self._time)
+        self._sender = Sender(self._client, self.accumulator, self.metadata, values, self._time)
+        self._partitioner = StickyPartitioner(values["batch.size"])
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}",
+            daemon=True)
+        self._thread.start()
+        log.debug("Kafka producer started")
+
+    # -- metadata ---------------------------------------------------------------
+    def _on_metadata(self, cluster):
+        with self._metadata_cond:
+            self._metadata_cond.notify_all()
+
+    def _wait_on_metadata(self, topic, partition, max_wait_ms):
+        start = self._time()
+        self.metadata.add_topic(topic, start)
+        cluster = self.metadata.cluster
+        count = cluster.partition_count(topic)
+        if count and (partition is None or partition < count):
+            return cluster, 0
+        while True:
+            self.metadata.add_topic(topic, self._time())
+            self.metadata.request_update()
+            self._sender.wakeup()
+            elapsed = self._time() - start
+            left = max_wait_ms - elapsed
+            if left <= 0:
+                if count and partition is not None and partition >= count:
+                    raise RequestTimeoutError(
+                        f"Partition {partition} of topic {topic} with partition count {count} "
+                        f"is not present in metadata after {max_wait_ms} ms.")
+                raise RequestTimeoutError(
+                    f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
+            with self._metadata_cond:
+                self._metadata_cond.wait(min(left, 100) / 1000.0)
+            cluster = self.metadata.cluster
+            if topic in cluster.unauthorized_topics:
+                raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",
+                                        f"Not authorized to access topics: [{topic}]")
+            if topic in cluster.invalid_topics:
+                raise errors.KafkaError(17, "INVALID_TOPIC_EXCEPTION",
+                                        f"Invalid topics: [{topic}]")
+            if self._sender.fatal_error is not None:
+                raise self._sender.fatal_error
+            count = cluster.partition_count(topic)
+            if count and (partition is None or partition < count):
+                return cluster, self._time() - start
+
+    def partitions_for(self, topic):
+        """The topic's partitions (``PartitionInfo``), waiting up to
+        ``max.block.ms`` for metadata (Kafka's ``partitionsFor``)."""
+        cluster, _ = self._wait_on_metadata(topic, None, self.config["max.block.ms"])
+        return cluster.partitions_for_topic(topic)
+
+    # -- send -------------------------------------------------------------------------
+    def send(self, topic, value=None, key=None, headers=None, partition=None,
+             timestamp_ms=None, callback=None):
+        """Send one record; returns a :class:`FutureRecordMetadata`.
+
+        ``callback(record_metadata, exception)`` runs on the network thread
+        when the record is acknowledged or fails (Kafka's ``Callback``).
+        Errors about this record (too large, serialization) fail the future
+        and the callback, as Kafka's ``send`` does; a closed producer or
+        metadata not available within ``max.block.ms`` raise."""
+        if self._closed:
+            raise errors.KChannelError("Cannot perform operation after producer has been closed")
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
+        cluster, waited = self._wait_on_metadata(topic, partition, self.config["max.block.ms"])
+        remaining = max(0, self.config["max.block.ms"] - waited)
+        key_bytes = serializer(key, self.config["key.serializer"], self._key_serializer, "key")
+        value_bytes = serializer(value, self.config["value.serializer"],
+                                 self._value_serializer, "value")
+        if headers:
+            headers = [(k, serializer(v, None, None, "header value")) for k, v in headers]
+        else:
+            headers = []
+        count = cluster.partition_count(topic)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise ValueError(f"Invalid partition given with record: {partition} is not in "
+                                 f"the range [0...{count}].")
+        elif key_bytes is not None and not self.config["partitioner.ignore.keys"]:
+            partition = partition_for_key(key_bytes, count)
+        else:
+            partition = self._partitioner.partition(topic, cluster)
+        if timestamp_ms is None:
+            timestamp_ms = int(_time.time() * 1000)
+        size = estimate_record_size(key_bytes, value_bytes, headers)
+        ks = len(key_bytes) if key_bytes is not None else -1
+        vs = len(value_bytes) if value_bytes is not None else -1
+        error = self._check_size(size + RECORD_BATCH_OVERHEAD)
+        tp = TopicPartition(topic, partition)
+        if error is not None:
+            from kchannel.producer.accumulator import FutureRecordMetadata
+            future = FutureRecordMetadata()
+            future.set_exception(error)
+            if callback is not None:
+                callback(None, error)
+            return future
+        future, full, new_batch = self.accumulator.append(
+            tp, (timestamp_ms, key_bytes, value_bytes, headers), size, callback, ks, vs,
+            remaining)
+        self._partitioner.update(topic, partition, size, cluster)
+        if full or new_batch:
+            self._sender.wakeup()
+        return future
+
+    def _check_size(self, size):
+        if size > self.config["max.request.size"]:
+            return errors.KafkaError(
+                10, "MESSAGE_TOO_LARGE",
+                f"The message is {size} bytes when serialized which is larger than "
+                f"{self.config['max.request.size']}, which is the value of the "
+                f"max.request.size configuration.")
+        if size > self.config["buffer.memory"]:
+            return errors.KafkaError(
+                10, "MESSAGE_TOO_LARGE",
+                f"The message is {size} bytes when serialized which is larger than the total "
+                f"memory buffer you have configured with the buffer.memory configuration.")
+        return None
+
+    # -- flush / close -------------------------------------------------------------
+    def flush(self, timeout=None):
+        """Send everything buffered now and wait until every record sent so
+        far is acknowledged or failed.  ``timeout`` (seconds, optional)
+        raises ``RequestTimeoutError`` when it passes first."""
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        self.accumulator.begin_flush()
+        try:
+            self._sender.wakeup()
+            with self.accumulator.memory:
+                while self.accumulator.incomplete:
+                    if deadline is None:
+                        self.accumulator.memory.wait(0.1)
+                        continue
+                    left = deadline - _time.monotonic()
+                    if left <= 0:
+                        raise RequestTimeoutError(
+                            f"Flush did not complete within {timeout} s: "
+                            f"{len(self.accumulator.incomplete)} batch(es) still pending")
+                    self.accumulator.memory.wait(min(left, 0.1))
+                    if not self._thread.is_alive():
+                        break
+        finally:
+            self.accumulator.end_flush()
+
+    def close(self, timeout=None):
+        """Close the producer: with no ``timeout`` (Kafka's ``close()``)
+        wait until every buffered record is sent; with ``timeout`` seconds
+        wait at most that long, then fail what is left ("Producer is closed
+        forcefully."); ``timeout=0`` fails it at once."""
+        if self._closed and not self._thread.is_alive():
+            return
+        self._closed = True
+        log.info("Closing the Kafka producer with timeoutMillis = %s ms.",
+                 "9223372036854775807" if timeout is None else int(timeout * 1000))
+        if timeout is not None and timeout <= 0:
+            self._sender.force_close = True
+        self._sender.running = False
+        self.accumulator.close()
+        self._sender.wakeup()
+        if threading.current_thread() is self._thread:
+            log.warning("Overriding close timeout to 0 ms to avoid a deadlock from the "
+                        "producer's own thread")
+            self._sender.force_close = True
+            return
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._sender.force_close = True
+            self._sender.wakeup()
+            self._thread.join()
+        log.debug("Kafka producer has been closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if not self._closed:
+                self.close(0)
+        except Exception:
+            pass
+

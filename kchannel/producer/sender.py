@@ -1,0 +1,324 @@
+"""Kafka's producer ``Sender``: the network thread that drains the
+accumulator into Produce requests, retries what can be retried, and keeps
+the idempotent producer's id and sequence numbers (the part of Kafka's
+``TransactionManager`` that idempotence needs).
+
+Ordering with retries: with idempotence a partition whose batch must be
+retried takes no new batch until its in-flight batches have all come back;
+retried batches go back in sequence order, so the broker sees the sequences
+it expects and drops any duplicate of a batch it had already written.
+With ``max.in.flight.requests.per.connection=1`` a partition is muted while
+one of its batches is in flight (Kafka's ``guaranteeMessageOrder``).
+"""
+import collections
+
+from kchannel import errors
+from kchannel.client import RequestTimeoutError
+from kchannel.log import get_logger
+from kchannel.protocol import messages
+from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.records import CompressionType, encode_batch
+
+__all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS"]
+
+log = get_logger("kchannel.producer.sender")
+
+_PRODUCE = messages.PRODUCE.api_key
+_INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
+
+# Error codes whose Java exception is a RetriableException.
+RETRIABLE_ERRORS = frozenset({
+    2, 3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 41, 51, 56, 70, 71, 72, 74, 75, 78, 80, 83, 88,
+    89, 100, 103,
+})
+# ... and those that are also InvalidMetadataException: refresh metadata.
+INVALID_METADATA_ERRORS = frozenset({3, 5, 6, 56, 72, 74, 75, 100, 103})
+
+
+class Sender:
+    def __init__(self, client, accumulator, metadata, values, time):
+        self.client = client
+        self.accumulator = accumulator
+        self.metadata = metadata
+        self.time = time
+        self.acks = values["acks"]
+        self.max_request_size = values["max.request.size"]
+        self.request_timeout_ms = values["request.timeout.ms"]
+        self.retries = values["retries"]
+        self.max_in_flight = values["max.in.flight.requests.per.connection"]
+        self.delivery_timeout_ms = values["delivery.timeout.ms"]
+        self.retry_backoff_ms = values["retry.backoff.ms"]
+        self.transaction_timeout_ms = values["transaction.timeout.ms"]
+        self.idempotent = values["enable.idempotence"]
+        self.compression = CompressionType.for_name(values["compression.type"])
+        self.compression_level = {
+            CompressionType.GZIP: values["compression.gzip.level"],
+            CompressionType.LZ4: values["compression.lz4.level"],
+            CompressionType.ZSTD: values["compression.zstd.level"],
+        }.get(self.compression)
+        self.guarantee_order = self.max_in_flight == 1
+        self.running = True
+        self.force_close = False
+        self.fatal_error = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._pid_in_flight = False
+        self._pid_next_attempt_ms = 0
+        self._next_sequence = {}
+        self.in_flight = collections.defaultdict(list)   # tp -> batches in flight
+        self.retrying = set()                             # idempotent tps with a retry pending
+        self.metadata_wait_ms = 0
+
+    # -- thread -----------------------------------------------------------------
+    def run(self):
+        log.debug("Starting Kafka producer I/O thread.")
+        while self.running:
+            self._run_safely()
+        log.debug("Beginning shutdown of Kafka producer I/O thread, sending remaining records.")
+        while not self.force_close and (self.accumulator.has_undrained()
+                                        or self.client.in_flight_count() > 0):
+            self._run_safely()
+        if self.force_close:
+            exc = errors.KafkaError(-1, "PRODUCER_CLOSED", "Producer is closed forcefully.")
+            self._fail_all(exc)
+        try:
+            self.client.close()
+        except Exception:
+            log.exception("Failed to close network client")
+        log.debug("Shutdown of Kafka producer I/O thread has completed.")
+
+    def _run_safely(self):
+        try:
+            self.run_once()
+        except Exception:
+            log.exception("Uncaught error in kafka producer I/O thread: ")
+
+    def run_once(self):
+        now = self.time()
+        fatal = self.fatal_error or self.client.fatal_error
+        if fatal is not None:
+            self.client.fatal_error = None
+            self._fail_undrained(fatal)
+        if self.idempotent and self.producer_id < 0:
+            if self.fatal_error is None:
+                self._maybe_init_producer_id(now)
+            self.client.poll(min(self.retry_backoff_ms, 100), now)
+            return
+        timeout = self.send_producer_data(now)
+        self.client.poll(timeout, now)
+
+    def wakeup(self):
+        self.client.wakeup()
+
+    # -- idempotence ------------------------------------------------------------
+    def _maybe_init_producer_id(self, now):
+        if self._pid_in_flight or now < self._pid_next_attempt_ms:
+            return
+        node = self.client.least_loaded_node(now)
+        if node is None or not self.client.ready(node, now):
+            return
+        body = {"transactional_id": None, "transaction_timeout_ms": self.transaction_timeout_ms,
+                "producer_id": -1, "producer_epoch": -1}
+        try:
+            self.client.send(node, _INIT_PRODUCER_ID, body, self._handle_init_producer_id)
+        except errors.UnsupportedVersionError as exc:
+            self.fatal_error = exc
+            return
+        self._pid_in_flight = True
+
+    def _handle_init_producer_id(self, resp):
+        self._pid_in_flight = False
+        now = self.time()
+        if resp.exception is not None:
+            self._pid_next_attempt_ms = now + self.retry_backoff_ms
+            return
+        code = resp.body["error_code"]
+        if code == 0:
+            self.producer_id = resp.body["producer_id"]
+            self.producer_epoch = resp.body["producer_epoch"]
+            log.info("ProducerId set to %d with epoch %d", self.producer_id,
+                     self.producer_epoch)
+        elif code in RETRIABLE_ERRORS:
+            self._pid_next_attempt_ms = now + self.retry_backoff_ms
+        else:
+            self.fatal_error = exception_for(code)
+            log.error("InitProducerId failed: %s", self.fatal_error)
+
+    def _can_drain(self, tp, batch):
+        flight = self.in_flight.get(tp)
+        if self.guarantee_order and flight:
+            return False
+        if self.idempotent:
+            if tp in self.retrying:
+                if flight:
+                    return False
+                self.retrying.discard(tp)
+            if not batch.has_sequence():
+                seq = self._next_sequence.get(tp, 0)
+                batch.producer_id = self.producer_id
+                batch.producer_epoch = self.producer_epoch
+                batch.base_sequence = seq
+                self._next_sequence[tp] = (seq + batch.record_count) & 0x7FFFFFFF
+        return True
+
+    # -- produce ------------------------------------------------------------------
+    def send_producer_data(self, now):
+        cluster = self.metadata.cluster
+        ready, next_check, unknown = self.accumulator.ready(cluster, now)
+        if unknown:
+            for topic in unknown:
+                self.metadata.add_topic(topic, now)
+            self.metadata.request_update()
+        not_ready_timeout = 2 ** 31 - 1
+        for node in list(ready):
+            if not self.client.ready(node, now) or \
+                    not self.client.can_send_more(node, self.max_in_flight):
+                ready.discard(node)
+                not_ready_timeout = min(not_ready_timeout,
+                                        max(self.client.connection_delay(node, now), 0))
+        drained = self.accumulator.drain(cluster, ready, self.max_request_size, now,
+                                         self._can_drain)
+        for batches in drained.values():
+            for b in batches:
+                self.in_flight[b.tp].append(b)
+        for b in self.accumulator.expired_batches(now):
+            self._fail_batch(b, RequestTimeoutError(
+                f"Expiring {b.record_count} record(s) for {b.tp.topic}-{b.tp.partition}:"
+                f"{now - b.created_ms} ms has passed since batch creation"))
+        for node, batches in drained.items():
+            self._send_produce_request(node, batches, now)
+        timeout = min(next_check, not_ready_timeout)
+        if ready:
+            timeout = 0
+        return max(0, min(timeout, 2 ** 31 - 1))
+
+    def _encode(self, batch):
+        if batch.encoded is None:
+            batch.encoded = encode_batch(
+                batch.records, compression=self.compression, producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                compression_level=self.compression_level)
+        return batch.encoded
+
+    def _send_produce_request(self, node, batches, now):
+        by_topic = collections.defaultdict(list)
+        sendable = {}
+        for b in batches:
+            try:
+                records = self._encode(b)
+            except Exception as exc:  # an unencodable value, a missing codec
+                self._remove_in_flight(b)
+                self._fail_batch(b, exc)
+                continue
+            by_topic[b.tp.topic].append({"index": b.tp.partition, "records": records})
+            sendable[b.tp] = b
+        if not sendable:
+            return
+        body = {"transactional_id": None, "acks": self.acks,
+                "timeout_ms": self.request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
+        try:
+            if self.acks == 0:
+                self.client.send(node, _PRODUCE, body, None, expect_response=False)
+                for b in sendable.values():
+                    self._remove_in_flight(b)
+                    self._complete(b, -1, None)
+                return
+            self.client.send(node, _PRODUCE, body,
+                             lambda resp: self._handle_produce_response(resp, sendable))
+        except errors.KChannelError as exc:
+            # Not sendable (version, connection gone): retry like a lost request.
+            for b in sendable.values():
+                self._complete_or_retry(b, exc, None, now)
+
+    def _handle_produce_response(self, resp, batches):
+        now = self.time()
+        if resp.exception is not None:
+            log.debug("Produce request to node %s failed: %s", resp.node_id, resp.exception)
+            self.metadata.request_update()
+            for b in batches.values():
+                self._complete_or_retry(b, resp.exception, None, now)
+            return
+        seen = set()
+        for topic in resp.body.get("responses") or ():
+            name = topic["name"]
+            for p in topic["partition_responses"]:
+                batch = batches.get((name, p["index"]))
+                if batch is None:
+                    continue
+                seen.add(batch.tp)
+                code = p["error_code"]
+                if code == 0 or code == Errors.DUPLICATE_SEQUENCE_NUMBER:
+                    self._remove_in_flight(batch)
+                    self._complete(batch, p["base_offset"], p.get("log_append_time_ms", -1))
+                    continue
+                message = p.get("error_message")
+                record_errors = p.get("record_errors") or ()
+                if record_errors:
+                    detail = "; ".join(f"record {e['batch_index']}: "
+                                       f"{e.get('batch_index_error_message')}"
+                                       for e in record_errors)
+                    message = f"{message or ''} ({detail})".strip()
+                self._complete_or_retry(batch, exception_for(code, message), code, now)
+        for tp, b in batches.items():
+            if tp not in seen:
+                self._complete_or_retry(b, errors.KafkaError(
+                    -1, "UNKNOWN_SERVER_ERROR",
+                    f"The produce response did not include partition {tp.topic}-{tp.partition}"),
+                    None, now)
+
+    def _can_retry(self, batch, exc, code, now):
+        if batch.attempts >= self.retries:
+            return False
+        if now - batch.created_ms >= self.delivery_timeout_ms:
+            return False
+        if code is None:
+            return getattr(exc, "retriable", False) or isinstance(exc, errors.ConnectionError_)
+        if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            # Only after an earlier batch of the partition failed (it is
+            # being retried, in sequence order).
+            return self.idempotent and batch.tp in self.retrying
+        return code in RETRIABLE_ERRORS
+
+    def _complete_or_retry(self, batch, exc, code, now):
+        self._remove_in_flight(batch)
+        if self.running or not self.force_close:
+            if self._can_retry(batch, exc, code, now):
+                log.warning("Got error produce response on topic-partition %s-%s, retrying "
+                            "(%d attempts left). Error: %s", batch.tp.topic, batch.tp.partition,
+                            self.retries - batch.attempts - 1,
+                            getattr(exc, "name", None) or type(exc).__name__)
+                if code is None or code in INVALID_METADATA_ERRORS:
+                    self.metadata.request_update()
+                if self.idempotent:
+                    self.retrying.add(batch.tp)
+                self.accumulator.reenqueue(batch, now)
+                return
+        if code in INVALID_METADATA_ERRORS:
+            self.metadata.request_update()
+        self._fail_batch(batch, exc)
+
+    def _remove_in_flight(self, batch):
+        flight = self.in_flight.get(batch.tp)
+        if flight and batch in flight:
+            flight.remove(batch)
+
+    def _complete(self, batch, base_offset, log_append_time):
+        self.accumulator.deallocate(batch)
+        batch.complete(base_offset, log_append_time)
+
+    def _fail_batch(self, batch, exc):
+        self.accumulator.deallocate(batch)
+        batch.complete(None, None, exc)
+
+    def _fail_undrained(self, exc):
+        self.accumulator.abort_undrained(exc)
+
+    def _fail_all(self, exc):
+        self._fail_undrained(exc)
+        for tp, flight in list(self.in_flight.items()):
+            for b in list(flight):
+                self._fail_batch(b, exc)
+            flight.clear()
+        for b in self.accumulator.incomplete_batches():
+            self._fail_batch(b, exc)
