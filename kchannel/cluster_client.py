@@ -37,9 +37,14 @@ class ClusterClient:
         # The last fatal error (authentication) seen on any node: producers
         # and consumers fail their pending work with it.
         self.fatal_error = None
+        # Nodes outside the metadata (the group coordinator's own id).
+        self.extra_nodes = {}
 
     # -- nodes ---------------------------------------------------------------
     def address(self, node_id):
+        extra = self.extra_nodes.get(node_id)
+        if extra is not None:
+            return extra
         node = self.metadata.cluster.node(node_id)
         if node is not None:
             return node[0], node[1]

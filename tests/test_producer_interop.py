@@ -2,143 +2,15 @@
 Kafka) with real consumers reading what it wrote: confluent-kafka
 (librdkafka), aiokafka and kafka-python 3.  Keys, values, headers,
 timestamps and partitions must be identical; every codec is read back."""
-import asyncio
-import itertools
-import time
-import uuid
-
 import pytest
 
 from kchannel import Producer
-from kchannel.errors import KafkaError
 from kchannel.client import RequestTimeoutError
+from kchannel.errors import KafkaError
+from tests.fixtures.records import (CODECS, CONSUMERS, PYTHON_CLIENT_CASES, consume_confluent,
+                                    create_topic, expected_rows, produce, sample, topic_name)
 
 pytestmark = pytest.mark.interop
-
-CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-_names = itertools.count()
-
-
-def topic_name(prefix="t"):
-    return f"{prefix}-{next(_names)}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(bootstrap, name, partitions=3, extra=None):
-    from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap, **(extra or {})})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-    # Wait until the topic is visible with every partition led.
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        md = admin.list_topics(name, timeout=10)
-        t = md.topics.get(name)
-        if t is not None and t.error is None and len(t.partitions) == partitions and \
-                all(p.leader >= 0 for p in t.partitions.values()):
-            return name
-        time.sleep(0.2)
-    raise AssertionError(f"topic {name} did not appear")
-
-
-def sample(n=30, base_ts=1_700_000_000_000):
-    """(key, value, headers, timestamp) with null keys, a null value, an
-    empty value, several and empty headers."""
-    out = []
-    for i in range(n):
-        key = None if i % 5 == 0 else b"key-%d" % (i % 7)
-        value = None if i == 3 else (b"" if i == 4 else b"value-%d-" % i + b"x" * (i * 13))
-        headers = [] if i % 4 == 0 else [("h1", b"a%d" % i), ("h2", None), ("", b"")][: i % 4]
-        out.append((key, value, headers, base_ts + i * 1000))
-    return out
-
-
-def produce(bootstrap, topic, records, **configs):
-    cfg = {"bootstrap.servers": bootstrap, "linger.ms": 5}
-    cfg.update(configs)
-    with Producer(cfg) as p:
-        futures = [p.send(topic, value=v, key=k, headers=h, timestamp_ms=ts)
-                   for k, v, h, ts in records]
-        p.flush(60)
-        mds = [f.get(0) for f in futures]
-    return mds
-
-
-def expected_rows(records, mds):
-    return sorted((md.partition, md.offset, k, v, [tuple(x) for x in h], ts)
-                  for (k, v, h, ts), md in zip(records, mds))
-
-
-def consume_confluent(bootstrap, topic, partitions, n, extra=None):
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kchannel-test",
-                  "enable.auto.commit": False, **(extra or {})})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    rows = []
-    deadline = time.time() + 60
-    try:
-        while len(rows) < n and time.time() < deadline:
-            m = c.poll(0.5)
-            if m is None or m.error():
-                continue
-            rows.append((m.partition(), m.offset(), m.key(), m.value(),
-                         [tuple(h) for h in (m.headers() or [])], m.timestamp()[1]))
-    finally:
-        c.close()
-    return sorted(rows)
-
-
-def consume_kafka_python(bootstrap, topic, partitions, n):
-    from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                      auto_offset_reset="earliest")
-    c.assign([TopicPartition(topic, p) for p in range(partitions)])
-    rows = []
-    deadline = time.time() + 60
-    try:
-        while len(rows) < n and time.time() < deadline:
-            for msgs in c.poll(500).values():
-                for m in msgs:
-                    rows.append((m.partition, m.offset, m.key, m.value,
-                                 [tuple(h) for h in m.headers], m.timestamp))
-    finally:
-        c.close()
-    return sorted(rows)
-
-
-def consume_aiokafka(bootstrap, topic, partitions, n):
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    async def run():
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
-        await c.start()
-        rows = []
-        try:
-            c.assign([TopicPartition(topic, p) for p in range(partitions)])
-            deadline = time.time() + 60
-            while len(rows) < n and time.time() < deadline:
-                batch = await c.getmany(timeout_ms=500)
-                for msgs in batch.values():
-                    for m in msgs:
-                        rows.append((m.partition, m.offset, m.key, m.value,
-                                     [tuple(h) for h in m.headers], m.timestamp))
-        finally:
-            await c.stop()
-        return sorted(rows)
-    return asyncio.run(run())
-
-
-CONSUMERS = {
-    "confluent-kafka": consume_confluent,
-    "aiokafka": consume_aiokafka,
-    "kafka-python": consume_kafka_python,
-}
-
-
-# kafka-python 3 reads only gzip without python-snappy/lz4/zstandard (it
-# has no cramjam support); confluent-kafka and aiokafka read every codec.
-PYTHON_CLIENT_CASES = [("aiokafka", c) for c in CODECS] + \
-    [("kafka-python", c) for c in ("none", "gzip")]
-
 
 # -- Tansu ------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ import pytest
 
 from kchannel import Producer
 from kchannel.errors import KafkaError
-from tests.test_producer_interop import (CODECS, consume_confluent, create_topic,
-                                         expected_rows, produce, sample, topic_name)
+from tests.fixtures.records import (CODECS, consume_confluent, create_topic, expected_rows,
+                                    produce, sample, topic_name)
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 

@@ -1,0 +1,354 @@
+"""Kafka's consumer ``Fetcher`` and ``SubscriptionState`` (assigned
+partitions and their positions), on a
+:class:`~kchannel.cluster_client.ClusterClient`.
+
+Fetching is pipelined as in Kafka: a Fetch request goes to every leader
+that has fetchable partitions with nothing buffered, and ``poll`` sends the
+next ones before handing records to the application, so the broker works
+while the application processes.  Fetch requests carry no fetch session
+(``session_id=0``, ``session_epoch=-1``: a full fetch every time, which every
+broker accepts); from Fetch v13 partitions are named by topic id.
+"""
+import collections
+
+from kchannel import errors
+from kchannel.log import get_logger
+from kchannel.metadata import TopicPartition
+from kchannel.protocol import messages
+from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.records import TimestampType, iter_batches
+
+__all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
+
+log = get_logger("kchannel.consumer.fetcher")
+
+_FETCH = messages.FETCH.api_key
+_INVALID_METADATA = frozenset({3, 5, 6, 56, 72, 74, 75, 100, 103})
+_ZERO_UUID_INT = 0
+
+
+class ConsumerRecord:
+    """One fetched record (Kafka's ``ConsumerRecord``)."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
+                 "headers", "leader_epoch")
+
+    def __init__(self, topic, partition, offset, timestamp, timestamp_type, key, value,
+                 headers, leader_epoch=None):
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.leader_epoch = leader_epoch
+
+    @property
+    def serialized_key_size(self):
+        return -1 if self.key is None else len(self.key)
+
+    @property
+    def serialized_value_size(self):
+        return -1 if self.value is None else len(self.value)
+
+    def __repr__(self):
+        return (f"ConsumerRecord(topic = {self.topic}, partition = {self.partition}, "
+                f"offset = {self.offset}, {self.timestamp_type} = {self.timestamp}, "
+                f"key = {self.key!r}, value = {self.value!r})")
+
+
+class PartitionState:
+    __slots__ = ("position", "paused", "reset_strategy", "high_watermark",
+                 "last_stable_offset", "log_start_offset")
+
+    def __init__(self):
+        self.position = None
+        self.paused = False
+        self.reset_strategy = None
+        self.high_watermark = None
+        self.last_stable_offset = None
+        self.log_start_offset = None
+
+
+class SubscriptionState:
+    def __init__(self, default_reset):
+        self.default_reset = default_reset
+        self.assignment = {}          # tp -> PartitionState (insertion ordered)
+        self.subscription = set()     # topics (subscribe mode)
+
+    def assign(self, tps):
+        old = self.assignment
+        self.assignment = {tp: old.get(tp) or PartitionState() for tp in tps}
+
+    def is_assigned(self, tp):
+        return tp in self.assignment
+
+    def state(self, tp):
+        st = self.assignment.get(tp)
+        if st is None:
+            raise errors.KChannelError(f"No current assignment for partition {tp.topic}-"
+                                       f"{tp.partition}")
+        return st
+
+    def seek(self, tp, offset):
+        st = self.state(tp)
+        st.position = offset
+        st.reset_strategy = None
+
+    def request_reset(self, tp, strategy=None):
+        st = self.state(tp)
+        st.reset_strategy = strategy or self.default_reset
+        st.position = None
+
+    def missing_positions(self):
+        return [tp for tp, st in self.assignment.items() if st.position is None]
+
+    def fetchable(self):
+        return [tp for tp, st in self.assignment.items()
+                if st.position is not None and not st.paused]
+
+    def positions(self):
+        return {tp: st.position for tp, st in self.assignment.items() if st.position is not None}
+
+
+class _CompletedFetch:
+    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "pending",
+                 "records_read", "done")
+
+    def __init__(self, tp, fetch_offset, records, aborted):
+        self.tp = tp
+        self.fetch_offset = fetch_offset
+        self.batches = iter_batches(records)
+        self.aborted = sorted(aborted or (), key=lambda a: a["first_offset"])
+        self.aborted_pids = set()
+        self.pending = collections.deque()
+        self.records_read = 0
+        self.done = False
+
+
+class Fetcher:
+    def __init__(self, client, metadata, subscriptions, values, key_deserializer=None,
+                 value_deserializer=None):
+        self.client = client
+        self.metadata = metadata
+        self.subscriptions = subscriptions
+        self.min_bytes = values["fetch.min.bytes"]
+        self.max_bytes = values["fetch.max.bytes"]
+        self.max_wait_ms = values["fetch.max.wait.ms"]
+        self.partition_max_bytes = values["max.partition.fetch.bytes"]
+        self.max_poll_records = values["max.poll.records"]
+        self.check_crcs = values["check.crcs"]
+        self.read_committed = values["isolation.level"] == "read_committed"
+        self.client_rack = values["client.rack"]
+        self.key_type = values["key.deserializer"]
+        self.value_type = values["value.deserializer"]
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+        self.completed = collections.deque()
+        self.in_flight_nodes = set()
+        self.errors = []              # exceptions to raise from poll (Kafka raises them)
+
+    # -- requests ----------------------------------------------------------------
+    def send_fetches(self, now):
+        """Send a Fetch to each leader of fetchable partitions that has no
+        fetch in flight and whose partitions have nothing buffered; returns
+        the number sent."""
+        cluster = self.metadata.cluster
+        buffered = {c.tp for c in self.completed}
+        by_node = collections.defaultdict(list)
+        for tp in self.subscriptions.fetchable():
+            if tp in buffered:
+                continue
+            leader = cluster.leader_for(tp)
+            if leader is None:
+                self.metadata.add_topic(tp.topic, now)
+                self.metadata.request_update()
+                continue
+            if leader in self.in_flight_nodes:
+                continue
+            by_node[leader].append(tp)
+        sent = 0
+        for node, tps in by_node.items():
+            if not self.client.ready(node, now):
+                continue
+            try:
+                version = self.client.choose_version(node, _FETCH)
+            except errors.UnsupportedVersionError as exc:
+                self.errors.append(exc)
+                continue
+            if version >= 13 and any(cluster.topic_id(tp.topic).int == _ZERO_UUID_INT
+                                     for tp in tps):
+                version = 12
+            positions = {tp: self.subscriptions.assignment[tp].position for tp in tps}
+            body = self._request(version, positions, cluster)
+            self.client.send(node, _FETCH, body,
+                             lambda resp, p=positions, n=node: self._handle(resp, p, n),
+                             version=version)
+            self.in_flight_nodes.add(node)
+            sent += 1
+        return sent
+
+    def _request(self, version, positions, cluster):
+        topics = collections.OrderedDict()
+        for tp, offset in positions.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1,
+                "partition_max_bytes": self.partition_max_bytes})
+        return {
+            "replica_id": -1, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes, "isolation_level": 1 if self.read_committed else 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "topic_id": cluster.topic_id(t), "partitions": ps}
+                       for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": self.client_rack,
+        }
+
+    def _handle(self, resp, positions, node):
+        self.in_flight_nodes.discard(node)
+        if resp.exception is not None:
+            log.debug("Fetch request to node %s failed: %s", node, resp.exception)
+            self.metadata.request_update()
+            return
+        body = resp.body
+        top = body.get("error_code", 0)
+        if top:
+            log.info("Fetch request to node %s failed: %s", node, exception_for(top))
+            if top in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
+                return
+            self.errors.append(exception_for(top))
+            return
+        names = self.metadata.cluster.topic_names
+        for topic in body["responses"]:
+            name = topic.get("topic")
+            if not name:
+                name = names.get(topic.get("topic_id"))
+                if name is None:
+                    self.metadata.request_update()
+                    continue
+            for p in topic["partitions"]:
+                tp = TopicPartition(name, p["partition_index"])
+                requested = positions.get(tp)
+                st = self.subscriptions.assignment.get(tp)
+                if requested is None or st is None or st.position != requested:
+                    continue  # reassigned or sought since the request
+                code = p["error_code"]
+                if code == 0:
+                    st.high_watermark = p["high_watermark"]
+                    st.last_stable_offset = p.get("last_stable_offset", -1)
+                    st.log_start_offset = p.get("log_start_offset", -1)
+                    records = p.get("records")
+                    if records:
+                        self.completed.append(_CompletedFetch(
+                            tp, requested, records, p.get("aborted_transactions")))
+                elif code == Errors.OFFSET_OUT_OF_RANGE:
+                    if self.subscriptions.default_reset == "none":
+                        self.errors.append(errors.KafkaError(
+                            1, "OFFSET_OUT_OF_RANGE",
+                            f"Fetch position FetchPosition{{offset={requested}}} is out of "
+                            f"range for partition {tp.topic}-{tp.partition}"))
+                    else:
+                        log.info("Fetch position %s is out of range for partition %s, "
+                                 "resetting offset", requested, tp)
+                        self.subscriptions.request_reset(tp)
+                elif code in _INVALID_METADATA:
+                    self.metadata.request_update()
+                else:
+                    self.errors.append(exception_for(code))
+
+    # -- records ------------------------------------------------------------------
+    def fetched_records(self):
+        """Up to ``max.poll.records`` records from the buffered fetches;
+        advances the positions past what is returned."""
+        out = []
+        budget = self.max_poll_records
+        while budget > 0 and self.completed:
+            cf = self.completed[0]
+            st = self.subscriptions.assignment.get(cf.tp)
+            if st is None or cf.done:
+                self.completed.popleft()
+                continue
+            n = self._drain(cf, st, out, budget)
+            budget -= n
+            if cf.done:
+                self.completed.popleft()
+        return out
+
+    def _drain(self, cf, st, out, budget):
+        taken = 0
+        tp = cf.tp
+        topic, partition = tp
+        kd, vd = self.key_deserializer, self.value_deserializer
+        decode_keys = kd is not None or self.key_type.endswith("StringDeserializer")
+        decode_values = vd is not None or self.value_type.endswith("StringDeserializer")
+        from kchannel.consumer.config import deserializer
+        while taken < budget:
+            if not cf.pending:
+                if not self._next_batch(cf, st):
+                    cf.done = True
+                    break
+                continue
+            rec = cf.pending.popleft()
+            offset, ts, key, value, headers = rec[0]
+            if offset < st.position:
+                continue
+            if decode_keys:
+                key = deserializer(key, self.key_type, kd)
+            if decode_values:
+                value = deserializer(value, self.value_type, vd)
+            out.append(ConsumerRecord(topic, partition, offset, ts, rec[1], key, value, headers))
+            st.position = offset + 1
+            taken += 1
+        return taken
+
+    def _next_batch(self, cf, st):
+        """Load the next batch's records into ``cf.pending``; False at the end."""
+        for batch in cf.batches:
+            if self.check_crcs:
+                batch.ensure_valid()
+            if batch.next_offset <= st.position:
+                continue
+            if self.read_committed and batch.producer_id >= 0:
+                while cf.aborted and cf.aborted[0]["first_offset"] <= batch.last_offset:
+                    cf.aborted_pids.add(cf.aborted.pop(0)["producer_id"])
+                if batch.is_control:
+                    # An ABORT marker (control key type 0) ends the aborted transaction.
+                    recs = batch.records()
+                    if recs and recs[0][2] is not None and len(recs[0][2]) >= 4 and \
+                            int.from_bytes(recs[0][2][2:4], "big") == 0:
+                        cf.aborted_pids.discard(batch.producer_id)
+                    st.position = max(st.position, batch.next_offset)
+                    continue
+                if batch.is_transactional and batch.producer_id in cf.aborted_pids:
+                    st.position = max(st.position, batch.next_offset)
+                    continue
+            if batch.is_control:
+                st.position = max(st.position, batch.next_offset)
+                continue
+            ttype = batch.timestamp_type
+            ttype_name = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE \
+                else "NoTimestampType"
+            records = batch.records()
+            if not records:
+                st.position = max(st.position, batch.next_offset)
+                continue
+            cf.pending.extend((r, ttype_name) for r in records)
+            return True
+        return False
+
+    def clear_buffered(self, tps=None):
+        if tps is None:
+            self.completed.clear()
+        else:
+            tps = set(tps)
+            self.completed = collections.deque(c for c in self.completed if c.tp not in tps)
+
+    def has_buffered(self):
+        return any(not c.done for c in self.completed)
+
+    def raise_errors(self):
+        if self.errors:
+            exc = self.errors.pop(0)
+            raise exc
