@@ -146,6 +146,12 @@ class Metadata:
     # -- topics ------------------------------------------------------------
     def add_topic(self, topic, now):
         """Keep ``topic`` in the metadata; a new topic asks for an update."""
+        topics = self._topics
+        if topic in topics:
+            # The send path's common case: no lock (replacing a present key
+            # never resizes the dict that update() may be iterating).
+            topics[topic] = now
+            return
         with self._lock:
             if topic not in self._topics:
                 self._topics[topic] = now

@@ -60,27 +60,88 @@ class RecordMetadata:
         return f"{self.topic}-{self.partition}@{self.offset}"
 
 
-class FutureRecordMetadata(concurrent.futures.Future):
-    """The result of ``Producer.send``: a ``concurrent.futures.Future`` of
-    :class:`RecordMetadata`.  ``get(timeout)`` is ``result(timeout)`` (the
-    Java and kafka-python name)."""
+class FutureRecordMetadata:
+    """The result of ``Producer.send``: a future of :class:`RecordMetadata`
+    with the ``concurrent.futures.Future`` methods (``result``,
+    ``exception``, ``done``, ``add_done_callback``) and ``get(timeout)``
+    (the Java and kafka-python name).
 
-    def get(self, timeout=None):
-        return self.result(timeout)
+    Light by design (one per record): it points at its batch, which holds
+    the one event every record of the batch waits on, and builds its
+    RecordMetadata when asked."""
+
+    __slots__ = ("_batch", "_index", "_failed")
+
+    def __init__(self, batch=None, index=0, failed=None):
+        self._batch = batch
+        self._index = index
+        self._failed = failed
+
+    def done(self):
+        return self._failed is not None or self._batch.done_flag
+
+    def cancelled(self):
+        return False
+
+    def running(self):
+        return not self.done()
+
+    def cancel(self):
+        return False
+
+    def _wait(self, timeout):
+        if self._failed is not None or self._batch.done_flag:
+            return
+        if not self._batch.event.wait(timeout):
+            raise concurrent.futures.TimeoutError(
+                f"The record was not acknowledged within {timeout} s")
+
+    def exception(self, timeout=None):
+        self._wait(timeout)
+        if self._failed is not None:
+            return self._failed
+        return self._batch.exception
+
+    def result(self, timeout=None):
+        self._wait(timeout)
+        if self._failed is not None:
+            raise self._failed
+        batch = self._batch
+        if batch.exception is not None:
+            raise batch.exception
+        return batch.metadata(self._index)
+
+    get = result
+
+    def add_done_callback(self, fn):
+        """``fn(future)`` once the record is acknowledged or failed (on the
+        producer's network thread, or at once if it already is)."""
+        if self._failed is None:
+            with self._batch.cb_lock:
+                if not self._batch.done_flag:
+                    self._batch.done_callbacks.append((fn, self))
+                    return
+        try:
+            fn(self)
+        except Exception:
+            log.exception("Error in a done callback of a record future")
 
 
 class ProducerBatch:
     """Records for one partition sent together (Kafka's ``ProducerBatch``)."""
 
-    __slots__ = ("tp", "created_ms", "records", "thunks", "estimated_size", "allocated",
-                 "attempts", "last_attempt_ms", "drained_ms", "producer_id", "producer_epoch",
-                 "base_sequence", "encoded", "done_flag", "closed", "retry")
+    __slots__ = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
+                 "allocated", "attempts", "last_attempt_ms", "drained_ms", "producer_id",
+                 "producer_epoch", "base_sequence", "encoded", "done_flag", "closed", "retry",
+                 "event", "base_offset", "log_append_time", "exception", "done_callbacks",
+                 "cb_lock")
 
     def __init__(self, tp, now, allocated):
         self.tp = tp
         self.created_ms = now
         self.records = []
-        self.thunks = []          # (future, callback, key size, value size)
+        self.callbacks = None     # [(index, callback)] for records sent with one
+        self.sizes = []           # (key size, value size) per record
         self.estimated_size = RECORD_BATCH_OVERHEAD
         self.allocated = allocated
         self.attempts = 0
@@ -93,6 +154,12 @@ class ProducerBatch:
         self.done_flag = False
         self.closed = False
         self.retry = False
+        self.event = threading.Event()
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.exception = None
+        self.done_callbacks = []
+        self.cb_lock = threading.Lock()
 
     @property
     def record_count(self):
@@ -102,10 +169,16 @@ class ProducerBatch:
         return not self.closed and (not self.records or
                                     self.estimated_size + size <= batch_size)
 
-    def append(self, record, size, future, callback, key_size, value_size):
+    def append(self, record, size, callback, key_size, value_size):
+        index = len(self.records)
         self.records.append(record)
-        self.thunks.append((future, callback, key_size, value_size))
+        self.sizes.append((key_size, value_size))
+        if callback is not None:
+            if self.callbacks is None:
+                self.callbacks = []
+            self.callbacks.append((index, callback))
         self.estimated_size += size
+        return FutureRecordMetadata(self, index)
 
     def is_full(self, batch_size):
         return self.closed or self.estimated_size >= batch_size
@@ -113,26 +186,36 @@ class ProducerBatch:
     def has_sequence(self):
         return self.base_sequence >= 0
 
+    def metadata(self, i):
+        topic, partition = self.tp
+        ts = self.log_append_time if self.log_append_time >= 0 else self.records[i][0]
+        offset = self.base_offset + i if self.base_offset >= 0 else -1
+        ks, vs = self.sizes[i]
+        return RecordMetadata(topic, partition, offset, ts, ks, vs)
+
     def complete(self, base_offset, log_append_time, exc=None):
-        """Complete every record's future and callback, in order; returns
-        False if the batch was already done."""
+        """Complete every record's future, then the callbacks in order;
+        returns False if the batch was already done."""
         if self.done_flag:
             return False
-        self.done_flag = True
-        topic, partition = self.tp
-        for i, (future, callback, ks, vs) in enumerate(self.thunks):
-            if exc is None:
-                ts = log_append_time if log_append_time is not None and log_append_time >= 0 \
-                    else self.records[i][0]
-                offset = base_offset + i if base_offset is not None and base_offset >= 0 else -1
-                md = RecordMetadata(topic, partition, offset, ts, ks, vs)
-                future.set_result(md)
-                if callback is not None:
-                    _call(callback, md, None)
-            else:
-                future.set_exception(exc)
-                if callback is not None:
+        self.base_offset = -1 if base_offset is None else base_offset
+        self.log_append_time = -1 if log_append_time is None else log_append_time
+        self.exception = exc
+        with self.cb_lock:
+            self.done_flag = True
+            done_callbacks, self.done_callbacks = self.done_callbacks, []
+        self.event.set()
+        if self.callbacks:
+            for i, callback in self.callbacks:
+                if exc is None:
+                    _call(callback, self.metadata(i), None)
+                else:
                     _call(callback, None, exc)
+        for fn, future in done_callbacks:
+            try:
+                fn(future)
+            except Exception:
+                log.exception("Error in a done callback of a record future")
         return True
 
     def __repr__(self):
@@ -173,7 +256,6 @@ class RecordAccumulator:
                abort_on_new_batch=False):
         """Add one record; returns ``(future, batch_full, new_batch)``.
         Blocks up to ``max_block_ms`` for buffer memory."""
-        future = FutureRecordMetadata()
         with self.lock:
             if self.closed:
                 raise RuntimeError("Cannot send after the producer is closed.")
@@ -182,7 +264,7 @@ class RecordAccumulator:
                 dq = self.batches[tp] = collections.deque()
             last = dq[-1] if dq else None
             if last is not None and last.has_room_for(size, self.batch_size):
-                last.append(record, size, future, callback, key_size, value_size)
+                future = last.append(record, size, callback, key_size, value_size)
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if abort_on_new_batch:
                 return None, False, True
@@ -196,12 +278,12 @@ class RecordAccumulator:
             if last is not None and last.has_room_for(size, self.batch_size):
                 self.used_memory -= allocation
                 self.memory.notify_all()
-                last.append(record, size, future, callback, key_size, value_size)
+                future = last.append(record, size, callback, key_size, value_size)
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if last is not None:
                 last.closed = True
             batch = ProducerBatch(tp, self.time(), allocation)
-            batch.append(record, size, future, callback, key_size, value_size)
+            future = batch.append(record, size, callback, key_size, value_size)
             dq.append(batch)
             self.incomplete.add(batch)
             return future, len(dq) > 1 or batch.is_full(self.batch_size), True

@@ -16,7 +16,8 @@ from kchannel.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.log import get_logger
 from kchannel.metadata import Metadata, TopicPartition
-from kchannel.producer.accumulator import RecordAccumulator, estimate_record_size
+from kchannel.producer.accumulator import (FutureRecordMetadata, RecordAccumulator,
+                                          estimate_record_size)
 from kchannel.producer.config import serializer, split_producer_configs
 from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
 from kchannel.producer.sender import Sender
@@ -90,6 +91,9 @@ class Producer:
         count = cluster.partition_count(topic)
         if count and (partition is None or partition < count):
             return cluster, 0
+        return self._wait_for_topic(topic, partition, max_wait_ms, start, count)
+
+    def _wait_for_topic(self, topic, partition, max_wait_ms, start, count):
         while True:
             self.metadata.add_topic(topic, self._time())
             self.metadata.request_update()
@@ -164,9 +168,7 @@ class Producer:
         error = self._check_size(size + RECORD_BATCH_OVERHEAD)
         tp = TopicPartition(topic, partition)
         if error is not None:
-            from kchannel.producer.accumulator import FutureRecordMetadata
-            future = FutureRecordMetadata()
-            future.set_exception(error)
+            future = FutureRecordMetadata(failed=error)
             if callback is not None:
                 callback(None, error)
             return future

