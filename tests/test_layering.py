@@ -10,12 +10,13 @@ dependency).  Layers, bottom to top (README, "Architecture")::
     network   kchannel.network.*
     security  kchannel.security.*
     tokens    kchannel.tokens.*
-    client    kchannel.client
+    client    kchannel.client, cluster_client, metadata
+    producer  kchannel.producer.*          consumer  kchannel.consumer.*
     server    kchannel.handlers, kchannel.cluster, kchannel.server
     cli       kchannel.cli.*, kchannel.__main__
 
 A module may import its own layer and any lower one; protocol and config
-share a rank and do not import each other.  Names looked up at run time
+share a rank and do not import each other, as do producer and consumer.  Names looked up at run time
 (``importlib.import_module`` in the SASL mechanism registry and the twin
 loader) are not imports of the importing module and are not checked here.
 """
@@ -42,9 +43,11 @@ LAYERS = [
     ("network", 2, ("kchannel.network",)),
     ("security", 3, ("kchannel.security",)),
     ("tokens", 4, ("kchannel.tokens",)),
-    ("client", 5, ("kchannel.client",)),
-    ("server", 6, ("kchannel.handlers", "kchannel.cluster", "kchannel.server")),
-    ("cli", 7, ("kchannel.cli", "kchannel.__main__")),
+    ("client", 5, ("kchannel.client", "kchannel.cluster_client", "kchannel.metadata")),
+    ("producer", 6, ("kchannel.producer",)),
+    ("consumer", 6, ("kchannel.consumer",)),
+    ("server", 7, ("kchannel.handlers", "kchannel.cluster", "kchannel.server")),
+    ("cli", 8, ("kchannel.cli", "kchannel.__main__")),
 ]
 
 

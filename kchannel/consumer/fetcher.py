@@ -12,6 +12,7 @@ broker accepts); from Fetch v13 partitions are named by topic id.
 import collections
 
 from kchannel import errors
+from kchannel.consumer.config import deserializer
 from kchannel.log import get_logger
 from kchannel.metadata import TopicPartition
 from kchannel.protocol import messages
@@ -283,7 +284,6 @@ class Fetcher:
         kd, vd = self.key_deserializer, self.value_deserializer
         decode_keys = kd is not None or self.key_type.endswith("StringDeserializer")
         decode_values = vd is not None or self.value_type.endswith("StringDeserializer")
-        from kchannel.consumer.config import deserializer
         while taken < budget:
             if not cf.pending:
                 if not self._next_batch(cf, st):

@@ -10,6 +10,7 @@ import collections
 import concurrent.futures
 import threading
 
+from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 
@@ -298,7 +299,6 @@ class RecordAccumulator:
             while self.used_memory + size > self.buffer_memory and self.used_memory > 0:
                 left = deadline - self.time()
                 if left <= 0:
-                    from kchannel.client import RequestTimeoutError
                     raise RequestTimeoutError(
                         f"Failed to allocate memory within the configured max blocking time "
                         f"{max_block_ms} ms.")
