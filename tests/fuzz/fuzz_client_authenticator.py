@@ -36,7 +36,7 @@ with atheris.instrument_imports(include=["kchannel"]):
     from kchannel.protocol.headers import encode_response, parse_request_header
     from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
     from kchannel.security.sasl.server_authenticator import SaslServerAuthenticator
-    from tests.test_sasl_server_support import NOW, FrameIO, server_callbacks
+    from tests.fixtures.sasl import NOW, FrameIO, server_callbacks
 
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36

@@ -35,7 +35,7 @@ with atheris.instrument_imports(include=["kchannel"]):
     from kchannel.errors import KChannelError
     from kchannel.network.ops import OP_READ, OP_WRITE
     from kchannel.security.sasl.server_authenticator import SaslServerAuthenticator
-    from tests.test_sasl_server_support import NOW, FrameIO, request, server_callbacks
+    from tests.fixtures.sasl import NOW, FrameIO, request, server_callbacks
 
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
