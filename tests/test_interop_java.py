@@ -286,7 +286,7 @@ def test_broker_api_versions_command(server, results, combo):
     assert r["stdout"].startswith(node_line(server, listener) + " -> (\n"), r["stdout"]
     for line in ("\tApiVersions(18): 0 to 4 [usable: 4],",
                  "\tSaslAuthenticate(36): 0 to 2 [usable: 2],",
-                 "\tCreateDelegationToken(38): 0 to 3 [usable: 3],",
+                 "\tCreateDelegationToken(38): 1 to 3 [usable: 3],",
                  "\tDescribeUserScramCredentials(50): 0 [usable: 0],",
                  "\tDescribeCluster(60): 0 to 1 [usable: 1],"):
         assert line in r["stdout"].splitlines(), r["stdout"]

@@ -504,6 +504,19 @@ def admin_requests(side):
     return record
 
 
+# The APIs kchannel serve answers (kchannel/cli/serve.py).
+SERVED_APIS = (3, 17, 18, 36, 38, 39, 40, 41, 48, 50, 51, 60)
+
+
+def api_versions_ranges(side):
+    """The version range announced for each API kchannel serve answers."""
+    conn = Conn(side, "PLAINTEXT")
+    body = conn.request(18, 3, {"client_software_name": "differential",
+                                "client_software_version": "1.0"})
+    ranges = {k["api_key"]: [k["min_version"], k["max_version"]] for k in body["api_keys"]}
+    return [body["error_code"], {key: ranges.get(key) for key in SERVED_APIS}]
+
+
 SCENARIOS = {
     "bad-password-PLAIN": bad_password("PLAIN"),
     "bad-password-SCRAM-SHA-256": bad_password("SCRAM-SHA-256"),
@@ -537,7 +550,12 @@ SCENARIOS = {
     "mtls-untrusted-client-certificate": mtls_untrusted_certificate,
     "sasl-after-authentication": sasl_after_authentication,
     "admin-requests": admin_requests,
+    "api-versions-ranges": api_versions_ranges,
 }
+
+# What both announce for the APIs kchannel serve answers (kchannel's side).
+SERVED_RANGES = {3: [0, 12], 17: [0, 1], 18: [0, 4], 36: [0, 2], 38: [1, 3], 39: [1, 2],
+                 40: [1, 2], 41: [1, 3], 48: [0, 1], 50: [0, 0], 51: [0, 0], 60: [0, 1]}
 
 SCRAM_FAILED = ("Authentication failed during authentication due to invalid credentials "
                 "with SASL mechanism SCRAM-SHA-256")
@@ -568,6 +586,11 @@ def documented(mechanisms):
         "mtls-without-client-certificate": (
             ["handshake completed", "SSLError SSLV3_ALERT_BAD_CERTIFICATE"],
             ["handshake completed", "SSLError TLSV13_ALERT_CERTIFICATE_REQUIRED"]),
+        # kchannel serve's newest Metadata and DescribeCluster versions trail
+        # Kafka 4.3.1's.
+        "api-versions-ranges": (
+            [0, {**SERVED_RANGES, 3: [0, 13], 60: [0, 2]}],
+            [0, SERVED_RANGES]),
         "mtls-untrusted-client-certificate": (
             ["handshake completed", "SSLError SSLV3_ALERT_CERTIFICATE_UNKNOWN"],
             ["handshake completed", "SSLError TLSV1_ALERT_UNKNOWN_CA"]),
@@ -594,5 +617,6 @@ def test_every_documented_difference_is_in_the_readme():
     for phrase in ("fails at the final message exactly like a wrong password",
                    "an unknown, expired or deleted delegation token",
                    "Kafka builds one for any API",
-                   "TLS alerts come from OpenSSL"):
+                   "TLS alerts come from OpenSSL",
+                   "Metadata up to v12 and DescribeCluster up to v1"):
         assert phrase in readme, phrase

@@ -112,12 +112,18 @@ def describe_token_handler(manager):
     return handle
 
 
+# Kafka 4 no longer serves v0 of APIs 38-41 (KIP-896); the codec keeps v0 so
+# that the kchannel client can still talk to older brokers.
+SERVER_MIN_VERSION = 1
+
+
 def register_token_handlers(server, manager):
-    """Serve APIs 38-41 at every version the codec supports."""
+    """Serve APIs 38-41 at the versions a Kafka 4 broker serves: from v1 up to
+    the highest the codec supports."""
     for api, factory in ((CREATE, create_token_handler), (RENEW, renew_token_handler),
                          (EXPIRE, expire_token_handler), (DESCRIBE, describe_token_handler)):
-        server.register_handler(api.api_key, factory(manager), api.min_version,
-                                api.max_version)
+        server.register_handler(api.api_key, factory(manager),
+                                max(api.min_version, SERVER_MIN_VERSION), api.max_version)
 
 
 def attach_token_manager(server, manager):
