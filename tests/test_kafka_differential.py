@@ -10,6 +10,10 @@ closed the connection.  The record from Kafka must equal the record from
 kchannel, except for the rows listed in ``DOCUMENTED``: those differences are
 explained in README's Limitations, and the test pins both records so that a
 change on either side shows up.
+
+``test_java_client_sees_the_same_failures`` repeats the failed logins with
+Kafka's own AdminClient as the client: against Kafka and against kchannel
+serve it must end in the same exception class with the same message.
 """
 import base64
 import hashlib
@@ -24,7 +28,7 @@ import warnings
 import pytest
 
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
-from tests.fixtures.kafka import LISTENERS
+from tests.fixtures.kafka import LISTENERS, SCRAM_MODULE
 from tests.fixtures.peers import start_kchannel_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
@@ -620,3 +624,54 @@ def test_every_documented_difference_is_in_the_readme():
                    "TLS alerts come from OpenSSL",
                    "Metadata up to v12 and DescribeCluster up to v1"):
         assert phrase in readme, phrase
+
+
+# ---------------------------------------------- the Java client as the peer
+def java_failure_cases(broker):
+    """case -> (listener, client configs) for failed logins (Java keys),
+    bootstrap left to the side."""
+    token = (f"{SCRAM_MODULE} required username=\"NoSuchTokenId\" "
+             "password=\"bm8tc3VjaC1obWFj\" tokenauth=\"true\";")
+
+    def with_jaas(configs, jaas):
+        return dict(configs, **{"sasl.jaas.config": jaas})
+    return {
+        "wrong-password-PLAIN": ("SASL_PLAINTEXT", broker.client_configs(
+            "SASL_PLAINTEXT", "PLAIN", password="wrong-secret")),
+        "wrong-password-SCRAM-SHA-512": ("SASL_SSL", broker.client_configs(
+            "SASL_SSL", "SCRAM-SHA-512", password="wrong-secret")),
+        "unknown-user-PLAIN": ("SASL_PLAINTEXT", broker.client_configs(
+            "SASL_PLAINTEXT", "PLAIN", user="nobody", password="x")),
+        "unknown-user-SCRAM-SHA-256": ("SASL_PLAINTEXT", broker.client_configs(
+            "SASL_PLAINTEXT", "SCRAM-SHA-256", user="nobody", password="x")),
+        "unknown-token-SCRAM-SHA-256": ("SASL_PLAINTEXT", with_jaas(broker.client_configs(
+            "SASL_PLAINTEXT", "SCRAM-SHA-256"), token)),
+        "mechanism-not-enabled": ("OAUTH_JWKS", broker.client_configs(
+            "SASL_PLAINTEXT", "PLAIN")),
+        "unsecured-jwt-on-JWKS-listener": ("OAUTH_JWKS", broker.client_configs(
+            "SASL_PLAINTEXT", "OAUTHBEARER")),
+        "token-on-PLAINTEXT-listener": ("PLAINTEXT", with_jaas(broker.client_configs(
+            "SASL_PLAINTEXT", "SCRAM-SHA-256"), token)),
+        "token-on-SSL-listener": ("SSL", with_jaas(broker.client_configs(
+            "SASL_SSL", "SCRAM-SHA-512"), token)),
+        "sasl-client-on-PLAINTEXT-listener": ("PLAINTEXT", broker.client_configs(
+            "SASL_PLAINTEXT", "PLAIN")),
+    }
+
+
+def test_java_client_sees_the_same_failures(kafka_broker, sides, kafka_java):
+    """Kafka's AdminClient, one JVM, each failed login against Kafka and
+    against kchannel serve: the same exception class and message."""
+    checks = []
+    for case, (listener, configs) in sorted(java_failure_cases(kafka_broker).items()):
+        for side in sides:
+            host, port = side.address(listener)
+            checks.append({"id": f"{side.name}:{case}", "op": "describeCluster",
+                           "config": dict(configs, **{"bootstrap.servers": f"{host}:{port}",
+                                                      "default.api.timeout.ms": "15000"})})
+    results = kafka_java.probe(checks)
+    for case in java_failure_cases(kafka_broker):
+        kafka, kchannel = results[f"kafka:{case}"], results[f"kchannel:{case}"]
+        assert not kafka["ok"], kafka
+        assert (kafka["error"], kafka["message"]) == (kchannel.get("error"),
+                                                       kchannel.get("message")), case
