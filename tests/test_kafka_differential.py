@@ -18,6 +18,7 @@ serve it must end in the same exception class with the same message.
 import base64
 import hashlib
 import hmac as hmac_mod
+import json
 import os
 import socket
 import ssl
@@ -508,6 +509,69 @@ def admin_requests(side):
     return record
 
 
+def unsecured_jws(sub, lifetime_s):
+    def b64(obj):
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+    now = int(time.time())
+    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
+
+
+def oauthbearer(token, listener="SASL_PLAINTEXT"):
+    """An OAUTHBEARER login with ``token`` (KIP-255: a refused token gets an
+    error challenge, which the client acknowledges with a lone 0x01)."""
+    def run(side):
+        conn = Conn(side, listener)
+        record = [handshake(conn, "OAUTHBEARER")]
+        value = token() if callable(token) else token
+        result, challenge = authenticate(conn, f"n,,\x01auth=Bearer {value}\x01\x01".encode())
+        record.append(result if result == CLOSED else (result, challenge))
+        if result != CLOSED and result[0] == 0 and challenge:
+            record.append(authenticate(conn, b"\x01")[0])
+        return record + [conn.state()]
+    return run
+
+
+def gssapi_garbage(side):
+    conn = Conn(side, "SASL_PLAINTEXT")
+    record = [handshake(conn, "GSSAPI")]
+    if record[0] == CLOSED or record[0][0] != 0:
+        return record
+    record.append(authenticate(conn, b"\x60\x03garbage")[0])
+    return record + [conn.state()]
+
+
+def plaintext_on_tls_listener(side):
+    """A Kafka request in the clear to a TLS listener."""
+    conn = Conn(side, "SSL")
+    conn.send_frame(encode_request(RequestHeader(18, 3, 1, "differential"),
+                                   {"client_software_name": "differential",
+                                    "client_software_version": "1.0"}))
+    conn.sock.settimeout(5)
+    data = b""
+    try:
+        while len(data) < 7:
+            chunk = conn.sock.recv(7 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionResetError, socket.timeout) as exc:
+        return [data.hex(), type(exc).__name__]
+    # A TLS alert record (content type 21, 2 bytes: level, description) or
+    # nothing, then the close.
+    return [data.hex() if data else CLOSED, conn.state()]
+
+
+def tls_on_plaintext_listener(side):
+    """A TLS ClientHello to a PLAINTEXT listener: its first bytes read as a
+    huge frame size."""
+    ctx = ssl.create_default_context(cafile=side.pki.ca.cert_path)
+    try:
+        Conn(side, "PLAINTEXT", tls=ctx)
+    except (ssl.SSLError, OSError) as exc:
+        return [tls_error(exc)]
+    return ["handshake completed"]
+
+
 # The APIs kchannel serve answers (kchannel/cli/serve.py).
 SERVED_APIS = (3, 17, 18, 36, 38, 39, 40, 41, 48, 50, 51, 60)
 
@@ -555,6 +619,13 @@ SCENARIOS = {
     "sasl-after-authentication": sasl_after_authentication,
     "admin-requests": admin_requests,
     "api-versions-ranges": api_versions_ranges,
+    "oauthbearer-expired-token": oauthbearer(lambda: unsecured_jws(ADMIN, -600)),
+    "oauthbearer-not-a-jwt": oauthbearer("not-a-jwt"),
+    "oauthbearer-unsecured-token-on-JWKS-listener": oauthbearer(
+        lambda: unsecured_jws(ADMIN, 600), "OAUTH_JWKS"),
+    "gssapi-garbage-token": gssapi_garbage,
+    "plaintext-request-on-TLS-listener": plaintext_on_tls_listener,
+    "tls-client-on-PLAINTEXT-listener": tls_on_plaintext_listener,
 }
 
 # What both announce for the APIs kchannel serve answers (kchannel's side).
@@ -595,6 +666,9 @@ def documented(mechanisms):
         "api-versions-ranges": (
             [0, {**SERVED_RANGES, 3: [0, 13], 60: [0, 2]}],
             [0, SERVED_RANGES]),
+        "plaintext-request-on-TLS-listener": (
+            ["15030300020250", CLOSED],      # alert record: fatal internal_error
+            [CLOSED, CLOSED]),
         "mtls-untrusted-client-certificate": (
             ["handshake completed", "SSLError SSLV3_ALERT_CERTIFICATE_UNKNOWN"],
             ["handshake completed", "SSLError TLSV1_ALERT_UNKNOWN_CA"]),
@@ -622,6 +696,7 @@ def test_every_documented_difference_is_in_the_readme():
                    "an unknown, expired or deleted delegation token",
                    "Kafka builds one for any API",
                    "TLS alerts come from OpenSSL",
+                   "OpenSSL sends none for a first record that is not TLS",
                    "Metadata up to v12 and DescribeCluster up to v1"):
         assert phrase in readme, phrase
 
