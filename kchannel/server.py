@@ -42,6 +42,8 @@ import threading
 from . import errors
 from .cluster import register_cluster_handlers
 from .config import ServerConfig
+from .config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, format_address,
+                               parse_security_protocol_map)
 from .config.definitions import parse_ip_overrides
 from .handlers import (
     SASL_API_KEYS,
@@ -66,7 +68,7 @@ from .log import get_logger
 
 log = get_logger("kchannel.server")
 
-__all__ = ["Server", "Listener", "parse_listeners"]
+__all__ = ["Server", "Listener"]
 
 # Requests handed over per connection per poll (Selector.max_receives_per_channel).
 MAX_RECEIVES_PER_CHANNEL = 64
@@ -84,9 +86,6 @@ _ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, 
 # trigger them at will); the next one says how many were not logged.
 ACCEPT_ERROR_LOG_INTERVAL_MS = 10000
 
-_DEFAULT_PROTOCOL_MAP = {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
-
-
 class Listener:
     """One listener: ``name`` (e.g. "CLIENT"), ``host`` ("" = all
     interfaces), ``port`` (0 = ephemeral), ``security_protocol`` and its
@@ -102,6 +101,9 @@ class Listener:
         self.sock = None
         self.bound_port = None
         self.channel_builder = None
+        # True when the configs were given with the listener (keyword API)
+        # rather than taken from the server properties.
+        self.explicit_configs = False
         # max.connections of this listener (listener prefix, else the
         # broker-wide value); protected: the inter-broker listener, which the
         # broker-wide limit does not hold back; accepting: False while a
@@ -130,84 +132,98 @@ class Listener:
                 f"{self.security_protocol})")
 
 
-def _split_host_port(text):
-    # "host:port", "[v6]:port", ":port"
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        return host, int(rest.lstrip(":"))
-    host, _, port = text.rpartition(":")
-    return host, int(port)
-
-
-def parse_listeners(value, protocol_map=None):
-    """Parse Kafka's ``listeners`` syntax (``NAME://host:port,...``) into
-    :class:`Listener` objects (no configs)."""
-    protocol_map = {k.upper(): v.upper()
-                    for k, v in (protocol_map or _DEFAULT_PROTOCOL_MAP).items()}
-    if isinstance(value, str):
-        items = [v.strip() for v in value.split(",") if v.strip()]
-    else:
-        items = list(value or ())
-    out = []
-    for item in items:
-        if not isinstance(item, str):
-            out.append(item)
-            continue
-        name, sep, rest = item.partition("://")
-        if not sep:
-            raise errors.ConfigError(f"Unable to parse {item} to a broker endpoint",
-                                     key="listeners", value=item)
-        host, port = _split_host_port(rest)
-        name = name.upper()
-        proto = protocol_map.get(name)
-        if proto is None:
-            raise errors.ConfigError(
-                f"No security protocol defined for listener {name}",
-                key="listener.security.protocol.map", value=protocol_map)
-        out.append(Listener(name, host, port, proto))
-    return out
-
-
-def _parse_protocol_map(value):
-    if value is None:
-        return dict(_DEFAULT_PROTOCOL_MAP)
-    if isinstance(value, dict):
-        return {k.upper(): v.upper() for k, v in value.items()}
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    out = {}
-    for item in value:
-        k, _, v = str(item).partition(":")
-        out[k.strip().upper()] = v.strip().upper()
-    return out
-
-
-def _listener_configs_from_props(props, listener_name):
-    """Effective configs for a listener from plain properties: the global
-    keys overlaid with ``listener.name.<listener>.<key>``."""
-    prefix = f"listener.name.{listener_name.lower()}."
-    out = {k: v for k, v in props.items() if not k.startswith("listener.name.")}
-    for k, v in props.items():
-        if k.startswith(prefix):
-            out[k[len(prefix):]] = v
-    return out
-
-
-def _as_endpoint(obj, protocol_map=None):
-    """Normalise a listener spec: Listener, ServerConfig Endpoint, dict,
-    (name, host, port[, protocol[, configs]]) tuple or ``NAME://host:port``."""
-    if isinstance(obj, Listener):
-        return obj
+def _listener_spec(obj):
+    """``(entry text, security protocol or None, configs or None)`` of one
+    listener given to the keyword API: ``NAME://host:port`` text (parsed by
+    the configuration layer, as in ``listeners``), or a :class:`Listener`,
+    an ``Endpoint``, a dict (name, host, port, security_protocol, configs) or
+    a ``(name, host, port[, protocol[, configs]])`` tuple."""
     if isinstance(obj, str):
-        return parse_listeners(obj, protocol_map)[0]
+        return obj, None, None
     if isinstance(obj, dict):
-        return Listener(obj.get("name") or obj.get("listener_name"), obj.get("host", ""),
-                        obj.get("port", 0), obj.get("security_protocol"), obj.get("configs"))
-    if isinstance(obj, (tuple, list)):
-        return Listener(*obj)
-    name = getattr(obj, "listener_name", None) or getattr(obj, "name")
-    return Listener(name, getattr(obj, "host", ""), getattr(obj, "port", 0),
-                    getattr(obj, "security_protocol", None))
+        name = obj.get("name") or obj.get("listener_name")
+        host, port = obj.get("host", ""), obj.get("port", 0)
+        protocol, configs = obj.get("security_protocol"), obj.get("configs")
+    elif isinstance(obj, (tuple, list)):
+        name, host, port, protocol, configs = (tuple(obj) + (None, None))[:5]
+    else:
+        name = getattr(obj, "listener_name", None) or getattr(obj, "name")
+        host, port = getattr(obj, "host", ""), getattr(obj, "port", 0)
+        protocol, configs = getattr(obj, "security_protocol", None), getattr(obj, "configs", None)
+    name = str(name).upper()
+    address = f":{port}" if not host else format_address(host, port)
+    return f"{name}://{address}", (protocol or name).upper(), configs or None
+
+
+def _listener_props(value, protocol_map, configs):
+    """The ``listeners`` / ``advertised.listeners`` property for the
+    keyword API's ``value``: Kafka's comma-separated text as is, or the
+    entries of a list joined.  Protocols of listeners given as objects go to
+    ``protocol_map``; their configs to ``configs``."""
+    if isinstance(value, str):
+        return value
+    entries = []
+    for obj in value:
+        text, protocol, listener_configs = _listener_spec(obj)
+        entries.append(text)
+        if protocol is not None:
+            name = text.partition("://")[0]
+            protocol_map[name] = protocol
+            if listener_configs is not None:
+                configs[name] = dict(listener_configs)
+    return ",".join(entries)
+
+
+def _server_config(config, listeners, advertised_listeners, node_id, rack,
+                   connections_max_idle_ms, failed_authentication_delay_ms,
+                   socket_request_max_bytes):
+    """``(ServerConfig, {listener name: configs given with it})``: ``config``
+    (a ``ServerConfig`` or a dict of properties) with the keyword arguments
+    applied as the properties they stand for, validated as one."""
+    overrides = {}
+    listener_configs = {}
+    if isinstance(config, ServerConfig):
+        protocol_map = dict(config.listener_security_protocol_map)
+    else:
+        props = dict(config or {})
+        if config is None and listeners is None:
+            listeners = ["PLAINTEXT://127.0.0.1:0"]
+        text = props.get("listener.security.protocol.map")
+        protocol_map = (parse_security_protocol_map(text) if text is not None
+                        else dict(DEFAULT_SECURITY_PROTOCOL_MAP))
+    known_map = dict(protocol_map)
+    if listeners is not None:
+        overrides["listeners"] = _listener_props(listeners, protocol_map, listener_configs)
+    if advertised_listeners is not None:
+        overrides["advertised.listeners"] = _listener_props(advertised_listeners, protocol_map, {})
+    if protocol_map != known_map:
+        overrides["listener.security.protocol.map"] = ",".join(
+            f"{name}:{protocol}" for name, protocol in protocol_map.items())
+    if node_id is not None:
+        # node.id and broker.id are synonyms that must agree.
+        overrides["node.id"] = overrides["broker.id"] = node_id
+    for key, value in (("broker.rack", rack),
+                       ("connections.max.idle.ms", connections_max_idle_ms),
+                       ("connection.failed.authentication.delay.ms",
+                        failed_authentication_delay_ms),
+                       ("socket.request.max.bytes", socket_request_max_bytes)):
+        if value is not None:
+            overrides[key] = value
+    if isinstance(config, ServerConfig):
+        return (config.with_overrides(overrides) if overrides else config), listener_configs
+    props.update(overrides)
+    if config is not None:
+        return ServerConfig(props), listener_configs
+    # Keyword API alone: its listeners and settings are checked as the
+    # properties they stand for.  What it does not write (key stores, JAAS,
+    # the inter-broker listener) is not checked here: the jaas/listener
+    # configs arguments reach the channel builders, which check them.
+    problems = []
+    built = ServerConfig(props, _errors=problems)
+    for problem in problems:
+        if problem.key in overrides:
+            raise problem
+    return built, listener_configs
 
 
 def _listener_value(l, props, key, default):
@@ -235,20 +251,38 @@ def _cfg_get(config, props, key, default):
 class Server:
     """Kafka-protocol server.  See the module docstring.
 
-    Parameters (all optional; explicit keywords win over ``config``):
+    A server is always built from a ``ServerConfig``: ``config`` is one, or a
+    dict of server properties it is built from; the keyword arguments
+    stand for properties (named below) and win over ``config``, and the
+    result is validated as a whole, so a listener written either way is
+    parsed by the one listener parser (``kchannel.config.listeners``) and
+    fails with Kafka's ``ConfigError`` messages.  Without ``config`` only
+    what the keywords write is checked: key stores and JAAS given through
+    ``listener_configs``/``jaas`` are checked by the channel builders.
+
+    Parameters (all optional):
 
     * ``config``: ``kchannel.config.ServerConfig``, or a dict of server
-      properties (validated by ServerConfig when available).
-    * ``listeners``: list of ``"NAME://host:port"`` strings, :class:`Listener`
-      objects, dicts (name, host, port, security_protocol, configs) or tuples.
-    * ``advertised_listeners``: same forms; host/port reported by Metadata.
-    * ``listener_configs``: ``{listener name: configs dict}`` overriding
-      per-listener configs.
-    * ``node_id`` (default 0), ``cluster_id`` (default: a random 22-char
-      base64 UUID, stable for this Server), ``rack``.
-    * ``connections_max_idle_ms`` (600000), ``failed_authentication_delay_ms``
+      properties.
+    * ``listeners`` (``listeners``; default ``PLAINTEXT://127.0.0.1:0``
+      without ``config``): Kafka's comma-separated text, or a list of
+      ``"NAME://host:port"`` strings, :class:`Listener` objects, dicts (name,
+      host, port, security_protocol, configs) or ``(name, host, port[,
+      protocol[, configs]])`` tuples; the protocols of the latter forms are
+      added to ``listener.security.protocol.map``.
+    * ``advertised_listeners`` (``advertised.listeners``): same forms;
+      host/port reported by Metadata.
+    * ``listener_configs``: ``{listener name: configs dict}``: that
+      listener's effective configs as given (also the ``configs`` of a
+      listener given as a dict or tuple), instead of those derived from the
+      properties.
+    * ``node_id`` (``node.id``, default 0), ``cluster_id`` (default:
+      ``kchannel.cluster.id``, else a random 22-char base64 UUID, stable for
+      this Server), ``rack`` (``broker.rack``).
+    * ``connections_max_idle_ms`` (``connections.max.idle.ms``, 600000),
+      ``failed_authentication_delay_ms``
       (``connection.failed.authentication.delay.ms``, 100),
-      ``socket_request_max_bytes`` (104857600).
+      ``socket_request_max_bytes`` (``socket.request.max.bytes``, 104857600).
     * ``jaas``, ``callbacks``, ``token_manager``, ``sasl_kwargs``: handed to
       the SASL channel builder of SASL listeners.
     * ``time``: ms clock (tests); ``metrics``: a ``kchannel.metrics.Metrics``.
@@ -263,71 +297,39 @@ class Server:
                  socket_request_max_bytes=None, jaas=None, callbacks=None,
                  token_manager=None, sasl_kwargs=None, time=None, metrics=None,
                  register_builtins=True, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
-        props = None
-        if isinstance(config, dict):
-            props = dict(config)
-            config = ServerConfig(props)
+        # Properties the caller wrote (a ServerConfig or a dict) also feed the
+        # SASL builders of listeners whose configs were given explicitly.
+        self._config_given = config is not None
+        config, given_configs = _server_config(
+            config, listeners, advertised_listeners, node_id, rack, connections_max_idle_ms,
+            failed_authentication_delay_ms, socket_request_max_bytes)
+        props = config.originals
         self.config = config
         self._props = props
         self.time = time or now_ms
-        self.node_id = int(node_id if node_id is not None else
-                           (getattr(config, "node_id", None)
-                            if config is not None and getattr(config, "node_id", None) is not None
-                            else _cfg_get(config, props, "node.id",
-                                          _cfg_get(config, props, "broker.id", 0))))
-        self.cluster_id = (cluster_id or getattr(config, "cluster_id", None)
-                           or _cfg_get(config, props, "kchannel.cluster.id", None)
-                           or random_cluster_id())
-        self.rack = rack if rack is not None else _cfg_get(config, props, "broker.rack", None)
+        self.node_id = config.node_id
+        self.cluster_id = cluster_id or config.cluster_id or random_cluster_id()
+        self.rack = config.get("broker.rack")
         self.jaas = jaas
         self.callbacks = callbacks
         self.token_manager = token_manager
         self.sasl_kwargs = dict(sasl_kwargs or {})
 
-        protocol_map = _parse_protocol_map(
-            getattr(config, "listener_security_protocol_map", None)
-            if config is not None else (props or {}).get("listener.security.protocol.map"))
-        if listeners is None:
-            if config is not None and getattr(config, "listeners", None) is not None:
-                listeners = config.listeners
-            elif props is not None:
-                listeners = parse_listeners(props.get("listeners", "PLAINTEXT://:9092"),
-                                            protocol_map)
-            else:
-                listeners = ["PLAINTEXT://127.0.0.1:0"]
-        self.listeners = [_as_endpoint(l, protocol_map) for l in listeners]
-        names = [l.name for l in self.listeners]
-        if len(set(names)) != len(names):
-            raise errors.ConfigError(
-                f"Each listener must have a different name, listeners: {names}",
-                key="listeners", value=names)
-        if advertised_listeners is None and config is not None:
-            advertised_listeners = getattr(config, "advertised_listeners", None)
-        elif advertised_listeners is None and props and props.get("advertised.listeners"):
-            advertised_listeners = parse_listeners(props["advertised.listeners"], protocol_map)
-        self.advertised = {}
-        for a in advertised_listeners or ():
-            ep = _as_endpoint(a, protocol_map)
-            self.advertised[ep.name] = ep
+        given_configs.update({str(k).upper(): v for k, v in (listener_configs or {}).items()})
+        self.listeners = []
+        for ep in config.listeners:
+            l = Listener(ep.listener_name, ep.host, ep.port, ep.security_protocol)
+            # Configs given with a listener are its effective configs as
+            # given; the others come from the properties.
+            l.explicit_configs = ep.listener_name in given_configs
+            l.configs = (dict(given_configs[ep.listener_name]) if l.explicit_configs
+                         else dict(config.listener_configs(ep.listener_name)))
+            self.listeners.append(l)
+        self.advertised = {ep.listener_name: ep for ep in config.advertised_listeners}
 
-        for l in self.listeners:
-            if listener_configs and l.name in listener_configs:
-                l.configs = dict(listener_configs[l.name])
-            elif not l.configs:
-                if config is not None and hasattr(config, "listener_configs"):
-                    l.configs = dict(config.listener_configs(l.name))
-                elif props is not None:
-                    l.configs = _listener_configs_from_props(props, l.name)
-
-        self.connections_max_idle_ms = int(
-            connections_max_idle_ms if connections_max_idle_ms is not None else
-            _cfg_get(config, props, "connections.max.idle.ms", 600000))
-        self.failed_authentication_delay_ms = int(
-            failed_authentication_delay_ms if failed_authentication_delay_ms is not None else
-            _cfg_get(config, props, "connection.failed.authentication.delay.ms", 100))
-        self.socket_request_max_bytes = int(
-            socket_request_max_bytes if socket_request_max_bytes is not None else
-            _cfg_get(config, props, "socket.request.max.bytes", 104857600))
+        self.connections_max_idle_ms = int(config.connections_max_idle_ms)
+        self.failed_authentication_delay_ms = int(config.failed_authentication_delay_ms)
+        self.socket_request_max_bytes = int(config.socket_request_max_bytes)
 
         # SocketServer: SO_SNDBUF / SO_RCVBUF of the broker's sockets (-1 = the
         # OS default).  The receive buffer is set on the listening socket
@@ -407,7 +409,7 @@ class Server:
                 kw.setdefault("callbacks", self.callbacks)
             if self.token_manager is not None:
                 kw.setdefault("token_manager", self.token_manager)
-            if self.config is not None:
+            if self._config_given or not l.explicit_configs:
                 kw.setdefault("server_config", self.config)
         return create_channel_builder(l.security_protocol, "server", l.configs, l.name, **kw)
 

@@ -327,6 +327,45 @@ def test_duplicate_listener_names_rejected():
         Server(listeners=["PLAINTEXT://127.0.0.1:0", "PLAINTEXT://127.0.0.1:0"])
 
 
+@pytest.mark.parametrize("text, message", [
+    ("PLAINTEXT://localhost",
+     "Error creating broker listeners from 'PLAINTEXT://localhost': Unable to parse "
+     "PLAINTEXT://localhost to a broker endpoint"),
+    ("PLAINTEXT://127.0.0.1:99999999999",
+     "Error creating broker listeners from 'PLAINTEXT://127.0.0.1:99999999999': For input "
+     'string: "99999999999"'),
+])
+def test_keyword_listeners_fail_as_the_config_parser_does(text, message):
+    """Kafka: SocketServerConfigs.listenerListToEndPoints (the keyword API
+    and the properties go through the one listener parser)."""
+    from kchannel.config import ServerConfig
+    from kchannel.errors import ConfigError
+    with pytest.raises(ConfigError) as from_keyword:
+        Server(listeners=[text])
+    with pytest.raises(ConfigError) as from_properties:
+        ServerConfig({"listeners": text})
+    assert str(from_keyword.value) == str(from_properties.value) == message
+    assert from_keyword.value.key == "listeners"
+
+
+def test_keyword_listeners_take_kafkas_comma_separated_text():
+    """``listeners`` as one string is Kafka's list form, not a sequence of
+    characters."""
+    from kchannel.config import ServerConfig
+    from kchannel.errors import ConfigError
+    text = "PLAINTEXT://127.0.0.1:0"
+    s = Server(listeners=text)
+    try:
+        assert [(l.name, l.host, l.port) for l in s.listeners] == [
+            (e.listener_name, e.host, e.port) for e in ServerConfig({"listeners": text}).listeners]
+    finally:
+        s.shutdown()
+    with pytest.raises(ConfigError) as err:
+        Server(listeners="PLAINTEXT://127.0.0.1:0,P")
+    assert str(err.value) == ("Error creating broker listeners from 'PLAINTEXT://127.0.0.1:0,P': "
+                              "Unable to parse P to a broker endpoint")
+
+
 # ------------------------------------------------------------------ fuzzing
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -85,12 +85,21 @@ class ServerConfig(ConfigFactories):
     def __init__(self, props, jaas_file_text=None, *, jaas_file_name=None, _errors=None):
         errors = [] if _errors is None else _errors
         self._warned = set()
+        # Kept (never shown) so that with_overrides() sees the same JAAS file.
+        self._jaas_file = (jaas_file_text, jaas_file_name)
         self._build(dict(props or {}), jaas_file_text, jaas_file_name, errors)
         if errors and _errors is None:
             first = errors[0]
             first.errors = list(errors)
             raise first
         self.errors = list(errors)
+
+    def with_overrides(self, overrides):
+        """A new ``ServerConfig`` of these properties with ``overrides`` (a
+        dict of properties) applied, validated as a whole; the JAAS file is
+        the same."""
+        text, name = self._jaas_file
+        return ServerConfig({**self.originals, **overrides}, text, jaas_file_name=name)
 
     # ---------------------------------------------------------------- build
     def _build(self, props, jaas_file_text, jaas_file_name, errors):
