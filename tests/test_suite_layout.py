@@ -26,4 +26,5 @@ def test_no_test_module_imports_another():
                 if module.startswith(("tests.test_", ".test_")) or (
                         module.startswith("tests") and last.startswith("test_")):
                     offenders.append(f"{name}:{node.lineno}: {module}")
-    assert offenders == []
+    assert offenders == [], ("move the shared helpers into tests/fixtures/ and import them "
+                             "from there: " + "; ".join(offenders))
