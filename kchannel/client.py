@@ -290,6 +290,7 @@ class NetworkClient:
         self._nodes = {}
         self._next_corr = 0
         self._pending = []        # ClientResponses produced outside poll (failures)
+        self._request_timeouts = {}   # (node, corr) -> ms, for requests with their own
 
     @staticmethod
     def _client_jaas(configs):
@@ -530,18 +531,24 @@ class NetworkClient:
         self._next_corr = (c + 1) & 0x7FFFFFFF
         return c
 
-    def send(self, node_id, api_key, body, version=None, expect_response=True):
+    def send(self, node_id, api_key, body, version=None, expect_response=True,
+             timeout_ms=None):
         """Send a request; returns its correlation id.  ``version`` defaults
         to the highest both sides support.  ``expect_response=False`` is for
         a request the broker does not answer (Produce with acks=0): it is not
-        tracked in flight and no ClientResponse follows."""
+        tracked in flight and no ClientResponse follows.  ``timeout_ms``
+        overrides ``request.timeout.ms`` for this request (Kafka gives
+        JoinGroup the rebalance timeout)."""
         node = self._nodes.get(node_id)
         if node is None or node.state is not ConnectionState.READY:
             raise errors.KChannelError(f"Node {node_id} is not ready")
         if version is None:
             version = self.choose_version(node_id, api_key)
-        return self._send(node, int(api_key), int(version), body, internal=False,
+        corr = self._send(node, int(api_key), int(version), body, internal=False,
                           expect_response=expect_response)
+        if timeout_ms is not None and expect_response:
+            self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+        return corr
 
     def _send(self, node, api_key, version, body, internal, expect_response=True):
         corr = self._corr()
@@ -639,6 +646,7 @@ class NetworkClient:
                 f"Correlation id for response ({corr}) does not match request ({expected})"), out)
             return
         del node.in_flight[corr]
+        self._request_timeouts.pop((node.id, corr), None)
         try:
             _, body = decode_response(payload, api_key, version)
         except errors.KChannelError as exc:
@@ -686,6 +694,7 @@ class NetworkClient:
         node.exception = exc
         target = out if out is not None else self._pending
         for corr, (api_key, version, sent, internal) in node.in_flight.items():
+            self._request_timeouts.pop((node_id, corr), None)
             if not internal:
                 target.append(ClientResponse(node_id, api_key, version, corr, None, exc, sent,
                                              self.time()))
@@ -696,10 +705,10 @@ class NetworkClient:
             if not node.in_flight:
                 continue
             corr, (api_key, version, sent, internal) = next(iter(node.in_flight.items()))
-            if now - sent > self.request_timeout_ms:
+            timeout = self._request_timeouts.get((node.id, corr), self.request_timeout_ms)
+            if now - sent > timeout:
                 exc = RequestTimeoutError(
-                    f"Request {corr} to node {node.id} timed out after "
-                    f"{self.request_timeout_ms} ms")
+                    f"Request {corr} to node {node.id} timed out after {timeout} ms")
                 log.info("Disconnecting from node %s due to request timeout.", node.id)
                 self.selector.close(node.id)
                 self._fail_node(node.id, exc, ConnectionState.DISCONNECTED, out)

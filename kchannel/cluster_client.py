@@ -115,9 +115,10 @@ class ClusterClient:
         return connecting if connecting is not None else can_connect
 
     # -- requests ------------------------------------------------------------
-    def send(self, node_id, api_key, body, callback, version=None, expect_response=True):
+    def send(self, node_id, api_key, body, callback, version=None, expect_response=True,
+             timeout_ms=None):
         corr = self.client.send(node_id, api_key, body, version=version,
-                                expect_response=expect_response)
+                                expect_response=expect_response, timeout_ms=timeout_ms)
         if expect_response:
             self._callbacks[(node_id, corr)] = callback
         return corr

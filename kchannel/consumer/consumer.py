@@ -1,7 +1,8 @@
 """``kchannel.Consumer``: Kafka's ``KafkaConsumer`` on kchannel channels.
 
 Single-threaded as Kafka's consumer: ``poll`` does the network I/O on the
-caller's thread.  Partitions are given with ``assign``; with ``group.id``
+caller's thread.  Partitions are given with ``assign``, or by the group with
+``subscribe`` (:mod:`kchannel.consumer.coordinator`); with ``group.id``
 offsets are committed to and read from the group coordinator (a consumer
 that assigns its partitions commits with generation -1, as Kafka's does).
 """
@@ -12,11 +13,12 @@ from kchannel.client import RequestTimeoutError
 from kchannel.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
+from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
 from kchannel.log import get_logger
 from kchannel.metadata import Metadata, TopicPartition
 from kchannel.protocol import messages
-from kchannel.protocol.errors import exception_for
+from kchannel.protocol.errors import Errors, exception_for
 
 __all__ = ["Consumer", "OffsetAndMetadata", "OffsetAndTimestamp"]
 
@@ -110,7 +112,7 @@ class Consumer:
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
                                 extras.get("key_deserializer"), extras.get("value_deserializer"))
         self._coordinator = None
-        self._coordinator_requested = False
+        self._group = None            # ConsumerCoordinator once subscribe() is used
         self._next_auto_commit = self._time() + values["auto.commit.interval.ms"]
         self._closed = False
 
@@ -133,15 +135,22 @@ class Consumer:
                 exc, self._client.fatal_error = self._client.fatal_error, None
                 raise exc
 
-    def _await_metadata(self, topics, timeout_ms):
+    def _await_metadata(self, topics, timeout_ms, require_all=True):
+        """Metadata with ``topics``; with ``require_all=False`` any fresh
+        answer will do (a topic that does not exist stays absent)."""
         now = self._time()
         for t in topics:
             self.metadata.add_topic(t, now)
         cluster = self.metadata.cluster
+        version = self.metadata.update_version
 
         def ready():
             c = self.metadata.cluster
-            return all(c.partition_count(t) for t in topics) and not c.is_bootstrap
+            if c.is_bootstrap:
+                return False
+            if all(c.partition_count(t) for t in topics):
+                return True
+            return not require_all and self.metadata.update_version > version
         if ready():
             return cluster
         self.metadata.request_update()
@@ -149,9 +158,39 @@ class Consumer:
         return self.metadata.cluster
 
     # -- assignment ----------------------------------------------------------------
+    def subscribe(self, topics, listener=None):
+        """Join ``group.id`` and consume the partitions the group gives this
+        member for ``topics`` (classic protocol, eager rebalancing).
+        ``listener``: an object with ``on_partitions_revoked(partitions)``
+        and/or ``on_partitions_assigned(partitions)`` (Kafka's
+        ``ConsumerRebalanceListener``)."""
+        self._ensure_open()
+        self._require_group()
+        if isinstance(topics, str):
+            topics = [topics]
+        topics = set(topics)
+        if self.subscriptions.assignment and self._group is None:
+            raise errors.KChannelError("Subscription to topics, partitions and pattern are "
+                                       "mutually exclusive")
+        if self._group is None:
+            self._group = ConsumerCoordinator(self, self.config, listener)
+        else:
+            self._group.listener = listener
+        if topics != self.subscriptions.subscription:
+            self.subscriptions.subscription = topics
+            self.metadata.set_topics(topics | {tp.topic for tp in self.subscriptions.assignment},
+                                     self._time())
+            self._group.need_join = True
+
+    def subscription(self):
+        return set(self.subscriptions.subscription)
+
     def assign(self, partitions):
         """Take these partitions (``TopicPartition`` or ``(topic, partition)``)."""
         self._ensure_open()
+        if self._group is not None and self.subscriptions.subscription:
+            raise errors.KChannelError("Subscription to topics, partitions and pattern are "
+                                       "mutually exclusive")
         tps = [_tp(p) for p in partitions]
         self._fetcher.clear_buffered(set(self.subscriptions.assignment) - set(tps))
         self.subscriptions.assign(tps)
@@ -163,6 +202,10 @@ class Consumer:
         return set(self.subscriptions.assignment)
 
     def unsubscribe(self):
+        if self._group is not None:
+            self._group.leave_group(self.config["request.timeout.ms"])
+            self._group = None
+        self.subscriptions.subscription = set()
         self.subscriptions.assign([])
         self._fetcher.clear_buffered()
 
@@ -329,13 +372,19 @@ class Consumer:
         ``max.poll.records``), waiting up to ``timeout`` seconds for some.
         The next fetches are already in flight when it returns."""
         self._ensure_open()
-        if not self.subscriptions.assignment:
+        group = self._group
+        if not self.subscriptions.assignment and not (group and self.subscriptions.subscription):
             raise errors.KChannelError("Consumer is not subscribed to any topics or assigned "
                                        "any partitions")
         timeout_ms = 0 if timeout is None else max(0, int(timeout * 1000))
         deadline = self._time() + timeout_ms
         self._maybe_auto_commit()
         while True:
+            if group is not None:
+                if group.need_join:
+                    group.ensure_active_group(max(deadline - self._time(),
+                                                  self.config["default.api.timeout.ms"]))
+                group.maybe_heartbeat(self._time())
             self._fetcher.raise_errors()
             if self.subscriptions.missing_positions():
                 self._update_positions(max(deadline - self._time(),
@@ -353,7 +402,10 @@ class Consumer:
                 records = self._fetcher.fetched_records()
                 self._fetcher.raise_errors()
                 return records
-            self._client.poll(min(left, self.config["fetch.max.wait.ms"] + 100))
+            wait = min(left, self.config["fetch.max.wait.ms"] + 100)
+            if group is not None:
+                wait = min(wait, group.time_to_next_heartbeat(self._time()))
+            self._client.poll(wait)
             if self._client.fatal_error is not None:
                 exc, self._client.fatal_error = self._client.fatal_error, None
                 raise exc
@@ -403,7 +455,9 @@ class Consumer:
             self._client.poll(self.config["retry.backoff.ms"])
         return self._coordinator[0]
 
-    def _coordinator_request(self, api_key, body, timeout_ms, what):
+    def _coordinator_request(self, api_key, body, timeout_ms, what, request_timeout_ms=None):
+        if request_timeout_ms is not None:
+            timeout_ms = max(timeout_ms, request_timeout_ms)
         deadline = self._time() + timeout_ms
         while True:
             node = self._ensure_coordinator(max(deadline - self._time(), 1))
@@ -415,7 +469,8 @@ class Consumer:
                     self._coordinator = None
                     continue
             box = {}
-            self._client.send(node, api_key, body, lambda r: box.setdefault("r", r))
+            self._client.send(node, api_key, body, lambda r: box.setdefault("r", r),
+                              timeout_ms=request_timeout_ms)
             self._poll_until(lambda: "r" in box, max(deadline - self._time(), 1), what)
             resp = box["r"]
             if resp.exception is not None:
@@ -438,8 +493,11 @@ class Consumer:
         if not offsets:
             return
         timeout_ms = self._default_timeout_ms(timeout)
-        body = {"group_id": self.group_id, "generation_id_or_member_epoch": -1,
-                "member_id": "", "group_instance_id": None, "retention_time_ms": -1,
+        generation, member = (self._group.generation_and_member() if self._group is not None
+                              else (-1, ""))
+        body = {"group_id": self.group_id, "generation_id_or_member_epoch": generation,
+                "member_id": member, "group_instance_id": self.config["group.instance.id"]
+                if self._group is not None else None, "retention_time_ms": -1,
                 "topics": _group(offsets, lambda tp, om: {
                     "partition_index": tp.partition, "committed_offset": om.offset,
                     "committed_leader_epoch": -1, "committed_metadata": om.metadata or "",
@@ -456,6 +514,16 @@ class Consumer:
                     if code in _COORDINATOR_ERRORS:
                         self._coordinator = None
                         retry = True
+                    elif code in (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION,
+                                  Errors.UNKNOWN_MEMBER_ID) and self._group is not None:
+                        self._group.need_join = True
+                        raise errors.KafkaError(
+                            code, "COMMIT_FAILED",
+                            "Commit cannot be completed since the group has already "
+                            "rebalanced and assigned the partitions to another member. This "
+                            "means that the time between subsequent calls to poll() was longer "
+                            "than the configured max.poll.interval.ms, which typically implies "
+                            "that the poll loop is spending too much time message processing.")
                     elif code:
                         raise exception_for(code)
             if not retry:
@@ -521,6 +589,8 @@ class Consumer:
                     self.commit(timeout=30 if timeout is None else timeout)
                 except errors.KChannelError as exc:
                     log.warning("Failed to commit offsets on close: %s", exc)
+            if self._group is not None:
+                self._group.leave_group(self.config["request.timeout.ms"])
         finally:
             self._closed = True
             self._client.close()

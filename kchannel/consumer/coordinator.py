@@ -1,0 +1,254 @@
+"""Kafka's ``ConsumerCoordinator`` for the classic group protocol, eager
+rebalancing: JoinGroup (the leader assigns with the first assignor every
+member supports), SyncGroup, Heartbeat, LeaveGroup.
+
+Heartbeats are sent from ``Consumer.poll`` (and while it waits), not from a
+background thread: an application that does not poll for
+``session.timeout.ms`` leaves the group (Kafka's consumer keeps
+heartbeating from its heartbeat thread until ``max.poll.interval.ms``).
+"""
+from kchannel import errors
+from kchannel.consumer.assignors import (ASSIGNORS, decode_assignment, decode_subscription,
+                                         encode_assignment, encode_subscription)
+from kchannel.log import get_logger
+from kchannel.protocol import messages
+from kchannel.protocol.errors import Errors, exception_for
+
+__all__ = ["ConsumerCoordinator"]
+
+log = get_logger("kchannel.consumer.coordinator")
+
+_JOIN = messages.JOIN_GROUP.api_key
+_SYNC = messages.SYNC_GROUP.api_key
+_HEARTBEAT = messages.HEARTBEAT.api_key
+_LEAVE = messages.LEAVE_GROUP.api_key
+
+_REJOIN = frozenset({Errors.REBALANCE_IN_PROGRESS})
+_RESET_MEMBER = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION,
+                           Errors.FENCED_INSTANCE_ID})
+_COORDINATOR = frozenset({Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
+                          Errors.COORDINATOR_LOAD_IN_PROGRESS})
+
+
+class ConsumerCoordinator:
+    def __init__(self, consumer, values, listener=None):
+        self.consumer = consumer
+        self.group_id = values["group.id"]
+        self.group_instance_id = values["group.instance.id"]
+        self.session_timeout_ms = values["session.timeout.ms"]
+        self.rebalance_timeout_ms = values["max.poll.interval.ms"]
+        self.heartbeat_interval_ms = values["heartbeat.interval.ms"]
+        self.retry_backoff_ms = values["retry.backoff.ms"]
+        self.rack = values["client.rack"] or None
+        self.assignors = []
+        for name in values["partition.assignment.strategy"]:
+            cls = ASSIGNORS.get(name)
+            if cls is None:
+                log.warning("Partition assignment strategy %s is not supported by kchannel; "
+                            "it is left out of the group's protocols", name)
+                continue
+            self.assignors.append(cls())
+        if not self.assignors:
+            raise errors.ConfigError(
+                "partition.assignment.strategy names no assignor kchannel implements "
+                "(RangeAssignor, RoundRobinAssignor)", key="partition.assignment.strategy",
+                value=values["partition.assignment.strategy"])
+        self.listener = listener
+        self.member_id = ""
+        self.generation = -1
+        self.protocol = None
+        self.need_join = True
+        self.last_heartbeat_ms = 0
+        self.heartbeat_in_flight = False
+
+    @property
+    def active(self):
+        return self.generation >= 0 and not self.need_join
+
+    def generation_and_member(self):
+        if self.generation >= 0:
+            return self.generation, self.member_id
+        return -1, ""
+
+    # -- rebalance --------------------------------------------------------------------
+    def ensure_active_group(self, timeout_ms):
+        """Join (or rejoin) the group if needed; blocks up to ``timeout_ms``."""
+        c = self.consumer
+        deadline = c._time() + timeout_ms
+        while self.need_join:
+            left = deadline - c._time()
+            if left <= 0:
+                return False
+            self._on_join_prepare()
+            if self._join_and_sync(left):
+                return True
+            c._client.poll(self.retry_backoff_ms)
+        return True
+
+    def _on_join_prepare(self):
+        c = self.consumer
+        owned = list(c.subscriptions.assignment)
+        if owned:
+            if c.config["enable.auto.commit"]:
+                try:
+                    c.commit(timeout=c.config["request.timeout.ms"] / 1000)
+                except errors.KChannelError as exc:
+                    log.warning("Offset commit before rebalance failed: %s", exc)
+            if self.listener is not None:
+                _call(self.listener, "on_partitions_revoked", owned)
+            c.subscriptions.assign([])
+            c._fetcher.clear_buffered()
+
+    def _join_and_sync(self, timeout_ms):
+        c = self.consumer
+        topics = sorted(c.subscriptions.subscription)
+        metadata = encode_subscription(topics, rack_id=self.rack)
+        body = {"group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
+                "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
+                "group_instance_id": self.group_instance_id, "protocol_type": "consumer",
+                "protocols": [{"name": a.name, "metadata": metadata} for a in self.assignors],
+                "reason": None}
+        log.info("(Re-)joining group %s", self.group_id)
+        resp = c._coordinator_request(_JOIN, body, max(timeout_ms, 1), "the group was joined",
+                                      request_timeout_ms=self.rebalance_timeout_ms + 5000)
+        b = resp.body
+        code = b["error_code"]
+        if code == Errors.MEMBER_ID_REQUIRED:
+            self.member_id = b["member_id"]
+            return False
+        if code in _RESET_MEMBER and code != Errors.FENCED_INSTANCE_ID:
+            self.member_id, self.generation = "", -1
+            return False
+        if code in _COORDINATOR:
+            c._coordinator = None
+            return False
+        if code in _REJOIN or code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
+            return False
+        if code:
+            raise exception_for(code, b.get("error_message"))
+        self.member_id = b["member_id"]
+        self.generation = b["generation_id"]
+        self.protocol = b["protocol_name"]
+        assignments = []
+        if b["leader"] == self.member_id:
+            assignments = self._perform_assignment(b["members"])
+        sync = {"group_id": self.group_id, "generation_id": self.generation,
+                "member_id": self.member_id, "group_instance_id": self.group_instance_id,
+                "protocol_type": "consumer", "protocol_name": self.protocol,
+                "assignments": assignments}
+        resp = c._coordinator_request(_SYNC, sync, max(timeout_ms, 1), "the group was synced",
+                                      request_timeout_ms=self.rebalance_timeout_ms + 5000)
+        code = resp.body["error_code"]
+        if code in _RESET_MEMBER:
+            self.member_id, self.generation = "", -1
+            return False
+        if code in _COORDINATOR:
+            c._coordinator = None
+            return False
+        if code in _REJOIN:
+            return False
+        if code:
+            raise exception_for(code)
+        tps = decode_assignment(resp.body["assignment"])
+        self.need_join = False
+        self.last_heartbeat_ms = c._time()
+        c.subscriptions.assign(tps)
+        log.info("Successfully joined group %s with generation %d; assigned partitions: %s",
+                 self.group_id, self.generation, sorted(f"{t}-{p}" for t, p in tps))
+        if self.listener is not None:
+            _call(self.listener, "on_partitions_assigned", tps)
+        return True
+
+    def _perform_assignment(self, members):
+        c = self.consumer
+        assignor = next(a for a in self.assignors if a.name == self.protocol)
+        subscriptions = {}
+        all_topics = set()
+        for m in members:
+            sub = decode_subscription(m["metadata"])
+            subscriptions[m["member_id"]] = (set(sub["topics"]), m.get("group_instance_id"))
+            all_topics.update(sub["topics"])
+        cluster = c._await_metadata(all_topics, c.config["default.api.timeout.ms"],
+                                    require_all=False)
+        counts = {t: cluster.partition_count(t) for t in all_topics
+                  if cluster.partition_count(t)}
+        result = assignor.assign(counts, subscriptions)
+        log.info("Finished assignment for group %s with %s", self.group_id, assignor.name)
+        return [{"member_id": m, "assignment": encode_assignment(tps)}
+                for m, tps in result.items()]
+
+    # -- heartbeat --------------------------------------------------------------------
+    def maybe_heartbeat(self, now):
+        """Send a heartbeat when due (from ``poll``); a failure asks to rejoin."""
+        if not self.active or self.heartbeat_in_flight:
+            return
+        if now - self.last_heartbeat_ms < self.heartbeat_interval_ms:
+            return
+        c = self.consumer
+        node = c._coordinator[0] if c._coordinator is not None else None
+        if node is None or not c._client.is_ready(node):
+            if node is None:
+                try:
+                    c._ensure_coordinator(self.retry_backoff_ms)
+                except errors.KChannelError:
+                    pass
+            elif not c._client.ready(node):
+                pass
+            return
+        body = {"group_id": self.group_id, "generation_id": self.generation,
+                "member_id": self.member_id, "group_instance_id": self.group_instance_id}
+        self.heartbeat_in_flight = True
+        self.last_heartbeat_ms = now
+        c._client.send(node, _HEARTBEAT, body, self._handle_heartbeat)
+
+    def _handle_heartbeat(self, resp):
+        self.heartbeat_in_flight = False
+        if resp.exception is not None:
+            self.consumer._coordinator = None
+            return
+        code = resp.body["error_code"]
+        if code == 0:
+            return
+        if code in _REJOIN:
+            log.info("Attempt to heartbeat failed since group is rebalancing")
+            self.need_join = True
+        elif code in _RESET_MEMBER:
+            log.info("Attempt to heartbeat failed: %s; rejoining", exception_for(code))
+            self.member_id, self.generation = "", -1
+            self.need_join = True
+        elif code in _COORDINATOR:
+            self.consumer._coordinator = None
+        else:
+            log.warning("Heartbeat failed: %s", exception_for(code))
+
+    def time_to_next_heartbeat(self, now):
+        if not self.active:
+            return 2 ** 31 - 1
+        return max(0, self.last_heartbeat_ms + self.heartbeat_interval_ms - now)
+
+    # -- leave --------------------------------------------------------------------------
+    def leave_group(self, timeout_ms):
+        if self.generation < 0 or not self.member_id or self.group_instance_id:
+            self.generation, self.member_id = -1, ""
+            return
+        c = self.consumer
+        body = {"group_id": self.group_id, "member_id": self.member_id,
+                "members": [{"member_id": self.member_id, "group_instance_id": None,
+                             "reason": "the consumer is being closed"}]}
+        log.info("Member %s sending LeaveGroup request to coordinator", self.member_id)
+        try:
+            c._coordinator_request(_LEAVE, body, timeout_ms, "the group was left")
+        except errors.KChannelError as exc:
+            log.warning("LeaveGroup failed: %s", exc)
+        self.generation, self.member_id = -1, ""
+        self.need_join = True
+
+
+def _call(listener, method, partitions):
+    fn = getattr(listener, method, None)
+    if fn is None:
+        return
+    try:
+        fn(list(partitions))
+    except Exception:
+        log.exception("User provided listener failed on %s", method)
