@@ -55,6 +55,9 @@ __all__ = ["KafkaClient", "NetworkClient", "ClientResponse", "ConnectionState",
 CLIENT_SOFTWARE_NAME = "kchannel"
 _API_VERSIONS = messages.API_VERSIONS.api_key
 
+# in_flight marker of a request sent by send_raw (response handed over undecoded).
+_RAW = "raw"
+
 # Client-side defaults (Kafka's CommonClientConfigs).
 _DEFAULTS = {
     "security.protocol": "PLAINTEXT",
@@ -558,6 +561,36 @@ class NetworkClient:
             node.in_flight[corr] = (api_key, version, self.time(), internal)
         return corr
 
+    def send_raw(self, node_id, payload, expect_response=True, timeout_ms=None):
+        """Send an already-encoded request frame (a gateway forwarding a
+        client's request): only the correlation id in its header (bytes 4-8)
+        is replaced by this client's.  Returns that correlation id.  Its
+        response comes back from :meth:`poll` as a ClientResponse whose
+        ``body`` is the raw response frame (header included, correlation id
+        not swapped back).  ``expect_response=False`` (Produce with acks=0)
+        sends it without waiting for an answer; ``timeout_ms`` replaces
+        ``request.timeout.ms`` for this request (a JoinGroup waits for the
+        rebalance)."""
+        node = self._nodes.get(node_id)
+        if node is None or node.state is not ConnectionState.READY:
+            raise errors.KChannelError(f"Node {node_id} is not ready")
+        corr = self._corr()
+        frame = payload if isinstance(payload, bytearray) else bytearray(payload)
+        frame[4:8] = corr.to_bytes(4, "big", signed=True)
+        api_key = int.from_bytes(frame[0:2], "big", signed=True)
+        version = int.from_bytes(frame[2:4], "big", signed=True)
+        self.selector.send(node.id, frame)
+        if expect_response:
+            node.in_flight[corr] = (api_key, version, self.time(), _RAW)
+            if timeout_ms is not None:
+                self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+        return corr
+
+    def has_pending_io(self):
+        """Work that the next :meth:`poll` does without waiting for the OS:
+        failures to report, data already read or connections completed."""
+        return bool(self._pending) or self.selector.has_pending_io()
+
     def in_flight_count(self, node_id=None):
         if node_id is not None:
             node = self._nodes.get(node_id)
@@ -647,6 +680,9 @@ class NetworkClient:
             return
         del node.in_flight[corr]
         self._request_timeouts.pop((node.id, corr), None)
+        if internal is _RAW:
+            out.append(ClientResponse(node.id, api_key, version, corr, payload, None, sent, now))
+            return
         try:
             _, body = decode_response(payload, api_key, version)
         except errors.KChannelError as exc:
@@ -695,7 +731,7 @@ class NetworkClient:
         target = out if out is not None else self._pending
         for corr, (api_key, version, sent, internal) in node.in_flight.items():
             self._request_timeouts.pop((node_id, corr), None)
-            if not internal:
+            if internal is not True:
                 target.append(ClientResponse(node_id, api_key, version, corr, None, exc, sent,
                                              self.time()))
         node.in_flight.clear()

@@ -121,6 +121,11 @@ class Listener:
         self.max_connection_creation_rate = _UNLIMITED
         self.parked = None
         self.setup_timeout_ms = 0
+        # Gateway: the upstream node whose connections arrive on this port
+        # (None: a configured listener); such a port shares its listener's
+        # name and channel builder (shared_builder: not closed with it).
+        self.upstream_node = None
+        self.shared_builder = False
 
     # Endpoint-style aliases
     @property
@@ -359,6 +364,10 @@ class Server:
             # Metadata/DescribeCluster per listener over every known node.
             register_cluster_handlers(self)
         self._conn_index = 0
+        # Gateway (kchannel.gateway.Gateway) in front of an upstream cluster,
+        # or None; connection id -> upstream node of the port it came in on.
+        self.gateway = None
+        self.connection_upstream_node = {}
         self._paused = False                 # some listener has paused_until set
         self._accept_backoff_ms = ACCEPT_BACKOFF_MS[0]
         self._accept_errors = 0              # accept errors not logged yet
@@ -376,7 +385,8 @@ class Server:
 
     # ------------------------------------------------------------- listeners
     def _bind(self, l):
-        l.channel_builder = self._channel_builder(l)
+        if l.channel_builder is None:
+            l.channel_builder = self._channel_builder(l)
         family = socket.AF_INET6 if ":" in l.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -393,6 +403,11 @@ class Server:
         l.sock = sock
         l.bound_port = sock.getsockname()[1]
         self._watch(l, True)
+        if l.upstream_node is not None:
+            log.info("[Gateway listener=%s, securityProtocol=%s] Upstream node %s served on %s:%d.",
+                     l.name, l.security_protocol, l.upstream_node, l.host or "0.0.0.0",
+                     l.bound_port)
+            return
         log.info("[SocketServer listener=%s, securityProtocol=%s] "
                  "Awaiting socket connections on %s:%d.", l.name, l.security_protocol,
                  l.host or "0.0.0.0", l.bound_port)
@@ -474,6 +489,9 @@ class Server:
 
     def _connection_closed(self, ch):
         self.connection_quotas.dec(ch.id)
+        self.connection_upstream_node.pop(ch.id, None)
+        if self.gateway is not None:
+            self.gateway.connection_closed(ch.id)
 
     def _connection_counts(self):
         counts = {}
@@ -616,6 +634,8 @@ class Server:
             else:
                 try:
                     self.selector.register(cid, sock, l.channel_builder, l.name)
+                    if l.upstream_node is not None:
+                        self.connection_upstream_node[cid] = l.upstream_node
                     if l.setup_timeout_ms > 0 and l.security_protocol != "PLAINTEXT":
                         # (a PLAINTEXT connection has nothing to complete)
                         self.selector.set_setup_deadline(cid, now + l.setup_timeout_ms)
@@ -629,6 +649,25 @@ class Server:
         except OSError:
             pass
         return False
+
+    def add_node_listener(self, listener_name, node_id, port):
+        """Bind one more port for ``listener_name`` whose connections a
+        gateway sends to upstream node ``node_id`` (same name, security
+        protocol, configs and channel builder as the listener).  Returns the
+        new :class:`Listener` (``bound_port`` set); raises
+        ``ChannelConnectionError`` when the port cannot be bound."""
+        parent = self._listener(listener_name)
+        l = Listener(parent.name, parent.host, port, parent.security_protocol, parent.configs)
+        l.upstream_node = node_id
+        l.channel_builder = parent.channel_builder
+        l.shared_builder = True
+        l.max_connections = parent.max_connections
+        l.protected = parent.protected
+        l.max_connection_creation_rate = parent.max_connection_creation_rate
+        l.setup_timeout_ms = parent.setup_timeout_ms
+        self._bind(l)
+        self.listeners.append(l)
+        return l
 
     def bound_port(self, listener_name):
         """The real port a listener is bound to (useful with port 0)."""
@@ -680,6 +719,8 @@ class Server:
             if k not in ranges:
                 api = messages.API[k]
                 ranges[k] = (api.min_version, api.max_version)
+        if self.gateway is not None:
+            ranges = self.gateway.api_ranges(ranges)
         return {
             "error_code": 0,
             "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
@@ -718,6 +759,9 @@ class Server:
         held = self._held
         if held:
             held.clear()
+        gateway = self.gateway
+        if gateway is not None:
+            timeout_ms = gateway.poll_timeout(timeout_ms)
         if self._paused:
             wait = self._end_pauses(self.time())
             if wait is not None and (timeout_ms is None or timeout_ms < 0 or wait < timeout_ms):
@@ -731,7 +775,7 @@ class Server:
         if len(receives) == 1:
             cid, payload = receives[0]
             self._process_request(cid, payload)
-            return
+            receives = ()
         for i, (cid, payload) in enumerate(receives):
             if held and cid in held:
                 continue
@@ -742,6 +786,8 @@ class Server:
                 self._hold_back(ch, receives, i)
                 continue
             self._process_request(cid, payload, receives, i)
+        if gateway is not None:
+            gateway.after_poll()
 
     def _hold_back(self, ch, receives, start):
         """Put ``ch``'s frames of ``receives[start:]`` back in front of its
@@ -763,7 +809,7 @@ class Server:
         sel.write_queued(cid)
         sel.fail(cid, exc)
 
-    def _process_request(self, cid, payload, batch=None, index=0):
+    def _process_request(self, cid, payload, batch=None, index=0, local=False):
         sel = self.selector
         ch = sel.channel(cid)
         if ch is None:
@@ -799,6 +845,9 @@ class Server:
             sel.close(cid)
             sel.record_expired_connection_killed()
             return
+        if (self.gateway is not None and not local
+                and self.gateway.intercept(ch, header, payload, off, now)):
+            return      # forwarded upstream, or queued behind what was
         handler = self.handlers.get(header.api_key)
         api = messages.API.get(header.api_key)
         v = header.api_version
@@ -909,7 +958,7 @@ class Server:
                 except OSError:
                     pass
                 l.parked = None
-            if l.channel_builder is not None:
+            if l.channel_builder is not None and not l.shared_builder:
                 try:
                     l.channel_builder.close()
                 except Exception:

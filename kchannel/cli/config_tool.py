@@ -94,6 +94,18 @@ def _describe_server(cfg, out):
                 print(f"  mechanism {mech}:", file=out)
         indent = "    " if row.mechanism else "  "
         print(f"{indent}{row.key} = {row.value}    ({_src(row)})", file=out)
+    upstream = getattr(cfg, "upstream", None)
+    if upstream is not None:
+        print("\nUpstream cluster (gateway; kchannel.upstream.*)", file=out)
+        vals = upstream.values()
+        for key in CLIENT_CONFIG_DEF.names():
+            if key in upstream.originals:
+                print(f"  {key} = {mask(vals.get(key))}    (kchannel.upstream.{key})", file=out)
+        jc = upstream.jaas()
+        if jc is not None:
+            for e in jc.entries:
+                opts = " ".join(f"{k}={v}" for k, v in e.masked_options().items())
+                print(f"  jaas = {e.login_module} {e.control_flag} {opts}", file=out)
     if cfg.unused:
         print(f"\nUnused configurations: {', '.join(cfg.unused)}", file=out)
 

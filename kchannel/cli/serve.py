@@ -8,7 +8,9 @@ HOST:PORT." per listener, as Kafka's SocketServer), serves ApiVersions,
 Metadata and DescribeCluster plus the SCRAM credential APIs (50/51) backed by the server's SCRAM
 credential store (allowed to the principals in ``super.users`` only), DescribeClientQuotas
 (no quotas: what ``kafka-configs.sh --describe --entity-type users`` asks first) and, when
-delegation tokens are enabled and the token module is installed, the delegation token APIs.  SIGTERM / SIGINT shut it down
+delegation tokens are enabled and the token module is installed, the delegation token APIs.
+With ``kchannel.upstream.bootstrap.servers`` set it is a gateway in front of that cluster
+(see :mod:`kchannel.gateway`): every other request is forwarded upstream.  SIGTERM / SIGINT shut it down
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
 """
 import logging
@@ -124,6 +126,19 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
     token_hook = _install_tokens(server, config, props)
     if token_hook is not None and hasattr(token_hook, "close"):
         closers.append(token_hook.close)
+    # Gateway in front of an upstream cluster (kchannel.upstream.*), after
+    # every local API is registered: ApiVersions lists them and the
+    # upstream's others.
+    from ..gateway import install_gateway
+    try:
+        gateway = install_gateway(server, config, props)
+    except BaseException:
+        server.shutdown()
+        for c in closers:
+            c()
+        raise
+    if gateway is not None:
+        closers.insert(0, gateway.close)
     return server, closers
 
 

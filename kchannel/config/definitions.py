@@ -709,6 +709,28 @@ _ROWS = [
     ("kchannel.delegation.token.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), M, "server",
      "kchannel-specific: where delegation tokens live: 'sqlite' (first log directory), 'memory' or "
      "'zookeeper' (zookeeper.connect, Kafka's /delegation_token layout).", True),
+    ("kchannel.upstream.bootstrap.servers", LI, "", None, H, "server",
+     "kchannel-specific: run as a gateway in front of the Kafka-compatible cluster at these host:port pairs: "
+     "requests the server does not answer itself (ApiVersions, SASL, delegation tokens, SCRAM credentials) are "
+     "forwarded to it. Every kchannel.upstream.<key> property is the client configuration <key> of the "
+     "gateway's upstream connections (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*, "
+     "request.timeout.ms ...), validated as a client configuration. Empty (the default): no gateway.", True),
+    ("kchannel.gateway.node.id.base", I, 0, _atl(0), M, "server",
+     "kchannel-specific: gateway endpoints: upstream node k is served on each listener's port + 1 + "
+     "(k - this value), at the listener's advertised host and advertised port + the same offset; the listener's "
+     "own port is the bootstrap port (any upstream node). With listener port 0 node ports are ephemeral.", True),
+    ("kchannel.gateway.max.queued.requests", I, 100, _atl(1), M, "server",
+     "kchannel-specific: a gateway client with this many requests waiting for their responses is not read "
+     "until one is answered (backpressure from a slow upstream).", True),
+    ("kchannel.gateway.allowed.principals", LI, "", None, M, "server",
+     "kchannel-specific: principals (Type:name) whose requests the gateway forwards; others are refused with "
+     "Kafka's authorization error codes. Empty (the default): every authenticated principal. Usually set per "
+     "listener: listener.name.<listener>.kchannel.gateway.allowed.principals.", True),
+    ("kchannel.gateway.authorizer.class", C, None, None, L, "server",
+     "kchannel-specific: class (module.Name) with authorize(request) -> bool called for every request the "
+     "gateway forwards (request: principal, listener_name, api_key, api_version, client_id, client_address); "
+     "replaces kchannel.gateway.allowed.principals. An optional configure(props) gets the server properties.",
+     True),
 ]
 
 

@@ -41,6 +41,9 @@ from kchannel.config.listeners import (config_prefix, normalise_listener_name, p
 from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
 
+# Gateway: prefix of the upstream connections' client configuration.
+UPSTREAM_PREFIX = "kchannel.upstream."
+
 __all__ = ["ServerConfig", "DescribeRow", "MECHANISM_ONLY_KEYS", "MECHANISM_SCOPED_KEYS"]
 
 log = logging.getLogger("kchannel.config.server")
@@ -232,6 +235,28 @@ class ServerConfig(ConfigFactories):
         self._jaas_cache = {}
         for ep in self._listeners:
             self._check_listener(ep, errors)
+
+        # Gateway: kchannel.upstream.<key> is client configuration <key> of the
+        # upstream connections, validated as such.
+        self.upstream = None
+        up = {k[len(UPSTREAM_PREFIX):]: raw for k, raw in orig.items()
+              if k.startswith(UPSTREAM_PREFIX) and len(k) > len(UPSTREAM_PREFIX)}
+        if up:
+            used.update(UPSTREAM_PREFIX + k for k in up)
+            from kchannel.config.client import ClientConfig
+            up_errors = []
+            try:
+                self.upstream = ClientConfig(up, _errors=up_errors)
+            except ConfigError as exc:
+                up_errors.append(exc)
+            for exc in up_errors:
+                key = getattr(exc, "key", None)
+                errors.append(ConfigError(f"{UPSTREAM_PREFIX}* (upstream client configuration): {exc}",
+                                          key=UPSTREAM_PREFIX + key if key else UPSTREAM_PREFIX))
+            if self.upstream is not None and not v.get("kchannel.upstream.bootstrap.servers"):
+                errors.append(ConfigError("kchannel.upstream.* is set but kchannel.upstream.bootstrap.servers is "
+                                          "empty: set the upstream cluster's bootstrap servers",
+                                          key="kchannel.upstream.bootstrap.servers"))
 
         # Kafka keys kchannel accepts but ignores: say so, never silently.
         self.unsupported = warn_unsupported(orig, log)

@@ -313,6 +313,20 @@ class Selector:
     def __len__(self):
         return len(self._channels)
 
+    def fileno(self):
+        """The OS selector's descriptor (epoll): readable whenever one of
+        this selector's channels has an event, so another selector can watch
+        it (a gateway's server loop waking for its upstream connections)."""
+        return self._sel.fileno()
+
+    def has_pending_io(self):
+        """True when the next :meth:`poll` has work no OS event announces
+        (buffered input, connections completed at once, failures and sends
+        of write-through to report): poll it without waiting."""
+        return bool(self._immediately_connected or self._deferred_failures
+                    or self._deferred_sends
+                    or any(i not in self._explicitly_muted for i in self._buffered))
+
     # ------------------------------------------------------------ connections
     def connect(self, id, address, send_buffer_size=None, receive_buffer_size=None,
                 channel_builder=None):
