@@ -196,6 +196,12 @@ def _acks(payload, off, version):
     return int.from_bytes(payload[off:off + 2], "big", signed=True)
 
 
+def _drop_none(d):
+    """A body dict without its None values (their fields take the schema's
+    default: a null topic id is the zero UUID)."""
+    return {k: v for k, v in d.items() if v is not None}
+
+
 def _has_top_level_field(spec, key, version):
     for f in spec.fields:
         if f.key == key and version in f.versions:
@@ -648,20 +654,20 @@ class Gateway:
             if key == int(ApiKey.METADATA):
                 req = api.request.decode(payload, version, off)
                 body = {"brokers": [], "cluster_id": None, "controller_id": -1,
-                        "topics": [{"error_code": int(Errors.TOPIC_AUTHORIZATION_FAILED),
-                                    "name": t.get("name"), "topic_id": t.get("topic_id"),
-                                    "is_internal": False, "partitions": []}
+                        "topics": [_drop_none({"error_code": int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                                               "name": t.get("name"), "topic_id": t.get("topic_id"),
+                                               "is_internal": False, "partitions": []})
                                    for t in req.get("topics") or ()]}
             elif key == int(ApiKey.PRODUCE):
                 req = api.request.decode(payload, version, off)
                 if req.get("acks") == 0:
                     return
                 body = {"responses": [
-                    {"name": t.get("name"), "topic_id": t.get("topic_id"),
+                    _drop_none({"name": t.get("name"), "topic_id": t.get("topic_id"),
                      "partition_responses": [
                          {"index": p.get("index"),
                           "error_code": int(Errors.TOPIC_AUTHORIZATION_FAILED)}
-                         for p in t.get("partition_data") or ()]}
+                         for p in t.get("partition_data") or ()]})
                     for t in req.get("topic_data") or ()]}
             elif api is not None and _has_top_level_field(api.response, "error_code", version):
                 body = {"error_code": int(Errors.CLUSTER_AUTHORIZATION_FAILED)}
