@@ -83,6 +83,7 @@ USED = {
     "listeners-describe", "listeners-describe-output",
     "tokens-server", "tokens-setup", "tokens-alice", "tokens-create", "tokens-create-output",
     "tokens-job", "tokens-job-python", "tokens-manage", "tokens-manage-output",
+    "gateway-server", "gateway-setup", "gateway-client",
 }
 
 # The README's example delegation token (replaced by the real one).
@@ -561,6 +562,38 @@ def test_delegation_tokens(scenario):
     from kchannel.errors import SaslAuthenticationError
     with pytest.raises(SaslAuthenticationError):
         scenario.connect("job.properties")
+
+
+@pytest.mark.slow
+def test_gateway_in_front_of_tansu(scenario, tansu):
+    """The README's gateway: Tansu (PLAINTEXT) behind SASL_SSL + SCRAM +
+    delegation tokens, from one server.properties."""
+    from kchannel.tokens.admin import DelegationTokenAdmin
+    scenario.subs["tansu.example.com:9092"] = tansu.bootstrap
+    scenario.write("gateway-server")
+    scenario.write("gateway-client")
+    scenario.run_sh("gateway-setup")
+    server = scenario.servers[-1]
+    bound = server.bound_port("SASL_SSL")
+    node_ports = {l.upstream_node: l.bound_port for l in server.listeners
+                  if l.upstream_node is not None}
+    configs = load_properties(str(scenario.dir / "client.properties"))
+    configs["bootstrap.servers"] = f"localhost:{bound}"
+    with KafkaClient({"bootstrap.servers": tansu.bootstrap}).connect() as direct:
+        upstream = direct.request(ApiKey.METADATA, {"topics": []})
+    with KafkaClient(configs).connect() as client:
+        md = client.request(ApiKey.METADATA, {"topics": []})
+        token = DelegationTokenAdmin(client).create()
+    assert md["cluster_id"] == upstream["cluster_id"]
+    assert [(b["node_id"], b["host"], b["port"]) for b in md["brokers"]] == \
+        [(b["node_id"], "localhost", node_ports[b["node_id"]]) for b in upstream["brokers"]]
+    token_configs = dict(configs, **{
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                            f'username="{token.token_info.token_id}" '
+                            f'password="{token.hmac_base64}" tokenauth="true";'})
+    with KafkaClient(token_configs).connect() as client:
+        assert client.request(ApiKey.METADATA, {"topics": []})["cluster_id"] == \
+            upstream["cluster_id"]
 
 
 def test_named_listeners(scenario, pki, capsys):
