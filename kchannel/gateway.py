@@ -68,7 +68,8 @@ import collections
 from dataclasses import dataclass
 
 from . import errors
-from .client import ConnectionState, NetworkClient, _parse_bootstrap
+from .client import NetworkClient, _parse_bootstrap
+from .config.definitions import resolve_class
 from .log import get_logger
 from .metrics import Avg, Max, MetricName, Rate
 from .principal import KafkaPrincipal
@@ -740,7 +741,6 @@ def install_gateway(server, config, props):
     authorizer = None
     cls = value("kchannel.gateway.authorizer.class", None)
     if cls:
-        from .config.definitions import resolve_class
         klass = resolve_class(cls) if isinstance(cls, str) else cls
         authorizer = klass()
         if hasattr(authorizer, "configure"):

@@ -12,7 +12,7 @@ dependency).  Layers, bottom to top (README, "Architecture")::
     tokens    kchannel.tokens.*
     client    kchannel.client, cluster_client, metadata
     producer  kchannel.producer.*          consumer  kchannel.consumer.*
-    server    kchannel.handlers, kchannel.cluster, kchannel.server
+    server    kchannel.handlers, kchannel.cluster, kchannel.server, kchannel.gateway
     cli       kchannel.cli.*, kchannel.__main__
 
 A module may import its own layer and any lower one; protocol and config
@@ -46,7 +46,7 @@ LAYERS = [
     ("client", 5, ("kchannel.client", "kchannel.cluster_client", "kchannel.metadata")),
     ("producer", 6, ("kchannel.producer",)),
     ("consumer", 6, ("kchannel.consumer",)),
-    ("server", 7, ("kchannel.handlers", "kchannel.cluster", "kchannel.server")),
+    ("server", 7, ("kchannel.handlers", "kchannel.cluster", "kchannel.server", "kchannel.gateway")),
     ("cli", 8, ("kchannel.cli", "kchannel.__main__")),
 ]
 

@@ -20,6 +20,7 @@ import threading
 
 from .. import errors, tokens
 from ..config import ServerConfig, load_properties
+from ..gateway import install_gateway
 from ..handlers import handle_describe_client_quotas, random_cluster_id
 from ..protocol import messages
 from ..security.sasl import scram_store
@@ -129,7 +130,6 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
     # Gateway in front of an upstream cluster (kchannel.upstream.*), after
     # every local API is registered: ApiVersions lists them and the
     # upstream's others.
-    from ..gateway import install_gateway
     try:
         gateway = install_gateway(server, config, props)
     except BaseException:

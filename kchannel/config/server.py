@@ -39,6 +39,7 @@ from kchannel.config.listeners import (config_prefix, normalise_listener_name, p
                                        parse_security_protocol_map, validate_advertised_listeners,
                                        validate_listeners)
 from kchannel.config.types import Password, reveal
+from kchannel.config.client import ClientConfig
 from kchannel.errors import ConfigError
 
 # Gateway: prefix of the upstream connections' client configuration.
@@ -243,7 +244,6 @@ class ServerConfig(ConfigFactories):
               if k.startswith(UPSTREAM_PREFIX) and len(k) > len(UPSTREAM_PREFIX)}
         if up:
             used.update(UPSTREAM_PREFIX + k for k in up)
-            from kchannel.config.client import ClientConfig
             up_errors = []
             try:
                 self.upstream = ClientConfig(up, _errors=up_errors)
