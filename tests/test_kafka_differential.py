@@ -13,7 +13,9 @@ change on either side shows up.
 
 ``test_java_client_sees_the_same_failures`` repeats the failed logins with
 Kafka's own AdminClient as the client: against Kafka and against kchannel
-serve it must end in the same exception class with the same message.
+serve it must end in the same exception class with the same message;
+``test_java_client_logs_in_on_both`` logs it in on every listener and
+mechanism of both (OIDC client credentials against the JWKS listener too).
 """
 import base64
 import hashlib
@@ -750,3 +752,31 @@ def test_java_client_sees_the_same_failures(kafka_broker, sides, kafka_java):
         assert not kafka["ok"], kafka
         assert (kafka["error"], kafka["message"]) == (kchannel.get("error"),
                                                        kchannel.get("message")), case
+
+
+def test_java_client_logs_in_on_both(kafka_broker, sides, kafka_java):
+    """Kafka's AdminClient on every listener x mechanism of the broker's
+    configuration (OIDC client-credentials login against the JWKS listener
+    included): Kafka and its kchannel twin both let it in and describe
+    themselves the same way."""
+    combos = [(l, None) for l in ("PLAINTEXT", "SSL", "MTLS")]
+    combos += [(l, m) for l in ("SASL_PLAINTEXT", "SASL_SSL", "REAUTH")
+               for m in kafka_broker.mechanisms(l)]
+    combos += [("OAUTH_JWKS", "OAUTHBEARER")]
+    checks = []
+    for listener, mechanism in combos:
+        configs = kafka_broker.client_configs(listener, mechanism)
+        host = configs["bootstrap.servers"].rsplit(":", 1)[0]
+        for side in sides:
+            checks.append({"id": f"{side.name}:{listener}:{mechanism}", "op": "describeCluster",
+                           "config": dict(configs, **{
+                               "bootstrap.servers": f"{host}:{side.address(listener)[1]}"})})
+    results = kafka_java.probe(checks, kdc=kafka_broker.kdc, jvm_opts=kafka_broker.jvm_opts())
+    for listener, mechanism in combos:
+        got = {}
+        for side in sides:
+            r = results[f"{side.name}:{listener}:{mechanism}"]
+            assert r["ok"], (side.name, listener, mechanism, r)
+            assert r["nodes"] == [[1, "127.0.0.1", side.address(listener)[1]]], r
+            got[side.name] = (r["controller"], r["clusterId"] is not None)
+        assert got["kafka"] == got["kchannel"], (listener, mechanism, got)
