@@ -322,7 +322,7 @@ def handshake_v0_plain(password):
         if answer != CLOSED:
             body = conn.request(3, 0, {"topics": []})
             record.append(body if body == CLOSED else [b["node_id"] for b in body["brokers"]])
-        return record + [conn.state(1.0) if answer != CLOSED else conn.state()]
+        return record + [api_versions(conn, 0) if answer != CLOSED else conn.state()]
     return run
 
 
@@ -340,6 +340,7 @@ def handshake_v0_scram(password):
             if server_final != CLOSED:
                 body = conn.request(3, 0, {"topics": []})
                 record.append(body if body == CLOSED else [b["node_id"] for b in body["brokers"]])
+                return record + [api_versions(conn, 0)]
         return record + [conn.state()]
     return run
 
@@ -395,7 +396,7 @@ def token_request_on_token_channel(side):
     record.append(body if body == CLOSED else body["error_code"])
     body = conn.request(41, 3, {"owners": None})
     record.append(body if body == CLOSED else body["error_code"])
-    return record + [conn.state(1.0)]
+    return record + [api_versions(conn)]
 
 
 def expired_token(side):
@@ -417,9 +418,9 @@ def expired_token(side):
 
 
 def token_on_non_sasl_listener(side):
-    token_id, token_hmac = create_token(side)
     conn = Conn(side, "PLAINTEXT")
-    return [handshake(conn, "SCRAM-SHA-256"), conn.state()]
+    # Still usable afterwards: ApiVersions is answered.
+    return [handshake(conn, "SCRAM-SHA-256"), api_versions(conn)]
 
 
 def tls_error(exc):
@@ -477,7 +478,7 @@ def sasl_after_authentication(side):
     conn = admin_conn(side)
     return [handshake(conn, "PLAIN"),
             authenticate(conn, b"\0admin\0admin-secret")[0],
-            api_versions(conn), conn.state(1.0)]
+            api_versions(conn)]
 
 
 def admin_requests(side):
