@@ -515,6 +515,15 @@ class NetworkClient:
         node.reconnect_backoff_ms = 0
         self._reset_connection_setup_timeout(node)
 
+    def remove(self, node_id):
+        """Close the connection to ``node_id`` (as :meth:`close`) and forget
+        the node entirely: for connections that will not be used again (a
+        gateway's per-client upstream connection whose client left)."""
+        self.close(node_id)
+        self._nodes.pop(node_id, None)
+        for key in [k for k in self._request_timeouts if k[0] == node_id]:
+            del self._request_timeouts[key]
+
     def disconnect(self, node_id):
         """Close the connection to ``node_id`` as a failure would (Kafka's
         ``disconnect(node)``): in-flight requests complete as disconnected

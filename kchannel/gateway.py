@@ -38,13 +38,17 @@ Requests
     through TCP instead of filling the gateway's memory.
 
 Upstream connections
-    One connection per upstream node, shared by every client: the upstream
+    One connection per upstream node, shared by every client (or, with
+    ``kchannel.gateway.upstream.connections=per-client``, per client
+    connection: a broker serves a connection's requests one at a time, so a
+    long poll on a shared one delays the others): the upstream
     sees the gateway's principal (``kchannel.upstream.sasl.jaas.config``)
     for every request, so the gateway's authorization hook (and the
     upstream's ACLs for that one principal) decide what clients may do.  When
     an upstream connection fails, every client with a request on it is
     disconnected (client libraries reconnect and retry); a request waits at
-    most the upstream ``request.timeout.ms``.
+    most the upstream ``request.timeout.ms`` plus the time the broker may
+    hold it (Produce timeout, Fetch max wait, JoinGroup rebalance timeout).
 
 Authorization
     ``authorizer.authorize(request) -> bool`` for every forwarded request
@@ -103,6 +107,7 @@ DEFAULT_MAX_QUEUED = 100
 # While anything is in flight upstream, the loop wakes at least this often
 # for the upstream client's timeouts (connection setup, request timeout).
 TIMER_MS = 100
+JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
 
 
 @dataclass(frozen=True)
@@ -142,9 +147,10 @@ class _Slot:
     """One request of a client, in its order: forwarded (``response`` set
     once the upstream answered) or answered locally (``local`` = its
     frame, handled when it reaches the head)."""
-    __slots__ = ("api_key", "version", "corr", "start", "response", "local")
+    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms")
 
     def __init__(self, api_key, version, corr, start, local=None):
+        self.timeout_ms = None       # upstream request timeout, if not the default
         self.api_key = api_key
         self.version = version
         self.corr = corr
@@ -154,7 +160,7 @@ class _Slot:
 
 
 class _Downstream:
-    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed")
+    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids")
 
     def __init__(self, cid, listener_name, node):
         self.cid = cid
@@ -163,6 +169,7 @@ class _Downstream:
         self.queue = collections.deque()
         self.muted = False
         self.closed = False
+        self.uids = ()                # upstream connections of its own (per-client mode)
 
 
 class _Fd:
@@ -179,9 +186,9 @@ class _Fd:
         pass
 
 
-def _acks(payload, off, version):
-    """The ``acks`` of a Produce request (v3+: after transactional_id)."""
-    if version >= 9:     # flexible: compact nullable string
+def _skip_string(payload, off, flexible):
+    """Offset after a (nullable) string at ``off``."""
+    if flexible:         # compact: unsigned varint length + 1
         n, shift = 0, 0
         while True:
             b = payload[off]
@@ -190,11 +197,37 @@ def _acks(payload, off, version):
             if not b & 0x80:
                 break
             shift += 7
-        off += max(n - 1, 0)
-    else:
-        n = int.from_bytes(payload[off:off + 2], "big", signed=True)
-        off += 2 + max(n, 0)
-    return int.from_bytes(payload[off:off + 2], "big", signed=True)
+        return off + max(n - 1, 0)
+    n = int.from_bytes(payload[off:off + 2], "big", signed=True)
+    return off + 2 + max(n, 0)
+
+
+def _int(payload, off, size):
+    if off + size > len(payload):
+        raise IndexError("request truncated")
+    return int.from_bytes(payload[off:off + size], "big", signed=True)
+
+
+def _acks(payload, off, version):
+    """The ``acks`` of a Produce request (v3+: after transactional_id)."""
+    return _int(payload, _skip_string(payload, off, version >= 9), 2)
+
+
+def _waits_ms(key, version, payload, off):
+    """How long the broker may hold this request before answering (0 for
+    most): a Produce's timeout_ms, a Fetch's max_wait_ms, a JoinGroup's
+    rebalance timeout.  The upstream request timeout is stretched by it, as
+    Kafka's clients do, so that a long poll or a rebalance does not count as
+    a dead upstream connection."""
+    if key == int(ApiKey.PRODUCE):
+        return max(_int(payload, _skip_string(payload, off, version >= 9) + 2, 4), 0)
+    if key == int(ApiKey.FETCH):
+        return max(_int(payload, off if version >= 15 else off + 4, 4), 0)
+    if key == int(ApiKey.JOIN_GROUP):
+        pos = _skip_string(payload, off, version >= 6)
+        # v0 has no rebalance timeout: the session timeout bounds the join
+        return max(_int(payload, pos + (4 if version >= 1 else 0), 4), 0)
+    return 0
 
 
 def _drop_none(d):
@@ -215,7 +248,8 @@ class Gateway:
     upstream connections (``bootstrap.servers`` required)."""
 
     def __init__(self, server, upstream_configs, *, node_id_base=0,
-                 max_queued_requests=DEFAULT_MAX_QUEUED, authorizer=None):
+                 max_queued_requests=DEFAULT_MAX_QUEUED, authorizer=None,
+                 upstream_connections="shared"):
         configs = dict(upstream_configs)
         self.bootstrap = _parse_bootstrap(configs.get("bootstrap.servers"))
         if not self.bootstrap:
@@ -228,6 +262,13 @@ class Gateway:
         self.node_id_base = int(node_id_base)
         self.max_queued_requests = max(1, int(max_queued_requests))
         self.authorizer = authorizer
+        mode = str(upstream_connections).strip().lower()
+        if mode not in ("shared", "per-client"):
+            raise errors.ConfigError(
+                f"Invalid value {upstream_connections} for configuration "
+                "kchannel.gateway.upstream.connections: String must be one of: shared, per-client",
+                key="kchannel.gateway.upstream.connections", value=upstream_connections)
+        self.per_client = mode == "per-client"
         self.client = NetworkClient(configs, metrics=server.metrics, time=server.time,
                                     metric_group_prefix="kchannel-upstream")
         self.request_timeout_ms = self.client.request_timeout_ms
@@ -348,6 +389,11 @@ class Gateway:
         if ds is not None:
             ds.closed = True
             ds.queue.clear()
+            for uid in ds.uids:
+                # its own upstream connection (per-client mode) goes with it
+                self.client.remove(uid)
+                self.waiting.pop(uid, None)
+                self.connecting.discard(uid)
 
     def poll_timeout(self, timeout_ms):
         if self.client.has_pending_io():
@@ -394,15 +440,24 @@ class Gateway:
                 self._refuse(ds, slot, header, payload, off, request)
                 return True
         expect = True
-        if key == int(ApiKey.PRODUCE):
-            try:
+        timeout_ms = None
+        try:
+            if key == int(ApiKey.PRODUCE):
                 expect = _acks(payload, off, version) != 0
-            except (IndexError, ValueError):
-                expect = True
+            wait = _waits_ms(key, version, payload, off)
+            if wait:
+                # Kafka's consumer: JoinGroup gets rebalance timeout + 5 s.
+                timeout_ms = max(self.request_timeout_ms, wait + JOIN_GROUP_TIMEOUT_LAPSE_MS) \
+                    if key == int(ApiKey.JOIN_GROUP) else self.request_timeout_ms + wait
+        except IndexError:
+            pass     # a malformed request: the upstream will say so
+        slot.timeout_ms = timeout_ms
         if expect:
             ds.queue.append(slot)
         frame = bytearray(payload)
-        uid = self._route(ds.node)
+        uid = self._route(ds.node, ds.cid if self.per_client else None)
+        if self.per_client and uid not in ds.uids:
+            ds.uids = ds.uids + (uid,)
         if self.client.is_ready(uid):
             self._send(uid, ds, slot, frame, expect)
         else:
@@ -424,9 +479,14 @@ class Gateway:
                 break
 
     # --------------------------------------------------------------- routing
-    def _route(self, node):
+    def _route(self, node, cid=None):
         """Upstream connection id for a client of ``node``'s port (None: the
-        bootstrap port, served by any ready upstream connection)."""
+        bootstrap port, served by any ready upstream connection); with
+        per-client connections, ``(node, client connection id)``."""
+        if cid is not None:
+            if node is None:
+                node = min(self.nodes) if self.nodes else BOOTSTRAP_NODE
+            return (node, cid)
         if node is not None:
             return node
         for uid in sorted(self.nodes):
@@ -435,9 +495,14 @@ class Gateway:
         return BOOTSTRAP_NODE
 
     def _address(self, uid):
-        if uid == BOOTSTRAP_NODE or uid not in self.nodes:
+        node = uid[0] if isinstance(uid, tuple) else uid
+        if node == BOOTSTRAP_NODE or node not in self.nodes:
             return self.bootstrap[self._bootstrap_index % len(self.bootstrap)]
-        return self.nodes[uid]
+        return self.nodes[node]
+
+    @staticmethod
+    def _is_bootstrap(uid):
+        return (uid[0] if isinstance(uid, tuple) else uid) == BOOTSTRAP_NODE
 
     def _next_bootstrap(self):
         self._bootstrap_index = (self._bootstrap_index + 1) % len(self.bootstrap)
@@ -452,7 +517,7 @@ class Gateway:
             started = client.connect(uid, host, port)
         except errors.KChannelError as exc:
             self._fail_waiting(uid, exc)
-            if uid == BOOTSTRAP_NODE:
+            if self._is_bootstrap(uid):
                 self._next_bootstrap()
             return
         if started:
@@ -483,7 +548,7 @@ class Gateway:
                            or errors.ChannelConnectionError(f"Upstream node {uid} unreachable"))
                     log.warning("Upstream connection %s (%s:%s) failed: %s", uid,
                                 *self._address(uid), exc)
-                    if uid == BOOTSTRAP_NODE:
+                    if self._is_bootstrap(uid):
                         self._next_bootstrap()
                     self._fail_waiting(uid, exc)
                 else:
@@ -495,7 +560,8 @@ class Gateway:
 
     def _send(self, uid, ds, slot, frame, expect):
         try:
-            corr = self.client.send_raw(uid, frame, expect_response=expect)
+            corr = self.client.send_raw(uid, frame, expect_response=expect,
+                                        timeout_ms=slot.timeout_ms)
         except errors.KChannelError as exc:
             self._fail_downstream(ds, exc)
             return
@@ -751,6 +817,8 @@ def install_gateway(server, config, props):
                       node_id_base=int(value("kchannel.gateway.node.id.base", 0)),
                       max_queued_requests=int(value("kchannel.gateway.max.queued.requests",
                                                     DEFAULT_MAX_QUEUED)),
-                      authorizer=authorizer)
+                      authorizer=authorizer,
+                      upstream_connections=value("kchannel.gateway.upstream.connections",
+                                                 "shared"))
     gateway.start()
     return gateway

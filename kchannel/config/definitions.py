@@ -722,6 +722,13 @@ _ROWS = [
     ("kchannel.gateway.max.queued.requests", I, 100, _atl(1), M, "server",
      "kchannel-specific: a gateway client with this many requests waiting for their responses is not read "
      "until one is answered (backpressure from a slow upstream).", True),
+    ("kchannel.gateway.upstream.connections", S, "shared", ValidString("shared", "per-client"), M, "server",
+     "kchannel-specific: 'shared': one upstream connection per upstream node for every gateway client; "
+     "'per-client': each client connection gets upstream connections of its own (one login to the upstream per "
+     "client connection). A broker answers the requests of one connection one at a time, so on a shared connection "
+     "a long poll (Fetch max.wait.ms) or a JoinGroup waiting for a rebalance delays every other client's requests "
+     "to that node; per-client connections keep clients independent. Either way the upstream sees the gateway's "
+     "principal.", True),
     ("kchannel.gateway.allowed.principals", LI, "", None, M, "server",
      "kchannel-specific: principals (Type:name) whose requests the gateway forwards; others are refused with "
      "Kafka's authorization error codes. Empty (the default): every authenticated principal. Usually set per "
