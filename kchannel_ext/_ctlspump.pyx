@@ -332,6 +332,23 @@ cdef class TlsPump:
         ValueError before the handshake is done."""
         return self._ssl.getpeercert(binary_form=True)
 
+    def session(self):
+        """The ``ssl.SSLSession`` to resume later (client side), or None.
+
+        TLS 1.3 issues tickets after the handshake, so a session taken right
+        after it is not resumable yet: only one that ``has_ticket`` (TLS 1.3)
+        or carries a session id (TLS 1.2) is returned."""
+        sess = self._ssl.session
+        if sess is None:
+            return None
+        if sess.has_ticket or (self._ssl.version() != "TLSv1.3" and sess.id):
+            return sess
+        return None
+
+    def session_reused(self):
+        """True if the handshake resumed an earlier session."""
+        return self._ssl.session_reused
+
     def _flush_quietly(self):
         try:
             self.flush()

@@ -230,6 +230,31 @@ def test_keystore_forms_with_client_auth_required(pki, listener, server_ks, clie
         close_all(ct, st)
 
 
+@pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
+@pytest.mark.parametrize("keystore", ["pem", "pkcs12", "inline-encrypted"])
+def test_ecdsa_p256_certificates_with_client_auth_required(pki, listener, impl, protocol,
+                                                          keystore):
+    """ECDSA P-256 keys on both sides (RSA is covered by every other test)."""
+    cc = pki.client_configs(identity=pki.ec_client, keystore=keystore)
+    cc["ssl.enabled.protocols"] = protocol
+    ct, st = make_pair(
+        listener, impl,
+        pki.server_configs(identity=pki.ec_server, keystore=keystore, client_auth="required"),
+        cc)
+    try:
+        handshake(ct, st)
+        assert ct.protocol() == protocol
+        if protocol == "TLSv1.2":
+            assert "ECDSA" in ct.cipher_suite()
+        assert transfer(ct, st, b"x" * 1000) == b"x" * 1000
+        assert transfer(st, ct, b"y" * 1000) == b"y" * 1000
+        assert st.peer_subject_dn() == CLIENT_DN
+        assert st.peer_certificate_der() == ssl.PEM_cert_to_DER_cert(pki.ec_client.cert_pem)
+        assert ct.peer_certificate_der() == ssl.PEM_cert_to_DER_cert(pki.ec_server.cert_pem)
+    finally:
+        close_all(ct, st)
+
+
 class _Pure:
     def __init__(self, module):
         self.tlspump = module

@@ -738,6 +738,11 @@ _ROWS = [
      "gateway forwards (request: principal, listener_name, api_key, api_version, client_id, client_address); "
      "replaces kchannel.gateway.allowed.principals. An optional configure(props) gets the server properties.",
      True),
+    ("kchannel.ssl.session.resumption.enable", B, True, None, L, "both",
+     "kchannel-specific (Java's SSLContext always caches sessions): TLS session resumption. A client keeps "
+     "the last resumable session per broker host:port and offers it on its next connection there; a server "
+     "issues one TLS 1.3 session ticket per full handshake. false: a client never offers a session, a server "
+     "issues no tickets. Listener-level values may be set with the listener prefix.", True),
 ]
 
 

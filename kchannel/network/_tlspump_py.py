@@ -71,8 +71,10 @@ Theory of operation
   while the handshake outcome is in flight) ``raise_peer_failure`` reads
   what the peer sent before it went away, so an alert can explain the reset.
 * Ownership: the pump is the only code that calls the ``SSLObject`` (the
-  transport asks it for the protocol, cipher and peer certificate too), so
-  every OpenSSL call and its ``SSLWantReadError`` handling live here.
+  transport asks it for the protocol, cipher, peer certificate and the
+  session to resume too), so every OpenSSL call and its ``SSLWantReadError``
+  handling live here.  ``SslFactory`` only creates the ``SSLObject``, with
+  the cached session to resume already set.
 * Renegotiation: every context comes from ``SslFactory`` with
   ``OP_NO_RENEGOTIATION`` (Kafka refuses renegotiation too); the write path
   relies on it (see ``write``).
@@ -432,6 +434,23 @@ class TlsPump:
         """DER of the peer's leaf certificate, None if it sent none; raises
         ValueError before the handshake is done."""
         return self._ssl.getpeercert(binary_form=True)
+
+    def session(self):
+        """The ``ssl.SSLSession`` to resume later (client side), or None.
+
+        TLS 1.3 issues tickets after the handshake, so a session taken right
+        after it is not resumable yet: only one that ``has_ticket`` (TLS 1.3)
+        or carries a session id (TLS 1.2) is returned."""
+        sess = self._ssl.session
+        if sess is None:
+            return None
+        if sess.has_ticket or (self._ssl.version() != "TLSv1.3" and sess.id):
+            return sess
+        return None
+
+    def session_reused(self):
+        """True if the handshake resumed an earlier session."""
+        return self._ssl.session_reused
 
     def _flush_quietly(self):
         try:

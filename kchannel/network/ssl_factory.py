@@ -44,6 +44,18 @@ Supported keys (values may be strings or already typed values):
     Clients verify the server's host name against its certificate unless
     this is empty.  Servers never verify client host names.
 ``ssl.client.auth`` (server): ``none`` / ``requested`` / ``required``.
+``kchannel.ssl.session.resumption.enable`` (default ``true``; kchannel-specific,
+    Kafka has no key for it: Java's SSLContext always caches sessions)
+    Clients keep the last resumable TLS session per server ``host:port`` (as
+    Java's client session cache does) and offer it on the next connection
+    to that ``host:port``: a resumed handshake skips the certificate
+    signature and chain checks on both sides.  The peer's certificate (and
+    so the mTLS principal) is restored from the session.  Servers issue one
+    TLS 1.3 session ticket per full handshake (``num_tickets = 1``; OpenSSL's
+    default is 2, and a client only keeps the newest).  ``false`` on a
+    client never offers a session; on a server it issues no tickets and sets
+    ``OP_NO_TICKET`` (OpenSSL still resumes TLS 1.2 session ids from its
+    in-process cache, which Python cannot switch off).
 
 Private keys never touch the disk in clear: OpenSSL's ``load_cert_chain``
 only reads files, so the key and chain are handed to it through an anonymous
@@ -83,11 +95,14 @@ SSL_TRUSTSTORE_PASSWORD_CONFIG = "ssl.truststore.password"
 SSL_TRUSTSTORE_CERTIFICATES_CONFIG = "ssl.truststore.certificates"
 SSL_ENDPOINT_IDENTIFICATION_ALGORITHM_CONFIG = "ssl.endpoint.identification.algorithm"
 SSL_CLIENT_AUTH_CONFIG = "ssl.client.auth"
+SSL_SESSION_RESUMPTION_ENABLE_CONFIG = "kchannel.ssl.session.resumption.enable"
 
 DEFAULT_SSL_PROTOCOL = "TLSv1.3"
 DEFAULT_SSL_ENABLED_PROTOCOLS = ["TLSv1.2", "TLSv1.3"]
 DEFAULT_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM = "https"
 DEFAULT_SSL_CLIENT_AUTH = "none"
+# Hosts whose session a client keeps (least recently used dropped first).
+SESSION_CACHE_SIZE = 1024
 
 _VERSIONS = {
     "TLSv1": ssl.TLSVersion.TLSv1,
@@ -153,8 +168,45 @@ _JAVA_ONLY_CONFIGS = ("ssl.provider", "ssl.engine.factory.class",
 
 _KAFKA_DEFAULT_ENGINE_FACTORY = "org.apache.kafka.common.security.ssl.DefaultSslEngineFactory"
 
-SslEngine = namedtuple("SslEngine", "ssl_object incoming outgoing mode peer_host peer_port")
-SslEngine.__doc__ = """One connection's TLS engine: an SSLObject and its two MemoryBIOs."""
+SslEngine = namedtuple("SslEngine",
+                       "ssl_object incoming outgoing mode peer_host peer_port session_cache",
+                       defaults=(None,))
+SslEngine.__doc__ = """One connection's TLS engine: an SSLObject and its two MemoryBIOs
+(``session_cache``: the client's ``SessionCache``, None when resumption is off)."""
+
+
+class SessionCache:
+    """A client's resumable TLS sessions, one per server ``(host, port)``.
+
+    Java's SSLContext keys its client session cache the same way; a session
+    is only ever offered to the ``host:port`` it was made with, so host name
+    verification (done on the full handshake) still holds for a resumed one.
+    Bounded: the least recently stored entry goes first.
+    """
+
+    def __init__(self, maxsize=SESSION_CACHE_SIZE):
+        self.maxsize = maxsize
+        self._sessions = {}
+
+    def get(self, host, port):
+        return self._sessions.get((host, port))
+
+    def put(self, host, port, session):
+        key = (host, port)
+        sessions = self._sessions
+        sessions.pop(key, None)
+        sessions[key] = session
+        if len(sessions) > self.maxsize:
+            del sessions[next(iter(sessions))]
+
+    def invalidate(self, host, port):
+        self._sessions.pop((host, port), None)
+
+    def __len__(self):
+        return len(self._sessions)
+
+    def __repr__(self):
+        return f"SessionCache({len(self._sessions)} sessions)"
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +244,16 @@ def _list(configs, key, default=None):
         return out
     raise ConfigError(f"Invalid value {value!r} for configuration {key}: "
                       "expected a comma-separated list", key, value)
+
+
+def _bool(configs, key, default):
+    value = reveal(_get(configs, key, default))
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"Invalid value {value!r} for configuration {key}: "
+                      "Expected value to be either true or false", key, value)
 
 
 def _password(configs, key):
@@ -404,6 +466,9 @@ class SslFactory:
         self.configs = dict(configs or {})
         self.client_auth = DEFAULT_SSL_CLIENT_AUTH
         self.endpoint_identification = True
+        self.session_resumption = _bool(self.configs, SSL_SESSION_RESUMPTION_ENABLE_CONFIG, True)
+        self.session_cache = (SessionCache() if self.mode == "client" and self.session_resumption
+                              else None)
         self.context = self._build_context()
 
     # --- public -----------------------------------------------------------
@@ -419,12 +484,15 @@ class SslFactory:
             raise ValueError(
                 "A TLS client needs the server's host name to verify its certificate "
                 f"({SSL_ENDPOINT_IDENTIFICATION_ALGORITHM_CONFIG}=https); none was given")
+        cache = self.session_cache
         if self.mode == "client":
+            session = cache.get(peer_host, peer_port) if cache is not None else None
             ssl_object = self.context.wrap_bio(incoming, outgoing, server_side=False,
-                                               server_hostname=peer_host or None)
+                                               server_hostname=peer_host or None,
+                                               session=session)
         else:
             ssl_object = self.context.wrap_bio(incoming, outgoing, server_side=True)
-        return SslEngine(ssl_object, incoming, outgoing, self.mode, peer_host, peer_port)
+        return SslEngine(ssl_object, incoming, outgoing, self.mode, peer_host, peer_port, cache)
 
     def create_transport(self, sock, peer_host=None, peer_port=None, **options):
         """An ``SslTransportLayer`` over ``sock`` with a new engine
@@ -447,6 +515,15 @@ class SslFactory:
         # it being off (see TlsPump.write); Python >= 3.7 on OpenSSL >= 1.1.0h
         # always has the flag.
         ctx.options |= ssl.OP_NO_RENEGOTIATION
+        if self.mode == "server":
+            if self.session_resumption:
+                # One ticket per full handshake: a kchannel (or Java) client
+                # keeps only the newest per host:port, so OpenSSL's second
+                # ticket would be encrypted and sent for nothing.
+                ctx.num_tickets = 1
+            else:
+                ctx.num_tickets = 0
+                ctx.options |= ssl.OP_NO_TICKET
 
         min_v, max_v = self._protocol_range()
         min_v, max_v = self._apply_cipher_suites(ctx, min_v, max_v)

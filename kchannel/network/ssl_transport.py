@@ -124,7 +124,12 @@ class SslTransportLayer(TransportLayer):
         if ops:
             return ops
         version = self._pump.version()
-        self.state = State.POST_HANDSHAKE if version == "TLSv1.3" else State.READY
+        if version == "TLSv1.3":
+            self.state = State.POST_HANDSHAKE
+        else:
+            self.state = State.READY
+            if self.engine.session_cache is not None:
+                self._keep_session()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("SSL handshake completed successfully with peer %s (%s, %s, %s mode)",
                       self.peer_address, version, (self._pump.cipher() or ("?",))[0],
@@ -168,6 +173,11 @@ class SslTransportLayer(TransportLayer):
         prefix = ("Failed to process post-handshake messages" if post_handshake
                   else "SSL handshake failed")
         err = SslAuthenticationError(f"{prefix}: {text}", reason=exc.reason or text)
+        engine = self.engine
+        if engine.session_cache is not None:
+            # As Java invalidates a session whose handshake failed: the next
+            # connection starts afresh.
+            engine.session_cache.invalidate(engine.peer_host, engine.peer_port)
         self._handshake_exc = err
         self.state = State.HANDSHAKE_FAILED
         # DEBUG: the selector logs the single WARNING line for the closed
@@ -203,7 +213,7 @@ class SslTransportLayer(TransportLayer):
         except (EOFError, OSError) as exc:
             raise self._failure(exc, "Read failed") from exc
         if n and self.state is State.POST_HANDSHAKE:
-            self.state = State.READY
+            self._first_data()
         return n
 
     def read(self, max_bytes=65536):
@@ -213,8 +223,26 @@ class SslTransportLayer(TransportLayer):
         except (EOFError, OSError) as exc:
             raise self._failure(exc, "Read failed") from exc
         if data and self.state is State.POST_HANDSHAKE:
-            self.state = State.READY
+            self._first_data()
         return data
+
+    def _first_data(self):
+        """TLS 1.3: the first application bytes arrived, so the handshake
+        outcome is settled and the server's session ticket (sent before any
+        data) has been read: the session can be kept for resumption."""
+        self.state = State.READY
+        if self.engine.session_cache is not None:
+            self._keep_session()
+
+    def _keep_session(self):
+        engine = self.engine
+        session = self._pump.session()
+        if session is not None:
+            engine.session_cache.put(engine.peer_host, engine.peer_port, session)
+
+    def session_reused(self):
+        """True if this connection's handshake resumed an earlier session."""
+        return self._pump.session_reused()
 
     def has_bytes_buffered(self):
         return self.ready() and self._pump.buffered()
