@@ -78,6 +78,9 @@ PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-512")
 
 _MP = multiprocessing.get_context("fork")
+# CPU seconds of the last storm's clocked part (client side), for the paired
+# rounds; None: the whole call counts (sequential clients).
+_CLIENT_CPU = [None]
 
 
 def _pki(directory):
@@ -131,7 +134,11 @@ def _serve(pipe, pki_dir, log_dir, key):
     t = threading.Thread(target=_handshake_server,
                          args=(hs_sock, pki, _server_identity(pki, key), stop), daemon=True)
     t.start()
-    pipe.recv()
+    # "cpu": report this process's CPU seconds (paired rounds divide the
+    # server's CPU by the connections made); anything else: stop.
+    while pipe.recv() == "cpu":
+        t = os.times()
+        pipe.send(t.user + t.system)
     stop.set()
     server.shutdown()
 
@@ -190,7 +197,7 @@ def tls_handshakes(pki, ports, n):
     ctx = SslFactory("client", pki.client_configs()).context
     sel = selectors.DefaultSelector()
     socks = []
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         s = socket.socket()
         s.setblocking(False)
@@ -217,6 +224,7 @@ def tls_handshakes(pki, ports, n):
             sel.unregister(tls)
             pending -= 1
     dt = time.perf_counter() - t0
+    _CLIENT_CPU[0] = time.process_time() - c0
     for tls in socks:
         tls.close()
     sel.close()
@@ -263,9 +271,10 @@ def kchannel_storm(pki, ports, protocol, mechanism, n, cold=False, resumed=False
             _wait_ready(net, {n}, lambda: net.connect(n, host, port))
             if protocol == "SASL_SSL" and not len(net.channel_builder.ssl_factory.session_cache):
                 raise RuntimeError("no TLS session was cached")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         _wait_ready(net, set(range(n)), lambda: [net.connect(i, host, port) for i in range(n)])
         dt = time.perf_counter() - t0
+        _CLIENT_CPU[0] = time.process_time() - c0
     finally:
         cache.maxsize = saved
         net.close()
@@ -420,7 +429,7 @@ def main(argv=None):
                         print(f"  {name:<30} {protocol:<15} {mech:<14} {v:8.1f} conn/s",
                               flush=True)
             if args.paired and "kchannel" in only:
-                paired = paired_rounds(pki, ports, args, only)
+                paired = paired_rounds(pki, ports, args, only, pipe)
         finally:
             pipe.send("stop")
             proc.join(20)
@@ -457,10 +466,17 @@ def _report_storm(cells, clients, paired):
             if name.startswith("confluent") and (name,) + key in cells:
                 print(f"  vs {name}: {storm / cells[(name,) + key]:.1f}x")
     if paired:
+        paired, cpu = paired
         print("\npaired rounds, SASL_SSL SCRAM-SHA-512 (each round measures every client "
               "back to back, so they share the machine's load of the moment):")
         for name, rates in paired.items():
             print(f"  {name:<30} " + " ".join(f"{r:7.1f}" for r in rates) + " conn/s")
+        print("  CPU ms per connection, median of the rounds (client / server process; "
+              "the server's includes what a client's connect costs it):")
+        for name, per in cpu.items():
+            c = sorted(x[0] for x in per)[len(per) // 2]
+            sv = sorted(x[1] for x in per)[len(per) // 2]
+            print(f"  {name:<30} client {c:6.2f} ms   server {sv:6.2f} ms")
         base = paired.get("kchannel storm")
         ceiling = paired.get("TLS handshakes only")
         if base is not None and ceiling is not None:
@@ -487,34 +503,53 @@ def _report_storm(cells, clients, paired):
                   f"(target >= 1000: {'met' if med >= 1000 else 'MISSED'})")
 
 
-def paired_rounds(pki, ports, args, only):
+def paired_rounds(pki, ports, args, only, pipe):
     """Rounds of kchannel storm / kafka-python / confluent-kafka on SASL_SSL
     SCRAM-SHA-512, back to back: ratios within a round are robust to the
-    load other processes put on the machine, which moves between cells."""
-    fns = [("kchannel storm", lambda: kchannel_storm(pki, ports, "SASL_SSL", "SCRAM-SHA-512",
-                                                     args.storm)),
-           ("kchannel storm, resumed", lambda: kchannel_storm(
-               pki, ports, "SASL_SSL", "SCRAM-SHA-512", args.storm, resumed=True)),
-           ("TLS handshakes only", lambda: tls_handshakes(pki, ports, args.storm))]
+    load other processes put on the machine, which moves between cells.
+
+    Returns ``(rates, cpu)``: conn/s per client per round, and per client
+    per round ``(client CPU ms, server CPU ms)`` per connection -- on a
+    loaded machine the wall clock mostly measures waiting for a core, the
+    CPU cost per connection does not."""
+    storm = args.storm
+    seq = max(20, args.connections // 4)
+    fns = [("kchannel storm", storm, lambda: kchannel_storm(
+               pki, ports, "SASL_SSL", "SCRAM-SHA-512", storm)),
+           ("kchannel storm, resumed", storm, lambda: kchannel_storm(
+               pki, ports, "SASL_SSL", "SCRAM-SHA-512", storm, resumed=True)),
+           ("TLS handshakes only", storm, lambda: tls_handshakes(pki, ports, storm))]
     if "kafka-python" in only:
         try:
             import kafka  # noqa: F401
-            fns.append(("kafka-python", lambda: kafka_python_sequential(
-                pki, ports, "SASL_SSL", "SCRAM-SHA-512", max(20, args.connections // 4))))
+            fns.append(("kafka-python", seq, lambda: kafka_python_sequential(
+                pki, ports, "SASL_SSL", "SCRAM-SHA-512", seq)))
         except ImportError:
             pass
     if "confluent" in only:
         try:
             import confluent_kafka  # noqa: F401
-            fns.append(("confluent-kafka", lambda: confluent_sequential(
-                pki, ports, "SASL_SSL", "SCRAM-SHA-512", max(20, args.connections // 8))))
+            n_conf = max(20, args.connections // 8)
+            fns.append(("confluent-kafka", n_conf, lambda: confluent_sequential(
+                pki, ports, "SASL_SSL", "SCRAM-SHA-512", n_conf)))
         except ImportError:
             pass
-    out = {name: [] for name, _ in fns}
+
+    def server_cpu():
+        pipe.send("cpu")
+        return pipe.recv()
+
+    out = {name: [] for name, _, _ in fns}
+    cpu = {name: [] for name, _, _ in fns}
     for _ in range(args.paired):
-        for name, fn in fns:
+        for name, n, fn in fns:
+            _CLIENT_CPU[0] = None
+            s0, c0 = server_cpu(), time.process_time()
             out[name].append(fn())
-    return out
+            c1, s1 = time.process_time(), server_cpu()
+            client = _CLIENT_CPU[0] if _CLIENT_CPU[0] is not None else c1 - c0
+            cpu[name].append((1e3 * client / n, 1e3 * (s1 - s0) / n))
+    return out, cpu
 
 
 if __name__ == "__main__":

@@ -201,6 +201,12 @@ class TlsPump(Protocol):
     def cipher(self) -> Optional[Tuple[str, str, int]]: ...
     def peer_certificate_der(self) -> Optional[bytes]: ...
 
+    def session(self) -> Optional[Any]:
+        """The resumable ``ssl.SSLSession`` (client), or None if none yet."""
+
+    def session_reused(self) -> bool:
+        """True if the handshake resumed an earlier session."""
+
     def shutdown(self) -> None:
         """Queue close_notify and send it if the socket takes it now."""
 

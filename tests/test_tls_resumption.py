@@ -143,3 +143,37 @@ def test_invalid_value_is_refused_naming_the_key(pki, value):
     with pytest.raises(ConfigError, match="kchannel.ssl.session.resumption.enable"):
         SslFactory("client", dict(pki.client_configs(),
                                   **{"kchannel.ssl.session.resumption.enable": value}))
+
+
+def test_a_fresh_cached_session_is_not_taken_again(pki, listener, impl):  # noqa: F811
+    sf = SslFactory("server", pki.server_configs())
+    cf = SslFactory("client", pki.client_configs())
+    port = listener.getsockname()[1]
+    close_all(*connect(listener, impl, sf, cf))
+    first = cf.session_cache.get("localhost", port)
+    assert first is not None and first.has_ticket
+    close_all(*connect(listener, impl, sf, cf))
+    assert cf.session_cache.get("localhost", port) is first
+
+
+class _Session:
+    """Stands in for ssl.SSLSession where only its lifetime matters."""
+    timeout = 100
+
+
+def test_session_cache_lifetime_and_bound():
+    from kchannel.network.ssl_factory import SessionCache
+    cache = SessionCache(maxsize=2)
+    s = _Session()
+    assert cache.wants("h", 1, now=0)
+    cache.put("h", 1, s, now=0)
+    assert not cache.wants("h", 1, now=49) and cache.get("h", 1, now=49) is s
+    assert cache.wants("h", 1, now=50)          # half its lifetime used: retake
+    assert cache.get("h", 1, now=99) is s
+    assert cache.get("h", 1, now=100) is None   # expired: never offered
+    assert cache.get("h", 2, now=0) is None     # another port
+    cache.put("h", 2, s, now=0)
+    cache.put("h", 3, s, now=0)
+    assert len(cache) == 2 and cache.get("h", 1, now=0) is None
+    cache.invalidate("h", 2)
+    assert len(cache) == 1

@@ -236,9 +236,11 @@ class SslTransportLayer(TransportLayer):
 
     def _keep_session(self):
         engine = self.engine
-        session = self._pump.session()
-        if session is not None:
-            engine.session_cache.put(engine.peer_host, engine.peer_port, session)
+        cache = engine.session_cache
+        if cache.wants(engine.peer_host, engine.peer_port):
+            session = self._pump.session()
+            if session is not None:
+                cache.put(engine.peer_host, engine.peer_port, session)
 
     def session_reused(self):
         """True if this connection's handshake resumed an earlier session."""
