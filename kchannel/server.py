@@ -294,6 +294,10 @@ class Server:
     * ``max_receives_per_channel`` (64): requests taken from one connection
       per poll when a client pipelines them (see :meth:`poll`); 1 is Kafka's
       one request per connection per poll.
+    * ``reuse_port``: bind the listeners with ``SO_REUSEPORT`` (Linux), so
+      several server processes share each listening port and the kernel
+      spreads the connections over them (``kchannel serve`` with
+      ``num.network.threads`` > 1).
     """
 
     def __init__(self, config=None, *, listeners=None, advertised_listeners=None,
@@ -301,7 +305,9 @@ class Server:
                  connections_max_idle_ms=None, failed_authentication_delay_ms=None,
                  socket_request_max_bytes=None, jaas=None, callbacks=None,
                  token_manager=None, sasl_kwargs=None, time=None, metrics=None,
-                 register_builtins=True, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
+                 register_builtins=True, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL,
+                 reuse_port=False):
+        self.reuse_port = reuse_port
         # Properties the caller wrote (a ServerConfig or a dict) also feed the
         # SASL builders of listeners whose configs were given explicitly.
         self._config_given = config is not None
@@ -391,6 +397,8 @@ class Server:
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if self.socket_receive_buffer_bytes > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
                                 self.socket_receive_buffer_bytes)

@@ -12,10 +12,29 @@ delegation tokens are enabled and the token module is installed, the delegation 
 With ``kchannel.upstream.bootstrap.servers`` set it is a gateway in front of that cluster
 (see :mod:`kchannel.gateway`): every other request is forwarded upstream.  SIGTERM / SIGINT shut it down
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
+
+``num.network.threads`` = N > 1 (Kafka's network processor count) starts N
+worker processes, each a complete server bound to every listener with
+``SO_REUSEPORT``, so the kernel spreads new connections over them and every
+core can do TLS and SASL work.  The parent picks the port of each ``:0``
+listener first (a bound, never listening ``SO_REUSEPORT`` socket), forks the
+workers before building anything (no threads, SQLite handles or TLS state
+cross the fork), forwards SIGTERM / SIGINT to them and exits 0 once all have
+stopped; if one dies, the others are stopped and the exit status is 1.  The
+SCRAM credential and delegation token stores are shared through their
+SQLite files (WAL) in the data directory or ZooKeeper; the in-memory stores
+cannot be shared and are refused with more than one worker.  Each worker
+keeps its own metrics and its own TLS session ticket keys (a client resumes
+only when it lands on the worker that issued its ticket; otherwise it gets a
+full handshake).  Without ``SO_REUSEPORT`` load balancing (anything but
+Linux) one process runs, with a warning.
 """
+import dataclasses
 import logging
 import os
 import signal
+import socket
+import sys
 import threading
 
 from .. import errors, tokens
@@ -99,9 +118,9 @@ def _stable_cluster_id(config, props):
         return None
 
 
-def build_server(props, jaas_text=None, jaas_file_name=None):
+def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
     """``(server, closers)`` for the given properties (used by ``run`` and
-    tests)."""
+    tests); ``reuse_port``: listeners shared with other worker processes."""
     config = ServerConfig(props, jaas_text, jaas_file_name=jaas_file_name)
     closers = []
     sasl_kwargs = {}
@@ -118,7 +137,7 @@ def build_server(props, jaas_text=None, jaas_file_name=None):
             sasl_kwargs["scram_store"] = store
             closers.append(store.close)
     server = Server(config, sasl_kwargs=sasl_kwargs,
-                    cluster_id=_stable_cluster_id(config, props))
+                    cluster_id=_stable_cluster_id(config, props), reuse_port=reuse_port)
     if store is not None:
         # Only super.users may read or change credentials (no ACL authorizer).
         register_scram_handlers(server, store, super_users=config.get("super.users"))
@@ -152,6 +171,11 @@ def run(args):
         if args.jaas_config:
             with open(args.jaas_config, encoding="utf-8") as f:
                 jaas_text = f.read()
+        if WORKERS_CONFIG in props:
+            config = ServerConfig(props, jaas_text, jaas_file_name=args.jaas_config)
+            workers = _worker_count(config, props)
+            if workers > 1:
+                return _run_workers(config, props, jaas_text, args.jaas_config, workers)
         server, closers = build_server(props, jaas_text, args.jaas_config)
     except OSError as exc:
         log.error("Cannot start: %s", exc)
@@ -159,7 +183,11 @@ def run(args):
     except errors.KChannelError as exc:
         log.error("Cannot start: %s", exc)
         return 1
+    return _serve(server, closers)
 
+
+def _serve(server, closers):
+    """Poll ``server`` until SIGTERM / SIGINT; returns the exit status."""
     stop = threading.Event()
 
     def on_signal(signum, _frame):
@@ -182,3 +210,126 @@ def run(args):
         for s, h in old.items():
             signal.signal(s, h)
     return 0
+
+
+# ------------------------------------------------------------------ workers
+WORKERS_CONFIG = "num.network.threads"
+
+
+def _worker_count(config, props):
+    """Worker processes to start: ``num.network.threads`` (validated with the
+    whole configuration first, so a bad file fails before any fork)."""
+    workers = int(config.get(WORKERS_CONFIG))
+    if workers <= 1:
+        return 1
+    if not (sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")):
+        log.warning("%s=%d: worker processes need the kernel to spread connections over "
+                    "SO_REUSEPORT sockets, which only Linux does; running one process",
+                    WORKERS_CONFIG, workers)
+        return 1
+    for key in ("kchannel.scram.credential.store", "kchannel.delegation.token.store"):
+        if str(props.get(key, "")).strip().lower() == "memory":
+            raise errors.ConfigError(
+                f"{WORKERS_CONFIG}={workers} starts {workers} processes, which cannot share "
+                f"{key}=memory: use the sqlite store (the default) or set {WORKERS_CONFIG}=1",
+                key=key, value="memory")
+    return workers
+
+
+def _reserve_ports(config):
+    """For every ``:0`` listener, a bound (never listening) SO_REUSEPORT
+    socket: its port is the one all workers bind.  Returns (listeners
+    value with the ports filled in, the reserving sockets)."""
+    held, parts = [], []
+    for ep in config.listeners:
+        if ep.port == 0:
+            family = socket.AF_INET6 if ep.host and ":" in ep.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            held.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((ep.bind_host, 0))
+            ep = dataclasses.replace(ep, port=sock.getsockname()[1])
+        parts.append(ep.connection_string)
+    return ",".join(parts), held
+
+
+def _run_workers(config, props, jaas_text, jaas_file_name, workers):
+    listeners, held = _reserve_ports(config)
+    props = dict(props, listeners=listeners)
+    # Each worker writes the same meta.properties otherwise: settle the
+    # cluster id once, before the fork.
+    cluster_id = _stable_cluster_id(config, props)
+    if cluster_id and not props.get("kchannel.cluster.id"):
+        props["kchannel.cluster.id"] = cluster_id
+    stopping = []
+
+    def on_signal(signum, _frame):
+        if not stopping:
+            log.info("Received %s; stopping %d workers", signal.Signals(signum).name, workers)
+        stopping.append(signum)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    pids = []
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for index in range(workers):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                os._exit(_worker_main(props, jaas_text, jaas_file_name, index, workers, held))
+            pids.append(pid)
+        for sock in held:
+            sock.close()
+        log.info("kchannel serve: %d worker processes (pids %s) share the listeners %s",
+                 workers, ",".join(map(str, pids)), listeners)
+        status = 0
+        alive = set(pids)
+        while alive:
+            try:
+                pid, wstatus = os.wait()
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            alive.discard(pid)
+            code = os.waitstatus_to_exitcode(wstatus)
+            if code != 0 or not stopping:
+                if not stopping:
+                    log.error("Worker process %d exited (status %d) while serving; stopping "
+                              "the others", pid, code)
+                    on_signal(signal.SIGTERM, None)
+                status = 1
+        return status
+    finally:
+        for sock in held:
+            sock.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
+    """A worker process: build its own server (listeners shared through
+    SO_REUSEPORT) and serve until SIGTERM.  Returns the exit status."""
+    try:
+        for s in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, signal.SIG_DFL)
+        for sock in held:
+            sock.close()
+        try:
+            server, closers = build_server(props, jaas_text, jaas_file_name, reuse_port=True)
+        except (OSError, errors.KChannelError) as exc:
+            log.error("Worker %d of %d cannot start: %s", index + 1, workers, exc)
+            return 1
+        log.info("Worker %d of %d (pid %d) serving", index + 1, workers, os.getpid())
+        return _serve(server, closers)
+    except BaseException:  # noqa: BLE001 - a forked child must never return into the parent's code
+        log.exception("Worker %d of %d failed", index + 1, workers)
+        return 1
+    finally:
+        logging.shutdown()

@@ -440,6 +440,10 @@ _ROWS = [
      "The SO_RCVBUF buffer of the socket server sockets. If the value is -1, the OS default will be used."),
     ("socket.listen.backlog.size", I, 50, _atl(1), M, "server",
      "The maximum number of pending connections on the socket."),
+    ("num.network.threads", I, 1, _atl(1), H, "server",
+     "The number of threads that the server uses for receiving requests from the network and sending "
+     "responses to the network. kchannel serve starts that many worker processes sharing each listener "
+     "(SO_REUSEPORT; Linux only, one process elsewhere); Kafka's default is 3, kchannel's 1."),
     ("max.connections", I, 2147483647, _atl(0), M, "server",
      "The maximum number of connections we allow in the broker at any time. Listener-level limits may be set "
      "with the listener prefix, e.g. listener.name.internal.max.connections."),
