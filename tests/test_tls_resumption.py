@@ -10,8 +10,8 @@ from kchannel.errors import ConfigError, SslAuthenticationError
 from kchannel.network.ssl_factory import SslFactory
 from kchannel.network.ssl_transport import SslTransportLayer, State
 
-from tests.test_tls_transport import (CLIENT_DN, close_all, handshake, listener,  # noqa: F401
-                                      tcp_pair, transfer)
+from tests.fixtures.tls import (CLIENT_DN, close_all, handshake, listener,  # noqa: F401
+                                tcp_pair, transfer)
 
 OFF = {"kchannel.ssl.session.resumption.enable": "false"}
 

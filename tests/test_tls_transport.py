@@ -5,7 +5,6 @@ The loops have a generous deadline only so a regression shows up as a
 failure instead of a hung test run; nothing asserts on timing.
 """
 import os
-import selectors
 import socket
 import ssl
 import sys
@@ -18,146 +17,9 @@ from kchannel.network.ops import OP_READ, OP_WRITE
 from kchannel.network.ssl_factory import SslFactory
 from kchannel.network.ssl_transport import SslTransportLayer, State
 from kchannel.network.transport import PlaintextTransportLayer
-
-DEADLINE_S = 20.0
-CLIENT_DN = "CN=client,OU=Eng,O=Example,C=US"
-
-
-# ---------------------------------------------------------------------------
-# helpers
-# ---------------------------------------------------------------------------
-@pytest.fixture
-def listener():
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-    yield ls
-    ls.close()
-
-
-def tcp_pair(listener):
-    c = socket.create_connection(listener.getsockname())
-    s, _ = listener.accept()
-    return c, s
-
-
-def make_pair(listener, impl, server_configs, client_configs, peer_host="localhost",
-              **pump_options):
-    c, s = tcp_pair(listener)
-    sf = SslFactory("server", server_configs)
-    cf = SslFactory("client", client_configs)
-    ct = SslTransportLayer(c, cf.create_engine(peer_host, listener.getsockname()[1]),
-                           pump_module=impl.tlspump, **pump_options)
-    st = SslTransportLayer(s, sf.create_engine(), pump_module=impl.tlspump, **pump_options)
-    return ct, st
-
-
-def wait(transport_ops, timeout=0.5):
-    """Block until one of the (transport, ops) pairs is ready (or timeout)."""
-    sel = selectors.DefaultSelector()
-    try:
-        for t, ops in transport_ops:
-            if ops and not t.socket._closed:
-                sel.register(t.socket, ops)
-        if sel.get_map():
-            sel.select(timeout)
-    finally:
-        sel.close()
-
-
-def handshake(*transports, expect_failure=False, close_failed=True):
-    """Drive all handshakes.  Returns {transport: exception or None}.
-
-    A transport whose handshake raises is closed (as a channel would be), so
-    its peer sees the alert/EOF instead of waiting forever.
-    """
-    results = {}
-    pending = list(transports)
-    deadline = time.monotonic() + DEADLINE_S
-    while pending:
-        assert time.monotonic() < deadline, "handshake did not finish"
-        waits = []
-        for t in list(pending):
-            try:
-                ops = t.handshake()
-            except (SslAuthenticationError, ChannelConnectionError) as exc:
-                results[t] = exc
-                pending.remove(t)
-                if close_failed:
-                    t.close()
-                else:
-                    # Still tell the peer: its alert is already flushed;
-                    # shut the socket down without changing our state.
-                    t.socket.shutdown(socket.SHUT_RDWR)
-                continue
-            if ops == 0:
-                results[t] = None
-                pending.remove(t)
-            else:
-                waits.append((t, ops))
-        if waits:
-            wait(waits)
-    if not expect_failure:
-        for t, exc in results.items():
-            if exc is not None:
-                raise exc
-    return results
-
-
-def transfer(sender, receiver, data, read=None):
-    """Send ``data`` from sender to receiver; returns what was received."""
-    got = bytearray()
-    sent = 0
-    view = memoryview(data)
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < len(data):
-        assert time.monotonic() < deadline, f"transfer stalled at {len(got)}/{len(data)}"
-        if sent < len(data):
-            sent += sender.write(view[sent:])
-        elif sender.has_pending_writes():
-            sender.flush()
-        progressed = True
-        while progressed:
-            if read is None:
-                progressed = receiver.read_into(got.extend) > 0
-            else:
-                chunk = receiver.read(read)
-                got += chunk
-                progressed = bool(chunk)
-        if len(got) < len(data) and not receiver.has_bytes_buffered():
-            waits = [(receiver, OP_READ)]
-            if sender.has_pending_writes() or sent < len(data):
-                waits.append((sender, OP_WRITE))
-            wait(waits, 0.2)
-    return bytes(got)
-
-
-def read_until(transport, n):
-    got = bytearray()
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < n:
-        assert time.monotonic() < deadline, "read stalled"
-        if transport.read_into(got.extend) == 0 and not transport.has_bytes_buffered():
-            wait([(transport, OP_READ)])
-    return bytes(got)
-
-
-def read_error(transport):
-    """Read until the transport raises; returns the exception."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            if transport.read_into(lambda v: None) == 0 and not transport.has_bytes_buffered():
-                wait([(transport, OP_READ)])
-        except (SslAuthenticationError, ChannelConnectionError) as exc:
-            return exc
-    raise AssertionError("no error raised")
-
-
-def close_all(*ts):
-    for t in ts:
-        t.close()
+from tests.fixtures.tls import (CLIENT_DN, DEADLINE_S, close_all, handshake,  # noqa: F401
+                                listener, make_pair, read_error, read_until, tcp_pair,
+                                transfer, wait)
 
 
 # ---------------------------------------------------------------------------
