@@ -246,7 +246,9 @@ def _reserve_ports(config):
             family = socket.AF_INET6 if ep.host and ":" in ep.host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             held.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # SO_REUSEPORT only: a non-listening socket with SO_REUSEADDR
+            # would let any other SO_REUSEADDR socket (another server's :0
+            # listener) be handed the same port before the workers bind it.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((ep.bind_host, 0))
             ep = dataclasses.replace(ep, port=sock.getsockname()[1])
