@@ -3,7 +3,7 @@
 Each target in ``tests/fuzz/`` -- the frame decoder (both twins against each
 other), the request-header parser and request decoding, the server and the
 client SASL authenticators -- runs in a child process for
-``KCHANNEL_FUZZ_SECONDS`` seconds (default 4: about half a minute for all
+``KCHANNEL_FUZZ_SECONDS`` seconds (default 3: about half a minute for all
 four, start-up and corpus replay included), starting from its seed corpus in ``tests/fuzz/corpus/<target>/``
 (kept small and in the repository; inputs found on the way go to a
 temporary directory).  libFuzzer first replays the whole corpus, so every
@@ -24,7 +24,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FUZZ_DIR = os.path.join(ROOT, "tests", "fuzz")
-SECONDS = int(os.environ.get("KCHANNEL_FUZZ_SECONDS", "4"))
+SECONDS = int(os.environ.get("KCHANNEL_FUZZ_SECONDS", "3"))
 
 # The framing target compares the pure and the compiled twin itself; the
 # others run the pure twins, whose Python code atheris instruments (coverage
