@@ -23,10 +23,10 @@ Server side::
 Failures raise :class:`kchannel.errors.SaslAuthenticationError` whose message
 may be shown to the client; it never reveals whether a user exists.
 
-PLAIN and SCRAM are registered on import.  GSSAPI and OAUTHBEARER are
-imported the first time their name is asked for: GSSAPI needs the optional
-``gssapi`` package, and OAUTHBEARER's JWT/JWKS machinery (with
-``cryptography``) would add tens of milliseconds to every ``import
+PLAIN is registered on import.  SCRAM, GSSAPI and OAUTHBEARER are imported
+the first time their name is asked for: GSSAPI needs the optional ``gssapi``
+package, and SCRAM (its PBKDF2 twin loads ``cryptography``, about 10 ms) and
+OAUTHBEARER's JWT/JWKS machinery would otherwise add that to every ``import
 kchannel.client``.  Other mechanisms can be added with :func:`register`.
 """
 import importlib
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kchannel.errors import UnsupportedSaslMechanismError
-from kchannel.security.sasl import plain, scram
+from kchannel.security.sasl import plain
 from kchannel.security.sasl.interfaces import (
     CREDENTIAL_LIFETIME_MS,
     TOKEN_AUTH,
@@ -99,12 +99,13 @@ class ServerCallbacks:
 
 # mechanism name -> (client_factory, server_factory)
 _REGISTRY = {plain.PLAIN_MECHANISM: (plain.create_client, plain.create_server)}
-_REGISTRY.update({name: (scram.create_client, scram.create_server) for name in scram.MECHANISMS})
 _LOCK = threading.Lock()
 
 # Built-in mechanisms imported on first use (see the module docstring): the
 # module whose ``create_client`` / ``create_server`` serve the name.
 _LAZY = {
+    "SCRAM-SHA-256": "kchannel.security.sasl.scram",
+    "SCRAM-SHA-512": "kchannel.security.sasl.scram",
     "GSSAPI": "kchannel.security.sasl.gssapi",
     "OAUTHBEARER": "kchannel.security.sasl.oauthbearer",
 }
