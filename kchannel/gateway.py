@@ -108,6 +108,7 @@ DEFAULT_MAX_QUEUED = 100
 # for the upstream client's timeouts (connection setup, request timeout).
 TIMER_MS = 100
 JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
+START_TIMEOUT_MS = 10000
 
 
 @dataclass(frozen=True)
@@ -291,10 +292,13 @@ class Gateway:
     def start(self, timeout_ms=None):
         """Connect to the bootstrap broker and learn the upstream's API
         versions and nodes (binding their ports), waiting at most
-        ``timeout_ms`` (default: the upstream request.timeout.ms).  Returns
+        ``timeout_ms`` (default: the upstream request.timeout.ms, at most
+        10 s).  Returns
         True when done; False (logged) when the upstream is not reachable
         yet: the gateway then learns it from the first forwarded request."""
-        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout_ms is None:
+            # the listeners wait meanwhile: not longer than this
+            timeout_ms = min(self.request_timeout_ms, START_TIMEOUT_MS)
         deadline = self.time() + timeout_ms
         corr = None
         while self.time() < deadline:
@@ -489,8 +493,18 @@ class Gateway:
             return (node, cid)
         if node is not None:
             return node
+        client = self.client
         for uid in sorted(self.nodes):
-            if self.client.is_ready(uid):
+            if client.is_ready(uid):
+                return uid
+        if client.is_ready(BOOTSTRAP_NODE):
+            return BOOTSTRAP_NODE
+        # none ready: one being set up, else one that may connect now
+        for uid in sorted(self.nodes) + [BOOTSTRAP_NODE]:
+            if not client.connection_state(uid).is_disconnected():
+                return uid
+        for uid in sorted(self.nodes):
+            if client.can_connect(uid):
                 return uid
         return BOOTSTRAP_NODE
 
@@ -522,11 +536,8 @@ class Gateway:
             return
         if started:
             self.connecting.add(uid)
-        else:
-            # In its reconnect backoff: the clients retry on their own.
-            self._fail_waiting(uid, client.connection_exception(uid) or
-                               errors.ChannelConnectionError(
-                                   f"Upstream node {uid} ({host}:{port}) is not reachable"))
+        # else in its reconnect backoff: the requests wait for it (at most
+        # the upstream request timeout, see _drain_waiting)
 
     def _drain_waiting(self):
         if not self.waiting:
@@ -552,7 +563,13 @@ class Gateway:
                         self._next_bootstrap()
                     self._fail_waiting(uid, exc)
                 else:
-                    self._ensure_connecting(uid)
+                    queue = self.waiting[uid]
+                    if queue and self.time() - queue[0][1].start > self.request_timeout_ms:
+                        self._fail_waiting(uid, client.connection_exception(uid) or
+                                           errors.ChannelConnectionError(
+                                               f"Upstream node {uid} is not reachable"))
+                    else:
+                        self._ensure_connecting(uid)
 
     def _fail_waiting(self, uid, exc):
         for ds, slot, frame, expect in self.waiting.pop(uid, ()):

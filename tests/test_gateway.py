@@ -12,6 +12,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kchannel import errors
 from kchannel.client import KafkaClient
@@ -317,3 +319,40 @@ def test_waits_and_acks_read_from_the_raw_request(key, versions, body, expected)
         assert _waits_ms(key, v, payload, off) == expected, v
         if key == ApiKey.PRODUCE:
             assert _acks(payload, off, v) == body["acks"], v
+
+
+@pytest.fixture(scope="module")
+def fuzz_gateway(tmp_path_factory):
+    from tests.fixtures.peers import InProcessServer
+    u = Upstream()
+    props = gateway_props(u, **{"log.dirs": str(tmp_path_factory.mktemp("fuzzgw") / "data")})
+    gw = InProcessServer(props)
+    yield gw
+    gw.stop()
+    u.stop()
+
+
+@settings(max_examples=40, deadline=None)
+@given(api_key=st.sampled_from([int(k) for k in (
+           ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+           ApiKey.DESCRIBE_CLUSTER, ApiKey.FIND_COORDINATOR, ApiKey.PRODUCE, ApiKey.FETCH,
+           ApiKey.SASL_HANDSHAKE, ApiKey.CREATE_DELEGATION_TOKEN)]),
+       version=st.integers(-2, 20), body=st.binary(max_size=120))
+def test_any_request_bytes_fail_closed(fuzz_gateway, api_key, version, body):
+    # Whatever an authenticated client sends, it gets an answer to its
+    # request or its connection closed (never another request's answer,
+    # never a hang), and the gateway keeps serving everyone else.
+    header = struct.pack(">hhih", api_key, version, 4242, 4) + b"fuzz"
+    with socket.create_connection(("127.0.0.1", fuzz_gateway.port("PLAINTEXT")),
+                                  timeout=30) as s:
+        s.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        try:
+            frame = _read_frame(s)
+        except (ConnectionError, OSError) as exc:
+            assert not isinstance(exc, socket.timeout)
+        else:
+            assert struct.unpack(">i", frame[:4])[0] == 4242
+    with KafkaClient({"bootstrap.servers": fuzz_gateway.bootstrap("PLAINTEXT"),
+                      "request.timeout.ms": 10000}) as c:
+        c.connect()
+        assert c.request(ApiKey.METADATA, {"topics": []})["brokers"][0]["node_id"] == 7

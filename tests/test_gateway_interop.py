@@ -13,6 +13,7 @@ and get back exactly what they wrote; a consumer group runs against Kafka
 upstream; an upstream killed mid-stream makes clients fail, not hang.
 """
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -384,3 +385,38 @@ def test_kafka_delegation_token_login(kafka_gateway, pki):
     create_topic(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records(10)
     assert kchannel_token_roundtrip(kafka_gateway, pki, token, topic, recs) == recs
+
+
+_LEGACY_ROUNDTRIP = r'''
+import json, sys
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+kw, topic, n = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+p = KafkaProducer(**kw)
+for i in range(n):
+    p.send(topic, key=b"k%d" % i, value=b"legacy-%d" % i).get(30)
+p.close()
+c = KafkaConsumer(auto_offset_reset="earliest", consumer_timeout_ms=20000,
+                  enable_auto_commit=False, **kw)
+c.assign([TopicPartition(topic, 0)])
+got = []
+for m in c:
+    got.append([m.key.decode(), m.value.decode()])
+    if len(got) == n:
+        break
+c.close()
+print(json.dumps(got))
+'''
+
+
+def test_tansu_debian_kafka_python(tansu_gateway, pki, legacy_kafka_python):
+    from tests.fixtures.peers import run_legacy_kafka_python
+    topic = f"gw-legacy-{uuid.uuid4().hex[:8]}"
+    create_topic(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    kw = {"bootstrap_servers": tansu_gateway.bootstrap("SASL_SSL"),
+          "security_protocol": "SASL_SSL", "ssl_cafile": pki.ca.cert_path,
+          "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
+          "sasl_plain_password": USERS["alice"]}
+    r = run_legacy_kafka_python(_LEGACY_ROUNDTRIP, [json.dumps(kw), topic, 10], timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == \
+        [[f"k{i}", f"legacy-{i}"] for i in range(10)]
