@@ -161,6 +161,24 @@ def test_metadata_after_handshake_v1_is_illegal_sasl_state():
         server.authenticate(io, NOW)
     assert str(err.value) == ("Unexpected Kafka request of type METADATA during SASL "
                               "authentication.")
+    # Kafka's MetadataRequest.getErrorResponse goes out before the close.
+    server.handle_authentication_failure()
+    (payload,) = io.take()
+    # (v1 has no throttle time)
+    assert response(payload, METADATA, 1) == (3, {"brokers": [], "controller_id": -1,
+                                                  "topics": []})
+
+
+def test_unparsable_request_after_handshake_gets_no_response():
+    """A refused request whose body does not parse is closed without an
+    answer, as Kafka (its parseRequest fails first)."""
+    io, server = FrameIO(), make_server()
+    handshake(io, server)
+    io.feed_frame(raw_request(METADATA, 1, b"\x00\x00", 3))
+    with pytest.raises(IllegalSaslStateError):
+        server.authenticate(io, NOW)
+    server.handle_authentication_failure()
+    assert io.take() == []
 
 
 def test_unknown_api_key_is_not_a_kafka_request():

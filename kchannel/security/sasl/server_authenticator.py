@@ -60,6 +60,7 @@ from kchannel.network.authenticator import StateMachineAuthenticator
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
+from kchannel.protocol.error_responses import error_response_body
 from kchannel.security.sasl import _wire
 from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, create_server
 from kchannel.log import get_logger
@@ -623,7 +624,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
             err = IllegalSaslStateError(
                 f"Unexpected Kafka request of type {_wire.api_key_name(api_key)} "
                 "during SASL authentication.")
-            failure = self._error_response_for(header, ILLEGAL_SASL_STATE, str(err))
+            failure = self._error_response_for(header, ILLEGAL_SASL_STATE, str(err), token)
             if failure is not None:
                 self._failure_response = failure
             raise err
@@ -677,11 +678,20 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         self._send(io, _wire.encode_response(SASL_AUTHENTICATE, version,
                                              header.correlation_id, body))
 
-    def _error_response_for(self, header, error_code, message):
-        """An error response for a request Kafka would answer with
-        ``getErrorResponse``; only for the APIs whose body has a top-level
-        error code this layer can encode."""
+    def _error_response_for(self, header, error_code, message, frame=None):
+        """The error response Kafka's ``getErrorResponse`` builds for the
+        refused request: SaslHandshake and ApiVersions here, the APIs of
+        ``kchannel.protocol.error_responses`` given the request ``frame``;
+        None for any other API (the connection then only closes)."""
         try:
+            if frame is not None and header.api_key not in (SASL_HANDSHAKE, API_VERSIONS):
+                request = _wire.decode_request_body(header, frame)
+                body = error_response_body(header.api_key, header.api_version, request,
+                                           error_code, message)
+                if body is None:
+                    return None
+                return _wire.encode_response(header.api_key, header.api_version,
+                                             header.correlation_id, body)
             if header.api_key == SASL_HANDSHAKE:
                 return _wire.encode_response(SASL_HANDSHAKE, header.api_version,
                                              header.correlation_id,
