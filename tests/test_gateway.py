@@ -361,3 +361,29 @@ def test_any_request_bytes_fail_closed(fuzz_gateway, api_key, version, body):
                       "request.timeout.ms": 10000}) as c:
         c.connect()
         assert c.request(ApiKey.METADATA, {"topics": []})["brokers"][0]["node_id"] == 7
+
+
+class OnlyMetadata:
+    """An authorizer class named by kchannel.gateway.authorizer.class."""
+
+    def configure(self, props):
+        self.listener = props["kchannel.test.listener"]
+
+    def authorize(self, request):
+        return request.api_key == ApiKey.METADATA or request.listener_name != self.listener
+
+
+def test_authorizer_class(upstream, kchannel_inprocess_server):
+    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+        "kchannel.gateway.authorizer.class": "tests.test_gateway.OnlyMetadata",
+        "kchannel.test.listener": "SASL_PLAINTEXT"}))
+    with sasl_client(gw) as c:
+        c.connect()
+        assert c.request(ApiKey.METADATA, {"topics": []})["brokers"]
+        assert c.request(ApiKey.DESCRIBE_CLUSTER, {
+            "include_cluster_authorized_operations": False})["error_code"] == \
+            Errors.CLUSTER_AUTHORIZATION_FAILED
+    with KafkaClient({"bootstrap.servers": gw.bootstrap("PLAINTEXT")}) as c:
+        c.connect()
+        assert c.request(ApiKey.DESCRIBE_CLUSTER, {
+            "include_cluster_authorized_operations": False})["error_code"] == 0
