@@ -9,7 +9,8 @@ delegation tokens as the gateway's upstream login).  The gateway is a ``kchannel
 serve`` subprocess configured only by server.properties: SASL_PLAINTEXT and
 SASL_SSL listeners with PLAIN, SCRAM-SHA-256/512 and delegation tokens.
 confluent-kafka, kafka-python 3, Debian's kafka-python 2.0.2, aiokafka and
-the kchannel client (delegation-token login) produce and consume through it
+kchannel's client, Producer and Consumer (delegation-token logins) produce and
+consume through it
 and get back exactly what they wrote; a consumer group runs against Kafka
 (Tansu's joins take ~23 s).  A client that fails to log in reaches nothing
 upstream; an upstream killed mid-stream makes clients fail, not hang.
@@ -446,3 +447,40 @@ def test_kafka_upstream_delegation_token_login(kafka_broker, pki, tmp_path):
         assert confluent_consume(conf, topic, len(recs)) == recs
     finally:
         gw.stop()
+
+
+@pytest.mark.parametrize("upstream", ["tansu", "kafka"])
+def test_kchannel_producer_consumer_with_token_login(request, pki, upstream):
+    # kchannel's own Producer and Consumer log in with one of the gateway's
+    # delegation tokens (SCRAM with tokenauth) and go through it.
+    from kchannel import Consumer, Producer
+    gw = request.getfixturevalue(f"{upstream}_gateway")
+    base = {"bootstrap.servers": gw.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512", **pki.client_configs()}
+    with KafkaClient(dict(base, **{"sasl.jaas.config": f'{SCRAM} required username="alice" '
+                                                       f'password="{USERS["alice"]}";'})) as c:
+        c.connect()
+        token = DelegationTokenAdmin(c).create()
+    conf = dict(base, **{"sasl.jaas.config": f'{SCRAM} required '
+                                             f'username="{token.token_info.token_id}" '
+                                             f'password="{token.hmac_base64}" tokenauth="true";'})
+    topic = f"gw-kc-{uuid.uuid4().hex[:8]}"
+    create_topic(confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN"), topic)
+    recs = records(20)
+    p = Producer(dict(conf))
+    try:
+        futures = [p.send(topic, value=v, key=k, partition=0) for k, v in recs]
+        p.flush(30)
+        assert [f.get(30).offset for f in futures] == list(range(len(recs)))
+    finally:
+        p.close()
+    c = Consumer(dict(conf, **{"auto.offset.reset": "earliest"}))
+    got = []
+    try:
+        c.assign([(topic, 0)])
+        deadline = time.monotonic() + 30
+        while len(got) < len(recs) and time.monotonic() < deadline:
+            got.extend((r.key, r.value) for r in c.poll(1.0))
+    finally:
+        c.close()
+    assert got == recs
