@@ -291,7 +291,7 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
     cdef _Cursor c = _Cursor()
     cdef Py_ssize_t n_count
     cdef int64_t size, ts_delta, offset_delta, nheaders, hsize
-    cdef Py_ssize_t start, stop, i, h
+    cdef Py_ssize_t start, stop, i, h, saved_end
     cdef object key, value, hk, hv
     cdef list out, headers
     c.p = <const uint8_t*>PyBytes_AS_STRING(data)
@@ -305,6 +305,12 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
     n_count = count
     base_off = int(base_offset)
     base_ts = int(base_timestamp)
+    # C arithmetic when the sums cannot overflow (always, for real batches:
+    # the base values come from an int64 header); Python ints otherwise.
+    cdef bint fast = (-(1 << 62) <= base_off <= (1 << 62)) and \
+        (-(1 << 62) <= base_ts <= (1 << 62))
+    cdef int64_t c_base_off = base_off if fast else 0
+    cdef int64_t c_base_ts = base_ts if fast else 0
     out = []
     for i in range(n_count):
         size = c.varint()
@@ -317,7 +323,8 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
             raise CorruptRecordError("Record is empty")
         c.pos += 1
         # Bound the varints of this record by its own size.
-        c.end, saved_end = stop, c.end
+        saved_end = c.end
+        c.end = stop
         ts_delta = c.varlong()
         offset_delta = c.varint()
         key = c.blob(stop, "key")
@@ -344,6 +351,13 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
             raise CorruptRecordError(
                 f"Invalid record size: expected to read {size} bytes in record payload, "
                 f"but instead read {c.pos - start}")
+        if fast and -(1 << 61) <= ts_delta <= (1 << 61):
+            if log_append_time is None:
+                timestamp = c_base_ts + ts_delta
+            else:
+                timestamp = log_append_time
+            out.append((c_base_off + offset_delta, timestamp, key, value, headers))
+            continue
         if log_append_time is None:
             timestamp = base_ts + ts_delta
             if not -0x8000000000000000 <= timestamp <= 0x7FFFFFFFFFFFFFFF:

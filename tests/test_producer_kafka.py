@@ -8,8 +8,12 @@ import time
 
 import pytest
 
-from kchannel import Producer
+from kchannel import Consumer, Producer
+from kchannel.client import KafkaClient
 from kchannel.errors import KafkaError
+from kchannel.metadata import TopicPartition
+from kchannel.tokens.admin import DelegationTokenAdmin
+from tests.fixtures.kafka_tokens import created, expired, token_configs
 from tests.fixtures.records import (CODECS, consume_confluent, create_topic, expected_rows,
                                     produce, sample, topic_name)
 
@@ -25,6 +29,33 @@ def test_produce_over_sasl_ssl_scram(kafka_broker, mechanism):
     mds = produce(configs.pop("bootstrap.servers"), topic, records,
                   **{"compression.type": "lz4"}, **configs)
     assert consume_confluent(plain, topic, 3, len(records)) == expected_rows(records, mds)
+
+
+def test_produce_and_consume_with_a_delegation_token(kafka_broker):
+    """A token Kafka issued (SCRAM tokenauth=true) produces and consumes as
+    its owner, as a PySpark executor would."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("token"), partitions=1)
+    with KafkaClient(kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")) as admin_client:
+        admin_client.connect()
+        admin = DelegationTokenAdmin(admin_client)
+        token = created(admin, max_lifetime_ms=3600_000)
+        try:
+            configs = token_configs(kafka_broker, token, "SASL_SSL", "SCRAM-SHA-256")
+            bootstrap = configs.pop("bootstrap.servers")
+            records = sample(10)
+            mds = produce(bootstrap, topic, records, **configs)
+            assert [md.offset for md in mds] == list(range(10))
+            with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                           **configs}) as c:
+                c.assign([TopicPartition(topic, 0)])
+                got = []
+                deadline = time.time() + 30
+                while len(got) < 10 and time.time() < deadline:
+                    got.extend(c.poll(0.5))
+            assert [(r.key, r.value) for r in got] == [(k, v) for k, v, _, _ in records]
+        finally:
+            expired(admin, token)
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -28,23 +28,13 @@ _INVALID_METADATA = frozenset({3, 5, 6, 56, 72, 74, 75, 100, 103})
 _ZERO_UUID_INT = 0
 
 
-class ConsumerRecord:
-    """One fetched record (Kafka's ``ConsumerRecord``)."""
+class ConsumerRecord(collections.namedtuple(
+        "ConsumerRecord", "topic partition offset timestamp timestamp_type key value headers "
+                          "leader_epoch")):
+    """One fetched record (Kafka's ``ConsumerRecord``; a named tuple, as
+    kafka-python's, because the consumer makes one per record)."""
 
-    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value",
-                 "headers", "leader_epoch")
-
-    def __init__(self, topic, partition, offset, timestamp, timestamp_type, key, value,
-                 headers, leader_epoch=None):
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.leader_epoch = leader_epoch
+    __slots__ = ()
 
     @property
     def serialized_key_size(self):
@@ -58,6 +48,9 @@ class ConsumerRecord:
         return (f"ConsumerRecord(topic = {self.topic}, partition = {self.partition}, "
                 f"offset = {self.offset}, {self.timestamp_type} = {self.timestamp}, "
                 f"key = {self.key!r}, value = {self.value!r})")
+
+
+_new_record = tuple.__new__
 
 
 class PartitionState:
@@ -115,8 +108,8 @@ class SubscriptionState:
 
 
 class _CompletedFetch:
-    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "pending",
-                 "records_read", "done")
+    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "records",
+                 "index", "ttype", "done")
 
     def __init__(self, tp, fetch_offset, records, aborted):
         self.tp = tp
@@ -124,8 +117,9 @@ class _CompletedFetch:
         self.batches = iter_batches(records)
         self.aborted = sorted(aborted or (), key=lambda a: a["first_offset"])
         self.aborted_pids = set()
-        self.pending = collections.deque()
-        self.records_read = 0
+        self.records = ()         # the current batch's decoded records
+        self.index = 0            # the next of them to hand out
+        self.ttype = None
         self.done = False
 
 
@@ -279,32 +273,44 @@ class Fetcher:
 
     def _drain(self, cf, st, out, budget):
         taken = 0
-        tp = cf.tp
-        topic, partition = tp
+        topic, partition = cf.tp
         kd, vd = self.key_deserializer, self.value_deserializer
         decode_keys = kd is not None or self.key_type.endswith("StringDeserializer")
         decode_values = vd is not None or self.value_type.endswith("StringDeserializer")
         while taken < budget:
-            if not cf.pending:
+            records = cf.records
+            i = cf.index
+            if i >= len(records):
                 if not self._next_batch(cf, st):
                     cf.done = True
                     break
                 continue
-            rec = cf.pending.popleft()
-            offset, ts, key, value, headers = rec[0]
-            if offset < st.position:
-                continue
-            if decode_keys:
-                key = deserializer(key, self.key_type, kd)
-            if decode_values:
-                value = deserializer(value, self.value_type, vd)
-            out.append(ConsumerRecord(topic, partition, offset, ts, rec[1], key, value, headers))
-            st.position = offset + 1
-            taken += 1
+            chunk = records[i:i + budget - taken]
+            cf.index = i + len(chunk)
+            position = st.position
+            if chunk[0][0] < position:
+                chunk = [r for r in chunk if r[0] >= position]
+                if not chunk:
+                    continue
+            ttype = cf.ttype
+            if decode_keys or decode_values:
+                for offset, ts, key, value, headers in chunk:
+                    if decode_keys:
+                        key = deserializer(key, self.key_type, kd)
+                    if decode_values:
+                        value = deserializer(value, self.value_type, vd)
+                    out.append(_new_record(ConsumerRecord, (topic, partition, offset, ts, ttype,
+                                                            key, value, headers, None)))
+            else:
+                out.extend([_new_record(ConsumerRecord, (topic, partition, offset, ts, ttype,
+                                                         key, value, headers, None))
+                            for offset, ts, key, value, headers in chunk])
+            st.position = chunk[-1][0] + 1
+            taken += len(chunk)
         return taken
 
     def _next_batch(self, cf, st):
-        """Load the next batch's records into ``cf.pending``; False at the end."""
+        """Make the next batch's records current in ``cf``; False at the end."""
         for batch in cf.batches:
             if self.check_crcs:
                 batch.ensure_valid()
@@ -328,13 +334,14 @@ class Fetcher:
                 st.position = max(st.position, batch.next_offset)
                 continue
             ttype = batch.timestamp_type
-            ttype_name = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE \
-                else "NoTimestampType"
             records = batch.records()
             if not records:
                 st.position = max(st.position, batch.next_offset)
                 continue
-            cf.pending.extend((r, ttype_name) for r in records)
+            cf.ttype = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE \
+                else "NoTimestampType"
+            cf.records = records
+            cf.index = 0
             return True
         return False
 
