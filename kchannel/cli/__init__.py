@@ -9,9 +9,11 @@ import logging
 import sys
 
 from kchannel import __version__
-from kchannel.cli import broker_api_versions, config_tool, configs, delegation_tokens, serve
+from kchannel.cli import (broker_api_versions, config_tool, configs, console_consumer,
+                          console_producer, delegation_tokens, serve)
 
-_COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens]
+_COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens,
+             console_producer, console_consumer]
 
 
 def build_parser():

@@ -1,0 +1,104 @@
+"""``kchannel console-producer`` and ``kchannel console-consumer``: lines in,
+records out, flag for flag with Kafka's tools.  On Tansu the other side is
+confluent-kafka; on Apache Kafka it is Kafka's own ConsoleConsumer and
+ConsoleProducer, whose output must be what kchannel's prints."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.fixtures.peers import ROOT, subprocess_env
+from tests.fixtures.records import consume_confluent, create_topic, topic_name
+
+pytestmark = pytest.mark.interop
+
+LINES = "k1:hello\nk2:wörld\nk1:again\n:empty key\n"
+
+
+def kchannel(*args, stdin=None, timeout=90):
+    return subprocess.run([sys.executable, "-m", "kchannel", *args], input=stdin,
+                          capture_output=True, text=True, env=subprocess_env(), cwd=ROOT,
+                          timeout=timeout)
+
+
+def produce_lines(bootstrap, topic, lines=LINES, *extra):
+    r = kchannel("console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                 "--property", "parse.key=true", "--property", "key.separator=:", *extra,
+                 stdin=lines)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_console_producer_then_confluent_and_console_consumer(tansu):
+    topic = create_topic(tansu.bootstrap, topic_name("console"), partitions=1)
+    produce_lines(tansu.bootstrap, topic, LINES, "--compression-codec", "lz4")
+    rows = consume_confluent(tansu.bootstrap, topic, 1, 4)
+    assert [(r[2], r[3]) for r in rows] == [
+        (b"k1", b"hello"), (b"k2", "wörld".encode()), (b"k1", b"again"), (b"", b"empty key")]
+    r = kchannel("console-consumer", "--bootstrap-server", tansu.bootstrap, "--topic", topic,
+                 "--partition", "0", "--offset", "earliest", "--max-messages", "4",
+                 "--property", "print.key=true", "--property", "print.offset=true",
+                 "--property", "key.separator=|")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1:] == ["Offset:0|k1|hello", "Offset:1|k2|wörld",
+                                         "Offset:2|k1|again", "Offset:3||empty key"]
+    assert "Processed a total of 4 messages" in r.stderr
+
+
+@pytest.mark.slow
+def test_console_consumer_group_from_beginning_and_timeout(kafka_broker):
+    # On Apache Kafka: Tansu takes ~23 s to complete a group join (README).
+    bootstrap = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(bootstrap, topic_name("console-group"), partitions=2)
+    produce_lines(bootstrap, topic)
+    r = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                 "--from-beginning", "--group", f"g-{topic}", "--timeout-ms", "5000",
+                 timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == sorted(["hello", "wörld", "again", "empty key"])
+    assert "Processed a total of 4 messages" in r.stderr
+
+
+def test_console_tools_usage_errors():
+    r = kchannel("console-producer", "--topic", "t", stdin="")
+    assert r.returncode == 2 and "bootstrap-server" in r.stderr
+    r = kchannel("console-consumer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
+                 "--offset", "5")
+    assert r.returncode == 2 and "partition is required" in r.stderr
+    r = kchannel("console-producer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
+                 "--producer-property", "acks=2", stdin="")
+    assert r.returncode == 1 and "acks" in r.stderr
+
+
+@pytest.mark.slow
+def test_kafka_console_tools_agree_with_kchannels(kafka_broker):
+    """Kafka's ConsoleConsumer prints what kchannel's console-producer wrote
+    exactly as kchannel's console-consumer does; and kchannel reads what
+    Kafka's ConsoleProducer wrote."""
+    bootstrap = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(bootstrap, topic_name("console-kafka"), partitions=1)
+    produce_lines(bootstrap, topic)
+    fmt = ["--property", "print.key=true", "--property", "print.partition=true",
+           "--property", "print.headers=true", "--property", "key.separator=,"]
+    theirs = kafka_broker.run_java("org.apache.kafka.tools.consumer.ConsoleConsumer",
+                                   "--bootstrap-server", bootstrap, "--topic", topic,
+                                   "--from-beginning", "--max-messages", "4", *fmt)
+    assert theirs.returncode == 0, theirs.stderr
+    ours = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                    "--from-beginning", "--max-messages", "4", *fmt)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout == theirs.stdout
+    assert ours.stdout.splitlines()[1] == "Partition:0,NO_HEADERS,k1,hello"
+    # the other way: Kafka's ConsoleProducer writes, kchannel reads
+    topic2 = create_topic(bootstrap, topic_name("console-kafka2"), partitions=1)
+    their_producer = kafka_broker.run_java(
+        "org.apache.kafka.tools.ConsoleProducer", "--bootstrap-server", bootstrap,
+        "--topic", topic2, "--property", "parse.key=true", "--property", "key.separator=:",
+        input=LINES)
+    assert their_producer.returncode == 0, their_producer.stderr
+    ours_producer = produce_lines(bootstrap, topic2, "")
+    assert ours_producer.stdout == their_producer.stdout   # the same deprecation notice
+    ours = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic2,
+                    "--from-beginning", "--max-messages", "4", "--property", "print.key=true")
+    assert ours.stdout.splitlines()[1:] == ["k1\thello", "k2\twörld", "k1\tagain",
+                                            "\tempty key"]
