@@ -31,6 +31,12 @@ optionally by ``kchannel.connection.setup.timeout.ms``.  When accept() runs
 out of file descriptors, every listener pauses for a back-off instead of
 retrying at once.
 
+A :class:`kchannel.gateway.Gateway` (``kchannel serve`` with
+``kchannel.upstream.bootstrap.servers``) sets ``server.gateway``: it then
+takes every authenticated request first (``intercept``), adds the upstream's
+APIs to ApiVersions (``api_ranges``) and polls its upstream connections after
+each poll; ``add_node_listener`` binds its per-node ports.
+
 ``Server(config)`` also takes a ``kchannel.config.ServerConfig`` or a dict of
 server properties (``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).

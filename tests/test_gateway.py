@@ -33,8 +33,8 @@ PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 class Upstream:
     """A kchannel server standing for the upstream cluster (node 7)."""
 
-    def __init__(self):
-        self.server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], node_id=7)
+    def __init__(self, port=0):
+        self.server = Server(listeners=[f"PLAINTEXT://127.0.0.1:{port}"], node_id=7)
         self.seen = []
         self.hold = threading.Event()
 
@@ -236,7 +236,7 @@ def test_stuck_upstream_mutes_then_disconnects(upstream, kchannel_inprocess_serv
     assert len(upstream.seen) == 4
 
 
-def test_upstream_gone_disconnects_clients(upstream, kchannel_inprocess_server):
+def test_upstream_gone_disconnects_clients_then_back(upstream, kchannel_inprocess_server):
     gw = kchannel_inprocess_server(gateway_props(upstream))
     c = sasl_client(gw)
     with c:
@@ -245,6 +245,14 @@ def test_upstream_gone_disconnects_clients(upstream, kchannel_inprocess_server):
         upstream.stop()
         with pytest.raises((errors.ChannelConnectionError, errors.KChannelError)):
             c.request(ApiKey.METADATA, {"topics": []})
+        # The upstream is back on its address: the client reconnects to the
+        # gateway and the gateway to it.
+        back = Upstream(upstream.port)
+        try:
+            body = c.request(ApiKey.METADATA, {"topics": []})
+            assert body["cluster_id"] == back.server.cluster_id
+        finally:
+            back.stop()
 
 
 def test_request_metrics_have_kafka_names(upstream, kchannel_inprocess_server):
