@@ -151,6 +151,16 @@ class WireModule(Protocol):
     def encode_varlong(self, v: int) -> bytes: ...
     def size_of_unsigned_varint(self, v: int) -> int: ...
 
+    def parse_request_header(self, payload: Any, flexible_from: Any
+                             ) -> Tuple[int, int, int, Optional[str], int, int]:
+        """(api_key, api_version, correlation_id, client_id, header_version,
+        body_offset); InvalidRequestError for a truncated or bad header."""
+
+    def encode_request_header(self, api_key: int, api_version: int, correlation_id: int,
+                              client_id: Optional[str], header_version: int) -> bytes: ...
+    def encode_response_header(self, correlation_id: int, header_version: int) -> bytes: ...
+    def decode_response_header(self, payload: Any, header_version: int) -> Tuple[int, int]: ...
+
 
 # ---------------------------------------------------------------------------
 # tlspump: kchannel.network._tlspump_py / kchannel._ctlspump

@@ -16,6 +16,7 @@ from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 
 import uuid as _uuid
 from operator import index as _index
@@ -29,6 +30,10 @@ __all__ = [
     "encode_varint",
     "encode_varlong",
     "size_of_unsigned_varint",
+    "parse_request_header",
+    "encode_request_header",
+    "encode_response_header",
+    "decode_response_header",
 ]
 
 cdef Py_ssize_t _MAX_STRING = 0x7FFF
@@ -601,3 +606,119 @@ def size_of_unsigned_varint(v):
         x >>= 7
         n += 1
     return n
+
+
+# ---------------------------------------------------------------------------
+# headers (same results and messages as the pure twin's)
+# ---------------------------------------------------------------------------
+cdef int _CONTROLLED_SHUTDOWN = 7
+
+
+cdef Py_ssize_t _skip_tagged_fields(object payload, Py_ssize_t off) except -1:
+    cdef Reader r = Reader(payload, off)
+    r.read_tagged_fields()
+    return r.pos
+
+
+def parse_request_header(payload, flexible_from):
+    """``(api_key, api_version, correlation_id, client_id, header_version,
+    body_offset)`` of the request header at the start of ``payload``."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        return _parse_request_header(<const unsigned char*>view.buf, view.len, payload,
+                                     flexible_from)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _parse_request_header(const unsigned char* p, Py_ssize_t n, object payload,
+                                 object flexible_from):
+    cdef int api_key, api_version, size, hv
+    cdef int32_t correlation_id
+    cdef Py_ssize_t off, end
+    if n < 8:
+        raise InvalidRequestError(f"Request header truncated: {n} bytes")
+    api_key = <int16_t>_be16(p)
+    api_version = <int16_t>_be16(p + 2)
+    correlation_id = <int32_t>_be32(p + 4)
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return (api_key, api_version, correlation_id, "", 0, 8)
+    if n < 10:
+        raise InvalidRequestError(f"Request header truncated: {n} bytes")
+    size = <int16_t>_be16(p + 8)
+    off = 10
+    if size < 0:
+        if size != -1:
+            raise InvalidRequestError(f"Invalid client id length {size}")
+        client_id = None
+    else:
+        end = off + size
+        if end > n:
+            raise InvalidRequestError(
+                f"Request header truncated: client id of {size} bytes, {n - off} remaining")
+        # As Java's new String(bytes, UTF_8): malformed input is replaced.
+        client_id = PyUnicode_DecodeUTF8(<const char*>(p + off), size, "replace")
+        off = end
+    flex = flexible_from.get(api_key)
+    if flex is not None and api_version >= flex:
+        if off >= n:
+            raise InvalidRequestError("Request header truncated: no tagged fields")
+        if p[off] == 0:
+            off += 1
+        else:
+            off = _skip_tagged_fields(payload, off)
+        hv = 2
+    else:
+        hv = 1
+    return (api_key, api_version, correlation_id, client_id, hv, off)
+
+
+def encode_request_header(api_key, api_version, correlation_id, client_id, header_version):
+    """The request header bytes (``header_version`` 0, 1 or 2)."""
+    cdef Writer w = Writer()
+    w._put16(<uint16_t><int16_t>_as_int(api_key, -0x8000, 0x7FFF, "int16"))
+    w._put16(<uint16_t><int16_t>_as_int(api_version, -0x8000, 0x7FFF, "int16"))
+    w._put32(<uint32_t><int32_t>_as_int(correlation_id, -0x80000000, 0x7FFFFFFF, "int32"))
+    if header_version != 0:
+        # A classic int16 string in every header version, so that a server
+        # can read the header of a request version it does not know.
+        w.write_nullable_string(client_id)
+        if header_version == 2:
+            w._reserve(1)[0] = 0
+    return w.getvalue()
+
+
+def encode_response_header(correlation_id, header_version):
+    """The response header bytes (``header_version`` 0 or 1)."""
+    cdef unsigned char tmp[5]
+    cdef uint32_t c = <uint32_t><int32_t>_as_int(correlation_id, -0x80000000, 0x7FFFFFFF,
+                                                 "int32")
+    tmp[0] = c >> 24
+    tmp[1] = (c >> 16) & 0xFF
+    tmp[2] = (c >> 8) & 0xFF
+    tmp[3] = c & 0xFF
+    tmp[4] = 0
+    return PyBytes_FromStringAndSize(<const char*>tmp, 5 if header_version == 1 else 4)
+
+
+def decode_response_header(payload, header_version):
+    """``(correlation_id, body_offset)`` of a response header."""
+    cdef Py_buffer view
+    cdef int32_t correlation_id
+    cdef Py_ssize_t n
+    cdef const unsigned char* p
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        n = view.len
+        p = <const unsigned char*>view.buf
+        if n < 4:
+            raise InvalidRequestError(f"Response header truncated: {n} bytes")
+        correlation_id = <int32_t>_be32(p)
+        if header_version == 1:
+            if n > 4 and p[4] == 0:
+                return (correlation_id, 5)
+            return (correlation_id, _skip_tagged_fields(payload, 4))
+        return (correlation_id, 4)
+    finally:
+        PyBuffer_Release(&view)

@@ -7,6 +7,15 @@ Both twins expose exactly the same names with the same behaviour:
 * ``Writer()`` appends primitives; ``.getvalue()`` returns the bytes.
 * ``encode_unsigned_varint``, ``encode_varint``, ``encode_varlong``,
   ``size_of_unsigned_varint``.
+* Request/response headers, the per-request work of every server and client
+  (``kchannel.protocol.headers`` wraps them): ``parse_request_header(payload,
+  flexible_from)`` -> ``(api_key, api_version, correlation_id, client_id,
+  header_version, body_offset)``; ``encode_request_header(api_key,
+  api_version, correlation_id, client_id, header_version)``;
+  ``encode_response_header(correlation_id, header_version)``;
+  ``decode_response_header(payload, header_version)`` -> ``(correlation_id,
+  body_offset)``.  ``flexible_from`` maps an API key to the first version
+  whose request header is v2 (``api_keys.REQUEST_FLEXIBLE_FROM``).
 
 Readers are the attack surface of a server: every one of them raises
 ``kchannel.errors.InvalidRequestError`` on truncation or invalid lengths and
@@ -35,6 +44,10 @@ __all__ = [
     "encode_varint",
     "encode_varlong",
     "size_of_unsigned_varint",
+    "parse_request_header",
+    "encode_request_header",
+    "encode_response_header",
+    "decode_response_header",
 ]
 
 _I8 = struct.Struct(">b")
@@ -496,3 +509,106 @@ def size_of_unsigned_varint(v):
         v >>= 7
         n += 1
     return n
+
+
+# ---------------------------------------------------------------------------
+# headers
+# ---------------------------------------------------------------------------
+_CONTROLLED_SHUTDOWN = 7
+_HDR = struct.Struct(">hhi")
+
+
+def _skip_tagged_fields(payload, offset):
+    r = Reader(payload, offset)
+    r.read_tagged_fields()
+    return r.pos
+
+
+def parse_request_header(payload, flexible_from):
+    """``(api_key, api_version, correlation_id, client_id, header_version,
+    body_offset)`` of the request header at the start of ``payload``.
+
+    ``client_id`` is None for a null client id, "" for header v0 (which has
+    none).  Raises ``InvalidRequestError`` for a truncated or malformed
+    header."""
+    n = len(payload)
+    if n < 8:
+        raise InvalidRequestError(f"Request header truncated: {n} bytes")
+    api_key, api_version, correlation_id = _HDR.unpack_from(payload, 0)
+    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
+        return api_key, api_version, correlation_id, "", 0, 8
+    if n < 10:
+        raise InvalidRequestError(f"Request header truncated: {n} bytes")
+    size = _I16.unpack_from(payload, 8)[0]
+    off = 10
+    if size < 0:
+        if size != -1:
+            raise InvalidRequestError(f"Invalid client id length {size}")
+        client_id = None
+    else:
+        end = off + size
+        if end > n:
+            raise InvalidRequestError(
+                f"Request header truncated: client id of {size} bytes, {n - off} remaining")
+        # As Java's new String(bytes, UTF_8): malformed input is replaced.
+        client_id = bytes(payload[off:end]).decode("utf-8", "replace")
+        off = end
+    flex = flexible_from.get(api_key)
+    if flex is not None and api_version >= flex:
+        if off >= n:
+            raise InvalidRequestError("Request header truncated: no tagged fields")
+        if payload[off] == 0:
+            # The usual case: an empty tagged-field section, one zero byte.
+            off += 1
+        else:
+            off = _skip_tagged_fields(payload, off)
+        return api_key, api_version, correlation_id, client_id, 2, off
+    return api_key, api_version, correlation_id, client_id, 1, off
+
+
+def encode_request_header(api_key, api_version, correlation_id, client_id, header_version):
+    """The request header bytes (``header_version`` 0, 1 or 2)."""
+    try:
+        head = _HDR.pack(api_key, api_version, correlation_id)
+    except struct.error:
+        # The same ValueError as the compiled twin (and every Writer).
+        w = Writer()
+        w.write_int16(api_key)
+        w.write_int16(api_version)
+        w.write_int32(correlation_id)
+        head = w.getvalue()
+    if header_version == 0:
+        return head
+    # The client id is a classic int16 string in every header version, so
+    # that a server can read the header of a request version it does not know.
+    w = Writer()
+    w.write_raw(head)
+    w.write_nullable_string(client_id)
+    if header_version == 2:
+        w.write_raw(b"\x00")
+    return w.getvalue()
+
+
+def encode_response_header(correlation_id, header_version):
+    """The response header bytes (``header_version`` 0 or 1)."""
+    try:
+        head = _I32.pack(correlation_id)
+    except struct.error:
+        w = Writer()
+        w.write_int32(correlation_id)
+        head = w.getvalue()
+    if header_version == 1:
+        return head + b"\x00"
+    return head
+
+
+def decode_response_header(payload, header_version):
+    """``(correlation_id, body_offset)`` of a response header."""
+    if len(payload) < 4:
+        raise InvalidRequestError(f"Response header truncated: {len(payload)} bytes")
+    correlation_id = _I32.unpack_from(payload, 0)[0]
+    if header_version == 1:
+        if len(payload) > 4 and payload[4] == 0:
+            return correlation_id, 5
+        return correlation_id, _skip_tagged_fields(payload, 4)
+    return correlation_id, 4

@@ -8,15 +8,13 @@ Header versions follow Kafka's rules:
   except ApiVersions responses, which always use v0 so that a client that
   sent a version the server does not know can still parse the fallback.
 
-The request header is parsed for every request, so ``parse_request_header``
-works from the raw bytes with ``struct`` and builds nothing but the
-``RequestHeader`` itself.  It accepts any API key and version, even ones no
+The request header is parsed for every request, so the wire twin (compiled
+when built) reads it and nothing but the ``RequestHeader`` itself is built.  It accepts any API key and version, even ones no
 schema knows (an unknown key is assumed to use header v1), because a server
 must be able to refuse such a request from its header alone.
 
 Payloads here never include the 4-byte size prefix; framing adds it.
 """
-import struct
 from dataclasses import dataclass
 
 from kchannel.errors import InvalidRequestError, UnsupportedVersionError
@@ -26,7 +24,10 @@ from kchannel.protocol.api_keys import (
     RESPONSE_FLEXIBLE_FROM,
 )
 from kchannel.protocol.messages import API
-from kchannel.protocol.wire import Reader, Writer
+from kchannel.protocol.wire import decode_response_header as _decode_response_header
+from kchannel.protocol.wire import encode_request_header as _encode_request_header
+from kchannel.protocol.wire import encode_response_header as _encode_response_header
+from kchannel.protocol.wire import parse_request_header as _parse_request_header
 
 __all__ = [
     "RequestHeader",
@@ -45,10 +46,6 @@ __all__ = [
 _API_VERSIONS = 18
 _CONTROLLED_SHUTDOWN = 7
 
-_HDR = struct.Struct(">hhi")
-_HDR_V1 = struct.Struct(">hhih")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 
 @dataclass(slots=True)
@@ -88,66 +85,23 @@ def response_header_version(api_key, api_version):
     return 0
 
 
-def _skip_tagged_fields(payload, offset):
-    r = Reader(payload, offset)
-    r.read_tagged_fields()
-    return r.pos
-
-
 def parse_request_header(payload):
     """Parse the header at the start of ``payload``.
 
     Returns ``(RequestHeader, body_offset)``.  Raises ``InvalidRequestError``
-    for a truncated or malformed header.
+    for a truncated or malformed header.  The parsing itself is the wire
+    twin's (compiled when built): it runs for every request a server reads.
     """
-    n = len(payload)
-    if n < 8:
-        raise InvalidRequestError(f"Request header truncated: {n} bytes")
-    api_key, api_version, correlation_id = _HDR.unpack_from(payload, 0)
-    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
-        return RequestHeader(api_key, api_version, correlation_id, "", 0), 8
-    if n < 10:
-        raise InvalidRequestError(f"Request header truncated: {n} bytes")
-    size = _I16.unpack_from(payload, 8)[0]
-    off = 10
-    if size < 0:
-        if size != -1:
-            raise InvalidRequestError(f"Invalid client id length {size}")
-        client_id = None
-    else:
-        end = off + size
-        if end > n:
-            raise InvalidRequestError(
-                f"Request header truncated: client id of {size} bytes, {n - off} remaining")
-        # As Java's new String(bytes, UTF_8): malformed input is replaced.
-        client_id = bytes(payload[off:end]).decode("utf-8", "replace")
-        off = end
-    flex = REQUEST_FLEXIBLE_FROM.get(api_key)
-    if flex is not None and api_version >= flex:
-        if off >= n:
-            raise InvalidRequestError("Request header truncated: no tagged fields")
-        if payload[off] == 0:
-            # The usual case: an empty tagged-field section, one zero byte.
-            off += 1
-        else:
-            off = _skip_tagged_fields(payload, off)
-        return RequestHeader(api_key, api_version, correlation_id, client_id, 2), off
-    return RequestHeader(api_key, api_version, correlation_id, client_id, 1), off
+    api_key, api_version, correlation_id, client_id, hv, off = _parse_request_header(
+        payload, REQUEST_FLEXIBLE_FROM)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, hv), off
 
 
 def encode_request_header(header):
     """The header bytes for ``header`` at its API's header version."""
-    hv = request_header_version(header.api_key, header.api_version)
-    if hv == 0:
-        return _HDR.pack(header.api_key, header.api_version, header.correlation_id)
-    w = Writer()
-    w.write_raw(_HDR.pack(header.api_key, header.api_version, header.correlation_id))
-    # The client id is a classic int16 string in every header version, so that
-    # a server can read the header of a request version it does not know.
-    w.write_nullable_string(header.client_id)
-    if hv == 2:
-        w.write_raw(b"\x00")
-    return w.getvalue()
+    return _encode_request_header(header.api_key, header.api_version, header.correlation_id,
+                                  header.client_id,
+                                  request_header_version(header.api_key, header.api_version))
 
 
 def encode_request(header, body):
@@ -198,9 +152,7 @@ def decode_request(payload):
 
 
 def encode_response_header(api_key, api_version, correlation_id):
-    if response_header_version(api_key, api_version) == 1:
-        return _I32.pack(correlation_id) + b"\x00"
-    return _I32.pack(correlation_id)
+    return _encode_response_header(correlation_id, response_header_version(api_key, api_version))
 
 
 def encode_response(api_key, api_version, correlation_id, body):
@@ -217,12 +169,7 @@ def encode_response(api_key, api_version, correlation_id, body):
 
 def decode_response_header(payload, api_key, api_version):
     """``(correlation_id, body_offset)``."""
-    if len(payload) < 4:
-        raise InvalidRequestError(f"Response header truncated: {len(payload)} bytes")
-    correlation_id = _I32.unpack_from(payload, 0)[0]
-    if response_header_version(api_key, api_version) == 1:
-        return correlation_id, _skip_tagged_fields(payload, 4)
-    return correlation_id, 4
+    return _decode_response_header(payload, response_header_version(api_key, api_version))
 
 
 def decode_response(payload, api_key, api_version):

@@ -10,6 +10,10 @@ encode_unsigned_varint = _mod.encode_unsigned_varint
 encode_varint = _mod.encode_varint
 encode_varlong = _mod.encode_varlong
 size_of_unsigned_varint = _mod.size_of_unsigned_varint
+parse_request_header = _mod.parse_request_header
+encode_request_header = _mod.encode_request_header
+encode_response_header = _mod.encode_response_header
+decode_response_header = _mod.decode_response_header
 
 __all__ = [
     "Reader",
@@ -18,4 +22,8 @@ __all__ = [
     "encode_varint",
     "encode_varlong",
     "size_of_unsigned_varint",
+    "parse_request_header",
+    "encode_request_header",
+    "encode_response_header",
+    "decode_response_header",
 ]
