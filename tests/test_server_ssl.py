@@ -237,3 +237,35 @@ def test_large_request_over_tls(pki, server):
         body = c.request(ApiKey.METADATA, {"topics": topics})
         assert len(body["topics"]) == 3000
         assert body["topics"][-1]["name"] == topics[-1]["name"]
+
+
+def test_reconnect_resumes_the_tls_session_and_keeps_the_principal(pki, server):
+    """TLS session resumption through Server and NetworkClient: the client's
+    next connections to the same host:port resume (OpenSSL says so on the
+    client only when the server accepted the ticket) and the server still
+    maps the client certificate's DN to the principal."""
+    from kchannel.client import NetworkClient
+    cfg = pki.client_configs(keystore="pem")
+    cfg["security.protocol"] = "SSL"
+    net = NetworkClient(cfg)
+    reused = []
+    try:
+        for node in range(3):
+            net.connect(node, "localhost", server.bound_port("SSL"))
+            for _ in range(200):
+                if net.is_ready(node):
+                    break
+                net.poll(50)
+            assert net.is_ready(node), net.connection_exception(node)
+            corr = net.send(node, ApiKey.DESCRIBE_CLUSTER, {})
+            responses = []
+            for _ in range(200):
+                responses += net.poll(50)
+                if any(r.correlation_id == corr for r in responses):
+                    break
+            reused.append(net.selector.channel(node).transport.session_reused())
+            net.close(node)
+    finally:
+        net.close()
+    assert reused == [False, True, True]
+    assert server.principals == [f"User:{pki.client.dn}"] * 3
