@@ -112,6 +112,24 @@ def _load_all():
                 raise
 
 
+def log_choices():
+    """Log at DEBUG which twin each hot path runs, as ``load()`` does.
+
+    ``load()`` logs when a module first imports its twin, which for a command
+    such as ``kchannel serve`` happens at import time, before the command has
+    configured logging; the command calls this once logging is set up so the
+    choice still reaches its log.
+    """
+    _load_all()
+    for name in sorted(_loaded):
+        pure_name, compiled_name = TWINS[name]
+        if _loaded[name] == "pure":
+            log.debug("%s: using pure-Python %s (%s unavailable: %s)",
+                      name, pure_name, compiled_name, _reasons.get(name))
+        else:
+            log.debug("%s: using compiled %s", name, compiled_name)
+
+
 def loaded_kind(name):
     """``"compiled"`` or ``"pure"`` for one twin that is already loaded."""
     return _loaded[name]

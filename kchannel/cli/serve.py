@@ -37,7 +37,7 @@ import socket
 import sys
 import threading
 
-from .. import errors, tokens
+from .. import _impl, errors, tokens
 from ..config import ServerConfig, load_properties
 from ..gateway import install_gateway
 from ..handlers import handle_describe_client_quotas, random_cluster_id
@@ -196,6 +196,7 @@ def _serve(server, closers):
         server.selector.wakeup()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    _impl.log_choices()
     log.info("kchannel server (node %d, cluster %s) started", server.node_id, server.cluster_id)
     try:
         while not stop.is_set():
