@@ -70,6 +70,7 @@ import re
 import secrets
 import ssl
 import tempfile
+import threading
 import time
 from collections import namedtuple
 
@@ -193,6 +194,8 @@ class SessionCache:
     def __init__(self, maxsize=SESSION_CACHE_SIZE):
         self.maxsize = maxsize
         self._sessions = {}    # (host, port) -> (session, retake_at, expires_at)
+        # Clients of one factory may connect from several threads.
+        self._lock = threading.Lock()
 
     def get(self, host, port, now=None):
         entry = self._sessions.get((host, port))
@@ -213,10 +216,11 @@ class SessionCache:
         lifetime = max(session.timeout, 0)
         key = (host, port)
         sessions = self._sessions
-        sessions.pop(key, None)
-        sessions[key] = (session, now + lifetime / 2, now + lifetime)
-        if len(sessions) > self.maxsize:
-            del sessions[next(iter(sessions))]
+        with self._lock:
+            sessions.pop(key, None)
+            sessions[key] = (session, now + lifetime / 2, now + lifetime)
+            if len(sessions) > self.maxsize:
+                del sessions[next(iter(sessions))]
 
     def invalidate(self, host, port):
         self._sessions.pop((host, port), None)
