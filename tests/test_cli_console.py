@@ -2,6 +2,7 @@
 records out, flag for flag with Kafka's tools.  On Tansu the other side is
 confluent-kafka; on Apache Kafka it is Kafka's own ConsoleConsumer and
 ConsoleProducer, whose output must be what kchannel's prints."""
+import re
 import subprocess
 import sys
 
@@ -102,3 +103,29 @@ def test_kafka_console_tools_agree_with_kchannels(kafka_broker):
                     "--from-beginning", "--max-messages", "4", "--property", "print.key=true")
     assert ours.stdout.splitlines()[1:] == ["k1\thello", "k2\twörld", "k1\tagain",
                                             "\tempty key"]
+
+
+@pytest.mark.slow
+def test_perf_tests(tansu):
+    # slow: consumer-perf-test joins a group, which takes Tansu ~23 s
+    topic = create_topic(tansu.bootstrap, topic_name("perf"), partitions=2)
+    r = kchannel("producer-perf-test", "--topic", topic, "--num-records", "3000",
+                 "--record-size", "100", "--throughput", "-1", "--producer-props",
+                 f"bootstrap.servers={tansu.bootstrap}", "acks=1", "linger.ms=5")
+    assert r.returncode == 0, r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert re.fullmatch(r"3000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg "
+                        r"latency, [\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms "
+                        r"99th, \d+ ms 99.9th\.", last), last
+    rows = consume_confluent(tansu.bootstrap, topic, 2, 3000)
+    assert len(rows) == 3000 and all(len(row[3]) == 100 for row in rows)
+    r = kchannel("consumer-perf-test", "--bootstrap-server", tansu.bootstrap, "--topic", topic,
+                 "--messages", "3000", "--timeout", "60000", timeout=150)
+    assert r.returncode == 0, r.stderr
+    header, row = r.stdout.splitlines()[-2:]
+    assert header == ("start.time, end.time, data.consumed.in.MB, MB.sec, "
+                      "data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, "
+                      "fetch.MB.sec, fetch.nMsg.sec")
+    fields = row.split(", ")
+    assert len(fields) == 10 and fields[4] == "3000"
+    assert abs(float(fields[2]) - 3000 * 100 / 1024 / 1024) < 0.001

@@ -10,10 +10,11 @@ import sys
 
 from kchannel import __version__
 from kchannel.cli import (broker_api_versions, config_tool, configs, console_consumer,
-                          console_producer, delegation_tokens, serve, topics)
+                          console_producer, delegation_tokens, perf_test, serve, topics)
 
 _COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens,
-             console_producer, console_consumer, topics]
+             console_producer, console_consumer, topics, perf_test.ProducerPerfTest,
+             perf_test.ConsumerPerfTest]
 
 
 def build_parser():
