@@ -72,6 +72,7 @@ class Producer:
             values["buffer.memory"], self._time)
         self._sender = Sender(self._client, self.accumulator, self.metadata, values, self._time)
         self._partitioner = StickyPartitioner(values["batch.size"])
+        self._size_limit = min(values["max.request.size"], values["buffer.memory"])
         self._closed = False
         self._thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}",
@@ -142,30 +143,44 @@ class Producer:
             raise errors.KChannelError("Cannot perform operation after producer has been closed")
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
-        cluster, waited = self._wait_on_metadata(topic, partition, self.config["max.block.ms"])
-        remaining = max(0, self.config["max.block.ms"] - waited)
-        key_bytes = serializer(key, self.config["key.serializer"], self._key_serializer, "key")
-        value_bytes = serializer(value, self.config["value.serializer"],
-                                 self._value_serializer, "value")
+        config = self.config
+        max_block = config["max.block.ms"]
+        cluster, waited = self._wait_on_metadata(topic, partition, max_block)
+        remaining = max_block - waited if waited else max_block
+        # bytes is the common case: no serializer call for it
+        if key is None or (type(key) is bytes and self._key_serializer is None):
+            key_bytes = key
+        else:
+            key_bytes = serializer(key, config["key.serializer"], self._key_serializer, "key")
+        if value is None or (type(value) is bytes and self._value_serializer is None):
+            value_bytes = value
+        else:
+            value_bytes = serializer(value, config["value.serializer"],
+                                     self._value_serializer, "value")
         if headers:
             headers = [(k, serializer(v, None, None, "header value")) for k, v in headers]
+            size = estimate_record_size(key_bytes, value_bytes, headers)
         else:
             headers = []
+            size = 36 + (len(key_bytes) if key_bytes is not None else 0) + \
+                (len(value_bytes) if value_bytes is not None else 0)
         count = cluster.partition_count(topic)
+        sticky = False
         if partition is not None:
             if not 0 <= partition < count:
                 raise ValueError(f"Invalid partition given with record: {partition} is not in "
                                  f"the range [0...{count}].")
-        elif key_bytes is not None and not self.config["partitioner.ignore.keys"]:
+        elif key_bytes is not None and not config["partitioner.ignore.keys"]:
             partition = partition_for_key(key_bytes, count)
         else:
             partition = self._partitioner.partition(topic, cluster)
+            sticky = True
         if timestamp_ms is None:
             timestamp_ms = int(_time.time() * 1000)
-        size = estimate_record_size(key_bytes, value_bytes, headers)
         ks = len(key_bytes) if key_bytes is not None else -1
         vs = len(value_bytes) if value_bytes is not None else -1
-        error = self._check_size(size + RECORD_BATCH_OVERHEAD)
+        error = self._check_size(size + RECORD_BATCH_OVERHEAD) \
+            if size + RECORD_BATCH_OVERHEAD > self._size_limit else None
         tp = TopicPartition(topic, partition)
         if error is not None:
             future = FutureRecordMetadata(failed=error)
@@ -175,7 +190,8 @@ class Producer:
         future, full, new_batch = self.accumulator.append(
             tp, (timestamp_ms, key_bytes, value_bytes, headers), size, callback, ks, vs,
             remaining)
-        self._partitioner.update(topic, partition, size, cluster)
+        if sticky:
+            self._partitioner.update(topic, partition, size, cluster)
         if full or new_batch:
             self._sender.wakeup()
         return future
