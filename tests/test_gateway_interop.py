@@ -16,6 +16,7 @@ and get back exactly what they wrote; a consumer group runs against Kafka
 upstream; an upstream killed mid-stream makes clients fail, not hang.
 """
 import asyncio
+import base64
 import json
 import os
 import time
@@ -160,12 +161,14 @@ def kafka_python_roundtrip(kw, topic, recs, group=None, expect=None):
     return got
 
 
-def aiokafka_roundtrip(gw, protocol, mechanism, pki, topic, recs):
+def aiokafka_roundtrip(gw, protocol, mechanism, pki, topic, recs, login=None):
+    """``login``: the SASL keyword arguments (default alice's password)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
     kw = {"bootstrap_servers": gw.bootstrap(protocol), "security_protocol": protocol,
-          "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
-          "sasl_plain_password": USERS["alice"]}
+          "sasl_mechanism": mechanism}
+    kw.update(login if login is not None else {"sasl_plain_username": "alice",
+                                               "sasl_plain_password": USERS["alice"]})
     if protocol == "SASL_SSL":
         kw["ssl_context"] = create_ssl_context(cafile=pki.ca.cert_path)
 
@@ -345,6 +348,119 @@ def test_upstream_killed_mid_stream(tmp_path, pki):
     finally:
         gw.stop()
         t.stop()
+
+
+# ------------------------------------------------- OAUTHBEARER and GSSAPI
+# A gateway of their own in front of the session's Apache Kafka (PLAINTEXT
+# upstream): OAUTHBEARER (KIP-255 unsecured JWS) and, with the MIT KDC
+# fixture, GSSAPI on both listeners; the clients reach every upstream node
+# port by 127.0.0.1 and name the service host (``localhost``) themselves.
+OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
+
+
+@pytest.fixture(scope="module")
+def kdc_or_none(request):
+    try:
+        return request.getfixturevalue("kdc")
+    except pytest.skip.Exception:
+        if os.environ.get("CI", "").lower() == "true":
+            raise
+        return None
+
+
+@pytest.fixture(scope="module")
+def login_gateway(kafka_broker, pki, kchannel_server_module, kdc_or_none):
+    kdc = kdc_or_none
+    props = gateway_props(pki, {"bootstrap.servers": kafka_broker.bootstrap("PLAINTEXT")})
+    mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+    if kdc is not None:
+        mechanisms.append("GSSAPI")
+        props["sasl.kerberos.service.name"] = kdc.service_name
+    props["sasl.enabled.mechanisms"] = ",".join(mechanisms)
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        props[f"listener.name.{listener}.oauthbearer.sasl.jaas.config"] = (
+            f'{OAUTH} required unsecuredLoginStringClaim_sub="admin";')
+        if kdc is not None:
+            props[f"listener.name.{listener}.gssapi.sasl.jaas.config"] = (
+                f'{KRB5} required useKeyTab=true storeKey=true '
+                f'keyTab="{kdc.service_keytab}" principal="{kdc.service_principal}";')
+    gw = kchannel_server_module(props, scram_users=USERS,
+                                env=kdc.env if kdc is not None else None)
+    gw.kdc = kdc
+    return gw
+
+
+def unsecured_jws(sub="alice", lifetime_s=3600):
+    """A KIP-255 unsecured JWS (alg none), as Kafka's
+    OAuthBearerUnsecuredLoginCallbackHandler makes them."""
+    def b64(obj):
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+    now = int(time.time())
+    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
+
+
+def sasl_login(gw, library, mechanism):
+    """kafka-python / aiokafka keyword arguments of an OAUTHBEARER or GSSAPI
+    login to the gateway."""
+    if mechanism == "GSSAPI":
+        if gw.kdc is None:
+            pytest.skip("the private Kerberos KDC (krb5-kdc) is not available")
+        return {"sasl_kerberos_service_name": gw.kdc.service_name,
+                "sasl_kerberos_domain_name": gw.kdc.service_host}
+    token = unsecured_jws()
+    if library == "aiokafka":
+        from aiokafka.abc import AbstractTokenProvider
+
+        class AsyncProvider(AbstractTokenProvider):
+            async def token(self):
+                return token
+        return {"sasl_oauth_token_provider": AsyncProvider()}
+    from kafka.net.sasl.oauth import AbstractTokenProvider as SyncTokenProvider
+
+    class Provider(SyncTokenProvider):
+        def token(self):
+            return token
+    return {"sasl_oauth_token_provider": Provider()}
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_kafka_confluent_oauthbearer(login_gateway, pki, protocol):
+    conf = confluent_conf(login_gateway, protocol, "PLAIN", pki=pki)
+    for key in ("sasl.username", "sasl.password"):
+        del conf[key]
+    conf.update({"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+                 "sasl.oauthbearer.config": "principal=alice"})
+    topic = f"gw-ob-{uuid.uuid4().hex[:8]}"
+    create_topic(conf, topic)
+    recs = records()
+    confluent_produce(conf, topic, recs)
+    assert confluent_consume(conf, topic, len(recs)) == recs
+
+
+@pytest.mark.parametrize("protocol,mechanism", [("SASL_SSL", "OAUTHBEARER"),
+                                                ("SASL_PLAINTEXT", "GSSAPI")])
+def test_kafka_kafka_python_oauthbearer_gssapi(login_gateway, pki, protocol, mechanism):
+    login = sasl_login(login_gateway, "kafka-python", mechanism)
+    topic = f"gw-kp-{mechanism.lower()}-{uuid.uuid4().hex[:8]}"
+    create_topic(confluent_conf(login_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    kw = kafka_python_kwargs(login_gateway, protocol, mechanism, pki)
+    for key in ("sasl_plain_username", "sasl_plain_password"):
+        del kw[key]
+    kw.update(login)
+    recs = records()
+    assert kafka_python_roundtrip(kw, topic, recs) == recs
+
+
+@pytest.mark.parametrize("protocol,mechanism", [("SASL_PLAINTEXT", "OAUTHBEARER"),
+                                                ("SASL_SSL", "GSSAPI")])
+def test_kafka_aiokafka_oauthbearer_gssapi(login_gateway, pki, protocol, mechanism):
+    login = sasl_login(login_gateway, "aiokafka", mechanism)
+    topic = f"gw-aio-{mechanism.lower()}-{uuid.uuid4().hex[:8]}"
+    create_topic(confluent_conf(login_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    recs = records()
+    assert aiokafka_roundtrip(login_gateway, protocol, mechanism, pki, topic, recs,
+                              login=login) == recs
 
 
 # -------------------------------------------------------------- Apache Kafka
