@@ -19,6 +19,7 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import time
 import uuid
 
@@ -600,3 +601,113 @@ def test_kchannel_producer_consumer_with_token_login(request, pki, upstream):
     finally:
         c.close()
     assert got == recs
+
+
+# ------------------------------------------ upstream Kafka killed mid-stream
+def _start_plaintext_kafka(directory, pki, oauth, ports=None):
+    """A broker of this test's own: only PLAINTEXT (and its controller),
+    a small heap, data in ``directory`` (kept across restarts)."""
+    from tests.fixtures.kafka import LISTENERS, KafkaBroker
+    from tests.fixtures.peers import free_ports
+    if ports is None:
+        ports = dict(zip(["CONTROLLER", *LISTENERS], free_ports(len(LISTENERS) + 1)))
+    broker = KafkaBroker(directory, pki, None, oauth, ports)
+    broker.heap = ("-Xms64m", "-Xmx256m")
+    plain, cport = broker.port("PLAINTEXT"), broker.controller_port
+    overrides = {
+        "listeners": f"CONTROLLER://127.0.0.1:{cport},PLAINTEXT://127.0.0.1:{plain}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    }
+    return broker, overrides
+
+
+def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_path, pki):
+    """A producer with acks=all produces through the gateway while the
+    upstream Kafka broker is SIGKILLed and restarted on the same data
+    directory and port: records sent meanwhile fail (delivery errors, no
+    hang), the producer's later records are acknowledged again (the gateway
+    and the client reconnect), and every record whose delivery was
+    acknowledged is read back afterwards."""
+    from confluent_kafka import Producer
+
+    from tests.fixtures.kafka import OAuthServer, require_kafka
+    require_kafka()
+    oauth = OAuthServer()
+    broker, overrides = _start_plaintext_kafka(tmp_path / "kafka", pki, oauth)
+    gw = None
+    producer = None
+    try:
+        broker.start(overrides)
+        props = gateway_props(pki, {"bootstrap.servers": broker.bootstrap("PLAINTEXT"),
+                                    "request.timeout.ms": "5000"})
+        props.update({"log.dirs": str(tmp_path / "gw"),
+                      "kchannel.scram.credential.store": "memory"})
+        gw = InProcessServer(props)
+        conf = confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN")
+        topic = f"gw-restart-{uuid.uuid4().hex[:8]}"
+        create_topic(conf, topic)
+        producer = Producer(dict(conf, **{
+            "acks": "all", "message.timeout.ms": 3000, "linger.ms": 5,
+            "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500}))
+        acked, failed, reports = [], [], []
+
+        def on_delivery(err, msg):
+            reports.append(msg.value())
+            (failed if err is not None else acked).append(int(msg.value()))
+
+        sent = 0
+
+        def produce_for(seconds, until=None):
+            nonlocal sent
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not (until and until()):
+                producer.produce(topic, value=b"%d" % sent, on_delivery=on_delivery)
+                sent += 1
+                producer.poll(0.01)
+
+        produce_for(60, until=lambda: len(acked) >= 200)
+        assert len(acked) >= 200, (len(acked), failed)
+        broker.proc.send_signal(signal.SIGKILL)      # no controlled shutdown
+        broker.proc.wait(30)
+        killed_at = sent
+        produce_for(4)                               # the upstream is gone
+        assert failed, "no record produced during the outage failed"
+        failed_during_outage = len(failed)
+        # Restart on the same directory and ports (server.log rotated so that
+        # start() waits for this run's "Kafka Server started").
+        os.replace(broker.log_path, broker.log_path + ".killed")
+        broker.start(overrides)
+        restarted_at = sent
+        produce_for(90, until=lambda: sum(1 for i in acked if i >= restarted_at) >= 200)
+        assert sum(1 for i in acked if i >= restarted_at) >= 200, \
+            "no reconnect: records sent after the restart are not acknowledged"
+        assert producer.flush(60) == 0                # every record reported
+        assert len(reports) == sent
+        assert failed_during_outage > 0 and killed_at < restarted_at
+        # Every acknowledged record is there, read through the gateway.
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer(dict(conf, **{"group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                                   "enable.auto.commit": False}))
+        got = set()
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            deadline = time.monotonic() + 60
+            while not set(acked) <= got and time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.add(int(m.value()))
+        finally:
+            c.close()
+        lost = sorted(set(acked) - got)
+        print(f"sent {sent}, acknowledged {len(acked)}, failed {len(failed)} "
+              f"({failed_during_outage} while the upstream was down), read back {len(got)}; "
+              f"restart took {broker.startup_s:.1f} s")
+        assert lost == [], f"{len(lost)} acknowledged records lost: {lost[:20]}"
+    finally:
+        if producer is not None:
+            producer.flush(5)
+        if gw is not None:
+            gw.stop()
+        broker.stop()
+        oauth.close()
