@@ -12,8 +12,12 @@ confluent-kafka, kafka-python 3, Debian's kafka-python 2.0.2, aiokafka and
 kchannel's client, Producer and Consumer (delegation-token logins) produce and
 consume through it
 and get back exactly what they wrote; a consumer group runs against Kafka
-(Tansu's joins take ~23 s).  A client that fails to log in reaches nothing
-upstream; an upstream killed mid-stream makes clients fail, not hang.
+(Tansu's joins take ~23 s).  OAUTHBEARER (confluent-kafka, kafka-python 3,
+aiokafka) and GSSAPI (kafka-python 3, aiokafka; MIT KDC fixture) logins go
+through a gateway in front of Kafka.  A client that fails to log in reaches
+nothing upstream; an upstream killed mid-stream makes clients fail, not hang;
+an Apache Kafka upstream SIGKILLed and restarted under an acks=all producer
+loses no acknowledged record.
 """
 import asyncio
 import base64
@@ -26,6 +30,7 @@ import uuid
 import pytest
 
 from kchannel.client import KafkaClient
+from kchannel.errors import ConnectionError_
 from kchannel.tokens.admin import DelegationTokenAdmin
 
 from tests.fixtures.peers import InProcessServer, start_tansu
@@ -626,9 +631,10 @@ def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_pat
     """A producer with acks=all produces through the gateway while the
     upstream Kafka broker is SIGKILLed and restarted on the same data
     directory and port: records sent meanwhile fail (delivery errors, no
-    hang), the producer's later records are acknowledged again (the gateway
-    and the client reconnect), and every record whose delivery was
-    acknowledged is read back afterwards."""
+    hang; a new client's request is disconnected), the producer's later
+    records are acknowledged again (the gateway and the client reconnect),
+    and every record whose delivery was acknowledged is read back
+    afterwards."""
     from confluent_kafka import Producer
 
     from tests.fixtures.kafka import OAuthServer, require_kafka
@@ -673,6 +679,15 @@ def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_pat
         killed_at = sent
         produce_for(4)                               # the upstream is gone
         assert failed, "no record produced during the outage failed"
+        # A new client's request fails too (disconnected, not left waiting).
+        with KafkaClient({"bootstrap.servers": gw.bootstrap("SASL_PLAINTEXT"),
+                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                          "sasl.jaas.config": f'{PLAIN} required username="alice" '
+                                              f'password="{USERS["alice"]}";',
+                          "request.timeout.ms": 30000}) as c:
+            c.connect()
+            with pytest.raises(ConnectionError_) as outage_error:
+                c.request(3, {"topics": []})
         failed_during_outage = len(failed)
         # Restart on the same directory and ports (server.log rotated so that
         # start() waits for this run's "Kafka Server started").
@@ -702,7 +717,8 @@ def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_pat
         lost = sorted(set(acked) - got)
         print(f"sent {sent}, acknowledged {len(acked)}, failed {len(failed)} "
               f"({failed_during_outage} while the upstream was down), read back {len(got)}; "
-              f"restart took {broker.startup_s:.1f} s")
+              f"restart took {broker.startup_s:.1f} s; a new client during the outage: "
+              f"{outage_error.value!r}")
         assert lost == [], f"{len(lost)} acknowledged records lost: {lost[:20]}"
     finally:
         if producer is not None:
