@@ -677,7 +677,8 @@ def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_pat
         broker.proc.send_signal(signal.SIGKILL)      # no controlled shutdown
         broker.proc.wait(30)
         killed_at = sent
-        produce_for(4)                               # the upstream is gone
+        produce_for(2)                               # the upstream is gone ...
+        produce_for(30, until=lambda: failed)        # ... until a delivery fails
         assert failed, "no record produced during the outage failed"
         # A new client's request fails too (disconnected, not left waiting).
         with KafkaClient({"bootstrap.servers": gw.bootstrap("SASL_PLAINTEXT"),
