@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.zookeeper",
     "tests.fixtures.kafka",
     "tests.fixtures.java",
+    "tests.fixtures.spark",
 ]
 
 

@@ -1,0 +1,377 @@
+"""The ``kchannel`` Python data source: Spark's Kafka source and sink on
+kchannel (see :mod:`kchannel.spark`).  This is the only module that imports
+pyspark."""
+import re
+
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
+                                    InputPartition, WriterCommitMessage)
+
+from kchannel import errors
+from kchannel.log import get_logger
+from kchannel.spark import options as opts
+from kchannel.spark import tokens, workers
+
+__all__ = ["KChannelDataSource", "KafkaInputPartition"]
+
+log = get_logger("kchannel.spark")
+
+BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
+               "timestamp timestamp, timestampType int")
+HEADERS_FIELD = "headers array<struct<key:string,value:binary>>"
+
+# Executors read ranges that exist: a fetch at the end of a range need not
+# wait for new data (Kafka's default fetch.max.wait.ms 500 would hold the next
+# task on the same cached consumer for up to that long).
+_READ_DEFAULTS = {"fetch.max.wait.ms": "0"}
+
+_TOKEN_OPTION = "kchannel.delegationtoken"
+
+
+def _token_settings(options):
+    raw = str(options.get(_TOKEN_OPTION, "false")).strip().lower()
+    if raw not in ("true", "false"):
+        raise errors.ConfigError(f"Invalid value '{raw}' for option 'kchannel.delegationToken', "
+                                 "must be true or false", key="kchannel.delegationToken")
+    if raw == "false":
+        return None
+    renewers = [r.strip() for r in str(options.get(_TOKEN_OPTION + ".renewers", "")).split(",")
+                if r.strip()]
+    return {"mechanism": str(options.get(_TOKEN_OPTION + ".mechanism", "SCRAM-SHA-512")),
+            "renewers": renewers,
+            "max_lifetime_ms": int(options.get(_TOKEN_OPTION + ".maxlifetimems", -1))}
+
+
+def _split_configs(options, client):
+    """(driver configs, executor configs): with ``kchannel.delegationToken``
+    the executors get a token login and none of the driver's credentials."""
+    settings = _token_settings(options)
+    if settings is None:
+        return client, client
+    token = tokens.obtain_token(client, settings["renewers"], settings["max_lifetime_ms"])
+    return client, tokens.executor_configs(client, token, settings["mechanism"])
+
+
+class KChannelDataSource(DataSource):
+    """``spark.read.format("kchannel")`` / ``df.write.format("kchannel")``
+    with Spark's Kafka options (see :mod:`kchannel.spark`)."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        self._redacted = False
+
+    @classmethod
+    def name(cls):
+        return "kchannel"
+
+    def schema(self):
+        include = str(self.options.get("includeheaders", "false")).strip().lower() == "true"
+        return BASE_SCHEMA + (", " + HEADERS_FIELD if include else "")
+
+    def reader(self, schema):
+        reader = KChannelReader(self.options, schema)
+        self._redact()
+        return reader
+
+    def writer(self, schema, overwrite):
+        writer = KChannelWriter(self.options, schema)
+        self._redact()
+        return writer
+
+    def _redact(self):
+        # Spark ships this object to the executors with the read/write
+        # function: with delegation tokens the driver's credentials stay here.
+        if _token_settings(self.options) is not None:
+            self._redacted = True
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if state.get("_redacted"):
+            state["options"] = {k: v for k, v in self.options.items()
+                                if not tokens.is_secret_option(k)}
+        return state
+
+
+class KafkaInputPartition(InputPartition):
+    """Offsets ``[start, end)`` of one topic partition (Spark's
+    ``KafkaOffsetRange``)."""
+
+    def __init__(self, topic, partition, start, end):
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+    def __repr__(self):
+        return f"KafkaInputPartition({self.topic}-{self.partition}, [{self.start}, {self.end}))"
+
+
+class KChannelReader(DataSourceReader):
+    """Plans offset ranges on the driver; reads them on the executors with
+    cached consumers, yielding Arrow batches."""
+
+    def __init__(self, options, schema):
+        self.options = opts.SourceOptions(options)
+        self.schema = schema
+        client = dict(self.options.client)
+        driver, executor = _split_configs(options, client)
+        self._driver_configs = driver
+        self.executor_configs = dict(_READ_DEFAULTS, **executor)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_driver_configs", None)
+        state["options"] = _ReadSettings(self.options)
+        return state
+
+    # -- planning (driver) -----------------------------------------------------
+    def partitions(self):
+        o = self.options
+        consumer_configs = dict(_READ_DEFAULTS, **self._driver_configs)
+        tps = _topic_partitions(self._driver_configs, o)
+        if not tps:
+            return []
+        consumer = workers.checkout_consumer(consumer_configs)
+        clean = False
+        try:
+            earliest = consumer.beginning_offsets(tps)
+            latest = consumer.end_offsets(tps)
+            start = self._resolve(consumer, o.starting, tps, earliest, latest, True)
+            end = self._resolve(consumer, o.ending, tps, earliest, latest, False)
+            clean = True
+        finally:
+            workers.checkin_consumer(consumer_configs, consumer, clean)
+        ranges = []
+        for tp in tps:
+            s, e = start[tp], end[tp]
+            if s < earliest[tp]:
+                _data_loss(o, f"Cannot fetch offset {s} of {tp.topic}-{tp.partition}: the "
+                              f"earliest offset is {earliest[tp]}. Some data may have been "
+                              "lost because they are not available in Kafka any more; either "
+                              "the data was aged out by Kafka or the topic may have been "
+                              "deleted before all the data in the topic was processed.")
+                s = earliest[tp]
+            if e < s:
+                _data_loss(o, f"Partition {tp.topic}-{tp.partition}'s offset was changed from "
+                              f"{s} to {e}, some data may have been missed.")
+                continue
+            ranges.append((tp.topic, tp.partition, s, e))
+        ranges = opts.split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
+        log.debug("Planned %d offset ranges", len(ranges))
+        return [KafkaInputPartition(*r) for r in ranges]
+
+    def _resolve(self, consumer, spec, tps, earliest, latest, starting):
+        name = "startingOffsets" if starting else "endingOffsets"
+        if spec.kind == "earliest":
+            return dict(earliest)
+        if spec.kind == "latest":
+            return dict(latest)
+        if spec.kind == "offsets":
+            given = {(tp.topic, tp.partition): tp for tp in tps}
+            if set(spec.value) != set(given):
+                raise errors.ConfigError(
+                    f"If {name} contains specific offsets, you must specify all "
+                    "TopicPartitions.\nUse -1 for latest, -2 for earliest.\n"
+                    f"Specified: {_tp_set(spec.value)} Assigned: {_tp_set(given)}", key=name)
+            out = {}
+            for key, tp in given.items():
+                off = spec.value[key]
+                out[tp] = earliest[tp] if off == opts.EARLIEST else \
+                    latest[tp] if off == opts.LATEST else off
+                if not starting and out[tp] > latest[tp]:
+                    raise errors.ConfigError(
+                        f"endingOffsets for {tp.topic}-{tp.partition} is {out[tp]}, beyond the "
+                        f"latest offset {latest[tp]}", key=name)
+            return out
+        if spec.kind == "timestamp":
+            query = {tp: spec.value for tp in tps}
+        else:
+            given = {(tp.topic, tp.partition): tp for tp in tps}
+            if set(spec.value) != set(given):
+                raise errors.ConfigError(
+                    f"If {name[:-7]}OffsetsByTimestamp contains specific timestamps, you must "
+                    f"specify all TopicPartitions.\nSpecified: {_tp_set(spec.value)} "
+                    f"Assigned: {_tp_set(given)}", key=name)
+            query = {tp: spec.value[key] for key, tp in given.items()}
+        found = consumer.offsets_for_times(query)
+        out = {}
+        for tp, ts in query.items():
+            hit = found.get(tp)
+            if hit is not None:
+                out[tp] = hit.offset
+            elif starting and self.options.timestamp_strategy == "error":
+                raise errors.KChannelError(
+                    f"No offset matched from request of topic-partition {tp.topic}-"
+                    f"{tp.partition} and timestamp {ts}.")
+            else:
+                out[tp] = latest[tp]
+        return out
+
+    # -- reading (executors) ---------------------------------------------------
+    def read(self, partition):
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())
+        from pyspark.sql.pandas.types import to_arrow_schema
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        o = self.options
+        return workers.read_range(self.executor_configs, arrow_schema, partition.topic,
+                                  partition.partition, partition.start, partition.end,
+                                  o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss)
+
+
+class _ReadSettings:
+    """What executors need of the options (no credentials)."""
+
+    def __init__(self, o):
+        self.include_headers = o.include_headers
+        self.poll_timeout_ms = o.poll_timeout_ms
+        self.fail_on_data_loss = o.fail_on_data_loss
+
+
+def _tp_set(keys):
+    return "Set(" + ", ".join(sorted(f"{t}-{p}" for t, p in keys)) + ")"
+
+
+def _data_loss(o, message):
+    if o.fail_on_data_loss:
+        raise errors.KChannelError(
+            message + " If you want your query to continue in spite of it, set the source "
+            "option \"failOnDataLoss\" to \"false\".")
+    log.warning("%s Skipped (failOnDataLoss=false).", message)
+
+
+def _topic_partitions(configs, o):
+    """The TopicPartitions the query reads, from a Metadata request."""
+    from kchannel.client import KafkaClient
+    from kchannel.metadata import TopicPartition
+    from kchannel.protocol.api_keys import ApiKey
+    if o.strategy == "subscribePattern":
+        names = None
+    elif o.strategy == "subscribe":
+        names = o.subscribe
+    else:
+        names = sorted({t for t, _ in o.assign})
+    body = {"topics": None if names is None else [{"name": t} for t in names],
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}
+    with KafkaClient(dict(configs)) as client:
+        client.connect()
+        md = client.request(ApiKey.METADATA, body)
+    partitions = {}
+    for t in md["topics"]:
+        code = t.get("error_code", 0)
+        name = t.get("name")
+        if code:
+            if names is not None:
+                from kchannel.protocol.errors import exception_for
+                exc = exception_for(code)
+                raise errors.KChannelError(f"Cannot read topic {name}: {exc}")
+            continue
+        if names is None and t.get("is_internal"):
+            continue
+        partitions[name] = sorted(p["partition_index"] for p in t["partitions"])
+    if o.strategy == "subscribe":
+        return [TopicPartition(t, p) for t in o.subscribe for p in partitions.get(t, ())]
+    if o.strategy == "assign":
+        out = []
+        for t, p in o.assign:
+            if p not in partitions.get(t, ()):
+                raise errors.KChannelError(
+                    f"Partition {t}-{p} given in 'assign' does not exist (topic {t} has "
+                    f"{len(partitions.get(t, ()))} partitions)")
+            out.append(TopicPartition(t, p))
+        return out
+    pattern = re.compile(o.pattern)
+    return [TopicPartition(t, p) for t in sorted(partitions) if pattern.fullmatch(t)
+            for p in partitions[t]]
+
+
+class KafkaCommitMessage(WriterCommitMessage):
+    def __init__(self, records):
+        self.records = records
+
+
+class KChannelWriter(DataSourceArrowWriter):
+    """Writes each task's rows with the worker's shared producer, flushing
+    at the end of the task.  At-least-once: a task fails when any of its
+    records failed, and Spark's retry writes its rows again; ``abort`` does
+    not retract what a task already wrote (Kafka has no way to)."""
+
+    def __init__(self, options, schema):
+        options = {str(k).lower(): v for k, v in dict(options).items()}
+        client = opts.client_configs(options, sink=True)
+        self.topic = options.get("topic")
+        names = {f.name.lower(): f for f in schema.fields}
+        if self.topic is None and "topic" not in names:
+            raise errors.ConfigError("topic option required when no 'topic' attribute is "
+                                     "present. Use the topic option for setting a topic.",
+                                     key="topic")
+        if "value" not in names:
+            raise errors.ConfigError("Required attribute 'value' not found", key="value")
+        for col, allowed in (("key", ("string", "binary")), ("value", ("string", "binary")),
+                             ("topic", ("string",)), ("partition", ("integer",))):
+            f = names.get(col)
+            if f is not None and f.dataType.typeName() not in allowed:
+                raise errors.ConfigError(
+                    f"{col} attribute type must be a " + " or ".join(
+                        "int" if a == "integer" else a for a in allowed), key=col)
+        _, executor = _split_configs(options, client)
+        self.executor_configs = executor
+
+    def write(self, iterator):
+        producer = workers.producer_for(self.executor_configs)
+        failures = []
+
+        def on_done(md, exc):
+            if exc is not None and not failures:
+                failures.append(exc)
+        count = 0
+        try:
+            for batch in iterator:
+                cols = {name.lower(): batch.column(i).to_pylist()
+                        for i, name in enumerate(batch.schema.names)}
+                n = batch.num_rows
+                values = cols["value"]
+                keys = cols.get("key") or [None] * n
+                topics = cols.get("topic") or [None] * n
+                parts = cols.get("partition") or [None] * n
+                headers = cols.get("headers") or [None] * n
+                for i in range(n):
+                    topic = self.topic if self.topic is not None else topics[i]
+                    if topic is None:
+                        raise errors.KChannelError("Null topic present in the data. Use the "
+                                                   "topic option for setting a topic.")
+                    h = headers[i]
+                    if h:
+                        h = [(x["key"], x["value"]) if isinstance(x, dict) else tuple(x)
+                             for x in h]
+                    # A record that fails at once (too large...) calls on_done too.
+                    producer.send(topic, value=_bytes(values[i]), key=_bytes(keys[i]),
+                                  headers=h or None, partition=parts[i], callback=on_done)
+                    count += 1
+                if failures:
+                    break
+            producer.flush()
+        except errors.KChannelError as exc:
+            if getattr(producer, "_closed", False):
+                workers.drop_producer(self.executor_configs, producer)
+            raise exc
+        if failures:
+            raise failures[0]
+        return KafkaCommitMessage(count)
+
+    def commit(self, messages):
+        log.info("Wrote %d records to Kafka",
+                 sum(m.records for m in messages if m is not None))
+
+    def abort(self, messages):
+        log.warning("The write job failed after %d records were acknowledged by Kafka; "
+                    "Kafka cannot retract them (at-least-once)",
+                    sum(m.records for m in messages if m is not None))
+
+
+def _bytes(v):
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    return v
