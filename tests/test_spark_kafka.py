@@ -5,6 +5,7 @@ confluent-kafka, executors logging in with a delegation token the driver
 obtained over SASL_SSL SCRAM, and many tasks sharing a few authenticated
 connections per worker."""
 import json
+import time
 
 import pytest
 
@@ -13,7 +14,9 @@ from tests.fixtures.records import (consume_confluent, create_topic, expected_ro
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
-BASE_TS = 1_700_000_000_000
+# Recent timestamps: records older than the broker's retention (7 days) may be
+# deleted while a test reads them.
+BASE_TS = (int(time.time()) - 3600) * 1000
 
 
 def rows_of(df):
@@ -130,3 +133,89 @@ def test_batch_write_read_back_by_confluent(spark, kafka_broker):
     df2.write.format("kchannel").option("kafka.bootstrap.servers", plain).mode("append").save()
     got = consume_confluent(plain, topic, 3, len(data) + 1)
     assert b"late" in [v for _, _, _, v, _, _ in got]
+
+
+def token_options(kafka_broker):
+    """The driver's SASL_SSL SCRAM-SHA-512 login as ``kafka.`` options, with
+    delegation tokens for the executors."""
+    options = {f"kafka.{k}": v for k, v in
+               kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512").items()}
+    options["kchannel.delegationToken"] = "true"
+    return options
+
+
+def test_executors_read_with_a_delegation_token(spark, kafka_broker, written):
+    """The driver obtains a token with its SCRAM password; what Spark ships
+    to executors holds the token and not the password; the read over
+    SASL_SSL gives every record."""
+    import cloudpickle
+    from pyspark.sql.types import StructType
+
+    from kchannel.spark.source import KChannelDataSource
+    _, topic, expected = written
+    options = token_options(kafka_broker)
+    password = kafka_broker.users["admin"]
+    assert password in options["kafka.sasl.jaas.config"]
+
+    source = KChannelDataSource(dict(options, subscribe=topic))
+    reader = source.reader(StructType.fromDDL(source.schema()))
+    shipped = cloudpickle.dumps((source, reader, reader.partitions()))
+    assert password.encode() not in shipped and b"admin-secret" not in shipped
+    jaas = reader.executor_configs["sasl.jaas.config"]
+    assert 'tokenauth="true"' in jaas and password not in jaas
+
+    r = spark.read.format("kchannel")
+    for k, v in options.items():
+        r = r.option(k, v)
+    df = r.option("subscribe", topic).option("includeHeaders", "true").load()
+    assert normalise(rows_of(df)) == expected
+
+
+def worker_stats(spark):
+    """{pid: connection_stats()} of the Python workers: the kchannel_stats
+    source's reads run in the same worker pool as the kchannel source's."""
+    rows = spark.read.format("kchannel_stats").option("numPartitions", "16").load().collect()
+    return {r["pid"]: r.asDict() for r in rows}
+
+
+def test_many_tasks_share_few_authenticated_connections(spark, kafka_broker):
+    """200 offset ranges (200 tasks) over SASL_SSL with a token: each Python
+    worker logs in once per connection it keeps (bootstrap + broker), not
+    once per task; counted by the clients' successful-authentication-total
+    in every worker process."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("spark-reuse"), partitions=4)
+    records = [(b"k%d" % i, b"v%d" % i, [], BASE_TS + i) for i in range(400)]
+    produce_confluent(plain, topic, records, "none")
+    options = token_options(kafka_broker)
+    r = spark.read.format("kchannel")
+    for k, v in options.items():
+        r = r.option(k, v)
+    df = r.option("subscribe", topic).option("minPartitions", "200").load()
+    assert df.rdd.getNumPartitions() >= 200
+    before = worker_stats(spark)
+    assert sorted(bytes(v) for (v,) in df.select("value").collect()) == \
+        sorted(v for _, v, _, _ in records)
+    after = worker_stats(spark)
+    delta = {pid: {k: v - before.get(pid, {}).get(k, 0) for k, v in s.items()}
+             for pid, s in after.items()}
+    readers = [s for s in delta.values() if s["tasks"]]
+    tasks = sum(s["tasks"] for s in readers)
+    logins = sum(s["authentications"] for s in readers)
+    consumers = sum(s["consumers_created"] for s in readers)
+    print(f"workers={len(after)} reading workers={len(readers)} tasks={tasks} "
+          f"consumers created={consumers} authentications={logins}")
+    assert tasks >= 200
+    # The 200 tasks logged in at most once per connection a worker keeps
+    # (bootstrap and the broker), not once per task; a worker whose cached
+    # consumer for this token was created by the previous test logs in 0 times.
+    assert logins <= 2 * len(readers)
+    # Since the session started, the workers created one consumer per
+    # configuration this module used (plain, token), not one per task, and
+    # each logged in a bounded number of times (bootstrap, broker, and a
+    # metadata connection re-opened at most once), however many tasks it served.
+    total_logins = sum(after[pid]["authentications"] for pid in after)
+    total_consumers = sum(after[pid]["consumers_created"] for pid in after)
+    print(f"since start: consumers={total_consumers} authentications={total_logins}")
+    assert 0 < total_logins <= 3 * total_consumers
+    assert total_consumers <= 3 * len(after)

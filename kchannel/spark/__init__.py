@@ -51,7 +51,9 @@ Options and columns are those of Spark's Kafka source
 Connection reuse: each Python worker keeps its clients in a module-level
 cache keyed by configuration (:mod:`kchannel.spark.workers`), so the tasks
 of a job share a few authenticated connections;
-:func:`connection_stats` reports a worker's tasks, clients and logins.
+:func:`connection_stats` reports a worker's tasks, clients and logins, and
+``spark.read.format("kchannel_stats").load()`` collects it from the workers
+that run the source's reads.
 
 Only :mod:`kchannel.spark.source` imports pyspark, and only when the data
 source is used.
@@ -62,8 +64,9 @@ __all__ = ["register", "connection_stats", "KChannelDataSource"]
 
 def register(spark):
     """Register the ``kchannel`` data source with ``spark`` (a SparkSession)."""
-    from kchannel.spark.source import KChannelDataSource
+    from kchannel.spark.source import KChannelDataSource, KChannelStatsDataSource
     spark.dataSource.register(KChannelDataSource)
+    spark.dataSource.register(KChannelStatsDataSource)
     return KChannelDataSource
 
 

@@ -21,13 +21,16 @@ HEADERS_FIELD = "headers array<struct<key:string,value:binary>>"
 
 # Executors read ranges that exist: a fetch at the end of a range need not
 # wait for new data (Kafka's default fetch.max.wait.ms 500 would hold the next
-# task on the same cached consumer for up to that long).
-_READ_DEFAULTS = {"fetch.max.wait.ms": "0"}
+# task on the same cached consumer for up to that long).  Positions are
+# always sought, never reset: an offset out of range raises (Spark's executor
+# consumers use auto.offset.reset=none too).
+_READ_DEFAULTS = {"fetch.max.wait.ms": "0", "auto.offset.reset": "none"}
 
 _TOKEN_OPTION = "kchannel.delegationtoken"
 
 
 def _token_settings(options):
+    options = {str(k).lower(): v for k, v in dict(options).items()}
     raw = str(options.get(_TOKEN_OPTION, "false")).strip().lower()
     if raw not in ("true", "false"):
         raise errors.ConfigError(f"Invalid value '{raw}' for option 'kchannel.delegationToken', "
@@ -375,3 +378,37 @@ def _bytes(v):
     if isinstance(v, str):
         return v.encode("utf-8")
     return v
+
+
+STATS_FIELDS = ("pid", "tasks", "consumers_created", "consumers_closed", "producers_created",
+                "producers_closed", "cached", "authentications")
+
+
+class KChannelStatsDataSource(DataSource):
+    """``spark.read.format("kchannel_stats").load()``: one row per task with
+    :func:`kchannel.spark.connection_stats` of the Python worker that ran
+    it.  Its reads run in the same worker pool as the ``kchannel`` source's,
+    so the rows show the caches those reads used (option ``numPartitions``,
+    default 8: how many tasks ask)."""
+
+    @classmethod
+    def name(cls):
+        return "kchannel_stats"
+
+    def schema(self):
+        return ", ".join(f"{f} long" for f in STATS_FIELDS)
+
+    def reader(self, schema):
+        return _StatsReader(int(self.options.get("numpartitions", 8)))
+
+
+class _StatsReader(DataSourceReader):
+    def __init__(self, n):
+        self.n = n
+
+    def partitions(self):
+        return [InputPartition(i) for i in range(self.n)]
+
+    def read(self, partition):
+        s = workers.connection_stats()
+        yield tuple(int(s[f]) for f in STATS_FIELDS)

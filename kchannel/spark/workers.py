@@ -188,7 +188,12 @@ BATCH_ROWS = 8192
 def read_range(configs, arrow_schema, topic, partition, start, end, include_headers,
                poll_timeout_ms, fail_on_data_loss):
     """Yield ``pyarrow.RecordBatch`` es of Spark's Kafka schema for offsets
-    ``[start, end)`` of one partition, on a cached consumer."""
+    ``[start, end)`` of one partition, on a cached consumer.
+
+    Executor consumers run with ``auto.offset.reset=none`` (as Spark's): an
+    offset no longer in the log (deleted by retention since the query was
+    planned) raises OFFSET_OUT_OF_RANGE instead of silently moving the
+    position, and is reported as data loss (``failOnDataLoss``)."""
     import pyarrow as pa
     from kchannel.metadata import TopicPartition
     tp = TopicPartition(topic, partition)
@@ -201,7 +206,17 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
         last_progress = time.monotonic()
         position = start
         while position < end:
-            records = consumer.poll(min(1.0, poll_timeout_ms / 1000))
+            try:
+                records = consumer.poll(min(1.0, poll_timeout_ms / 1000))
+            except errors.KafkaError as exc:
+                if exc.error_code != 1:     # OFFSET_OUT_OF_RANGE
+                    raise
+                _lost(fail_on_data_loss,
+                      f"Cannot fetch offset {position} of {tp.topic}-{tp.partition}: {exc}. "
+                      "Some data may have been lost because they are not available in Kafka "
+                      "any more; either the data was aged out by Kafka or the topic may have "
+                      "been deleted before all the data in the topic was processed.", exc)
+                break
             if records:
                 last_progress = time.monotonic()
                 for r in records:
@@ -213,21 +228,26 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
                     cols = _new_cols(include_headers)
             position = consumer.position(tp)
             if position < end and time.monotonic() - last_progress > poll_timeout_ms / 1000:
-                if fail_on_data_loss:
-                    raise errors.KChannelError(
-                        f"Cannot fetch records in [{position}, {end}) of {tp} within "
-                        f"{poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs): some data may "
-                        "have been lost, or the broker is unreachable. If you want your "
-                        "query to continue in spite of it, set the source option "
-                        "\"failOnDataLoss\" to \"false\".")
-                log.warning("Cannot fetch records in [%s, %s) of %s within %s ms; skipped "
-                            "(failOnDataLoss=false)", position, end, tp, poll_timeout_ms)
+                _lost(fail_on_data_loss,
+                      f"Cannot fetch records in [{position}, {end}) of {tp.topic}-"
+                      f"{tp.partition} within {poll_timeout_ms} ms "
+                      "(kafkaConsumer.pollTimeoutMs): some data may have been lost, or the "
+                      "broker is unreachable.")
                 break
         if cols[0]:
             yield _batch(pa, arrow_schema, cols, include_headers)
-        clean = True
+        # A consumer that stopped early may have a reset or fetch pending: not reused.
+        clean = position >= end
     finally:
         checkin_consumer(configs, consumer, clean)
+
+
+def _lost(fail, message, cause=None):
+    if fail:
+        raise errors.KChannelError(
+            message + " If you want your query to continue in spite of it, set the source "
+            "option \"failOnDataLoss\" to \"false\".") from cause
+    log.warning("%s Skipped (failOnDataLoss=false).", message)
 
 
 def _new_cols(include_headers):
