@@ -13,6 +13,7 @@ dependency).  Layers, bottom to top (README, "Architecture")::
     client    kchannel.client, cluster_client, metadata
     producer  kchannel.producer.*          consumer  kchannel.consumer.*
     server    kchannel.handlers, kchannel.cluster, kchannel.server, kchannel.gateway
+    spark     kchannel.spark.*
     cli       kchannel.cli.*, kchannel.__main__
 
 A module may import its own layer and any lower one; protocol and config
@@ -47,7 +48,8 @@ LAYERS = [
     ("producer", 6, ("kchannel.producer",)),
     ("consumer", 6, ("kchannel.consumer",)),
     ("server", 7, ("kchannel.handlers", "kchannel.cluster", "kchannel.server", "kchannel.gateway")),
-    ("cli", 8, ("kchannel.cli", "kchannel.__main__")),
+    ("spark", 8, ("kchannel.spark",)),
+    ("cli", 9, ("kchannel.cli", "kchannel.__main__")),
 ]
 
 

@@ -84,6 +84,7 @@ USED = {
     "tokens-server", "tokens-setup", "tokens-alice", "tokens-create", "tokens-create-output",
     "tokens-job", "tokens-job-python", "tokens-manage", "tokens-manage-output",
     "gateway-server", "gateway-setup", "gateway-client",
+    "spark-example",    # run by tests/test_spark_kafka.py (needs Spark and Kafka)
 }
 
 # The README's example delegation token (replaced by the real one).

@@ -5,12 +5,16 @@ confluent-kafka, executors logging in with a delegation token the driver
 obtained over SASL_SSL SCRAM, and many tasks sharing a few authenticated
 connections per worker."""
 import json
+import os
+import re
 import time
 
 import pytest
 
 from tests.fixtures.records import (consume_confluent, create_topic, expected_rows,
                                     produce_confluent, sample, topic_name)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
@@ -219,3 +223,31 @@ def test_many_tasks_share_few_authenticated_connections(spark, kafka_broker):
     print(f"since start: consumers={total_consumers} authentications={total_logins}")
     assert 0 < total_logins <= 3 * total_consumers
     assert total_consumers <= 3 * len(after)
+
+
+def readme_snippet(name):
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    m = re.search(rf"<!-- snippet: {name} -->\n```\w*\n(.*?)^```", readme, re.S | re.M)
+    assert m, f"README has no <!-- snippet: {name} --> block"
+    return m.group(1)
+
+
+def test_readme_example(spark, kafka_broker):
+    """README "PySpark": read over SASL_SSL with a token, upper-case, write
+    to another topic; confluent-kafka reads the result."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    source = create_topic(plain, topic_name("events"), partitions=2)
+    target = create_topic(plain, topic_name("events-upper"), partitions=2)
+    produce_confluent(plain, source, [(None, b"v%d" % i, [], BASE_TS + i) for i in range(10)],
+                      "none")
+    configs = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
+    code = (readme_snippet("spark-example")
+            .replace('"broker:9093"', repr(configs["bootstrap.servers"]))
+            .replace('"broker:9092"', repr(plain))
+            .replace('"/etc/kchannel/ca.pem"', repr(configs["ssl.truststore.location"]))
+            .replace('"events-upper"', repr(target))
+            .replace('"events"', repr(source)))
+    exec(compile(code, "README.md", "exec"),
+         {"spark": spark, "jaas": configs["sasl.jaas.config"]})
+    got = consume_confluent(plain, target, 2, 10)
+    assert sorted(v for _, _, _, v, _, _ in got) == sorted(b"V%d" % i for i in range(10))

@@ -59,25 +59,32 @@ Only :mod:`kchannel.spark.source` imports pyspark, and only when the data
 source is used.
 """
 
+import importlib
+
+from kchannel.spark import workers
+
 __all__ = ["register", "connection_stats", "KChannelDataSource"]
+
+
+def _source():
+    # pyspark is imported only when the data source is used.
+    return importlib.import_module("kchannel.spark.source")
 
 
 def register(spark):
     """Register the ``kchannel`` data source with ``spark`` (a SparkSession)."""
-    from kchannel.spark.source import KChannelDataSource, KChannelStatsDataSource
-    spark.dataSource.register(KChannelDataSource)
-    spark.dataSource.register(KChannelStatsDataSource)
-    return KChannelDataSource
+    source = _source()
+    spark.dataSource.register(source.KChannelDataSource)
+    spark.dataSource.register(source.KChannelStatsDataSource)
+    return source.KChannelDataSource
 
 
 def connection_stats():
     """This Python process's client cache (see :mod:`kchannel.spark.workers`)."""
-    from kchannel.spark.workers import connection_stats as stats
-    return stats()
+    return workers.connection_stats()
 
 
 def __getattr__(name):
     if name == "KChannelDataSource":
-        from kchannel.spark.source import KChannelDataSource
-        return KChannelDataSource
+        return _source().KChannelDataSource
     raise AttributeError(name)

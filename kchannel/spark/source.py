@@ -7,7 +7,11 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
                                     InputPartition, WriterCommitMessage)
 
 from kchannel import errors
+from kchannel.client import KafkaClient
 from kchannel.log import get_logger
+from kchannel.metadata import TopicPartition
+from kchannel.protocol.api_keys import ApiKey
+from kchannel.protocol.errors import exception_for
 from kchannel.spark import options as opts
 from kchannel.spark import tokens, workers
 
@@ -76,6 +80,9 @@ class KChannelDataSource(DataSource):
         return reader
 
     def writer(self, schema, overwrite):
+        if overwrite:
+            raise errors.ConfigError("Save mode Overwrite not allowed for Kafka. Allowed save "
+                                     "modes are Append and ErrorIfExists (default).")
         writer = KChannelWriter(self.options, schema)
         self._redact()
         return writer
@@ -214,6 +221,8 @@ class KChannelReader(DataSourceReader):
     def read(self, partition):
         if not isinstance(partition, KafkaInputPartition):
             return iter(())
+        # The Arrow schema Spark checks batches against; pyspark.sql.pandas
+        # needs pyarrow, which only executors must have.
         from pyspark.sql.pandas.types import to_arrow_schema
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         o = self.options
@@ -245,9 +254,6 @@ def _data_loss(o, message):
 
 def _topic_partitions(configs, o):
     """The TopicPartitions the query reads, from a Metadata request."""
-    from kchannel.client import KafkaClient
-    from kchannel.metadata import TopicPartition
-    from kchannel.protocol.api_keys import ApiKey
     if o.strategy == "subscribePattern":
         names = None
     elif o.strategy == "subscribe":
@@ -267,7 +273,6 @@ def _topic_partitions(configs, o):
         name = t.get("name")
         if code:
             if names is not None:
-                from kchannel.protocol.errors import exception_for
                 exc = exception_for(code)
                 raise errors.KChannelError(f"Cannot read topic {name}: {exc}")
             continue

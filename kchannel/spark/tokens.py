@@ -21,9 +21,12 @@ import threading
 import time
 
 from kchannel import errors
+from kchannel.client import KafkaClient
 from kchannel.config.aliases import jaas_quote
 from kchannel.config.jaas import SCRAM_LOGIN_MODULE
 from kchannel.log import get_logger
+from kchannel.spark.workers import config_key
+from kchannel.tokens.admin import DelegationTokenAdmin
 
 __all__ = ["obtain_token", "executor_configs", "is_secret_option", "TOKEN_MECHANISMS"]
 
@@ -45,9 +48,6 @@ def obtain_token(driver_configs, renewers=(), max_lifetime_ms=-1):
     """A delegation token of the driver's principal (cached, see the module
     docstring).  Fails with the broker's reason when the driver cannot get
     one (tokens disabled, a non-SASL or token-authenticated login...)."""
-    from kchannel.client import KafkaClient
-    from kchannel.spark.workers import config_key
-    from kchannel.tokens.admin import DelegationTokenAdmin
     key = config_key(driver_configs) + (("renewers", ",".join(renewers)),
                                         ("max.lifetime.ms", str(max_lifetime_ms)))
     now_ms = time.time() * 1000

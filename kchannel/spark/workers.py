@@ -22,7 +22,10 @@ import threading
 import time
 
 from kchannel import errors
+from kchannel.consumer import Consumer
 from kchannel.log import get_logger
+from kchannel.metadata import TopicPartition
+from kchannel.producer import Producer
 
 __all__ = ["checkout_consumer", "checkin_consumer", "producer_for", "connection_stats",
            "read_range", "close_all", "config_key"]
@@ -83,7 +86,6 @@ def _close(client, counter):
 
 def checkout_consumer(configs):
     """A cached consumer for ``configs`` (a new one when none is idle)."""
-    from kchannel import Consumer
     key = config_key(configs)
     now = time.monotonic()
     with _lock:
@@ -117,7 +119,6 @@ def producer_for(configs):
     """The worker's producer for ``configs``, shared by every task
     (``Producer.send`` is thread-safe and the producer is Kafka's unit of
     connection reuse)."""
-    from kchannel import Producer
     key = config_key(configs)
     now = time.monotonic()
     with _lock:
@@ -194,8 +195,8 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
     offset no longer in the log (deleted by retention since the query was
     planned) raises OFFSET_OUT_OF_RANGE instead of silently moving the
     position, and is reported as data loss (``failOnDataLoss``)."""
+    # pyarrow comes with pyspark, an optional dependency: only executors need it.
     import pyarrow as pa
-    from kchannel.metadata import TopicPartition
     tp = TopicPartition(topic, partition)
     consumer = checkout_consumer(configs)
     clean = False
