@@ -1,0 +1,84 @@
+"""Spark's Kafka source options parsed without Spark (kchannel.spark.options):
+strategies, offsets JSON, batch restrictions, refused kafka.* keys, and
+Spark's offset-range splitting (minPartitions / maxRecordsPerPartition)."""
+import pytest
+
+from kchannel import errors
+from kchannel.spark import options as o
+
+BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+
+
+def parse(**kw):
+    return o.SourceOptions(dict(BOOT, **kw))
+
+
+def test_strategies_and_defaults():
+    s = parse(subscribe="a, b")
+    assert (s.strategy, s.subscribe) == ("subscribe", ["a", "b"])
+    assert (s.starting.kind, s.ending.kind) == ("earliest", "latest")
+    assert (s.include_headers, s.fail_on_data_loss, s.min_partitions) == (False, True, None)
+    assert parse(assign='{"t":[0,2]}').assign == [("t", 0), ("t", 2)]
+    assert parse(subscribepattern="t-.*").pattern == "t-.*"
+    # Spark hands options with lower-cased names; the client keys lose "kafka."
+    s = parse(subscribe="a", **{"kafka.security.protocol": "SASL_SSL"})
+    assert s.client == {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "SASL_SSL"}
+
+
+def test_offsets_json_and_timestamps():
+    s = parse(subscribe="t", startingoffsets='{"t":{"0":5,"1":-2}}',
+              endingoffsets='{"t":{"0":-1,"1":9}}')
+    assert s.starting.value == {("t", 0): 5, ("t", 1): -2}
+    assert s.ending.value == {("t", 0): -1, ("t", 1): 9}
+    # by-timestamp options win over the offsets, the global timestamp first
+    s = parse(subscribe="t", startingoffsets="earliest", startingtimestamp="1000",
+              startingoffsetsbytimestamp='{"t":{"0":5}}')
+    assert (s.starting.kind, s.starting.value) == ("timestamp", 1000)
+    s = parse(subscribe="t", endingoffsetsbytimestamp='{"t":{"0":7}}')
+    assert (s.ending.kind, s.ending.value) == ("timestamps", {("t", 0): 7})
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "One of the following options must be specified"),
+    ({"subscribe": "t", "assign": '{"t":[0]}'}, "Only one of the following options"),
+    ({"assign": "{not json"}, "Expected e.g."),
+    ({"assign": '{"t":0}'}, "Expected e.g."),
+    ({"subscribe": " , "}, "No topics to subscribe to"),
+    ({"subscribe": "t", "startingoffsets": "latest"}, "starting offset can't be latest"),
+    ({"subscribe": "t", "endingoffsets": "earliest"}, "ending offset can't be earliest"),
+    ({"subscribe": "t", "startingoffsets": '{"t":{"0":-1}}'}, "can't be latest"),
+    ({"subscribe": "t", "endingoffsets": '{"t":{"0":-2}}'}, "can't be earliest"),
+    ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'auto.offset.reset' is not"),
+    ({"subscribe": "t", "kafka.value.deserializer": "x"}, "'value.deserializer' is not"),
+    ({"subscribe": "t", "includeheaders": "yes"}, "must be true or false"),
+    ({"subscribe": "t", "minpartitions": "0"}, "must be at least 1"),
+])
+def test_wrong_options(options, message):
+    with pytest.raises(errors.ConfigError, match=message):
+        parse(**options)
+
+
+def test_bootstrap_servers_required():
+    with pytest.raises(errors.ConfigError, match="kafka.bootstrap.servers"):
+        o.SourceOptions({"subscribe": "t"})
+
+
+def test_split_ranges_as_spark():
+    ranges = [("t", 0, 0, 100), ("t", 1, 10, 10), ("t", 2, 0, 300)]
+    # empty ranges dropped; nothing to split without minPartitions
+    assert o.split_ranges(ranges) == [("t", 0, 0, 100), ("t", 2, 0, 300)]
+    # split in proportion to size: 1/4 and 3/4 of 8 partitions
+    out = o.split_ranges(ranges, min_partitions=8)
+    assert [r for r in out if r[1] == 0] == [("t", 0, 0, 50), ("t", 0, 50, 100)]
+    assert len([r for r in out if r[1] == 2]) == 6
+    # contiguous, covering every offset exactly once
+    for p, size in ((0, 100), (2, 300)):
+        parts = sorted(r for r in out if r[1] == p)
+        assert parts[0][2] == 0 and parts[-1][3] == size
+        assert all(a[3] == b[2] for a, b in zip(parts, parts[1:]))
+    # maxRecordsPerPartition caps each range
+    out = o.split_ranges([("t", 0, 0, 10)], max_records=3)
+    assert [r[3] - r[2] for r in out] == [2, 3, 2, 3]
+    # a range is never split into empty pieces
+    assert o.split_ranges([("t", 0, 0, 2)], min_partitions=10) == [("t", 0, 0, 1),
+                                                                   ("t", 0, 1, 2)]
