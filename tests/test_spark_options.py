@@ -1,6 +1,8 @@
 """Spark's Kafka source options parsed without Spark (kchannel.spark.options):
 strategies, offsets JSON, batch restrictions, refused kafka.* keys, and
 Spark's offset-range splitting (minPartitions / maxRecordsPerPartition)."""
+import json
+
 import pytest
 
 from kchannel import errors
@@ -82,3 +84,45 @@ def test_split_ranges_as_spark():
     # a range is never split into empty pieces
     assert o.split_ranges([("t", 0, 0, 2)], min_partitions=10) == [("t", 0, 0, 1),
                                                                    ("t", 0, 1, 2)]
+
+
+def test_streaming_options():
+    base = {"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}
+    # A streaming query starts at latest unless told otherwise; latest is allowed.
+    assert o.SourceOptions(base, streaming=True).starting.kind == "latest"
+    assert o.SourceOptions(dict(base, startingOffsets="latest"), streaming=True) \
+        .starting.kind == "latest"
+    assert o.SourceOptions(dict(base, maxOffsetsPerTrigger="7"),
+                           streaming=True).max_offsets_per_trigger == 7
+    for key in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        with pytest.raises(errors.ConfigError, match=f"{key} option not valid in streaming"):
+            o.SourceOptions(dict(base, **{key.lower(): "1"}), streaming=True)
+    with pytest.raises(errors.ConfigError, match="maxOffsetsPerTrigger"):
+        o.SourceOptions(dict(base, maxoffsetspertrigger="0"), streaming=True)
+
+
+def test_offsets_in_sparks_json_form():
+    offsets = {("b", 1): 7, ("a", 0): 23, ("a", 10): -1}
+    form = o.offsets_json(offsets)
+    assert form == {"a": {"0": 23, "10": -1}, "b": {"1": 7}}
+    assert o.offsets_from_json(form) == offsets
+    # Spark's checkpoint holds the JSON text; both forms parse the same.
+    assert o.offsets_from_json(json.dumps(form)) == offsets
+
+
+def test_rate_limit_as_spark():
+    """KafkaMicroBatchStream.rateLimit: the limit shared in proportion to
+    each partition's backlog, floor of the share, but at least one offset for
+    a partition whose share is below one."""
+    a0, a1, a2 = ("a", 0), ("a", 1), ("a", 2)
+    # equal backlogs of 10: 12 * 10/30 = 4 each
+    assert o.rate_limit(12, {a0: 0, a1: 0, a2: 0}, {a0: 10, a1: 10, a2: 10}, {}) == \
+        {a0: 4, a1: 4, a2: 4}
+    # backlogs 1 and 99 under a limit of 10: shares 0.1 -> 1 and 9.9 -> 9
+    assert o.rate_limit(10, {a0: 5, a1: 100}, {a0: 6, a1: 199}, {}) == {a0: 6, a1: 109}
+    # a new partition starts at its earliest offset (5): backlogs 20 and 20
+    assert o.rate_limit(10, {a0: 0}, {a0: 20, a1: 25}, {a1: 5}) == {a0: 5, a1: 10}
+    # nothing to read, or a partition whose end is behind its start: end as is
+    assert o.rate_limit(10, {a0: 3, a1: 9}, {a0: 3, a1: 4}, {}) == {a0: 3, a1: 4}
+    # a limit above the backlog never goes past the end
+    assert o.rate_limit(1000, {a0: 0, a1: 0}, {a0: 3, a1: 1}, {}) == {a0: 3, a1: 1}

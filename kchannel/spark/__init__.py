@@ -27,6 +27,13 @@ Options and columns are those of Spark's Kafka source
   array<struct<key:string,value:binary>>.  Offsets are resolved when the
   query is planned; one Spark partition per offset range; executors yield
   Arrow batches.
+* streaming read (``spark.readStream.format("kchannel")``): the same
+  options, ``startingOffsets`` defaulting to ``latest``, no
+  ``endingOffsets``; offsets in Spark's Kafka JSON form, checkpointed by
+  Spark; ``maxOffsetsPerTrigger`` split over the partitions as Spark's
+  ``rateLimit``; ``trigger(availableNow=True)``; partitions added later are
+  read from their start; executors read each micro-batch's ranges as a
+  batch read's.
 * write: ``topic`` option (wins) or a ``topic`` column; ``value`` (string
   or binary, required), ``key``, ``partition`` and ``headers`` columns.
   One producer per Python worker, shared by its tasks and flushed at the end

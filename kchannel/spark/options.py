@@ -13,10 +13,12 @@ Spark hands a Python data source its options with lower-cased names, so
 every lookup here is by lower-cased name.
 """
 import json
+import math
 
 from kchannel import errors
 
 __all__ = ["SourceOptions", "parse_assign", "parse_offsets_json", "client_configs",
+           "rate_limit", "offsets_json", "offsets_from_json", "split_ranges",
            "EARLIEST", "LATEST"]
 
 EARLIEST = -2
@@ -184,8 +186,9 @@ def _offset_spec(options, prefix, default):
 class SourceOptions:
     """The read options of one query (see the module docstring)."""
 
-    def __init__(self, options):
+    def __init__(self, options, streaming=False):
         options = {str(k).lower(): v for k, v in dict(options).items()}
+        self.streaming = streaming
         given = [k for k in STRATEGIES if options.get(k) is not None]
         if not given:
             raise errors.ConfigError(
@@ -213,9 +216,20 @@ class SourceOptions:
                                          key="subscribePattern", value=raw)
             self.pattern = raw.strip()
         self.client = client_configs(options)
-        self.starting = _offset_spec(options, "starting", "earliest")
-        self.ending = _offset_spec(options, "ending", "latest")
-        self._check_batch_offsets()
+        # A streaming query starts at the latest offsets by default (Spark's
+        # KafkaSourceProvider) and has no end.
+        self.starting = _offset_spec(options, "starting", "latest" if streaming else "earliest")
+        if streaming:
+            for key, name in (("endingoffsets", "endingOffsets"),
+                              ("endingtimestamp", "endingTimestamp"),
+                              ("endingoffsetsbytimestamp", "endingOffsetsByTimestamp")):
+                if options.get(key) is not None:
+                    raise errors.ConfigError(f"{name} option not valid in streaming queries",
+                                             key=name)
+            self.ending = None
+        else:
+            self.ending = _offset_spec(options, "ending", "latest")
+            self._check_batch_offsets()
         strategy = str(options.get("startingoffsetsbytimestampstrategy", "error")).lower()
         if strategy not in ("error", "latest"):
             raise errors.ConfigError(
@@ -251,6 +265,49 @@ class SourceOptions:
                     raise errors.ConfigError(
                         f"ending offset for {topic}-{part} can't be earliest for batch "
                         "queries on Kafka", key="endingOffsets")
+
+
+def rate_limit(limit, start, end, earliest_of_new):
+    """Spark's ``KafkaMicroBatchStream.rateLimit``: end offsets so that a
+    micro-batch reads at most about ``limit`` offsets, shared by the
+    partitions in proportion to what each has to read (a partition with
+    less than one offset's share still gets one, so none starves).
+    ``start`` and ``end`` map a key to an offset; a key of ``end`` missing
+    from ``start`` (a new partition) starts at ``earliest_of_new[key]``."""
+    sizes = {}
+    for key, e in end.items():
+        b = start.get(key, earliest_of_new.get(key))
+        if b is not None and e - b > 0:
+            sizes[key] = e - b
+    total = float(sum(sizes.values()))
+    if total < 1:
+        return dict(end)
+    out = {}
+    for key, e in end.items():
+        if key not in sizes:
+            out[key] = e
+            continue
+        b = start.get(key, earliest_of_new.get(key))
+        prorate = limit * (sizes[key] / total)
+        n = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        out[key] = min(e, b + int(n))
+    return out
+
+
+def offsets_json(offsets):
+    """{(topic, partition): offset} -> Spark's Kafka offset form
+    ``{"topic": {"0": 23}}`` (a dict, as the Python streaming API wants)."""
+    out = {}
+    for (topic, part), off in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(part)] = int(off)
+    return out
+
+
+def offsets_from_json(value):
+    """Spark's Kafka offset form (a dict or its JSON text) -> {(topic, partition): offset}."""
+    if isinstance(value, str):
+        return parse_offsets_json(value, "offset")
+    return {(str(t), int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
 
 
 def split_ranges(ranges, min_partitions=None, max_records=None):

@@ -6,6 +6,10 @@ import re
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
                                     InputPartition, WriterCommitMessage)
 
+from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
 from kchannel import errors
 from kchannel.client import KafkaClient
 from kchannel.log import get_logger
@@ -15,7 +19,7 @@ from kchannel.protocol.errors import exception_for
 from kchannel.spark import options as opts
 from kchannel.spark import tokens, workers
 
-__all__ = ["KChannelDataSource", "KafkaInputPartition"]
+__all__ = ["KChannelDataSource", "KChannelStreamReader", "KafkaInputPartition"]
 
 log = get_logger("kchannel.spark")
 
@@ -79,6 +83,11 @@ class KChannelDataSource(DataSource):
         self._redact()
         return reader
 
+    def streamReader(self, schema):
+        reader = KChannelStreamReader(self.options, schema)
+        self._redact()
+        return reader
+
     def writer(self, schema, overwrite):
         if overwrite:
             raise errors.ConfigError("Save mode Overwrite not allowed for Kafka. Allowed save "
@@ -116,12 +125,16 @@ class KafkaInputPartition(InputPartition):
         return f"KafkaInputPartition({self.topic}-{self.partition}, [{self.start}, {self.end}))"
 
 
-class KChannelReader(DataSourceReader):
-    """Plans offset ranges on the driver; reads them on the executors with
-    cached consumers, yielding Arrow batches."""
+class _KafkaReading:
+    """What the batch and the streaming reader share: options and the
+    driver/executor split of client configs, resolving offset specs on the
+    driver, and reading an offset range on an executor (cached consumer,
+    Arrow batches)."""
+
+    streaming = False
 
     def __init__(self, options, schema):
-        self.options = opts.SourceOptions(options)
+        self.options = opts.SourceOptions(options, streaming=self.streaming)
         self.schema = schema
         client = dict(self.options.client)
         driver, executor = _split_configs(options, client)
@@ -131,8 +144,30 @@ class KChannelReader(DataSourceReader):
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_driver_configs", None)
+        state.pop("_meta", None)
         state["options"] = _ReadSettings(self.options)
         return state
+
+    def _resolve(self, consumer, spec, tps, earliest, latest, starting):
+        return _resolve(self.options, consumer, spec, tps, earliest, latest, starting)
+
+    # -- reading (executors) ---------------------------------------------------
+    def read(self, partition):
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())
+        # The Arrow schema Spark checks batches against; pyspark.sql.pandas
+        # needs pyarrow, which only executors must have.
+        from pyspark.sql.pandas.types import to_arrow_schema
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        o = self.options
+        return workers.read_range(self.executor_configs, arrow_schema, partition.topic,
+                                  partition.partition, partition.start, partition.end,
+                                  o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss)
+
+
+class KChannelReader(_KafkaReading, DataSourceReader):
+    """Plans offset ranges on the driver; reads them on the executors with
+    cached consumers, yielding Arrow batches."""
 
     # -- planning (driver) -----------------------------------------------------
     def partitions(self):
@@ -170,65 +205,138 @@ class KChannelReader(DataSourceReader):
         log.debug("Planned %d offset ranges", len(ranges))
         return [KafkaInputPartition(*r) for r in ranges]
 
-    def _resolve(self, consumer, spec, tps, earliest, latest, starting):
-        name = "startingOffsets" if starting else "endingOffsets"
-        if spec.kind == "earliest":
-            return dict(earliest)
-        if spec.kind == "latest":
-            return dict(latest)
-        if spec.kind == "offsets":
-            given = {(tp.topic, tp.partition): tp for tp in tps}
-            if set(spec.value) != set(given):
-                raise errors.ConfigError(
-                    f"If {name} contains specific offsets, you must specify all "
-                    "TopicPartitions.\nUse -1 for latest, -2 for earliest.\n"
-                    f"Specified: {_tp_set(spec.value)} Assigned: {_tp_set(given)}", key=name)
-            out = {}
-            for key, tp in given.items():
-                off = spec.value[key]
-                out[tp] = earliest[tp] if off == opts.EARLIEST else \
-                    latest[tp] if off == opts.LATEST else off
-                if not starting and out[tp] > latest[tp]:
-                    raise errors.ConfigError(
-                        f"endingOffsets for {tp.topic}-{tp.partition} is {out[tp]}, beyond the "
-                        f"latest offset {latest[tp]}", key=name)
-            return out
-        if spec.kind == "timestamp":
-            query = {tp: spec.value for tp in tps}
-        else:
-            given = {(tp.topic, tp.partition): tp for tp in tps}
-            if set(spec.value) != set(given):
-                raise errors.ConfigError(
-                    f"If {name[:-7]}OffsetsByTimestamp contains specific timestamps, you must "
-                    f"specify all TopicPartitions.\nSpecified: {_tp_set(spec.value)} "
-                    f"Assigned: {_tp_set(given)}", key=name)
-            query = {tp: spec.value[key] for key, tp in given.items()}
-        found = consumer.offsets_for_times(query)
-        out = {}
-        for tp, ts in query.items():
-            hit = found.get(tp)
-            if hit is not None:
-                out[tp] = hit.offset
-            elif starting and self.options.timestamp_strategy == "error":
-                raise errors.KChannelError(
-                    f"No offset matched from request of topic-partition {tp.topic}-"
-                    f"{tp.partition} and timestamp {ts}.")
-            else:
-                out[tp] = latest[tp]
+
+class KChannelStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of Spark's Kafka source: offsets are Spark's Kafka JSON
+    form (``{"topic": {"0": 23}}``), checkpointed by Spark.  Planning runs on
+    the driver; each micro-batch's ranges are read by the executors exactly
+    as a batch read's (cached consumers, Arrow batches).  Kafka offsets are
+    not committed to the group coordinator (nor are they by Spark)."""
+
+    streaming = True
+
+    def __init__(self, options, schema):
+        super().__init__(options, schema)
+        self._target = None     # Trigger.AvailableNow: the latest offsets when it started
+
+    def _with_consumer(self, fn):
+        configs = dict(_READ_DEFAULTS, **self._driver_configs)
+        consumer = workers.checkout_consumer(configs)
+        clean = False
+        try:
+            out = fn(consumer)
+            clean = True
+        finally:
+            workers.checkin_consumer(configs, consumer, clean)
         return out
 
-    # -- reading (executors) ---------------------------------------------------
-    def read(self, partition):
-        if not isinstance(partition, KafkaInputPartition):
-            return iter(())
-        # The Arrow schema Spark checks batches against; pyspark.sql.pandas
-        # needs pyarrow, which only executors must have.
-        from pyspark.sql.pandas.types import to_arrow_schema
-        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+    def _current_partitions(self):
+        # Every trigger looks for new partitions: one metadata client kept for
+        # the query's life (not a new connection and login per trigger); a
+        # failed request is retried once on a new connection (the broker
+        # closes idle ones after connections.max.idle.ms).
+        for attempt in (0, 1):
+            if getattr(self, "_meta", None) is None:
+                client = KafkaClient(dict(self._driver_configs))
+                client.connect()
+                self._meta = client
+            try:
+                return _topic_partitions(self._driver_configs, self.options, self._meta)
+            except (errors.KChannelError, OSError):
+                self._close_meta()
+                if attempt:
+                    raise
+                log.debug("Metadata request failed; retrying on a new connection",
+                          exc_info=True)
+
+    def _close_meta(self):
+        client, self._meta = getattr(self, "_meta", None), None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:   # best effort: the client is dropped either way
+                log.debug("Closing the metadata client failed", exc_info=True)
+
+    def initialOffset(self):
+        tps = self._current_partitions()
+        if not tps:
+            return {}
+
+        def resolve(consumer):
+            earliest = consumer.beginning_offsets(tps)
+            latest = consumer.end_offsets(tps)
+            return _resolve(self.options, consumer, self.options.starting, tps, earliest,
+                            latest, True)
+        start = self._with_consumer(resolve)
+        log.info("Streaming query starts at %s", start)
+        return opts.offsets_json({(tp.topic, tp.partition): o for tp, o in start.items()})
+
+    def _latest(self):
+        tps = self._current_partitions()
+        if not tps:
+            return {}
+        ends = self._with_consumer(lambda c: c.end_offsets(tps))
+        return {(tp.topic, tp.partition): o for tp, o in ends.items()}
+
+    def _earliest(self, keys):
+        if not keys:
+            return {}
+        tps = [TopicPartition(t, p) for t, p in keys]
+        found = self._with_consumer(lambda c: c.beginning_offsets(tps))
+        return {(tp.topic, tp.partition): o for tp, o in found.items()}
+
+    def prepareForTriggerAvailableNow(self):
+        self._target = self._latest()
+
+    def getDefaultReadLimit(self):
+        n = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def latestOffset(self, start=None, limit=None):
+        begin = opts.offsets_from_json(start or {})
+        latest = dict(self._target) if self._target is not None else self._latest()
+        gone = sorted(set(begin) - set(latest))
+        if gone:
+            _data_loss(self.options, f"Set({', '.join(f'{t}-{p}' for t, p in gone)}) are "
+                                     "gone. Some data may have been missed.")
+        if isinstance(limit, ReadMaxRows):
+            new = self._earliest([k for k in latest if k not in begin])
+            latest = opts.rate_limit(limit.max_rows, begin, latest, new)
+        return opts.offsets_json(latest)
+
+    def reportLatestOffset(self):
+        return opts.offsets_json(self._latest())
+
+    def partitions(self, start, end):
         o = self.options
-        return workers.read_range(self.executor_configs, arrow_schema, partition.topic,
-                                  partition.partition, partition.start, partition.end,
-                                  o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss)
+        begin = opts.offsets_from_json(start or {})
+        until = opts.offsets_from_json(end or {})
+        new = self._earliest([k for k in until if k not in begin])
+        ranges = []
+        for (topic, part), e in sorted(until.items()):
+            s = begin.get((topic, part))
+            if s is None:
+                # A partition added since the last micro-batch is read from its start.
+                s = new[(topic, part)]
+                if s != 0:
+                    _data_loss(o, f"Added partition {topic}-{part} starts from {s} instead "
+                                  "of 0. Some data may have been missed because of "
+                                  "retention.")
+            if e < s:
+                _data_loss(o, f"Partition {topic}-{part}'s offset was changed from {s} to "
+                              f"{e}, some data may have been missed.")
+                continue
+            ranges.append((topic, part, s, e))
+        ranges = opts.split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
+        log.debug("Planned %d offset ranges for a micro-batch", len(ranges))
+        return [KafkaInputPartition(*r) for r in ranges]
+
+    def commit(self, end):
+        # Spark's Kafka source keeps its progress in the checkpoint only.
+        log.debug("Micro-batch up to %s committed", end)
+
+    def stop(self):
+        self._close_meta()
 
 
 class _ReadSettings:
@@ -238,6 +346,54 @@ class _ReadSettings:
         self.include_headers = o.include_headers
         self.poll_timeout_ms = o.poll_timeout_ms
         self.fail_on_data_loss = o.fail_on_data_loss
+
+
+def _resolve(o, consumer, spec, tps, earliest, latest, starting):
+    name = "startingOffsets" if starting else "endingOffsets"
+    if spec.kind == "earliest":
+        return dict(earliest)
+    if spec.kind == "latest":
+        return dict(latest)
+    if spec.kind == "offsets":
+        given = {(tp.topic, tp.partition): tp for tp in tps}
+        if set(spec.value) != set(given):
+            raise errors.ConfigError(
+                f"If {name} contains specific offsets, you must specify all "
+                "TopicPartitions.\nUse -1 for latest, -2 for earliest.\n"
+                f"Specified: {_tp_set(spec.value)} Assigned: {_tp_set(given)}", key=name)
+        out = {}
+        for key, tp in given.items():
+            off = spec.value[key]
+            out[tp] = earliest[tp] if off == opts.EARLIEST else \
+                latest[tp] if off == opts.LATEST else off
+            if not starting and out[tp] > latest[tp]:
+                raise errors.ConfigError(
+                    f"endingOffsets for {tp.topic}-{tp.partition} is {out[tp]}, beyond the "
+                    f"latest offset {latest[tp]}", key=name)
+        return out
+    if spec.kind == "timestamp":
+        query = {tp: spec.value for tp in tps}
+    else:
+        given = {(tp.topic, tp.partition): tp for tp in tps}
+        if set(spec.value) != set(given):
+            raise errors.ConfigError(
+                f"If {name[:-7]}OffsetsByTimestamp contains specific timestamps, you must "
+                f"specify all TopicPartitions.\nSpecified: {_tp_set(spec.value)} "
+                f"Assigned: {_tp_set(given)}", key=name)
+        query = {tp: spec.value[key] for key, tp in given.items()}
+    found = consumer.offsets_for_times(query)
+    out = {}
+    for tp, ts in query.items():
+        hit = found.get(tp)
+        if hit is not None:
+            out[tp] = hit.offset
+        elif starting and o.timestamp_strategy == "error":
+            raise errors.KChannelError(
+                f"No offset matched from request of topic-partition {tp.topic}-"
+                f"{tp.partition} and timestamp {ts}.")
+        else:
+            out[tp] = latest[tp]
+    return out
 
 
 def _tp_set(keys):
@@ -252,8 +408,9 @@ def _data_loss(o, message):
     log.warning("%s Skipped (failOnDataLoss=false).", message)
 
 
-def _topic_partitions(configs, o):
-    """The TopicPartitions the query reads, from a Metadata request."""
+def _topic_partitions(configs, o, client=None):
+    """The TopicPartitions the query reads, from a Metadata request (on
+    ``client`` when given, else on a client of its own)."""
     if o.strategy == "subscribePattern":
         names = None
     elif o.strategy == "subscribe":
@@ -264,9 +421,12 @@ def _topic_partitions(configs, o):
             "allow_auto_topic_creation": False,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False}
-    with KafkaClient(dict(configs)) as client:
-        client.connect()
+    if client is not None:
         md = client.request(ApiKey.METADATA, body)
+    else:
+        with KafkaClient(dict(configs)) as own:
+            own.connect()
+            md = own.request(ApiKey.METADATA, body)
     partitions = {}
     for t in md["topics"]:
         code = t.get("error_code", 0)
