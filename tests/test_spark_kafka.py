@@ -322,13 +322,17 @@ def test_streaming_micro_batches_rate_limit_new_partitions_and_restart(spark, ka
     assert len([n for n in sizes.values() if n]) >= 3 + 1
     assert all(n == sizes[b] for b, n in progress if b in sizes)
 
-    # Restart from the checkpoint: only the records produced since.
-    produce_confluent(plain, topic, records(50, 60), "none")
+    # Restart from the checkpoint: only the records produced since, still in
+    # micro-batches of at most 12 (availableNow keeps the rate limit).
+    produce_confluent(plain, topic, records(50, 75), "none")
     seen = set(batches)
     q = start({"availableNow": True})
     q.awaitTermination(60)
     q.stop()
-    new = [r for b, rows in batches.items() if b not in seen for r in rows]
-    assert sorted(v for _, _, v in new) == sorted(b"v%d" % i for i in range(50, 60))
-    assert all(len(batches[b]) <= 12 for b in batches if b not in seen)
-    assert values() == sorted(b"v%d" % i for i in range(60))
+    new = {b: rows for b, rows in batches.items() if b not in seen}
+    print("after restart", sorted((b, len(rows)) for b, rows in new.items()))
+    assert sorted(v for rows in new.values() for _, _, v in rows) == \
+        sorted(b"v%d" % i for i in range(50, 75))
+    assert min(new) > max(seen) and len([1 for rows in new.values() if rows]) >= 3
+    assert all(len(rows) <= 12 for rows in new.values())
+    assert values() == sorted(b"v%d" % i for i in range(75))
