@@ -1,7 +1,8 @@
 """The consumer group's embedded protocol (Kafka's ``ConsumerProtocol``
 subscription and assignment, versions 0-3) and the partition assignors
-Kafka's ``RangeAssignor`` and ``RoundRobinAssignor`` (sans-I/O: member
-subscriptions and partition counts in, assignments out)."""
+Kafka's ``RangeAssignor``, ``RoundRobinAssignor`` and
+``CooperativeStickyAssignor`` (sans-I/O: member subscriptions, previously
+owned partitions and partition counts in, assignments out)."""
 import struct
 
 from kchannel.errors import InvalidRequestError
@@ -10,7 +11,10 @@ from kchannel.protocol.schema import Field, MessageSpec
 
 __all__ = ["SUBSCRIPTION", "ASSIGNMENT", "encode_subscription", "decode_subscription",
            "encode_assignment", "decode_assignment", "RangeAssignor", "RoundRobinAssignor",
-           "ASSIGNORS"]
+           "CooperativeStickyAssignor", "ASSIGNORS", "EAGER", "COOPERATIVE"]
+
+EAGER = "EAGER"
+COOPERATIVE = "COOPERATIVE"
 
 SUBSCRIPTION = MessageSpec(
     'ConsumerProtocolSubscription',
@@ -45,6 +49,7 @@ ASSIGNMENT = MessageSpec(
 
 _VERSION = 3
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 
 def _group_tps(tps):
@@ -93,8 +98,15 @@ class RangeAssignor:
     partitions to the members subscribed to it, in member order."""
 
     name = "range"
+    rebalance_protocols = (EAGER,)
 
-    def assign(self, partitions_per_topic, subscriptions):
+    def subscription_user_data(self, generation):
+        return None
+
+    def on_assignment(self, generation):
+        pass
+
+    def assign(self, partitions_per_topic, subscriptions, member_data=None):
         """``partitions_per_topic``: {topic: count}; ``subscriptions``:
         {member_id: (topics, group_instance_id)} -> {member_id: [tp]}."""
         out = {m: [] for m in subscriptions}
@@ -118,8 +130,15 @@ class RoundRobinAssignor:
     members not subscribed to its topic)."""
 
     name = "roundrobin"
+    rebalance_protocols = (EAGER,)
 
-    def assign(self, partitions_per_topic, subscriptions):
+    def subscription_user_data(self, generation):
+        return None
+
+    def on_assignment(self, generation):
+        pass
+
+    def assign(self, partitions_per_topic, subscriptions, member_data=None):
         out = {m: [] for m in subscriptions}
         members = sorted(subscriptions, key=lambda m: _member_key(m, subscriptions))
         if not members:
@@ -139,6 +158,125 @@ class RoundRobinAssignor:
         return out
 
 
+class CooperativeStickyAssignor:
+    """Kafka's ``CooperativeStickyAssignor``: a balanced assignment (member
+    partition counts differ by at most one where subscriptions allow) that
+    keeps as many previously owned partitions as balance permits, then, for
+    the incremental cooperative protocol, withholds every partition that
+    would move from its owner to another member: the owner revokes it and
+    rejoins, and the next rebalance assigns it (no partition is ever owned
+    by two members).  Each member's subscription carries its owned
+    partitions and generation; the generation is also in ``UserData`` as
+    four bytes, as Java's assignor writes it for older leaders."""
+
+    name = "cooperative-sticky"
+    rebalance_protocols = (COOPERATIVE, EAGER)
+
+    def __init__(self):
+        self.generation = -1
+
+    def subscription_user_data(self, generation):
+        return _I32.pack(generation)
+
+    def on_assignment(self, generation):
+        self.generation = generation
+
+    def assign(self, partitions_per_topic, subscriptions, member_data=None):
+        """``member_data``: {member_id: (generation, [owned tp])} from the
+        members' subscriptions (missing members own nothing)."""
+        owned = _valid_ownership(member_data or {}, subscriptions, partitions_per_topic)
+        result = sticky_assignment(partitions_per_topic, subscriptions, owned)
+        # Partitions changing owner are left unassigned for this generation.
+        owner = {tp: m for m, tps in owned.items() for tp in tps}
+        return {m: [tp for tp in tps if owner.get(tp, m) == m] for m, tps in result.items()}
+
+
+def member_data_from_subscription(sub):
+    """(generation, owned partitions) of a decoded subscription: the
+    generation field (v2+), else the generation in ``UserData`` (Java's
+    ``CooperativeStickyAssignor`` before v2), else -1."""
+    owned = [TopicPartition(t["topic"], p) for t in sub.get("owned_partitions") or ()
+             for p in t["partitions"]]
+    generation = sub.get("generation_id", -1)
+    if generation is None or generation < 0:
+        data = sub.get("user_data")
+        generation = _I32.unpack_from(data)[0] if data and len(data) >= 4 else -1
+    return generation, owned
+
+
+def _valid_ownership(member_data, subscriptions, partitions_per_topic):
+    """{member: set(tp)} of claims Kafka's sticky assignor honours: only
+    members of the highest generation keep theirs; a partition claimed by two
+    members of that generation is owned by neither; claims on partitions that
+    no longer exist or that the member no longer subscribes to are dropped."""
+    generations = [member_data[m][0] for m in subscriptions if m in member_data]
+    top = max(generations, default=-1)
+    owned = {m: set() for m in subscriptions}
+    claimed_by = {}
+    conflicts = set()
+    for m in subscriptions:
+        if m not in member_data:
+            continue
+        generation, tps = member_data[m]
+        if generation != top:
+            continue
+        topics = subscriptions[m][0]
+        for tp in tps:
+            if tp.topic not in topics or not 0 <= tp.partition < partitions_per_topic.get(
+                    tp.topic, 0):
+                continue
+            if tp in claimed_by and claimed_by[tp] != m:
+                conflicts.add(tp)
+            claimed_by[tp] = m
+            owned[m].add(tp)
+    for m in owned:
+        owned[m] -= conflicts
+    return owned
+
+
+def sticky_assignment(partitions_per_topic, subscriptions, owned):
+    """The sticky assignment before the cooperative adjustment: every owned
+    partition stays, every other partition goes to the least loaded member
+    subscribed to its topic, then partitions move from a member to one with
+    at least two fewer (newly given ones first, then owned ones in
+    topic/partition order) until no such move exists."""
+    key = {m: _member_key(m, subscriptions) for m in subscriptions}
+    members = sorted(subscriptions, key=key.get)
+    out = {m: set(owned.get(m, ())) for m in members}
+    taken = set()
+    for tps in out.values():
+        taken |= tps
+    by_topic = {}
+    for m in members:
+        for t in subscriptions[m][0]:
+            if partitions_per_topic.get(t):
+                by_topic.setdefault(t, []).append(m)
+    free = [TopicPartition(t, p) for t in sorted(by_topic)
+            for p in range(partitions_per_topic[t]) if TopicPartition(t, p) not in taken]
+    # Partitions with fewer candidates first, so they find room.
+    free.sort(key=lambda tp: (len(by_topic[tp.topic]), tp))
+    for tp in free:
+        m = min(by_topic[tp.topic], key=lambda m: (len(out[m]), key[m]))
+        out[m].add(tp)
+    moved = True
+    while moved:
+        moved = False
+        for src in sorted(members, key=lambda m: (-len(out[m]), key[m])):
+            # Give away what was not owned before, then the highest numbered.
+            for tp in sorted(out[src], key=lambda tp: (tp in owned.get(src, ()), tp)):
+                candidates = [m for m in by_topic[tp.topic]
+                              if len(out[m]) + 1 < len(out[src])]
+                if candidates:
+                    dst = min(candidates, key=lambda m: (len(out[m]), key[m]))
+                    out[src].discard(tp)
+                    out[dst].add(tp)
+                    moved = True
+                    break
+            if moved:
+                break
+    return {m: sorted(out[m]) for m in members}
+
+
 def _member_key(member_id, subscriptions):
     # Kafka orders members by group.instance.id when they have one, else by
     # member id (static members keep their partitions across restarts).
@@ -149,4 +287,9 @@ def _member_key(member_id, subscriptions):
 ASSIGNORS = {
     "org.apache.kafka.clients.consumer.RangeAssignor": RangeAssignor,
     "org.apache.kafka.clients.consumer.RoundRobinAssignor": RoundRobinAssignor,
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": CooperativeStickyAssignor,
+    # The protocol names, as librdkafka spells partition.assignment.strategy.
+    "range": RangeAssignor,
+    "roundrobin": RoundRobinAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
 }

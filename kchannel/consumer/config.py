@@ -63,7 +63,8 @@ _ROWS = [
     ("metadata.max.age.ms", LG, 300000, _atl(0), L, "The period of time after which we force "
      "a refresh of metadata."),
     ("partition.assignment.strategy", LI, f"{RANGE},{COOPERATIVE_STICKY}",
-     ValidList(RANGE, ROUND_ROBIN, COOPERATIVE_STICKY), M,
+     ValidList(RANGE, ROUND_ROBIN, COOPERATIVE_STICKY, "range", "roundrobin",
+               "cooperative-sticky"), M,
      "A list of class names of the supported partition assignment strategies."),
     ("allow.auto.create.topics", B, True, None, M, "Allow automatic topic creation on the "
      "broker when subscribing to or assigning a topic."),

@@ -160,7 +160,8 @@ class Consumer:
     # -- assignment ----------------------------------------------------------------
     def subscribe(self, topics, listener=None):
         """Join ``group.id`` and consume the partitions the group gives this
-        member for ``topics`` (classic protocol, eager rebalancing).
+        member for ``topics`` (classic protocol; eager rebalancing, or incremental
+        cooperative with only ``cooperative-sticky`` configured).
         ``listener``: an object with ``on_partitions_revoked(partitions)``
         and/or ``on_partitions_assigned(partitions)`` (Kafka's
         ``ConsumerRebalanceListener``)."""

@@ -1,6 +1,13 @@
-"""Kafka's ``ConsumerCoordinator`` for the classic group protocol, eager
-rebalancing: JoinGroup (the leader assigns with the first assignor every
-member supports), SyncGroup, Heartbeat, LeaveGroup.
+"""Kafka's ``ConsumerCoordinator`` for the classic group protocol:
+JoinGroup (the leader assigns with the first assignor every member
+supports), SyncGroup, Heartbeat, LeaveGroup.
+
+Rebalancing is eager (every partition revoked before rejoining) unless every
+configured assignor supports the incremental cooperative protocol (only
+``cooperative-sticky``), as Kafka decides: then a member keeps its partitions
+while rejoining, sends them as its owned partitions, revokes only those its
+new assignment lacks, and rejoins at once when it revoked any so that the
+next rebalance can give them to their new owner.
 
 Heartbeats are sent from ``Consumer.poll`` (and while it waits), not from a
 background thread: an application that does not poll for
@@ -8,8 +15,9 @@ background thread: an application that does not poll for
 heartbeating from its heartbeat thread until ``max.poll.interval.ms``).
 """
 from kchannel import errors
-from kchannel.consumer.assignors import (ASSIGNORS, decode_assignment, decode_subscription,
-                                         encode_assignment, encode_subscription)
+from kchannel.consumer.assignors import (ASSIGNORS, COOPERATIVE, EAGER, decode_assignment,
+                                         decode_subscription, encode_assignment,
+                                         encode_subscription, member_data_from_subscription)
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
@@ -51,8 +59,15 @@ class ConsumerCoordinator:
         if not self.assignors:
             raise errors.ConfigError(
                 "partition.assignment.strategy names no assignor kchannel implements "
-                "(RangeAssignor, RoundRobinAssignor)", key="partition.assignment.strategy",
+                "(RangeAssignor, RoundRobinAssignor, CooperativeStickyAssignor)",
+                key="partition.assignment.strategy",
                 value=values["partition.assignment.strategy"])
+        # Kafka's rule: the protocol every configured assignor supports,
+        # cooperative preferred (range + cooperative-sticky stays eager).
+        common = set(self.assignors[0].rebalance_protocols)
+        for a in self.assignors[1:]:
+            common &= set(a.rebalance_protocols)
+        self.rebalance_protocol = COOPERATIVE if COOPERATIVE in common else EAGER
         self.listener = listener
         self.member_id = ""
         self.generation = -1
@@ -88,25 +103,54 @@ class ConsumerCoordinator:
     def _on_join_prepare(self):
         c = self.consumer
         owned = list(c.subscriptions.assignment)
-        if owned:
-            if c.config["enable.auto.commit"]:
-                try:
-                    c.commit(timeout=c.config["request.timeout.ms"] / 1000)
-                except errors.KChannelError as exc:
-                    log.warning("Offset commit before rebalance failed: %s", exc)
-            if self.listener is not None:
-                _call(self.listener, "on_partitions_revoked", owned)
-            c.subscriptions.assign([])
-            c._fetcher.clear_buffered()
+        if not owned:
+            return
+        lost = self.generation < 0
+        if c.config["enable.auto.commit"] and not lost:
+            try:
+                c.commit(timeout=c.config["request.timeout.ms"] / 1000)
+            except errors.KChannelError as exc:
+                log.warning("Offset commit before rebalance failed: %s", exc)
+        if self.rebalance_protocol == EAGER:
+            revoked = owned
+        elif lost:
+            # Fenced or expired: another member may own them already.
+            log.info("Lost previously assigned partitions %s",
+                     sorted(f"{t}-{p}" for t, p in owned))
+            if self.listener is not None and getattr(self.listener, "on_partitions_lost",
+                                                     None) is not None:
+                _call(self.listener, "on_partitions_lost", owned)
+                self._drop(owned)
+                return
+            revoked = owned
+        else:
+            # Cooperative: keep what is still subscribed while rejoining.
+            revoked = [tp for tp in owned if tp.topic not in c.subscriptions.subscription]
+        if revoked:
+            self._revoke(revoked)
+
+    def _revoke(self, tps):
+        if self.listener is not None:
+            _call(self.listener, "on_partitions_revoked", tps)
+        self._drop(tps)
+
+    def _drop(self, tps):
+        c = self.consumer
+        gone = set(tps)
+        c.subscriptions.assign([tp for tp in c.subscriptions.assignment if tp not in gone])
+        c._fetcher.clear_buffered(list(gone))
 
     def _join_and_sync(self, timeout_ms):
         c = self.consumer
         topics = sorted(c.subscriptions.subscription)
-        metadata = encode_subscription(topics, rack_id=self.rack)
+        owned = list(c.subscriptions.assignment)
+        protocols = [{"name": a.name, "metadata": encode_subscription(
+            topics, owned=owned, generation_id=self.generation, rack_id=self.rack,
+            user_data=a.subscription_user_data(self.generation))} for a in self.assignors]
         body = {"group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
                 "group_instance_id": self.group_instance_id, "protocol_type": "consumer",
-                "protocols": [{"name": a.name, "metadata": metadata} for a in self.assignors],
+                "protocols": protocols,
                 "reason": None}
         log.info("(Re-)joining group %s", self.group_id)
         resp = c._coordinator_request(_JOIN, body, max(timeout_ms, 1), "the group was joined",
@@ -152,27 +196,44 @@ class ConsumerCoordinator:
         tps = decode_assignment(resp.body["assignment"])
         self.need_join = False
         self.last_heartbeat_ms = c._time()
-        c.subscriptions.assign(tps)
+        for a in self.assignors:
+            if a.name == self.protocol:
+                a.on_assignment(self.generation)
+        owned = set(c.subscriptions.assignment)
+        assigned = set(tps)
+        revoked = [tp for tp in c.subscriptions.assignment if tp not in assigned]
+        added = [tp for tp in tps if tp not in owned]
         log.info("Successfully joined group %s with generation %d; assigned partitions: %s",
                  self.group_id, self.generation, sorted(f"{t}-{p}" for t, p in tps))
+        if revoked:
+            # Only cooperative members still own partitions here.
+            log.info("Revoking previously assigned partitions %s",
+                     sorted(f"{t}-{p}" for t, p in revoked))
+            self._revoke(revoked)
+            # The group can give them to their new owner only in another
+            # rebalance, which this member starts by rejoining.
+            self.need_join = True
+        c.subscriptions.assign(tps)
         if self.listener is not None:
-            _call(self.listener, "on_partitions_assigned", tps)
+            _call(self.listener, "on_partitions_assigned", added)
         return True
 
     def _perform_assignment(self, members):
         c = self.consumer
         assignor = next(a for a in self.assignors if a.name == self.protocol)
         subscriptions = {}
+        member_data = {}
         all_topics = set()
         for m in members:
             sub = decode_subscription(m["metadata"])
             subscriptions[m["member_id"]] = (set(sub["topics"]), m.get("group_instance_id"))
+            member_data[m["member_id"]] = member_data_from_subscription(sub)
             all_topics.update(sub["topics"])
         cluster = c._await_metadata(all_topics, c.config["default.api.timeout.ms"],
                                     require_all=False)
         counts = {t: cluster.partition_count(t) for t in all_topics
                   if cluster.partition_count(t)}
-        result = assignor.assign(counts, subscriptions)
+        result = assignor.assign(counts, subscriptions, member_data)
         log.info("Finished assignment for group %s with %s", self.group_id, assignor.name)
         return [{"member_id": m, "assignment": encode_assignment(tps)}
                 for m, tps in result.items()]
