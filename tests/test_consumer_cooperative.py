@@ -136,8 +136,12 @@ def test_subscription_carries_owned_partitions_and_generation_as_java():
     # assignor's UserData, as Java's CooperativeStickyAssignor reads it.
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Kp
     v1 = Kp(1, ["t"], b"\x00\x00\x00\x09", [("t", [0, 2])]).encode()
-    assert member_data_from_subscription(decode_subscription(v1)) == (9, [TP("t", 0),
-                                                                            TP("t", 2)])
+    assert member_data_from_subscription(decode_subscription(v1), 1) == \
+        (9, [TP("t", 0), TP("t", 2)])
+    # From v2 the field decides, even at -1 (a new member): UserData is
+    # then the assignor's own (librdkafka writes other bytes there).
+    v3 = encode_subscription(["t"], generation_id=-1, user_data=b"\x00\x00\x00\x01xx")
+    assert member_data_from_subscription(decode_subscription(v3), 3) == (-1, [])
 
 
 def test_rebalance_protocol_follows_the_assignors():
@@ -265,3 +269,65 @@ def test_cooperative_group_on_apache_kafka(kafka_broker):
     finally:
         for m in members:
             m.close()
+
+
+@pytest.mark.interop
+@pytest.mark.slow
+def test_cooperative_group_with_confluent_kafka(kafka_broker):
+    """A kchannel member and a librdkafka member (cooperative-sticky) share
+    the partitions; when librdkafka's member leaves, the kchannel member
+    gains its partitions without revoking any of its own."""
+    from confluent_kafka import Consumer as ConfluentConsumer
+    bootstrap = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(bootstrap, topic_name("coopmix"), partitions=6)
+    n = 1200
+    produce(bootstrap, topic, [(b"k%d" % i, b"%d" % i, [], None) for i in range(n)])
+    everything = {TP(topic, p) for p in range(6)}
+    seen, lock = {}, threading.Lock()
+    group = f"g-{topic}"
+    theirs = {"snapshot": set(), "error": None}
+    stop = threading.Event()
+
+    def confluent_member():
+        try:
+            cc = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                    "auto.offset.reset": "earliest",
+                                    "partition.assignment.strategy": "cooperative-sticky",
+                                    "heartbeat.interval.ms": 200,
+                                    "session.timeout.ms": 10000})
+            cc.subscribe([topic])
+            while not stop.is_set():
+                msg = cc.poll(0.1)
+                with lock:
+                    if msg is not None and msg.error() is None:
+                        seen.setdefault((msg.partition(), msg.offset()), []).append("rd")
+                    theirs["snapshot"] = {TP(t.topic, t.partition) for t in cc.assignment()}
+                if msg is not None:
+                    time.sleep(0.001)
+            cc.close()
+        except Exception as exc:  # surfaced by the test thread
+            theirs["error"] = exc
+
+    ours = _Member("k0", bootstrap, group, topic, seen, lock)
+    rd = threading.Thread(target=confluent_member, daemon=True)
+    try:
+        _wait(lambda: ours.snapshot == everything, "the first member's six partitions", lock)
+        rd.start()
+        _wait(lambda: len(theirs["snapshot"]) == 3 and len(ours.snapshot) == 3,
+              "three partitions each", lock)
+        with lock:
+            assert not theirs["snapshot"] & ours.snapshot
+            middle, revocations = set(ours.snapshot), len(ours.revoked)
+            # kchannel revoked exactly the three that moved, kept the rest.
+            assert ours.revoked[-1] == everything - middle
+        stop.set()
+        rd.join(60)
+        assert theirs["error"] is None, theirs["error"]
+        _wait(lambda: ours.snapshot == everything, "the leaver's partitions", lock)
+        assert len(ours.revoked) == revocations
+        _wait(lambda: len(seen) == n, "every record", lock, limit=90)
+        assert all(len(v) == 1 for (p, _), v in seen.items() if TP(topic, p) in middle)
+        assert any("rd" in v for v in seen.values())
+    finally:
+        stop.set()
+        ours.close()

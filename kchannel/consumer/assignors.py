@@ -191,14 +191,18 @@ class CooperativeStickyAssignor:
         return {m: [tp for tp in tps if owner.get(tp, m) == m] for m, tps in result.items()}
 
 
-def member_data_from_subscription(sub):
-    """(generation, owned partitions) of a decoded subscription: the
-    generation field (v2+), else the generation in ``UserData`` (Java's
-    ``CooperativeStickyAssignor`` before v2), else -1."""
+def subscription_version(data):
+    return _version(data, "subscription")
+
+
+def member_data_from_subscription(sub, version=_VERSION):
+    """(generation, owned partitions) of a subscription decoded from
+    ``version``: the generation field (v2+), else the generation in
+    ``UserData`` (Java's ``CooperativeStickyAssignor`` before v2), else -1."""
     owned = [TopicPartition(t["topic"], p) for t in sub.get("owned_partitions") or ()
              for p in t["partitions"]]
     generation = sub.get("generation_id", -1)
-    if generation is None or generation < 0:
+    if version < 2:
         data = sub.get("user_data")
         generation = _I32.unpack_from(data)[0] if data and len(data) >= 4 else -1
     return generation, owned

@@ -17,7 +17,8 @@ heartbeating from its heartbeat thread until ``max.poll.interval.ms``).
 from kchannel import errors
 from kchannel.consumer.assignors import (ASSIGNORS, COOPERATIVE, EAGER, decode_assignment,
                                          decode_subscription, encode_assignment,
-                                         encode_subscription, member_data_from_subscription)
+                                         encode_subscription, member_data_from_subscription,
+                                         subscription_version)
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
@@ -227,7 +228,8 @@ class ConsumerCoordinator:
         for m in members:
             sub = decode_subscription(m["metadata"])
             subscriptions[m["member_id"]] = (set(sub["topics"]), m.get("group_instance_id"))
-            member_data[m["member_id"]] = member_data_from_subscription(sub)
+            member_data[m["member_id"]] = member_data_from_subscription(
+                sub, subscription_version(m["metadata"]))
             all_topics.update(sub["topics"])
         cluster = c._await_metadata(all_topics, c.config["default.api.timeout.ms"],
                                     require_all=False)
