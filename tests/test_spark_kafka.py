@@ -336,3 +336,44 @@ def test_streaming_micro_batches_rate_limit_new_partitions_and_restart(spark, ka
     assert min(new) > max(seen) and len([1 for rows in new.values() if rows]) >= 3
     assert all(len(rows) <= 12 for rows in new.values())
     assert values() == sorted(b"v%d" % i for i in range(75))
+
+
+def test_streaming_offsets_and_data_loss_on_the_driver(spark, written):
+    """The stream reader's driver side against Apache Kafka, without a
+    query: initial offsets for earliest / latest / JSON, offsets that went
+    backwards and partitions that disappeared are data loss, skipped with
+    failOnDataLoss=false."""
+    from pyspark.sql.types import StructType
+
+    from kchannel.spark.source import KChannelDataSource
+    plain, topic, expected = written
+    ends = {str(p): sum(1 for r in expected if r[0] == p) for p in range(3)}
+
+    def reader(**options):
+        source = KChannelDataSource(dict({"kafka.bootstrap.servers": plain,
+                                          "subscribe": topic}, **options))
+        return source.streamReader(StructType.fromDDL(source.schema()))
+
+    r = reader()
+    assert r.initialOffset() == {topic: ends}          # streaming default: latest
+    assert reader(startingOffsets="earliest").initialOffset() == \
+        {topic: {"0": 0, "1": 0, "2": 0}}
+    assert reader(startingOffsets=json.dumps({topic: {"0": 1, "1": -2, "2": -1}})) \
+        .initialOffset() == {topic: {"0": 1, "1": 0, "2": ends["2"]}}
+    assert r.latestOffset({topic: ends}, r.getDefaultReadLimit()) == {topic: ends}
+    assert r.partitions({topic: ends}, {topic: ends}) == []
+
+    behind = {topic: dict(ends, **{"0": ends["0"] + 5})}
+    with pytest.raises(Exception, match="offset was changed from"):
+        r.partitions(behind, {topic: ends})
+    gone = {topic: dict(ends, **{"9": 0})}
+    with pytest.raises(Exception, match=f"Set\\({topic}-9\\) are gone"):
+        r.latestOffset(gone, r.getDefaultReadLimit())
+    r.stop()
+
+    lenient = reader(failOnDataLoss="false")
+    start = {topic: dict(ends, **{"0": ends["0"] + 5, "1": 0})}
+    assert [(p.partition, p.start, p.end) for p in lenient.partitions(start, {topic: ends})] \
+        == [(1, 0, int(ends["1"]))]
+    assert lenient.latestOffset(gone, lenient.getDefaultReadLimit()) == {topic: ends}
+    lenient.stop()
