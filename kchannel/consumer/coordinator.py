@@ -112,10 +112,9 @@ class ConsumerCoordinator:
                 c.commit(timeout=c.config["request.timeout.ms"] / 1000)
             except errors.KChannelError as exc:
                 log.warning("Offset commit before rebalance failed: %s", exc)
-        if self.rebalance_protocol == EAGER:
-            revoked = owned
-        elif lost:
-            # Fenced or expired: another member may own them already.
+        if lost:
+            # Fenced or expired: another member may own them already
+            # (Kafka's onPartitionsLost, which defaults to onPartitionsRevoked).
             log.info("Lost previously assigned partitions %s",
                      sorted(f"{t}-{p}" for t, p in owned))
             if self.listener is not None and getattr(self.listener, "on_partitions_lost",
@@ -123,6 +122,8 @@ class ConsumerCoordinator:
                 _call(self.listener, "on_partitions_lost", owned)
                 self._drop(owned)
                 return
+            revoked = owned
+        elif self.rebalance_protocol == EAGER:
             revoked = owned
         else:
             # Cooperative: keep what is still subscribed while rejoining.
