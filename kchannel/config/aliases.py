@@ -22,7 +22,8 @@ from kchannel.config.jaas import (KRB5_LOGIN_MODULE, OAUTHBEARER_LOGIN_MODULE, P
 from kchannel.config.types import Password, reveal
 from kchannel.errors import ConfigError
 
-__all__ = ["translate", "SIMPLE_ALIASES", "jaas_quote", "credentials_jaas", "is_alias"]
+__all__ = ["translate", "SIMPLE_ALIASES", "jaas_quote", "credentials_jaas", "is_alias",
+           "split_configs"]
 
 log = logging.getLogger("kchannel.config.aliases")
 
@@ -316,3 +317,39 @@ def translate(props):
             out["sasl.jaas.config"] = Password(text)
             log.info("Client config %s translated to a generated sasl.jaas.config", alias)
     return out, extras
+
+
+def split_configs(configs, config_def, aliases, callables, shared_with_client, *,
+                  normalize=None, logger=None, kind="client"):
+    """Split one user dict for a producer or consumer into ``(raw values of
+    config_def's keys, network client configs, callables)``.
+
+    ``aliases`` maps kafka-python/librdkafka names that config_def does not
+    know to ``(Java key, converter or None)``; an alias set together with its
+    Java key to a different value is a ``ConfigError``.  Keys of config_def
+    listed in ``shared_with_client`` go to both sides; every other key goes to
+    the network client, which validates it.  ``normalize(key, value)``
+    rewrites a config_def value (not an alias's); ``logger`` gets one INFO
+    line per alias translated.
+    """
+    configs = dict(configs or {})
+    extras = {k: configs.pop(k) for k in callables if k in configs}
+    raw = {}
+    client = {}
+    for key, value in configs.items():
+        if key in aliases and key not in config_def:
+            java, conv = aliases[key]
+            value = conv(value) if conv is not None else value
+            if java in configs and str(configs[java]) != str(value):
+                raise ConfigError(f"{key} (an alias of {java}) and {java} are both set, to "
+                                  f"different values", key=key, value=value)
+            if logger is not None:
+                logger.info("Translated %s config %s to %s", kind, key, java)
+            raw[java] = value
+        elif key in config_def:
+            raw[key] = normalize(key, value) if normalize is not None else value
+            if key in shared_with_client:
+                client[key] = value
+        else:
+            client[key] = value
+    return raw, client, extras

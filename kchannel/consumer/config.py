@@ -1,6 +1,7 @@
 """Consumer configuration: Kafka's ``ConsumerConfig`` keys and defaults
 (Apache Kafka 4.x) with librdkafka and kafka-python/aiokafka aliases, split
 from the network client's keys as the producer's are."""
+from kchannel.config.aliases import split_configs
 from kchannel.config.definitions import (ConfigDef, ConfigKey, Importance, Range, Type,
                                          ValidList, ValidString)
 from kchannel.errors import ConfigError
@@ -126,24 +127,9 @@ _CALLABLES = ("key_deserializer", "value_deserializer")
 
 def split_consumer_configs(configs):
     """``(consumer values, client configs, extras)`` from one user dict."""
-    configs = dict(configs or {})
-    extras = {k: configs.pop(k) for k in _CALLABLES if k in configs}
-    raw = {}
-    client = {}
-    for key, value in configs.items():
-        if key in CONSUMER_ALIASES and key not in CONSUMER_CONFIG_DEF:
-            java, conv = CONSUMER_ALIASES[key]
-            value = conv(value) if conv is not None else value
-            if java in configs and str(configs[java]) != str(value):
-                raise ConfigError(f"{key} (an alias of {java}) and {java} are both set, to "
-                                  f"different values", key=key, value=value)
-            raw[java] = value
-        elif key in CONSUMER_CONFIG_DEF:
-            raw[key] = _rd_reset(value) if key == "auto.offset.reset" else value
-            if key in SHARED_WITH_CLIENT:
-                client[key] = value
-        else:
-            client[key] = value
+    raw, client, extras = split_configs(
+        configs, CONSUMER_CONFIG_DEF, CONSUMER_ALIASES, _CALLABLES, SHARED_WITH_CLIENT,
+        normalize=lambda key, value: _rd_reset(value) if key == "auto.offset.reset" else value)
     values = CONSUMER_CONFIG_DEF.parse(raw)
     if values["group.protocol"] != "classic":
         raise ConfigError("group.protocol=consumer (KIP-848) is not supported by kchannel; "

@@ -7,6 +7,7 @@ network client (``security.protocol``, ``sasl.*``, ``ssl.*``,
 ``bootstrap.servers``...).  ``request.timeout.ms``, ``client.id``,
 ``retry.backoff.ms`` and the reconnect settings are used by both.
 """
+from kchannel.config.aliases import split_configs
 from kchannel.config.definitions import (ConfigDef, ConfigKey, Importance, Range, Type,
                                          ValidString)
 from kchannel.errors import ConfigError
@@ -142,25 +143,10 @@ def split_producer_configs(configs):
     together with its Java key with a different value, and for settings
     kchannel does not support (``transactional.id``)."""
     configs = dict(configs or {})
-    extras = {k: configs.pop(k) for k in _CALLABLES if k in configs}
-    producer_raw = {}
-    client = {}
     level = configs.pop("compression.level", None)
-    for key, value in configs.items():
-        if key in PRODUCER_ALIASES and key not in PRODUCER_CONFIG_DEF:
-            java, conv = PRODUCER_ALIASES[key]
-            value = conv(value) if conv is not None else value
-            if java in configs and str(configs[java]) != str(value):
-                raise ConfigError(f"{key} (an alias of {java}) and {java} are both set, to "
-                                  f"different values", key=key, value=value)
-            log.info("Translated producer config %s to %s", key, java)
-            producer_raw[java] = value
-        elif key in PRODUCER_CONFIG_DEF:
-            producer_raw[key] = value
-            if key in SHARED_WITH_CLIENT:
-                client[key] = value
-        else:
-            client[key] = value
+    producer_raw, client, extras = split_configs(
+        configs, PRODUCER_CONFIG_DEF, PRODUCER_ALIASES, _CALLABLES, SHARED_WITH_CLIENT,
+        logger=log, kind="producer")
     if "acks" in producer_raw:
         producer_raw["acks"] = _acks(producer_raw["acks"])
     values = PRODUCER_CONFIG_DEF.parse(producer_raw)
