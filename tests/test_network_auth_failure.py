@@ -21,9 +21,10 @@ from kchannel.network.authenticator import Authenticator
 from kchannel.network.channel import ChannelState, KafkaChannel, State
 from kchannel.network.channel_builder import _plaintext_transport
 from kchannel.network.ops import OP_READ
-from kchannel.network.selector import Selector
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
 from kchannel.security.sasl.channel_builder import SaslChannelBuilder
+
+from tests.fixtures.selectors import listening_selector
 
 SASL_HANDSHAKE = 17
 
@@ -64,14 +65,6 @@ def test_prepare_wraps_the_authenticators_failure():
         b.close()
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture
 def sasl_ssl_server(pki):
     configs = dict(pki.server_configs())
@@ -79,27 +72,9 @@ def sasl_ssl_server(pki):
     configs["listener.name.sasl_ssl.plain.sasl.jaas.config"] = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_alice="alice-secret";')
-    clock = Clock()
-    sel = Selector(SaslChannelBuilder("server", configs, "SASL_SSL", "SASL_SSL"), time=clock,
-                   failed_authentication_delay_ms=1000)
-    lsock = socket.socket()
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(8)
-    ids = []
-
-    def accept():
-        while True:
-            try:
-                s, _ = lsock.accept()
-            except BlockingIOError:
-                return
-            ids.append(f"c{len(ids)}")
-            sel.register(ids[-1], s)
-
-    sel.add_listener(lsock, accept)
-    yield sel, lsock.getsockname(), ids, clock
-    sel.close()
-    lsock.close()
+    with listening_selector(SaslChannelBuilder("server", configs, "SASL_SSL", "SASL_SSL"), 8,
+                            failed_authentication_delay_ms=1000) as served:
+        yield served
 
 
 def _poll_until(sel, done, polls=500):

@@ -14,6 +14,8 @@ from kchannel.network.ops import OP_NONE, OP_READ
 from kchannel.network.selector import Selector
 from kchannel.principal import ANONYMOUS, KafkaPrincipal
 
+from tests.fixtures.selectors import listening_selector
+
 
 class TokenAuthenticator(Authenticator):
     """Server side: expects one frame ``token:<name>``; answers ``ok`` and is
@@ -62,37 +64,11 @@ class TokenChannelBuilder(ChannelBuilder):
                              mode, listener_name, max_receive_size, remote_address)
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture
 def token_server():
-    clock = Clock()
-    sel = Selector(TokenChannelBuilder("server"), time=clock,
-                   failed_authentication_delay_ms=1000)
-    lsock = socket.socket()
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(16)
-    ids = []
-
-    def accept():
-        while True:
-            try:
-                s, _ = lsock.accept()
-            except BlockingIOError:
-                return
-            ids.append(f"c{len(ids)}")
-            sel.register(ids[-1], s)
-
-    sel.add_listener(lsock, accept)
-    yield sel, lsock.getsockname(), ids, clock
-    sel.close()
-    lsock.close()
+    with listening_selector(TokenChannelBuilder("server"), 16,
+                            failed_authentication_delay_ms=1000) as served:
+        yield served
 
 
 def read_frame(sock):
