@@ -30,6 +30,7 @@ TWINS = {
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
     "partitioner": ("kchannel.producer._partitioner_py", "kchannel._cpartitioner"),
+    "appender": ("kchannel.producer._appender_py", "kchannel._cappender"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"

@@ -280,6 +280,25 @@ class PartitionerModule(Protocol):
         ``num_partitions`` is not positive."""
 
 
+# ---------------------------------------------------------------------------
+# appender: kchannel.producer._appender_py / kchannel._cappender
+# ---------------------------------------------------------------------------
+class Appender(Protocol):
+    """The producer's per-record path: ``send`` has ``Producer.send``'s
+    signature; records it does not take go to ``producer._send_slow``."""
+
+    def __init__(self, producer: Any) -> None: ...
+
+    def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
+             headers: Any = None, partition: Optional[int] = None,
+             timestamp_ms: Optional[int] = None, callback: Any = None) -> Any:
+        """Append one record; its ``FutureRecordMetadata``."""
+
+
+class AppenderModule(Protocol):
+    Appender: type[Appender]
+
+
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {
     "framing": FramingModule,
@@ -288,4 +307,5 @@ CONTRACTS = {
     "scram": ScramModule,
     "records": RecordsModule,
     "partitioner": PartitionerModule,
+    "appender": AppenderModule,
 }

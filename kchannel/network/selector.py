@@ -294,6 +294,7 @@ class Selector:
         self.disconnected = {}
 
         self._wake_r, self._wake_w = socket.socketpair()
+        self._wakeup_pending = False
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
@@ -588,7 +589,15 @@ class Selector:
         self._sel.close()
 
     def wakeup(self):
-        """Make a blocked :meth:`poll` return (thread-safe)."""
+        """Make a blocked :meth:`poll` return (thread-safe).
+
+        Coalesced as java.nio's ``Selector.wakeup``: while a wakeup byte is
+        still unread, further calls write nothing (a producer appending to
+        a full batch calls this per record; each write is a syscall and
+        each extra return of ``select`` a pass of the poll loop)."""
+        if self._wakeup_pending:
+            return
+        self._wakeup_pending = True
         try:
             self._wake_w.send(b"\0")
         except (BlockingIOError, OSError):
@@ -702,6 +711,12 @@ class Selector:
                 pass
         except (BlockingIOError, OSError):
             pass
+        # Cleared only after draining: a wakeup() that raced with the drain
+        # and wrote nothing happened before this poll returns, and every
+        # caller of poll() looks at its state again before the next select,
+        # so nothing it asked for is missed.  Clearing first could leave the
+        # flag set with no byte left to wake the next select.
+        self._wakeup_pending = False
 
     def _poll_channel(self, ch, readable, writable, now):
         id = ch.id

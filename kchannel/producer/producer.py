@@ -22,6 +22,9 @@ from kchannel.producer.config import serializer, split_producer_configs
 from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
 from kchannel.producer.sender import Sender
 from kchannel.protocol.records import CompressionType, RECORD_BATCH_OVERHEAD, check_codec
+from kchannel._impl import load as _load
+
+_appender = _load("kchannel.producer._appender_py", "kchannel._cappender")
 
 __all__ = ["Producer"]
 
@@ -74,6 +77,10 @@ class Producer:
         self._partitioner = StickyPartitioner(values["batch.size"])
         self._size_limit = min(values["max.request.size"], values["buffer.memory"])
         self._closed = False
+        self._appender = _appender.Appender(self)
+        # The per-record path is the appender's (compiled twin when built):
+        # binding it on the instance saves a Python call per record.
+        self.send = self._appender.send
         self._thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}",
             daemon=True)
@@ -139,6 +146,15 @@ class Producer:
         Errors about this record (too large, serialization) fail the future
         and the callback, as Kafka's ``send`` does; a closed producer or
         metadata not available within ``max.block.ms`` raise."""
+        # Instances bind ``send`` straight to the appender (see __init__);
+        # this is reached only through ``Producer.send(p, ...)``.
+        return self._appender.send(topic, value, key, headers, partition, timestamp_ms,
+                                   callback)
+
+    def _send_slow(self, topic, value=None, key=None, headers=None, partition=None,
+                   timestamp_ms=None, callback=None):
+        """Kafka's ``doSend``: every record the appender's fast path does
+        not take (see ``kchannel.producer._appender_py``)."""
         if self._closed:
             raise errors.KChannelError("Cannot perform operation after producer has been closed")
         if self._sender.fatal_error is not None:
