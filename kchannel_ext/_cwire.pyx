@@ -293,6 +293,25 @@ cdef class Reader:
             raise InvalidRequestError("Non-nullable bytes field was serialized as null")
         return self._raw(n)
 
+    # Records fields: read-only views of the frame (see the pure twin).
+    def read_nullable_records(self):
+        cdef int32_t n = <int32_t>_be32(self._p + self._take(4))
+        cdef Py_ssize_t p
+        if n < 0:
+            if n == -1:
+                return None
+            raise InvalidRequestError(f"Bytes field had invalid length {n}")
+        p = self._take(n)
+        return memoryview(self.buf)[p:p + n]
+
+    def read_compact_nullable_records(self):
+        cdef int64_t n = <int64_t>self._uvarint() - 1
+        cdef Py_ssize_t p
+        if n < 0:
+            return None
+        p = self._take(n)
+        return memoryview(self.buf)[p:p + n]
+
     # -- arrays ---------------------------------------------------------------
     def read_array_length(self, int64_t min_element_size=1):
         cdef int32_t n = <int32_t>_be32(self._p + self._take(4))

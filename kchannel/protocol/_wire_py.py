@@ -254,6 +254,25 @@ class Reader:
             raise InvalidRequestError("Non-nullable bytes field was serialized as null")
         return self.read_raw(n)
 
+    # Records fields (a fetch response's batches, a produce request's) come
+    # out as read-only views of the frame, not copies: they are the bulk of
+    # those messages, and what reads them (record batches) takes a view.
+    def read_nullable_records(self):
+        n = self.read_int32()
+        if n < 0:
+            if n == -1:
+                return None
+            raise InvalidRequestError(f"Bytes field had invalid length {n}")
+        p = self._take(n)
+        return memoryview(self.buf)[p:p + n].toreadonly()
+
+    def read_compact_nullable_records(self):
+        n = self.read_unsigned_varint() - 1
+        if n < 0:
+            return None
+        p = self._take(n)
+        return memoryview(self.buf)[p:p + n].toreadonly()
+
     # -- arrays ---------------------------------------------------------------
     def read_array_length(self, min_element_size=1):
         """int32 element count; -1 means null.  The count is checked against

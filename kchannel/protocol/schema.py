@@ -189,6 +189,10 @@ def _prim_reader(t, flexible, nullable):
         if flexible:
             return Reader.read_compact_nullable_string if nullable else Reader.read_compact_string
         return Reader.read_nullable_string if nullable else Reader.read_string
+    if t == "records" and nullable:
+        # A view of the frame (no copy of the batches).
+        return Reader.read_compact_nullable_records if flexible else \
+            Reader.read_nullable_records
     if t in ("bytes", "records"):
         if flexible:
             return Reader.read_compact_nullable_bytes if nullable else Reader.read_compact_bytes

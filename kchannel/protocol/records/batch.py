@@ -142,10 +142,13 @@ class RecordBatch:
                 f"Record is corrupt (stored crc = {self.crc}, computed crc = {computed})")
 
     def records(self):
-        payload = self._buf[self._start + RECORD_BATCH_OVERHEAD:self._end]
         ctype = self.compression_type
         if ctype:
-            payload = decompress(ctype, payload, 2)
+            payload = decompress(ctype, self._buf[self._start + RECORD_BATCH_OVERHEAD:self._end],
+                                 2)
+        else:
+            # A view, not a copy: the decoder copies each key and value out.
+            payload = memoryview(self._buf)[self._start + RECORD_BATCH_OVERHEAD:self._end]
         log_append = (self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_MASK
                       else None)
         return decode_records(payload, self.record_count, self.base_offset,
@@ -312,7 +315,11 @@ def iter_batches(buf, max_message_size=0x7FFFFFFF):
     are not checked here (``ensure_valid()``; ``read_records`` does)."""
     if buf is None:
         return
-    if not isinstance(buf, bytes):
+    if isinstance(buf, memoryview):
+        # A view of the response frame (wire readers hand records fields
+        # out so): v2 batches read from it in place, no copy.
+        buf = buf.cast("B") if buf.format != "B" or buf.ndim != 1 else buf
+    elif not isinstance(buf, bytes):
         buf = bytes(buf)
     pos = 0
     n = len(buf)
@@ -341,7 +348,12 @@ def iter_batches(buf, max_message_size=0x7FFFFFFF):
                     f"is less than the minimum {RECORD_BATCH_OVERHEAD})")
             yield RecordBatch(buf, pos, end)
         else:
-            yield LegacyBatch(buf, pos, end)
+            # Legacy entries hand their key and value out as they are
+            # sliced: from bytes, so that they are bytes.
+            if isinstance(buf, memoryview):
+                yield LegacyBatch(bytes(buf[pos:end]), 0, end - pos)
+            else:
+                yield LegacyBatch(buf, pos, end)
         pos = end
 
 
