@@ -268,6 +268,11 @@ class RecordsModule(Protocol):
                                        List[Header]]]:
         """The ``count`` records of ``buf``; CorruptRecordError otherwise."""
 
+    def make_records(self, cls: type, records: List[Any], start: int, stop: int, topic: str,
+                     partition: int, timestamp_type: str) -> List[Any]:
+        """``cls(topic, partition, offset, timestamp, timestamp_type, key,
+        value, headers, None)`` per decoded record of records[start:stop]."""
+
 
 # ---------------------------------------------------------------------------
 # partitioner: kchannel.producer._partitioner_py / kchannel._cpartitioner

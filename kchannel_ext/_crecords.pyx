@@ -13,10 +13,12 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.list cimport PyList_New
 from cpython.tuple cimport PyTuple_New
+from cpython.ref cimport Py_INCREF
+from cpython.object cimport PyObject, PyTypeObject
 
 from kchannel.errors import CorruptRecordError
 
-__all__ = ["crc32c", "encode_records", "decode_records"]
+__all__ = ["crc32c", "encode_records", "decode_records", "make_records"]
 
 # -- CRC-32C, slicing-by-8 ---------------------------------------------------
 
@@ -438,3 +440,59 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
         raise CorruptRecordError(
             "Incorrect declared batch size, records still remaining in file")
     return out
+
+
+cdef extern from "Python.h":
+    PyObject* _kc_tp_alloc "PyType_GenericAlloc"(PyTypeObject* t, Py_ssize_t n) except NULL
+    void PyTuple_SET_ITEM(object t, Py_ssize_t i, object o)
+    object PyTuple_GET_ITEM_obj "PyTuple_GET_ITEM"(object t, Py_ssize_t i)
+
+
+def make_records(cls, records, Py_ssize_t start, Py_ssize_t stop, topic, partition,
+                 timestamp_type):
+    """See the pure twin: one ``cls`` (a tuple subclass of 9 fields) per
+    decoded record of ``records[start:stop]``, allocated and filled as
+    CPython's own ``tuple.__new__(cls, ...)`` does, without the intermediate
+    tuple."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        raise TypeError("cls must be a tuple subclass")
+    cdef list src = records
+    cdef Py_ssize_t n = len(src)
+    if start < 0:
+        start = 0
+    if stop > n:
+        stop = n
+    cdef list out = []
+    cdef Py_ssize_t i
+    cdef tuple r
+    cdef object obj
+    cdef PyObject* raw
+    for i in range(start, stop):
+        r = <tuple>src[i]
+        if len(r) != 5:
+            raise ValueError("a decoded record is (offset, timestamp, key, value, headers)")
+        raw = _kc_tp_alloc(<PyTypeObject*>cls, 9)
+        obj = <object>raw
+        # PyType_GenericAlloc returned a new reference; <object> took one more.
+        Py_DECREF_raw(raw)
+        _set(obj, 0, topic)
+        _set(obj, 1, partition)
+        _set(obj, 2, r[0])
+        _set(obj, 3, r[1])
+        _set(obj, 4, timestamp_type)
+        _set(obj, 5, r[2])
+        _set(obj, 6, r[3])
+        _set(obj, 7, r[4])
+        _set(obj, 8, None)
+        out.append(obj)
+    return out
+
+
+cdef extern from "Python.h":
+    void Py_DECREF_raw "Py_DECREF"(PyObject* o)
+
+
+cdef inline void _set(object t, Py_ssize_t i, object o):
+    # PyTuple_SET_ITEM steals a reference.
+    Py_INCREF(o)
+    PyTuple_SET_ITEM(t, i, o)

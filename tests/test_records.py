@@ -479,3 +479,15 @@ def test_mutated_legacy_fail_closed(pos, byte, magic, compressed):
         R.read_records(bytes(raw), check_crcs=False)
     except CorruptRecordError:
         pass
+
+
+def test_make_records_builds_consumer_records(impl):
+    from kchannel.consumer.fetcher import ConsumerRecord
+    recs = expected(sample_records(20), 100)
+    out = impl.records.make_records(ConsumerRecord, recs, 3, 11, "t", 2, "CreateTime")
+    assert [type(r) for r in out] == [ConsumerRecord] * 8
+    assert out == [ConsumerRecord("t", 2, o, ts, "CreateTime", k, v, h, None)
+                   for o, ts, k, v, h in recs[3:11]]
+    assert impl.records.make_records(ConsumerRecord, recs, 5, 99, "t", 0, "x")[-1].offset == \
+        recs[-1][0]
+    assert impl.records.make_records(ConsumerRecord, recs, 7, 7, "t", 0, "x") == []

@@ -17,7 +17,7 @@ from kchannel.log import get_logger
 from kchannel.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
-from kchannel.protocol.records import TimestampType, iter_batches
+from kchannel.protocol.records import TimestampType, iter_batches, make_records
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 
@@ -285,16 +285,19 @@ class Fetcher:
                     cf.done = True
                     break
                 continue
-            chunk = records[i:i + budget - taken]
-            cf.index = i + len(chunk)
             position = st.position
-            if chunk[0][0] < position:
-                chunk = [r for r in chunk if r[0] >= position]
-                if not chunk:
-                    continue
+            n = len(records)
+            # Records before the position (a seek into the middle of a
+            # batch): offsets grow within a batch, so they are a prefix.
+            while i < n and records[i][0] < position:
+                i += 1
+            stop = min(n, i + budget - taken)
+            cf.index = stop
+            if i >= stop:
+                continue
             ttype = cf.ttype
             if decode_keys or decode_values:
-                for offset, ts, key, value, headers in chunk:
+                for offset, ts, key, value, headers in records[i:stop]:
                     if decode_keys:
                         key = deserializer(key, self.key_type, kd)
                     if decode_values:
@@ -302,11 +305,10 @@ class Fetcher:
                     out.append(_new_record(ConsumerRecord, (topic, partition, offset, ts, ttype,
                                                             key, value, headers, None)))
             else:
-                out.extend([_new_record(ConsumerRecord, (topic, partition, offset, ts, ttype,
-                                                         key, value, headers, None))
-                            for offset, ts, key, value, headers in chunk])
-            st.position = chunk[-1][0] + 1
-            taken += len(chunk)
+                out.extend(make_records(ConsumerRecord, records, i, stop, topic, partition,
+                                        ttype))
+            st.position = records[stop - 1][0] + 1
+            taken += stop - i
         return taken
 
     def _next_batch(self, cf, st):

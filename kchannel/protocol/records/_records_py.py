@@ -21,7 +21,7 @@ Both twins expose the same names with the same behaviour:
 """
 from kchannel.errors import CorruptRecordError
 
-__all__ = ["crc32c", "encode_records", "decode_records"]
+__all__ = ["crc32c", "encode_records", "decode_records", "make_records"]
 
 
 def _crc32c_table():
@@ -222,3 +222,13 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
         raise _corrupt("Incorrect declared batch size, records still remaining in file")
     return out
 
+
+def make_records(cls, records, start, stop, topic, partition, timestamp_type):
+    """``[cls(topic, partition, offset, timestamp, timestamp_type, key, value,
+    headers, None) for each of records[start:stop]]``: the consumer's
+    ``ConsumerRecord`` (a named tuple ``cls``) for decoded records
+    ``(offset, timestamp, key, value, headers)``, built without an
+    intermediate tuple per record."""
+    new = tuple.__new__
+    return [new(cls, (topic, partition, offset, ts, timestamp_type, key, value, headers, None))
+            for offset, ts, key, value, headers in records[start:stop]]

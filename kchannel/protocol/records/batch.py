@@ -27,6 +27,7 @@ _twin = _load("kchannel.protocol.records._records_py", "kchannel._crecords")
 crc32c = _twin.crc32c
 encode_records = _twin.encode_records
 decode_records = _twin.decode_records
+make_records = _twin.make_records
 
 __all__ = [
     "TimestampType", "RecordBatch", "LegacyBatch", "encode_batch", "iter_batches",
