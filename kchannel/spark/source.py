@@ -6,7 +6,7 @@ import re
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
                                     InputPartition, WriterCommitMessage)
 
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
@@ -93,6 +93,14 @@ class KChannelDataSource(DataSource):
             raise errors.ConfigError("Save mode Overwrite not allowed for Kafka. Allowed save "
                                      "modes are Append and ErrorIfExists (default).")
         writer = KChannelWriter(self.options, schema)
+        self._redact()
+        return writer
+
+    def streamWriter(self, schema, overwrite):
+        # Spark's Kafka sink writes every row of a micro-batch whatever the
+        # output mode (append, update and complete alike): nothing to do
+        # with ``overwrite`` (complete mode) here either.
+        writer = KChannelStreamWriter(self.options, schema)
         self._redact()
         return writer
 
@@ -460,7 +468,7 @@ class KafkaCommitMessage(WriterCommitMessage):
         self.records = records
 
 
-class KChannelWriter(DataSourceArrowWriter):
+class _KafkaWriting:
     """Writes each task's rows with the worker's shared producer, flushing
     at the end of the task.  At-least-once: a task fails when any of its
     records failed, and Spark's retry writes its rows again; ``abort`` does
@@ -529,6 +537,10 @@ class KChannelWriter(DataSourceArrowWriter):
             raise failures[0]
         return KafkaCommitMessage(count)
 
+
+class KChannelWriter(_KafkaWriting, DataSourceArrowWriter):
+    """``df.write.format("kchannel")``: one job's tasks (see _KafkaWriting)."""
+
     def commit(self, messages):
         log.info("Wrote %d records to Kafka",
                  sum(m.records for m in messages if m is not None))
@@ -536,6 +548,24 @@ class KChannelWriter(DataSourceArrowWriter):
     def abort(self, messages):
         log.warning("The write job failed after %d records were acknowledged by Kafka; "
                     "Kafka cannot retract them (at-least-once)",
+                    sum(m.records for m in messages if m is not None))
+
+
+class KChannelStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("kchannel")``: each micro-batch's tasks write
+    as a batch write does (Spark's KafkaStreamingWrite).  At-least-once: a
+    micro-batch whose task failed is aborted and, after a restart, run
+    again from the checkpoint, so its records may be written twice; nothing
+    is retracted."""
+
+    def commit(self, messages, batchId):
+        log.info("Micro-batch %s: wrote %d records to Kafka", batchId,
+                 sum(m.records for m in messages if m is not None))
+
+    def abort(self, messages, batchId):
+        log.warning("Micro-batch %s failed after %d records were acknowledged by Kafka; "
+                    "Kafka cannot retract them (at-least-once: the batch is written again "
+                    "when the query restarts from its checkpoint)", batchId,
                     sum(m.records for m in messages if m is not None))
 
 
