@@ -85,6 +85,7 @@ USED = {
     "tokens-job", "tokens-job-python", "tokens-manage", "tokens-manage-output",
     "gateway-server", "gateway-setup", "gateway-client",
     "spark-example",    # run by tests/test_spark_kafka.py (needs Spark and Kafka)
+    "spark-pipeline",   # run by tests/test_spark_examples.py
 }
 
 # The README's example delegation token (replaced by the real one).

@@ -2,6 +2,8 @@
 Spark session) against Apache Kafka's SASL_SSL SCRAM-SHA-512 listener with a
 delegation token for the executors; confluent-kafka checks the output."""
 import os
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -25,6 +27,16 @@ def need_spark():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and {reason}", pytrace=False)
         pytest.skip(reason)
+
+
+def readme_command():
+    """The README's ``spark-pipeline`` snippet, as argv after the script."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"<!-- snippet: spark-pipeline -->\n```sh\n(.*?)```", text, re.S)
+    argv = shlex.split(m.group(1).replace("\\\n", " "))
+    assert argv[:2] == ["python", "examples/spark/pipeline.py"]
+    return argv[2:]
 
 
 def run_pipeline(*args):
@@ -51,7 +63,10 @@ def test_pipeline_batch_and_streaming_with_a_delegation_token(need_spark, kafka_
 
     common = ["--bootstrap-server", bootstrap, "--command-config", str(props),
               "--input-topic", source, "--delegation-token"]
-    out = run_pipeline(*common, "--output-topic", batch_out)
+    # The README's command, with this broker, file and topics.
+    subst = {"broker:9093": bootstrap, "client.properties": str(props), "events": source,
+             "events-upper": batch_out}
+    out = run_pipeline(*[subst.get(a, a) for a in readme_command()])
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"wrote 25 records from {source} to {batch_out}" in out.stdout
     got = consume_confluent(plain, batch_out, 2, 25)
