@@ -47,18 +47,28 @@ def _token_settings(options):
         return None
     renewers = [r.strip() for r in str(options.get(_TOKEN_OPTION + ".renewers", "")).split(",")
                 if r.strip()]
+    ratio = float(options.get(_TOKEN_OPTION + ".renewalratio", tokens.RENEWAL_RATIO))
+    if not 0 < ratio <= 1:
+        raise errors.ConfigError(f"Invalid value '{ratio}' for option "
+                                 "'kchannel.delegationToken.renewalRatio', must be in (0, 1]",
+                                 key="kchannel.delegationToken.renewalRatio")
     return {"mechanism": str(options.get(_TOKEN_OPTION + ".mechanism", "SCRAM-SHA-512")),
             "renewers": renewers,
-            "max_lifetime_ms": int(options.get(_TOKEN_OPTION + ".maxlifetimems", -1))}
+            "max_lifetime_ms": int(options.get(_TOKEN_OPTION + ".maxlifetimems", -1)),
+            "renewal_ratio": ratio}
 
 
 def _split_configs(options, client):
     """(driver configs, executor configs): with ``kchannel.delegationToken``
     the executors get a token login and none of the driver's credentials."""
-    settings = _token_settings(options)
+    return _executor_split(_token_settings(options), client)
+
+
+def _executor_split(settings, client):
     if settings is None:
         return client, client
-    token = tokens.obtain_token(client, settings["renewers"], settings["max_lifetime_ms"])
+    token = tokens.obtain_token(client, settings["renewers"], settings["max_lifetime_ms"],
+                                settings["renewal_ratio"])
     return client, tokens.executor_configs(client, token, settings["mechanism"])
 
 
@@ -122,12 +132,15 @@ class KafkaInputPartition(InputPartition):
     """Offsets ``[start, end)`` of one topic partition (Spark's
     ``KafkaOffsetRange``)."""
 
-    def __init__(self, topic, partition, start, end):
+    def __init__(self, topic, partition, start, end, configs=None):
         super().__init__((topic, partition, start, end))
         self.topic = topic
         self.partition = partition
         self.start = start
         self.end = end
+        # A streaming micro-batch's executor configuration (its current
+        # delegation token); None: the reader's.
+        self.configs = configs
 
     def __repr__(self):
         return f"KafkaInputPartition({self.topic}-{self.partition}, [{self.start}, {self.end}))"
@@ -145,7 +158,8 @@ class _KafkaReading:
         self.options = opts.SourceOptions(options, streaming=self.streaming)
         self.schema = schema
         client = dict(self.options.client)
-        driver, executor = _split_configs(options, client)
+        self._token = _token_settings(options)
+        driver, executor = _executor_split(self._token, client)
         self._driver_configs = driver
         self.executor_configs = dict(_READ_DEFAULTS, **executor)
 
@@ -168,9 +182,22 @@ class _KafkaReading:
         from pyspark.sql.pandas.types import to_arrow_schema
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         o = self.options
-        return workers.read_range(self.executor_configs, arrow_schema, partition.topic,
-                                  partition.partition, partition.start, partition.end,
-                                  o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss)
+        configs = getattr(partition, "configs", None) or self.executor_configs
+        return _naming_the_token(configs, workers.read_range(
+            configs, arrow_schema, partition.topic, partition.partition, partition.start,
+            partition.end, o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss))
+
+
+def _naming_the_token(configs, batches):
+    """``batches``, with an executor's failed login re-raised naming the
+    delegation token it used (see tokens.login_failure)."""
+    try:
+        yield from batches
+    except errors.AuthenticationError as exc:
+        failure = tokens.login_failure(configs, exc)
+        if failure is exc:
+            raise
+        raise failure from exc
 
 
 class KChannelReader(_KafkaReading, DataSourceReader):
@@ -337,7 +364,13 @@ class KChannelStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
             ranges.append((topic, part, s, e))
         ranges = opts.split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
         log.debug("Planned %d offset ranges for a micro-batch", len(ranges))
-        return [KafkaInputPartition(*r) for r in ranges]
+        configs = None
+        if self._token is not None:
+            # Every micro-batch: the current token (renewed or replaced on
+            # the driver as it ages), shipped with the partitions.
+            _, executor = _executor_split(self._token, self._driver_configs)
+            configs = dict(_READ_DEFAULTS, **executor)
+        return [KafkaInputPartition(*r, configs=configs) for r in ranges]
 
     def commit(self, end):
         # Spark's Kafka source keeps its progress in the checkpoint only.
@@ -532,9 +565,18 @@ class _KafkaWriting:
         except errors.KChannelError as exc:
             if getattr(producer, "_closed", False):
                 workers.drop_producer(self.executor_configs, producer)
+            if isinstance(exc, errors.AuthenticationError):
+                failure = tokens.login_failure(self.executor_configs, exc)
+                if failure is not exc:
+                    raise failure from exc
             raise exc
         if failures:
-            raise failures[0]
+            exc = failures[0]
+            if isinstance(exc, errors.AuthenticationError):
+                failure = tokens.login_failure(self.executor_configs, exc)
+                if failure is not exc:
+                    raise failure from exc
+            raise exc
         return KafkaCommitMessage(count)
 
 
