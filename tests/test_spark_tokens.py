@@ -139,3 +139,35 @@ def test_streaming_query_outlives_its_first_token(spark, kafka_broker, tmp_path)
     print("tokens used by the query:", len(ours))
     # ~20 s of query with 12 s tokens replaced at half their life: several tokens.
     assert len(ours) >= 3
+
+
+@pytest.mark.parametrize("mechanism", ["GSSAPI", "OAUTHBEARER", "SCRAM-SHA-256"])
+def test_driver_login_with_any_mechanism_gives_executors_a_token(kafka_broker, mechanism):
+    """The driver's own login (Kerberos keytab on the MIT KDC, OAUTHBEARER,
+    SCRAM) obtains the token; the executors' configuration holds none of
+    the driver's sasl.* settings (keytab, token, password) and logs in with
+    the token only, as the driver's principal."""
+    from kchannel import Consumer
+    from kchannel.metadata import TopicPartition
+    if mechanism == "GSSAPI" and not kafka_broker.gssapi:
+        pytest.skip("the MIT KDC is not available, so the broker has no GSSAPI")
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name(f"token-{mechanism.lower()}"), partitions=1)
+    produce(plain, topic, [(None, b"v%d" % i, [], None) for i in range(7)])
+    driver = kafka_broker.client_configs("SASL_SSL", mechanism)
+    token = tokens.obtain_token(driver)
+    executor = tokens.executor_configs(driver, token)
+    driver_sasl = {k: v for k, v in driver.items() if k.startswith("sasl.")}
+    for k, v in driver_sasl.items():
+        if k != "sasl.mechanism":
+            assert k not in executor or executor[k] != v, k
+    assert tokens.token_id_of(executor) == token.token_info.token_id
+    owner = str(token.token_info.owner)
+    assert owner.startswith("User:") and owner != "User:ANONYMOUS"
+    with Consumer(dict(executor, **{"auto.offset.reset": "earliest"})) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        got = []
+        deadline = time.time() + 30
+        while len(got) < 7 and time.time() < deadline:
+            got.extend(r.value for r in consumer.poll(0.5))
+    assert sorted(got) == sorted(b"v%d" % i for i in range(7))
