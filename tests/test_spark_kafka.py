@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.fixtures.records import (consume_confluent, create_topic, expected_rows,
-                                    produce_confluent, sample, topic_name)
+from tests.fixtures.records import (consume_confluent, consume_kafka_python, create_topic,
+                                    expected_rows, produce_confluent, sample, topic_name)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,6 +107,11 @@ def test_wrong_options_fail_at_planning(spark, written):
         ({"subscribe": topic, "startingOffsets": json.dumps({topic: {"0": 0}})},
          "must specify all TopicPartitions"),
         ({"assign": json.dumps({topic: [7]})}, "does not exist"),
+        ({"assign": json.dumps({"kchannel-no-such-topic": [0]})},
+         "Cannot read topic kchannel-no-such-topic"),
+        ({"subscribe": "kchannel-no-such-topic"},
+         "Cannot read topic kchannel-no-such-topic"),
+        ({}, "One of the following options must be specified"),
     ]
     for options, message in cases:
         with pytest.raises(Exception, match=message):
@@ -128,10 +133,13 @@ def test_batch_write_read_back_by_confluent(spark, kafka_broker):
     df = spark.createDataFrame(data, schema).repartition(4)
     df.write.format("kchannel").option("kafka.bootstrap.servers", plain) \
         .option("topic", topic).mode("append").save()
+    want = sorted(((p, None if k is None else k.encode(), v, h) for k, v, p, h in data),
+                  key=lambda r: r[2])
     got = consume_confluent(plain, topic, 3, len(data))
-    assert sorted(((p, k, v, h) for p, _, k, v, h, _ in got), key=lambda r: r[2]) == sorted(
-        ((p, None if k is None else k.encode(), v, h) for k, v, p, h in data),
-        key=lambda r: r[2])
+    assert sorted(((p, k, v, h) for p, _, k, v, h, _ in got), key=lambda r: r[2]) == want
+    # and kafka-python reads the same
+    got = consume_kafka_python(plain, topic, 3, len(data))
+    assert sorted(((p, k, v, h) for p, _, k, v, h, _ in got), key=lambda r: r[2]) == want
     # the topic column when there is no topic option
     df2 = spark.createDataFrame([(topic, "late")], "topic string, value string")
     df2.write.format("kchannel").option("kafka.bootstrap.servers", plain).mode("append").save()
