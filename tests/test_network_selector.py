@@ -385,6 +385,40 @@ def test_idle_expiry_with_injected_time():
         p.close()
 
 
+def test_mass_idle_expiry_is_spread_over_polls_that_do_not_wait(monkeypatch):
+    """Many connections expiring together: each poll closes them for at
+    most IDLE_CLOSE_BUDGET_S (0 here: 8 per poll) and the next poll does
+    not wait for its timeout while more are due."""
+    import time
+    from kchannel.network import selector as selector_module
+    monkeypatch.setattr(selector_module, "IDLE_CLOSE_BUDGET_S", 0.0)
+    clock = Clock()
+    p = Pair(server_kwargs={"time": clock, "connections_max_idle_ms": 10_000})
+    socks = []
+    try:
+        for _ in range(40):
+            socks.append(raw_connect(p.address))
+        p.poll_until(lambda: len(p.accepted) == 40)
+        clock.now += 10_001
+        closed, polls = 0, 0
+        while len(p.server):
+            t0 = time.monotonic()
+            # (the first poll finds them expired only after its select)
+            p.server.poll(5_000 if polls else 0)
+            assert time.monotonic() - t0 < 2.5, "a poll waited with expired connections left"
+            n = len(p.server.disconnected)
+            assert set(p.server.disconnected.values()) <= {State.EXPIRED}
+            assert 0 < n <= 8
+            closed += n
+            polls += 1
+        assert closed == 40 and polls == 5
+        assert all(s.recv(10) == b"" for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+        p.close()
+
+
 def test_explicit_close_is_not_reported(pair):
     pair.client.connect("c", pair.address)
     pair.poll_until(lambda: pair.client.is_channel_ready("c"))

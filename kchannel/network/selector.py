@@ -99,6 +99,11 @@ LINGER_MS = 1000
 MAX_LINGER_BYTES = 1048576
 
 
+# Wall time one poll may spend closing idle-expired connections (see
+# _maybe_close_idle).
+IDLE_CLOSE_BUDGET_S = 0.010
+
+
 class SelectorMetrics:
     """Kafka's Selector.SelectorMetrics: sensors with Kafka's metric names in
     group ``<prefix>-metrics``."""
@@ -273,6 +278,7 @@ class Selector:
         self._batched = set()            # ids that delivered several receives this poll
         self._idle = collections.OrderedDict()   # id -> last activity ms (LRU)
         self._next_idle_check_ms = 0
+        self._idle_backlog = False     # expired connections left for the next poll
         self._delayed = []               # heap (due_ms, seq, id)
         self._delayed_ids = set()
         self._seq = 0
@@ -651,6 +657,8 @@ class Selector:
         if self._setup_deadlines:
             wait = max(0, self._setup_deadlines[0][0] - now)
             timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
+        if self._idle_backlog:
+            timeout_ms = 0
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
 
         start_select = _time.perf_counter_ns()
@@ -1014,10 +1022,22 @@ class Selector:
         if max_idle is None or max_idle < 0 or not self._idle or now < self._next_idle_check_ms:
             return
         idle = self._idle
+        # Kafka's Selector closes at most one expired connection per poll
+        # (maybeCloseOldestConnection), so thousands that expire together
+        # take thousands of polls.  Here each poll closes expired
+        # connections for up to IDLE_CLOSE_BUDGET_S and, when more are due,
+        # makes the next poll not wait: all of them close within seconds
+        # while no poll is held up for long (benchmarks/scale.py).
+        deadline = _time.perf_counter() + IDLE_CLOSE_BUDGET_S
+        closed = 0
+        self._idle_backlog = False
         while idle:
             id, last = next(iter(idle.items()))
             if now - last <= max_idle:
                 self._next_idle_check_ms = last + max_idle
+                return
+            if closed and not closed & 7 and _time.perf_counter() > deadline:
+                self._idle_backlog = True
                 return
             idle.popitem(last=False)
             ch = self._channels.get(id)
@@ -1027,6 +1047,7 @@ class Selector:
                       id, now - last)
             ch.state = ChannelState.EXPIRED
             self._close_channel(ch, notify=True, flush=False)
+            closed += 1
         self._next_idle_check_ms = now + max_idle
 
     # -------------------------------------------------------- registration
