@@ -36,6 +36,12 @@ cdef Py_ssize_t _INITIAL_CAP = 65536
 cdef Py_ssize_t _FIRST_CAP = 4096
 cdef Py_ssize_t _SHRINK_ABOVE = 1048576
 cdef long long _DIRECT_MIN = 32768
+# An emptied buffer no larger than this is freed (the next feed allocates
+# again): an idle connection between requests, thousands of them on a server
+# or a client, holds no receive buffer.  Buffers this small come from
+# malloc's heap, so freeing and allocating again per receive is cheap; larger
+# ones (mmap'ed) are kept, as freeing them would cost page faults per receive.
+cdef Py_ssize_t _RELEASE_AT_MOST = 16384
 
 
 cdef inline long long _read_size(const unsigned char *p) noexcept nogil:
@@ -296,6 +302,15 @@ cdef class FrameDecoder:
         self._need = -1
         return out
 
+    cdef inline void _release_if_empty(self) noexcept:
+        if self._start == self._end and self._big is None and self._buf != NULL \
+                and self._cap <= _RELEASE_AT_MOST:
+            PyMem_Free(self._buf)
+            self._buf = NULL
+            self._cap = 0
+            self._start = 0
+            self._end = 0
+
     def next_frame(self):
         """Return the next complete payload as ``bytes``, or None.
 
@@ -309,6 +324,8 @@ cdef class FrameDecoder:
                 return None
             return self._take_big()
         if need < 0 or self._end - self._start - 4 < need:
+            if need < 0:
+                self._release_if_empty()
             return None
         out = PyBytes_FromStringAndSize(<char *>self._buf + self._start + 4,
                                         <Py_ssize_t>need)
@@ -336,6 +353,7 @@ cdef class FrameDecoder:
                 exc.frames = out
                 raise
             if need < 0:
+                self._release_if_empty()
                 return out
             if self._big is not None:
                 if self._big_fill < need:
