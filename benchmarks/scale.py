@@ -131,18 +131,9 @@ def _client(pipe, pki, port, n):
 
 
 def _ready(net, ids, port):
-    from kchannel.client import ConnectionState
-    for i in ids:
-        net.connect(i, "localhost", port)
-    pending = set(ids)
-    while pending:
-        net.poll(100)
-        for i in list(pending):
-            st = net.connection_state(i)
-            if st is ConnectionState.READY:
-                pending.discard(i)
-            elif st in (ConnectionState.DISCONNECTED, ConnectionState.AUTHENTICATION_FAILED):
-                raise RuntimeError(f"connection {i}: {net.connection_exception(i)}")
+    import auth_rate
+    auth_rate._wait_ready(net, set(ids), lambda: [net.connect(i, "localhost", port)
+                                                  for i in ids])
 
 
 def main():

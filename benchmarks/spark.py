@@ -70,18 +70,9 @@ def fanout(spark, broker, topic, tmp, ranges, tasks=200):
     """Authenticated connections a cold 200-task read opens, counted by a
     kchannel serve gateway (SASL_PLAINTEXT PLAIN) in front of the broker:
     kchannel's per-worker cache vs kafka-python opening a consumer per task."""
-    from tests.fixtures.peers import InProcessServer
-    props = {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            f'{PLAIN} required user_alice="alice-secret";',
-        "kchannel.scram.credential.store": "memory",
-        "log.dirs": os.path.join(tmp, "gateway"),
-        "kchannel.upstream.bootstrap.servers": broker.bootstrap("PLAINTEXT"),
-    }
+    from tests.fixtures.peers import InProcessServer, plain_gateway_props
+    props = plain_gateway_props({"bootstrap.servers": broker.bootstrap("PLAINTEXT")},
+                                os.path.join(tmp, "gateway"))
     gw = InProcessServer(props)
     try:
         address = gw.bootstrap("SASL_PLAINTEXT")

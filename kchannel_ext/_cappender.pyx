@@ -15,6 +15,7 @@ from cpython.list cimport PyList_GET_SIZE
 from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
+from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.metadata import TopicPartition
 from kchannel.producer.accumulator import FutureRecordMetadata
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
@@ -31,36 +32,6 @@ cdef inline int64_t _now_ms() noexcept:
     cdef timespec ts
     clock_gettime(CLOCK_REALTIME, &ts)
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
-
-
-cdef inline int _murmur2_positive(bytes data) noexcept:
-    # Kafka's Utils.murmur2 & 0x7fffffff (same as kchannel._cpartitioner).
-    cdef const unsigned char* d = data
-    cdef Py_ssize_t length = len(data)
-    cdef unsigned int m = 0x5BD1E995
-    cdef unsigned int h = 0x9747B28C ^ <unsigned int>length
-    cdef unsigned int k
-    cdef Py_ssize_t i, n4 = length & ~3
-    cdef int rest = length & 3
-    for i in range(0, n4, 4):
-        k = (<unsigned int>d[i] | (<unsigned int>d[i + 1] << 8) |
-             (<unsigned int>d[i + 2] << 16) | (<unsigned int>d[i + 3] << 24))
-        k *= m
-        k ^= k >> 24
-        k *= m
-        h *= m
-        h ^= k
-    if rest:
-        if rest == 3:
-            h ^= <unsigned int>d[n4 + 2] << 16
-        if rest >= 2:
-            h ^= <unsigned int>d[n4 + 1] << 8
-        h ^= d[n4]
-        h *= m
-    h ^= h >> 13
-    h *= m
-    h ^= h >> 15
-    return <int>(h & 0x7FFFFFFF)
 
 
 cdef class Appender:
@@ -124,7 +95,7 @@ cdef class Appender:
         if size + RECORD_BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         if key is not None and not self._ignore_keys:
-            p = _murmur2_positive(<bytes>key) % self._count
+            p = _partition_for_key(key, self._count)
         else:
             sticky = self._sticky.get(topic)
             if sticky is None or sticky[0] is None or \

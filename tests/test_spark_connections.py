@@ -7,30 +7,17 @@ authenticated connection per Python worker per broker address it uses
 driver's own connections for planning."""
 import pytest
 
-from tests.fixtures.peers import InProcessServer
+from tests.fixtures.peers import PLAIN_LOGIN_MODULE as PLAIN, InProcessServer, plain_gateway_props
 from tests.fixtures.records import create_topic, produce_confluent, topic_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
-PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 @pytest.fixture
 def gateway(kafka_broker, tmp_path):
-    props = {
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            f'{PLAIN} required user_alice="alice-secret";',
-        "kchannel.scram.credential.store": "memory",
-        "log.dirs": str(tmp_path / "data"),
-    }
     up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
-    props.update({f"kchannel.upstream.{k}": v for k, v in up.items()})
-    gw = InProcessServer(props)
+    gw = InProcessServer(plain_gateway_props(up, tmp_path / "data"))
     yield gw
     gw.stop()
 

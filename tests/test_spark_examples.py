@@ -12,7 +12,7 @@ import pytest
 
 from kchannel.config.properties import format_properties
 from tests.fixtures.records import consume_confluent, create_topic, produce_confluent, topic_name
-from tests.fixtures.spark import spark_unavailable_reason
+from tests.fixtures.spark import require_spark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINE = os.path.join(ROOT, "examples", "spark", "pipeline.py")
@@ -22,11 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
 @pytest.fixture
 def need_spark():
-    reason = spark_unavailable_reason()
-    if reason:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_spark()
 
 
 def readme_command():

@@ -14,7 +14,7 @@ from kchannel.client import KafkaClient
 from kchannel.spark import tokens
 from kchannel.tokens.admin import DelegationTokenAdmin
 from tests.fixtures.records import create_topic, produce, topic_name
-from tests.fixtures.spark import spark_unavailable_reason
+from tests.fixtures.spark import require_spark
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 
@@ -62,9 +62,7 @@ def test_token_renewed_in_place_then_replaced_at_max_lifetime(kafka_broker):
 
 
 def test_executor_with_an_expired_token_names_it(kafka_broker):
-    reason = spark_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
+    require_spark()
     from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField,
                                    StructType, TimestampType)
 
