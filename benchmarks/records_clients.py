@@ -167,6 +167,25 @@ def decode_ratio():
     return rates
 
 
+def _rows(row, size, n, batch_size, results):
+    """README rows: records per client CPU-second, kchannel against each other client
+    (targets: producer >= 3x aiokafka and >= 0.5x confluent-kafka; consumer >= both)."""
+    per_cpu = {c: (n / p["cpu"], n / q["cpu"]) for c, (p, q) in results.items()}
+    names = {"kchannel": "kchannel", "confluent": "confluent-kafka", "aiokafka": "aiokafka",
+             "kafka-python": "kafka-python"}
+    kp, kc = per_cpu["kchannel"]
+    for side, k, targets in (("producer", 0, {"aiokafka": 3.0, "confluent": 0.5}),
+                             ("consumer", 1, {"aiokafka": 1.0, "confluent": 1.0})):
+        figures = ", ".join(f"{names.get(c, c)} {v[k] / 1e3:.0f} k" for c, v in per_cpu.items())
+        ratios = {c: per_cpu["kchannel"][k] / per_cpu[c][k] for c in targets if c in per_cpu}
+        met = all(ratios[c] >= t for c, t in targets.items() if c in ratios)
+        row(f"{side}, records per client CPU-second, {size} B records (`records_clients.py`, "
+            f"Tansu, acks=1, linger 5 ms, batch size {batch_size} for every producer)",
+            figures + ": " + ", ".join(f"{ratios[c]:.2f}x {names[c]}" for c in ratios),
+            ", ".join(f">= {t:g}x {names[c]}" for c, t in targets.items()),
+            met if ratios else None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap")
@@ -186,11 +205,16 @@ def main():
         broker = start_tansu()
         bootstrap = broker.bootstrap
     try:
+        from _results import row
         rates = decode_ratio()
         if rates:
+            ratio = rates['compiled'] / rates['pure']
             print(f"batch decode, 100 B records: compiled {rates['compiled'] / 1e6:.2f} M rec/s, "
-                  f"pure {rates['pure'] / 1e6:.2f} M rec/s, ratio "
-                  f"{rates['compiled'] / rates['pure']:.1f}x")
+                  f"pure {rates['pure'] / 1e6:.2f} M rec/s, ratio {ratio:.1f}x")
+            row("record batch decode (100 B records), compiled vs pure twin, inside "
+                "`records_clients.py`",
+                f"{ratio:.1f}x ({rates['compiled'] / 1e6:.2f} M vs {rates['pure'] / 1e6:.2f} M "
+                "rec/s)", ">= 10x", ratio >= 10)
         for size in (int(x) for x in args.size.split(",")):
             n = args.records if size < 1024 else max(1, args.records // 2)
             print(f"-- {size} B records, {n} per client, batch size {args.batch_size}",
@@ -208,6 +232,7 @@ def main():
                       f"{n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
             if "kchannel" in results:
                 kp, kc = results["kchannel"]
+                _rows(row, size, n, args.batch_size, results)
                 for other, (p, c) in results.items():
                     if other != "kchannel":
                         print(f"{size} B: kchannel / {other}: producer "

@@ -211,6 +211,19 @@ def main():
           f"longest poll doing so {longest * 1000:.1f} ms (target <= 50 ms); left open: "
           f"server {conns2 - base_conns} connections, {s_fds2 - s_fds0} descriptors; clients "
           f"{sum(c[1] for c in closed)} connections, {sum(c[2] for c in closed)} descriptors")
+    from _results import row
+    s_kb, c_kb = (s_rss1 - s_rss0) / n, c_rss / n
+    row(f"{n} authenticated SASL_SSL SCRAM-SHA-512 connections held by one `Server` process "
+        f"(`scale.py`, {args.clients} client processes): memory per connection, server / client",
+        f"{s_kb:.1f} / {c_kb:.1f} KB (all {n} authenticated in {setup:.0f} s, {n / setup:.0f}/s)",
+        "<= 30 KB / <= 36 KB", s_kb <= 30 and c_kb <= 36)
+    left = (conns2 - base_conns, s_fds2 - s_fds0, sum(c[1] for c in closed),
+            sum(c[2] for c in closed))
+    row(f"same, idle expiry (`connections.max.idle.ms`={args.idle_ms}) closing them all: "
+        "the server's longest poll; connections and descriptors left (server, clients)",
+        f"closed in {expire:.1f} s, longest poll {longest * 1000:.1f} ms; left: "
+        f"{left[0]} + {left[2]} connections, {left[1]} + {left[3]} descriptors",
+        "poll <= 50 ms, nothing left", longest <= 0.050 and not any(left))
     for _, a in clients:
         a.send("stop")
     parent.send("stop")

@@ -82,6 +82,7 @@ def report(title, known, unknown):
     print(f"  {'unknown user':<16} {uq[0]:9.1f} {uq[1]:9.1f} {uq[2]:9.1f}")
     print(f"  median difference (unknown - existing): {uq[1] - kq[1]:+.1f} us; "
           f"unknown faster than the existing sample of its pair: {faster:.0%}")
+    return kq, uq
 
 
 def _interleaved(one, samples, unknown_prefix):
@@ -210,14 +211,22 @@ def main(argv=None):
     from kchannel import _impl
     print(f"kchannel SCRAM server timing, {args.mechanism}, twins: {_impl.implementation()}")
     wanted = args.only.split(",")
+    from _results import row
     if "mechanism" in wanted:
         with tempfile.TemporaryDirectory() as d:
-            report("mechanism: evaluate_response(client-first), SQLite store",
-                   *measure_mechanism(args.samples, args.mechanism, d, args.unknown_prefix))
+            kq, uq = report("mechanism: evaluate_response(client-first), SQLite store",
+                            *measure_mechanism(args.samples, args.mechanism, d,
+                                               args.unknown_prefix))
+        row(f"{args.mechanism} time to the server-first message, existing vs unknown user, "
+            f"in the mechanism with the SQLite store (`scram_timing.py`, medians of "
+            f"{args.samples})", f"{kq[1]:.1f} vs {uq[1]:.1f} us ({uq[1] - kq[1]:+.1f} us)")
     if "network" in wanted:
         with tempfile.TemporaryDirectory() as d:
-            report("network: SaslAuthenticate(client-first) round trip on 127.0.0.1",
-                   *measure_network(args.samples, args.mechanism, d, args.unknown_prefix))
+            kq, uq = report("network: SaslAuthenticate(client-first) round trip on 127.0.0.1",
+                            *measure_network(args.samples, args.mechanism, d,
+                                             args.unknown_prefix))
+        row("same over the network (SaslAuthenticate round trip on 127.0.0.1)",
+            f"{kq[1]:.1f} vs {uq[1]:.1f} us ({uq[1] - kq[1]:+.1f} us)")
     return 0
 
 

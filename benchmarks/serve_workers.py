@@ -133,6 +133,13 @@ def main(argv=None):
               + ", ".join(f"{c:.2f}" for c, _ in rows) + f"); median {rate[len(rate) // 2]:.0f}"
               " conn/s")
     print(f"  2 workers / 1 worker, server CPU per connection: {med[2] / med[1]:.2f}")
+    rate = {w: sorted(r[1] for r in rows)[len(rows) // 2] for w, rows in results.items()}
+    from _results import row
+    row(f"`kchannel serve` server CPU per authenticated SASL_SSL SCRAM-SHA-512 connection, "
+        f"1 vs 2 worker processes (`num.network.threads`; `serve_workers.py`, storms of "
+        f"{args.storm}, median of {args.rounds} rounds)",
+        f"{med[1]:.2f} vs {med[2]:.2f} ms ({med[2] / med[1]:.2f}x per connection with 2); "
+        f"{rate[1]:.0f} vs {rate[2]:.0f} conn/s")
     return results
 
 

@@ -126,6 +126,13 @@ def fanout(spark, broker, topic, tmp, ranges, tasks=200):
               f"{kp[0]} authenticated connections, {kp[1]:.1f} s job, "
               f"~{kp[0] * kp_login:.2f} s authenticating ({kp_login * 1000:.1f} ms per login)",
               flush=True)
+        from _results import row
+        row(f"PySpark `local[2]` cold {len(pieces)}-task read through a `kchannel serve` "
+            "gateway: authenticated connections counted by the gateway, seconds spent "
+            "authenticating (logins x the median login) and job time",
+            f"kchannel (per-worker cache) {kc[0]} connections, ~{kc[0] * kc_login:.2f} s, "
+            f"{kc[1]:.1f} s job; kafka-python consumer per task {kp[0]} connections, "
+            f"~{kp[0] * kp_login:.2f} s, {kp[1]:.1f} s job")
     finally:
         gw.stop()
 
@@ -252,6 +259,12 @@ def main():
         print(f"read {n} x {args.size} B: kchannel {r_kc / 1e3:.0f} k rec/s, "
               f"kafka-python in mapPartitions {r_kp / 1e3:.0f} k rec/s: {r_kc / r_kp:.2f}x",
               flush=True)
+        from _results import row
+        row(f"PySpark `local[2]`, {n} x {args.size} B records, `format(\"kchannel\")` vs "
+            "kafka-python 3 in `mapPartitions` (`spark.py`, one Apache Kafka broker)",
+            f"write {w_kc / 1e3:.0f} k vs {w_kp / 1e3:.0f} k rec/s ({w_kc / w_kp:.2f}x); read "
+            f"{r_kc / 1e3:.0f} k vs {r_kp / 1e3:.0f} k rec/s ({r_kc / r_kp:.2f}x)",
+            ">= 3x both", min(w_kc / w_kp, r_kc / r_kp) >= 3)
 
         # -- connection fan-out: a cold 200-task read through a gateway -------
         fanout(spark, broker, src, tmp, ranges)
