@@ -152,3 +152,99 @@ def test_memory_stores_are_refused_with_workers(tmp_path):
             proc.kill()
     assert proc.returncode == 1
     assert b"num.network.threads=2" in err and b"kchannel.scram.credential.store=memory" in err
+
+
+def _metric(values, name):
+    """The value of the metric called ``name`` (group:name, no tags)."""
+    (value,) = [v for k, v in values.items() if k.split(":", 1)[1] == name]
+    return value
+
+
+def _read_json(path, deadline, accept):
+    import json
+    while True:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            if accept(data):
+                return data
+        except (OSError, ValueError):
+            data = None
+        assert time.monotonic() < deadline, f"{path}: never as expected; last {data}"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_metrics_file_per_worker_and_summed(tmp_path):
+    """kchannel.metrics.file: each worker's metrics and their sum, rewritten
+    while serving and once more after SIGTERM; the per-worker files are gone
+    at the end."""
+    path = tmp_path / "metrics.json"
+    proc = start(write_config(tmp_path, **{"kchannel.metrics.file": str(path),
+                                           "kchannel.metrics.file.interval.ms": "200"}))
+    clients = []
+    try:
+        m, buf = read_log_until(proc, rb"(\d+) worker processes \(pids ([\d,]+)\)")
+        pids = sorted(int(p) for p in m.group(2).split(b","))
+        _, buf = read_log_until(proc, rb"(?s)(Worker \d of 2 \(pid \d+\) serving.*){2}", buf)
+        port = int(re.search(rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.",
+                             buf).group(1))
+        # Twelve logins kept open: the kernel spreads them over both workers.
+        for _ in range(12):
+            clients.append(client(port, "alice", "alice-secret"))
+        deadline = time.monotonic() + DEADLINE_S
+        data = _read_json(path, deadline, lambda d: len(d["workers"]) == 2 and _metric(
+            d["metrics"], "successful-authentication-total") == 12)
+        assert sorted(w["pid"] for w in data["workers"]) == pids
+        assert [w["worker"] for w in data["workers"]] == [1, 2]
+        per_worker = [_metric(w["metrics"], "successful-authentication-total")
+                      for w in data["workers"]]
+        assert sum(per_worker) == 12 and all(n >= 1 for n in per_worker), per_worker
+        # Gauges sum too: the open connections of both workers.
+        assert _metric(data["metrics"], "connection-count") == sum(
+            _metric(w["metrics"], "connection-count") for w in data["workers"]) == 12
+        # Maxima are maxima, not sums.
+        sizes = [_metric(w["metrics"], "request-size-max") for w in data["workers"]]
+        assert _metric(data["metrics"], "request-size-max") == max(s for s in sizes if s)
+        assert (tmp_path / "metrics.json.worker-1").exists()
+    finally:
+        for c in clients:
+            c.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        finally:
+            proc.stderr.close()
+    assert code == 0
+    import json
+    final = json.loads(path.read_text())
+    assert _metric(final["metrics"], "successful-authentication-total") == 12
+    assert _metric(final["metrics"], "connection-count") == 0
+    assert not list(tmp_path.glob("metrics.json.worker-*"))
+    assert not list(tmp_path.glob(".metrics-*"))
+
+
+def test_metrics_file_single_process(tmp_path):
+    path = tmp_path / "m.json"
+    proc = start(write_config(tmp_path, **{"num.network.threads": "1",
+                                           "kchannel.metrics.file": str(path),
+                                           "kchannel.metrics.file.interval.ms": "100"}))
+    try:
+        m, _ = read_log_until(proc, rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.")
+        with client(int(m.group(1)), "alice", "alice-secret"):
+            data = _read_json(path, time.monotonic() + DEADLINE_S, lambda d: _metric(
+                d["metrics"], "connection-count") == 1)
+        assert [w["pid"] for w in data["workers"]] == [proc.pid]
+        assert data["metrics"] == data["workers"][0]["metrics"]
+        with pytest.raises(Exception):
+            # The wrong password is counted as a failed authentication.
+            client(int(m.group(1)), "alice", "wrong")
+        _read_json(path, time.monotonic() + DEADLINE_S, lambda d: _metric(
+            d["metrics"], "failed-authentication-total") == 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(30)
+        finally:
+            proc.stderr.close()
+    assert code == 0

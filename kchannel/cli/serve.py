@@ -26,7 +26,9 @@ SQLite files (WAL) in the data directory or ZooKeeper; the in-memory stores
 cannot be shared and are refused with more than one worker.  Each worker
 keeps its own metrics and its own TLS session ticket keys (a client resumes
 only when it lands on the worker that issued its ticket; otherwise it gets a
-full handshake).  Without ``SO_REUSEPORT`` load balancing (anything but
+full handshake).  With ``kchannel.metrics.file`` each worker writes its
+metrics to ``<file>.worker-<k>`` and the parent writes ``<file>``: every
+worker's values and their sum (see :mod:`kchannel.metrics_export`).  Without ``SO_REUSEPORT`` load balancing (anything but
 Linux) one process runs, with a warning.
 """
 import dataclasses
@@ -36,8 +38,9 @@ import signal
 import socket
 import sys
 import threading
+import time
 
-from .. import _impl, errors, tokens
+from .. import _impl, errors, metrics_export, tokens
 from ..config import ServerConfig, load_properties
 from ..gateway import install_gateway
 from ..handlers import handle_describe_client_quotas, random_cluster_id
@@ -183,12 +186,62 @@ def run(args):
     except errors.KChannelError as exc:
         log.error("Cannot start: %s", exc)
         return 1
-    return _serve(server, closers)
+    path = server.config.get(METRICS_FILE)
+
+    def write_metrics(now_ms):
+        # One process: the file is this process's record, "summed" over one.
+        metrics_export.write_atomically(path, metrics_export.combine(
+            [metrics_export.record(server.metrics, 1, os.getpid(), now_ms)], now_ms))
+    return _serve(server, closers, write_metrics if path else None)
 
 
-def _serve(server, closers):
-    """Poll ``server`` until SIGTERM / SIGINT; returns the exit status."""
+# ------------------------------------------------------------------ metrics
+METRICS_FILE = "kchannel.metrics.file"
+METRICS_INTERVAL = "kchannel.metrics.file.interval.ms"
+
+
+def _worker_metrics_path(path, index):
+    return f"{path}.worker-{index + 1}"
+
+
+class _MetricsWriter:
+    """Calls ``write(now_ms)`` every ``interval_ms`` from a poll loop, and
+    once more at the end; a failed write is logged (rate-limited to one line
+    per failure streak) and never stops the server."""
+
+    def __init__(self, write, interval_ms):
+        self._write = write
+        self._interval = interval_ms / 1000.0
+        self._next = 0.0
+        self._failing = False
+
+    def timeout_ms(self, default_ms):
+        wait = max(0.0, self._next - time.monotonic())
+        return min(default_ms, int(wait * 1000) + 1)
+
+    def maybe_write(self, force=False):
+        now = time.monotonic()
+        if not force and now < self._next:
+            return
+        self._next = now + self._interval
+        try:
+            self._write(int(time.time() * 1000))
+        except OSError as exc:
+            if not self._failing:
+                log.warning("Cannot write %s: %s", METRICS_FILE, exc)
+            self._failing = True
+        else:
+            self._failing = False
+
+
+def _serve(server, closers, write_metrics=None):
+    """Poll ``server`` until SIGTERM / SIGINT; returns the exit status.
+    ``write_metrics(now_ms)``: called every ``kchannel.metrics.file.interval.ms``
+    and once after the server stopped."""
     stop = threading.Event()
+    writer = None
+    if write_metrics is not None:
+        writer = _MetricsWriter(write_metrics, server.config.get(METRICS_INTERVAL))
 
     def on_signal(signum, _frame):
         log.info("Received %s; shutting down", signal.Signals(signum).name)
@@ -200,9 +253,16 @@ def _serve(server, closers):
     log.info("kchannel server (node %d, cluster %s) started", server.node_id, server.cluster_id)
     try:
         while not stop.is_set():
-            server.poll(300)
+            if writer is None:
+                server.poll(300)
+            else:
+                server.poll(writer.timeout_ms(300))
+                writer.maybe_write()
     finally:
         server.shutdown()
+        if writer is not None:
+            # The final values (connections closed by the shutdown included).
+            writer.maybe_write(force=True)
         for c in closers:
             try:
                 c()
@@ -278,6 +338,8 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
                 pass
 
     pids = []
+    metrics_path = config.get(METRICS_FILE)
+    interval_ms = config.get(METRICS_INTERVAL)
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for index in range(workers):
@@ -291,11 +353,30 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
             sock.close()
         log.info("kchannel serve: %d worker processes (pids %s) share the listeners %s",
                  workers, ",".join(map(str, pids)), listeners)
+        writer = None
+        if metrics_path:
+            worker_paths = [_worker_metrics_path(metrics_path, k) for k in range(workers)]
+
+            def write_sum(now_ms):
+                # Workers not heard from yet (just started) are left out
+                # until their first record lands.
+                records = [r for r in map(metrics_export.read_record, worker_paths) if r]
+                metrics_export.write_atomically(metrics_path,
+                                                metrics_export.combine(records, now_ms))
+            writer = _MetricsWriter(write_sum, interval_ms)
         status = 0
         alive = set(pids)
         while alive:
             try:
-                pid, wstatus = os.wait()
+                if writer is None:
+                    pid, wstatus = os.wait()
+                else:
+                    # Poll for exits so the sum is rewritten on schedule.
+                    pid, wstatus = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        writer.maybe_write()
+                        time.sleep(min(0.2, writer.timeout_ms(200) / 1000.0))
+                        continue
             except ChildProcessError:
                 break
             except InterruptedError:
@@ -308,6 +389,16 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
                               "the others", pid, code)
                     on_signal(signal.SIGTERM, None)
                 status = 1
+        if writer is not None:
+            # Every worker wrote its final record before exiting: the last
+            # sum covers the whole run.  The per-worker files have served
+            # their purpose (their values are in the sum's "workers").
+            writer.maybe_write(force=True)
+            for p in worker_paths:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
         return status
     finally:
         for sock in held:
@@ -330,7 +421,15 @@ def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
             log.error("Worker %d of %d cannot start: %s", index + 1, workers, exc)
             return 1
         log.info("Worker %d of %d (pid %d) serving", index + 1, workers, os.getpid())
-        return _serve(server, closers)
+        path = server.config.get(METRICS_FILE)
+        if not path:
+            return _serve(server, closers)
+        mine = _worker_metrics_path(path, index)
+
+        def write_record(now_ms):
+            metrics_export.write_atomically(mine, metrics_export.record(
+                server.metrics, index + 1, os.getpid(), now_ms))
+        return _serve(server, closers, write_record)
     except BaseException:  # noqa: BLE001 - a forked child must never return into the parent's code
         log.exception("Worker %d of %d failed", index + 1, workers)
         return 1

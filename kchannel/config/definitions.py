@@ -742,6 +742,14 @@ _ROWS = [
      "gateway forwards (request: principal, listener_name, api_key, api_version, client_id, client_address); "
      "replaces kchannel.gateway.allowed.principals. An optional configure(props) gets the server properties.",
      True),
+    ("kchannel.metrics.file", S, None, NonEmptyString(), L, "server",
+     "kchannel-specific (Kafka exports metrics over JMX): kchannel serve writes its metrics to this JSON "
+     "file every kchannel.metrics.file.interval.ms and when it stops, replacing the file atomically: "
+     "'metrics' holds every metric (group:name{tags}) summed over the worker processes of "
+     "num.network.threads (maxima for -max metrics, means for -avg and -ratio ones), 'workers' each "
+     "worker's own values. Unset: no file.", True),
+    ("kchannel.metrics.file.interval.ms", LG, 10000, _atl(100), L, "server",
+     "kchannel-specific: how often kchannel serve rewrites kchannel.metrics.file.", True),
     ("kchannel.ssl.session.resumption.enable", B, True, None, L, "both",
      "kchannel-specific (Java's SSLContext always caches sessions): TLS session resumption. A client keeps "
      "the last resumable session per broker host:port and offers it on its next connection there; a server "
