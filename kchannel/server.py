@@ -800,8 +800,12 @@ class Server:
                 self._hold_back(ch, receives, i)
                 continue
             self._process_request(cid, payload, receives, i)
+        # Responses to a batch of pipelined requests were queued (one write
+        # per channel): write them now rather than at the next poll.
+        sel.flush_sends()
         if gateway is not None:
             gateway.after_poll()
+            sel.flush_sends()     # answers from upstream to batched channels
 
     def _hold_back(self, ch, receives, start):
         """Put ``ch``'s frames of ``receives[start:]`` back in front of its
