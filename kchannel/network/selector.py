@@ -89,7 +89,7 @@ from .. import errors
 from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
 from ..utils import now_ms
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
-from .ops import OP_NONE, OP_READ
+from .ops import OP_NONE, OP_READ, OP_WRITE
 from ..log import get_logger
 
 log = get_logger("kchannel.network.selector")
@@ -528,8 +528,7 @@ class Selector:
             # come); the completed_sends entries with the next poll
             self._record_send_metrics(done, self.time())
             self._deferred_sends.append((ch, done))
-        self._update_backlog(ch)
-        self._sync(ch)
+        self._settle_ready(ch)
 
     def flush_sends(self):
         """Write now what the sockets take of the server channels' sends
@@ -569,9 +568,7 @@ class Selector:
         if done:
             self._record_send_metrics(done, self.time())
             self._deferred_sends.append((ch, done))
-        if ch.mode == "server":
-            self._update_backlog(ch)
-        self._sync(ch)
+        self._settle_ready(ch)
 
     def _write_through_allowed(self, ch):
         # Server side only: a server answers one request per channel per
@@ -716,9 +713,9 @@ class Selector:
         start_select = _time.perf_counter_ns()
         events = self._sel.select(timeout)
         end_select = _time.perf_counter_ns()
-        self.sensors.select_time.record(end_select - start_select)
-
         now = self.time()
+        self.sensors.select_time.record(end_select - start_select, now)
+
         seen = set()
         work = []
         for key, mask in events:
@@ -763,7 +760,7 @@ class Selector:
         self._maybe_close_idle(now)
         if self._lingering:
             self._expire_lingering(now)
-        self.sensors.io_time.record(_time.perf_counter_ns() - end_select)
+        self.sensors.io_time.record(_time.perf_counter_ns() - end_select, now)
 
     def _flush_queued(self, now):
         """Write the sends queued since the last poll (see :meth:`send`)
@@ -810,7 +807,9 @@ class Selector:
         id = ch.id
         if id in self._delayed_ids:
             return
-        self._idle_update(id, now)
+        max_idle = self.connections_max_idle_ms
+        if max_idle is not None and max_idle >= 0:
+            self._idle_update(id, now)
         send_failed = False
         try:
             if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
@@ -823,45 +822,79 @@ class Selector:
                 writable = True   # handshake may start writing at once
                 readable = True
 
-            if not ch.ready():
+            # ready() is asked again only after what can change it (prepare,
+            # a client re-authentication beginning): data-phase reads and
+            # writes leave a READY channel READY.
+            ready = ch.ready()
+            if not ready:
                 was_reauth = ch.successful_authentications > 0
                 ch.prepare(now)
-                if ch.ready():
+                ready = ch.ready()
+                if ready:
                     self._on_authenticated(ch, was_reauth, now)
 
-            if ch.ready():
+            if ready:
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
                         and not ch.is_muted() and id not in self._backlogged):
                     self._attempt_read(ch, now)
-                if ch.ready() and ch.has_send():
+                if ch.has_send():
                     # Kafka's attemptWrite: queued requests wait behind a
                     # client re-authentication that begins now ...
-                    if (ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
-                            and ch.ready()):
-                        # ... unless the whole exchange completed at once
-                        # (the server answered while the authenticator kept
-                        # reading).
-                        self._on_authenticated(ch, True, now)
-                    if ch.ready():
-                        try:
-                            self._attempt_write(ch, now)
-                        except Exception:
-                            send_failed = True
-                            raise
-                elif ch.ready():
-                    # TLS may still hold encrypted bytes of an earlier write
-                    try:
-                        done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
-                    except Exception:
+                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                        ready = ch.ready()
+                        if ready:
+                            # ... unless the whole exchange completed at
+                            # once (the server answered while the
+                            # authenticator kept reading).
+                            self._on_authenticated(ch, True, now)
+                    if ready:
                         send_failed = True
-                        raise
-                    self._record_sends(ch, done, now)
-            if ch.mode == "server":
-                self._update_backlog(ch)
-            self._update_buffered(ch)
-            self._sync(ch)
+                        self._attempt_write(ch, now)
+                        send_failed = False
+                else:
+                    # TLS may still hold encrypted bytes of an earlier write
+                    send_failed = True
+                    done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
+                    send_failed = False
+                    if done:
+                        self._record_sends(ch, done, now)
+            if ready:
+                self._settle_ready(ch)
+            else:
+                if ch.mode == "server":
+                    self._update_backlog(ch)
+                self._update_buffered(ch)
+                self._sync(ch)
         except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
             self._handle_channel_error(ch, exc, send_failed, now)
+
+    def _settle_ready(self, ch):
+        """After serving the open READY channel ``ch``: ``_update_backlog``
+        (server), ``_update_buffered`` and ``_sync`` in one pass, asking the
+        channel each question once; the OS registration is touched only
+        when the wanted events changed."""
+        id = ch.id
+        pending = ch.has_pending_writes()
+        muted = ch.is_muted()
+        backlogged = False
+        if ch.mode == "server":
+            # see _update_backlog
+            if pending:
+                backlogged = True
+                self._backlogged.add(id)
+            elif id in self._backlogged:
+                self._backlogged.discard(id)
+        if (not backlogged and not muted and id not in self._explicitly_muted
+                and ch.has_bytes_buffered()):
+            self._buffered.add(id)
+        else:
+            self._buffered.discard(id)
+        # ch.interest_ops() of a READY channel, less OP_READ when backlogged
+        want = OP_NONE if muted or backlogged else OP_READ
+        if pending:
+            want |= OP_WRITE
+        if self._fd_ops.get(id, OP_NONE) != want:
+            self._sync(ch)
 
     def _on_authenticated(self, ch, was_reauth, now):
         if ch.successful_authentications == 1 and not was_reauth:
