@@ -776,17 +776,22 @@ class Selector:
                 continue
             send_failed = False
             try:
-                if ch.ready() and ch.has_send():
-                    if (ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
-                            and ch.ready()):
-                        self._on_authenticated(ch, True, now)
-                    if ch.ready():
+                ready = ch.ready()
+                if ready and ch.has_send():
+                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                        ready = ch.ready()
+                        if ready:
+                            self._on_authenticated(ch, True, now)
+                    if ready:
                         send_failed = True
                         self._attempt_write(ch, now)
                         send_failed = False
-                if ch.mode == "server":
-                    self._update_backlog(ch)
-                self._sync(ch)
+                if ready:
+                    self._settle_ready(ch)
+                else:
+                    if ch.mode == "server":
+                        self._update_backlog(ch)
+                    self._sync(ch)
             except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
                 self._handle_channel_error(ch, exc, send_failed, now)
 
