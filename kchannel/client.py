@@ -563,7 +563,8 @@ class NetworkClient:
         return corr
 
     def _send(self, node, api_key, version, body, internal, expect_response=True):
-        corr = self._corr()
+        corr = self._next_corr          # self._corr(), inlined (once per request)
+        self._next_corr = (corr + 1) & 0x7FFFFFFF
         payload = encode_request(RequestHeader(api_key, version, corr, self.client_id), body)
         self.selector.send(node.id, payload)
         if expect_response:
@@ -682,13 +683,18 @@ class NetworkClient:
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Received a response (correlation id {corr}) with no request in flight"), out)
             return
-        expected, (api_key, version, sent, internal) = next(iter(node.in_flight.items()))
+        # the oldest request in flight, taken out in one call; put back in
+        # front on a mismatch (the failure then reports it with the rest)
+        expected, entry = node.in_flight.popitem(last=False)
         if corr != expected:
+            node.in_flight[expected] = entry
+            node.in_flight.move_to_end(expected, last=False)
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Correlation id for response ({corr}) does not match request ({expected})"), out)
             return
-        del node.in_flight[corr]
-        self._request_timeouts.pop((node.id, corr), None)
+        api_key, version, sent, internal = entry
+        if self._request_timeouts:
+            self._request_timeouts.pop((node.id, corr), None)
         if internal is _RAW:
             out.append(ClientResponse(node.id, api_key, version, corr, payload, None, sent, now))
             return

@@ -92,6 +92,9 @@ class HandlerRegistry:
 
     def __init__(self):
         self._handlers = {}
+        # get(api_key) -> Handler or None: the dict's own bound method (no
+        # Python frame per request); the dict is only ever updated in place.
+        self.get = self._handlers.get
 
     def register(self, api_key, fn, min_version=None, max_version=None):
         api_key = int(api_key)
@@ -108,9 +111,6 @@ class HandlerRegistry:
 
     def unregister(self, api_key):
         self._handlers.pop(int(api_key), None)
-
-    def get(self, api_key):
-        return self._handlers.get(api_key)
 
     def __contains__(self, api_key):
         return api_key in self._handlers

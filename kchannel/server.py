@@ -76,6 +76,8 @@ log = get_logger("kchannel.server")
 
 __all__ = ["Server", "Listener"]
 
+_SASL_HANDSHAKE = messages.SASL_HANDSHAKE.api_key
+
 # Requests handed over per connection per poll (Selector.max_receives_per_channel).
 MAX_RECEIVES_PER_CHANNEL = 64
 
@@ -799,9 +801,13 @@ class Server:
             if not ch.ready() or ch.is_muted():
                 self._hold_back(ch, receives, i)
                 continue
-            self._process_request(cid, payload, receives, i)
+            self._process_request(cid, payload, receives, i, ch=ch)
+        # Responses to a batch of pipelined requests were queued (one write
+        # per channel): write them now rather than at the next poll.
+        sel.flush_sends()
         if gateway is not None:
             gateway.after_poll()
+            sel.flush_sends()     # answers from upstream to batched channels
 
     def _hold_back(self, ch, receives, start):
         """Put ``ch``'s frames of ``receives[start:]`` back in front of its
@@ -823,11 +829,12 @@ class Server:
         sel.write_queued(cid)
         sel.fail(cid, exc)
 
-    def _process_request(self, cid, payload, batch=None, index=0, local=False):
+    def _process_request(self, cid, payload, batch=None, index=0, local=False, ch=None):
         sel = self.selector
-        ch = sel.channel(cid)
         if ch is None:
-            return
+            ch = sel.channel(cid)
+            if ch is None:
+                return
         try:
             header, off = parse_request_header(payload)
         except errors.InvalidRequestError as exc:
@@ -836,7 +843,7 @@ class Server:
             self._fail(cid, exc)
             return
         now = self.time()
-        if header.api_key == messages.SASL_HANDSHAKE.api_key:
+        if header.api_key == _SASL_HANDSHAKE:
             if batch is not None:
                 # Whatever the client pipelined behind its SaslHandshake is
                 # the re-authentication's to read (when one begins; else it
@@ -853,7 +860,9 @@ class Server:
             except Exception as exc:
                 sel.handle_failure(cid, exc)
                 return
-        if ch.server_authentication_session_expired(now):
+        # ch.server_authentication_session_expired(now), one call less
+        expiry = ch.authenticator.server_session_expiration_ms()
+        if expiry is not None and now - expiry > 0:
             log.debug("Disconnecting expired channel: %s : %s", ch, header)
             sel.write_queued(cid)
             sel.close(cid)
@@ -905,7 +914,7 @@ class Server:
                      cid, ch.socket_description(), api.name, v, exc)
             self._fail(cid, exc)
             return
-        principal = ch.principal()
+        principal = ch.authenticator.principal()     # ch.principal()
         ctx = RequestContext(header, body, principal, ch.listener_name, ch.security_protocol,
                              cid, ch.remote_address, Session(principal, ch.remote_address),
                              self, now)

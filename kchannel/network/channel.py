@@ -604,7 +604,8 @@ class KafkaChannel:
             self._sends.append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
             return
         data = payload if already_framed else encode_frame(payload)
-        self._enqueue(data, report=True, size=len(data))
+        # _enqueue(data, report=True), inlined: one send per request
+        self._sends.append([memoryview(data), len(data), True, None])
 
     def _enqueue_auth(self, data):
         """Queue an authentication frame.

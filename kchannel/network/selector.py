@@ -55,9 +55,19 @@ deviation keeps what the rule is for:
   muted, is put back unread (``KafkaChannel.unread``) for the authenticator
   or a later poll (see ``Server.poll``);
 * responses: a server's responses to one batch are written together (one
-  write instead of one per response) at the next poll, in request order; a
-  connection closed for a bad request still gets the responses to the
-  requests before it first (:meth:`Selector.write_queued`).
+  write instead of one per response) once the batch is handled
+  (:meth:`Selector.flush_sends`, else at the start of the next poll), in
+  request order; a connection closed for a bad request still gets the
+  responses to the requests before it first (:meth:`Selector.write_queued`).
+
+Sends: a server's response to a lone request is written at once
+(write-through); any other send made outside :meth:`Selector.poll` (a
+client's requests, the responses to a batch) is queued and written by the
+next poll *before* it waits, together with every send made until then.
+Kafka also writes a client's sends in ``poll``; doing it before the wait
+instead of on the OP_WRITE event saves the event's epoll registration and
+a select wake-up per round trip.  What the socket does not take waits for
+OP_WRITE as in Kafka.
 
 Results: ``completed_receives`` (list of ``(id, payload)``),
 ``completed_sends`` (list of ``(id, size)``), ``connected`` (ids),
@@ -79,7 +89,7 @@ from .. import errors
 from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
 from ..utils import now_ms
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
-from .ops import OP_NONE, OP_READ
+from .ops import OP_NONE, OP_READ, OP_WRITE
 from ..log import get_logger
 
 log = get_logger("kchannel.network.selector")
@@ -240,7 +250,7 @@ class Selector:
     lets frames a pipelining peer already sent, and that were read within
     ``max_read_per_channel`` bytes, be handled in one poll instead of one
     poll each; a server then writes the responses to such a channel together
-    at the next poll instead of one by one.  ``linger_ms``: how long a
+    (:meth:`flush_sends`) instead of one by one.  ``linger_ms``: how long a
     server-side close that follows a response keeps draining the half-closed
     socket (see the module docstring; 0 closes at once).
     """
@@ -284,6 +294,9 @@ class Selector:
         self._seq = 0
         self._closed = False
         self._deferred_sends = []        # (channel, sizes) written by send()
+        # Channels given a first send outside poll() that was not written
+        # through: poll() writes them before it waits (see send()).
+        self._to_flush = []
         self._deferred_failures = {}     # id -> exception raised in send()
         self._lingering = []             # _Linger entries, by deadline
         # Server: heap (deadline ms, seq, id) of channels that must be READY
@@ -331,7 +344,7 @@ class Selector:
         (buffered input, connections completed at once, failures and sends
         of write-through to report): poll it without waiting."""
         return bool(self._immediately_connected or self._deferred_failures
-                    or self._deferred_sends
+                    or self._deferred_sends or self._to_flush
                     or any(i not in self._explicitly_muted for i in self._buffered))
 
     # ------------------------------------------------------------ connections
@@ -479,30 +492,63 @@ class Selector:
         if id in self._delayed_ids:
             return   # closing after an authentication failure: drop silently
         if ch.has_send():
-            # Sends already queued: write interest is already registered
-            # (or deliberately withheld during re-authentication), and one
-            # more send changes nothing about it.
+            # Sends already queued: they are written together by the next
+            # poll (flushed before it waits, or on OP_WRITE), or wait for a
+            # re-authentication to complete; one more changes nothing.
             ch.set_send(payload)
             return
         ch.set_send(payload)
-        if self._write_through_allowed(ch):
-            # Write at once instead of registering OP_WRITE and waiting for
-            # the next select: the socket is almost always writable, and this
-            # saves two epoll modifications and a select per response.  What
-            # the socket does not take waits for OP_WRITE as usual; results
-            # and failures are reported by the next poll().
-            try:
-                done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
-            except Exception as exc:  # noqa: BLE001 - reported by poll()
-                self._deferred_failures[id] = exc
-                return
-            if done:
-                # metrics now (they must not wait for a poll that may never
-                # come); the completed_sends entries with the next poll
-                self._record_send_metrics(done, self.time())
-                self._deferred_sends.append((ch, done))
-            self._update_backlog(ch)
-        self._sync(ch)
+        if not ch.ready():
+            # (re-)authenticating: data sends wait for READY, interest as
+            # the authentication state wants it
+            self._sync(ch)
+            return
+        if not self._write_through_allowed(ch):
+            # Written by the next poll() before it waits (_flush_queued), as
+            # Kafka writes a NetworkClient's sends in poll(): every send made
+            # until then goes out in one write (a client pipelining
+            # requests, a server's responses to a batch of requests), and no
+            # OP_WRITE registration (two epoll modifications) nor extra
+            # select wake-up is spent on a socket that is practically always
+            # writable.  What the socket does not take waits for OP_WRITE.
+            self._to_flush.append(ch)
+            return
+        # Write at once instead of registering OP_WRITE and waiting for the
+        # next select: the socket is almost always writable, and this saves
+        # two epoll modifications and a select per response.  What the
+        # socket does not take waits for OP_WRITE as usual; results and
+        # failures are reported by the next poll().
+        try:
+            done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
+        except Exception as exc:  # noqa: BLE001 - reported by poll()
+            self._deferred_failures[id] = exc
+            return
+        if done:
+            # metrics now (they must not wait for a poll that may never
+            # come); the completed_sends entries with the next poll
+            self._record_send_metrics(done, self.time())
+            self._deferred_sends.append((ch, done))
+        self._settle_ready(ch)
+
+    def flush_sends(self):
+        """Write now what the sockets take of the server channels' sends
+        queued since the last poll (a server's responses to a batch of
+        pipelined requests, coalesced into one write per channel): a server
+        calls this once it has handled a poll's requests, so that the
+        responses go out in the poll that read the requests instead of
+        waiting for the next one.  Client channels are left to
+        :meth:`poll`, which first lets a due re-authentication begin.
+        Completed sends and failures are reported by the next poll, as for
+        the write-through of :meth:`send`."""
+        flush = self._to_flush
+        if not flush:
+            return
+        self._to_flush = []
+        for ch in flush:
+            if ch.mode == "server":
+                self.write_queued(ch.id)
+            else:
+                self._to_flush.append(ch)
 
     def write_queued(self, id):
         """Write now what the socket takes of ``id``'s queued sends (a server
@@ -522,16 +568,16 @@ class Selector:
         if done:
             self._record_send_metrics(done, self.time())
             self._deferred_sends.append((ch, done))
-        self._sync(ch)
+        self._settle_ready(ch)
 
     def _write_through_allowed(self, ch):
         # Server side only: a server answers one request per channel per
         # poll, so writing at once loses nothing, while clients pipelining
-        # requests gain from coalescing them into one write at poll time
-        # (and must let a due re-authentication go first).
+        # requests gain from coalescing them into one write at the start of
+        # the next poll (and must let a due re-authentication go first).
         # A channel that delivered several requests in this poll gets its
-        # responses coalesced into one write at the next poll instead.
-        return (ch.mode == "server" and ch.ready() and not ch.disconnected
+        # responses coalesced into one write there too.
+        return (ch.mode == "server" and not ch.disconnected
                 and ch.id not in self._batched)
 
     # -------------------------------------------------------------------- mute
@@ -583,6 +629,7 @@ class Selector:
         for ch in list(self._channels.values()):
             ch.state = ChannelState.LOCAL_CLOSE
             self._close_channel(ch, notify=False, flush=False)
+        self._to_flush = []
         for entry in self._lingering:
             self._end_linger(entry)
         self._lingering = []
@@ -644,6 +691,8 @@ class Selector:
         self._clear()
         now = self.time()
         self._report_deferred(now)
+        if self._to_flush:
+            self._flush_queued(now)
         ready_buffered = [i for i in self._buffered
                           if i not in self._explicitly_muted and i in self._channels]
         if self._immediately_connected or ready_buffered or self._deferred_failures:
@@ -664,9 +713,9 @@ class Selector:
         start_select = _time.perf_counter_ns()
         events = self._sel.select(timeout)
         end_select = _time.perf_counter_ns()
-        self.sensors.select_time.record(end_select - start_select)
-
         now = self.time()
+        self.sensors.select_time.record(end_select - start_select, now)
+
         seen = set()
         work = []
         for key, mask in events:
@@ -711,7 +760,40 @@ class Selector:
         self._maybe_close_idle(now)
         if self._lingering:
             self._expire_lingering(now)
-        self.sensors.io_time.record(_time.perf_counter_ns() - end_select)
+        self.sensors.io_time.record(_time.perf_counter_ns() - end_select, now)
+
+    def _flush_queued(self, now):
+        """Write the sends queued since the last poll (see :meth:`send`)
+        before waiting: the write half of :meth:`_poll_channel`, with the
+        same client re-authentication check, back-pressure and error
+        handling.  Reads stay with the readiness events (one read pass per
+        channel per poll)."""
+        flush, self._to_flush = self._to_flush, []
+        channels = self._channels
+        for ch in flush:
+            id = ch.id
+            if channels.get(id) is not ch or id in self._delayed_ids:
+                continue
+            send_failed = False
+            try:
+                ready = ch.ready()
+                if ready and ch.has_send():
+                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                        ready = ch.ready()
+                        if ready:
+                            self._on_authenticated(ch, True, now)
+                    if ready:
+                        send_failed = True
+                        self._attempt_write(ch, now)
+                        send_failed = False
+                if ready:
+                    self._settle_ready(ch)
+                else:
+                    if ch.mode == "server":
+                        self._update_backlog(ch)
+                    self._sync(ch)
+            except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
+                self._handle_channel_error(ch, exc, send_failed, now)
 
     def _drain_wakeup(self):
         try:
@@ -730,7 +812,9 @@ class Selector:
         id = ch.id
         if id in self._delayed_ids:
             return
-        self._idle_update(id, now)
+        max_idle = self.connections_max_idle_ms
+        if max_idle is not None and max_idle >= 0:
+            self._idle_update(id, now)
         send_failed = False
         try:
             if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
@@ -743,45 +827,79 @@ class Selector:
                 writable = True   # handshake may start writing at once
                 readable = True
 
-            if not ch.ready():
+            # ready() is asked again only after what can change it (prepare,
+            # a client re-authentication beginning): data-phase reads and
+            # writes leave a READY channel READY.
+            ready = ch.ready()
+            if not ready:
                 was_reauth = ch.successful_authentications > 0
                 ch.prepare(now)
-                if ch.ready():
+                ready = ch.ready()
+                if ready:
                     self._on_authenticated(ch, was_reauth, now)
 
-            if ch.ready():
+            if ready:
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
                         and not ch.is_muted() and id not in self._backlogged):
                     self._attempt_read(ch, now)
-                if ch.ready() and ch.has_send():
+                if ch.has_send():
                     # Kafka's attemptWrite: queued requests wait behind a
                     # client re-authentication that begins now ...
-                    if (ch.mode == "client" and ch.maybe_begin_client_reauthentication(now)
-                            and ch.ready()):
-                        # ... unless the whole exchange completed at once
-                        # (the server answered while the authenticator kept
-                        # reading).
-                        self._on_authenticated(ch, True, now)
-                    if ch.ready():
-                        try:
-                            self._attempt_write(ch, now)
-                        except Exception:
-                            send_failed = True
-                            raise
-                elif ch.ready():
-                    # TLS may still hold encrypted bytes of an earlier write
-                    try:
-                        done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
-                    except Exception:
+                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                        ready = ch.ready()
+                        if ready:
+                            # ... unless the whole exchange completed at
+                            # once (the server answered while the
+                            # authenticator kept reading).
+                            self._on_authenticated(ch, True, now)
+                    if ready:
                         send_failed = True
-                        raise
-                    self._record_sends(ch, done, now)
-            if ch.mode == "server":
-                self._update_backlog(ch)
-            self._update_buffered(ch)
-            self._sync(ch)
+                        self._attempt_write(ch, now)
+                        send_failed = False
+                else:
+                    # TLS may still hold encrypted bytes of an earlier write
+                    send_failed = True
+                    done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
+                    send_failed = False
+                    if done:
+                        self._record_sends(ch, done, now)
+            if ready:
+                self._settle_ready(ch)
+            else:
+                if ch.mode == "server":
+                    self._update_backlog(ch)
+                self._update_buffered(ch)
+                self._sync(ch)
         except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
             self._handle_channel_error(ch, exc, send_failed, now)
+
+    def _settle_ready(self, ch):
+        """After serving the open READY channel ``ch``: ``_update_backlog``
+        (server), ``_update_buffered`` and ``_sync`` in one pass, asking the
+        channel each question once; the OS registration is touched only
+        when the wanted events changed."""
+        id = ch.id
+        pending = ch.has_pending_writes()
+        muted = ch.is_muted()
+        backlogged = False
+        if ch.mode == "server":
+            # see _update_backlog
+            if pending:
+                backlogged = True
+                self._backlogged.add(id)
+            elif id in self._backlogged:
+                self._backlogged.discard(id)
+        if (not backlogged and not muted and id not in self._explicitly_muted
+                and ch.has_bytes_buffered()):
+            self._buffered.add(id)
+        else:
+            self._buffered.discard(id)
+        # ch.interest_ops() of a READY channel, less OP_READ when backlogged
+        want = OP_NONE if muted or backlogged else OP_READ
+        if pending:
+            want |= OP_WRITE
+        if self._fd_ops.get(id, OP_NONE) != want:
+            self._sync(ch)
 
     def _on_authenticated(self, ch, was_reauth, now):
         if ch.successful_authentications == 1 and not was_reauth:

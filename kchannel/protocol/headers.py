@@ -48,7 +48,7 @@ _CONTROLLED_SHUTDOWN = 7
 
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class RequestHeader:
     """A parsed request header.  ``client_id`` is ``None`` when the client sent
     a null client id and ``""`` for header v0 (which has none).
@@ -57,12 +57,20 @@ class RequestHeader:
     api_key: int
     api_version: int
     correlation_id: int
-    client_id: str | None = None
-    header_version: int | None = None
+    client_id: str | None
+    header_version: int | None
 
-    def __post_init__(self):
-        if self.header_version is None:
-            self.header_version = request_header_version(self.api_key, self.api_version)
+    # Written out instead of the dataclass __init__ + __post_init__: one call
+    # per request instead of two (one header is built per request on both
+    # sides).  Same fields, defaults, eq and repr.
+    def __init__(self, api_key, api_version, correlation_id, client_id=None,
+                 header_version=None):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.header_version = (request_header_version(api_key, api_version)
+                               if header_version is None else header_version)
 
 
 def request_header_version(api_key, api_version):
@@ -107,7 +115,10 @@ def encode_request_header(header):
 def encode_request(header, body):
     """Header + body bytes (no size prefix).  ``body`` is a dict encoded with the
     API's request schema at ``header.api_version``, or already-encoded bytes."""
-    head = encode_request_header(header)
+    api_key = header.api_key
+    version = header.api_version
+    head = _encode_request_header(api_key, version, header.correlation_id, header.client_id,
+                                  request_header_version(api_key, version))
     if isinstance(body, (bytes, bytearray, memoryview)):
         return head + bytes(body)
     api = API.get(header.api_key)
@@ -158,7 +169,7 @@ def encode_response_header(api_key, api_version, correlation_id):
 def encode_response(api_key, api_version, correlation_id, body):
     """Response header + body bytes (no size prefix).  ``body`` is a dict
     encoded with the API's response schema, or already-encoded bytes."""
-    head = encode_response_header(api_key, api_version, correlation_id)
+    head = _encode_response_header(correlation_id, response_header_version(api_key, api_version))
     if isinstance(body, (bytes, bytearray, memoryview)):
         return head + bytes(body)
     api = API.get(api_key)
@@ -181,7 +192,8 @@ def decode_response(payload, api_key, api_version):
     server that does not know the requested version answers with a v0
     UNSUPPORTED_VERSION response.
     """
-    correlation_id, off = decode_response_header(payload, api_key, api_version)
+    correlation_id, off = _decode_response_header(
+        payload, response_header_version(api_key, api_version))
     api = API.get(api_key)
     if api is None:
         raise UnsupportedVersionError(f"Unsupported API key {api_key}")

@@ -478,7 +478,11 @@ class MessageSpec:
     def encode(self, body, version):
         """Encode ``body`` (a dict) at ``version``.  Raises ValueError for values
         that cannot be represented, UnsupportedVersionError for a bad version."""
-        codec = self._codec(version)
+        # the compiled codec straight from the cache (one call per request
+        # fewer); _codec compiles it and checks the version the first time
+        codec = self._compiled.get(version)
+        if codec is None:
+            codec = self._codec(version)
         if body is None:
             body = {}
         elif not isinstance(body, dict):
@@ -493,7 +497,10 @@ class MessageSpec:
     def decode(self, buf, version, offset=0):
         """Decode one body from ``buf[offset:]``; trailing bytes are ignored,
         as Kafka does.  Raises InvalidRequestError on truncated/invalid data."""
-        return self.decode_from(buf, offset, version)[0]
+        codec = self._compiled.get(version)
+        if codec is None:
+            codec = self._codec(version)
+        return codec.decode(Reader(buf, offset))
 
     def decode_from(self, buf, offset, version):
         """(body dict, offset just past the body)."""
