@@ -296,6 +296,10 @@ class KafkaChannel:
         self._eof = False
         # frames pulled out of the decoder to answer "is a frame complete?"
         self._stash = collections.deque()
+        # An InvalidReceiveError met by decoder.frames() behind complete
+        # frames: raised once those frames (stashed) are handed out, as if
+        # the frames had been taken one at a time.
+        self._invalid = None
         # send queue: deque of [memoryview, size, report, head]; size = frame
         # size reported in completed sends; report=False for authentication
         # frames; head = size prefix still to be written before the
@@ -442,8 +446,10 @@ class KafkaChannel:
         return self.has_complete_frame()
 
     def has_complete_frame(self):
-        """True when a whole frame is already buffered (read ahead)."""
-        if self._stash:
+        """True when a whole frame is already buffered (read ahead), or a
+        bad size prefix found behind frames already handed out waits to be
+        raised."""
+        if self._stash or self._invalid is not None:
             return True
         if self.decoder.buffered < 4:
             return False
@@ -461,6 +467,9 @@ class KafkaChannel:
     def _next_buffered_frame(self):
         if self._stash:
             return self._stash.popleft()
+        if self._invalid is not None:
+            exc, self._invalid = self._invalid, None
+            raise exc
         return self.decoder.next_frame()
 
     def _fill(self, max_bytes):
@@ -469,16 +478,21 @@ class KafkaChannel:
         raised by the caller once buffered frames are drained."""
         total = 0
         t = self.transport
+        decoder = self.decoder
+        receive_into = getattr(t, "receive_into", None)
         read_into = getattr(t, "read_into", None)
         while total < max_bytes and not self._eof:
             try:
-                if read_into is not None:
-                    n = read_into(self.decoder.feed)
+                if receive_into is not None:
+                    # Straight into the decoder's memory (no copy).
+                    n = receive_into(decoder)
+                elif read_into is not None:
+                    n = read_into(decoder.feed)
                 else:
                     data = t.read(min(self.read_chunk, max_bytes - total))
                     n = len(data)
                     if n:
-                        self.decoder.feed(data)
+                        decoder.feed(data)
             except errors.ChannelConnectionError:
                 self._eof = True
                 break
@@ -487,7 +501,7 @@ class KafkaChannel:
             total += n
             # a full decoder frame is enough for this round (fairness); keep
             # reading only while no frame is complete and the peer keeps up
-            if self.decoder.buffered >= 4 and not self.decoder.has_partial():
+            if decoder.buffered >= 4 and not decoder.has_partial():
                 break
         return total
 
@@ -513,16 +527,19 @@ class KafkaChannel:
             if len(frame) > limit:
                 raise errors.InvalidReceiveError(
                     f"Invalid receive (size = {len(frame)} larger than {limit})")
-            return frame
+            return bytes(frame)
         frame = self._next_buffered_frame()
-        if frame is not None:
-            return frame
-        self._fill(self.read_chunk)
-        frame = self._next_buffered_frame()
-        if frame is None and self._eof:
-            raise errors.ChannelConnectionError(
-                f"Connection with {self.socket_description()} closed by peer")
-        return frame
+        if frame is None:
+            self._fill(self.read_chunk)
+            frame = self._next_buffered_frame()
+            if frame is None:
+                if self._eof:
+                    raise errors.ChannelConnectionError(
+                        f"Connection with {self.socket_description()} closed by peer")
+                return None
+        # Authenticators get bytes: their frames are small, parsed by code
+        # that may keep parts of them, and must not pin receive memory.
+        return bytes(frame)
 
     def read(self, max_frames=1, max_bytes=1048576):
         """Data phase read: a list of at most ``max_frames`` complete payloads
@@ -533,23 +550,51 @@ class KafkaChannel:
         """Data phase read: at most ``max_frames`` complete payloads, reading
         at most ``max_bytes`` from the transport (fairness bound).
 
-        Returns ``(frames, bytes_read)``.  Raises ``InvalidReceiveError`` for a
-        bad size prefix and ``ChannelConnectionError`` at EOF once every
-        complete frame has been returned.
+        Returns ``(frames, bytes_read)``; the frames are read-only
+        memoryviews of the decoder's receive memory (never changed
+        afterwards; see ``kchannel.framing``).  Raises
+        ``InvalidReceiveError`` for a bad size prefix (once the frames
+        before it have been returned) and ``ChannelConnectionError`` at EOF
+        once every complete frame has been returned.
         """
         frames = []
         bytes_read = 0
-        while len(frames) < max_frames:
-            frame = self._next_buffered_frame()
-            if frame is None:
-                if bytes_read >= max_bytes or self._eof:
+        stash = self._stash
+        decoder = self.decoder
+        while True:
+            while stash and len(frames) < max_frames:
+                frames.append(stash.popleft())
+            room = max_frames - len(frames)
+            if room <= 0:
+                break
+            if self._invalid is not None:
+                if frames:
                     break
-                n = self._fill(max_bytes - bytes_read)
-                bytes_read += n
-                if n == 0:
+                exc, self._invalid = self._invalid, None
+                raise exc
+            # Every complete frame at once (one C loop in the compiled
+            # decoder); what exceeds max_frames waits in the stash.
+            try:
+                got = decoder.frames()
+            except errors.InvalidReceiveError as exc:
+                got = exc.frames
+                exc.frames = []
+                if not got and not frames:
+                    raise
+                self._invalid = exc
+            if got:
+                if len(got) > room:
+                    frames.extend(got[:room])
+                    stash.extend(got[room:])
                     break
+                frames.extend(got)
                 continue
-            frames.append(frame)
+            if bytes_read >= max_bytes or self._eof or self._invalid is not None:
+                break
+            n = self._fill(max_bytes - bytes_read)
+            bytes_read += n
+            if n == 0:
+                break
         if not frames and self._eof:
             raise errors.ChannelConnectionError(
                 f"Connection with {self.socket_description()} closed by peer")
@@ -895,6 +940,7 @@ class KafkaChannel:
         # socket.request.max.bytes after) and responses the peer never read.
         self.decoder = FrameDecoder(self.decoder.max_size)
         self._stash.clear()
+        self._invalid = None
         self._sends.clear()
         try:
             if linger:
