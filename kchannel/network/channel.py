@@ -472,10 +472,12 @@ class KafkaChannel:
             raise exc
         return self.decoder.next_frame()
 
-    def _fill(self, max_bytes):
+    def _fill(self, max_bytes, once=False):
         """Read up to about ``max_bytes`` from the transport into the decoder.
         Returns the number of bytes read.  EOF is remembered (``_eof``) and
-        raised by the caller once buffered frames are drained."""
+        raised by the caller once buffered frames are drained.  ``once``: a
+        single transport read (``read_frames`` takes the frames out between
+        reads, so complete frames are never carried into a new chunk)."""
         total = 0
         t = self.transport
         decoder = self.decoder
@@ -499,6 +501,8 @@ class KafkaChannel:
             if not n:
                 break
             total += n
+            if once:
+                break
             # a full decoder frame is enough for this round (fairness); keep
             # reading only while no frame is complete and the peer keeps up
             if decoder.buffered >= 4 and not decoder.has_partial():
@@ -591,7 +595,7 @@ class KafkaChannel:
                 continue
             if bytes_read >= max_bytes or self._eof or self._invalid is not None:
                 break
-            n = self._fill(max_bytes - bytes_read)
+            n = self._fill(max_bytes - bytes_read, True)
             bytes_read += n
             if n == 0:
                 break
