@@ -184,7 +184,7 @@ class TlsPump(Protocol):
     ``SSLObject`` (theory of operation: kchannel.network._tlspump_py)."""
 
     def __init__(self, sock: Any, ssl_object: Any, incoming: Any, outgoing: Any,
-                 net_buffer_size: int = 131072, app_buffer_size: int = 262144,
+                 net_buffer_size: int = 262144, app_buffer_size: int = 262144,
                  write_chunk: int = 131072) -> None: ...
 
     def pending_writes(self) -> int:
@@ -242,7 +242,7 @@ class TlsPump(Protocol):
 class TlsPumpModule(Protocol):
     OP_READ: int = 1
     OP_WRITE: int = 2
-    DEFAULT_NET_BUFFER_SIZE: int = 131072
+    DEFAULT_NET_BUFFER_SIZE: int = 262144
     DEFAULT_APP_BUFFER_SIZE: int = 262144
     DEFAULT_WRITE_CHUNK: int = 131072
     TlsPump: type[TlsPump]

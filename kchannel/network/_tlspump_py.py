@@ -42,7 +42,7 @@ Theory of operation
   traffic would pay a syscall and two exceptions per read for nothing.
 * Why batch: AES-GCM runs at GB/s, but each Python-level call (a recv, a BIO
   write, an SSLObject.read, an allocation) costs about as much as encrypting
-  a few KiB.  So: one recv of up to 128 KiB rather than per-record reads;
+  a few KiB.  So: one recv of up to 256 KiB rather than per-record reads;
   ``SSLObject.read`` into a preallocated buffer (``read(n)`` without a buffer
   would allocate ``n`` bytes and shrink them to one 16 KiB record each time);
   one ``SSLObject.write`` for up to 128 KiB of plaintext (OpenSSL cuts it into
@@ -88,7 +88,7 @@ import threading
 OP_READ = 1
 OP_WRITE = 2
 
-DEFAULT_NET_BUFFER_SIZE = 128 * 1024
+DEFAULT_NET_BUFFER_SIZE = 256 * 1024
 DEFAULT_APP_BUFFER_SIZE = 256 * 1024
 DEFAULT_WRITE_CHUNK = 128 * 1024
 

@@ -46,6 +46,13 @@ COALESCE_MAX = 262144
 # GATHER_MAX_BUFFERS buffers.  Smaller frames are still joined (a copy of a
 # few KiB costs less than an extra buffer in the list).
 SEPARATE_FROM = 8192
+# Over other transports (TLS: an SSLObject encrypts contiguous data), a
+# ``bytes`` payload of at least SEPARATE_FROM_UNGATHERED bytes is queued the
+# same way; its size prefix is written joined to the first HEAD_JOIN bytes of
+# the payload (one copy of that much instead of the whole payload) and the
+# rest of the payload as it is.
+SEPARATE_FROM_UNGATHERED = 131072
+HEAD_JOIN = 16380
 GATHER_MAX = 1048576
 GATHER_MAX_BUFFERS = 128
 _SIZE = struct.Struct(">i")
@@ -647,8 +654,9 @@ class KafkaChannel:
 
         A large ``bytes`` payload (immutable, so it can be kept as it is) is
         not copied into a frame when the transport writes buffer lists."""
-        if (not already_framed and self._write_vectored is not None
-                and type(payload) is bytes and SEPARATE_FROM <= len(payload) <= _MAX_PAYLOAD):
+        if (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
+                and len(payload) >= (SEPARATE_FROM if self._write_vectored is not None
+                                     else SEPARATE_FROM_UNGATHERED)):
             n = len(payload)
             self._sends.append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
             return
@@ -705,6 +713,13 @@ class KafkaChannel:
                 # frames joined.
                 bufs, total = self._gather()
                 n = writev(bufs) if len(bufs) > 1 else t.write(bufs[0])
+            elif entry[3] is not None:
+                # A separately queued large payload over a transport without
+                # gather writes: its size prefix joined to the payload's
+                # first bytes (one TLS record), the rest next time round.
+                data = b"".join((entry[3], mv[:HEAD_JOIN]))
+                total = len(data)
+                n = t.write(data)
             elif len(mv) < COALESCE_BELOW and len(sends) > 1:
                 # Coalesce queued frames into one write: a syscall (and for
                 # TLS an SSL write and a flush) costs far more than copying
@@ -712,7 +727,8 @@ class KafkaChannel:
                 parts = []
                 total = 0
                 for e in sends:
-                    if total + len(e[0]) > COALESCE_MAX and parts:
+                    if (total + len(e[0]) > COALESCE_MAX and parts) or e[3] is not None:
+                        # (a separately queued payload goes with its prefix)
                         break
                     parts.append(e[0])
                     total += len(e[0])
