@@ -105,6 +105,17 @@ def encode_frames(payloads):
     return out
 
 
+# Freed chunks of exactly _MAX_CHUNK bytes are kept for reuse, up to
+# _POOL_MAX of them per process (at most 2 MiB): a bulk receiver goes
+# through one such chunk per 256 KiB, and handing each back to malloc makes
+# glibc return it to the kernel (it is above the mmap / trim thresholds), so
+# the next one costs 64 page faults.  Only touched with the GIL held
+# (__cinit__ / __dealloc__), so no lock.
+DEF _POOL_MAX = 8
+cdef unsigned char *_pool[_POOL_MAX]
+cdef int _pool_n = 0
+
+
 cdef class _Chunk:
     """Receive memory: ``cap`` malloc'ed bytes that live as long as the
     decoder or any memoryview handed out of them.
@@ -112,19 +123,34 @@ cdef class _Chunk:
     The buffer protocol exports it read-only only (a writable request raises
     BufferError): consumers, and anyone reaching it through a slice's
     ``.obj``, can never write into it.  Only the decoder writes, through raw
-    pointers or a ``_Region`` of its not-yet-handed-out part.
+    pointers or a ``_Region`` of its not-yet-handed-out part.  (Bytes of it
+    not written by this connection yet are whatever malloc or the pool held
+    before, as with any malloc'ed memory; no frame ever covers them.)
     """
     cdef unsigned char *buf
     cdef Py_ssize_t cap
 
     def __cinit__(self, Py_ssize_t cap):
-        self.buf = <unsigned char *>PyMem_Malloc(cap if cap > 0 else 1)
-        if self.buf == NULL:
-            raise MemoryError()
+        global _pool_n
+        if cap == _MAX_CHUNK and _pool_n > 0:
+            _pool_n -= 1
+            self.buf = _pool[_pool_n]
+        else:
+            self.buf = <unsigned char *>PyMem_Malloc(cap if cap > 0 else 1)
+            if self.buf == NULL:
+                raise MemoryError()
         self.cap = cap
 
     def __dealloc__(self):
-        PyMem_Free(self.buf)
+        global _pool_n
+        if self.buf == NULL:
+            return
+        if self.cap == _MAX_CHUNK and _pool_n < _POOL_MAX:
+            _pool[_pool_n] = self.buf
+            _pool_n += 1
+        else:
+            PyMem_Free(self.buf)
+        self.buf = NULL
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         PyBuffer_FillInfo(view, self, self.buf, self.cap, 1, flags)
