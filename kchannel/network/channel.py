@@ -13,6 +13,12 @@ The channel owns the connection's single :class:`FrameDecoder`; the
 authenticator reads frames through :class:`AuthIO` from that same decoder, so
 anything the peer pipelined behind its last authentication frame is still
 there for the data phase.
+
+Receives: the transport reads straight into the decoder's memory
+(``transport.receive_into(decoder)``: plaintext ``recv_into``, TLS
+``SSLObject.read`` into it) and data-phase frames are handed out as
+read-only memoryviews of that memory (see ``kchannel._framing_py`` for who
+owns what); the authenticator's reads get ``bytes``.
 """
 import collections
 import enum

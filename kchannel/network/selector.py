@@ -59,7 +59,11 @@ deviation keeps what the rule is for:
   connection closed for a bad request still gets the responses to the
   requests before it first (:meth:`Selector.write_queued`).
 
-Results: ``completed_receives`` (list of ``(id, payload)``),
+Results: ``completed_receives`` (list of ``(id, payload)``; each payload is
+a read-only memoryview of the connection's receive memory, received there
+without copies and never changed afterwards -- ``bytes(payload)`` to keep a
+small one for long without keeping its receive chunk, see
+``kchannel.framing``),
 ``completed_sends`` (list of ``(id, size)``), ``connected`` (ids),
 ``disconnected`` (dict id -> :class:`ChannelState`; failures carry the
 exception).  A failure on one channel closes only that channel, is logged once
