@@ -79,6 +79,10 @@ _DIRECT_MIN = 32768
 # Chunks this small come from malloc's heap, so allocating per receive is
 # cheap.
 _RELEASE_AT_MOST = 16384
+# After a large frame, receives into the chunk are offered at most this much
+# until the next size prefix is seen: if that frame is large too, only what
+# arrived with its prefix is copied into its own buffer.
+_AFTER_BIG_REGION = 16384
 
 
 def encode_frame(payload):
@@ -122,7 +126,7 @@ class FrameDecoder:
     """
 
     __slots__ = ("_chunk", "_view", "_shared", "_start", "_end", "_need", "_max_size",
-                 "_big", "_big_fill", "_wview", "_wbig", "_wsize", "_hint")
+                 "_big", "_big_fill", "_wview", "_wbig", "_wsize", "_hint", "_after_big")
 
     def __init__(self, max_size=DEFAULT_MAX_SIZE):
         self._chunk = None      # bytearray receiving small frames, or None
@@ -137,6 +141,7 @@ class FrameDecoder:
         self._wbig = False      # ... and whether it points into _big
         self._wsize = 0         # ... and its length
         self._hint = _FIRST_CAP  # size of the next chunk
+        self._after_big = False  # the last frame set up was large
         self.max_size = max_size
 
     @property
@@ -254,6 +259,7 @@ class FrameDecoder:
         big[:have] = memoryview(self._chunk)[start:self._end]
         self._big = big
         self._big_fill = have
+        self._after_big = True
         self._start = self._end
         self._emptied()
 
@@ -280,7 +286,11 @@ class FrameDecoder:
                         return self.writable()
             self._room()
             self._wbig = False
-            view = memoryview(self._chunk)[self._end:]
+            end = self._end
+            if self._after_big and len(self._chunk) - end > _AFTER_BIG_REGION:
+                view = memoryview(self._chunk)[end:end + _AFTER_BIG_REGION]
+            else:
+                view = memoryview(self._chunk)[end:]
         self._wsize = len(view)
         self._wview = view
         return view
@@ -356,6 +366,7 @@ class FrameDecoder:
         if view is None:
             view = self._view = memoryview(self._chunk).toreadonly()
         self._shared = True
+        self._after_big = False
         return view
 
     def next_frame(self):

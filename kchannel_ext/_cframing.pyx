@@ -29,6 +29,7 @@ cdef Py_ssize_t _MAX_CHUNK = 262144
 cdef Py_ssize_t _MIN_REGION = 4096
 cdef long long _DIRECT_MIN = 32768
 cdef Py_ssize_t _RELEASE_AT_MOST = 16384
+cdef Py_ssize_t _AFTER_BIG_REGION = 16384
 
 
 cdef inline long long _read_size(const unsigned char *p) noexcept nogil:
@@ -204,6 +205,7 @@ cdef class FrameDecoder:
     cdef bint _wbig             # ... and whether it points into _big
     cdef Py_ssize_t _wsize      # ... and its length
     cdef Py_ssize_t _hint       # size of the next chunk (adapts to receive sizes)
+    cdef bint _after_big        # the last frame set up was large (see _region)
 
     def __cinit__(self, *args, **kwargs):
         self._chunk = None
@@ -221,6 +223,7 @@ cdef class FrameDecoder:
         self._wbig = False
         self._wsize = 0
         self._hint = _FIRST_CAP
+        self._after_big = False
 
     def __init__(self, max_size=DEFAULT_MAX_SIZE):
         self.max_size = max_size
@@ -344,6 +347,7 @@ cdef class FrameDecoder:
         memcpy(big.buf, self._buf + self._start + 4, have)
         self._big = big
         self._big_fill = have
+        self._after_big = True
         self._start = self._end
         self._emptied()
         return 0
@@ -373,6 +377,11 @@ cdef class FrameDecoder:
         self._room()
         self._wbig = False
         ptr[0] = self._buf + self._end
+        if self._after_big and self._cap - self._end > _AFTER_BIG_REGION:
+            # After a large frame, receive little into the chunk until the
+            # next size prefix is seen: if that frame is large too, only
+            # what arrived with its prefix is copied into its own buffer.
+            return _AFTER_BIG_REGION
         return self._cap - self._end
 
     cdef int _commit(self, Py_ssize_t n) except -1:
@@ -479,6 +488,7 @@ cdef class FrameDecoder:
         if self._view is None:
             self._view = memoryview(self._chunk)
         self._shared = True
+        self._after_big = False
         return self._view[pos:pos + n]
 
     def next_frame(self):

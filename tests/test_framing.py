@@ -761,3 +761,25 @@ def test_kept_views_survive_chunk_turnover_and_reuse(impl):
         for (r, i), f in kept.items():
             assert f == bytes([(r * 31 + i) % 256]) * 16384
     assert d.buffered == 0
+
+
+def test_after_a_large_frame_little_is_received_before_the_next_prefix(impl):
+    """Back-to-back large frames: what lands in the chunk before the next
+    prefix is seen (and is then copied into that frame's own buffer) stays
+    small; small frames after a large one get full regions again."""
+    fr = impl.framing
+    big = b"B" * 500000
+    d = fr.FrameDecoder()
+    receive(d, fr.encode_frame(big)[:1000])
+    assert d.frames() == []
+    region = d.writable()
+    region[:] = fr.encode_frame(big)[1000:]
+    d.commit(len(region))
+    assert len(d.writable()) <= 16384
+    d.commit(0)
+    receive(d, fr.encode_frames([big, b"s" * 10, b"t" * 10]))
+    assert d.frames() == [big, big, b"s" * 10, b"t" * 10]
+    receive(d, fr.encode_frame(b"u" * 10))
+    assert d.frames() == [b"u" * 10]
+    assert len(d.writable()) > 16384 or d.buffered == 0
+    d.commit(0)
