@@ -46,16 +46,27 @@ class FrameDecoder(Protocol):
     def has_partial(self) -> bool:
         """True when the buffer ends with an incomplete frame."""
 
+    def writable(self) -> memoryview:
+        """Writable view of where the next received bytes go (never a byte
+        of a handed-out frame; a large frame's own buffer once its prefix is
+        validated); valid until ``commit``."""
+
+    def commit(self, n: int) -> None:
+        """``n`` bytes were written at the start of the last ``writable()``
+        view, which is released; ValueError outside it."""
+
     def feed(self, data: bytes) -> None:
-        """Append received bytes (any bytes-like object)."""
+        """Append received bytes (any bytes-like object); copies them."""
 
-    def next_frame(self) -> Optional[bytes]:
-        """The next complete payload, or None; InvalidReceiveError on a bad
-        size prefix."""
+    def next_frame(self) -> Optional[memoryview]:
+        """The next complete payload as a read-only memoryview of the
+        decoder's memory (never changed afterwards), or None;
+        InvalidReceiveError on a bad size prefix."""
 
-    def frames(self) -> List[bytes]:
-        """Drain every complete payload; on a bad size prefix the frames
-        before it ride on the InvalidReceiveError as ``.frames``."""
+    def frames(self) -> List[memoryview]:
+        """Drain every complete payload (read-only memoryviews); on a bad
+        size prefix the frames before it ride on the InvalidReceiveError as
+        ``.frames``."""
 
 
 class FramingModule(Protocol):
@@ -173,7 +184,7 @@ class TlsPump(Protocol):
     ``SSLObject`` (theory of operation: kchannel.network._tlspump_py)."""
 
     def __init__(self, sock: Any, ssl_object: Any, incoming: Any, outgoing: Any,
-                 net_buffer_size: int = 131072, app_buffer_size: int = 262144,
+                 net_buffer_size: int = 262144, app_buffer_size: int = 262144,
                  write_chunk: int = 131072) -> None: ...
 
     def pending_writes(self) -> int:
@@ -190,6 +201,10 @@ class TlsPump(Protocol):
 
     def read_into(self, sink: Callable[[memoryview], Any], max_bytes: int = 0) -> int:
         """Decrypt what is available into ``sink``; EOFError at the end."""
+
+    def read_into_decoder(self, decoder: Any, max_bytes: int = 0) -> int:
+        """Like read_into, decrypting straight into ``decoder.writable()``
+        regions (each committed, even when an error ends the call)."""
 
     def recv(self, max_bytes: int) -> bytes:
         """Like read_into, returning bytes (b"" if nothing now)."""
@@ -227,7 +242,7 @@ class TlsPump(Protocol):
 class TlsPumpModule(Protocol):
     OP_READ: int = 1
     OP_WRITE: int = 2
-    DEFAULT_NET_BUFFER_SIZE: int = 131072
+    DEFAULT_NET_BUFFER_SIZE: int = 262144
     DEFAULT_APP_BUFFER_SIZE: int = 262144
     DEFAULT_WRITE_CHUNK: int = 131072
     TlsPump: type[TlsPump]

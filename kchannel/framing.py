@@ -5,8 +5,10 @@ Re-exports either the compiled ``kchannel._cframing`` or the pure-Python
 
 * ``encode_frame(payload) -> bytes``: 4-byte signed big-endian size + payload;
 * ``encode_frames(payloads) -> bytes``: several frames concatenated;
-* ``FrameDecoder(max_size=104857600)`` with ``feed(data)``,
-  ``next_frame() -> bytes | None``, ``frames() -> list[bytes]``,
+* ``FrameDecoder(max_size=104857600)`` with ``writable()`` + ``commit(n)``
+  (receive straight into it) or ``feed(data)`` (copy),
+  ``next_frame() -> memoryview | None``, ``frames() -> list[memoryview]``
+  (read-only views of the decoder's memory, never changed afterwards),
   ``max_size`` (read/write), ``buffered`` and ``has_partial()``.
 
 Invalid size prefixes raise ``kchannel.errors.InvalidReceiveError`` with

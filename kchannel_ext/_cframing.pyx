@@ -2,20 +2,17 @@
 # cython: initializedcheck=False, infer_types=True
 """Kafka size-prefixed framing, compiled twin of ``kchannel._framing_py``.
 
-Same interface and behaviour as the pure-Python module (see its docstring);
-the differences are internal: received bytes live in one malloc'ed buffer with
-start/end offsets, and ``frames()`` walks it in a C loop, creating one
-``bytes`` object per payload and nothing else.
-
-Large frames (``_DIRECT_MIN`` and up) skip the buffer: once their size prefix
-is accepted, the result ``bytes`` object is allocated at its final size (as
-Kafka's NetworkReceive allocates its payload buffer) and received bytes are
-copied straight into it, so each payload byte is copied once instead of twice.
-The object is private to the decoder until it is returned complete.
+Same interface and behaviour as the pure-Python module, whose docstring
+holds the theory of operation: the transport receives straight into the
+decoder's memory (``writable()`` / ``commit(n)``) and complete frames are
+handed out as read-only memoryview slices of it, never copied.  The
+differences are internal: chunks are ``_Chunk`` objects (malloc'ed memory
+that exports itself read-only only), ``frames()`` walks a chunk in a C loop,
+and ``feed()`` copies with memcpy.
 """
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memcpy, memmove
 
 from kchannel.errors import InvalidReceiveError
@@ -26,22 +23,13 @@ __all__ = ["DEFAULT_MAX_SIZE", "encode_frame", "encode_frames", "FrameDecoder"]
 DEFAULT_MAX_SIZE = 104857600
 
 cdef Py_ssize_t _MAX_PAYLOAD = 0x7FFFFFFF
-# What an emptied buffer shrinks back to once it has grown past
-# _SHRINK_ABOVE (one large frame must not pin its memory for the life of the
-# connection).
-cdef Py_ssize_t _INITIAL_CAP = 65536
-# The first allocation: what the first feed needs, at least _FIRST_CAP.  A
-# connection that sent a few bytes (thousands of them, from a peer that never
-# authenticates) holds a few KiB, not _INITIAL_CAP.
+# Chunk sizes: see the pure twin (same constants, same meaning).
 cdef Py_ssize_t _FIRST_CAP = 4096
-cdef Py_ssize_t _SHRINK_ABOVE = 1048576
+cdef Py_ssize_t _MAX_CHUNK = 262144
+cdef Py_ssize_t _MIN_REGION = 4096
 cdef long long _DIRECT_MIN = 32768
-# An emptied buffer no larger than this is freed (the next feed allocates
-# again): an idle connection between requests, thousands of them on a server
-# or a client, holds no receive buffer.  Buffers this small come from
-# malloc's heap, so freeing and allocating again per receive is cheap; larger
-# ones (mmap'ed) are kept, as freeing them would cost page faults per receive.
 cdef Py_ssize_t _RELEASE_AT_MOST = 16384
+cdef Py_ssize_t _AFTER_BIG_REGION = 16384
 
 
 cdef inline long long _read_size(const unsigned char *p) noexcept nogil:
@@ -118,42 +106,127 @@ def encode_frames(payloads):
     return out
 
 
+# Freed chunks of exactly _MAX_CHUNK bytes are kept for reuse, up to
+# _POOL_MAX of them per process (at most 2 MiB): a bulk receiver goes
+# through one such chunk per 256 KiB, and handing each back to malloc makes
+# glibc return it to the kernel (it is above the mmap / trim thresholds), so
+# the next one costs 64 page faults.  Only touched with the GIL held
+# (__cinit__ / __dealloc__), so no lock.
+DEF _POOL_MAX = 8
+cdef unsigned char *_pool[_POOL_MAX]
+cdef int _pool_n = 0
+
+
+cdef class _Chunk:
+    """Receive memory: ``cap`` malloc'ed bytes that live as long as the
+    decoder or any memoryview handed out of them.
+
+    The buffer protocol exports it read-only only (a writable request raises
+    BufferError): consumers, and anyone reaching it through a slice's
+    ``.obj``, can never write into it.  Only the decoder writes, through raw
+    pointers or a ``_Region`` of its not-yet-handed-out part.  (Bytes of it
+    not written by this connection yet are whatever malloc or the pool held
+    before, as with any malloc'ed memory; no frame ever covers them.)
+    """
+    cdef unsigned char *buf
+    cdef Py_ssize_t cap
+
+    def __cinit__(self, Py_ssize_t cap):
+        global _pool_n
+        if cap == _MAX_CHUNK and _pool_n > 0:
+            _pool_n -= 1
+            self.buf = _pool[_pool_n]
+        else:
+            self.buf = <unsigned char *>PyMem_Malloc(cap if cap > 0 else 1)
+            if self.buf == NULL:
+                raise MemoryError()
+        self.cap = cap
+
+    def __dealloc__(self):
+        global _pool_n
+        if self.buf == NULL:
+            return
+        if self.cap == _MAX_CHUNK and _pool_n < _POOL_MAX:
+            _pool[_pool_n] = self.buf
+            _pool_n += 1
+        else:
+            PyMem_Free(self.buf)
+        self.buf = NULL
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, self.buf, self.cap, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+
+cdef class _Region:
+    """The writable window of a chunk given to the transport by
+    ``FrameDecoder.writable()``: bytes no frame has been handed out of.  It
+    keeps its chunk alive; the decoder releases the memoryview over it at
+    ``commit()`` so it cannot be written through afterwards."""
+    cdef _Chunk chunk
+    cdef Py_ssize_t off
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, self.chunk.buf + self.off, self.size, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+
 cdef class FrameDecoder:
     """Incremental decoder of Kafka size-prefixed frames.
 
     ``max_size`` may be changed at any time (SASL lowers it before
     authentication and restores it afterwards).  It applies to every frame
     whose size prefix has not been validated yet; a frame whose prefix was
-    already accepted by an earlier ``next_frame()`` / ``frames()`` call keeps
-    being received, as Kafka's ``NetworkReceive`` keeps its size once read.
+    already accepted keeps being received, as Kafka's ``NetworkReceive``
+    keeps its size once read.
+
+    Frames come out as read-only memoryviews that share the decoder's
+    receive memory and never change afterwards (see the pure twin).
     """
 
-    cdef unsigned char *_buf
-    cdef Py_ssize_t _cap
-    cdef Py_ssize_t _start      # first unconsumed byte
-    cdef Py_ssize_t _end        # one past the last received byte
+    cdef _Chunk _chunk          # small-frame chunk being received into, or None
+    cdef unsigned char *_buf    # _chunk.buf, or NULL
+    cdef Py_ssize_t _cap        # _chunk.cap, or 0
+    cdef object _view           # read-only memoryview of _chunk (slices' base), or None
+    cdef bint _shared           # a slice of _chunk was handed out: bytes before
+                                # _end may be in consumers' hands, never move them
+    cdef Py_ssize_t _start      # first unconsumed byte of _chunk
+    cdef Py_ssize_t _end        # one past the last received byte of _chunk
     cdef long long _need        # validated payload size of the head frame, or -1
     cdef long long _max_size
-    cdef object _big           # large head frame being filled in place, or None
+    cdef _Chunk _big            # large head frame being received in place, or None
     cdef Py_ssize_t _big_fill   # payload bytes of _big received so far
+    cdef object _wview          # memoryview given out by writable(), until commit
+    cdef bint _wbig             # ... and whether it points into _big
+    cdef Py_ssize_t _wsize      # ... and its length
+    cdef Py_ssize_t _hint       # size of the next chunk (adapts to receive sizes)
+    cdef bint _after_big        # the last frame set up was large (see _region)
 
     def __cinit__(self, *args, **kwargs):
-        self._big = None
-        self._big_fill = 0
+        self._chunk = None
         self._buf = NULL
         self._cap = 0
+        self._view = None
+        self._shared = False
         self._start = 0
         self._end = 0
         self._need = -1
         self._max_size = DEFAULT_MAX_SIZE
+        self._big = None
+        self._big_fill = 0
+        self._wview = None
+        self._wbig = False
+        self._wsize = 0
+        self._hint = _FIRST_CAP
+        self._after_big = False
 
     def __init__(self, max_size=DEFAULT_MAX_SIZE):
         self.max_size = max_size
-
-    def __dealloc__(self):
-        if self._buf != NULL:
-            PyMem_Free(self._buf)
-            self._buf = NULL
 
     @property
     def max_size(self):
@@ -197,55 +270,173 @@ cdef class FrameDecoder:
             need = -1
         return False
 
-    cdef int _reserve(self, Py_ssize_t extra) except -1:
-        """Make room for ``extra`` more bytes after ``_end``."""
-        cdef Py_ssize_t live = self._end - self._start
-        cdef Py_ssize_t cap
-        cdef unsigned char *nbuf
-        if self._end + extra <= self._cap:
-            return 0
-        # Slide the live bytes to the front when that frees enough room and
-        # moves no more than was consumed (keeps copying amortised O(1)).
-        if self._start > 0 and live + extra <= self._cap and self._start >= live:
-            memmove(self._buf, self._buf + self._start, live)
-            self._start = 0
-            self._end = live
-            return 0
-        cap = self._cap * 2 if self._cap else _FIRST_CAP
-        if cap < live + extra:
-            cap = live + extra
-        if self._start > 0:
-            memmove(self._buf, self._buf + self._start, live)
-            self._start = 0
-            self._end = live
-        nbuf = <unsigned char *>PyMem_Realloc(self._buf, cap)
-        if nbuf == NULL:
-            raise MemoryError()
-        self._buf = nbuf
-        self._cap = cap
-        return 0
-
-    cdef void _reset_if_empty(self) noexcept:
-        cdef unsigned char *nbuf
-        if self._start != self._end:
-            return
+    # -- chunk management ---------------------------------------------------
+    cdef void _drop_chunk(self) noexcept:
+        # Forget the chunk: slices handed out keep it alive (it is freed
+        # with the last of them); the decoder never touches it again.
+        self._chunk = None
+        self._buf = NULL
+        self._cap = 0
+        self._view = None
+        self._shared = False
         self._start = 0
         self._end = 0
-        if self._cap > _SHRINK_ABOVE:
-            nbuf = <unsigned char *>PyMem_Realloc(self._buf, _INITIAL_CAP)
-            if nbuf != NULL:
-                self._buf = nbuf
-                self._cap = _INITIAL_CAP
+
+    cdef int _new_chunk(self, Py_ssize_t size) except -1:
+        """Move the unconsumed bytes (an incomplete tail frame, never a
+        handed-out one) to a fresh chunk of at least ``size`` bytes."""
+        cdef Py_ssize_t live = self._end - self._start
+        cdef _Chunk c
+        if size < self._hint:
+            size = self._hint
+        c = _Chunk(size)
+        if live:
+            memcpy(c.buf, self._buf + self._start, live)
+        self._drop_chunk()
+        self._chunk = c
+        self._buf = c.buf
+        self._cap = size
+        self._end = live
+        return 0
+
+    cdef void _emptied(self) noexcept:
+        """The chunk holds no unconsumed byte: free it if small (an idle
+        connection holds no receive memory), else keep receiving into it."""
+        if self._chunk is None or self._start != self._end:
+            return
+        if (self._cap <= _RELEASE_AT_MOST or self._hint <= _RELEASE_AT_MOST
+                or (self._shared and self._cap - self._end < _MIN_REGION)):
+            self._drop_chunk()
+        elif not self._shared:
+            # Nothing of it was handed out: reuse it from the front.
+            self._start = 0
+            self._end = 0
+
+    cdef int _room(self) except -1:
+        """Make sure the chunk has room after ``_end`` worth a receive, and
+        room for all of a validated small head frame (a frame is handed out
+        as one slice, so it must be contiguous)."""
+        cdef Py_ssize_t live = self._end - self._start
+        cdef Py_ssize_t want = live + _MIN_REGION
+        cdef long long need = self._need
+        if need >= 0 and 4 + <Py_ssize_t>need > want:
+            want = 4 + <Py_ssize_t>need
+        if self._chunk is None:
+            return self._new_chunk(want)
+        if need >= 0:
+            if self._start + 4 + <Py_ssize_t>need <= self._cap and self._end < self._cap:
+                return 0
+        elif self._cap - self._end >= _MIN_REGION:
+            return 0
+        if not self._shared and self._cap >= want:
+            # No byte of this chunk was handed out, so moving the tail to
+            # the front changes nothing anyone can see.
+            memmove(self._buf, self._buf + self._start, live)
+            self._start = 0
+            self._end = live
+            return 0
+        # Slices of this chunk may be alive: never write where they point.
+        # The tail (an incomplete frame) is copied to a fresh chunk.
+        return self._new_chunk(want)
+
+    cdef int _start_big(self, long long need) except -1:
+        """The head frame is large and incomplete: receive it into its own
+        buffer of exactly its size (Kafka's NetworkReceive)."""
+        cdef Py_ssize_t have = self._end - self._start - 4
+        cdef _Chunk big = _Chunk(<Py_ssize_t>need)
+        memcpy(big.buf, self._buf + self._start + 4, have)
+        self._big = big
+        self._big_fill = have
+        self._after_big = True
+        self._start = self._end
+        self._emptied()
+        return 0
+
+    cdef Py_ssize_t _region(self, unsigned char **ptr) except -1:
+        """Where the next received bytes go: sets ``ptr``, returns the size
+        (> 0).  Never a byte of a handed-out frame."""
+        cdef long long size
+        if self._wview is not None:
+            self._commit(0)
+        if self._big is not None and self._big_fill < self._need:
+            self._wbig = True
+            ptr[0] = self._big.buf + self._big_fill
+            return <Py_ssize_t>self._need - self._big_fill
+        if self._need < 0 and self._big is None and self._end - self._start >= 4:
+            # Peek at the head frame's size so that a large frame is
+            # received into its own buffer before more of it lands in the
+            # chunk.  An invalid size is left for frames() to raise.
+            size = _read_size(self._buf + self._start)
+            if 0 <= size <= self._max_size:
+                self._need = size
+                if size >= _DIRECT_MIN and self._end - self._start - 4 < size:
+                    self._start_big(size)
+                    self._wbig = True
+                    ptr[0] = self._big.buf + self._big_fill
+                    return <Py_ssize_t>size - self._big_fill
+        self._room()
+        self._wbig = False
+        ptr[0] = self._buf + self._end
+        if self._after_big and self._cap - self._end > _AFTER_BIG_REGION:
+            # After a large frame, receive little into the chunk until the
+            # next size prefix is seen: if that frame is large too, only
+            # what arrived with its prefix is copied into its own buffer.
+            return _AFTER_BIG_REGION
+        return self._cap - self._end
+
+    cdef int _commit(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t size = self._wsize
+        if self._wview is not None:
+            # The transport may not keep writing through it.
+            self._wview.release()
+            self._wview = None
+        if n < 0 or n > size:
+            raise ValueError(f"commit({n}) outside the writable region of {size} bytes")
+        if size == 0:
+            return 0
+        self._wsize = 0
+        if self._wbig:
+            self._big_fill += n
+        else:
+            self._end += n
+        # The next chunk's size follows the receive sizes: doubling while
+        # receives fill what they are offered, decaying when they do not.
+        if n >= size:
+            self._hint = 2 * (size if size > self._hint else self._hint)
+        else:
+            self._hint = (self._hint + 2 * n) // 2
+        if self._hint > _MAX_CHUNK:
+            self._hint = _MAX_CHUNK
+        elif self._hint < _FIRST_CAP:
+            self._hint = _FIRST_CAP
+        return 0
+
+    def writable(self):
+        """A writable memoryview of where the next received bytes go
+        (``sock.recv_into`` / ``SSLObject.read`` into it), then
+        ``commit(n)``.  Valid only until ``commit``; never empty."""
+        cdef unsigned char *ptr
+        cdef Py_ssize_t size = self._region(&ptr)
+        cdef _Region r = _Region.__new__(_Region)
+        if self._wbig:
+            r.chunk = self._big
+            r.off = ptr - self._big.buf
+        else:
+            r.chunk = self._chunk
+            r.off = ptr - self._buf
+        r.size = size
+        self._wsize = size
+        self._wview = memoryview(r)
+        return self._wview
+
+    def commit(self, n):
+        """``n`` bytes were written at the start of the last ``writable()``
+        view; that view is released."""
+        self._commit(n)
 
     def feed(self, data):
-        """Append received bytes (any bytes-like object)."""
+        """Append received bytes (any bytes-like object); copies them."""
         cdef Py_buffer view
-        cdef const unsigned char *src
-        cdef Py_ssize_t n
-        self._reset_if_empty()
-        if type(data) is bytes:
-            self._append(<const unsigned char *>PyBytes_AS_STRING(data), len(<bytes>data))
-            return
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             self._append(<const unsigned char *>view.buf, view.len)
@@ -253,26 +444,24 @@ cdef class FrameDecoder:
             PyBuffer_Release(&view)
 
     cdef int _append(self, const unsigned char *src, Py_ssize_t n) except -1:
-        cdef Py_ssize_t take
-        if self._big is not None and self._big_fill < self._need:
-            take = <Py_ssize_t>self._need - self._big_fill
-            if take > n:
-                take = n
-            memcpy(<unsigned char *>PyBytes_AS_STRING(self._big) + self._big_fill, src, take)
-            self._big_fill += take
-            src += take
-            n -= take
-        if n:
-            self._reserve(n)
-            memcpy(self._buf + self._end, src, n)
-            self._end += n
+        cdef unsigned char *ptr
+        cdef Py_ssize_t room
+        while n > 0:
+            room = self._region(&ptr)
+            self._wsize = room
+            if room > n:
+                room = n
+            memcpy(ptr, src, room)
+            self._commit(room)
+            src += room
+            n -= room
         return 0
 
+    # -- frames -------------------------------------------------------------
     cdef inline long long _head_size(self) except -2:
         """Validated payload size of the head frame, or -1 if its size
         prefix is not complete yet."""
         cdef long long need = self._need
-        cdef Py_ssize_t have
         if need >= 0:
             return need
         if self._end - self._start < 4:
@@ -280,39 +469,31 @@ cdef class FrameDecoder:
         need = _read_size(self._buf + self._start)
         if need < 0 or need > self._max_size:
             raise _invalid(need, self._max_size)
-        have = self._end - self._start - 4
-        if need >= _DIRECT_MIN and have < need:
-            # Large and incomplete: receive the rest straight into the result.
-            self._big = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>need)
-            memcpy(<unsigned char *>PyBytes_AS_STRING(self._big),
-                   self._buf + self._start + 4, have)
-            self._big_fill = have
-            self._start = self._end
-        else:
-            # Make room for all of the frame now rather than growing the
-            # buffer step by step while it arrives.
-            self._reserve(4 + <Py_ssize_t>need - (self._end - self._start))
         self._need = need
+        if need >= _DIRECT_MIN and self._end - self._start - 4 < need:
+            self._start_big(need)
         return need
 
     cdef object _take_big(self):
-        out = self._big
+        # Complete: the decoder never writes into it again, hand it out.
+        cdef object out = memoryview(self._big)
         self._big = None
         self._big_fill = 0
         self._need = -1
         return out
 
-    cdef inline void _release_if_empty(self) noexcept:
-        if self._start == self._end and self._big is None and self._buf != NULL \
-                and self._cap <= _RELEASE_AT_MOST:
-            PyMem_Free(self._buf)
-            self._buf = NULL
-            self._cap = 0
-            self._start = 0
-            self._end = 0
+    cdef inline object _slice(self, Py_ssize_t pos, Py_ssize_t n):
+        # A read-only view of a complete frame.  From now on the decoder
+        # never writes at or before these bytes in this chunk (_shared).
+        if self._view is None:
+            self._view = memoryview(self._chunk)
+        self._shared = True
+        self._after_big = False
+        return self._view[pos:pos + n]
 
     def next_frame(self):
-        """Return the next complete payload as ``bytes``, or None.
+        """Return the next complete payload (a read-only memoryview), or
+        None.
 
         Raises ``InvalidReceiveError`` when the next size prefix is negative
         or larger than ``max_size``.
@@ -325,16 +506,16 @@ cdef class FrameDecoder:
             return self._take_big()
         if need < 0 or self._end - self._start - 4 < need:
             if need < 0:
-                self._release_if_empty()
+                self._emptied()
             return None
-        out = PyBytes_FromStringAndSize(<char *>self._buf + self._start + 4,
-                                        <Py_ssize_t>need)
+        out = self._slice(self._start + 4, <Py_ssize_t>need)
         self._start += 4 + <Py_ssize_t>need
         self._need = -1
         return out
 
     def frames(self):
-        """Drain and return every complete payload, in order.
+        """Drain and return every complete payload (read-only memoryviews),
+        in order.
 
         On an invalid size prefix, the frames decoded before it in this call
         are consumed and attached to the raised ``InvalidReceiveError`` as
@@ -353,21 +534,20 @@ cdef class FrameDecoder:
                 exc.frames = out
                 raise
             if need < 0:
-                self._release_if_empty()
+                self._emptied()
                 return out
             if self._big is not None:
                 if self._big_fill < need:
                     return out
                 out.append(self._take_big())
                 continue
-            # Small frames: walk the buffer in C.
+            # Small frames: walk the chunk in C.
             pos = self._start
             end = self._end
             buf = self._buf
             max_size = self._max_size
             while end - pos - 4 >= need:
-                out.append(PyBytes_FromStringAndSize(<char *>buf + pos + 4,
-                                                     <Py_ssize_t>need))
+                out.append(self._slice(pos + 4, <Py_ssize_t>need))
                 pos += 4 + <Py_ssize_t>need
                 if end - pos < 4:
                     need = -1
@@ -388,11 +568,10 @@ cdef class FrameDecoder:
                 self._need = -1
                 continue
             self._need = need
-            if need >= 0:
-                # Prefix of a partial frame accepted: reserve its room.
-                self._reserve(4 + <Py_ssize_t>need - (end - pos))
+            if need < 0:
+                self._emptied()
             return out
 
     def __repr__(self):
         return (f"{type(self).__name__}(max_size={self._max_size}, "
-                f"buffered={self._end - self._start})")
+                f"buffered={self.buffered})")

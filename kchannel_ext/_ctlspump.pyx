@@ -13,7 +13,7 @@ import threading
 OP_READ = 1
 OP_WRITE = 2
 
-DEFAULT_NET_BUFFER_SIZE = 128 * 1024
+DEFAULT_NET_BUFFER_SIZE = 256 * 1024
 DEFAULT_APP_BUFFER_SIZE = 256 * 1024
 DEFAULT_WRITE_CHUNK = 128 * 1024
 
@@ -176,54 +176,81 @@ cdef class TlsPump:
         self._in.write(nview[:n])
         return n
 
-    cdef Py_ssize_t _read(self, Py_ssize_t limit) except -1:
-        cdef Py_ssize_t got = 0, n, r
+    cdef Py_ssize_t _read(self, Py_ssize_t limit, object decoder) except -1:
+        # See the pure twin: into the app scratch buffer, or (decoder not
+        # None) straight into decoder.writable() regions, each committed
+        # once full and the last one however the call ends.
+        cdef Py_ssize_t got = 0, n, r, want
+        cdef Py_ssize_t rlen = 0, rgot = 0
         cdef Py_ssize_t net_size = self._net_size
         cdef bint was_eof
         cdef bint drained = False
+        cdef bint direct = decoder is not None
         if self._eof:
             raise EOFError("TLS connection closed by peer")
         if limit <= 0 or limit > self._app_size:
             limit = self._app_size
         ssl_read = self._ssl.read
-        aview = shared_buffer("app", self._app_size)
+        if direct:
+            region = None
+        else:
+            region = shared_buffer("app", self._app_size)
+            rlen = len(region)
         self._more = False
-        while got < limit:
-            try:
-                n = ssl_read(limit - got, aview[got:limit])
-            except _SSLWantReadError:
-                if got and drained:
-                    # The last recv emptied the socket and its records are
-                    # delivered: asking again would almost always cost an
-                    # EAGAIN; anything newer will raise a readiness event.
-                    # (What OpenSSL queued is flushed after the loop.)
-                    break
-                was_eof = self._net_eof
-                r = self._want_read(False)
-                drained = r < net_size
-                if r > 0:
+        try:
+            while got < limit:
+                if region is None:
+                    region = decoder.writable()
+                    rlen = len(region)
+                    rgot = 0
+                want = rlen - rgot
+                if want > limit - got:
+                    want = limit - got
+                try:
+                    if rgot or want < rlen:
+                        n = ssl_read(want, region[rgot:rgot + want])
+                    else:
+                        n = ssl_read(want, region)
+                except _SSLWantReadError:
+                    if got and drained:
+                        # The last recv emptied the socket and its records are
+                        # delivered: asking again would almost always cost an
+                        # EAGAIN; anything newer will raise a readiness event.
+                        # (What OpenSSL queued is flushed after the loop.)
+                        break
+                    was_eof = self._net_eof
+                    r = self._want_read(False)
+                    drained = r < net_size
+                    if r > 0:
+                        continue
+                    if r == 0:
+                        break
+                    if was_eof:
+                        self._eof = True
+                        break
                     continue
-                if r == 0:
+                except _SSLZeroReturnError:
+                    self._eof = True
+                    self._close_notify = True
                     break
-                if was_eof:
+                except _SSLEOFError:
                     self._eof = True
                     break
-                continue
-            except _SSLZeroReturnError:
-                self._eof = True
-                self._close_notify = True
-                break
-            except _SSLEOFError:
-                self._eof = True
-                break
-            if n == 0:
-                # close_notify received (Python reports it as a 0-byte read).
-                self._eof = True
-                self._close_notify = True
-                break
-            got += n
-        else:
-            self._more = True
+                if n == 0:
+                    # close_notify received (Python reports it as a 0-byte read).
+                    self._eof = True
+                    self._close_notify = True
+                    break
+                got += n
+                rgot += n
+                if direct and rgot >= rlen:
+                    region = None
+                    decoder.commit(rgot)
+            else:
+                self._more = True
+        finally:
+            if direct and region is not None:
+                decoder.commit(rgot)
         if self._outbio.pending:
             self.flush()
         if self._eof:
@@ -233,13 +260,18 @@ cdef class TlsPump:
         return got
 
     def read_into(self, sink, Py_ssize_t max_bytes=0):
-        cdef Py_ssize_t got = self._read(max_bytes)
+        cdef Py_ssize_t got = self._read(max_bytes, None)
         if got:
             sink(shared_buffer("app", self._app_size)[:got])
         return got
 
+    def read_into_decoder(self, decoder, Py_ssize_t max_bytes=0):
+        """Decrypt straight into ``decoder.writable()`` regions (see the
+        pure twin); returns the byte count, EOFError at the end."""
+        return self._read(max_bytes, decoder)
+
     def recv(self, Py_ssize_t max_bytes):
-        cdef Py_ssize_t got = self._read(max_bytes)
+        cdef Py_ssize_t got = self._read(max_bytes, None)
         if got:
             return bytes(shared_buffer("app", self._app_size)[:got])
         return b""

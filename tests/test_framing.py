@@ -79,7 +79,7 @@ def test_round_trip_whole_stream(impl):
     assert not d.has_partial()
 
 
-def test_frames_are_bytes_and_independent_of_input_buffers(impl):
+def test_frames_are_readonly_views_independent_of_input_buffers(impl):
     fr = impl.framing
     data = bytearray(fr.encode_frames([b"hello", b"world"]))
     d = fr.FrameDecoder()
@@ -87,8 +87,17 @@ def test_frames_are_bytes_and_independent_of_input_buffers(impl):
     data[4:9] = b"XXXXX"   # the decoder must have copied what it was fed
     first = d.next_frame()
     rest = d.frames()
-    assert type(first) is bytes and first == b"hello"
-    assert rest == [b"world"] and type(rest[0]) is bytes
+    assert type(first) is memoryview and first == b"hello"
+    assert rest == [b"world"] and type(rest[0]) is memoryview
+    for frame in [first] + rest:
+        assert frame.readonly
+        with pytest.raises(TypeError):
+            frame[0] = 0
+        if impl.kind == "compiled":
+            # nor through the object behind it (the pure twin's chunk is a
+            # bytearray: writing through ``.obj`` is the consumer's doing)
+            with pytest.raises((BufferError, TypeError)):
+                memoryview(frame.obj)[0] = 0
 
 
 @pytest.mark.parametrize("method", ["next_frame", "frames"])
@@ -571,3 +580,206 @@ def test_invalid_prefix_at_head_of_frames_has_empty_frames(impl):
     with pytest.raises(InvalidReceiveError) as ei:
         d.frames()
     assert ei.value.frames == []
+
+
+# ------------------------------------------------ receive into the decoder
+# writable() / commit(n): the transport receives straight into the decoder's
+# memory and frames come out as read-only views of it.  The properties that
+# matter: a handed-out view never changes, whatever is received afterwards;
+# large frames land in their own exactly-sized buffer; the size check still
+# comes before any allocation.
+
+def receive(d, data, most=None):
+    """Put ``data`` into ``d`` through writable()/commit(), as a transport
+    would (``most``: at most that many bytes per receive)."""
+    view = memoryview(data)
+    while view:
+        region = d.writable()
+        assert len(region) > 0 and not region.readonly
+        n = min(len(region), len(view), most or len(view))
+        region[:n] = view[:n]
+        d.commit(n)
+        view = view[n:]
+
+
+def test_views_never_change_after_being_handed_out(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    kept = []
+    sizes = [10, 4000, 3000, 0, 9000, 31000, 100, 5, 20000, 60000, 17] * 8
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    stream = fr.encode_frames(payloads)
+    pos = 0
+    step = 7
+    while pos < len(stream):
+        receive(d, stream[pos:pos + step])
+        pos += step
+        step = step * 3 % 70001 + 1
+        kept.extend(d.frames())
+        # every view handed out so far still holds its frame
+        assert [bytes(k) for k in kept] == payloads[:len(kept)]
+    assert [bytes(k) for k in kept] == payloads
+    assert all(k.readonly for k in kept)
+
+
+def test_partial_frame_across_chunk_boundaries(impl):
+    """Frames straddling the end of a chunk move (only the incomplete tail)
+    to a fresh chunk; the views of the old one are untouched."""
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    payloads = [bytes([i]) * 3000 for i in range(12)]     # 3004-byte frames
+    stream = fr.encode_frames(payloads)
+    out = []
+    for i in range(0, len(stream), 1500):
+        receive(d, stream[i:i + 1500])
+        out.extend(d.frames())
+    assert out == payloads
+    chunks = {id(f.obj) for f in out}
+    assert 1 < len(chunks) < len(out)       # several frames per chunk
+    assert d.buffered == 0
+
+
+def test_writable_region_never_overlaps_a_handed_out_view(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    receive(d, fr.encode_frames([b"a" * 100, b"b" * 100]) + b"\x00\x00")
+    first, second = d.frames()
+    for _ in range(50):
+        region = d.writable()
+        region[:] = b"\xee" * len(region)     # scribble on all of it
+        d.commit(0)
+    assert first == b"a" * 100 and second == b"b" * 100
+
+
+def test_writable_view_is_released_at_commit(impl):
+    d = impl.framing.FrameDecoder()
+    region = d.writable()
+    d.commit(0)
+    with pytest.raises(ValueError):
+        region[0] = 1
+    with pytest.raises(ValueError):
+        d.writable()
+        d.commit(10 ** 9)              # more than the region
+
+
+def test_large_frame_received_into_its_own_exact_buffer(impl):
+    fr = impl.framing
+    payload = bytes(range(256)) * 1024          # 256 KiB
+    stream = fr.encode_frames([payload, b"tail"])
+    d = fr.FrameDecoder()
+    receive(d, stream[:1000])
+    assert d.next_frame() is None
+    # From here the transport is offered exactly the rest of the payload:
+    region = d.writable()
+    assert len(region) == len(payload) - 996
+    region[:] = stream[1000:4 + len(payload)]
+    d.commit(len(region))
+    receive(d, stream[4 + len(payload):])
+    tracemalloc.start()
+    try:
+        got = d.frames()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == [payload, b"tail"]
+    assert peak < 16384                       # handed out, not copied
+    big = got[0]
+    assert big.readonly and memoryview(big.obj).nbytes == len(payload)
+
+
+def test_large_frame_prefix_checked_before_its_buffer_exists(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder(max_size=1000)
+    receive(d, struct.pack(">i", 50_000_000) + b"xx")
+    tracemalloc.start()
+    try:
+        region = d.writable()             # not the 50 MB frame's buffer
+        size = len(region)
+        d.commit(0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert size < 1 << 20 and peak < 1 << 20
+    with pytest.raises(InvalidReceiveError, match="size = 50000000 larger than 1000"):
+        d.frames()
+
+
+def test_idle_decoder_holds_no_chunk_after_small_frames(impl):
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    tracemalloc.start()
+    try:
+        for _ in range(20):
+            receive(d, fr.encode_frame(b"q" * 300))
+            frames = d.frames()
+            assert frames == [b"q" * 300]
+            del frames
+        assert d.frames() == []
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert current < 2048          # no receive chunk kept
+
+
+@HYPO
+@given(payloads=st.lists(st.binary(max_size=9000) | st.sampled_from([b"L" * 40000]),
+                         max_size=15),
+       cuts=st.lists(st.integers(1, 70000), max_size=20),
+       feed=st.lists(st.booleans(), max_size=20))
+def test_any_split_gives_the_same_frames_and_views_stay_intact(impl, payloads, cuts, feed):
+    fr = impl.framing
+    stream = fr.encode_frames(payloads)
+    d = fr.FrameDecoder()
+    got = []
+    pos = 0
+    for i, cut in enumerate(cuts + [len(stream)]):
+        piece = stream[pos:pos + cut]
+        pos += len(piece)
+        if i < len(feed) and feed[i]:
+            d.feed(piece)
+        else:
+            receive(d, piece)
+        got.extend(d.frames())
+        if pos >= len(stream):
+            break
+    assert got == payloads
+
+
+def test_kept_views_survive_chunk_turnover_and_reuse(impl):
+    """Bulk traffic goes through many chunks; dropped frames free theirs
+    (the compiled twin pools freed 256 KiB chunks and reuses them), kept
+    frames keep theirs and never change."""
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    kept = {}
+    for rnd in range(40):
+        payloads = [bytes([(rnd * 31 + i) % 256]) * 16384 for i in range(40)]
+        receive(d, fr.encode_frames(payloads), most=262144)
+        for i, f in enumerate(d.frames()):
+            if i % 13 == 0:
+                kept[(rnd, i)] = f
+        for (r, i), f in kept.items():
+            assert f == bytes([(r * 31 + i) % 256]) * 16384
+    assert d.buffered == 0
+
+
+def test_after_a_large_frame_little_is_received_before_the_next_prefix(impl):
+    """Back-to-back large frames: what lands in the chunk before the next
+    prefix is seen (and is then copied into that frame's own buffer) stays
+    small; small frames after a large one get full regions again."""
+    fr = impl.framing
+    big = b"B" * 500000
+    d = fr.FrameDecoder()
+    receive(d, fr.encode_frame(big)[:1000])
+    assert d.frames() == []
+    region = d.writable()
+    region[:] = fr.encode_frame(big)[1000:]
+    d.commit(len(region))
+    assert len(d.writable()) <= 16384
+    d.commit(0)
+    receive(d, fr.encode_frames([big, b"s" * 10, b"t" * 10]))
+    assert d.frames() == [big, big, b"s" * 10, b"t" * 10]
+    receive(d, fr.encode_frame(b"u" * 10))
+    assert d.frames() == [b"u" * 10]
+    assert len(d.writable()) > 16384 or d.buffered == 0
+    d.commit(0)

@@ -1,19 +1,22 @@
 """Sends over the plaintext transport: large ``bytes`` payloads are queued as
 size prefix + payload and written with gather writes (no copy), small frames
-are joined; whatever the mix, sizes and partial writes, the peer receives
-exactly the frames sent, in order, and each send is reported once with its
-frame size."""
+are joined; over TLS, payloads from SEPARATE_FROM_UNGATHERED up are queued the
+same way and written as prefix + first bytes, then the rest.  Whatever the
+mix, sizes and partial writes, the peer receives exactly the frames sent, in
+order, and each send is reported once with its frame size."""
 import socket
 
 import pytest
 
-from kchannel.network.channel import SEPARATE_FROM
+from kchannel.network.channel import SEPARATE_FROM, SEPARATE_FROM_UNGATHERED
 from kchannel.security.channel_builders import create_channel_builder
 from kchannel.network.selector import Selector
 
 
-def _pair(sndbuf=None):
-    server_builder = create_channel_builder("PLAINTEXT", "server", {}, "PLAINTEXT")
+def _pair(sndbuf=None, protocol="PLAINTEXT", pki=None):
+    sconf = pki.server_configs() if protocol == "SSL" else {}
+    cconf = pki.client_configs() if protocol == "SSL" else {}
+    server_builder = create_channel_builder(protocol, "server", sconf, protocol)
     server = Selector(server_builder, connections_max_idle_ms=-1, max_receives_per_channel=64)
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
@@ -21,12 +24,13 @@ def _pair(sndbuf=None):
 
     def accept():
         sock, _ = ls.accept()
-        server.register("s0", sock, server_builder, "PLAINTEXT")
+        server.register("s0", sock, server_builder, protocol)
 
     server.add_listener(ls, accept)
-    client = Selector(create_channel_builder("PLAINTEXT", "client", {}, None),
+    client = Selector(create_channel_builder(protocol, "client", cconf, None),
                       connections_max_idle_ms=-1, send_buffer_size=sndbuf or -1)
-    client.connect("c", ("127.0.0.1", ls.getsockname()[1]))
+    host = "localhost" if protocol == "SSL" else "127.0.0.1"
+    client.connect("c", (host, ls.getsockname()[1]))
     for _ in range(200):
         client.poll(10)
         server.poll(10)
@@ -39,7 +43,8 @@ def _pair(sndbuf=None):
 
 def _payloads():
     sizes = [0, 1, 100, SEPARATE_FROM - 1, SEPARATE_FROM, SEPARATE_FROM + 1, 16384, 65535,
-             65536, 70000, 300000, 1048576 + 3, 100, 5]
+             65536, 70000, SEPARATE_FROM_UNGATHERED - 1, SEPARATE_FROM_UNGATHERED, 300000,
+             1048576 + 3, 100, 5]
     out = []
     for i, n in enumerate(sizes):
         out.append(bytes((i + j) % 251 for j in range(min(n, 251))) * (n // 251)
@@ -50,9 +55,11 @@ def _payloads():
     return out
 
 
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
 @pytest.mark.parametrize("sndbuf", [None, 4096])
-def test_mixed_sizes_arrive_intact_and_in_order(sndbuf):
-    server, client, ls = _pair(sndbuf)
+def test_mixed_sizes_arrive_intact_and_in_order(sndbuf, protocol, request):
+    pki = request.getfixturevalue("pki") if protocol == "SSL" else None
+    server, client, ls = _pair(sndbuf, protocol, pki)
     try:
         payloads = _payloads() * 3
         expected = [bytes(p) for p in payloads]

@@ -13,6 +13,12 @@ The channel owns the connection's single :class:`FrameDecoder`; the
 authenticator reads frames through :class:`AuthIO` from that same decoder, so
 anything the peer pipelined behind its last authentication frame is still
 there for the data phase.
+
+Receives: the transport reads straight into the decoder's memory
+(``transport.receive_into(decoder)``: plaintext ``recv_into``, TLS
+``SSLObject.read`` into it) and data-phase frames are handed out as
+read-only memoryviews of that memory (see ``kchannel._framing_py`` for who
+owns what); the authenticator's reads get ``bytes``.
 """
 import collections
 import enum
@@ -46,6 +52,13 @@ COALESCE_MAX = 262144
 # GATHER_MAX_BUFFERS buffers.  Smaller frames are still joined (a copy of a
 # few KiB costs less than an extra buffer in the list).
 SEPARATE_FROM = 8192
+# Over other transports (TLS: an SSLObject encrypts contiguous data), a
+# ``bytes`` payload of at least SEPARATE_FROM_UNGATHERED bytes is queued the
+# same way; its size prefix is written joined to the first HEAD_JOIN bytes of
+# the payload (one copy of that much instead of the whole payload) and the
+# rest of the payload as it is.
+SEPARATE_FROM_UNGATHERED = 131072
+HEAD_JOIN = 16380
 GATHER_MAX = 1048576
 GATHER_MAX_BUFFERS = 128
 _SIZE = struct.Struct(">i")
@@ -296,6 +309,10 @@ class KafkaChannel:
         self._eof = False
         # frames pulled out of the decoder to answer "is a frame complete?"
         self._stash = collections.deque()
+        # An InvalidReceiveError met by decoder.frames() behind complete
+        # frames: raised once those frames (stashed) are handed out, as if
+        # the frames had been taken one at a time.
+        self._invalid = None
         # send queue: deque of [memoryview, size, report, head]; size = frame
         # size reported in completed sends; report=False for authentication
         # frames; head = size prefix still to be written before the
@@ -442,8 +459,10 @@ class KafkaChannel:
         return self.has_complete_frame()
 
     def has_complete_frame(self):
-        """True when a whole frame is already buffered (read ahead)."""
-        if self._stash:
+        """True when a whole frame is already buffered (read ahead), or a
+        bad size prefix found behind frames already handed out waits to be
+        raised."""
+        if self._stash or self._invalid is not None:
             return True
         if self.decoder.buffered < 4:
             return False
@@ -461,33 +480,45 @@ class KafkaChannel:
     def _next_buffered_frame(self):
         if self._stash:
             return self._stash.popleft()
+        if self._invalid is not None:
+            exc, self._invalid = self._invalid, None
+            raise exc
         return self.decoder.next_frame()
 
-    def _fill(self, max_bytes):
+    def _fill(self, max_bytes, once=False):
         """Read up to about ``max_bytes`` from the transport into the decoder.
         Returns the number of bytes read.  EOF is remembered (``_eof``) and
-        raised by the caller once buffered frames are drained."""
+        raised by the caller once buffered frames are drained.  ``once``: a
+        single transport read (``read_frames`` takes the frames out between
+        reads, so complete frames are never carried into a new chunk)."""
         total = 0
         t = self.transport
+        decoder = self.decoder
+        receive_into = getattr(t, "receive_into", None)
         read_into = getattr(t, "read_into", None)
         while total < max_bytes and not self._eof:
             try:
-                if read_into is not None:
-                    n = read_into(self.decoder.feed)
+                if receive_into is not None:
+                    # Straight into the decoder's memory (no copy).
+                    n = receive_into(decoder)
+                elif read_into is not None:
+                    n = read_into(decoder.feed)
                 else:
                     data = t.read(min(self.read_chunk, max_bytes - total))
                     n = len(data)
                     if n:
-                        self.decoder.feed(data)
+                        decoder.feed(data)
             except errors.ChannelConnectionError:
                 self._eof = True
                 break
             if not n:
                 break
             total += n
+            if once:
+                break
             # a full decoder frame is enough for this round (fairness); keep
             # reading only while no frame is complete and the peer keeps up
-            if self.decoder.buffered >= 4 and not self.decoder.has_partial():
+            if decoder.buffered >= 4 and not decoder.has_partial():
                 break
         return total
 
@@ -513,16 +544,19 @@ class KafkaChannel:
             if len(frame) > limit:
                 raise errors.InvalidReceiveError(
                     f"Invalid receive (size = {len(frame)} larger than {limit})")
-            return frame
+            return bytes(frame)
         frame = self._next_buffered_frame()
-        if frame is not None:
-            return frame
-        self._fill(self.read_chunk)
-        frame = self._next_buffered_frame()
-        if frame is None and self._eof:
-            raise errors.ChannelConnectionError(
-                f"Connection with {self.socket_description()} closed by peer")
-        return frame
+        if frame is None:
+            self._fill(self.read_chunk)
+            frame = self._next_buffered_frame()
+            if frame is None:
+                if self._eof:
+                    raise errors.ChannelConnectionError(
+                        f"Connection with {self.socket_description()} closed by peer")
+                return None
+        # Authenticators get bytes: their frames are small, parsed by code
+        # that may keep parts of them, and must not pin receive memory.
+        return bytes(frame)
 
     def read(self, max_frames=1, max_bytes=1048576):
         """Data phase read: a list of at most ``max_frames`` complete payloads
@@ -533,23 +567,51 @@ class KafkaChannel:
         """Data phase read: at most ``max_frames`` complete payloads, reading
         at most ``max_bytes`` from the transport (fairness bound).
 
-        Returns ``(frames, bytes_read)``.  Raises ``InvalidReceiveError`` for a
-        bad size prefix and ``ChannelConnectionError`` at EOF once every
-        complete frame has been returned.
+        Returns ``(frames, bytes_read)``; the frames are read-only
+        memoryviews of the decoder's receive memory (never changed
+        afterwards; see ``kchannel.framing``).  Raises
+        ``InvalidReceiveError`` for a bad size prefix (once the frames
+        before it have been returned) and ``ChannelConnectionError`` at EOF
+        once every complete frame has been returned.
         """
         frames = []
         bytes_read = 0
-        while len(frames) < max_frames:
-            frame = self._next_buffered_frame()
-            if frame is None:
-                if bytes_read >= max_bytes or self._eof:
+        stash = self._stash
+        decoder = self.decoder
+        while True:
+            while stash and len(frames) < max_frames:
+                frames.append(stash.popleft())
+            room = max_frames - len(frames)
+            if room <= 0:
+                break
+            if self._invalid is not None:
+                if frames:
                     break
-                n = self._fill(max_bytes - bytes_read)
-                bytes_read += n
-                if n == 0:
+                exc, self._invalid = self._invalid, None
+                raise exc
+            # Every complete frame at once (one C loop in the compiled
+            # decoder); what exceeds max_frames waits in the stash.
+            try:
+                got = decoder.frames()
+            except errors.InvalidReceiveError as exc:
+                got = exc.frames
+                exc.frames = []
+                if not got and not frames:
+                    raise
+                self._invalid = exc
+            if got:
+                if len(got) > room:
+                    frames.extend(got[:room])
+                    stash.extend(got[room:])
                     break
+                frames.extend(got)
                 continue
-            frames.append(frame)
+            if bytes_read >= max_bytes or self._eof or self._invalid is not None:
+                break
+            n = self._fill(max_bytes - bytes_read, True)
+            bytes_read += n
+            if n == 0:
+                break
         if not frames and self._eof:
             raise errors.ChannelConnectionError(
                 f"Connection with {self.socket_description()} closed by peer")
@@ -598,8 +660,9 @@ class KafkaChannel:
 
         A large ``bytes`` payload (immutable, so it can be kept as it is) is
         not copied into a frame when the transport writes buffer lists."""
-        if (not already_framed and self._write_vectored is not None
-                and type(payload) is bytes and SEPARATE_FROM <= len(payload) <= _MAX_PAYLOAD):
+        if (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
+                and len(payload) >= (SEPARATE_FROM if self._write_vectored is not None
+                                     else SEPARATE_FROM_UNGATHERED)):
             n = len(payload)
             self._sends.append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
             return
@@ -657,6 +720,13 @@ class KafkaChannel:
                 # frames joined.
                 bufs, total = self._gather()
                 n = writev(bufs) if len(bufs) > 1 else t.write(bufs[0])
+            elif entry[3] is not None:
+                # A separately queued large payload over a transport without
+                # gather writes: its size prefix joined to the payload's
+                # first bytes (one TLS record), the rest next time round.
+                data = b"".join((entry[3], mv[:HEAD_JOIN]))
+                total = len(data)
+                n = t.write(data)
             elif len(mv) < COALESCE_BELOW and len(sends) > 1:
                 # Coalesce queued frames into one write: a syscall (and for
                 # TLS an SSL write and a flush) costs far more than copying
@@ -664,7 +734,8 @@ class KafkaChannel:
                 parts = []
                 total = 0
                 for e in sends:
-                    if total + len(e[0]) > COALESCE_MAX and parts:
+                    if (total + len(e[0]) > COALESCE_MAX and parts) or e[3] is not None:
+                        # (a separately queued payload goes with its prefix)
                         break
                     parts.append(e[0])
                     total += len(e[0])
@@ -896,6 +967,7 @@ class KafkaChannel:
         # socket.request.max.bytes after) and responses the peer never read.
         self.decoder = FrameDecoder(self.decoder.max_size)
         self._stash.clear()
+        self._invalid = None
         self._sends.clear()
         try:
             if linger:

@@ -69,7 +69,11 @@ instead of on the OP_WRITE event saves the event's epoll registration and
 a select wake-up per round trip.  What the socket does not take waits for
 OP_WRITE as in Kafka.
 
-Results: ``completed_receives`` (list of ``(id, payload)``),
+Results: ``completed_receives`` (list of ``(id, payload)``; each payload is
+a read-only memoryview of the connection's receive memory, received there
+without copies and never changed afterwards -- ``bytes(payload)`` to keep a
+small one for long without keeping its receive chunk, see
+``kchannel.framing``),
 ``completed_sends`` (list of ``(id, size)``), ``connected`` (ids),
 ``disconnected`` (dict id -> :class:`ChannelState`; failures carry the
 exception).  A failure on one channel closes only that channel, is logged once

@@ -206,6 +206,17 @@ class SslTransportLayer(TransportLayer):
             raise ChannelConnectionError(f"Read before the TLS handshake completed "
                                          f"(state {self.state.name})")
 
+    def receive_into(self, decoder):
+        """Decrypt what is available straight into the decoder's memory."""
+        self._check_readable()
+        try:
+            n = self._pump.read_into_decoder(decoder, 0)
+        except (EOFError, OSError) as exc:
+            raise self._failure(exc, "Read failed") from exc
+        if n and self.state is State.POST_HANDSHAKE:
+            self._first_data()
+        return n
+
     def read_into(self, sink):
         self._check_readable()
         try:

@@ -11,13 +11,18 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
   while still in progress; raises ``ChannelConnectionError`` when it failed.
 * ``ready()`` / ``handshake() -> int``: ``handshake`` returns the interest ops
   (``OP_READ``/``OP_WRITE``) still needed, 0 once the transport is ready.
-* ``read(max_bytes) -> bytes``: what is available now (``b""`` if nothing);
-  ``read_into(sink) -> int`` the fast path: calls ``sink(memoryview)`` at most
-  once with everything available now (up to an internal bound) and returns the
-  byte count.  The memoryview is only valid during the call: ``sink`` must copy
-  (``FrameDecoder.feed`` appends, which copies).  Both raise
-  ``ChannelConnectionError`` on EOF/reset -- but only once every byte received
-  before the EOF has been delivered.
+* ``receive_into(decoder) -> int`` the fast path: reads what is available
+  now (up to an internal bound) straight into the ``FrameDecoder``'s memory
+  (``decoder.writable()``, then ``decoder.commit(n)``, which the transport
+  always calls once per ``writable()``, also when the read fails) and
+  returns the byte count; the decoder hands complete frames out as views of
+  that memory, so received bytes are never copied again.
+  ``read(max_bytes) -> bytes``: what is available now (``b""`` if nothing);
+  ``read_into(sink) -> int``: calls ``sink(memoryview)`` at most once with
+  everything available now and returns the byte count; the memoryview is a
+  shared scratch buffer, only valid during the call (``sink`` must copy).
+  All raise ``ChannelConnectionError`` on EOF/reset -- but only once every
+  byte received before the EOF has been delivered.
 * ``write_vectored(buffers) -> int`` (optional; plaintext only, since an
   ``SSLObject`` needs contiguous data): ``write`` of the buffers'
   concatenation with one gather write, so large payloads are not copied.
@@ -49,12 +54,11 @@ from kchannel.log import get_logger
 
 log = get_logger("kchannel.network.transport")
 
-# One recv per read call, into a large reused buffer: loopback and LAN sockets
-# routinely have hundreds of KiB queued, and each recv syscall plus the Python
-# call around it costs far more than its bytes.  The buffer is per thread,
-# shared by every transport that thread serves (bytes are handed to the sink,
-# which copies them, before read_into returns), so memory does not grow with
-# the number of connections.
+# read_into (not the channel's path, which is receive_into): one recv per
+# call into a large reused buffer.  The buffer is per thread, shared by every
+# transport that thread serves (bytes are handed to the sink, which copies
+# them, before read_into returns), so memory does not grow with the number of
+# connections.
 DEFAULT_READ_BUFFER_SIZE = 256 * 1024
 
 _local = threading.local()
@@ -163,6 +167,9 @@ class TransportLayer:
     def read_into(self, sink):
         raise NotImplementedError
 
+    def receive_into(self, decoder):
+        raise NotImplementedError
+
     def write(self, data):
         raise NotImplementedError
 
@@ -223,6 +230,27 @@ class PlaintextTransportLayer(TransportLayer):
         return 0
 
     # --- reads ------------------------------------------------------------
+    def receive_into(self, decoder):
+        """One ``recv_into`` straight into the decoder's writable region (a
+        large frame's own buffer once its size is known, as Kafka's
+        NetworkReceive reads into its payload buffer)."""
+        if self._eof:
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        n = 0
+        try:
+            n = self._sock.recv_into(decoder.writable())
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            raise connection_error(exc, "Read failed") from exc
+        finally:
+            # Always: releases the writable view (see FrameDecoder).
+            decoder.commit(n)
+        if n == 0:
+            self._eof = True
+            raise ChannelConnectionError("Connection closed by peer (EOF)")
+        return n
+
     def read_into(self, sink):
         if self._eof:
             raise ChannelConnectionError("Connection closed by peer (EOF)")
