@@ -357,7 +357,7 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
         return self.authenticate(io, now)
 
     def complete(self):
-        return self.state == SaslState.COMPLETE
+        return self._state is SaslState.COMPLETE
 
     def principal(self):
         return KafkaPrincipal("User", self._client_principal_name)

@@ -325,7 +325,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         return self.authenticate(io, now)
 
     def complete(self):
-        return self.state == SaslState.COMPLETE
+        return self._state is SaslState.COMPLETE
 
     def principal(self):
         if self._principal is not None:
