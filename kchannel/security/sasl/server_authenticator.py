@@ -477,8 +477,9 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
             raise IllegalSaslStateError(
                 f"Unexpected Kafka request of type {_wire.api_key_name(api_key)} "
                 "during SASL handshake.")
-        log.debug("Handling Kafka request %s during %s",
-                  _wire.api_key_name(api_key), self._reauth.text())
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Handling Kafka request %s during %s",
+                      _wire.api_key_name(api_key), self._reauth.text())
         if api_key == API_VERSIONS:
             self._handle_api_versions(io, header, frame)
             return True
