@@ -596,7 +596,8 @@ def _report_storm(cells, clients, paired):
         if floor is not None and kp is not None:
             # What no client doing this exchange over these sockets could
             # beat: the bound on "kchannel storm / kafka-python".
-            for name, rates in (("TLS handshakes only", ceiling), ("TLS + 5 round trips only", floor)):
+            for name, rates in (("TLS handshakes only", ceiling),
+                                ("TLS + 5 round trips only", floor)):
                 if rates is not None:
                     ratios = sorted(a / b for a, b in zip(rates, kp))
                     print(f"  {name} / kafka-python (bound): median "
