@@ -37,6 +37,15 @@ Clients, one cell per (client, protocol, mechanism):
   loop on both sides with the same certificates and ``SSLContext`` settings
   (``SslFactory``'s contexts); the server side runs in its own process too.
   kchannel's storm is reported as a percentage of it.
+* ``TLS + 5 round trips only`` (``--floor``; the floor of the whole
+  exchange): the ceiling's storm, then over each connection the five
+  request/response round trips a kchannel connection makes after its
+  handshake (ApiVersions, SaslHandshake, two SaslAuthenticate, the
+  NetworkClient's ApiVersions) as fixed-size opaque records of about the
+  same sizes, driven by the same bare loops: the kernel's and OpenSSL's
+  share of a connection with next to no Python and no Kafka logic.  (Its
+  client sends its TLS Finished and first request in two segments,
+  kchannel in one.)
 * ``kchannel sequential``: a new blocking :class:`kchannel.client.KafkaClient`
   per connection (connect, wait READY, close).
 * ``kafka-python``: a new ``kafka.net.compat.KafkaNetClient`` per connection
@@ -156,6 +165,7 @@ def _handshake_server_socket():
 def _handshake_server(ls, pki, identity, stop):
     """Accept TLS connections and complete their handshakes, nothing else."""
     import selectors
+    import socket
     import ssl
 
     from kchannel.network.ssl_factory import SslFactory
@@ -170,6 +180,9 @@ def _handshake_server(ls, pki, identity, stop):
                 except BlockingIOError:
                     continue
                 sock.setblocking(False)
+                # as kchannel's sockets (--floor's small answers must not
+                # wait for delayed ACKs)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 tls = ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
                 sel.register(tls, selectors.EVENT_READ, "hs")
                 continue
@@ -177,14 +190,93 @@ def _handshake_server(ls, pki, identity, stop):
             try:
                 if key.data == "hs":
                     tls.do_handshake()
-                    sel.modify(tls, selectors.EVENT_READ, "done")
-                elif not tls.recv(1024):
-                    raise EOFError
+                    # [round trips answered, request bytes received]
+                    sel.modify(tls, selectors.EVENT_READ, [0, 0])
+                else:
+                    data = tls.recv(4096)
+                    if not data:
+                        raise EOFError
+                    # --floor's exchange: answer each request of the fixed
+                    # sizes (a TLS-only client sends nothing).
+                    st = key.data
+                    st[1] += len(data)
+                    while st[0] < len(FLOOR_REQUESTS) and st[1] >= FLOOR_REQUESTS[st[0]]:
+                        st[1] -= FLOOR_REQUESTS[st[0]]
+                        tls.sendall(b"r" * FLOOR_RESPONSES[st[0]])
+                        st[0] += 1
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 pass
             except (OSError, EOFError):
                 sel.unregister(tls)
                 tls.close()
+
+
+# --floor: application bytes of the five round trips after the handshake
+# (requests, responses), about those of a SASL_SSL SCRAM-SHA-512 connection.
+FLOOR_REQUESTS = (30, 30, 60, 170, 30)
+FLOOR_RESPONSES = (45, 36, 120, 110, 50)
+
+
+def tls_exchange(pki, ports, n):
+    """The floor: ``n`` concurrent TLS handshakes, then over each the five
+    round trips of fixed-size opaque records (``FLOOR_REQUESTS`` /
+    ``FLOOR_RESPONSES``), one at a time, then close -- bare loops."""
+    import selectors
+    import socket
+    import ssl
+
+    from kchannel.network.ssl_factory import SslFactory
+    ctx = SslFactory("client", pki.client_configs()).context
+    sel = selectors.DefaultSelector()
+    socks = []
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.connect_ex(("127.0.0.1", ports["TLS"]))
+        tls = ctx.wrap_socket(s, server_hostname="localhost", do_handshake_on_connect=False)
+        socks.append(tls)
+        # [round trip (-1: handshaking), response bytes received]
+        sel.register(tls, selectors.EVENT_WRITE, [-1, 0])
+    pending = len(socks)
+    while pending:
+        for key, _ in sel.select(1.0):
+            tls, st = key.fileobj, key.data
+            try:
+                if st[0] < 0:
+                    tls.do_handshake()
+                    st[0] = 0
+                    tls.sendall(b"q" * FLOOR_REQUESTS[0])
+                    sel.modify(tls, selectors.EVENT_READ, st)
+                    continue
+                while True:
+                    st[1] += len(tls.recv(4096))
+            except ssl.SSLWantReadError:
+                if st[0] < 0:
+                    sel.modify(tls, selectors.EVENT_READ, st)
+                    continue
+            except ssl.SSLWantWriteError:
+                sel.modify(tls, selectors.EVENT_WRITE, st)
+                continue
+            except OSError as exc:
+                if getattr(exc, "errno", None) in (11, 115, 107):  # not connected yet
+                    continue
+                raise
+            if st[1] >= FLOOR_RESPONSES[st[0]]:
+                st[1] -= FLOOR_RESPONSES[st[0]]
+                st[0] += 1
+                if st[0] == len(FLOOR_REQUESTS):
+                    sel.unregister(tls)
+                    pending -= 1
+                else:
+                    tls.sendall(b"q" * FLOOR_REQUESTS[st[0]])
+    dt = time.perf_counter() - t0
+    _CLIENT_CPU[0] = time.process_time() - c0
+    for tls in socks:
+        tls.close()
+    sel.close()
+    return n / dt
 
 
 def tls_handshakes(pki, ports, n):
@@ -370,6 +462,8 @@ def main(argv=None):
                     help="rounds of the paired SASL_SSL SCRAM-SHA-512 comparison (0: none)")
     ap.add_argument("--key", choices=("ec", "rsa"), default="ec",
                     help="server certificate key: ECDSA P-256 (default) or RSA-2048")
+    ap.add_argument("--floor", action="store_true",
+                    help="paired rounds also run 'TLS + 5 round trips only' (the floor)")
     ap.add_argument("--no-cells", action="store_true",
                     help="only the paired rounds, not every (client, protocol, mechanism) cell")
     args = ap.parse_args(argv)
@@ -497,6 +591,18 @@ def _report_storm(cells, clients, paired):
                 verdict = f" (target >= 10x: {'met' if med >= 10 else 'MISSED'})"
             print(f"  kchannel storm / {name}: median {med:.1f}x, per round "
                   + ", ".join(f"{x:.1f}" for x in ratios) + verdict)
+        floor = paired.get("TLS + 5 round trips only")
+        kp = paired.get("kafka-python")
+        if floor is not None and kp is not None:
+            # What no client doing this exchange over these sockets could
+            # beat: the bound on "kchannel storm / kafka-python".
+            for name, rates in (("TLS handshakes only", ceiling),
+                                ("TLS + 5 round trips only", floor)):
+                if rates is not None:
+                    ratios = sorted(a / b for a, b in zip(rates, kp))
+                    print(f"  {name} / kafka-python (bound): median "
+                          f"{ratios[len(ratios) // 2]:.1f}x, per round "
+                          + ", ".join(f"{x:.1f}" for x in ratios))
         if base is not None:
             med = sorted(base)[len(base) // 2]
             print(f"  kchannel storm median {med:.0f} conn/s "
@@ -519,6 +625,8 @@ def paired_rounds(pki, ports, args, only, pipe):
            ("kchannel storm, resumed", storm, lambda: kchannel_storm(
                pki, ports, "SASL_SSL", "SCRAM-SHA-512", storm, resumed=True)),
            ("TLS handshakes only", storm, lambda: tls_handshakes(pki, ports, storm))]
+    if getattr(args, "floor", False):
+        fns.append(("TLS + 5 round trips only", storm, lambda: tls_exchange(pki, ports, storm)))
     if "kafka-python" in only:
         try:
             import kafka  # noqa: F401

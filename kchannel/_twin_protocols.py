@@ -218,8 +218,10 @@ class TlsPump(Protocol):
     @property
     def close_notify_received(self) -> bool: ...
 
-    def handshake(self) -> int:
-        """0 when done and flushed, else the ops (OP_READ/OP_WRITE) needed."""
+    def handshake(self, flush: bool = True) -> int:
+        """0 when done and flushed, else the ops (OP_READ/OP_WRITE) needed.
+        ``flush=False``: a completed handshake's last flight is left for the
+        caller's next ``write``/``flush`` (``pending_writes`` counts it)."""
 
     def raise_peer_failure(self, handshaking: bool) -> None:
         """After an I/O error: raise the ssl.SSLError the peer's last bytes

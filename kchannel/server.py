@@ -649,7 +649,8 @@ class Server:
                          l.name, addr[0], limit)
             else:
                 try:
-                    self.selector.register(cid, sock, l.channel_builder, l.name)
+                    self.selector.register(cid, sock, l.channel_builder, l.name,
+                                           remote_address=addr)
                     if l.upstream_node is not None:
                         self.connection_upstream_node[cid] = l.upstream_node
                     if l.setup_timeout_ms > 0 and l.security_protocol != "PLAINTEXT":

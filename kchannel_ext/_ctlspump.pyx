@@ -63,6 +63,7 @@ cdef class TlsPump:
     cdef bint _more
     cdef bint _hs_done
     cdef bint _close_notify
+    cdef bint _hold_flight
 
     def __init__(self, sock, ssl_object, incoming, outgoing,
                  Py_ssize_t net_buffer_size=DEFAULT_NET_BUFFER_SIZE,
@@ -82,6 +83,10 @@ cdef class TlsPump:
         self._more = False
         self._hs_done = False
         self._close_notify = False
+        # handshake(flush=False) left its last flight in the outgoing BIO
+        # for the caller's next write()/flush(): reads must not send it
+        # on their own (cleared by flush()).
+        self._hold_flight = False
 
     # ------------------------------------------------------------------
     # outgoing
@@ -94,6 +99,7 @@ cdef class TlsPump:
 
     cpdef bint flush(self) except -1:
         cdef Py_ssize_t off, n
+        self._hold_flight = False
         if self._outbio.pending:
             data = self._outbio.read()
             if self._out is None:
@@ -124,7 +130,12 @@ cdef class TlsPump:
     def write(self, data):
         cdef Py_ssize_t total, chunk, done, n
         # Relies on renegotiation being off: see the pure twin's write().
-        if self._out is not None or self._outbio.pending:
+        # Only ciphertext already handed to the socket's queue (``_out``)
+        # holds a write back; records OpenSSL queued in the outgoing BIO (a
+        # handshake's last flight left by ``handshake(flush=False)``, a
+        # KeyUpdate answer) are sent together with this data by the flush
+        # below, in one segment.
+        if self._out is not None:
             if not self.flush():
                 return 0
         total = len(data)
@@ -156,7 +167,7 @@ cdef class TlsPump:
         if handshaking:
             if not self.flush():
                 return -2
-        elif self._outbio.pending:
+        elif self._outbio.pending and not self._hold_flight:
             self.flush()
         return self.fill()
 
@@ -251,7 +262,7 @@ cdef class TlsPump:
         finally:
             if direct and region is not None:
                 decoder.commit(rgot)
-        if self._outbio.pending:
+        if self._outbio.pending and not self._hold_flight:
             self.flush()
         if self._eof:
             if got == 0:
@@ -292,7 +303,7 @@ cdef class TlsPump:
     # ------------------------------------------------------------------
     # handshake / shutdown
     # ------------------------------------------------------------------
-    def handshake(self):
+    def handshake(self, bint flush=True):
         cdef Py_ssize_t r
         if not self._hs_done:
             if self._out is not None and not self.flush():
@@ -316,6 +327,14 @@ cdef class TlsPump:
                     raise
             self._hs_done = True
             self._more = self._in.pending > 0
+        if not flush:
+            # The caller sends the last flight itself, typically behind its
+            # first record: write() encrypts into the same outgoing BIO and
+            # one send() carries both.  Until then reads leave it alone (a
+            # server reading the request that came with the client's
+            # Finished would otherwise send its session tickets first).
+            self._hold_flight = self._outbio.pending > 0
+            return 0
         if not self.flush():
             return OP_WRITE
         return 0

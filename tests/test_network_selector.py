@@ -594,3 +594,28 @@ def test_poll_blocks_when_only_muted_channels_hold_data(pair):
     # each of the 3 selects waited (epoll rounds its timeout up, never down)
     assert after["io-wait-time-ns-total"] - before["io-wait-time-ns-total"] >= 3 * 35e6
     raw.close()
+
+
+def test_register_takes_the_accepted_address_or_looks_it_up():
+    """Server._admit hands register() the address accept() returned (no
+    getpeername() per connection); without one the socket is asked."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    sel = Selector(PlaintextChannelBuilder("server"))
+    clients = []
+    try:
+        for cid, given in (("given", True), ("looked-up", False)):
+            c = socket.create_connection(ls.getsockname())
+            clients.append(c)
+            s, addr = ls.accept()
+            if given:
+                sel.register(cid, s, remote_address=addr)
+            else:
+                sel.register(cid, s)
+            assert sel.channel(cid).remote_address == addr == c.getsockname()
+    finally:
+        sel.close()
+        for c in clients:
+            c.close()
+        ls.close()

@@ -466,3 +466,25 @@ def test_sasl_requests_after_authentication_get_illegal_sasl_state(servers):
                                          "successful authentication")
         # The connection is still authenticated and usable.
         assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
+
+
+@pytest.mark.parametrize("tls", ["TLSv1.2", "TLSv1.3"])
+def test_sasl_ssl_handshake_last_flight_sent_with_first_frame(servers, pki, tls):
+    """KafkaChannel holds the TLS handshake's last flight back and sends it
+    with the first authentication frame (or flushes it alone when there is
+    none, as for the TLS 1.2 server's Finished): with either TLS version
+    both sides complete and nothing is left unsent."""
+    server, port = start_server("SASL_SSL", pki=pki, failed_authentication_delay_ms=0)
+    servers.append(server)
+    server.register_handler(METADATA, lambda ctx: {
+        "brokers": [], "cluster_id": None, "controller_id": -1, "topics": []})
+    cfg = client_configs("SASL_SSL", "SCRAM-SHA-512", pki=pki)
+    cfg["ssl.enabled.protocols"] = tls
+    for _ in range(2):
+        with KafkaClient(cfg) as client:
+            client.connect("localhost", port)
+            ch = client.selector.channel(client.node_id)
+            assert ch.transport.protocol() == tls
+            assert client.request(METADATA, {"topics": []}, version=1)["topics"] == []
+            assert not ch.transport.has_pending_writes()
+    assert wait_metric(server, "successful-authentication-total", 2) == 2

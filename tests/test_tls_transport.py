@@ -656,3 +656,94 @@ def test_tls13_rejection_reported_even_when_a_write_hits_the_reset(pki, listener
             wait([(ct, OP_READ)], 0.1)
     assert "certificate required" in str(err.value)
     ct.close()
+
+
+class _CountingSocket(socket.socket):
+    """A socket that records every ``send`` (one per TCP segment here)."""
+
+    def send(self, data, *args):
+        n = super().send(data, *args)
+        self.sent.append(n)
+        return n
+
+
+def _counting(sock):
+    s = _CountingSocket(fileno=sock.detach())
+    s.sent = []
+    return s
+
+
+def _nothing_to_read(sock):
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    return False
+
+
+def test_deferred_handshake_flush_sends_last_flight_with_first_record(pki, impl):
+    """``defer_handshake_flush`` (set by KafkaChannel): the TLS 1.3 client's
+    Finished leaves in the same send() as the first request, the server's
+    session tickets in the same send() as the first response, and reading
+    the request does not send the tickets ahead of the response."""
+    a, b = socket.socketpair()
+    a, b = _counting(a), _counting(b)
+    cf = SslFactory("client", pki.client_configs())
+    sf = SslFactory("server", pki.server_configs())
+    ct = SslTransportLayer(a, cf.create_engine("localhost"), pump_module=impl.tlspump)
+    st = SslTransportLayer(b, sf.create_engine(), pump_module=impl.tlspump)
+    ct.defer_handshake_flush = st.defer_handshake_flush = True
+    try:
+        assert ct.handshake() == OP_READ          # ClientHello sent
+        assert st.handshake() == OP_READ          # ServerHello..Finished sent
+        assert (len(a.sent), len(b.sent)) == (1, 1)
+        assert ct.handshake() == 0                # done, Finished held back
+        assert ct.has_pending_writes() and len(a.sent) == 1 and _nothing_to_read(b)
+        assert ct.write(b"request") == 7
+        assert len(a.sent) == 2 and not ct.has_pending_writes()
+        assert st.handshake() == 0                # Finished + request in one recv
+        assert st.has_pending_writes()            # the session tickets, held back
+        got = bytearray()
+        st.read_into(got.extend)
+        assert bytes(got) == b"request"
+        assert len(b.sent) == 1 and st.has_pending_writes()
+        assert st.write(b"response") == 8
+        assert len(b.sent) == 2 and not st.has_pending_writes()
+        got = bytearray()
+        ct.read_into(got.extend)                  # tickets and response together
+        assert bytes(got) == b"response"
+        assert ct.state is State.READY and st.state is State.READY
+    finally:
+        close_all(ct, st)
+
+
+@pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
+def test_deferred_handshake_flush_without_a_write_needs_flush(pki, listener, impl, protocol):
+    """A held flight goes out with flush() (the TLS 1.2 server's Finished is
+    what its client waits for); the default transport flushes it itself."""
+    cc = pki.client_configs()
+    cc["ssl.enabled.protocols"] = protocol
+    ct, st = make_pair(listener, impl, pki.server_configs(), cc)
+    st.defer_handshake_flush = True
+    try:
+        results = {}
+        pending = [ct, st]
+        deadline = time.monotonic() + DEADLINE_S
+        while pending:
+            assert time.monotonic() < deadline, "handshake did not finish"
+            for t in list(pending):
+                ops = t.handshake()
+                if ops == 0:
+                    pending.remove(t)
+                    if t is st:
+                        # The server flushes what its handshake held back, as
+                        # KafkaChannel.prepare() does.
+                        results["held"] = st.has_pending_writes()
+                        st.flush()
+            wait([(t, OP_READ) for t in pending])
+        assert results["held"]
+        assert ct.protocol() == protocol == st.protocol()
+        assert transfer(ct, st, b"ping") == b"ping"
+        assert transfer(st, ct, b"pong") == b"pong"
+    finally:
+        close_all(ct, st)

@@ -142,6 +142,10 @@ class TlsPump:
         self._more = False      # a read stopped at its limit
         self._hs_done = False
         self._close_notify = False
+        # handshake(flush=False) left its last flight in the outgoing BIO
+        # for the caller's next write()/flush(): reads must not send it
+        # on their own (cleared by flush()).
+        self._hold_flight = False
 
     # ------------------------------------------------------------------
     # outgoing
@@ -159,6 +163,7 @@ class TlsPump:
         One send per call: a partial send means the socket buffer is full,
         and asking again would only cost an EAGAIN exception.
         """
+        self._hold_flight = False
         if self._outbio.pending:
             data = self._outbio.read()
             if self._out is None:
@@ -197,7 +202,12 @@ class TlsPump:
         # renegotiation SSL_write can want the peer's handshake bytes
         # (SSLWantReadError), which this path would not retry.  TLS 1.3 has no
         # renegotiation; its KeyUpdate is read and answered by the read path.
-        if self._out is not None or self._outbio.pending:
+        # Only ciphertext already handed to the socket's queue (``_out``)
+        # holds a write back; records OpenSSL queued in the outgoing BIO (a
+        # handshake's last flight left by ``handshake(flush=False)``, a
+        # KeyUpdate answer) are sent together with this data by the flush
+        # below, in one segment.
+        if self._out is not None:
             if not self.flush():
                 return 0
         total = len(data)
@@ -236,7 +246,7 @@ class TlsPump:
         if handshaking:
             if not self.flush():
                 return -2
-        elif self._outbio.pending:
+        elif self._outbio.pending and not self._hold_flight:
             self.flush()
         return self.fill()
 
@@ -334,7 +344,7 @@ class TlsPump:
         finally:
             if decoder is not None and region is not None:
                 decoder.commit(rgot)
-        if self._outbio.pending:
+        if self._outbio.pending and not self._hold_flight:
             self.flush()
         if self._eof:
             if got == 0:
@@ -383,8 +393,12 @@ class TlsPump:
     # ------------------------------------------------------------------
     # handshake / shutdown
     # ------------------------------------------------------------------
-    def handshake(self):
+    def handshake(self, flush=True):
         """Drive the handshake: 0 when done and flushed, else the ops needed.
+
+        ``flush=False``: once the handshake is done, its last flight stays in
+        the outgoing BIO (``pending_writes()`` counts it) and 0 is returned;
+        the caller sends it with ``flush()`` or behind its first ``write()``.
 
         Raises ``ssl.SSLError`` on a TLS failure (after flushing the alert
         best-effort), ``EOFError`` if the peer closed mid-handshake.
@@ -415,6 +429,14 @@ class TlsPump:
             # Application data that came with the last flight is already in
             # the incoming BIO; no readiness event will announce it.
             self._more = self._in.pending > 0
+        if not flush:
+            # The caller sends the last flight itself, typically behind its
+            # first record: write() encrypts into the same outgoing BIO and
+            # one send() carries both.  Until then reads leave it alone (a
+            # server reading the request that came with the client's
+            # Finished would otherwise send its session tickets first).
+            self._hold_flight = self._outbio.pending > 0
+            return 0
         if not self.flush():
             return OP_WRITE
         return 0

@@ -322,6 +322,20 @@ class KafkaChannel:
         self._accepted = []       # sizes fully handed to the transport but
                                   # maybe still buffered in it (TLS)
         self._mid_write = False
+        # The authenticator ready() found complete over a ready transport
+        # (False: not ready yet).  Connection setup asks "ready?" dozens of
+        # times per connection; once true it stays true until the
+        # authenticator is replaced (re-authentication swaps in a new
+        # object, so the identity check fails) or the channel closes.
+        self._ready_for = False
+        # A TLS transport leaves the last flight of its handshake (the TLS
+        # 1.3 client's Finished, the server's session tickets) unsent when
+        # the handshake completes, and prepare() sends it together with
+        # whatever the authenticator writes next (ApiVersions request or
+        # response): one segment and one send() instead of two.
+        self._deferred_hs_flush = getattr(transport, "defer_handshake_flush", None) is not None
+        if self._deferred_hs_flush:
+            transport.defer_handshake_flush = True
 
     # -- identity -------------------------------------------------------------
     def __repr__(self):
@@ -359,7 +373,13 @@ class KafkaChannel:
 
     # -- preparation -----------------------------------------------------------
     def ready(self):
-        return self.transport.ready() and self.authenticator.complete()
+        auth = self.authenticator
+        if auth is self._ready_for:
+            return True
+        if self.transport.ready() and auth.complete():
+            self._ready_for = auth
+            return True
+        return False
 
     def prepare(self, now):
         """Drive the TLS handshake, then the authenticator.
@@ -373,10 +393,32 @@ class KafkaChannel:
         """
         authenticating = False
         ops = OP_NONE
+        transport = self.transport
         try:
-            if not self.transport.ready():
-                ops = self.transport.handshake() or OP_NONE
-            if self.transport.ready() and not self.authenticator.complete():
+            transport_ready = transport.ready()
+            if not transport_ready:
+                ops = transport.handshake() or OP_NONE
+                transport_ready = transport.ready()
+                if transport_ready and self._deferred_hs_flush:
+                    try:
+                        if not self.authenticator.complete():
+                            authenticating = True
+                            ops = self.authenticator.authenticate(self.io, now) or OP_NONE
+                    except BaseException:
+                        # The flight still goes out (best effort: the
+                        # authenticator's exception is what counts).
+                        try:
+                            transport.flush()
+                        except Exception:  # noqa: BLE001
+                            pass
+                        raise
+                    # The handshake's last flight, unless the authenticator
+                    # wrote a frame: transport.write() then encrypted it
+                    # behind the flight and sent both in one send().
+                    if transport.has_pending_writes():
+                        transport.flush()
+                    transport_ready = False     # authenticator already run
+            if transport_ready and not self.authenticator.complete():
                 authenticating = True
                 ops = self.authenticator.authenticate(self.io, now) or OP_NONE
         except errors.AuthenticationError as exc:
@@ -950,6 +992,7 @@ class KafkaChannel:
         if self._disconnected:
             return None
         self._disconnected = True
+        self._ready_for = False
         exc = self.state.exception
         if exc is not None:
             forget_traceback(exc)

@@ -84,6 +84,7 @@ import bisect
 import collections
 import errno
 import heapq
+import logging
 import os
 import selectors
 import socket
@@ -415,16 +416,21 @@ class Selector:
             return False
         raise OSError(rc, os.strerror(rc))
 
-    def register(self, id, sock, channel_builder=None, listener_name=None):
-        """Adopt an accepted socket as channel ``id`` (server side)."""
+    def register(self, id, sock, channel_builder=None, listener_name=None,
+                 remote_address=None):
+        """Adopt an accepted socket as channel ``id`` (server side).
+        ``remote_address``: the peer's address as ``accept()`` returned it
+        (saves a ``getpeername()``); looked up when not given."""
         if id in self._channels:
             raise errors.KChannelError(f"There is already a connection for id {id}")
         builder = channel_builder or self.channel_builder
         self._configure_socket(sock, None, None)
-        try:
-            remote = sock.getpeername()
-        except OSError:
-            remote = None
+        remote = remote_address
+        if remote is None:
+            try:
+                remote = sock.getpeername()
+            except OSError:
+                remote = None
         ch = builder.build_channel(id, sock, mode=builder.mode, listener_name=listener_name,
                                    max_receive_size=self.max_receive_size, remote_address=remote)
         ch.clock = self.time
@@ -910,15 +916,17 @@ class Selector:
             self.sensors.successful_authentication.record(1.0, now)
             if not ch.connected_client_supports_reauthentication():
                 self.sensors.successful_authentication_no_reauth.record(1.0, now)
-            principal = ch.principal()
-            if principal is None or principal.name is None:
-                # A client knows its own principal only when configured with
-                # one (GSSAPI); otherwise the broker decides it.
-                log.debug("Successfully authenticated with %s (channelId=%s)",
-                          ch.socket_description(), ch.id)
-            else:
-                log.debug("Successfully authenticated with %s (channelId=%s) as %s",
-                          ch.socket_description(), ch.id, principal)
+            if log.isEnabledFor(logging.DEBUG):
+                # (arguments built only when logged: once per connection)
+                principal = ch.principal()
+                if principal is None or principal.name is None:
+                    # A client knows its own principal only when configured
+                    # with one (GSSAPI); otherwise the broker decides it.
+                    log.debug("Successfully authenticated with %s (channelId=%s)",
+                              ch.socket_description(), ch.id)
+                else:
+                    log.debug("Successfully authenticated with %s (channelId=%s) as %s",
+                              ch.socket_description(), ch.id, principal)
         else:
             self.sensors.successful_reauthentication.record(1.0, now)
             latency = ch.reauthentication_latency_ms()

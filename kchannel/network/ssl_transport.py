@@ -78,6 +78,13 @@ def ssl_reason_text(exc):
 class SslTransportLayer(TransportLayer):
     """TLS transport for client or server mode (``engine.mode``)."""
 
+    # True: a handshake() that completes leaves the last flight unsent
+    # (has_pending_writes() is then true) for the owner to send with its
+    # first write() or a flush().  KafkaChannel sets it: the TLS 1.3 client's
+    # Finished then travels with the ApiVersions request, the server's
+    # session tickets with the ApiVersions response.
+    defer_handshake_flush = False
+
     def __init__(self, sock, engine, channel_id=None, pump_module=None, **pump_options):
         """``engine``: an ``SslEngine`` from ``SslFactory.create_engine``.
         ``pump_module`` selects a pump twin (tests); default: the active one.
@@ -118,7 +125,7 @@ class SslTransportLayer(TransportLayer):
         if state is State.NOT_INITIALIZED:
             self.state = State.HANDSHAKE
         try:
-            ops = self._pump.handshake()
+            ops = self._pump.handshake(not self.defer_handshake_flush)
         except (EOFError, OSError) as exc:
             raise self._failure(exc, "I/O error during the TLS handshake") from exc
         if ops:

@@ -357,7 +357,7 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
         return self.authenticate(io, now)
 
     def complete(self):
-        return self.state == SaslState.COMPLETE
+        return self._state is SaslState.COMPLETE
 
     def principal(self):
         return KafkaPrincipal("User", self._client_principal_name)
@@ -443,8 +443,9 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
                       r.positive_session_lifetime_ms, use_ms)
         else:
             r.client_session_reauthentication_ms = None
-            log.debug("Finished %s with no session expiration and no session "
-                      "re-authentication", r.text())
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("Finished %s with no session expiration and no session "
+                          "re-authentication", r.text())
 
     def _send_request(self, io, now, api_key, version, body):
         cid = self.next_correlation_id()

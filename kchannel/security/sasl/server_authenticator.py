@@ -325,7 +325,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         return self.authenticate(io, now)
 
     def complete(self):
-        return self.state == SaslState.COMPLETE
+        return self._state is SaslState.COMPLETE
 
     def principal(self):
         if self._principal is not None:
@@ -477,8 +477,9 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
             raise IllegalSaslStateError(
                 f"Unexpected Kafka request of type {_wire.api_key_name(api_key)} "
                 "during SASL handshake.")
-        log.debug("Handling Kafka request %s during %s",
-                  _wire.api_key_name(api_key), self._reauth.text())
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Handling Kafka request %s during %s",
+                      _wire.api_key_name(api_key), self._reauth.text())
         if api_key == API_VERSIONS:
             self._handle_api_versions(io, header, frame)
             return True
