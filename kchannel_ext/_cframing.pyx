@@ -13,6 +13,7 @@ and ``feed()`` copies with memcpy.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.memoryview cimport PyMemoryView_FromObject
 from libc.string cimport memcpy, memmove
 
 from kchannel.errors import InvalidReceiveError
@@ -124,9 +125,10 @@ cdef class _Chunk:
     The buffer protocol exports it read-only only (a writable request raises
     BufferError): consumers, and anyone reaching it through a slice's
     ``.obj``, can never write into it.  Only the decoder writes, through raw
-    pointers or a ``_Region`` of its not-yet-handed-out part.  (Bytes of it
-    not written by this connection yet are whatever malloc or the pool held
-    before, as with any malloc'ed memory; no frame ever covers them.)
+    pointers or a ``_Region`` of its not-yet-handed-out part.  No one else
+    sees the chunk: frames are exported by ``_Frame`` objects covering their
+    own bytes only, so bytes of the chunk outside a frame (other frames,
+    what malloc or the pool held before) are out of every consumer's reach.
     """
     cdef unsigned char *buf
     cdef Py_ssize_t cap
@@ -155,6 +157,26 @@ cdef class _Chunk:
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         PyBuffer_FillInfo(view, self, self.buf, self.cap, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+
+cdef class _Frame:
+    """The exporter of one handed-out small frame: the read-only bytes
+    ``[off, off + size)`` of its chunk and nothing else.  A frame's
+    memoryview has this object as ``.obj``, so whoever holds a frame cannot
+    reach the rest of the chunk through it: not the connection's other
+    frames (SASL exchanges were read through the same chunk), and not what
+    the memory held before (pooled chunks go from one connection to the
+    next and are not cleared: clearing 256 KiB per chunk would cost about a
+    sixth of a bulk receive).  It keeps its chunk alive."""
+    cdef _Chunk chunk
+    cdef Py_ssize_t off
+    cdef Py_ssize_t size
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, self.chunk.buf + self.off, self.size, 1, flags)
 
     def __releasebuffer__(self, Py_buffer *view):
         pass
@@ -192,7 +214,6 @@ cdef class FrameDecoder:
     cdef _Chunk _chunk          # small-frame chunk being received into, or None
     cdef unsigned char *_buf    # _chunk.buf, or NULL
     cdef Py_ssize_t _cap        # _chunk.cap, or 0
-    cdef object _view           # read-only memoryview of _chunk (slices' base), or None
     cdef bint _shared           # a slice of _chunk was handed out: bytes before
                                 # _end may be in consumers' hands, never move them
     cdef Py_ssize_t _start      # first unconsumed byte of _chunk
@@ -211,7 +232,6 @@ cdef class FrameDecoder:
         self._chunk = None
         self._buf = NULL
         self._cap = 0
-        self._view = None
         self._shared = False
         self._start = 0
         self._end = 0
@@ -277,7 +297,6 @@ cdef class FrameDecoder:
         self._chunk = None
         self._buf = NULL
         self._cap = 0
-        self._view = None
         self._shared = False
         self._start = 0
         self._end = 0
@@ -483,13 +502,17 @@ cdef class FrameDecoder:
         return out
 
     cdef inline object _slice(self, Py_ssize_t pos, Py_ssize_t n):
-        # A read-only view of a complete frame.  From now on the decoder
-        # never writes at or before these bytes in this chunk (_shared).
-        if self._view is None:
-            self._view = memoryview(self._chunk)
+        # A read-only view of a complete frame, exported by a _Frame that
+        # covers only this frame's bytes (see _Frame).  From now on the
+        # decoder never writes at or before these bytes in this chunk
+        # (_shared).
+        cdef _Frame f = _Frame.__new__(_Frame)
+        f.chunk = self._chunk
+        f.off = pos
+        f.size = n
         self._shared = True
         self._after_big = False
-        return self._view[pos:pos + n]
+        return PyMemoryView_FromObject(f)
 
     def next_frame(self):
         """Return the next complete payload (a read-only memoryview), or

@@ -1,6 +1,7 @@
 """Kafka size-prefixed framing (NetworkReceive / NetworkSend semantics), run
 against both implementation twins through the ``impl`` fixture, plus a
 differential test that feeds both twins the same operations."""
+import ctypes
 import struct
 import tracemalloc
 
@@ -634,8 +635,14 @@ def test_partial_frame_across_chunk_boundaries(impl):
         receive(d, stream[i:i + 1500])
         out.extend(d.frames())
     assert out == payloads
-    chunks = {id(f.obj) for f in out}
-    assert 1 < len(chunks) < len(out)       # several frames per chunk
+    if impl.kind == "pure":
+        chunks = {id(f.obj) for f in out}
+        assert 1 < len(chunks) < len(out)       # several frames per chunk
+    else:
+        # The compiled twin exports each frame through its own object that
+        # covers the frame alone (chunks are out of reach by design: see
+        # test_a_compiled_frame_reaches_only_its_own_bytes).
+        assert [bytes(memoryview(f.obj)) for f in out] == payloads
     assert d.buffered == 0
 
 
@@ -783,3 +790,29 @@ def test_after_a_large_frame_little_is_received_before_the_next_prefix(impl):
     assert d.frames() == [b"u" * 10]
     assert len(d.writable()) > 16384 or d.buffered == 0
     d.commit(0)
+
+
+def test_a_compiled_frame_reaches_only_its_own_bytes(impl_pair):
+    """Compiled twin: a handed-out frame's ``.obj`` exports that frame and
+    nothing else (not the chunk with the connection's other frames, nor what
+    a pooled chunk held for an earlier connection), and only read-only.
+    (The pure twin's frames are slices of a bytearray chunk: see its
+    docstring.)"""
+    _, compiled = impl_pair
+    fr = compiled.framing
+    # A pooled chunk that held "another connection's" secret first.
+    d1 = fr.FrameDecoder()
+    receive(d1, fr.encode_frames([b"SECRET-" * 2000] * 30), most=262144)
+    assert len(d1.frames()) == 30
+    del d1
+    d = fr.FrameDecoder()
+    receive(d, fr.encode_frames([b"login-token", b"x" * 100] * 2000), most=262144)
+    frames = d.frames()
+    assert len(frames) == 4000
+    for f in frames[:4] + frames[-4:]:
+        whole = memoryview(f.obj)
+        assert bytes(whole) == bytes(f)
+        assert whole.readonly
+        # A writable export is refused (ctypes asks for one).
+        with pytest.raises(TypeError):
+            ctypes.c_char.from_buffer(f.obj)
