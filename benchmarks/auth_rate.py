@@ -533,7 +533,7 @@ def main(argv=None):
     cols = [(p, m) for p in PROTOCOLS for m in MECHANISMS]
     if cells:
         print_cells(cells, clients, cols)
-    _report_storm(cells, clients, paired)
+    _report_storm(cells, clients, paired, args)
     return cells
 
 
@@ -546,7 +546,7 @@ def print_cells(cells, clients, cols):
             for p, m in cols))
 
 
-def _report_storm(cells, clients, paired):
+def _report_storm(cells, clients, paired, args=None):
     key = ("SASL_SSL", "SCRAM-SHA-512")
     storm = cells.get(("kchannel storm",) + key)
     if storm is not None:
@@ -607,6 +607,67 @@ def _report_storm(cells, clients, paired):
             med = sorted(base)[len(base) // 2]
             print(f"  kchannel storm median {med:.0f} conn/s "
                   f"(target >= 1000: {'met' if med >= 1000 else 'MISSED'})")
+            _readme_rows(paired, cpu, args)
+
+
+def _median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def _readme_rows(paired, cpu, args):
+    """The storm's README rows (benchmarks/_results.py), from the paired rounds."""
+    from _results import row
+    base = paired["kchannel storm"]
+    rounds = len(base)
+    storm = getattr(args, "storm", None)
+
+    def cpu_of(name):
+        per = cpu[name]
+        return _median(x[0] for x in per), _median(x[1] for x in per)
+    med = _median(base)
+    row(f"SASL_SSL SCRAM-SHA-512 connections/s, kchannel storm: one NetworkClient opening "
+        f"{storm} connections at once (ECDSA P-256, TLS 1.3; `auth_rate.py`, median of {rounds} "
+        "paired rounds)", f"median {med:.0f}/s ({min(base):.0f}-{max(base):.0f})",
+        ">= 1,000/s", med >= 1000)
+    kp = paired.get("kafka-python")
+    if kp is not None:
+        ratio = _median(b / r for b, r in zip(base, kp))
+        ck, _ = cpu_of("kchannel storm")
+        cp, _ = cpu_of("kafka-python")
+        row("same, ratio to kafka-python 3 in the same rounds (a new client per connection; "
+            "it opens one at a time)",
+            f"median {ratio:.1f}x (kafka-python {min(kp):.0f}-{max(kp):.0f}/s); client CPU per "
+            f"connection {ck:.2f} vs {cp:.2f} ms ({cp / ck:.1f}x less)", ">= 10x", ratio >= 10)
+        bounds = []
+        for name in ("TLS handshakes only", "TLS + 5 round trips only"):
+            if name in paired:
+                bounds.append(f"{name}: {_median(a / b for a, b in zip(paired[name], kp)):.1f}x")
+        if bounds:
+            row("the bound on that ratio: storms of bare loops with the same certificates doing "
+                "only the TLS handshakes, and the handshakes plus five request/response round "
+                "trips of opaque bytes, as multiples of kafka-python in the same rounds",
+                "; ".join(bounds))
+    ceiling = paired.get("TLS handshakes only")
+    if ceiling is not None:
+        pct = _median(100.0 * k / c for k, c in zip(base, ceiling))
+        ck, sk = cpu_of("kchannel storm")
+        ch, sh = cpu_of("TLS handshakes only")
+        row("kchannel storm as a share of the TLS-handshakes-only storm (the ceiling); CPU per "
+            "connection client / server, storm vs handshakes only",
+            f"median {pct:.0f} %; {ck:.2f} / {sk:.2f} ms vs {ch:.2f} / {sh:.2f} ms")
+    resumed = paired.get("kchannel storm, resumed")
+    if resumed is not None:
+        rate = _median(resumed)
+        extra = ""
+        if kp is not None:
+            extra += f", {_median(a / b for a, b in zip(resumed, kp)):.1f}x kafka-python"
+        if ceiling is not None:
+            extra += (f", {_median(100.0 * a / b for a, b in zip(resumed, ceiling)):.0f} % "
+                      "of the full-handshake ceiling")
+        cr, sr = cpu_of("kchannel storm, resumed")
+        row("same storm resuming TLS sessions (client session cache, server tickets; a client "
+            "reconnecting)", f"median {rate:.0f}/s{extra}; CPU {cr:.2f} / {sr:.2f} ms")
 
 
 def paired_rounds(pki, ports, args, only, pipe):

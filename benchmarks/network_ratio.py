@@ -501,6 +501,7 @@ def main(argv=None):
     kchannel.implementation()
     from kchannel.network import ssl_transport  # noqa: F401 - loads the pump twin
     from kchannel import framing  # noqa: F401
+    from _results import row
     print(f"kchannel implementation: {kchannel.implementation()} {_impl.loaded()}; "
           f"{ssl.OPENSSL_VERSION}; best of {args.repeat}")
     scale = 4 if args.quick else 1
@@ -522,10 +523,18 @@ def main(argv=None):
                             args.batch)
                 _row(f"kchannel Selector, {label} frames", v, "MB/s", ceiling, target)
                 results[f"plaintext_{label}"] = (v, ceiling)
+                v1 = None
                 if args.batch > 1:
-                    v = best_of(r, kchannel_bulk, "PLAINTEXT", pki_dir, plain_total, size, 1)
-                    _row("  same, 1 receive per poll (Kafka's rule)", v, "MB/s",
+                    v1 = best_of(r, kchannel_bulk, "PLAINTEXT", pki_dir, plain_total, size, 1)
+                    _row("  same, 1 receive per poll (Kafka's rule)", v1, "MB/s",
                          ceiling)
+                row(f"PLAINTEXT {label} frames through client and server Selectors vs the raw "
+                    f"socket ceiling (1 MiB sendall), `network_ratio.py` best of {r}, "
+                    f"{args.batch} receives per poll (Server/NetworkClient default)",
+                    f"{100 * v / ceiling:.0f} % ({v:.0f} vs {ceiling:.0f} MB/s)"
+                    + (f"; {100 * v1 / ceiling:.0f} % at Kafka's one receive per poll"
+                       if v1 is not None else ""),
+                    f">= {target * 100:.0f} %", v / ceiling >= target)
         if "tls" in only:
             _pki(pki_dir)
             print("\n(b) TLS bulk, client -> server (MB/s)")
@@ -549,6 +558,14 @@ def main(argv=None):
                     _row("  1 receive per poll (Kafka's rule), vs raw pump",
                          kc1, "MB/s", pump)
                 results[f"tls_{label}"] = refs[label]
+                row(f"TLS 1.3 {label} frames (`network_ratio.py`, same run) vs a raw TLS pump "
+                    "over sockets (SSLObject + MemoryBIO, 2 processes)",
+                    f"{100 * kc / pump:.0f} % ({kc:.0f} vs {pump:.0f} MB/s); "
+                    f"{100 * kc / bio:.0f} % of raw TLS over memory BIOs"
+                    + (f"; {100 * kc1 / pump:.0f} % at one receive per poll"
+                       if kc1 is not None else ""),
+                    None if target is None else f">= {target * 100:.0f} % of the raw pump",
+                    None if target is None else kc / pump >= target)
         if "rt" in only:
             print("\n(c) 100 B request round trips on one connection (round trips/s)")
             d1 = best_of(r, round_trips, max(2000, rt_requests // 5), 1)
@@ -558,9 +575,18 @@ def main(argv=None):
                       RT_TARGET_PIPELINED)
             results["rt_depth1"] = (d1, RT_TARGET_DEPTH1)
             results[f"rt_depth{args.depth}"] = (dn, RT_TARGET_PIPELINED)
+            db = None
             if args.batch > 1:
                 db = best_of(r, round_trips, rt_requests, args.depth, 1)
                 _row("  same, max_receives_per_channel=1 (Kafka's rule)", db, "/s")
+            row("100 B request round trips on one connection, NetworkClient to Server in "
+                "another process (`network_ratio.py`, same run): depth 1",
+                f"{d1 / 1e3:.1f} k/s", f">= {RT_TARGET_DEPTH1 / 1e3:.0f} k/s",
+                d1 >= RT_TARGET_DEPTH1)
+            row(f"same, {args.depth} requests in flight",
+                f"{dn / 1e3:.0f} k/s" + (f" ({db / 1e3:.0f} k/s at Kafka's one receive per "
+                                         "poll)" if db is not None else ""),
+                f">= {RT_TARGET_PIPELINED / 1e3:.0f} k/s", dn >= RT_TARGET_PIPELINED)
     return results
 
 
