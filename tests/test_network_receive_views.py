@@ -218,3 +218,76 @@ def test_authenticator_reads_get_bytes():
     finally:
         c.close()
         ls.close()
+
+
+class _CountingSocket(socket.socket):
+    """A real kernel socket whose recv_into calls are counted."""
+    calls = 0
+
+    def recv_into(self, *args):
+        type(self).calls += 1
+        return super().recv_into(*args)
+
+
+def _counted_server(batch):
+    """A server Selector with one registered connection whose socket counts
+    its reads, and the raw peer socket."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(1)
+    peer = socket.create_connection(lsock.getsockname())
+    accepted, _ = lsock.accept()
+    lsock.close()
+    counted = _CountingSocket(fileno=accepted.detach())
+    sel = Selector(PlaintextChannelBuilder("server"), max_receives_per_channel=batch)
+    sel.register("c", counted)
+    return sel, peer
+
+
+def _poll_until(sel, cond):
+    deadline = time.monotonic() + DEADLINE_S
+    got = []
+    while not cond(got):
+        assert time.monotonic() < deadline, "condition not reached"
+        sel.poll(5)
+        got += [p for _, p in sel.completed_receives]
+        got += [("closed", cid) for cid in sel.disconnected]
+    return got
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_a_short_read_is_the_last_read_of_the_poll(batch):
+    """A read that got less than it was offered emptied the socket: the
+    channel does not read again in that poll (it would only get EAGAIN)."""
+    sel, peer = _counted_server(batch)
+    try:
+        _CountingSocket.calls = 0
+        peer.sendall(encode_frame(b"x" * 100))
+        got = _poll_until(sel, lambda g: g)
+        assert [bytes(f) for f in got] == [b"x" * 100]
+        # One read for the frame; the poll after it found nothing to read.
+        assert _CountingSocket.calls == 1
+        # Several frames in one segment: one read, all handed over (64) or
+        # one per poll with the rest kept (Kafka's rule), still one read.
+        _CountingSocket.calls = 0
+        peer.sendall(encode_frames([b"a", b"b", b"c"]))
+        got = _poll_until(sel, lambda g: len(g) == 3)
+        assert [bytes(f) for f in got] == [b"a", b"b", b"c"]
+        assert _CountingSocket.calls == 1
+    finally:
+        sel.close()
+        peer.close()
+
+
+def test_eof_right_behind_the_data_is_still_reported():
+    """The peer sends a frame and closes: the frame is delivered, and the EOF
+    (no longer read in the same poll as the data) is reported by a later
+    poll."""
+    sel, peer = _counted_server(64)
+    try:
+        peer.sendall(encode_frame(b"last words"))
+        peer.close()
+        got = _poll_until(sel, lambda g: ("closed", "c") in g)
+        assert [bytes(f) for f in got if not isinstance(f, tuple)] == [b"last words"]
+    finally:
+        sel.close()

@@ -618,6 +618,7 @@ class KafkaChannel:
         """
         frames = []
         bytes_read = 0
+        drained = False
         stash = self._stash
         decoder = self.decoder
         while True:
@@ -648,12 +649,17 @@ class KafkaChannel:
                     break
                 frames.extend(got)
                 continue
-            if bytes_read >= max_bytes or self._eof or self._invalid is not None:
+            if (bytes_read >= max_bytes or self._eof or self._invalid is not None
+                    or drained):
                 break
             n = self._fill(max_bytes - bytes_read, True)
             bytes_read += n
             if n == 0:
                 break
+            # A short read emptied the socket: the loop takes out what it
+            # completed, but does not read again (that would only return
+            # EAGAIN; what arrives later raises a readiness event).
+            drained = getattr(self.transport, "drained", False)
         if not frames and self._eof:
             raise errors.ChannelConnectionError(
                 f"Connection with {self.socket_description()} closed by peer")

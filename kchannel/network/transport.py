@@ -103,6 +103,10 @@ class TransportLayer:
         # Kafka's SelectionKey interest set.  OP_READ by default: a connected
         # channel is always interested in reads unless muted.
         self.interest_ops = OP_READ
+        # True when the last receive_into emptied the socket (a short read):
+        # the channel stops reading for this poll (see read_frames).  Left
+        # False by transports that cannot tell.
+        self.drained = False
 
     # --- socket -----------------------------------------------------------
     @property
@@ -237,9 +241,12 @@ class PlaintextTransportLayer(TransportLayer):
         if self._eof:
             raise ChannelConnectionError("Connection closed by peer (EOF)")
         n = 0
+        region = decoder.writable()
+        room = len(region)      # (commit releases the view)
         try:
-            n = self._sock.recv_into(decoder.writable())
+            n = self._sock.recv_into(region)
         except (BlockingIOError, InterruptedError):
+            self.drained = True
             return 0
         except OSError as exc:
             raise connection_error(exc, "Read failed") from exc
@@ -249,6 +256,11 @@ class PlaintextTransportLayer(TransportLayer):
         if n == 0:
             self._eof = True
             raise ChannelConnectionError("Connection closed by peer (EOF)")
+        # A read shorter than the room offered took everything the socket
+        # held: reading again now would only cost an EAGAIN (what arrives
+        # later raises a readiness event).  Level-triggered selection makes
+        # stopping here safe.
+        self.drained = n < room
         return n
 
     def read_into(self, sink):
