@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Fuzz target: the frame decoder (``FrameDecoder``), both twins at once.
 
-The input drives one sequence of operations (feed a chunk, ``next_frame``,
+The input drives one sequence of operations (feed a chunk, receive a chunk
+through ``writable()`` + ``commit()`` as the transports do, ``next_frame``,
 ``frames``, change ``max_size``, ``has_partial``, ``buffered``) on the pure
 twin and, when built, the compiled one.  Crashes: an exception other than
 ``InvalidReceiveError``; the twins disagreeing on any result, error message
-or ``.frames`` of an error; a returned frame that is not, with its size
-prefix, the next bytes of what was fed (nothing lost, reordered or made up);
-``buffered`` not equal to what was fed minus what was returned.
+or ``.frames`` of an error; a returned frame that is not a read-only
+memoryview holding, with its size prefix, the next bytes of what was fed
+(nothing lost, reordered or made up); a frame returned earlier whose bytes
+changed since (frames are views of the receive memory, which must never be
+written under them); ``buffered`` not equal to what was fed minus what was
+returned.
 """
 import importlib
 import os
@@ -30,7 +34,7 @@ except ImportError:
     if os.environ.get("KCHANNEL_REQUIRE_EXTENSIONS") == "1":
         raise
 
-FEED, NEXT_FRAME, FRAMES, SET_MAX_SIZE, HAS_PARTIAL = range(5)
+FEED, NEXT_FRAME, FRAMES, SET_MAX_SIZE, HAS_PARTIAL, RECEIVE = range(6)
 
 
 def _outcome(fn):
@@ -40,27 +44,40 @@ def _outcome(fn):
         return ("error", str(exc), getattr(exc, "frames", None))
 
 
+def _receive(d, chunk):
+    """What a transport does: fill the decoder's writable region(s)."""
+    pos = 0
+    while pos < len(chunk):
+        region = d.writable()
+        n = min(len(region), len(chunk) - pos)
+        region[:n] = chunk[pos:pos + n]
+        d.commit(n)
+        pos += n
+
+
 def test_one_input(data):
     fdp = atheris.FuzzedDataProvider(data)
     # Mostly small limits (so that size prefixes are often valid), sometimes
-    # past the twins' 8 KiB large-frame path.
+    # past the twins' 32 KiB own-buffer path for large frames.
     max_size = fdp.ConsumeIntInRange(0, 64) if fdp.ConsumeBool() \
-        else fdp.ConsumeIntInRange(0, 20000)
+        else fdp.ConsumeIntInRange(0, 70000)
     decoders = [twin.FrameDecoder(max_size) for twin in TWINS]
     stream = bytearray()
     consumed = 0
+    kept = []       # (frame, its bytes when handed out)
     for _ in range(fdp.ConsumeIntInRange(1, 24)):
-        op = fdp.ConsumeIntInRange(0, 4)
-        if op == FEED:
+        op = fdp.ConsumeIntInRange(0, 5)
+        if op == FEED or op == RECEIVE:
             chunk = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 256))
             stream += chunk
-            outcomes = [_outcome(lambda d=d: d.feed(chunk)) for d in decoders]
+            put = (lambda d: d.feed(chunk)) if op == FEED else (lambda d: _receive(d, chunk))
+            outcomes = [_outcome(lambda d=d: put(d)) for d in decoders]
         elif op == NEXT_FRAME:
             outcomes = [_outcome(d.next_frame) for d in decoders]
         elif op == FRAMES:
             outcomes = [_outcome(d.frames) for d in decoders]
         elif op == SET_MAX_SIZE:
-            value = fdp.ConsumeIntInRange(0, 20000)
+            value = fdp.ConsumeIntInRange(0, 70000)
 
             def set_max(d, value=value):
                 d.max_size = value
@@ -80,11 +97,14 @@ def test_one_input(data):
         else:
             got = []
         for frame in got:
-            assert isinstance(frame, bytes), type(frame)
+            assert isinstance(frame, memoryview) and frame.readonly, type(frame)
             expected = struct.pack(">i", len(frame)) + frame
             assert stream[consumed:consumed + len(expected)] == expected, \
                 "a frame that is not the next bytes fed"
             consumed += len(expected)
+            kept.append((frame, bytes(frame)))
+        for frame, was in kept:
+            assert frame == was, "a frame handed out earlier changed"
         for d in decoders:
             assert d.buffered == len(stream) - consumed, (d.buffered, len(stream), consumed)
         if first[0] == "error":
