@@ -293,6 +293,9 @@ class NetworkClient:
         self._nodes = {}
         self._next_corr = 0
         self._pending = []        # ClientResponses produced outside poll (failures)
+        # A request expecting no response was sent since the last poll: that
+        # poll must not wait after writing it (see poll).
+        self._sent_without_response = False
         self._request_timeouts = {}   # (node, corr) -> ms, for requests with their own
 
     @staticmethod
@@ -569,6 +572,8 @@ class NetworkClient:
         self.selector.send(node.id, payload)
         if expect_response:
             node.in_flight[corr] = (api_key, version, self.time(), internal)
+        else:
+            self._sent_without_response = True
         return corr
 
     def send_raw(self, node_id, payload, expect_response=True, timeout_ms=None):
@@ -594,6 +599,8 @@ class NetworkClient:
             node.in_flight[corr] = (api_key, version, self.time(), _RAW)
             if timeout_ms is not None:
                 self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+        else:
+            self._sent_without_response = True
         return corr
 
     def has_pending_io(self):
@@ -614,7 +621,12 @@ class NetworkClient:
         if out:
             timeout_ms = 0
         sel = self.selector
-        sel.poll(timeout_ms)
+        # The selector may wait after writing this poll's requests unless
+        # one of them expects no response (its completed send is its
+        # result, reported by this poll without delay).
+        wait = not self._sent_without_response
+        self._sent_without_response = False
+        sel.poll(timeout_ms, wait_after_flush=wait)
         now = self.time()
         for nid in sel.connected:
             node = self._nodes.get(nid)

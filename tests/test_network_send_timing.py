@@ -73,8 +73,10 @@ def test_client_request_and_response_in_one_poll():
         for i in range(20):
             sel.send("c", b"req-%d" % i)
             # The poll writes the request before it waits, so the wait
-            # ends with the response (not with the socket being writable).
-            sel.poll(5000)
+            # ends with the response (not with the socket being writable);
+            # waiting after a completed send is what a NetworkClient asks
+            # for when its requests all await responses.
+            sel.poll(5000, wait_after_flush=True)
             assert sel.completed_sends == [("c", len(b"req-%d" % i) + 4)]
             assert [p for _, p in sel.completed_receives] == [b"re:req-%d" % i]
         assert sel.metrics.metric("request-total") == 20
@@ -84,6 +86,39 @@ def test_client_request_and_response_in_one_poll():
     finally:
         sel.close()
         peer.close()
+
+
+def test_a_poll_whose_writes_completed_sends_does_not_wait():
+    """Kafka's poll returns at once after a send (the socket is writable):
+    a poll that wrote queued sends has results and returns without waiting
+    for its timeout, unless told it may (``wait_after_flush``).  Bulk
+    senders depend on it: their next sends wait for this poll.  The peer
+    here never answers, so nothing else would end the wait."""
+    import time
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    sel = _client(ls.getsockname()[1])
+    conn, _ = ls.accept()
+    try:
+        for _ in range(3):
+            sel.send("c", b"x" * 16384)
+            t0 = time.monotonic()
+            sel.poll(20000)
+            # (a hang detector, not a speed target: without the rule this
+            # poll sleeps for its whole 20 s timeout)
+            assert time.monotonic() - t0 < 10
+            assert sel.completed_sends == [("c", 16388)]
+        # Opted in, the poll that wrote may wait (here: its whole timeout).
+        sel.send("c", b"y")
+        t0 = time.monotonic()
+        sel.poll(300, wait_after_flush=True)
+        assert time.monotonic() - t0 >= 0.25
+        assert sel.completed_sends == [("c", 5)]
+    finally:
+        sel.close()
+        conn.close()
+        ls.close()
 
 
 def test_client_sends_between_polls_go_out_with_the_next_poll():

@@ -693,9 +693,17 @@ class Selector:
                 if ch is not None:
                     self._handle_channel_error(ch, exc, True, now)
 
-    def poll(self, timeout_ms):
+    def poll(self, timeout_ms, wait_after_flush=False):
         """Do I/O for up to ``timeout_ms`` (0 = don't wait, negative = wait
-        until something happens).  See the module docstring."""
+        until something happens).  See the module docstring.
+
+        Sends queued since the last poll are written before it waits.  A
+        poll whose writes already completed sends (or closed a connection)
+        does not wait for anything else: it has results, as Kafka's poll
+        returns at once after a send (the socket is writable).
+        ``wait_after_flush=True`` lets it wait anyway, for a caller to whom
+        completed sends mean nothing yet (a NetworkClient whose requests all
+        await responses: a depth-1 round trip is then one poll)."""
         if self._closed:
             raise errors.KChannelError("Selector is closed")
         self._clear()
@@ -703,6 +711,8 @@ class Selector:
         self._report_deferred(now)
         if self._to_flush:
             self._flush_queued(now)
+            if self.disconnected or (self.completed_sends and not wait_after_flush):
+                timeout_ms = 0
         ready_buffered = [i for i in self._buffered
                           if i not in self._explicitly_muted and i in self._channels]
         if self._immediately_connected or ready_buffered or self._deferred_failures:
