@@ -61,18 +61,41 @@ cdef inline uint64_t _be64(const unsigned char* p) noexcept:
 
 
 cdef class Reader:
-    """Bounds-checked cursor over an immutable buffer."""
+    """Bounds-checked cursor over an immutable buffer.
 
-    cdef readonly bytes buf
+    Reads ``bytes`` in place, and any other buffer too (received frames are
+    read-only memoryviews of the receive memory): it holds a buffer view of
+    it for its lifetime instead of copying it, so decoding a multi-megabyte
+    fetch response allocates and copies nothing.  (The pure twin copies a
+    non-``bytes`` buffer once.)  The buffer must not change while a Reader
+    reads it; received frames never do."""
+
+    cdef readonly object buf
     cdef const unsigned char* _p
     cdef Py_ssize_t _pos
     cdef Py_ssize_t _end
     cdef Py_ssize_t _len
+    cdef Py_buffer _view
+    cdef bint _has_view
+
+    def __dealloc__(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
 
     def __init__(self, buf, offset=0, end=None):
-        if type(buf) is not bytes:
-            buf = bytes(buf)
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(buf)
+        cdef Py_ssize_t n
+        if self._has_view:          # __init__ called twice
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        if type(buf) is bytes:
+            n = PyBytes_GET_SIZE(buf)
+            self._p = <const unsigned char*>PyBytes_AS_STRING(buf)
+        else:
+            PyObject_GetBuffer(buf, &self._view, PyBUF_SIMPLE)
+            self._has_view = True
+            n = self._view.len
+            self._p = <const unsigned char*>self._view.buf
         cdef Py_ssize_t e
         if end is None or end > n:
             e = n
@@ -81,7 +104,6 @@ cdef class Reader:
         if offset < 0 or offset > e:
             raise InvalidRequestError(f"Invalid offset {offset} for buffer of {e} bytes")
         self.buf = buf
-        self._p = <const unsigned char*>PyBytes_AS_STRING(buf)
         self._len = n
         self._pos = offset
         self._end = e

@@ -436,3 +436,32 @@ def test_struct_reference_for_fixed_width(impl):
     r = impl.wire.Reader(data)
     assert r.read_int64() == struct.unpack(">q", data[:8])[0]
     assert r.read_float64() == struct.unpack(">d", data[8:])[0]
+
+
+def test_reader_reads_received_frames_in_place(impl):
+    """Received frames are read-only memoryviews: a Reader over one reads
+    the same values as over bytes; the compiled twin reads it in place
+    (no copy: its ``buf`` is the frame itself, and a records field is a view
+    of the frame's own memory)."""
+    w = impl.wire
+    wr = w.Writer()
+    wr.write_int32(7)
+    wr.write_string("kafka")
+    wr.write_nullable_bytes(b"records!")
+    data = wr.getvalue()
+    frame = memoryview(bytearray(b"\x00" * 3 + data)).toreadonly()[3:]
+    for buf in (data, frame):
+        r = w.Reader(buf)
+        assert (r.read_int32(), r.read_string(), bytes(r.read_nullable_records())) == (
+            7, "kafka", b"records!")
+        assert r.remaining() == 0
+    if impl.kind == "compiled":
+        r = w.Reader(frame)
+        assert r.buf is frame
+        r.read_int32()
+        r.read_string()
+        view = r.read_nullable_records()
+        # A view of the frame's memory, not of a copy of it.
+        assert view.obj is frame.obj
+        with pytest.raises(InvalidRequestError):
+            w.Reader(frame, 99)

@@ -650,15 +650,18 @@ class KafkaChannel:
                 frames.extend(got)
                 continue
             if (bytes_read >= max_bytes or self._eof or self._invalid is not None
-                    or drained):
+                    or (drained and not decoder.buffered)):
                 break
             n = self._fill(max_bytes - bytes_read, True)
             bytes_read += n
             if n == 0:
                 break
-            # A short read emptied the socket: the loop takes out what it
-            # completed, but does not read again (that would only return
-            # EAGAIN; what arrives later raises a readiness event).
+            # A short read emptied the socket: when it also ended on a frame
+            # boundary, the loop takes out what it completed and does not
+            # read again (that would only return EAGAIN; what arrives later
+            # raises a readiness event).  Mid-frame it reads on: the rest of
+            # a large frame is usually arriving while this one is handled,
+            # and stopping would cost a poll per read.
             drained = getattr(self.transport, "drained", False)
         if not frames and self._eof:
             raise errors.ChannelConnectionError(
