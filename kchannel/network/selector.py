@@ -528,14 +528,19 @@ class Selector:
         # two epoll modifications and a select per response.  What the
         # socket does not take waits for OP_WRITE as usual; results and
         # failures are reported by the next poll().
+        self._write_now(ch)
+
+    def _write_now(self, ch):
+        """Write what the socket takes of ``ch``'s queued sends outside
+        poll: failures and completed sends are reported by the next poll,
+        send metrics are recorded now (they must not wait for a poll that
+        may never come)."""
         try:
             done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
         except Exception as exc:  # noqa: BLE001 - reported by poll()
-            self._deferred_failures[id] = exc
+            self._deferred_failures[ch.id] = exc
             return
         if done:
-            # metrics now (they must not wait for a poll that may never
-            # come); the completed_sends entries with the next poll
             self._record_send_metrics(done, self.time())
             self._deferred_sends.append((ch, done))
         self._settle_ready(ch)
@@ -570,15 +575,7 @@ class Selector:
         if (ch is None or id in self._delayed_ids or ch.disconnected or not ch.ready()
                 or not ch.has_send()):
             return
-        try:
-            done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
-        except Exception as exc:  # noqa: BLE001 - reported by poll()
-            self._deferred_failures[id] = exc
-            return
-        if done:
-            self._record_send_metrics(done, self.time())
-            self._deferred_sends.append((ch, done))
-        self._settle_ready(ch)
+        self._write_now(ch)
 
     def _write_through_allowed(self, ch):
         # Server side only: a server answers one request per channel per
