@@ -14,8 +14,12 @@ with Kafka's message, and the connection is expected to be closed.
 
 Memory ownership (the part that must not go wrong)
 --------------------------------------------------
-Frames are handed out as **read-only memoryview slices of the receive
-memory, not copies**, and a slice must never see its bytes change.  So:
+Frames shorter than ``COPY_BELOW`` (2 KiB) are handed out as ``bytes``
+copies: for a small frame a copy costs less than a view (one object instead
+of an exporter and a memoryview), keeps no receive memory alive, and leaves
+the chunk the decoder's own (it is reused from the front).  Larger frames
+are handed out as **read-only memoryview slices of the receive memory, not
+copies**, and a slice must never see its bytes change.  So:
 
 * Small frames are received into a *chunk*.  The decoder writes into a chunk
   only after ``_end`` (``writable()`` exposes exactly ``[_end, cap)``), and
@@ -35,7 +39,8 @@ memory, not copies**, and a slice must never see its bytes change.  So:
 * The writable memoryview is released by ``commit()``: a transport that
   kept it could not write through it into handed-out bytes later.
 
-Trade-off: a slice keeps its whole chunk alive.  Chunk sizes follow the
+Trade-off: a slice (a frame of ``COPY_BELOW`` bytes or more) keeps its whole
+chunk alive.  Chunk sizes follow the
 receive sizes (``_hint``: from ``_FIRST_CAP`` doubling up to ``_MAX_CHUNK``
 while receives fill what they are offered, decaying otherwise), so a
 connection with small request/response traffic uses small chunks and one
@@ -54,7 +59,7 @@ import struct
 
 from .errors import InvalidReceiveError
 
-__all__ = ["DEFAULT_MAX_SIZE", "encode_frame", "encode_frames", "FrameDecoder"]
+__all__ = ["DEFAULT_MAX_SIZE", "COPY_BELOW", "encode_frame", "encode_frames", "FrameDecoder"]
 
 # Kafka's socket.request.max.bytes default (100 MiB).
 DEFAULT_MAX_SIZE = 104857600
@@ -83,6 +88,8 @@ _RELEASE_AT_MOST = 16384
 # until the next size prefix is seen: if that frame is large too, only what
 # arrived with its prefix is copied into its own buffer.
 _AFTER_BIG_REGION = 16384
+# Frames shorter than this are handed out as bytes copies (see above).
+COPY_BELOW = 2048
 
 
 def encode_frame(payload):
@@ -121,8 +128,9 @@ class FrameDecoder:
     already accepted keeps being received, as Kafka's ``NetworkReceive``
     keeps its size once read.
 
-    Frames come out as read-only memoryviews that share the decoder's
-    receive memory and never change afterwards (see the module docstring).
+    Frames shorter than ``COPY_BELOW`` bytes come out as ``bytes``; larger
+    ones as read-only memoryviews that share the decoder's receive memory
+    and never change afterwards (see the module docstring).
     """
 
     __slots__ = ("_chunk", "_view", "_shared", "_start", "_end", "_need", "_max_size",
@@ -360,18 +368,19 @@ class FrameDecoder:
         return out
 
     def _base(self):
-        # Slices are cut from one read-only view of the chunk.  From the
-        # first one on, the decoder never writes at or before them (_shared).
+        # Frames are cut from one read-only view of the chunk: small ones
+        # copied out of it, larger ones handed out as slices of it (from
+        # the first such slice on, the decoder never writes at or before
+        # them: _shared).
         view = self._view
         if view is None:
             view = self._view = memoryview(self._chunk).toreadonly()
-        self._shared = True
         self._after_big = False
         return view
 
     def next_frame(self):
-        """Return the next complete payload (a read-only memoryview), or
-        None.
+        """Return the next complete payload (``bytes`` below ``COPY_BELOW``,
+        else a read-only memoryview), or None.
 
         Raises ``InvalidReceiveError`` when the next size prefix is negative
         or larger than ``max_size``.
@@ -388,13 +397,17 @@ class FrameDecoder:
             return None
         stop = start + 4 + need
         out = self._base()[start + 4:stop]
+        if need < COPY_BELOW:
+            out = out.tobytes()
+        else:
+            self._shared = True
         self._start = stop
         self._need = -1
         return out
 
     def frames(self):
-        """Drain and return every complete payload (read-only memoryviews),
-        in order.
+        """Drain and return every complete payload (as ``next_frame``), in
+        order.
 
         On an invalid size prefix, the frames decoded before it in this call
         are consumed and attached to the raised ``InvalidReceiveError`` as
@@ -427,7 +440,11 @@ class FrameDecoder:
             while True:
                 start = pos + 4
                 pos = start + need
-                append(base[start:pos])
+                if need < COPY_BELOW:
+                    append(base[start:pos].tobytes())
+                else:
+                    self._shared = True
+                    append(base[start:pos])
                 if end - pos < 4:
                     need = -1
                     break

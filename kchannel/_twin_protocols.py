@@ -23,7 +23,7 @@ test_sasl_scram_pbkdf2.py, test_records.py).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Protocol, Tuple, Union
 
 
 # ---------------------------------------------------------------------------
@@ -58,19 +58,21 @@ class FrameDecoder(Protocol):
     def feed(self, data: bytes) -> None:
         """Append received bytes (any bytes-like object); copies them."""
 
-    def next_frame(self) -> Optional[memoryview]:
-        """The next complete payload as a read-only memoryview of the
-        decoder's memory (never changed afterwards), or None;
-        InvalidReceiveError on a bad size prefix."""
+    def next_frame(self) -> Optional[Union[bytes, memoryview]]:
+        """The next complete payload, or None: ``bytes`` (a copy) when
+        shorter than ``COPY_BELOW``, else a read-only memoryview of the
+        decoder's memory (never changed afterwards); InvalidReceiveError on
+        a bad size prefix."""
 
-    def frames(self) -> List[memoryview]:
-        """Drain every complete payload (read-only memoryviews); on a bad
-        size prefix the frames before it ride on the InvalidReceiveError as
+    def frames(self) -> List[Union[bytes, memoryview]]:
+        """Drain every complete payload (as ``next_frame``); on a bad size
+        prefix the frames before it ride on the InvalidReceiveError as
         ``.frames``."""
 
 
 class FramingModule(Protocol):
     DEFAULT_MAX_SIZE: int = 104857600
+    COPY_BELOW: int = 2048
     FrameDecoder: type[FrameDecoder]
 
     def encode_frame(self, payload: bytes) -> bytes:

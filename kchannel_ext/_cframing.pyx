@@ -5,7 +5,8 @@
 Same interface and behaviour as the pure-Python module, whose docstring
 holds the theory of operation: the transport receives straight into the
 decoder's memory (``writable()`` / ``commit(n)``) and complete frames are
-handed out as read-only memoryview slices of it, never copied.  The
+handed out as read-only memoryview slices of it, never copied, except
+frames shorter than ``COPY_BELOW`` bytes, which are ``bytes`` copies.  The
 differences are internal: chunks are ``_Chunk`` objects (malloc'ed memory
 that exports itself read-only only), ``frames()`` walks a chunk in a C loop,
 and ``feed()`` copies with memcpy.
@@ -18,7 +19,7 @@ from libc.string cimport memcpy, memmove
 
 from kchannel.errors import InvalidReceiveError
 
-__all__ = ["DEFAULT_MAX_SIZE", "encode_frame", "encode_frames", "FrameDecoder"]
+__all__ = ["DEFAULT_MAX_SIZE", "COPY_BELOW", "encode_frame", "encode_frames", "FrameDecoder"]
 
 # Kafka's socket.request.max.bytes default (100 MiB).
 DEFAULT_MAX_SIZE = 104857600
@@ -31,6 +32,9 @@ cdef Py_ssize_t _MIN_REGION = 4096
 cdef long long _DIRECT_MIN = 32768
 cdef Py_ssize_t _RELEASE_AT_MOST = 16384
 cdef Py_ssize_t _AFTER_BIG_REGION = 16384
+# Frames shorter than this are handed out as bytes copies (see the pure twin).
+COPY_BELOW = 2048
+cdef Py_ssize_t _COPY_BELOW = COPY_BELOW
 
 
 cdef inline long long _read_size(const unsigned char *p) noexcept nogil:
@@ -207,8 +211,9 @@ cdef class FrameDecoder:
     already accepted keeps being received, as Kafka's ``NetworkReceive``
     keeps its size once read.
 
-    Frames come out as read-only memoryviews that share the decoder's
-    receive memory and never change afterwards (see the pure twin).
+    Frames shorter than ``COPY_BELOW`` bytes come out as ``bytes``; larger
+    ones as read-only memoryviews that share the decoder's receive memory
+    and never change afterwards (see the pure twin).
     """
 
     cdef _Chunk _chunk          # small-frame chunk being received into, or None
@@ -502,21 +507,26 @@ cdef class FrameDecoder:
         return out
 
     cdef inline object _slice(self, Py_ssize_t pos, Py_ssize_t n):
-        # A read-only view of a complete frame, exported by a _Frame that
-        # covers only this frame's bytes (see _Frame).  From now on the
-        # decoder never writes at or before these bytes in this chunk
-        # (_shared).
-        cdef _Frame f = _Frame.__new__(_Frame)
+        # A small frame is copied out as bytes: cheaper than a view (one
+        # object instead of an exporter and a memoryview) and the chunk
+        # stays the decoder's own.  A larger one is a read-only view of the
+        # chunk, exported by a _Frame that covers only this frame's bytes
+        # (see _Frame); from then on the decoder never writes at or before
+        # these bytes in this chunk (_shared).
+        cdef _Frame f
+        self._after_big = False
+        if n < _COPY_BELOW:
+            return PyBytes_FromStringAndSize(<char *>self._buf + pos, n)
+        f = _Frame.__new__(_Frame)
         f.chunk = self._chunk
         f.off = pos
         f.size = n
         self._shared = True
-        self._after_big = False
         return PyMemoryView_FromObject(f)
 
     def next_frame(self):
-        """Return the next complete payload (a read-only memoryview), or
-        None.
+        """Return the next complete payload (``bytes`` below ``COPY_BELOW``,
+        else a read-only memoryview), or None.
 
         Raises ``InvalidReceiveError`` when the next size prefix is negative
         or larger than ``max_size``.
@@ -537,8 +547,8 @@ cdef class FrameDecoder:
         return out
 
     def frames(self):
-        """Drain and return every complete payload (read-only memoryviews),
-        in order.
+        """Drain and return every complete payload (as ``next_frame``), in
+        order.
 
         On an invalid size prefix, the frames decoded before it in this call
         are consumed and attached to the raised ``InvalidReceiveError`` as

@@ -81,24 +81,30 @@ def test_round_trip_whole_stream(impl):
 
 
 def test_frames_are_readonly_views_independent_of_input_buffers(impl):
+    """Frames below COPY_BELOW come out as bytes (copies), larger ones as
+    read-only views; neither changes when the input buffer does."""
     fr = impl.framing
-    data = bytearray(fr.encode_frames([b"hello", b"world"]))
+    assert fr.COPY_BELOW == 2048
+    big = b"B" * fr.COPY_BELOW
+    data = bytearray(fr.encode_frames([b"hello", b"world", big, b"x" * (fr.COPY_BELOW - 1)]))
     d = fr.FrameDecoder()
     d.feed(data)
     data[4:9] = b"XXXXX"   # the decoder must have copied what it was fed
+    data[22:30] = b"XXXXXXXX"
     first = d.next_frame()
     rest = d.frames()
-    assert type(first) is memoryview and first == b"hello"
-    assert rest == [b"world"] and type(rest[0]) is memoryview
-    for frame in [first] + rest:
-        assert frame.readonly
-        with pytest.raises(TypeError):
-            frame[0] = 0
-        if impl.kind == "compiled":
-            # nor through the object behind it (the pure twin's chunk is a
-            # bytearray: writing through ``.obj`` is the consumer's doing)
-            with pytest.raises((BufferError, TypeError)):
-                memoryview(frame.obj)[0] = 0
+    assert type(first) is bytes and first == b"hello"
+    assert rest == [b"world", big, b"x" * (fr.COPY_BELOW - 1)]
+    assert [type(f) for f in rest] == [bytes, memoryview, bytes]
+    view = rest[1]
+    assert view.readonly
+    with pytest.raises(TypeError):
+        view[0] = 0
+    if impl.kind == "compiled":
+        # nor through the object behind it (the pure twin's chunk is a
+        # bytearray: writing through ``.obj`` is the consumer's doing)
+        with pytest.raises((BufferError, TypeError)):
+            memoryview(view.obj)[0] = 0
 
 
 @pytest.mark.parametrize("method", ["next_frame", "frames"])
@@ -620,7 +626,7 @@ def test_views_never_change_after_being_handed_out(impl):
         # every view handed out so far still holds its frame
         assert [bytes(k) for k in kept] == payloads[:len(kept)]
     assert [bytes(k) for k in kept] == payloads
-    assert all(k.readonly for k in kept)
+    assert all(type(k) is bytes if len(k) < fr.COPY_BELOW else k.readonly for k in kept)
 
 
 def test_partial_frame_across_chunk_boundaries(impl):
@@ -806,9 +812,10 @@ def test_a_compiled_frame_reaches_only_its_own_bytes(impl_pair):
     assert len(d1.frames()) == 30
     del d1
     d = fr.FrameDecoder()
-    receive(d, fr.encode_frames([b"login-token", b"x" * 100] * 2000), most=262144)
+    # (frames of COPY_BELOW bytes and up: smaller ones are bytes copies)
+    receive(d, fr.encode_frames([b"login-token" * 200, b"x" * 3000] * 40), most=262144)
     frames = d.frames()
-    assert len(frames) == 4000
+    assert len(frames) == 80 and all(type(f) is memoryview for f in frames)
     for f in frames[:4] + frames[-4:]:
         whole = memoryview(f.obj)
         assert bytes(whole) == bytes(f)
