@@ -42,7 +42,7 @@ from .network.selector import Selector
 from .protocol import messages
 from .protocol.api_versions import choose_api_versions_version
 from .protocol.errors import Errors, exception_for
-from .protocol.headers import RequestHeader, decode_response, encode_request
+from .protocol.headers import request_encoder, response_decoder
 from .security.channel_builders import create_channel_builder
 from .utils import now_ms
 from .log import get_logger
@@ -247,6 +247,10 @@ class NetworkClient:
                  random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
         self.configs = client_configs(configs)
         self.time = time or now_ms
+        # request encoders (they hold the client id) and response decoders,
+        # per (api_key << 16 | version)
+        self._request_encoders = {}
+        self._response_decoders = {}
         self.client_id = self.configs.get("client.id") or ""
         self.security_protocol = str(self.configs.get("security.protocol")).upper()
         if channel_builder is None:
@@ -540,6 +544,15 @@ class NetworkClient:
             f"Connection to node {node_id} ({node.host}:{node.port}) was closed by the client"),
             ConnectionState.DISCONNECTED)
 
+    @property
+    def client_id(self):
+        return self._client_id
+
+    @client_id.setter
+    def client_id(self, value):
+        self._client_id = value
+        self._request_encoders.clear()
+
     # ----------------------------------------------------------------- send
     def _corr(self):
         c = self._next_corr
@@ -568,8 +581,11 @@ class NetworkClient:
     def _send(self, node, api_key, version, body, internal, expect_response=True):
         corr = self._next_corr          # self._corr(), inlined (once per request)
         self._next_corr = (corr + 1) & 0x7FFFFFFF
-        payload = encode_request(RequestHeader(api_key, version, corr, self.client_id), body)
-        self.selector.send(node.id, payload)
+        encode = self._request_encoders.get((api_key << 16) | version)
+        if encode is None:
+            encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
+                api_key, version, self.client_id)
+        self.selector.send(node.id, encode(corr, body))
         if expect_response:
             node.in_flight[corr] = (api_key, version, self.time(), internal)
         else:
@@ -711,7 +727,11 @@ class NetworkClient:
             out.append(ClientResponse(node.id, api_key, version, corr, payload, None, sent, now))
             return
         try:
-            _, body = decode_response(payload, api_key, version)
+            decode = self._response_decoders.get((api_key << 16) | version)
+            if decode is None:
+                decode = self._response_decoders[(api_key << 16) | version] = \
+                    response_decoder(api_key, version)
+            body = decode(payload)
         except errors.KChannelError as exc:
             self._protocol_failure(node, exc, out)
             return

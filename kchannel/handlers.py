@@ -13,7 +13,7 @@ versions is done by the server from the header alone) and
 import base64
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .protocol import messages
 from .protocol.errors import Errors
@@ -39,7 +39,6 @@ class Session:
     client_address: object
 
 
-@dataclass
 class RequestContext:
     """Everything a handler knows about one request.
 
@@ -50,16 +49,48 @@ class RequestContext:
     ``session`` (:class:`Session`), ``server`` (the Server), ``now`` (epoch ms
     when the request was dispatched).
     """
-    header: object
-    body: dict
-    principal: object
-    listener_name: str
-    security_protocol: str
-    channel_id: str
-    client_address: object
-    session: Session = None
-    server: object = field(default=None, repr=False)
-    now: int = 0
+    # One is built per request: a slotted class with a written-out __init__
+    # (no dataclass __init__ machinery), and the Session made only when a
+    # handler asks for it (most never do).
+    __slots__ = ("header", "body", "principal", "listener_name", "security_protocol",
+                 "channel_id", "client_address", "_session", "server", "now")
+    _FIELDS = ("header", "body", "principal", "listener_name", "security_protocol",
+               "channel_id", "client_address", "session", "now")
+
+    def __init__(self, header, body, principal, listener_name, security_protocol,
+                 channel_id, client_address, session=None, server=None, now=0):
+        self.header = header
+        self.body = body
+        self.principal = principal
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.channel_id = channel_id
+        self.client_address = client_address
+        self._session = session
+        self.server = server
+        self.now = now
+
+    @property
+    def session(self):
+        s = self._session
+        if s is None:
+            s = self._session = Session(self.principal, self.client_address)
+        return s
+
+    @session.setter
+    def session(self, value):
+        self._session = value
+
+    def __repr__(self):
+        return "RequestContext(%s)" % ", ".join(
+            f"{k}={getattr(self, k)!r}" for k in self._FIELDS)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self._FIELDS + ("server",))
+
+    __hash__ = None
 
     @property
     def api_key(self):

@@ -56,7 +56,6 @@ from .handlers import (
     Handler,
     HandlerRegistry,
     RequestContext,
-    Session,
     handle_api_versions,
     handle_metadata,
     handle_sasl_after_authentication,
@@ -67,7 +66,7 @@ from .network.connection_quotas import ConnectionQuotas
 from .network.selector import MAX_ACCEPTS_PER_POLL, Selector
 from .protocol import messages
 from .protocol.api_versions import api_versions_fallback
-from .protocol.headers import encode_response, parse_request_header
+from .protocol.headers import parse_request_header, response_encoder
 from .security.channel_builders import create_channel_builder
 from .utils import now_ms
 from .log import get_logger
@@ -372,6 +371,8 @@ class Server:
         self._init_connection_quotas(config, props)
         self._held = set()      # ids whose rest of this poll's batch went back unread
         self.handlers = HandlerRegistry()
+        # response encoders per (api_key << 16 | version)
+        self._response_encoders = {}
         if register_builtins:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
             self.handlers.register(messages.METADATA.api_key, handle_metadata)
@@ -917,8 +918,7 @@ class Server:
             return
         principal = ch.authenticator.principal()     # ch.principal()
         ctx = RequestContext(header, body, principal, ch.listener_name, ch.security_protocol,
-                             cid, ch.remote_address, Session(principal, ch.remote_address),
-                             self, now)
+                             cid, ch.remote_address, None, self, now)
         try:
             response = handler.fn(ctx)
         except Exception as exc:  # noqa: BLE001 - a handler bug closes one connection
@@ -929,7 +929,11 @@ class Server:
         if response is None:
             return
         try:
-            out = encode_response(header.api_key, v, header.correlation_id, response)
+            encode = self._response_encoders.get((header.api_key << 16) | v)
+            if encode is None:
+                encode = self._response_encoders[(header.api_key << 16) | v] = \
+                    response_encoder(header.api_key, v)
+            out = encode(header.correlation_id, response)
         except Exception as exc:  # noqa: BLE001
             log.error("Could not encode %s v%d response for %s; closing connection",
                       api.name, v, cid, exc_info=True)

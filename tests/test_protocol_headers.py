@@ -275,3 +275,62 @@ def test_flexible_table_matches_request_and_response_schemas():
                           if spec.is_flexible(v)), None)
             if first is not None:
                 assert table.get(key) == first == expected, (api.name, spec)
+
+
+# -- the per-API-version codecs of the request path (client and server) ----
+_EVERY_VERSION = [(key, v) for key, api in sorted(messages.API.items())
+                  for v in range(api.min_version, api.max_version + 1)]
+
+
+@pytest.mark.parametrize("api_key,version", _EVERY_VERSION)
+def test_request_encoder_matches_encode_request(api_key, version):
+    from kchannel.protocol.headers import request_encoder
+    api = messages.API[api_key]
+    body = api.request.default_body(version)
+    for client_id in ("client-1", "", None, "é" * 40):
+        enc = request_encoder(api_key, version, client_id)
+        for corr in (0, 1, 0x12345678, 0x7FFFFFFF):
+            expected = encode_request(RequestHeader(api_key, version, corr, client_id), body)
+            assert enc(corr, body) == expected
+        assert enc(7, b"raw-body") == encode_request(
+            RequestHeader(api_key, version, 7, client_id), b"raw-body")
+
+
+@pytest.mark.parametrize("api_key,version", _EVERY_VERSION)
+def test_response_codecs_match_encode_and_decode_response(api_key, version):
+    from kchannel.protocol.headers import response_decoder, response_encoder
+    api = messages.API[api_key]
+    body = api.response.default_body(version)
+    enc = response_encoder(api_key, version)
+    dec = response_decoder(api_key, version)
+    for corr in (0, 5, -1, 0x7FFFFFFF, -0x80000000):
+        payload = encode_response(api_key, version, corr, body)
+        assert enc(corr, body) == payload
+        assert dec(payload) == decode_response(payload, api_key, version)[1]
+
+
+def test_response_decoder_reads_a_non_empty_tagged_section_and_fails_closed():
+    from kchannel.protocol.headers import response_decoder
+    # Metadata v12 responses use header v1: a header with a tagged field
+    # (tag 0, 2 bytes) before the body must still decode.
+    body = messages.API[3].response.default_body(12)
+    plain = encode_response(3, 12, 9, body)
+    tagged = plain[:4] + b"\x01\x00\x02ab" + plain[5:]
+    dec = response_decoder(3, 12)
+    assert dec(tagged) == dec(plain) == decode_response(plain, 3, 12)[1]
+    for junk in (b"", b"\x00\x00", plain[:4], plain[:6]):
+        with pytest.raises(InvalidRequestError):
+            dec(junk)
+    with pytest.raises(UnsupportedVersionError):
+        response_decoder(9999, 0)
+
+
+def test_request_encoder_refuses_what_encode_request_refuses():
+    from kchannel.protocol.headers import request_encoder
+    with pytest.raises(UnsupportedVersionError):
+        request_encoder(9999, 0, "c")
+    enc = request_encoder(3, 1, "c")
+    with pytest.raises(ValueError):
+        enc(1, ["not", "a", "dict"])
+    with pytest.raises(ValueError):
+        enc(1, {"topics": "not a list"})
