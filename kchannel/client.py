@@ -584,8 +584,8 @@ class NetworkClient:
         encode = self._request_encoders.get((api_key << 16) | version)
         if encode is None:
             encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
-                api_key, version, self.client_id)
-        self.selector.send(node.id, encode(corr, body))
+                api_key, version, self.client_id, framed=True)
+        self.selector.send(node.id, encode(corr, body), True)
         if expect_response:
             node.in_flight[corr] = (api_key, version, self.time(), internal)
         else:

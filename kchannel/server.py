@@ -932,14 +932,14 @@ class Server:
             encode = self._response_encoders.get((header.api_key << 16) | v)
             if encode is None:
                 encode = self._response_encoders[(header.api_key << 16) | v] = \
-                    response_encoder(header.api_key, v)
+                    response_encoder(header.api_key, v, framed=True)
             out = encode(header.correlation_id, response)
         except Exception as exc:  # noqa: BLE001
             log.error("Could not encode %s v%d response for %s; closing connection",
                       api.name, v, cid, exc_info=True)
             self._fail(cid, exc)
             return
-        sel.send(cid, out)
+        sel.send(cid, out, True)
 
     def serve_forever(self, poll_timeout_ms=300):
         """Run the loop in this thread until :meth:`shutdown`."""

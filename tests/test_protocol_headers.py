@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kchannel.errors import InvalidRequestError, UnsupportedVersionError
+from kchannel.framing import encode_frame
 from kchannel.protocol import (
     RequestHeader,
     api_versions_fallback,
@@ -294,6 +295,9 @@ def test_request_encoder_matches_encode_request(api_key, version):
             assert enc(corr, body) == expected
         assert enc(7, b"raw-body") == encode_request(
             RequestHeader(api_key, version, 7, client_id), b"raw-body")
+        framed = request_encoder(api_key, version, client_id, framed=True)
+        assert framed(3, body) == encode_frame(
+            encode_request(RequestHeader(api_key, version, 3, client_id), body))
 
 
 @pytest.mark.parametrize("api_key,version", _EVERY_VERSION)
@@ -306,6 +310,8 @@ def test_response_codecs_match_encode_and_decode_response(api_key, version):
     for corr in (0, 5, -1, 0x7FFFFFFF, -0x80000000):
         payload = encode_response(api_key, version, corr, body)
         assert enc(corr, body) == payload
+        assert response_encoder(api_key, version, framed=True)(corr, body) == \
+            encode_frame(payload)
         assert dec(payload) == decode_response(payload, api_key, version)[1]
 
 

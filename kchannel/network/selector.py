@@ -492,8 +492,9 @@ class Selector:
             pass
 
     # ------------------------------------------------------------------- sends
-    def send(self, id, payload):
-        """Queue ``payload`` (a frame without its size prefix) on ``id``."""
+    def send(self, id, payload, already_framed=False):
+        """Queue ``payload`` (a frame without its size prefix, unless
+        ``already_framed``) on ``id``."""
         ch = self._channels.get(id)
         if ch is None:
             raise errors.KChannelError(
@@ -505,9 +506,9 @@ class Selector:
             # Sends already queued: they are written together by the next
             # poll (flushed before it waits, or on OP_WRITE), or wait for a
             # re-authentication to complete; one more changes nothing.
-            ch.set_send(payload)
+            ch.set_send(payload, already_framed)
             return
-        ch.set_send(payload)
+        ch.set_send(payload, already_framed)
         if not ch.ready():
             # (re-)authenticating: data sends wait for READY, interest as
             # the authentication state wants it

@@ -18,6 +18,7 @@ Payloads here never include the 4-byte size prefix; framing adds it.
 from dataclasses import dataclass
 
 from kchannel.errors import InvalidRequestError, UnsupportedVersionError
+from kchannel.framing import encode_frame
 from kchannel.protocol.api_keys import (
     API_NAMES,
     REQUEST_FLEXIBLE_FROM,
@@ -217,14 +218,17 @@ def decode_response(payload, api_key, api_version):
 # then costs one call and one join instead of a header object, two header
 # version look-ups and an API table look-up on each side.
 
-def request_encoder(api_key, api_version, client_id):
+def request_encoder(api_key, api_version, client_id, framed=False):
     """A function ``(correlation_id, body) -> bytes`` equal to
     ``encode_request(RequestHeader(api_key, api_version, correlation_id,
-    client_id), body)``.  Raises ``UnsupportedVersionError`` at once for an
-    API key no schema knows (as ``encode_request`` does on first use)."""
+    client_id), body)``; with ``framed``, the same bytes behind their 4-byte
+    size prefix (a whole frame: the payload is not copied again to frame
+    it).  Raises ``UnsupportedVersionError`` at once for an API key no
+    schema knows (as ``encode_request`` does on first use)."""
     hv = request_header_version(api_key, api_version)
     whole = _encode_request_header(api_key, api_version, 0, client_id, hv)
     head, tail = whole[:4], whole[8:]
+    fixed = len(whole)          # the header's length: 4 + corr id + tail
     api = API.get(api_key)
     if api is None:
         raise UnsupportedVersionError(f"Unsupported API key {api_key}")
@@ -239,19 +243,29 @@ def request_encoder(api_key, api_version, client_id):
         else:
             data = encode(body, api_version)    # None, or the schema's ValueError
         if not 0 <= correlation_id <= 0x7FFFFFFF:
-            return _encode_request_header(api_key, api_version, correlation_id, client_id,
-                                          hv) + data
+            whole = _encode_request_header(api_key, api_version, correlation_id, client_id,
+                                           hv) + data
+            return encode_frame(whole) if framed else whole
+        if framed:
+            n = fixed + len(data)
+            if n > 0x7FFFFFFF:
+                raise ValueError(f"frame payload too large ({n} bytes)")
+            return join((n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"), tail,
+                         data))
         return join((head, correlation_id.to_bytes(4, "big"), tail, data))
     return encode_request_fast
 
 
-def response_encoder(api_key, api_version):
+def response_encoder(api_key, api_version, framed=False):
     """A function ``(correlation_id, body) -> bytes`` equal to
-    ``encode_response(api_key, api_version, correlation_id, body)``."""
+    ``encode_response(api_key, api_version, correlation_id, body)``; with
+    ``framed``, behind its 4-byte size prefix."""
     hv = response_header_version(api_key, api_version)
     api = API.get(api_key)
     encode = api.response.encode if api is not None else None
     tail = b"\x00" if hv == 1 else b""
+    fixed = 4 + len(tail)
+    join = b"".join
 
     def encode_response_fast(correlation_id, body):
         if isinstance(body, (bytes, bytearray, memoryview)):
@@ -261,8 +275,15 @@ def response_encoder(api_key, api_version):
         else:
             data = encode(body, api_version)
         if not -0x80000000 <= correlation_id <= 0x7FFFFFFF:
-            return _encode_response_header(correlation_id, hv) + data
-        return correlation_id.to_bytes(4, "big", signed=True) + tail + data
+            whole = _encode_response_header(correlation_id, hv) + data
+            return encode_frame(whole) if framed else whole
+        if framed:
+            n = fixed + len(data)
+            if n > 0x7FFFFFFF:
+                raise ValueError(f"frame payload too large ({n} bytes)")
+            return join((n.to_bytes(4, "big"), correlation_id.to_bytes(4, "big", signed=True),
+                         tail, data))
+        return join((correlation_id.to_bytes(4, "big", signed=True), tail, data))
     return encode_response_fast
 
 
