@@ -47,7 +47,19 @@ flight.  Server and NetworkClient run with their defaults (up to 64
 pipelined requests/responses handed over per connection per poll, see
 ``kchannel.network.selector``).  Targets: depth 1 >= 10k round trips/s,
 pipelined (depth 100) >= 150k round trips/s; rows print the rate as a
-percentage of its target.
+percentage of its target.  Depth 1 is measured twice, each time beside a
+raw-socket ping-pong (bare Python: one send, an epoll wait, one receive per
+side) as its floor: with both processes on one CPU, and with one CPU each.
+On this kind of VM a process that sleeps in epoll and is woken from the
+other CPU pays tens of microseconds of wake-up and cold caches per round
+trip (the raw ping-pong itself falls from ~50k/s on one CPU to ~17k/s
+split, and its CPU time per round trip triples), so the depth-1 target is
+judged on one CPU, where the figure measures kchannel's own work; the split
+figure is printed beside it.
+
+Placement (``--placement``, default ``split``): each measurement pins its
+two processes, one CPU each, so every run compares figures taken the same
+way; ``same`` puts both on one CPU, ``os`` leaves it to the scheduler.
 
 ``max_receives_per_channel``: the headline bulk rows of (a) and (b) measure
 kchannel as shipped: ``Selector``\ s with ``max_receives_per_channel=64`` on
