@@ -53,7 +53,10 @@ copy per byte; a consumer that keeps a small frame for long should keep
 Idle connections: a chunk emptied (every byte consumed) is dropped when it is
 small (``_RELEASE_AT_MOST``) or the traffic is (``_hint``), so an idle
 connection between requests holds no receive memory; a bulk connection keeps
-one chunk of at most ``_MAX_CHUNK``.
+one chunk of at most ``_MAX_CHUNK``.  "Emptied" is noticed when a frame
+taken out was the chunk's last byte (``next_frame``), when ``frames()`` finds
+nothing more, and when a receive committed nothing into it (``commit(0)``:
+a TLS read that found no whole record set up a chunk for nothing).
 """
 import struct
 
@@ -328,6 +331,10 @@ class FrameDecoder:
         else:
             hint = (self._hint + 2 * n) // 2
         self._hint = min(_MAX_CHUNK, max(_FIRST_CAP, hint))
+        if n == 0 and not self._wbig:
+            # A receive that found nothing (TLS: no whole record yet) into a
+            # chunk set up for it: an idle connection keeps no receive memory.
+            self._emptied()
 
     def feed(self, data):
         """Append received bytes (any bytes-like object); copies them."""
@@ -403,6 +410,11 @@ class FrameDecoder:
             self._shared = True
         self._start = stop
         self._need = -1
+        if stop == self._end and self._wview is None:
+            # The last frame of the chunk (typically an authenticator's last
+            # read): nobody may call again for a long time, so the chunk goes
+            # now rather than on the next call.
+            self._emptied()
         return out
 
     def frames(self):

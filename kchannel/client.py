@@ -295,6 +295,9 @@ class NetworkClient:
             self.connection_setup_timeout_max_ms, CONNECTION_SETUP_TIMEOUT_JITTER, rng)
         self.negotiate_api_versions = negotiate_api_versions
         self._nodes = {}
+        # (body, {api_key: (min, max)}) of the last ApiVersions response,
+        # shared by the nodes that get an equal one.
+        self._shared_api_versions = None
         self._next_corr = 0
         self._pending = []        # ClientResponses produced outside poll (failures)
         # A request expecting no response was sent since the last poll: that
@@ -754,8 +757,18 @@ class NetworkClient:
             self.selector.close(node.id)
             self._fail_node(node.id, exc, ConnectionState.DISCONNECTED, out)
             return
-        node.api_versions = {e["api_key"]: (e["min_version"], e["max_version"])
-                             for e in body.get("api_keys") or ()}
+        shared = self._shared_api_versions
+        if shared is not None and shared[0] == body:
+            # Every connection to a cluster (and each of a client's many
+            # connections to one broker) usually gets the same answer: the
+            # nodes share one body and one map (~3 KB per node otherwise).
+            # Neither is ever changed in place.
+            body, versions = shared
+        else:
+            versions = {e["api_key"]: (e["min_version"], e["max_version"])
+                        for e in body.get("api_keys") or ()}
+            self._shared_api_versions = (body, versions)
+        node.api_versions = versions
         node.api_versions_body = body
         self._ready(node)
         log.debug("Node %s is ready; ApiVersions v%d", node.id, version)

@@ -433,6 +433,10 @@ cdef class FrameDecoder:
             self._hint = _MAX_CHUNK
         elif self._hint < _FIRST_CAP:
             self._hint = _FIRST_CAP
+        if n == 0 and not self._wbig:
+            # A receive that found nothing (TLS: no whole record yet) into a
+            # chunk set up for it: an idle connection keeps no receive memory.
+            self._emptied()
         return 0
 
     def writable(self):
@@ -544,6 +548,11 @@ cdef class FrameDecoder:
         out = self._slice(self._start + 4, <Py_ssize_t>need)
         self._start += 4 + <Py_ssize_t>need
         self._need = -1
+        if self._start == self._end and self._wview is None:
+            # The last frame of the chunk (typically an authenticator's last
+            # read): nobody may call again for a long time, so the chunk goes
+            # now rather than on the next call.
+            self._emptied()
         return out
 
     def frames(self):

@@ -734,6 +734,46 @@ def test_idle_decoder_holds_no_chunk_after_small_frames(impl):
     assert current < 2048          # no receive chunk kept
 
 
+def test_decoder_lets_the_chunk_go_after_its_last_frame_by_next_frame(impl):
+    # An authenticator takes frames one at a time with next_frame() and then
+    # may never read again (an idle authenticated connection): the emptied
+    # chunk goes with the last frame, not on a later call.
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    tracemalloc.start()
+    try:
+        receive(d, fr.encode_frames([b"a" * 300, b"b" * 300]))
+        assert d.next_frame() == b"a" * 300
+        assert d.next_frame() == b"b" * 300
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert current < 2048          # no receive chunk kept
+    receive(d, fr.encode_frame(b"c" * 10))
+    assert d.frames() == [b"c" * 10]
+
+
+def test_decoder_lets_the_chunk_go_after_an_empty_receive(impl):
+    # A TLS read sets up a region and may find no whole record: commit(0)
+    # leaves no chunk behind.
+    fr = impl.framing
+    d = fr.FrameDecoder()
+    tracemalloc.start()
+    try:
+        assert len(d.writable()) >= 4096
+        d.commit(0)
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert current < 2048
+    # An incomplete frame stays where it is.
+    receive(d, fr.encode_frame(b"z" * 100)[:50])
+    d.writable()
+    d.commit(0)
+    receive(d, fr.encode_frame(b"z" * 100)[50:])
+    assert d.frames() == [b"z" * 100]
+
+
 @HYPO
 @given(payloads=st.lists(st.binary(max_size=9000) | st.sampled_from([b"L" * 40000]),
                          max_size=15),

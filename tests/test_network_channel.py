@@ -233,6 +233,49 @@ def test_channel_reauthentication_hooks_are_noops_for_default_authenticator():
         b.close()
 
 
+def test_idle_ready_channel_holds_no_send_queue_or_receive_memory():
+    # What an idle authenticated connection keeps: no receive chunk, no send
+    # queue (the queue goes once everything is written and comes back with
+    # the next send), in the order and with the results as before.
+    import tracemalloc
+    a, b = socket.socketpair()
+    try:
+        ch = KafkaChannel("x", _plaintext_transport(a), lambda: DefaultAuthenticator(),
+                          mode="server")
+        ch.mark_connected()
+        assert ch.prepare(0) == OP_NONE
+        b.settimeout(10)
+        ch.set_send(b"one")
+        ch.set_send(b"two")
+        assert ch.write() is True
+        assert ch.take_accepted() == [7, 7]
+        dec = FrameDecoder()
+        got = []
+        while len(got) < 2:
+            dec.feed(b.recv(4096))
+            got += dec.frames()
+        assert got == [b"one", b"two"]
+        b.sendall(encode_frame(b"req"))
+        select.select([a], [], [], 5)
+        assert ch.read(max_frames=5) == [b"req"]
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            ch.set_send(b"three")
+            assert ch.write() is True
+            assert ch.read(max_frames=5) == []
+            after, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert after - before < 512
+        assert not ch.has_send() and not ch.has_pending_writes()
+        assert read_frame(b) == b"three"
+        ch.close()
+    finally:
+        a.close()
+        b.close()
+
+
 def test_mute_state_machine_as_kafka():
     from kchannel.network.channel import ChannelMuteEvent as E, ChannelMuteState as M
     a, b = socket.socketpair()

@@ -192,3 +192,26 @@ def test_disconnected_state_carries_authentication_exception():
         net.close()
     finally:
         s.shutdown()
+
+
+def test_connections_with_equal_api_versions_share_them():
+    # A client's connections to one cluster get equal ApiVersions answers:
+    # the nodes share one body and one map instead of ~3 KB each; what each
+    # node reports is unchanged.
+    s = Server(server_props())
+    net = NetworkClient(client_configs(s))
+    port = s.bound_port("SASL")
+    try:
+        for node in ("a", "b"):
+            net.connect(node, "127.0.0.1", port)
+        drive(s, net, lambda out: net.is_ready("a") and net.is_ready("b"))
+        assert net.api_versions("a") is net.api_versions("b")
+        assert net.api_versions_response("a") is net.api_versions_response("b")
+        assert net.api_versions("a")[int(ApiKey.METADATA)][1] >= 1
+        assert net.choose_version("b", ApiKey.METADATA) >= 1
+        corr = net.send("b", ApiKey.METADATA, {"topics": []})
+        out = drive(s, net, lambda out: any(r.correlation_id == corr for r in out))
+        assert out[-1].exception is None
+    finally:
+        net.close()
+        s.shutdown()

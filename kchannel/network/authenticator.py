@@ -18,6 +18,8 @@ shared with the data phase.
   mapped by ``ssl.principal.mapping.rules``, ``User:ANONYMOUS`` without one).
 """
 
+from types import MappingProxyType
+
 from ..errors import IllegalStateTransitionError
 from ..principal import (
     ANONYMOUS,
@@ -180,6 +182,17 @@ class StateMachineAuthenticator(Authenticator):
                 self._set_state(self._pending_state, now, self._pending_exception)
             return True
         return False
+
+
+def kept_mapping(mapping):
+    """``mapping`` as an authenticator keeps it: a read-only
+    ``MappingProxyType`` (what a channel builder passes: a view of its own
+    configs, shared by every connection) as it is, anything else as a copy
+    (the caller may change it later).  A copy per connection of a client's
+    whole config is most of a kilobyte, held as long as the connection."""
+    if type(mapping) is MappingProxyType:
+        return mapping
+    return dict(mapping or {})
 
 
 def create_principal_builder(configs, ssl_principal_mapper=None, kerberos_short_namer=None):

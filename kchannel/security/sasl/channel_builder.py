@@ -22,6 +22,7 @@ Configuration lookups accept either the listener's effective config dict
 (typed values or strings) or, through ``server_config``, the config
 engineer's ``ServerConfig`` (``jaas_for`` / ``listener_mechanism_config``).
 """
+from types import MappingProxyType
 
 from kchannel.config.jaas import parse_jaas_config
 from kchannel.config.types import reveal
@@ -55,6 +56,12 @@ SSL_CLIENT_AUTH = "ssl.client.auth"
 DEFAULT_ENABLED_MECHANISMS = ["GSSAPI"]       # Kafka's sasl.enabled.mechanisms default
 DEFAULT_CLIENT_MECHANISM = "GSSAPI"           # Kafka's sasl.mechanism default
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
+
+
+def _view(value):
+    """A dict as a read-only view (an authenticator keeps it without a copy,
+    see ``kept_mapping``); anything else (None, an int) as it is."""
+    return MappingProxyType(value) if isinstance(value, dict) else value
 
 
 def _as_list(value):
@@ -352,13 +359,15 @@ class SaslChannelBuilder(ChannelBuilder):
                 return None
 
         def factory():
+            # Read-only views of the builder's dicts: the authenticator keeps
+            # them instead of a copy per connection (kept_mapping).
             return SaslServerAuthenticator(
                 enabled_mechanisms=self.enabled_mechanisms,
-                jaas_options=self.jaas_options,
+                jaas_options=_view(self.jaas_options),
                 callbacks=self.callbacks,
-                configs=self.mechanism_configs,
+                configs=_view(self.mechanism_configs),
                 principal_builder=self.principal_builder,
-                connections_max_reauth_ms=self.connections_max_reauth_ms,
+                connections_max_reauth_ms=_view(self.connections_max_reauth_ms),
                 max_receive_size=self.max_receive_size,
                 api_versions_supplier=self.api_versions_supplier,
                 connection_id=channel_id,
@@ -376,8 +385,8 @@ class SaslChannelBuilder(ChannelBuilder):
         def factory():
             return SaslClientAuthenticator(
                 mechanism=self.client_mechanism,
-                jaas_options=self.client_jaas_options,
-                configs=self.configs,
+                jaas_options=_view(self.client_jaas_options),
+                configs=_view(self.configs),
                 server_host=peer_host,
                 node=channel_id,
                 handshake_request_enable=self.handshake_request_enable,

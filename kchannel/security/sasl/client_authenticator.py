@@ -38,7 +38,7 @@ import random
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
                              InvalidRequestError, KChannelError, SaslAuthenticationError,
                              UnsupportedSaslMechanismError)
-from kchannel.network.authenticator import StateMachineAuthenticator
+from kchannel.network.authenticator import StateMachineAuthenticator, kept_mapping
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol.errors import Errors, exception_for
@@ -137,7 +137,18 @@ _TRANSITIONS = {
 }
 
 
+def _sasl_versions(api_versions_body):
+    """The part of an ApiVersions response body ``_set_versions`` reads."""
+    return {"api_keys": [e for e in api_versions_body.get("api_keys") or ()
+                         if e.get("api_key") in (SASL_HANDSHAKE, SASL_AUTHENTICATE)]}
+
+
 class _ReauthInfo:
+    __slots__ = ("api_versions_from_original_authentication", "reauthentication_begin_ms",
+                 "pending_authenticated_receives", "api_versions_received_from_broker",
+                 "positive_session_lifetime_ms", "authentication_end_ms",
+                 "client_session_reauthentication_ms")
+
     def __init__(self):
         self.api_versions_from_original_authentication = None
         self.reauthentication_begin_ms = None
@@ -206,8 +217,8 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
                  node=None, handshake_request_enable=True, mechanism_factory=None,
                  rng=None, client_id=None):
         self.mechanism = mechanism
-        self._jaas_options = dict(jaas_options or {})
-        self._configs = dict(configs or {})
+        self._jaas_options = kept_mapping(jaas_options)
+        self._configs = kept_mapping(configs)
         self._server_host = server_host
         self.node = node
         self._client_id = client_id if client_id is not None else \
@@ -278,7 +289,9 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
                 if body is None:
                     return OP_READ
                 self._set_versions(body)
-                self._reauth.api_versions_received_from_broker = body
+                # Kept for a re-authentication, which reads only these two
+                # entries: the whole body is ~2 KB per connection.
+                self._reauth.api_versions_received_from_broker = _sasl_versions(body)
                 self._set_state(SaslState.SEND_HANDSHAKE_REQUEST, now)
             elif state in (SaslState.SEND_HANDSHAKE_REQUEST,
                            SaslState.REAUTH_SEND_HANDSHAKE_REQUEST):
@@ -427,6 +440,12 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
             log.debug("Set SASL client state to %s", state.name)
         if state is SaslState.COMPLETE:
             self._set_authentication_end(now)
+            # The mechanism is done with (a re-authentication makes a new
+            # one): its state (SCRAM nonces, salted password, messages) is not
+            # kept for the life of the connection.
+            if self._sasl_client is not None:
+                self._sasl_client.dispose()
+                self._sasl_client = None
 
     def _set_authentication_end(self, now):
         r = self._reauth

@@ -52,11 +52,12 @@ Where this differs from Kafka (deliberately):
 import enum
 import logging
 import re
+from types import MappingProxyType
 
 from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
                              InvalidReceiveError, InvalidRequestError, KChannelError,
                              SaslAuthenticationError, UnsupportedSaslMechanismError)
-from kchannel.network.authenticator import StateMachineAuthenticator
+from kchannel.network.authenticator import StateMachineAuthenticator, kept_mapping
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
@@ -199,10 +200,10 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         if not mechanisms:
             raise ValueError("No SASL mechanisms are enabled")
         self.enabled_mechanisms = mechanisms
-        self._jaas_options = dict(jaas_options or {})
+        self._jaas_options = kept_mapping(jaas_options)
         self._callbacks = callbacks
         # One config dict for every mechanism, or mechanism -> config dict.
-        configs = dict(configs or {})
+        configs = kept_mapping(configs)
         if configs and all(isinstance(v, dict) for v in configs.values()) and \
                 all(k in mechanisms for k in configs):
             self._mechanism_configs = configs
@@ -214,10 +215,12 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
             principal_builder = DefaultKafkaPrincipalBuilder(
                 kerberos_short_namer=kerberos_short_namer)
         self._principal_builder = principal_builder
-        if isinstance(connections_max_reauth_ms, dict):
-            self._max_reauth_ms = dict(connections_max_reauth_ms)
+        if isinstance(connections_max_reauth_ms, (dict, MappingProxyType)):
+            self._max_reauth_ms = kept_mapping(connections_max_reauth_ms)
         else:
-            self._max_reauth_ms = {m: connections_max_reauth_ms for m in mechanisms}
+            # One value for every mechanism: kept as it is (a dict of it per
+            # connection would cost ~200 bytes); see _calc_completion_times.
+            self._max_reauth_ms = connections_max_reauth_ms
         self._max_receive_size = (DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
                                   if max_receive_size is None else int(max_receive_size))
         self._api_versions_supplier = api_versions_supplier
@@ -728,7 +731,9 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
             CREDENTIAL_LIFETIME_MS)
         if credential_expiration is not None:
             credential_expiration = int(credential_expiration)
-        max_reauth = self._max_reauth_ms.get(self.mechanism)
+        max_reauth = self._max_reauth_ms
+        if isinstance(max_reauth, (dict, MappingProxyType)):
+            max_reauth = max_reauth.get(self.mechanism)
         max_reauth_set = max_reauth is not None and max_reauth > 0
         if credential_expiration is not None or max_reauth_set:
             if credential_expiration is None:
