@@ -121,6 +121,58 @@ DEF _POOL_MAX = 8
 cdef unsigned char *_pool[_POOL_MAX]
 cdef int _pool_n = 0
 
+# The same for the buffers of large frames (received into memory of their
+# own, sized to the frame; see _start_big): a bulk receiver of 1 MiB frames
+# frees and allocates one per frame, and glibc sometimes gives each back to
+# the kernel (trim and mmap thresholds move with what was freed before), so
+# that every frame then costs 256 page faults -- about a fifth of the CPU of
+# a 1 MiB PLAINTEXT transfer in the runs where it happened.  _BIG_SLOTS
+# freed buffers are kept, each at most _BIG_POOL_MAX bytes, and one is
+# reused for a frame of at least 3/4 of its size (an exporter hands out
+# exactly the frame's bytes, all of them received before the frame is
+# handed out, so nothing a buffer held before can be seen).
+DEF _BIG_SLOTS = 2
+cdef Py_ssize_t _BIG_POOL_MAX = 16 * 1048576
+cdef unsigned char *_big_pool[_BIG_SLOTS]
+cdef Py_ssize_t _big_pool_size[_BIG_SLOTS]
+
+
+cdef unsigned char *_big_take(Py_ssize_t need, Py_ssize_t *size):
+    """A pooled buffer of at least ``need`` bytes (its size in ``size``), or NULL."""
+    cdef int i
+    cdef unsigned char *buf
+    for i in range(_BIG_SLOTS):
+        if (_big_pool[i] != NULL and _big_pool_size[i] >= need
+                and need >= _big_pool_size[i] - _big_pool_size[i] // 4):
+            buf = _big_pool[i]
+            size[0] = _big_pool_size[i]
+            _big_pool[i] = NULL
+            _big_pool_size[i] = 0
+            return buf
+    return NULL
+
+
+cdef void _big_give(unsigned char *buf, Py_ssize_t size):
+    """Keep ``buf`` for reuse (replacing the smallest pooled one when the
+    slots are full) or free it."""
+    cdef int i, smallest = 0
+    if size > _BIG_POOL_MAX:
+        PyMem_Free(buf)
+        return
+    for i in range(_BIG_SLOTS):
+        if _big_pool[i] == NULL:
+            _big_pool[i] = buf
+            _big_pool_size[i] = size
+            return
+        if _big_pool_size[i] < _big_pool_size[smallest]:
+            smallest = i
+    if _big_pool_size[smallest] < size:
+        PyMem_Free(_big_pool[smallest])
+        _big_pool[smallest] = buf
+        _big_pool_size[smallest] = size
+    else:
+        PyMem_Free(buf)
+
 
 cdef class _Chunk:
     """Receive memory: ``cap`` malloc'ed bytes that live as long as the
@@ -135,17 +187,24 @@ cdef class _Chunk:
     what malloc or the pool held before) are out of every consumer's reach.
     """
     cdef unsigned char *buf
-    cdef Py_ssize_t cap
+    cdef Py_ssize_t cap         # the bytes exported (and used)
+    cdef Py_ssize_t alloc       # the bytes allocated (a pooled buffer may be larger)
 
     def __cinit__(self, Py_ssize_t cap):
         global _pool_n
+        self.alloc = cap
         if cap == _MAX_CHUNK and _pool_n > 0:
             _pool_n -= 1
             self.buf = _pool[_pool_n]
         else:
-            self.buf = <unsigned char *>PyMem_Malloc(cap if cap > 0 else 1)
+            self.buf = NULL
+            if cap > _MAX_CHUNK:
+                self.buf = _big_take(cap, &self.alloc)
             if self.buf == NULL:
-                raise MemoryError()
+                self.alloc = cap
+                self.buf = <unsigned char *>PyMem_Malloc(cap if cap > 0 else 1)
+                if self.buf == NULL:
+                    raise MemoryError()
         self.cap = cap
 
     def __dealloc__(self):
@@ -155,6 +214,8 @@ cdef class _Chunk:
         if self.cap == _MAX_CHUNK and _pool_n < _POOL_MAX:
             _pool[_pool_n] = self.buf
             _pool_n += 1
+        elif self.alloc > _MAX_CHUNK:
+            _big_give(self.buf, self.alloc)
         else:
             PyMem_Free(self.buf)
         self.buf = NULL

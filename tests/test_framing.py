@@ -863,3 +863,25 @@ def test_a_compiled_frame_reaches_only_its_own_bytes(impl_pair):
         # A writable export is refused (ctypes asks for one).
         with pytest.raises(TypeError):
             ctypes.c_char.from_buffer(f.obj)
+
+
+def test_large_frames_reuse_freed_buffers_without_showing_old_bytes(impl):
+    # The compiled decoder keeps freed large-frame buffers for reuse (a
+    # buffer may serve a frame up to a quarter smaller than itself): every
+    # frame must still be exactly its own bytes, whatever size came before,
+    # while earlier frames are kept or dropped.
+    fr = impl.framing
+    sizes = [1 << 20, 1 << 20, 900_000, 800_000, (1 << 20) + 1, 300_000, 2 << 20,
+             1_600_000, 1 << 20]
+    kept = []
+    for i, n in enumerate(sizes):
+        d = fr.FrameDecoder()
+        payload = bytes([i + 1]) * n
+        d.feed(fr.encode_frame(payload)[:4096])
+        d.feed(fr.encode_frame(payload)[4096:])
+        [frame] = d.frames()
+        assert len(frame) == n and bytes(frame) == payload
+        if i % 3 == 0:
+            kept.append((frame, payload))        # still held: not reusable
+    for frame, payload in kept:
+        assert bytes(frame) == payload
