@@ -70,6 +70,24 @@ def test_crc32c_hardware_loop_is_used_where_the_cpu_has_it(impl_pair):
     assert compiled.records.crc32c(big[3:]) == compiled.records._crc32c_software(big[3:])
 
 
+@pytest.mark.parametrize("n", [6143, 6144, 6145, 6151, 12288, 12289 + 7, 100_003])
+def test_crc32c_three_streams_join_correctly(impl_pair, n):
+    # From 3 blocks of 2 KiB on, the hardware loop runs three CRCs side by
+    # side and joins them: lengths around the block multiples, every
+    # alignment, continuing from a previous value; the table loop is the
+    # reference (the pure twin too, on the shortest).
+    pure, compiled = impl_pair
+    data = os.urandom(n + 8)
+    for off in (0, 1, 3, 8):
+        chunk = data[off:off + n]
+        want = compiled.records._crc32c_software(chunk, 0xDEADBEEF)
+        assert compiled.records.crc32c(chunk, 0xDEADBEEF) == want
+        assert compiled.records.crc32c(memoryview(chunk)) == \
+            compiled.records._crc32c_software(chunk)
+    if n < 7000:
+        assert pure.records.crc32c(data[:n]) == compiled.records.crc32c(data[:n])
+
+
 # -- record encode/decode, both twins ------------------------------------------
 
 def test_record_bytes_vector(impl):
