@@ -16,6 +16,8 @@ from cpython.tuple cimport PyTuple_New
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
 
+cimport cython
+
 from kchannel.errors import CorruptRecordError
 
 __all__ = ["crc32c", "encode_records", "decode_records", "RecordReader", "make_records"]
@@ -398,15 +400,23 @@ cdef object _record(cls, topic, partition, offset, timestamp, timestamp_type, ke
     return obj
 
 
+@cython.final
 cdef class _Cursor:
+    # Final: its methods are called directly (no vtable), so the C compiler
+    # can inline the one-byte varints that most record fields are.
     cdef const uint8_t* p
     cdef Py_ssize_t pos
     cdef Py_ssize_t end
 
-    cdef uint64_t uvarint(self, int limit_bits) except? 0xFFFFFFFFFFFFFFFF:
+    cdef inline uint64_t uvarint(self, int limit_bits) except? 0xFFFFFFFFFFFFFFFF:
         cdef uint64_t value = 0
         cdef int shift = 0
         cdef uint8_t byte
+        if self.pos < self.end and self.p[self.pos] < 0x80:
+            # One byte: what record sizes below 64, deltas, lengths below
+            # 64 and header counts are.
+            self.pos += 1
+            return self.p[self.pos - 1]
         while True:
             if self.pos >= self.end:
                 raise CorruptRecordError("Record is truncated (varint runs past the batch)")
@@ -421,7 +431,7 @@ cdef class _Cursor:
                 raise CorruptRecordError("Record has a varint that is too long")
         return value
 
-    cdef int64_t varint(self) except? -0x7FFFFFFFFFFFFFFF:
+    cdef inline int64_t varint(self) except? -0x7FFFFFFFFFFFFFFF:
         cdef Py_ssize_t start = self.pos
         cdef uint64_t v = self.uvarint(35)
         # The 5th byte may carry up to 7 bits: more than 32 is invalid.
@@ -429,7 +439,7 @@ cdef class _Cursor:
             raise CorruptRecordError("Record has a varint that does not fit in 32 bits")
         return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
 
-    cdef int64_t varlong(self) except? -0x7FFFFFFFFFFFFFFF:
+    cdef inline int64_t varlong(self) except? -0x7FFFFFFFFFFFFFFF:
         cdef Py_ssize_t start = self.pos
         cdef uint64_t v = self.uvarint(70)
         if self.pos - start == 10 and self.p[self.pos - 1] > 0x01:
