@@ -272,7 +272,25 @@ class ScramModule(Protocol):
 Header = Tuple[str, Optional[bytes]]
 
 
+class RecordReader(Protocol):
+    """A batch's records ``read(n)`` at a time, as ``cls(topic, partition,
+    offset, timestamp, timestamp_type, key, value, headers, None)``."""
+
+    def __init__(self, buf: bytes, count: int, base_offset: int, base_timestamp: int,
+                 log_append_time: Optional[int], cls: type, topic: str, partition: int,
+                 timestamp_type: str) -> None: ...
+
+    @property
+    def remaining(self) -> int:
+        """Records not read yet (0 after an error)."""
+
+    def read(self, n: int) -> List[Any]:
+        """The next (up to) ``n`` records; CorruptRecordError otherwise."""
+
+
 class RecordsModule(Protocol):
+    RecordReader: type[RecordReader]
+
     def crc32c(self, data: bytes, crc: int = 0) -> int:
         """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``."""
 

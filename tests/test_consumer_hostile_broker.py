@@ -94,6 +94,19 @@ def test_corrupt_crc_raises_from_poll(broker, consumer):
         _poll_once(consumer, bytes(raw), broker)
 
 
+def test_records_before_a_corrupt_batch_are_returned_then_poll_raises(broker, consumer):
+    # As Kafka's consumer: what decoded before the corrupt batch is handed
+    # out (the position moves past it), the error comes with the next poll.
+    first = R.encode_batch([(1, None, b"a", []), (2, None, b"b", [])])
+    bad = bytearray(R.encode_batch([(3, None, b"c", [])], base_offset=2))
+    bad[-1] ^= 0xFF
+    got = _poll_once(consumer, first + bytes(bad), broker)
+    assert [r.value for r in got] == [b"a", b"b"]
+    assert consumer.position((TOPIC, 0)) == 2
+    with pytest.raises(CorruptRecordError, match="stored crc"):
+        consumer.poll(0)
+
+
 def test_partial_trailing_batch_is_ignored(broker, consumer):
     first = R.encode_batch([(1, None, b"a", []), (2, None, b"b", [])])
     second = R.encode_batch([(3, None, b"c", [])], base_offset=2)

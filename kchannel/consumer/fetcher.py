@@ -17,7 +17,7 @@ from kchannel.log import get_logger
 from kchannel.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
-from kchannel.protocol.records import TimestampType, iter_batches, make_records
+from kchannel.protocol.records import TimestampType, iter_batches
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 
@@ -108,8 +108,7 @@ class SubscriptionState:
 
 
 class _CompletedFetch:
-    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "records",
-                 "index", "ttype", "done")
+    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "reader", "done")
 
     def __init__(self, tp, fetch_offset, records, aborted):
         self.tp = tp
@@ -117,9 +116,7 @@ class _CompletedFetch:
         self.batches = iter_batches(records)
         self.aborted = sorted(aborted or (), key=lambda a: a["first_offset"])
         self.aborted_pids = set()
-        self.records = ()         # the current batch's decoded records
-        self.index = 0            # the next of them to hand out
-        self.ttype = None
+        self.reader = None        # RecordReader of the current batch's ConsumerRecords
         self.done = False
 
 
@@ -265,7 +262,16 @@ class Fetcher:
             if st is None or cf.done:
                 self.completed.popleft()
                 continue
-            n = self._drain(cf, st, out, budget)
+            try:
+                n = self._drain(cf, st, out, budget)
+            except errors.CorruptRecordError as exc:
+                if not out:
+                    raise
+                # The records before the corrupt ones are handed out (their
+                # positions are already past them) and the error is raised
+                # by the next poll, as Kafka's consumer does.
+                self.errors.append(exc)
+                break
             budget -= n
             if cf.done:
                 self.completed.popleft()
@@ -273,46 +279,55 @@ class Fetcher:
 
     def _drain(self, cf, st, out, budget):
         taken = 0
-        topic, partition = cf.tp
         kd, vd = self.key_deserializer, self.value_deserializer
         decode_keys = kd is not None or self.key_type.endswith("StringDeserializer")
         decode_values = vd is not None or self.value_type.endswith("StringDeserializer")
         while taken < budget:
-            records = cf.records
-            i = cf.index
-            if i >= len(records):
+            reader = cf.reader
+            if reader is None or not reader.remaining:
                 if not self._next_batch(cf, st):
                     cf.done = True
                     break
                 continue
             position = st.position
+            try:
+                # Decoded now, as many as this poll hands out: the records
+                # die with the application's use of them instead of a whole
+                # batch outliving polls (the garbage collector's cost).
+                records = reader.read(budget - taken)
+            except errors.CorruptRecordError:
+                # Done with this batch: the next poll goes on after it.
+                cf.reader = None
+                raise
             n = len(records)
             # Records before the position (a seek into the middle of a
-            # batch): offsets grow within a batch, so they are a prefix.
-            while i < n and records[i][0] < position:
+            # batch): offsets (field 2) grow within a batch, so they are a
+            # prefix.
+            i = 0
+            while i < n and records[i][2] < position:
                 i += 1
-            stop = min(n, i + budget - taken)
-            cf.index = stop
-            if i >= stop:
+            if i >= n:
                 continue
-            ttype = cf.ttype
             if decode_keys or decode_values:
-                for offset, ts, key, value, headers in records[i:stop]:
+                topic, partition = cf.tp
+                for r in records[i:]:
+                    key, value = r[5], r[6]
                     if decode_keys:
                         key = deserializer(key, self.key_type, kd)
                     if decode_values:
                         value = deserializer(value, self.value_type, vd)
-                    out.append(_new_record(ConsumerRecord, (topic, partition, offset, ts, ttype,
-                                                            key, value, headers, None)))
+                    out.append(_new_record(ConsumerRecord, (topic, partition, r[2], r[3], r[4],
+                                                            key, value, r[7], None)))
+            elif i:
+                out += records[i:]
             else:
-                out.extend(make_records(ConsumerRecord, records, i, stop, topic, partition,
-                                        ttype))
-            st.position = records[stop - 1][0] + 1
-            taken += stop - i
+                out += records
+            st.position = records[-1][2] + 1
+            taken += n - i
         return taken
 
     def _next_batch(self, cf, st):
-        """Make the next batch's records current in ``cf``; False at the end."""
+        """Make the next batch's reader current in ``cf``; False at the end."""
         for batch in cf.batches:
             if self.check_crcs:
                 batch.ensure_valid()
@@ -336,14 +351,13 @@ class Fetcher:
                 st.position = max(st.position, batch.next_offset)
                 continue
             ttype = batch.timestamp_type
-            records = batch.records()
-            if not records:
+            ttype = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE else "NoTimestampType"
+            reader = batch.reader(ConsumerRecord, cf.tp.topic, cf.tp.partition, ttype)
+            if not reader.remaining:
+                reader.read(0)  # checks that the batch holds nothing more
                 st.position = max(st.position, batch.next_offset)
                 continue
-            cf.ttype = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE \
-                else "NoTimestampType"
-            cf.records = records
-            cf.index = 0
+            cf.reader = reader
             return True
         return False
 

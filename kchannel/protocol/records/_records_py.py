@@ -18,10 +18,21 @@ Both twins expose the same names with the same behaviour:
   malformed input raises ``CorruptRecordError`` (Kafka's
   ``InvalidRecordException``/``CorruptRecordException``), never another
   exception.
+* ``RecordReader(buf, count, base_offset, base_timestamp, log_append_time,
+  cls, topic, partition, timestamp_type)``: the same records, checked the
+  same way, ``read(n)`` at a time (``remaining`` left), as ``make_records``
+  would build them: ``cls(topic, partition, offset, timestamp,
+  timestamp_type, key, value, headers, None)`` each (``cls`` a tuple
+  subclass of 9 fields: the consumer's ``ConsumerRecord``).
+* ``make_records(cls, records, start, stop, topic, partition,
+  timestamp_type)``: those ``cls`` records for ``records[start:stop]`` of
+  ``decode_records``' output.
 """
+import itertools
+
 from kchannel.errors import CorruptRecordError
 
-__all__ = ["crc32c", "encode_records", "decode_records", "make_records"]
+__all__ = ["crc32c", "encode_records", "decode_records", "RecordReader", "make_records"]
 
 
 def _crc32c_table():
@@ -132,17 +143,25 @@ def _corrupt(msg):
 
 def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
     buf = bytes(buf)
-    end = len(buf)
+    _check_count(buf, count)
+    return list(_records(buf, count, base_offset, base_timestamp, log_append_time))
+
+
+def _check_count(buf, count):
     if count < 0:
         raise _corrupt(f"Found invalid record count {count} in the record batch")
     # Every record takes at least 7 bytes: refuse a hostile count before
     # allocating anything for it.
-    if count > end // 7 + 1:
-        raise _corrupt(f"Found invalid record count {count} in a batch of {end} bytes")
+    if count > len(buf) // 7 + 1:
+        raise _corrupt(f"Found invalid record count {count} in a batch of {len(buf)} bytes")
+
+
+def _records(buf, count, base_offset, base_timestamp, log_append_time):
+    """The records of ``buf`` one by one, then (once the ``count``-th is
+    taken and the generator resumed) the check that nothing is left."""
+    end = len(buf)
     pos = 0
     limit = end  # varints of a record may not run past the record
-    out = []
-    append = out.append
 
     def uvarint(limit_bits):
         nonlocal pos
@@ -217,10 +236,9 @@ def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
         timestamp = base_timestamp + ts_delta if log_append_time is None else log_append_time
         if not -0x8000000000000000 <= timestamp <= 0x7FFFFFFFFFFFFFFF:
             raise _corrupt(f"Record timestamp {timestamp} overflows")
-        append((base_offset + offset_delta, timestamp, key, value, headers))
+        yield (base_offset + offset_delta, timestamp, key, value, headers)
     if pos != end:
         raise _corrupt("Incorrect declared batch size, records still remaining in file")
-    return out
 
 
 def make_records(cls, records, start, stop, topic, partition, timestamp_type):
@@ -232,3 +250,53 @@ def make_records(cls, records, start, stop, topic, partition, timestamp_type):
     new = tuple.__new__
     return [new(cls, (topic, partition, offset, ts, timestamp_type, key, value, headers, None))
             for offset, ts, key, value, headers in records[start:stop]]
+
+
+class RecordReader:
+    """The ``count`` records of ``buf`` (as ``decode_records`` reads them,
+    with the same checks and errors), ``read(n)`` at a time, as
+    ``make_records`` builds them: ``cls(topic, partition, offset, timestamp,
+    timestamp_type, key, value, headers, None)``.  The check that the batch
+    holds nothing more runs in the ``read`` that reaches ``remaining == 0``
+    (a batch of 0 records: the first ``read``).  After a
+    ``CorruptRecordError`` ``remaining`` is 0 and every ``read`` raises it
+    again."""
+
+    def __init__(self, buf, count, base_offset, base_timestamp, log_append_time, cls, topic,
+                 partition, timestamp_type):
+        if not (isinstance(cls, type) and issubclass(cls, tuple)):
+            raise TypeError("cls must be a tuple subclass")
+        buf = bytes(buf)
+        _check_count(buf, count)
+        self._it = _records(buf, count, base_offset, base_timestamp, log_append_time)
+        self._fields = (cls, topic, partition, timestamp_type)
+        self._remaining = count
+        self._error = None
+        self._checked = False
+
+    @property
+    def remaining(self):
+        """Records not read yet (0 after an error)."""
+        return self._remaining
+
+    def read(self, n):
+        """The next (up to) ``n`` records, as a list."""
+        if self._error is not None:
+            raise self._error
+        n = max(0, min(n, self._remaining))
+        cls, topic, partition, ttype = self._fields
+        new = tuple.__new__
+        try:
+            out = [new(cls, (topic, partition, offset, ts, ttype, key, value, headers, None))
+                   for offset, ts, key, value, headers in itertools.islice(self._it, n)]
+            self._remaining -= n
+            if self._remaining == 0 and not self._checked:
+                self._checked = True
+                for _ in self._it:
+                    pass
+        except CorruptRecordError as exc:
+            # Where the batch went wrong is where it stays wrong.
+            self._error = exc
+            self._remaining = 0
+            raise
+        return out

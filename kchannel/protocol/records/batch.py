@@ -27,11 +27,12 @@ _twin = _load("kchannel.protocol.records._records_py", "kchannel._crecords")
 crc32c = _twin.crc32c
 encode_records = _twin.encode_records
 decode_records = _twin.decode_records
+RecordReader = _twin.RecordReader
 make_records = _twin.make_records
 
 __all__ = [
     "TimestampType", "RecordBatch", "LegacyBatch", "encode_batch", "iter_batches",
-    "read_records", "crc32c", "encode_records", "decode_records",
+    "read_records", "crc32c", "encode_records", "decode_records", "RecordReader",
     "RECORD_BATCH_OVERHEAD", "LOG_OVERHEAD", "NO_TIMESTAMP", "NO_PRODUCER_ID",
     "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "CURRENT_MAGIC",
 ]
@@ -142,18 +143,28 @@ class RecordBatch:
             raise CorruptRecordError(
                 f"Record is corrupt (stored crc = {self.crc}, computed crc = {computed})")
 
-    def records(self):
+    def _payload(self):
         ctype = self.compression_type
         if ctype:
-            payload = decompress(ctype, self._buf[self._start + RECORD_BATCH_OVERHEAD:self._end],
-                                 2)
-        else:
-            # A view, not a copy: the decoder copies each key and value out.
-            payload = memoryview(self._buf)[self._start + RECORD_BATCH_OVERHEAD:self._end]
+            return decompress(ctype, self._buf[self._start + RECORD_BATCH_OVERHEAD:self._end], 2)
+        # A view, not a copy: the decoder copies each key and value out.
+        return memoryview(self._buf)[self._start + RECORD_BATCH_OVERHEAD:self._end]
+
+    def records(self):
         log_append = (self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_MASK
                       else None)
-        return decode_records(payload, self.record_count, self.base_offset,
+        return decode_records(self._payload(), self.record_count, self.base_offset,
                               self.base_timestamp, log_append)
+
+    def reader(self, cls, topic, partition, timestamp_type):
+        """A :class:`RecordReader` of the records, as ``make_records(cls,
+        ...)`` builds them: ``cls(topic, partition, offset, timestamp,
+        timestamp_type, key, value, headers, None)``, ``read(n)`` at a time."""
+        log_append = (self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_MASK
+                      else None)
+        return RecordReader(self._payload(), self.record_count, self.base_offset,
+                            self.base_timestamp, log_append, cls, topic, partition,
+                            timestamp_type)
 
     def __repr__(self):
         return (f"RecordBatch(magic=2, offsets={self.base_offset}-{self.last_offset}, "
@@ -228,6 +239,12 @@ class LegacyBatch:
     def record_count(self):
         return len(self.records())
 
+    def reader(self, cls, topic, partition, timestamp_type):
+        """As :meth:`RecordBatch.reader` (the records are decoded at once)."""
+        records = self.records()
+        return _ListReader(make_records(cls, records, 0, len(records), topic, partition,
+                                        timestamp_type))
+
     def _base_offset(self):
         if not self.compression_type:
             return self.offset
@@ -290,6 +307,25 @@ class LegacyBatch:
     def __repr__(self):
         return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, "
                 f"compression={self.compression_type})")
+
+
+class _ListReader:
+    """:class:`RecordReader`'s interface over records already made."""
+
+    __slots__ = ("_records", "_index")
+
+    def __init__(self, records):
+        self._records = records
+        self._index = 0
+
+    @property
+    def remaining(self):
+        return len(self._records) - self._index
+
+    def read(self, n):
+        i = self._index
+        self._index = min(len(self._records), i + max(0, n))
+        return self._records[i:self._index]
 
 
 def _legacy_bytes(buf, pos, end, what):
