@@ -161,17 +161,19 @@ class Field:
 
 # -- compilation ---------------------------------------------------------------
 #
-# Each (struct, version) is compiled once into the Python source of two
-# straight-line functions, ``decode(r) -> dict`` and ``encode(w, d)``, that
-# are ``exec``-ed (as ``dataclasses`` builds its methods).  A decode is then
-# one call with every field read inlined as a call of a Reader method bound
-# in the function's namespace, a nested struct one call of its own generated
-# function: no loop over per-field closures, no per-field call layers.
+# Each (message, version) is compiled once into the Python source of a few
+# straight-line functions that are ``exec``-ed (as ``dataclasses`` builds its
+# methods).  A decode is then one call with every field read inlined as a call
+# of an unbound Reader method bound in the functions' namespace, nested
+# structs inlined too (arrays of structs as loops), each dict built by one
+# literal: no loop over per-field closures, no per-field call layers.
 #
-# The error behaviour is the same as field by field: a non-nullable
+# The error behaviour is that of a field-by-field codec: a non-nullable
 # string/bytes read names its field, a write error names its field, a null
-# array names its field.  Python 3.11's try blocks cost nothing until they
-# raise, so those wrappers stay inline.
+# array names its field; tests/test_protocol_schema_codec.py checks it against
+# the closure codec this replaced (tests/fixtures/schema_reference.py).  Try
+# blocks cost nothing until they raise (CPython 3.11+; two cheap opcodes
+# before), so those wrappers stay inline.
 
 class _Struct:
     """Compiled (fields, version, flexible) codec: ``decode(reader) -> dict``,
@@ -262,7 +264,7 @@ def _prim_min_size(t, flexible):
 
 
 class _Source:
-    """The lines and namespace of one generated function."""
+    """The lines and namespace of generated functions."""
 
     def __init__(self):
         self.lines = []
@@ -307,6 +309,7 @@ class _Layout:
         self.regular = []
         self.tagged = []  # the same, by ascending tag
         self.min_size = 1 if flexible else 0
+        self.tagged_reader = None  # generated on first use
         for f in fields:
             if version not in f.versions:
                 continue
@@ -383,7 +386,9 @@ def _gen_decode_struct(src, ind, layout, target):
         count = src.var("count")
         src.add(ind, f"{count} = {src.method(Reader, 'read_unsigned_varint')}(r)")
         src.add(ind, f"if {count}:")
-        src.add(ind + 1, f"{src.const(_gen_read_tagged(layout))}(r, {target}, {count})")
+        if layout.tagged_reader is None:
+            layout.tagged_reader = _gen_read_tagged(layout)
+        src.add(ind + 1, f"{src.const(layout.tagged_reader)}(r, {target}, {count})")
 
 
 def _gen_read_tagged(layout):
@@ -576,6 +581,10 @@ class MessageSpec:
         self.flexible_versions = Versions(flexible_versions)
         self.fields = tuple(fields)
         self._compiled = {}
+        # The generated functions of each compiled version, looked up
+        # directly by the per-request encode/decode.
+        self._encoders = {}
+        self._decoders = {}
 
     @property
     def min_version(self):
@@ -600,21 +609,25 @@ class MessageSpec:
                     f"(supported: {self.valid_versions.lo}-{self.valid_versions.hi})")
             c = _compile_struct(self.fields, version, version in self.flexible_versions)
             self._compiled[version] = c
+            self._encoders[version] = c.encode_message
+            self._decoders[version] = c.decode_message
         return c
 
     def encode(self, body, version):
         """Encode ``body`` (a dict) at ``version``.  Raises ValueError for values
         that cannot be represented, UnsupportedVersionError for a bad version."""
-        # the compiled codec straight from the cache (one call per request
-        # fewer); _codec compiles it and checks the version the first time
-        codec = self._compiled.get(version)
-        if codec is None:
-            codec = self._codec(version)
-        if body is None:
-            body = {}
-        elif not isinstance(body, dict):
-            raise ValueError(f"{self.name} body must be a dict, got {type(body).__name__}")
-        return codec.encode_message(body)
+        # the generated function straight from the cache (one call per
+        # request fewer); _codec compiles it and checks the version the first
+        # time
+        encode = self._encoders.get(version)
+        if encode is None:
+            encode = self._codec(version).encode_message
+        if type(body) is not dict:
+            if body is None:
+                body = {}
+            elif not isinstance(body, dict):
+                raise ValueError(f"{self.name} body must be a dict, got {type(body).__name__}")
+        return encode(body)
 
     def encode_into(self, writer, body, version):
         self._codec(version).encode(writer, body if body is not None else {})
@@ -622,10 +635,10 @@ class MessageSpec:
     def decode(self, buf, version, offset=0):
         """Decode one body from ``buf[offset:]``; trailing bytes are ignored,
         as Kafka does.  Raises InvalidRequestError on truncated/invalid data."""
-        codec = self._compiled.get(version)
-        if codec is None:
-            codec = self._codec(version)
-        return codec.decode_message(buf, offset)
+        decode = self._decoders.get(version)
+        if decode is None:
+            decode = self._codec(version).decode_message
+        return decode(buf, offset)
 
     def decode_from(self, buf, offset, version):
         """(body dict, offset just past the body)."""
