@@ -14,7 +14,8 @@ the invariant.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.bytearray cimport (PyByteArray_AS_STRING, PyByteArray_FromStringAndSize,
+                                PyByteArray_Resize)
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.object cimport PyObject_GenericSetAttr
@@ -415,7 +416,8 @@ cdef class Writer:
     cdef Py_ssize_t _len
 
     def __init__(self):
-        self._buf = bytearray(64)
+        # The C call, not bytearray(64): a Writer is built per message.
+        self._buf = PyByteArray_FromStringAndSize(NULL, 64)
         self._len = 0
 
     def getvalue(self):
