@@ -395,7 +395,9 @@ def _gen_read_tagged(layout):
     """A function reading the tagged fields of one struct into its dict."""
     src = _Source()
     src.add(0, "def read_tagged(r, d, count):")
-    src.add(1, "if count * 2 > r.end - r.pos:")
+    # Reading a known field moves r.end to the field's end and back again.
+    src.add(1, "end = r.end")
+    src.add(1, "if count * 2 > end - r.pos:")
     src.add(2, "raise InvalidRequestError(")
     src.add(3, "f'Tagged field count {count} exceeds the remaining bytes')")
     src.add(1, "unknown = None")
@@ -407,7 +409,6 @@ def _gen_read_tagged(layout):
         src.add(2, f"{keyword} tag == {f.tag}:")
         keyword = "elif"
         # The field's value must use exactly its declared size.
-        src.add(3, "saved_end = r.end")
         src.add(3, "stop = r.pos + size")
         src.add(3, "r.end = stop")
         src.add(3, "try:")
@@ -419,7 +420,7 @@ def _gen_read_tagged(layout):
         src.add(6, f"f'Tagged field {f.key} declared {{size}} bytes but used '")
         src.add(6, "f'{size - (stop - r.pos)}')")
         src.add(3, "finally:")
-        src.add(4, "r.end = saved_end")
+        src.add(4, "r.end = end")
     ind = 2
     if layout.tagged:
         src.add(2, "else:")
