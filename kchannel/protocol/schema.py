@@ -180,7 +180,7 @@ class _Struct:
     ``decode_message(buf, offset) -> dict``, ``encode(writer, body)``,
     ``encode_message(body) -> bytes``."""
 
-    __slots__ = ("decode", "decode_message", "encode", "encode_message", "min_size")
+    __slots__ = ("decode", "decode_message", "encode", "encode_message")
 
 
 _MISSING = object()
@@ -308,6 +308,7 @@ class _Layout:
         # (field, flexible, nullable, _Layout of a nested struct or None)
         self.regular = []
         self.tagged = []  # the same, by ascending tag
+        # The fewest bytes one struct takes (bounds an array's count).
         self.min_size = 1 if flexible else 0
         self.tagged_reader = None  # generated on first use
         for f in fields:
@@ -338,12 +339,11 @@ def _compile_struct(fields, version, flexible):
     Nested structs are inlined into their parent's functions (in loops for
     arrays of structs): a message is one call whatever its depth.  Only a
     tagged-field section that is not empty on the wire costs a call more,
-    of a function of its own (it is rare, and it keeps the loops and try
+    of a function of its own (most are empty, and it keeps the loops and try
     blocks of a deep message under Python's limit of nested blocks).
     """
     layout = _Layout(fields, version, flexible)
     s = _Struct()
-    s.min_size = layout.min_size
     src = _Source()
     src.add(0, "def decode(r):")
     _gen_decode_struct(src, 1, layout, "d")
