@@ -102,6 +102,20 @@ def test_fixed_width_vectors(impl):
     assert r.remaining() == 0
 
 
+@pytest.mark.parametrize("raw", [bytes(16), b"\xff" * 16, bytes(range(16)),
+                                 bytes.fromhex("00112233445566778899aabbccddeeff")])
+def test_read_uuid_is_what_uuid_builds(impl, raw):
+    # read_uuid builds the UUID without its constructor: it must be the same
+    # object in every respect.
+    u = impl.wire.Reader(b"\x00" + raw, 1).read_uuid()
+    expected = uuid.UUID(bytes=raw)
+    assert type(u) is uuid.UUID
+    assert u == expected and u.int == expected.int and u.bytes == raw
+    assert u.is_safe is expected.is_safe
+    assert hash(u) == hash(expected) and str(u) == str(expected)
+    assert repr(u) == repr(expected) and u.version == expected.version
+
+
 def test_boolean_any_nonzero_is_true(impl):
     # Kafka reads a boolean as byte != 0.
     assert impl.wire.Reader(b"\x02").read_boolean() is True

@@ -61,6 +61,12 @@ _F64 = struct.Struct(">d")
 # Kafka refuses string lengths above Short.MAX_VALUE in both encodings.
 _MAX_STRING = 0x7FFF
 
+_UUID = _uuid.UUID
+_SAFE_UNKNOWN = _uuid.SafeUUID.unknown
+_object_new = object.__new__
+_object_setattr = object.__setattr__
+_int_from_bytes = int.from_bytes
+
 
 def _underflow(need, pos, left):
     return InvalidRequestError(
@@ -123,7 +129,13 @@ class Reader:
 
     def read_uuid(self):
         p = self._take(16)
-        return _uuid.UUID(bytes=self.buf[p:p + 16])
+        # What uuid.UUID(bytes=...) builds (its two slots set as its
+        # __init__ sets them), without its argument parsing: half the time,
+        # and a Metadata or Fetch response has one per topic.
+        u = _object_new(_UUID)
+        _object_setattr(u, "int", _int_from_bytes(self.buf[p:p + 16], "big"))
+        _object_setattr(u, "is_safe", _SAFE_UNKNOWN)
+        return u
 
     # -- variable-length integers -----------------------------------------
     def read_unsigned_varint(self):

@@ -13,8 +13,8 @@ absent from the version are absent from the dict.  Unknown tagged fields
 survive a decode/encode round trip under ``"_unknown_tagged_fields"`` (a list
 of ``(tag, raw bytes)``), as Kafka keeps them.
 
-For speed each (struct, version) pair is compiled once into a list of small
-closures; decoding a body is then a loop over those closures.
+For speed each (struct, version) pair is compiled once into generated Python
+functions with every field read or write inlined (see "compilation" below).
 """
 import copy
 import re
@@ -160,73 +160,98 @@ class Field:
 
 
 # -- compilation ---------------------------------------------------------------
+#
+# Each (message, version) is compiled once into the Python source of a few
+# straight-line functions that are ``exec``-ed (as ``dataclasses`` builds its
+# methods).  A decode is then one call with every field read inlined as a call
+# of an unbound Reader method bound in the functions' namespace, nested
+# structs inlined too (arrays of structs as loops), each dict built by one
+# literal: no loop over per-field closures, no per-field call layers.
+#
+# The error behaviour is that of a field-by-field codec: a non-nullable
+# string/bytes read names its field, a write error names its field, a null
+# array names its field; tests/test_protocol_schema_codec.py checks it against
+# the closure codec this replaced (tests/fixtures/schema_reference.py).  Try
+# blocks cost nothing until they raise (CPython 3.11+; two cheap opcodes
+# before), so those wrappers stay inline.
 
-def _null_error(field):
-    return InvalidRequestError(f"non-nullable field {field.name} was serialized as null")
+class _Struct:
+    """Compiled (fields, version, flexible) codec: ``decode(reader) -> dict``,
+    ``decode_message(buf, offset) -> dict``, ``encode(writer, body)``,
+    ``encode_message(body) -> bytes``."""
+
+    __slots__ = ("decode", "decode_message", "encode", "encode_message")
 
 
-def _prim_reader(t, flexible, nullable):
-    """A function reading one value of primitive type t."""
-    if t == "bool":
-        return Reader.read_boolean
-    if t == "int8":
-        return Reader.read_int8
-    if t == "int16":
-        return Reader.read_int16
-    if t == "uint16":
-        return Reader.read_uint16
-    if t == "int32":
-        return Reader.read_int32
-    if t == "uint32":
-        return Reader.read_uint32
-    if t == "int64":
-        return Reader.read_int64
-    if t == "float64":
-        return Reader.read_float64
-    if t == "uuid":
-        return Reader.read_uuid
+_MISSING = object()
+
+# Names every generated function sees; the bound Reader/Writer methods are
+# added per name on first use (see _Source.method).
+_BASE_NAMESPACE = {
+    "InvalidRequestError": InvalidRequestError,
+    "Reader": Reader,
+    "Writer": Writer,
+    "_MISSING": _MISSING,
+    "_copy": copy.copy,
+}
+
+
+def _read_error(e, name):
+    return InvalidRequestError(f"{e} (field {name})")
+
+
+def _write_error(e, name):
+    return ValueError(f"field {name}: {e}")
+
+
+def _list_error(v, name):
+    return ValueError(f"field {name}: expected a list, got {type(v).__name__}")
+
+
+def _dict_error(v, name):
+    return ValueError(f"field {name}: expected a dict, got {type(v).__name__}")
+
+
+def _null_error(name):
+    return InvalidRequestError(f"non-nullable field {name} was serialized as null")
+
+
+_BASE_NAMESPACE.update(_read_error=_read_error, _write_error=_write_error,
+                       _list_error=_list_error, _dict_error=_dict_error,
+                       _null_error=_null_error)
+
+_LITERAL_TYPES = (int, bool, str, bytes, type(None))
+
+
+def _reader_name(t, flexible, nullable):
+    """The Reader method reading one value of primitive type t."""
+    if t in _FIXED_SIZE:
+        return "read_boolean" if t == "bool" else "read_" + t
     if t == "string":
         if flexible:
-            return Reader.read_compact_nullable_string if nullable else Reader.read_compact_string
-        return Reader.read_nullable_string if nullable else Reader.read_string
+            return "read_compact_nullable_string" if nullable else "read_compact_string"
+        return "read_nullable_string" if nullable else "read_string"
     if t == "records" and nullable:
         # A view of the frame (no copy of the batches).
-        return Reader.read_compact_nullable_records if flexible else \
-            Reader.read_nullable_records
+        return "read_compact_nullable_records" if flexible else "read_nullable_records"
     if t in ("bytes", "records"):
         if flexible:
-            return Reader.read_compact_nullable_bytes if nullable else Reader.read_compact_bytes
-        return Reader.read_nullable_bytes if nullable else Reader.read_bytes
+            return "read_compact_nullable_bytes" if nullable else "read_compact_bytes"
+        return "read_nullable_bytes" if nullable else "read_bytes"
     raise ValueError(f"unknown type {t}")
 
 
-def _prim_writer(t, flexible, nullable):
-    if t == "bool":
-        return Writer.write_boolean
-    if t == "int8":
-        return Writer.write_int8
-    if t == "int16":
-        return Writer.write_int16
-    if t == "uint16":
-        return Writer.write_uint16
-    if t == "int32":
-        return Writer.write_int32
-    if t == "uint32":
-        return Writer.write_uint32
-    if t == "int64":
-        return Writer.write_int64
-    if t == "float64":
-        return Writer.write_float64
-    if t == "uuid":
-        return Writer.write_uuid
+def _writer_name(t, flexible, nullable):
+    if t in _FIXED_SIZE:
+        return "write_boolean" if t == "bool" else "write_" + t
     if t == "string":
         if flexible:
-            return Writer.write_compact_nullable_string if nullable else Writer.write_compact_string
-        return Writer.write_nullable_string if nullable else Writer.write_string
+            return "write_compact_nullable_string" if nullable else "write_compact_string"
+        return "write_nullable_string" if nullable else "write_string"
     if t in ("bytes", "records"):
         if flexible:
-            return Writer.write_compact_nullable_bytes if nullable else Writer.write_compact_bytes
-        return Writer.write_nullable_bytes if nullable else Writer.write_bytes
+            return "write_compact_nullable_bytes" if nullable else "write_compact_bytes"
+        return "write_nullable_bytes" if nullable else "write_bytes"
     raise ValueError(f"unknown type {t}")
 
 
@@ -238,203 +263,311 @@ def _prim_min_size(t, flexible):
     return 1 if flexible else 4  # bytes / records
 
 
-class _Struct:
-    """Compiled (fields, version, flexible) codec."""
+class _Source:
+    """The lines and namespace of generated functions."""
 
-    __slots__ = ("decode", "encode", "min_size")
+    def __init__(self):
+        self.lines = []
+        self.ns = dict(_BASE_NAMESPACE)
+        self._n = 0
+
+    def add(self, indent, line):
+        self.lines.append("    " * indent + line)
+
+    def var(self, prefix="v"):
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def method(self, cls, name):
+        # Unbound methods called as functions: a global plus a call, cheaper
+        # than a method lookup on the compiled Reader/Writer.
+        self.ns[name] = getattr(cls, name)
+        return name
+
+    def const(self, value):
+        """A source expression for value: a literal when it is one, else a
+        name bound in the namespace (the very object, as the closures used)."""
+        if type(value) in _LITERAL_TYPES:
+            return repr(value)
+        name = self.var("_c")
+        self.ns[name] = value
+        return name
+
+    def build(self, filename):
+        """Executes the source; returns the namespace holding its functions."""
+        exec(compile("\n".join(self.lines) + "\n", filename, "exec"), self.ns)
+        return self.ns
+
+
+class _Layout:
+    """One struct's fields at one version, split as the wire lays them out."""
+
+    def __init__(self, fields, version, flexible):
+        self.version = version
+        self.flexible = flexible
+        # (field, flexible, nullable, _Layout of a nested struct or None)
+        self.regular = []
+        self.tagged = []  # the same, by ascending tag
+        # The fewest bytes one struct takes (bounds an array's count).
+        self.min_size = 1 if flexible else 0
+        self.tagged_reader = None  # generated on first use
+        for f in fields:
+            if version not in f.versions:
+                continue
+            f_flex = flexible
+            if f.flexible_versions is not None:
+                f_flex = version in f.flexible_versions
+            nullable = version in f.nullable_versions
+            sub = _Layout(f.fields, version, f_flex) if f.is_struct else None
+            entry = (f, f_flex, nullable, sub)
+            if f.tag is not None and flexible and version in f.tagged_versions:
+                self.tagged.append(entry)
+                continue
+            self.regular.append(entry)
+            if f.is_array:
+                self.min_size += 1 if f_flex else 4
+            elif f.is_struct:
+                self.min_size += 1 if nullable else sub.min_size
+            else:
+                self.min_size += _prim_min_size(f.element_type, f_flex)
+        self.tagged.sort(key=lambda e: e[0].tag)
 
 
 def _compile_struct(fields, version, flexible):
-    """Returns a _Struct whose decode(r) -> dict and encode(w, d)."""
-    regular = []      # (key, read_fn)
-    regular_enc = []  # (key, write_fn, default)
-    tagged_dec = {}   # tag -> (key, read_fn)
-    tagged_enc = []   # (tag, key, write_fn, default)
-    tagged_defaults = []  # (key, default field)
-    min_size = 1 if flexible else 0
-    for f in fields:
-        if version not in f.versions:
-            continue
-        f_flex = flexible
-        if f.flexible_versions is not None:
-            f_flex = version in f.flexible_versions
-        nullable = version in f.nullable_versions
-        rd, wr, size = _compile_field(f, version, f_flex, nullable)
-        if f.tag is not None and flexible and version in f.tagged_versions:
-            tagged_dec[f.tag] = (f.key, rd)
-            tagged_enc.append((f.tag, f.key, wr, f.default, f))
-            tagged_defaults.append(f)
-        else:
-            regular.append((f.key, rd))
-            regular_enc.append((f.key, wr, f))
-            min_size += size
-    tagged_enc.sort(key=lambda e: e[0])
+    """The _Struct of (fields, version, flexible).
 
-    if flexible:
-        def decode(r):
-            d = {}
-            for key, rd in regular:
-                d[key] = rd(r)
-            for f in tagged_defaults:
-                d[f.key] = f.default_value()
-            count = r.read_unsigned_varint()
-            if count:
-                if count * 2 > r.end - r.pos:
-                    raise InvalidRequestError(
-                        f"Tagged field count {count} exceeds the remaining bytes")
-                unknown = None
-                for _ in range(count):
-                    tag, size = r.read_tag_header()
-                    known = tagged_dec.get(tag)
-                    if known is None:
-                        if unknown is None:
-                            unknown = d[UNKNOWN_TAGGED_FIELDS] = []
-                        unknown.append((tag, r.read_raw(size)))
-                        continue
-                    key, rd = known
-                    saved_end = r.end
-                    stop = r.pos + size
-                    r.end = stop
-                    try:
-                        d[key] = rd(r)
-                        if r.pos != stop:
-                            raise InvalidRequestError(
-                                f"Tagged field {key} declared {size} bytes but used "
-                                f"{size - (stop - r.pos)}")
-                    finally:
-                        r.end = saved_end
-            return d
-
-        def encode(w, d):
-            get = d.get
-            for key, wr, f in regular_enc:
-                v = get(key, _MISSING)
-                wr(w, f.default if v is _MISSING else v)
-            items = []
-            for tag, key, wr, default, f in tagged_enc:
-                v = get(key, _MISSING)
-                # Kafka writes a tagged field only when it differs from its default.
-                if v is _MISSING or v == default:
-                    continue
-                sub = Writer()
-                wr(sub, v)
-                items.append((tag, sub.getvalue()))
-            unknown = get(UNKNOWN_TAGGED_FIELDS)
-            if unknown:
-                items.extend(unknown)
-            w.write_tagged_fields(items)
-    else:
-        def decode(r):
-            d = {}
-            for key, rd in regular:
-                d[key] = rd(r)
-            return d
-
-        def encode(w, d):
-            get = d.get
-            for key, wr, f in regular_enc:
-                v = get(key, _MISSING)
-                wr(w, f.default if v is _MISSING else v)
-
+    Nested structs are inlined into their parent's functions (in loops for
+    arrays of structs): a message is one call whatever its depth.  Only a
+    tagged-field section that is not empty on the wire costs a call more,
+    of a function of its own (most are empty, and it keeps the loops and try
+    blocks of a deep message under Python's limit of nested blocks).
+    """
+    layout = _Layout(fields, version, flexible)
     s = _Struct()
-    s.decode = decode
-    s.encode = encode
-    s.min_size = min_size
+    src = _Source()
+    src.add(0, "def decode(r):")
+    _gen_decode_struct(src, 1, layout, "d")
+    src.add(1, "return d")
+    src.add(0, "def decode_message(buf, offset):")
+    src.add(1, "r = Reader(buf, offset)")
+    _gen_decode_struct(src, 1, layout, "d")
+    src.add(1, "return d")
+    src.add(0, "def encode(w, d):")
+    src.add(1, "pass")  # for a struct without fields
+    _gen_encode_struct(src, 1, layout, "d", "w")
+    src.add(0, "def encode_message(d):")
+    src.add(1, "w = Writer()")
+    _gen_encode_struct(src, 1, layout, "d", "w")
+    src.add(1, "return w.getvalue()")
+    ns = src.build(f"<schema codec v{version}>")
+    s.decode = ns["decode"]
+    s.decode_message = ns["decode_message"]
+    s.encode = ns["encode"]
+    s.encode_message = ns["encode_message"]
     return s
 
 
-_MISSING = object()
-
-
-def _compile_field(f, version, flexible, nullable):
-    """(read_fn(r), write_fn(w, value), min encoded size) for field f."""
-    name = f.name
-    if f.is_struct:
-        sub = _compile_struct(f.fields, version, flexible)
-        elem_read = sub.decode
-
-        def elem_write(w, v, _enc=sub.encode, _name=name):
-            if not isinstance(v, dict):
-                raise ValueError(f"field {_name}: expected a dict, got {type(v).__name__}")
-            _enc(w, v)
-        elem_size = max(1, sub.min_size)
-    else:
-        elem_read = _prim_reader(f.element_type, flexible,
-                                 nullable and not f.is_array)
-        elem_write = _prim_writer(f.element_type, flexible,
-                                  nullable and not f.is_array)
-        elem_size = max(1, _prim_min_size(f.element_type, flexible))
-
-    if f.is_array:
-        if flexible:
-            read_len = Reader.read_compact_array_length
-            write_len = Writer.write_compact_array_length
+def _gen_decode_struct(src, ind, layout, target):
+    """Lines reading one struct of ``layout`` from ``r`` into the dict target."""
+    items = []
+    for entry in layout.regular:
+        v = src.var()
+        _gen_read(src, ind, entry, v)
+        items.append(f"{entry[0].key!r}: {v}")
+    for f, _, _, _ in layout.tagged:
+        d = f.default
+        if isinstance(d, list):
+            value = "[]" if not d else f"_copy({src.const(d)})"
         else:
-            read_len = Reader.read_array_length
-            write_len = Writer.write_array_length
+            value = src.const(d)
+        items.append(f"{f.key!r}: {value}")
+    src.add(ind, f"{target} = {{" + ", ".join(items) + "}")
+    if layout.flexible:
+        count = src.var("count")
+        src.add(ind, f"{count} = {src.method(Reader, 'read_unsigned_varint')}(r)")
+        src.add(ind, f"if {count}:")
+        if layout.tagged_reader is None:
+            layout.tagged_reader = _gen_read_tagged(layout)
+        src.add(ind + 1, f"{src.const(layout.tagged_reader)}(r, {target}, {count})")
 
-        def read(r):
-            n = read_len(r, elem_size)
-            if n < 0:
-                if nullable:
-                    return None
-                raise _null_error(f)
-            return [elem_read(r) for _ in range(n)]
 
-        def write(w, v):
-            if v is None:
-                if not nullable:
-                    raise ValueError(f"null value for non-nullable field {name}")
-                write_len(w, -1)
-                return
-            try:
-                n = len(v)
-            except TypeError:
-                raise ValueError(
-                    f"field {name}: expected a list, got {type(v).__name__}") from None
-            write_len(w, n)
-            for item in v:
-                elem_write(w, item)
-        return read, write, (1 if flexible else 4)
+def _gen_read_tagged(layout):
+    """A function reading the tagged fields of one struct into its dict."""
+    src = _Source()
+    src.add(0, "def read_tagged(r, d, count):")
+    # Reading a known field moves r.end to the field's end and back again.
+    src.add(1, "end = r.end")
+    src.add(1, "if count * 2 > end - r.pos:")
+    src.add(2, "raise InvalidRequestError(")
+    src.add(3, "f'Tagged field count {count} exceeds the remaining bytes')")
+    src.add(1, "unknown = None")
+    src.add(1, "for _ in range(count):")
+    src.add(2, f"tag, size = {src.method(Reader, 'read_tag_header')}(r)")
+    keyword = "if"
+    for entry in layout.tagged:
+        f = entry[0]
+        src.add(2, f"{keyword} tag == {f.tag}:")
+        keyword = "elif"
+        # The field's value must use exactly its declared size.
+        src.add(3, "stop = r.pos + size")
+        src.add(3, "r.end = stop")
+        src.add(3, "try:")
+        v = src.var()
+        _gen_read(src, 4, entry, v)
+        src.add(4, f"d[{f.key!r}] = {v}")
+        src.add(4, "if r.pos != stop:")
+        src.add(5, "raise InvalidRequestError(")
+        src.add(6, f"f'Tagged field {f.key} declared {{size}} bytes but used '")
+        src.add(6, "f'{size - (stop - r.pos)}')")
+        src.add(3, "finally:")
+        src.add(4, "r.end = end")
+    ind = 2
+    if layout.tagged:
+        src.add(2, "else:")
+        ind = 3
+    src.add(ind, "if unknown is None:")
+    src.add(ind + 1, f"unknown = d[{UNKNOWN_TAGGED_FIELDS!r}] = []")
+    src.add(ind, f"unknown.append((tag, {src.method(Reader, 'read_raw')}(r, size)))")
+    return src.build("<schema tagged fields>")["read_tagged"]
 
-    if f.is_struct:
-        # A single nested struct; Kafka encodes nullable structs with an int8
-        # presence marker (-1 null, 1 present).
+
+def _gen_read(src, ind, entry, target):
+    """Lines assigning one value of the field of entry, read from ``r``, to
+    target."""
+    f, flexible, nullable, sub = entry
+    name = repr(f.name)
+    if f.is_array:
+        if sub is not None:
+            elem_size = max(1, sub.min_size)
+        else:
+            elem_size = max(1, _prim_min_size(f.element_type, flexible))
+        read_len = "read_compact_array_length" if flexible else "read_array_length"
+        n = src.var("n")
+        src.add(ind, f"{n} = {src.method(Reader, read_len)}(r, {elem_size})")
+        src.add(ind, f"if {n} < 0:")
         if nullable:
-            def read(r):
-                marker = r.read_int8()
-                if marker < 0:
-                    return None
-                return elem_read(r)
-
-            def write(w, v):
-                if v is None:
-                    w.write_int8(-1)
-                    return
-                w.write_int8(1)
-                elem_write(w, v)
-            return read, write, 1
-
-        def write(w, v):
-            elem_write(w, {} if v is None else v)
-        return elem_read, write, sub.min_size
-
-    def write(w, v, _wr=elem_write):
-        try:
-            _wr(w, v)
-        except ValueError as e:
-            raise ValueError(f"field {name}: {e}") from None
-        except TypeError as e:
-            raise ValueError(f"field {name}: {e}") from None
-    if f.element_type in ("string", "bytes", "records") and not nullable:
+            src.add(ind + 1, f"{target} = None")
+        else:
+            src.add(ind + 1, f"raise _null_error({name})")
+        src.add(ind, "else:")
+        src.add(ind + 1, f"{target} = []")
+        src.add(ind + 1, f"for _ in range({n}):")
+        if sub is not None:
+            e = src.var("e")
+            _gen_decode_struct(src, ind + 2, sub, e)
+            src.add(ind + 2, f"{target}.append({e})")
+        else:
+            # Elements are never null, and their errors do not name the field.
+            rd = src.method(Reader, _reader_name(f.element_type, flexible, False))
+            src.add(ind + 2, f"{target}.append({rd}(r))")
+    elif sub is not None:
+        if nullable:
+            # Kafka encodes nullable structs with an int8 presence marker (-1
+            # null, 1 present).
+            src.add(ind, f"if {src.method(Reader, 'read_int8')}(r) < 0:")
+            src.add(ind + 1, f"{target} = None")
+            src.add(ind, "else:")
+            ind += 1
+        _gen_decode_struct(src, ind, sub, target)
+    elif f.element_type in ("string", "bytes", "records") and not nullable:
         # The reader already refuses null; report it with the field's name.
-        def read(r, _rd=elem_read):
-            try:
-                return _rd(r)
-            except InvalidRequestError as e:
-                raise InvalidRequestError(f"{e} (field {name})") from None
-        return read, write, _prim_min_size(f.element_type, flexible)
-    return elem_read, write, _prim_min_size(f.element_type, flexible)
+        rd = src.method(Reader, _reader_name(f.element_type, flexible, False))
+        src.add(ind, "try:")
+        src.add(ind + 1, f"{target} = {rd}(r)")
+        src.add(ind, "except InvalidRequestError as e:")
+        src.add(ind + 1, f"raise _read_error(e, {name}) from None")
+    else:
+        rd = src.method(Reader, _reader_name(f.element_type, flexible, nullable))
+        src.add(ind, f"{target} = {rd}(r)")
+
+
+def _gen_encode_struct(src, ind, layout, d, w):
+    """Lines writing the struct dict named d to the writer named w."""
+    for entry in layout.regular:
+        f = entry[0]
+        v = src.var()
+        src.add(ind, f"{v} = {d}.get({f.key!r}, {src.const(f.default)})")
+        _gen_write(src, ind, entry, v, w)
+    if not layout.flexible:
+        return
+    items = src.var("items")
+    src.add(ind, f"{items} = None")
+    for entry in layout.tagged:
+        f = entry[0]
+        v = src.var()
+        src.add(ind, f"{v} = {d}.get({f.key!r}, _MISSING)")
+        # Kafka writes a tagged field only when it differs from its default.
+        src.add(ind, f"if {v} is not _MISSING and not {v} == {src.const(f.default)}:")
+        tw = src.var("tw")
+        src.add(ind + 1, f"{tw} = Writer()")
+        _gen_write(src, ind + 1, entry, v, tw)
+        src.add(ind + 1, f"if {items} is None:")
+        src.add(ind + 2, f"{items} = []")
+        src.add(ind + 1, f"{items}.append(({f.tag}, {tw}.getvalue()))")
+    unknown = src.var("unknown")
+    src.add(ind, f"{unknown} = {d}.get({UNKNOWN_TAGGED_FIELDS!r})")
+    src.add(ind, f"if {unknown}:")
+    src.add(ind + 1, f"if {items} is None:")
+    src.add(ind + 2, f"{items} = []")
+    src.add(ind + 1, f"{items}.extend({unknown})")
+    src.add(ind, f"if {items} is None:")
+    src.add(ind + 1, f"{src.method(Writer, 'write_raw')}({w}, b'\\x00')")
+    src.add(ind, "else:")
+    src.add(ind + 1, f"{src.method(Writer, 'write_tagged_fields')}({w}, {items})")
+
+
+def _gen_write(src, ind, entry, value, w):
+    """Lines writing the value of the field of entry (held by the name value)
+    to the writer named w."""
+    f, flexible, nullable, sub = entry
+    name = repr(f.name)
+    if f.is_array:
+        write_len = src.method(Writer, "write_compact_array_length" if flexible
+                               else "write_array_length")
+        src.add(ind, f"if {value} is None:")
+        if nullable:
+            src.add(ind + 1, f"{write_len}({w}, -1)")
+        else:
+            src.add(ind + 1, f"raise ValueError('null value for non-nullable field ' + {name})")
+        src.add(ind, "else:")
+        n = src.var("n")
+        src.add(ind + 1, "try:")
+        src.add(ind + 2, f"{n} = len({value})")
+        src.add(ind + 1, "except TypeError:")
+        src.add(ind + 2, f"raise _list_error({value}, {name}) from None")
+        src.add(ind + 1, f"{write_len}({w}, {n})")
+        item = src.var("x")
+        src.add(ind + 1, f"for {item} in {value}:")
+        if sub is not None:
+            src.add(ind + 2, f"if not isinstance({item}, dict):")
+            src.add(ind + 3, f"raise _dict_error({item}, {name})")
+            _gen_encode_struct(src, ind + 2, sub, item, w)
+        else:
+            # Elements are never null, and their errors do not name the field.
+            wr = src.method(Writer, _writer_name(f.element_type, flexible, False))
+            src.add(ind + 2, f"{wr}({w}, {item})")
+    elif sub is not None:
+        if nullable:
+            # The int8 presence marker (-1 null, 1 present).
+            write_int8 = src.method(Writer, "write_int8")
+            src.add(ind, f"if {value} is None:")
+            src.add(ind + 1, f"{write_int8}({w}, -1)")
+            src.add(ind, "else:")
+            ind += 1
+            src.add(ind, f"{write_int8}({w}, 1)")
+        else:
+            # None: a struct with every field at its default.
+            src.add(ind, f"if {value} is None:")
+            src.add(ind + 1, f"{value} = {{}}")
+        src.add(ind, f"if not isinstance({value}, dict):")
+        src.add(ind + 1, f"raise _dict_error({value}, {name})")
+        _gen_encode_struct(src, ind, sub, value, w)
+    else:
+        wr = src.method(Writer, _writer_name(f.element_type, flexible, nullable))
+        src.add(ind, "try:")
+        src.add(ind + 1, f"{wr}({w}, {value})")
+        src.add(ind, "except (ValueError, TypeError) as e:")
+        src.add(ind + 1, f"raise _write_error(e, {name}) from None")
 
 
 class MessageSpec:
@@ -449,6 +582,10 @@ class MessageSpec:
         self.flexible_versions = Versions(flexible_versions)
         self.fields = tuple(fields)
         self._compiled = {}
+        # The generated functions of each compiled version, looked up
+        # directly by the per-request encode/decode.
+        self._encoders = {}
+        self._decoders = {}
 
     @property
     def min_version(self):
@@ -473,23 +610,25 @@ class MessageSpec:
                     f"(supported: {self.valid_versions.lo}-{self.valid_versions.hi})")
             c = _compile_struct(self.fields, version, version in self.flexible_versions)
             self._compiled[version] = c
+            self._encoders[version] = c.encode_message
+            self._decoders[version] = c.decode_message
         return c
 
     def encode(self, body, version):
         """Encode ``body`` (a dict) at ``version``.  Raises ValueError for values
         that cannot be represented, UnsupportedVersionError for a bad version."""
-        # the compiled codec straight from the cache (one call per request
-        # fewer); _codec compiles it and checks the version the first time
-        codec = self._compiled.get(version)
-        if codec is None:
-            codec = self._codec(version)
-        if body is None:
-            body = {}
-        elif not isinstance(body, dict):
-            raise ValueError(f"{self.name} body must be a dict, got {type(body).__name__}")
-        w = Writer()
-        codec.encode(w, body)
-        return w.getvalue()
+        # the generated function straight from the cache (one call per
+        # request fewer); _codec compiles it and checks the version the first
+        # time
+        encode = self._encoders.get(version)
+        if encode is None:
+            encode = self._codec(version).encode_message
+        if type(body) is not dict:
+            if body is None:
+                body = {}
+            elif not isinstance(body, dict):
+                raise ValueError(f"{self.name} body must be a dict, got {type(body).__name__}")
+        return encode(body)
 
     def encode_into(self, writer, body, version):
         self._codec(version).encode(writer, body if body is not None else {})
@@ -497,10 +636,10 @@ class MessageSpec:
     def decode(self, buf, version, offset=0):
         """Decode one body from ``buf[offset:]``; trailing bytes are ignored,
         as Kafka does.  Raises InvalidRequestError on truncated/invalid data."""
-        codec = self._compiled.get(version)
-        if codec is None:
-            codec = self._codec(version)
-        return codec.decode(Reader(buf, offset))
+        decode = self._decoders.get(version)
+        if decode is None:
+            decode = self._codec(version).decode_message
+        return decode(buf, offset)
 
     def decode_from(self, buf, offset, version):
         """(body dict, offset just past the body)."""
