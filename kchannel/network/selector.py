@@ -855,6 +855,12 @@ class Selector:
                 ready = ch.ready()
                 if ready:
                     self._on_authenticated(ch, was_reauth, now)
+                    # The authenticator took what this readiness event
+                    # announced (its last frame): a data-phase read now
+                    # would only return EAGAIN.  Input already buffered is
+                    # served through _buffered (_settle_ready below); what
+                    # arrives later raises a new event.
+                    readable = False
 
             if ready:
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
