@@ -119,6 +119,29 @@ MAX_LINGER_BYTES = 1048576
 IDLE_CLOSE_BUDGET_S = 0.010
 
 
+# Addresses resolved by connect(), kept as the JVM's InetAddress cache keeps
+# them for Kafka's clients (networkaddress.cache.ttl: 30 s by default;
+# failures are not kept).  A host name costs getaddrinfo a read of
+# /etc/hosts (eight syscalls) or a DNS query per connection otherwise, which
+# a storm of connections to one broker pays hundreds of times a second.
+RESOLVE_CACHE_TTL_S = 30.0
+_RESOLVE_CACHE_MAX = 256
+_resolved = {}      # (host, port) -> (monotonic expiry, getaddrinfo result)
+
+
+def _resolve(host, port):
+    key = (host, port)
+    hit = _resolved.get(key)
+    now = _time.monotonic()
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    if len(_resolved) >= _RESOLVE_CACHE_MAX:
+        _resolved.clear()
+    _resolved[key] = (now + RESOLVE_CACHE_TTL_S, infos)
+    return infos
+
+
 class SelectorMetrics:
     """Kafka's Selector.SelectorMetrics: sensors with Kafka's metric names in
     group ``<prefix>-metrics``."""
@@ -369,7 +392,7 @@ class Selector:
         builder = channel_builder or self.channel_builder
         host, port = address[0], int(address[1])
         try:
-            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+            infos = _resolve(host, port)
         except socket.gaierror as exc:
             raise errors.ChannelConnectionError(f"Can't resolve address: {host}:{port}: {exc}")
         family, stype, proto, _, sockaddr = infos[0]
