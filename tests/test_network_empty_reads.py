@@ -6,7 +6,8 @@ with a recv that emptied the socket, none once the authenticator has taken
 what a readiness event announced.  Each would cost a syscall and an
 exception (one per round trip on each side before); the readiness events
 still bring every byte.  Runs with the active twins (KCHANNEL_NO_EXTENSIONS
-selects the pure ones)."""
+selects the pure ones).  Also: a NetworkClient's poll in a storm of
+connections asks only the channels that became READY."""
 import socket
 
 import pytest
@@ -67,3 +68,37 @@ def test_sasl_ssl_scram_connection_reads_no_empty_socket(pki, server, monkeypatc
             assert _EMPTY == []
         finally:
             client.close()
+
+
+def test_storm_poll_asks_only_channels_that_became_ready():
+    """NetworkClient.poll starts ApiVersions on the channels the selector
+    names as newly READY instead of asking every connecting node after
+    every poll (O(nodes) per poll in a storm); every node gets READY."""
+    from kchannel.client import ConnectionState, NetworkClient
+    s = Server(listeners=["PLAINTEXT://127.0.0.1:0"], node_id=1)
+    s.start()
+    net = NetworkClient({})
+    asked = []
+    real = net.selector.is_channel_ready
+
+    def counting(id):
+        asked.append(id)
+        return real(id)
+
+    net.selector.is_channel_ready = counting
+    try:
+        port = s.bound_port("PLAINTEXT")
+        n = 40
+        for i in range(n):
+            net.connect(i, "127.0.0.1", port)
+        pending = set(range(n))
+        for _ in range(2000):
+            if not pending:
+                break
+            net.poll(50)
+            pending = {i for i in pending if net.connection_state(i) is not ConnectionState.READY}
+        assert not pending
+        assert sorted(asked) == list(range(n))
+    finally:
+        net.close()
+        s.shutdown()

@@ -339,6 +339,10 @@ class Selector:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
+        # Channels that became READY in the last poll (connected, TLS
+        # handshake and authentication done): a NetworkClient starts their
+        # ApiVersions exchange without asking every connecting node.
+        self.newly_ready = []
 
         self._wake_r, self._wake_w = socket.socketpair()
         self._wakeup_pending = False
@@ -696,6 +700,8 @@ class Selector:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
+        if self.newly_ready:
+            self.newly_ready = []
         if self._batched:
             self._batched.clear()
 
@@ -858,6 +864,7 @@ class Selector:
             self._idle_update(id, now)
         send_failed = False
         try:
+            connected_now = False
             if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
                 self._immediately_connected.discard(id)
                 if not ch.finish_connect():
@@ -867,6 +874,7 @@ class Selector:
                 self.sensors.connection_created.record()
                 writable = True   # handshake may start writing at once
                 readable = True
+                connected_now = True
 
             # ready() is asked again only after what can change it (prepare,
             # a client re-authentication beginning): data-phase reads and
@@ -878,12 +886,16 @@ class Selector:
                 ready = ch.ready()
                 if ready:
                     self._on_authenticated(ch, was_reauth, now)
+                    self.newly_ready.append(id)
                     # The authenticator took what this readiness event
                     # announced (its last frame): a data-phase read now
                     # would only return EAGAIN.  Input already buffered is
                     # served through _buffered (_settle_ready below); what
                     # arrives later raises a new event.
                     readable = False
+            elif connected_now:
+                # nothing to set up (PLAINTEXT): READY once connected
+                self.newly_ready.append(id)
 
             if ready:
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
