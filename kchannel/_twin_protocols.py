@@ -215,6 +215,11 @@ class TlsPump(Protocol):
         """True if a read may deliver something without a readiness event."""
 
     @property
+    def drained(self) -> bool:
+        """The last read delivered everything the socket had (its last
+        recv was short or found nothing; no read stopped at its limit)."""
+
+    @property
     def eof(self) -> bool: ...
 
     @property

@@ -298,6 +298,11 @@ class NetworkClient:
         # (body, {api_key: (min, max)}) of the last ApiVersions response,
         # shared by the nodes that get an equal one.
         self._shared_api_versions = None
+        # No connecting node's setup timeout expires before this (ms): poll()
+        # looks through the nodes only then (a lower bound: a node starting
+        # to connect lowers it, none of the deadlines it covers moves
+        # earlier).
+        self._next_setup_deadline_ms = _NO_DELAY_LIMIT
         self._next_corr = 0
         self._pending = []        # ClientResponses produced outside poll (failures)
         # A request expecting no response was sent since the last poll: that
@@ -417,12 +422,18 @@ class NetworkClient:
             node.exception = None
             node.transport_connected = False
             node.api_versions = node.api_versions_body = node.api_versions_version = None
-            return node
-        if node is not None:
-            log.info("Hostname for node %s changed from %s to %s.", node_id, node.host, host)
-        node = _Node(node_id, host, port, now, self.reconnect_backoff.backoff(0),
-                     self.connection_setup_timeout.backoff(0))
-        self._nodes[node_id] = node
+        else:
+            if node is not None:
+                log.info("Hostname for node %s changed from %s to %s.", node_id, node.host,
+                         host)
+            node = _Node(node_id, host, port, now, self.reconnect_backoff.backoff(0),
+                         self.connection_setup_timeout.backoff(0))
+            self._nodes[node_id] = node
+        # (poll() looks for setup timeouts from then on; "> timeout", as
+        # there, so one millisecond after)
+        deadline = now + node.connection_setup_timeout_ms + 1
+        if deadline < self._next_setup_deadline_ms:
+            self._next_setup_deadline_ms = deadline
         return node
 
     def _disconnected(self, node, now):
@@ -677,26 +688,52 @@ class NetworkClient:
                         f"Connection to node {nid} ({node.host}:{node.port}) was "
                         f"disconnected ({state.name})")
             self._fail_node(nid, exc, st, out)
-        # Channels that became ready: start ApiVersions negotiation.
-        for node in list(self._nodes.values()):
-            if node.state is ConnectionState.CONNECTING:
-                if sel.is_channel_ready(node.id):
-                    if self.negotiate_api_versions:
-                        node.state = ConnectionState.CHECKING_API_VERSIONS
-                        self._send_api_versions(node, messages.API_VERSIONS.max_version)
-                    else:
-                        self._ready(node)
-                elif now - node.last_connect_attempt_ms > node.connection_setup_timeout_ms:
-                    log.info("Disconnecting from node %s due to socket connection setup "
-                             "timeout. The timeout value is %d ms.", node.id,
-                             node.connection_setup_timeout_ms)
-                    sel.close(node.id)
-                    self._fail_node(node.id, RequestTimeoutError(
-                        f"Connection to node {node.id} ({node.host}:{node.port}) was not "
-                        f"established within {node.connection_setup_timeout_ms} ms"),
-                        ConnectionState.DISCONNECTED, out)
+        # Channels that became ready: start ApiVersions negotiation.  The
+        # selector names them, so a storm of connections is not looked
+        # through after every poll (that was O(nodes) per poll).
+        for nid in sel.newly_ready:
+            node = self._nodes.get(nid)
+            if (node is not None and node.state is ConnectionState.CONNECTING
+                    and sel.is_channel_ready(nid)):
+                self._channel_ready(node)
+        if now >= self._next_setup_deadline_ms:
+            self._expire_connection_setups(now, out)
         self._expire_requests(now, out)
         return out
+
+    def _channel_ready(self, node):
+        if self.negotiate_api_versions:
+            node.state = ConnectionState.CHECKING_API_VERSIONS
+            self._send_api_versions(node, messages.API_VERSIONS.max_version)
+        else:
+            self._ready(node)
+
+    def _expire_connection_setups(self, now, out):
+        """Close the connecting nodes whose connection setup timeout has
+        passed; the earliest deadline left is when to look again."""
+        sel = self.selector
+        earliest = _NO_DELAY_LIMIT
+        for node in list(self._nodes.values()):
+            if node.state is not ConnectionState.CONNECTING:
+                continue
+            if sel.is_channel_ready(node.id):
+                # (ready but not named in a poll's newly_ready: a channel
+                # is never left waiting on that)
+                self._channel_ready(node)
+            elif now - node.last_connect_attempt_ms > node.connection_setup_timeout_ms:
+                log.info("Disconnecting from node %s due to socket connection setup "
+                         "timeout. The timeout value is %d ms.", node.id,
+                         node.connection_setup_timeout_ms)
+                sel.close(node.id)
+                self._fail_node(node.id, RequestTimeoutError(
+                    f"Connection to node {node.id} ({node.host}:{node.port}) was not "
+                    f"established within {node.connection_setup_timeout_ms} ms"),
+                    ConnectionState.DISCONNECTED, out)
+            else:
+                deadline = node.last_connect_attempt_ms + node.connection_setup_timeout_ms + 1
+                if deadline < earliest:
+                    earliest = deadline
+        self._next_setup_deadline_ms = earliest
 
     def _send_api_versions(self, node, version):
         body = {"client_software_name": CLIENT_SOFTWARE_NAME,

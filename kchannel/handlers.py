@@ -123,6 +123,9 @@ class HandlerRegistry:
 
     def __init__(self):
         self._handlers = {}
+        # Bumped by every change: what is derived from the registered
+        # ranges (the server's encoded ApiVersions answer) is kept per value.
+        self.generation = 0
         # get(api_key) -> Handler or None: the dict's own bound method (no
         # Python frame per request); the dict is only ever updated in place.
         self.get = self._handlers.get
@@ -139,9 +142,11 @@ class HandlerRegistry:
                 f"{api.name} versions {lo}-{hi} outside the supported "
                 f"{api.min_version}-{api.max_version}")
         self._handlers[api_key] = Handler(api_key, fn, lo, hi)
+        self.generation += 1
 
     def unregister(self, api_key):
         self._handlers.pop(int(api_key), None)
+        self.generation += 1
 
     def __contains__(self, api_key):
         return api_key in self._handlers
@@ -171,7 +176,9 @@ def handle_api_versions(ctx):
                 and _SOFTWARE_RE.fullmatch(version)):
             return {"error_code": int(Errors.INVALID_REQUEST), "api_keys": [],
                     "throttle_time_ms": 0}
-    return server.api_versions_body(ctx.api_version, ctx.listener_name)
+    # already encoded (the same bytes for every connection; see
+    # Server.api_versions_body_bytes)
+    return server.api_versions_body_bytes(ctx.api_version, ctx.listener_name)
 
 
 def handle_metadata(ctx):

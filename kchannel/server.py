@@ -373,6 +373,8 @@ class Server:
         self.handlers = HandlerRegistry()
         # response encoders per (api_key << 16 | version)
         self._response_encoders = {}
+        # ApiVersions version -> (handlers.generation, encoded body)
+        self._api_versions_bytes = {}
         if register_builtins:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
             self.handlers.register(messages.METADATA.api_key, handle_metadata)
@@ -434,7 +436,8 @@ class Server:
         if l.security_protocol.startswith("SASL_"):
             kw = dict(self.sasl_kwargs)
             kw.setdefault("api_versions_supplier",
-                          lambda version, name=l.name: self.api_versions_body(version, name))
+                          lambda version, name=l.name: self.api_versions_body_bytes(version,
+                                                                                    name))
             if self.jaas is not None:
                 kw.setdefault("jaas", self.jaas)
             if self.callbacks is not None:
@@ -749,6 +752,25 @@ class Server:
             "finalized_features": [],
             "zk_migration_ready": False,
         }
+
+    def api_versions_body_bytes(self, version, listener_name=None):
+        """:meth:`api_versions_body` encoded at ``version`` (response
+        encoders take it as the body).  Every connection gets the same
+        answer, twice (the SASL authenticator's, then the client's own
+        request): encoding its ~60 entries each time was a sizeable part of
+        a SASL connection's cost to the server.  Kept until a handler is
+        (un)registered; not kept in front of a gateway, whose ranges follow
+        its upstream's."""
+        gen = self.handlers.generation
+        if self.gateway is None:
+            hit = self._api_versions_bytes.get(version)
+            if hit is not None and hit[0] == gen:
+                return hit[1]
+        data = bytes(messages.API_VERSIONS.response.encode(
+            self.api_versions_body(version, listener_name), version))
+        if self.gateway is None:
+            self._api_versions_bytes[version] = (gen, data)
+        return data
 
     # ------------------------------------------------------------------ loop
     def poll(self, timeout_ms=300):

@@ -61,6 +61,7 @@ cdef class TlsPump:
     cdef bint _net_eof
     cdef bint _eof
     cdef bint _more
+    cdef bint _drained
     cdef bint _hs_done
     cdef bint _close_notify
     cdef bint _hold_flight
@@ -81,6 +82,8 @@ cdef class TlsPump:
         self._net_eof = False
         self._eof = False
         self._more = False
+        # The last recv found the socket empty or emptied it: see _read.
+        self._drained = False
         self._hs_done = False
         self._close_notify = False
         # handshake(flush=False) left its last flight in the outgoing BIO
@@ -163,10 +166,15 @@ cdef class TlsPump:
     # ------------------------------------------------------------------
     cdef Py_ssize_t _want_read(self, bint handshaking) except -3:
         # See the pure twin: flush what OpenSSL queued, then one recv; -2:
-        # (handshake only) the socket did not take our output.
+        # (handshake only) the socket did not take our output; 0 without a
+        # recv once our flight went out (the answer cannot be there yet).
+        cdef Py_ssize_t sent
         if handshaking:
+            sent = self._outbio.pending
             if not self.flush():
                 return -2
+            if sent:
+                return 0
         elif self._outbio.pending and not self._hold_flight:
             self.flush()
         return self.fill()
@@ -179,12 +187,14 @@ cdef class TlsPump:
         try:
             n = self._sock.recv_into(nview)
         except (BlockingIOError, InterruptedError):
+            self._drained = True
             return 0
         if n == 0:
             self._net_eof = True
             self._in.write_eof()
             return -1
         self._in.write(nview[:n])
+        self._drained = n < self._net_size
         return n
 
     cdef Py_ssize_t _read(self, Py_ssize_t limit, object decoder) except -1:
@@ -193,9 +203,9 @@ cdef class TlsPump:
         # once full and the last one however the call ends.
         cdef Py_ssize_t got = 0, n, r, want
         cdef Py_ssize_t rlen = 0, rgot = 0
-        cdef Py_ssize_t net_size = self._net_size
         cdef bint was_eof
-        cdef bint drained = False
+        # from an earlier call too, as long as no recv happened since
+        cdef bint drained = self._drained
         cdef bint direct = decoder is not None
         if self._eof:
             raise EOFError("TLS connection closed by peer")
@@ -223,15 +233,17 @@ cdef class TlsPump:
                     else:
                         n = ssl_read(want, region)
                 except _SSLWantReadError:
-                    if got and drained:
+                    if drained and (got or self._hold_flight):
                         # The last recv emptied the socket and its records are
                         # delivered: asking again would almost always cost an
                         # EAGAIN; anything newer will raise a readiness event.
                         # (What OpenSSL queued is flushed after the loop.)
+                        # Nothing delivered either while the caller holds
+                        # our last handshake flight (see the pure twin).
                         break
                     was_eof = self._net_eof
                     r = self._want_read(False)
-                    drained = r < net_size
+                    drained = self._drained
                     if r > 0:
                         continue
                     if r == 0:
@@ -289,6 +301,12 @@ cdef class TlsPump:
 
     def buffered(self):
         return self._more or self._ssl.pending() > 0
+
+    @property
+    def drained(self):
+        """True when the last read delivered everything the socket had
+        (see the pure twin)."""
+        return self._drained and not self._more
 
     @property
     def eof(self):

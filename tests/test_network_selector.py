@@ -619,3 +619,42 @@ def test_register_takes_the_accepted_address_or_looks_it_up():
         for c in clients:
             c.close()
         ls.close()
+
+
+def test_connect_keeps_resolved_addresses_not_failures(monkeypatch):
+    """A host name is resolved once per RESOLVE_CACHE_TTL_S (as the JVM's
+    InetAddress cache does for Kafka's clients), not per connection; a
+    failed lookup is not kept."""
+    from kchannel.network import selector as selector_module
+    monkeypatch.setattr(selector_module, "_resolved", {})
+    calls = []
+    real = socket.getaddrinfo
+
+    def counting(host, *args, **kw):
+        calls.append(host)
+        if host == "no-such-host.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counting)
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    port = ls.getsockname()[1]
+    sel = Selector(PlaintextChannelBuilder("client"))
+    try:
+        for i in range(3):
+            sel.connect(i, ("localhost", port))
+        assert calls == ["localhost"]
+        for i in range(2):
+            with pytest.raises(ChannelConnectionError, match="Can't resolve address"):
+                sel.connect(f"bad{i}", ("no-such-host.invalid", port))
+        assert calls == ["localhost"] + ["no-such-host.invalid"] * 2
+        monkeypatch.setattr(selector_module, "RESOLVE_CACHE_TTL_S", 0.0)
+        selector_module._resolved.clear()
+        sel.connect(3, ("localhost", port))
+        sel.connect(4, ("localhost", port))
+        assert calls.count("localhost") == 3     # expired at once: looked up each time
+    finally:
+        sel.close()
+        ls.close()

@@ -187,6 +187,29 @@ def test_client_falls_back_when_broker_has_older_api_versions(server):
         assert c.network._nodes[c.node_id].api_versions_version == 2
 
 
+def test_api_versions_answer_follows_handler_changes(server):
+    """The encoded ApiVersions answer is kept between connections, and made
+    again once a handler is registered or unregistered."""
+    def keys(version=3):
+        s = raw(server)
+        try:
+            raw_request(s, ApiKey.API_VERSIONS, version,
+                        {"client_software_name": "raw", "client_software_version": "1.0"})
+            _, body = decode_response(raw_response(s), ApiKey.API_VERSIONS, version)
+        finally:
+            s.close()
+        assert body["error_code"] == 0
+        return {e["api_key"]: (e["min_version"], e["max_version"]) for e in body["api_keys"]}
+
+    first = keys()
+    assert keys() == first
+    assert server.api_versions_body_bytes(3) is server.api_versions_body_bytes(3)
+    server.register_handler(ApiKey.HEARTBEAT, lambda ctx: None, 1, 2)
+    assert keys()[ApiKey.HEARTBEAT] == (1, 2)
+    server.handlers.unregister(ApiKey.HEARTBEAT)
+    assert keys() == first and ApiKey.HEARTBEAT not in first
+
+
 def test_invalid_client_software_name_gets_invalid_request(server):
     s = raw(server)
     raw_request(s, ApiKey.API_VERSIONS, 3, {"client_software_name": "bad name!",

@@ -747,3 +747,59 @@ def test_deferred_handshake_flush_without_a_write_needs_flush(pki, listener, imp
         assert transfer(st, ct, b"pong") == b"pong"
     finally:
         close_all(ct, st)
+
+
+class _RecvCountingSocket(_CountingSocket):
+    """Records every ``send`` and counts ``recv_into`` calls and the ones
+    that found nothing (EAGAIN)."""
+
+    def recv_into(self, *args):
+        self.recvs += 1
+        try:
+            return super().recv_into(*args)
+        except BlockingIOError:
+            self.empty_recvs += 1
+            raise
+
+
+def _recv_counting(sock):
+    s = _RecvCountingSocket(fileno=sock.detach())
+    s.sent = []
+    s.recvs = s.empty_recvs = 0
+    return s
+
+
+def test_no_recv_that_can_only_find_the_socket_empty(pki, impl):
+    """The pump does not ask the socket for what cannot have arrived: not
+    right after sending a handshake flight (the peer's answer to it), not
+    for a request that came with the peer's Finished (its recv was short:
+    the socket was emptied), not after a short recv that delivered a
+    response.  It still asks when it has nothing to deliver."""
+    a, b = socket.socketpair()
+    a, b = _recv_counting(a), _recv_counting(b)
+    cf = SslFactory("client", pki.client_configs())
+    sf = SslFactory("server", pki.server_configs())
+    ct = SslTransportLayer(a, cf.create_engine("localhost"), pump_module=impl.tlspump)
+    st = SslTransportLayer(b, sf.create_engine(), pump_module=impl.tlspump)
+    ct.defer_handshake_flush = st.defer_handshake_flush = True
+    try:
+        assert ct.handshake() == OP_READ          # ClientHello sent, no recv
+        assert a.recvs == 0
+        assert st.handshake() == OP_READ          # ClientHello read, flight sent
+        assert (b.recvs, b.empty_recvs) == (1, 0)
+        assert ct.handshake() == 0
+        assert ct.write(b"request") == 7          # with the Finished
+        assert st.handshake() == 0                # Finished + request, one recv
+        got = bytearray()
+        assert st.read_into(got.extend) == 7      # from the BIO, no recv
+        assert bytes(got) == b"request" and b.recvs == 2 and st.drained
+        assert st.write(b"response") == 8
+        got = bytearray()
+        assert ct.read_into(got.extend) == 8      # one short recv
+        assert bytes(got) == b"response" and ct.drained
+        assert (a.recvs, a.empty_recvs, b.empty_recvs) == (2, 0, 0)
+        # nothing to deliver: the socket is asked (and found empty)
+        assert ct.read_into(got.extend) == 0
+        assert (a.recvs, a.empty_recvs) == (3, 1)
+    finally:
+        close_all(ct, st)

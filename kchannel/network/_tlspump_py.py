@@ -40,6 +40,15 @@ Theory of operation
   came back short (the socket was emptied), we stop without another recv:
   it would almost always fail with EAGAIN, and small request/response
   traffic would pay a syscall and two exceptions per read for nothing.
+  That knowledge outlives the call (``_drained``): a later read that finds
+  decrypted or undecrypted bytes still in the BIOs (a request that came with
+  the peer's handshake Finished) delivers them without a recv either.  The
+  caller waits on a level-triggered readiness event whenever a read stops,
+  so bytes that arrived since are announced, never missed.
+* In the handshake, once our flight is on the wire OpenSSL's want for more
+  is not tried against the socket: the peer's next bytes answer that flight
+  and cannot be there yet, so the recv would only return EAGAIN (one per
+  flight on each side); the handshake waits for OP_READ at once.
 * Why batch: AES-GCM runs at GB/s, but each Python-level call (a recv, a BIO
   write, an SSLObject.read, an allocation) costs about as much as encrypting
   a few KiB.  So: one recv of up to 256 KiB rather than per-record reads;
@@ -140,6 +149,9 @@ class TlsPump:
         self._net_eof = False   # TCP FIN seen and passed to OpenSSL
         self._eof = False       # OpenSSL reported the end (close_notify or EOF)
         self._more = False      # a read stopped at its limit
+        # The last recv found the socket empty or emptied it (a short
+        # read): see _read.
+        self._drained = False
         self._hs_done = False
         self._close_notify = False
         # handshake(flush=False) left its last flight in the outgoing BIO
@@ -244,8 +256,13 @@ class TlsPump:
         ``fill()``'s result otherwise.
         """
         if handshaking:
+            sent = self._outbio.pending
             if not self.flush():
                 return -2
+            if sent:
+                # Our flight just went out: the peer's answer to it cannot
+                # be in the socket yet (see the module docstring).
+                return 0
         elif self._outbio.pending and not self._hold_flight:
             self.flush()
         return self.fill()
@@ -258,12 +275,14 @@ class TlsPump:
         try:
             n = self._sock.recv_into(nview)
         except (BlockingIOError, InterruptedError):
+            self._drained = True
             return 0
         if n == 0:
             self._net_eof = True
             self._in.write_eof()
             return -1
         self._in.write(nview[:n])
+        self._drained = n < self._net_size
         return n
 
     def _read(self, limit, decoder=None):
@@ -278,8 +297,9 @@ class TlsPump:
         if limit <= 0 or limit > self._app_size:
             limit = self._app_size
         got = 0
-        drained = False
-        net_size = self._net_size
+        # True: no recv needed once something is delivered (see below);
+        # from an earlier call too, as long as no recv happened since.
+        drained = self._drained
         ssl_read = self._ssl.read
         if decoder is None:
             region = shared_buffer("app", self._app_size)
@@ -302,16 +322,19 @@ class TlsPump:
                     n = ssl_read(want, region[rgot:rgot + want] if rgot or want < rlen
                                  else region)
                 except _SSLWantReadError:
-                    if got and drained:
+                    if drained and (got or self._hold_flight):
                         # The last recv emptied the socket and its records
                         # are delivered: asking again would almost always
                         # cost an EAGAIN; anything newer will raise a
                         # readiness event.  (What OpenSSL queued is flushed
-                        # after the loop.)
+                        # after the loop.)  Nothing delivered either while
+                        # the caller holds our handshake's last flight: the
+                        # TLS 1.2 server's Finished, which the peer waits
+                        # for before it sends anything.
                         break
                     was_eof = self._net_eof
                     r = self._want_read(False)
-                    drained = r < net_size
+                    drained = self._drained
                     if r > 0:
                         continue
                     if r == 0:
@@ -379,6 +402,14 @@ class TlsPump:
     def buffered(self):
         """True if a read may deliver something without a readiness event."""
         return self._more or self._ssl.pending() > 0
+
+    @property
+    def drained(self):
+        """True when the last read delivered everything the socket had
+        (its last recv was short or found nothing, and no read stopped at
+        its limit): reading again before a readiness event would only find
+        the socket empty."""
+        return self._drained and not self._more
 
     @property
     def eof(self):

@@ -334,6 +334,13 @@ class KafkaChannel:
         self._accepted = []       # sizes fully handed to the transport but
                                   # maybe still buffered in it (TLS)
         self._mid_write = False
+        # True once authentication frames written in this prepare() pass all
+        # went out: the authenticator's next read_frame() looks at buffered
+        # input only.  The peer answers what was just sent, so the answer
+        # cannot be in the socket yet and a recv would only return EAGAIN
+        # (one per SASL round trip on each side); prepare() returns
+        # OP_READ and the readiness event brings the answer.
+        self._awaiting_answer = False
         # The authenticator ready() found complete over a ready transport
         # (False: not ready yet).  Connection setup asks "ready?" dozens of
         # times per connection; once true it stays true until the
@@ -406,6 +413,8 @@ class KafkaChannel:
         authenticating = False
         ops = OP_NONE
         transport = self.transport
+        # a readiness event (or buffered input) brought this call
+        self._awaiting_answer = False
         try:
             transport_ready = transport.ready()
             if not transport_ready:
@@ -601,6 +610,12 @@ class KafkaChannel:
             return bytes(frame)
         frame = self._next_buffered_frame()
         if frame is None:
+            if self._awaiting_answer:
+                # (once: a caller reading again without a readiness event
+                # in between reads the socket)
+                self._awaiting_answer = False
+                if not self._transport_buffered():
+                    return None
             self._fill(self.read_chunk)
             frame = self._next_buffered_frame()
             if frame is None:
@@ -906,6 +921,7 @@ class KafkaChannel:
         for i, entry in enumerate(self._sends):
             if not entry[2]:
                 keep = i + 1
+        wrote = keep > 0      # authentication frames to write
         if keep == 0 and self._mid_write and self._sends:
             keep = 1          # finish a partially written send first
         held = []
@@ -921,9 +937,12 @@ class KafkaChannel:
             if self._sends:
                 return False
             try:
-                return not self.transport.has_pending_writes()
+                flushed = not self.transport.has_pending_writes()
             except AttributeError:
-                return True
+                flushed = True
+            if flushed and wrote:
+                self._awaiting_answer = True
+            return flushed
         finally:
             if held:
                 # (write_sends() may have let the emptied queue go)

@@ -119,6 +119,29 @@ MAX_LINGER_BYTES = 1048576
 IDLE_CLOSE_BUDGET_S = 0.010
 
 
+# Addresses resolved by connect(), kept as the JVM's InetAddress cache keeps
+# them for Kafka's clients (networkaddress.cache.ttl: 30 s by default;
+# failures are not kept).  A host name costs getaddrinfo a read of
+# /etc/hosts (eight syscalls) or a DNS query per connection otherwise, which
+# a storm of connections to one broker pays hundreds of times a second.
+RESOLVE_CACHE_TTL_S = 30.0
+_RESOLVE_CACHE_MAX = 256
+_resolved = {}      # (host, port) -> (monotonic expiry, getaddrinfo result)
+
+
+def _resolve(host, port):
+    key = (host, port)
+    hit = _resolved.get(key)
+    now = _time.monotonic()
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    if len(_resolved) >= _RESOLVE_CACHE_MAX:
+        _resolved.clear()
+    _resolved[key] = (now + RESOLVE_CACHE_TTL_S, infos)
+    return infos
+
+
 class SelectorMetrics:
     """Kafka's Selector.SelectorMetrics: sensors with Kafka's metric names in
     group ``<prefix>-metrics``."""
@@ -316,6 +339,10 @@ class Selector:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
+        # Channels that became READY in the last poll (connected, TLS
+        # handshake and authentication done): a NetworkClient starts their
+        # ApiVersions exchange without asking every connecting node.
+        self.newly_ready = []
 
         self._wake_r, self._wake_w = socket.socketpair()
         self._wakeup_pending = False
@@ -369,7 +396,7 @@ class Selector:
         builder = channel_builder or self.channel_builder
         host, port = address[0], int(address[1])
         try:
-            infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+            infos = _resolve(host, port)
         except socket.gaierror as exc:
             raise errors.ChannelConnectionError(f"Can't resolve address: {host}:{port}: {exc}")
         family, stype, proto, _, sockaddr = infos[0]
@@ -673,6 +700,8 @@ class Selector:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
+        if self.newly_ready:
+            self.newly_ready = []
         if self._batched:
             self._batched.clear()
 
@@ -835,6 +864,7 @@ class Selector:
             self._idle_update(id, now)
         send_failed = False
         try:
+            connected_now = False
             if id in self._immediately_connected or ch.state is ChannelState.NOT_CONNECTED:
                 self._immediately_connected.discard(id)
                 if not ch.finish_connect():
@@ -844,6 +874,7 @@ class Selector:
                 self.sensors.connection_created.record()
                 writable = True   # handshake may start writing at once
                 readable = True
+                connected_now = True
 
             # ready() is asked again only after what can change it (prepare,
             # a client re-authentication beginning): data-phase reads and
@@ -855,6 +886,16 @@ class Selector:
                 ready = ch.ready()
                 if ready:
                     self._on_authenticated(ch, was_reauth, now)
+                    self.newly_ready.append(id)
+                    # The authenticator took what this readiness event
+                    # announced (its last frame): a data-phase read now
+                    # would only return EAGAIN.  Input already buffered is
+                    # served through _buffered (_settle_ready below); what
+                    # arrives later raises a new event.
+                    readable = False
+            elif connected_now:
+                # nothing to set up (PLAINTEXT): READY once connected
+                self.newly_ready.append(id)
 
             if ready:
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted

@@ -268,6 +268,18 @@ class SslTransportLayer(TransportLayer):
         return self.ready() and self._pump.buffered()
 
     @property
+    def drained(self):
+        """True when the last read emptied the socket and left nothing
+        decryptable behind (see ``TransportLayer.drained``): the channel
+        stops reading for this poll instead of meeting an EAGAIN."""
+        return self._pump.drained
+
+    @drained.setter
+    def drained(self, value):
+        # TransportLayer.__init__ initialises the attribute; the pump knows.
+        pass
+
+    @property
     def close_notify_received(self):
         """True once the peer closed the TLS session cleanly (close_notify)."""
         return self._pump.close_notify_received

@@ -93,7 +93,14 @@ class TransportLayer:
     """Base class: socket ownership, connect completion, interest ops."""
 
     def __init__(self, sock):
-        sock.setblocking(False)
+        try:
+            # 0.0 only once setblocking(False) ran on this socket object (the
+            # selector's sockets): no second FIONBIO ioctl per connection.
+            blocking = sock.gettimeout() != 0.0
+        except AttributeError:
+            blocking = True
+        if blocking:
+            sock.setblocking(False)
         self._sock = sock
         self._peer_address = None
         self._closed = False

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from kchannel.errors import UnsupportedSaslMechanismError
+from kchannel.network.authenticator import kept_mapping
 from kchannel.security.sasl import plain
 from kchannel.security.sasl.interfaces import (
     CREDENTIAL_LIFETIME_MS,
@@ -153,8 +154,11 @@ def create_client(mechanism, *, jaas_options=None, configs=None, server_host=Non
     if client_factory is None:
         raise UnsupportedSaslMechanismError(
             f"No client implementation for SASL mechanism {mechanism}")
-    return client_factory(mechanism, jaas_options=dict(jaas_options or {}),
-                          configs=dict(configs or {}), server_host=server_host, **kw)
+    # A read-only view (what authenticators hold) is passed as it is: copying
+    # a client's whole config into a dict per connection cost more than the
+    # rest of creating a SCRAM client, and mechanisms only read it.
+    return client_factory(mechanism, jaas_options=kept_mapping(jaas_options),
+                          configs=kept_mapping(configs), server_host=server_host, **kw)
 
 
 def create_server(mechanism, *, jaas_options=None, configs=None, callbacks=None,
@@ -169,6 +173,6 @@ def create_server(mechanism, *, jaas_options=None, configs=None, callbacks=None,
             f"No server implementation for SASL mechanism {mechanism}")
     if callbacks is None:
         callbacks = ServerCallbacks.default(jaas_options=jaas_options)
-    return server_factory(mechanism, jaas_options=dict(jaas_options or {}),
-                          configs=dict(configs or {}), callbacks=callbacks,
+    return server_factory(mechanism, jaas_options=kept_mapping(jaas_options),
+                          configs=kept_mapping(configs), callbacks=callbacks,
                           server_host=server_host, now=now, **kw)

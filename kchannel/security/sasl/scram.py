@@ -116,7 +116,8 @@ def hi(mech, password, salt, iterations):
 
 
 def _hmac(mech, key, data):
-    return hmac.new(key, data, mech.hash_name).digest()
+    # one-shot in C (OpenSSL's HMAC): no HMAC object and wrapper per call
+    return hmac.digest(key, data, mech.hash_name)
 
 
 def _hash(mech, data):
@@ -154,15 +155,21 @@ def secure_random_string():
     return _base36(n)
 
 
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+# every two-digit string, "00" to "zz": half as many big-int divisions per
+# nonce (one per connection on each side)
+_B36_PAIRS = tuple(a + b for a in _B36 for b in _B36)
+
+
 def _base36(n):
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    if n == 0:
-        return "0"
+    if n < 36:
+        return _B36[n]
     out = []
     while n:
-        n, r = divmod(n, 36)
-        out.append(digits[r])
-    return "".join(reversed(out))
+        n, r = divmod(n, 1296)
+        out.append(_B36_PAIRS[r])
+    # only the most significant pair can start with a zero
+    return "".join(reversed(out)).lstrip("0")
 
 
 def generate_salt():
@@ -393,12 +400,12 @@ class SaltedPasswordCache:
         self.misses = 0
 
     def _cache_key(self, mech, password, salt, iterations):
-        h = hmac.new(self._key, digestmod="sha256")
-        for part in (mech.mechanism_name.encode(), bytes(salt), str(iterations).encode(),
-                     password):
-            h.update(len(part).to_bytes(4, "big"))
-            h.update(part)
-        return h.digest()
+        # (one C call over the joined parts: the same MAC as updating it
+        # part by part)
+        data = b"".join(len(part).to_bytes(4, "big") + part
+                        for part in (mech.mechanism_name.encode(), bytes(salt),
+                                     str(iterations).encode(), password))
+        return hmac.digest(self._key, data, "sha256")
 
     def keys_for(self, mech, password, salt, iterations):
         """Return ``(client_key, server_key)``, deriving them on a miss."""
