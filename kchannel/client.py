@@ -111,6 +111,10 @@ class ConnectionState(enum.Enum):
         return self is ConnectionState.CHECKING_API_VERSIONS or self is ConnectionState.READY
 
 
+_DISCONNECTED = ConnectionState.DISCONNECTED
+_AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
+
+
 class ExponentialBackoff:
     """Kafka's ExponentialBackoff::
 
@@ -663,12 +667,19 @@ class NetworkClient:
             if node is not None:
                 node.transport_connected = True
                 log.debug("Completed connection to node %s", nid)
-        for nid, payload in sel.completed_receives:
-            node = self._nodes.get(nid)
-            if node is None or node.state.is_disconnected():
-                # (a protocol failure earlier in this poll's batch closed it)
-                continue
-            self._handle_response(node, payload, now, out)
+        receives = sel.completed_receives
+        if receives:
+            nodes = self._nodes
+            handle = self._handle_response
+            for nid, payload in receives:
+                node = nodes.get(nid)
+                if node is None:
+                    continue
+                st = node.state       # node.state.is_disconnected(), inlined
+                if st is _DISCONNECTED or st is _AUTHENTICATION_FAILED:
+                    # (a protocol failure earlier in this poll's batch closed it)
+                    continue
+                handle(node, payload, now, out)
         for nid, state in sel.disconnected.items():
             node = self._nodes.get(nid)
             if node is None:
