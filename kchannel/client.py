@@ -488,7 +488,9 @@ class NetworkClient:
         return node.api_versions if node is not None else None
 
     def api_versions_response(self, node_id):
-        """The broker's ApiVersions response body (for broker-api-versions)."""
+        """The broker's ApiVersions response body (for broker-api-versions).
+        Nodes that gave the same answer share one body: read it, do not
+        change it."""
         node = self._nodes.get(node_id)
         return node.api_versions_body if node is not None else None
 
