@@ -373,7 +373,7 @@ class Server:
         self.handlers = HandlerRegistry()
         # response encoders per (api_key << 16 | version)
         self._response_encoders = {}
-        # ApiVersions version -> (handlers.generation, encoded body)
+        # (ApiVersions version, listener) -> (handlers.generation, encoded body)
         self._api_versions_bytes = {}
         if register_builtins:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
@@ -763,13 +763,13 @@ class Server:
         its upstream's."""
         gen = self.handlers.generation
         if self.gateway is None:
-            hit = self._api_versions_bytes.get(version)
+            hit = self._api_versions_bytes.get((version, listener_name))
             if hit is not None and hit[0] == gen:
                 return hit[1]
         data = bytes(messages.API_VERSIONS.response.encode(
             self.api_versions_body(version, listener_name), version))
         if self.gateway is None:
-            self._api_versions_bytes[version] = (gen, data)
+            self._api_versions_bytes[(version, listener_name)] = (gen, data)
         return data
 
     # ------------------------------------------------------------------ loop

@@ -8,15 +8,10 @@ from kchannel.errors import InvalidRequestError, UnsupportedVersionError
 from kchannel.protocol import messages
 from kchannel.protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from kchannel.protocol.schema import Field, MessageSpec, snake_case
+from tests.fixtures.strategies import SPEC_VERSION_IDS as IDS
+from tests.fixtures.strategies import SPEC_VERSIONS as CASES
 from tests.fixtures.strategies import body_strategy
 
-CASES = [
-    (spec, v)
-    for api in messages.API.values()
-    for spec in (api.request, api.response)
-    for v in range(spec.min_version, spec.max_version + 1)
-]
-IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
 
 def _body(spec, version):
     return body_strategy(spec.fields, version)

@@ -14,14 +14,9 @@ from kchannel.protocol import messages
 from kchannel.protocol.schema import UNKNOWN_TAGGED_FIELDS
 from kchannel.protocol.wire import Reader, Writer
 from tests.fixtures.schema_reference import compile_struct
+from tests.fixtures.strategies import SPEC_VERSION_IDS as IDS
+from tests.fixtures.strategies import SPEC_VERSIONS as CASES
 
-CASES = [
-    (spec, v)
-    for api in messages.API.values()
-    for spec in (api.request, api.response)
-    for v in range(spec.min_version, spec.max_version + 1)
-]
-IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
 
 _JUNK = ("x", 1.5, None, {}, [1], [{}], b"\x01", 2 ** 70, -1, object(), True)
 

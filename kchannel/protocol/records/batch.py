@@ -150,21 +150,22 @@ class RecordBatch:
         # A view, not a copy: the decoder copies each key and value out.
         return memoryview(self._buf)[self._start + RECORD_BATCH_OVERHEAD:self._end]
 
+    def _log_append_time(self):
+        """The batch's max timestamp when it is LogAppendTime (every record
+        then carries it), else None."""
+        return self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_MASK else None
+
     def records(self):
-        log_append = (self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_MASK
-                      else None)
         return decode_records(self._payload(), self.record_count, self.base_offset,
-                              self.base_timestamp, log_append)
+                              self.base_timestamp, self._log_append_time())
 
     def reader(self, cls, topic, partition, timestamp_type):
         """A :class:`RecordReader` of the records, as ``make_records(cls,
         ...)`` builds them: ``cls(topic, partition, offset, timestamp,
         timestamp_type, key, value, headers, None)``, ``read(n)`` at a time."""
-        log_append = (self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_MASK
-                      else None)
         return RecordReader(self._payload(), self.record_count, self.base_offset,
-                            self.base_timestamp, log_append, cls, topic, partition,
-                            timestamp_type)
+                            self.base_timestamp, self._log_append_time(), cls, topic,
+                            partition, timestamp_type)
 
     def __repr__(self):
         return (f"RecordBatch(magic=2, offsets={self.base_offset}-{self.last_offset}, "
