@@ -104,6 +104,16 @@ NOT_FORWARDED = frozenset(int(k) for k in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKN
 
 BOOTSTRAP_NODE = -1          # upstream connection id of the bootstrap broker
 DEFAULT_MAX_QUEUED = 100
+# kchannel.gateway.max.queued.bytes: what one client connection may hold in
+# the gateway (its forwarded requests and its unsent responses) before it is
+# not read, nor its own upstream connections
+DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
+# kchannel.gateway.total.max.queued.bytes: the same, summed over clients
+DEFAULT_TOTAL_MAX_QUEUED_BYTES = 512 * 1024 * 1024
+# kchannel.gateway.shared.fetch.max.wait.ms: on a shared upstream connection
+# a Fetch waiting for data holds every request behind it (a broker answers a
+# connection's requests in order): its max_wait_ms is lowered to this
+DEFAULT_SHARED_FETCH_MAX_WAIT_MS = 500
 # While anything is in flight upstream, the loop wakes at least this often
 # for the upstream client's timeouts (connection setup, request timeout).
 TIMER_MS = 100
@@ -148,10 +158,15 @@ class _Slot:
     """One request of a client, in its order: forwarded (``response`` set
     once the upstream answered) or answered locally (``local`` = its
     frame, handled when it reaches the head)."""
-    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms")
+    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms",
+                 "req_bytes", "silent")
 
     def __init__(self, api_key, version, corr, start, local=None):
         self.timeout_ms = None       # upstream request timeout, if not the default
+        self.req_bytes = 0           # its frame's bytes, counted until answered
+        # an acks=0 Produce sent as acks=1 on a shared connection: its
+        # answer is not the client's (see Gateway.intercept)
+        self.silent = False
         self.api_key = api_key
         self.version = version
         self.corr = corr
@@ -161,7 +176,8 @@ class _Slot:
 
 
 class _Downstream:
-    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids")
+    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids",
+                 "req_bytes", "held_bytes", "out_bytes", "unacked_bytes", "up_muted")
 
     def __init__(self, cid, listener_name, node):
         self.cid = cid
@@ -171,6 +187,17 @@ class _Downstream:
         self.muted = False
         self.closed = False
         self.uids = ()                # upstream connections of its own (per-client mode)
+        # Bytes it holds in the gateway: forwarded requests not answered
+        # yet, responses waiting for their turn, responses handed to its
+        # socket and not written yet, acks=0 requests not written upstream.
+        self.req_bytes = 0
+        self.held_bytes = 0
+        self.out_bytes = 0
+        self.unacked_bytes = 0
+        self.up_muted = False         # its upstream connections are not read
+
+    def queued_bytes(self):
+        return self.req_bytes + self.held_bytes + self.out_bytes + self.unacked_bytes
 
 
 class _Fd:
@@ -214,6 +241,17 @@ def _acks(payload, off, version):
     return _int(payload, _skip_string(payload, off, version >= 9), 2)
 
 
+def _fetch_max_wait_offset(version, off):
+    """Where a Fetch request's max_wait_ms is (before v15 a replica_id
+    comes first)."""
+    return off if version >= 15 else off + 4
+
+
+def _acks_offset(payload, off, version):
+    """Where a Produce request's acks is (after transactional_id)."""
+    return _skip_string(payload, off, version >= 9)
+
+
 def _waits_ms(key, version, payload, off):
     """How long the broker may hold this request before answering (0 for
     most): a Produce's timeout_ms, a Fetch's max_wait_ms, a JoinGroup's
@@ -223,7 +261,7 @@ def _waits_ms(key, version, payload, off):
     if key == int(ApiKey.PRODUCE):
         return max(_int(payload, _skip_string(payload, off, version >= 9) + 2, 4), 0)
     if key == int(ApiKey.FETCH):
-        return max(_int(payload, off if version >= 15 else off + 4, 4), 0)
+        return max(_int(payload, _fetch_max_wait_offset(version, off), 4), 0)
     if key == int(ApiKey.JOIN_GROUP):
         pos = _skip_string(payload, off, version >= 6)
         # v0 has no rebalance timeout: the session timeout bounds the join
@@ -250,7 +288,10 @@ class Gateway:
 
     def __init__(self, server, upstream_configs, *, node_id_base=0,
                  max_queued_requests=DEFAULT_MAX_QUEUED, authorizer=None,
-                 upstream_connections="shared"):
+                 upstream_connections="per-client",
+                 max_queued_bytes=DEFAULT_MAX_QUEUED_BYTES,
+                 total_max_queued_bytes=DEFAULT_TOTAL_MAX_QUEUED_BYTES,
+                 shared_fetch_max_wait_ms=DEFAULT_SHARED_FETCH_MAX_WAIT_MS):
         configs = dict(upstream_configs)
         self.bootstrap = _parse_bootstrap(configs.get("bootstrap.servers"))
         if not self.bootstrap:
@@ -270,6 +311,12 @@ class Gateway:
                 "kchannel.gateway.upstream.connections: String must be one of: shared, per-client",
                 key="kchannel.gateway.upstream.connections", value=upstream_connections)
         self.per_client = mode == "per-client"
+        self.max_queued_bytes = max(1, int(max_queued_bytes))
+        self.total_max_queued_bytes = max(1, int(total_max_queued_bytes))
+        self.shared_fetch_max_wait_ms = max(0, int(shared_fetch_max_wait_ms))
+        self.queued_bytes = 0         # sum of the clients' queued_bytes()
+        self._total_over = False      # queued_bytes >= total_max_queued_bytes
+        self._draining = set()        # clients with bytes on their way out
         self.client = NetworkClient(configs, metrics=server.metrics, time=server.time,
                                     metric_group_prefix="kchannel-upstream")
         self.request_timeout_ms = self.client.request_timeout_ms
@@ -389,20 +436,32 @@ class Gateway:
         return offered
 
     def connection_closed(self, cid):
-        ds = self.downstreams.pop(cid, None)
+        ds = self.downstreams.get(cid)
         if ds is not None:
-            ds.closed = True
-            ds.queue.clear()
-            for uid in ds.uids:
-                # its own upstream connection (per-client mode) goes with it
-                self.client.remove(uid)
-                self.waiting.pop(uid, None)
-                self.connecting.discard(uid)
+            self._forget(ds)
+
+    def _forget(self, ds):
+        """A client gone: its upstream connections (per-client mode) and
+        every byte it held go with it."""
+        ds.closed = True
+        if self.downstreams.get(ds.cid) is not ds:
+            return
+        del self.downstreams[ds.cid]
+        ds.queue.clear()
+        self.queued_bytes -= ds.queued_bytes()
+        ds.req_bytes = ds.held_bytes = ds.out_bytes = ds.unacked_bytes = 0
+        self._draining.discard(ds)
+        for uid in ds.uids:
+            # its own upstream connection (per-client mode) goes with it
+            self.client.remove(uid)
+            self.waiting.pop(uid, None)
+            self.connecting.discard(uid)
+        self._update_total()
 
     def poll_timeout(self, timeout_ms):
         if self.client.has_pending_io():
             return 0
-        if self.in_flight or self.waiting:
+        if self.in_flight or self.waiting or self._draining:
             if timeout_ms is None or timeout_ms < 0 or timeout_ms > TIMER_MS:
                 return TIMER_MS
         return timeout_ms
@@ -425,7 +484,7 @@ class Gateway:
                 return False
             ds.queue.append(_Slot(key, header.api_version, header.correlation_id, now,
                                   local=bytes(payload)))
-            self._maybe_mute(ds)
+            self._update_flow(ds)
             return True
         version = header.api_version
         rng = self._offered().get(key)
@@ -445,20 +504,48 @@ class Gateway:
                 return True
         expect = True
         timeout_ms = None
+        frame = bytearray(payload)
         try:
+            if not self.per_client:
+                # A request the upstream cannot parse makes it close the
+                # connection: a shared one must not carry it.
+                messages.API[key].request.decode(payload, version, off)
             if key == int(ApiKey.PRODUCE):
-                expect = _acks(payload, off, version) != 0
-            wait = _waits_ms(key, version, payload, off)
+                pos = _acks_offset(payload, off, version)
+                expect = _int(payload, pos, 2) != 0
+                if not expect and not self.per_client:
+                    # A broker closes the connection of an acks=0 Produce
+                    # that fails: on a shared one it is sent as acks=1 and
+                    # only its own client is closed if it failed.
+                    frame[pos:pos + 2] = (1).to_bytes(2, "big")
+                    expect = slot.silent = True
+            elif key == int(ApiKey.FETCH) and not self.per_client:
+                pos = _fetch_max_wait_offset(version, off)
+                if _int(payload, pos, 4) > self.shared_fetch_max_wait_ms:
+                    frame[pos:pos + 4] = self.shared_fetch_max_wait_ms.to_bytes(4, "big")
+            wait = _waits_ms(key, version, frame, off)
             if wait:
                 # Kafka's consumer: JoinGroup gets rebalance timeout + 5 s.
                 timeout_ms = max(self.request_timeout_ms, wait + JOIN_GROUP_TIMEOUT_LAPSE_MS) \
                     if key == int(ApiKey.JOIN_GROUP) else self.request_timeout_ms + wait
         except IndexError:
-            pass     # a malformed request: the upstream will say so
+            pass     # a malformed request on its own connection: the upstream says so
+        except Exception as exc:  # noqa: BLE001 - whatever the codec raises on bad bytes
+            log.info("Closing connection %s from %s: invalid %s v%d request: %s", cid,
+                     ch.socket_description(), API_NAMES.get(key, str(key)), version, exc)
+            self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))
+            return True
         slot.timeout_ms = timeout_ms
         if expect:
-            ds.queue.append(slot)
-        frame = bytearray(payload)
+            if not slot.silent:
+                ds.queue.append(slot)
+            slot.req_bytes = len(frame)
+            ds.req_bytes += slot.req_bytes
+        else:
+            # acks=0: counted until written upstream (see _check_draining)
+            ds.unacked_bytes += len(frame)
+            self._draining.add(ds)
+        self.queued_bytes += len(frame)
         uid = self._route(ds.node, ds.cid if self.per_client else None)
         if self.per_client and uid not in ds.uids:
             ds.uids = ds.uids + (uid,)
@@ -467,7 +554,7 @@ class Gateway:
         else:
             self.waiting.setdefault(uid, collections.deque()).append((ds, slot, frame, expect))
             self._ensure_connecting(uid)
-        self._maybe_mute(ds)
+        self._update_flow(ds)
         return True
 
     def after_poll(self):
@@ -478,9 +565,57 @@ class Gateway:
             responses = self.client.poll(0)
             for resp in responses:
                 self._on_response(resp)
+            if self.per_client and self.client.selector.disconnected:
+                self._own_upstream_closed(self.client.selector.disconnected)
             self._drain_waiting()
             if not self.client.has_pending_io():
                 break
+        self._check_draining()
+
+    def _own_upstream_closed(self, disconnected):
+        """A client's own upstream connection closed by the broker (an
+        acks=0 Produce that failed, a request it could not parse, its idle
+        timeout): the client's connection is closed too, as the broker
+        would have closed it, and no one else is affected."""
+        for uid in list(disconnected):
+            if not isinstance(uid, tuple):
+                continue
+            ds = self.downstreams.get(uid[1])
+            if ds is not None and uid in ds.uids:
+                self._fail_downstream(ds, errors.ChannelConnectionError(
+                    f"its upstream connection to node {uid[0]} was closed by the broker"))
+
+    def _check_draining(self):
+        """Bytes handed to a client's socket (or, acks=0, to its upstream
+        connection) stop counting once everything queued there is written."""
+        if not self._draining:
+            return
+        sel, usel = self.server.selector, self.client.selector
+        for ds in list(self._draining):
+            if ds.closed:
+                self._draining.discard(ds)
+                continue
+            freed = 0
+            if ds.out_bytes:
+                ch = sel.channel(ds.cid)
+                if ch is None or not ch.has_pending_writes():
+                    freed += ds.out_bytes
+                    ds.out_bytes = 0
+            if ds.unacked_bytes:
+                pending = False
+                for uid in ds.uids or (self._route(ds.node),):
+                    uch = usel.channel(uid)
+                    if uch is not None and uch.has_pending_writes():
+                        pending = True
+                        break
+                if not pending:
+                    freed += ds.unacked_bytes
+                    ds.unacked_bytes = 0
+            if not ds.out_bytes and not ds.unacked_bytes:
+                self._draining.discard(ds)
+            if freed:
+                self.queued_bytes -= freed
+                self._update_flow(ds)
 
     # --------------------------------------------------------------- routing
     def _route(self, node, cid=None):
@@ -584,6 +719,8 @@ class Gateway:
             return
         if expect:
             self.in_flight[(uid, corr)] = (ds, slot)
+        if ds.up_muted and isinstance(uid, tuple):
+            self.client.selector.mute(uid)     # a connection (re)made while held back
 
     def _learn_versions(self, uid):
         if self.upstream_versions is None:
@@ -605,8 +742,14 @@ class Gateway:
         ds, slot = entry
         if ds.closed:
             return
+        ds.req_bytes -= slot.req_bytes
+        self.queued_bytes -= slot.req_bytes
+        slot.req_bytes = 0
         if resp.exception is not None:
             self._fail_downstream(ds, resp.exception)
+            return
+        if slot.silent:
+            self._silent_answer(ds, slot, resp.body)
             return
         try:
             slot.response = self._response_frame(ds, slot, resp.body)
@@ -615,7 +758,26 @@ class Gateway:
                         "response: %s", ds.cid, API_NAMES.get(slot.api_key), slot.version, exc)
             self._fail_downstream(ds, exc)
             return
+        ds.held_bytes += len(slot.response)
+        self.queued_bytes += len(slot.response)
         self._flush(ds)
+
+    def _silent_answer(self, ds, slot, frame):
+        """The answer to an acks=0 Produce sent as acks=1 (shared mode): an
+        error closes its client's connection, as the broker would have
+        closed it; nothing goes to the client otherwise."""
+        try:
+            _, body = decode_response(frame, slot.api_key, slot.version)
+            failed = [p.get("error_code") for t in body.get("responses") or ()
+                      for p in t.get("partition_responses") or () if p.get("error_code")]
+        except Exception as exc:  # noqa: BLE001
+            failed = [str(exc)]
+        if failed:
+            self._fail_downstream(ds, errors.ChannelConnectionError(
+                f"its acks=0 Produce failed upstream ({failed[0]}); a broker closes the "
+                "connection then"))
+        else:
+            self._update_flow(ds)
 
     def _response_frame(self, ds, slot, frame):
         if slot.api_key not in REWRITTEN_API_KEYS:
@@ -700,17 +862,62 @@ class Gateway:
             q.popleft()
             if sel.channel(ds.cid) is None:
                 break
+            n = len(slot.response)
             sel.send(ds.cid, slot.response)
+            slot.response = b""
+            ds.held_bytes -= n
+            ds.out_bytes += n
+            self._draining.add(ds)
             self._record(slot)
-        if ds.muted and not ds.closed and len(q) < self.max_queued_requests:
-            ds.muted = False
-            if sel.channel(ds.cid) is not None:
-                sel.unmute(ds.cid)
+        self._update_flow(ds)
 
-    def _maybe_mute(self, ds):
-        if not ds.muted and len(ds.queue) >= self.max_queued_requests:
-            ds.muted = True
-            self.server.selector.mute(ds.cid)
+    def _update_total(self):
+        over = self.queued_bytes >= self.total_max_queued_bytes
+        if over != self._total_over:
+            self._total_over = over
+            if over:
+                log.warning("Gateway clients hold %d bytes (kchannel.gateway.total.max.queued."
+                            "bytes=%d): no client is read until their responses are written",
+                            self.queued_bytes, self.total_max_queued_bytes)
+            for other in list(self.downstreams.values()):
+                self._update_flow(other, False)
+
+    def _update_flow(self, ds, total=True):
+        """Read a client (and, per-client mode, its upstream connections)
+        only while it holds less than its bounds: fewer than
+        max.queued.requests requests waiting, fewer than max.queued.bytes
+        bytes; no client is read while all of them together hold
+        total.max.queued.bytes.  Its upstream connections are not read
+        while its responses waiting to be written reach the bound (or any,
+        over the total): the broker then waits on that one connection, as
+        it waits on a client that does not read."""
+        if total:
+            self._update_total()
+        if ds.closed:
+            return
+        own = ds.queued_bytes()
+        over_total = self._total_over
+        mute = (len(ds.queue) >= self.max_queued_requests or own >= self.max_queued_bytes
+                or over_total)
+        sel = self.server.selector
+        if mute != ds.muted and sel.channel(ds.cid) is not None:
+            ds.muted = mute
+            if mute:
+                sel.mute(ds.cid)
+            else:
+                sel.unmute(ds.cid)
+        if self.per_client:
+            out = ds.held_bytes + ds.out_bytes
+            up_mute = out >= self.max_queued_bytes or (over_total and out > 0)
+            if up_mute != ds.up_muted:
+                ds.up_muted = up_mute
+                usel = self.client.selector
+                for uid in ds.uids:
+                    if usel.channel(uid) is not None and self.client.is_ready(uid):
+                        if up_mute:
+                            usel.mute(uid)
+                        else:
+                            usel.unmute(uid)
 
     def _fail_downstream(self, ds, exc):
         """Disconnect a client whose request cannot be answered: what its
@@ -720,13 +927,12 @@ class Gateway:
         self._flush(ds)
         if ds.closed:
             return
-        ds.closed = True
         log.info("Disconnecting %s: %s", ds.cid, exc)
         sel = self.server.selector
         if sel.channel(ds.cid) is not None:
             sel.write_queued(ds.cid)
             sel.close(ds.cid)
-        self.downstreams.pop(ds.cid, None)
+        self._forget(ds)
 
     def _refuse(self, ds, slot, header, payload, off, request):
         key, version = slot.api_key, slot.version
@@ -766,6 +972,8 @@ class Gateway:
                 f"{request.listener_name}"))
             return
         slot.response = encode_response(key, version, slot.corr, body)
+        ds.held_bytes += len(slot.response)
+        self.queued_bytes += len(slot.response)
         ds.queue.append(slot)
         self._flush(ds)
 
@@ -836,6 +1044,14 @@ def install_gateway(server, config, props):
                                                     DEFAULT_MAX_QUEUED)),
                       authorizer=authorizer,
                       upstream_connections=value("kchannel.gateway.upstream.connections",
-                                                 "shared"))
+                                                 "per-client"),
+                      max_queued_bytes=int(value("kchannel.gateway.max.queued.bytes",
+                                                 DEFAULT_MAX_QUEUED_BYTES)),
+                      total_max_queued_bytes=int(value(
+                          "kchannel.gateway.total.max.queued.bytes",
+                          DEFAULT_TOTAL_MAX_QUEUED_BYTES)),
+                      shared_fetch_max_wait_ms=int(value(
+                          "kchannel.gateway.shared.fetch.max.wait.ms",
+                          DEFAULT_SHARED_FETCH_MAX_WAIT_MS)))
     gateway.start()
     return gateway
