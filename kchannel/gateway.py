@@ -95,6 +95,11 @@ LOCAL_API_KEYS = frozenset(int(k) for k in (
     ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
     ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS))
+# Answered by the gateway, and only to principals its authorizer allows (a
+# principal on no allow-list must not fill the token store).
+TOKEN_API_KEYS = frozenset(int(k) for k in (
+    ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+    ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN))
 # Responses decoded and re-encoded with the gateway's endpoints.
 REWRITTEN_API_KEYS = frozenset(int(k) for k in (
     ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER))
@@ -373,6 +378,9 @@ class Gateway:
                     continue
                 for b in resp.body.get("brokers") or ():
                     self._learn_node(b["node_id"], b["host"], b["port"])
+                problem = self._node_port_collision(sorted(self.nodes))
+                if problem:
+                    raise errors.ConfigError(problem, key="kchannel.gateway.node.id.base")
                 for l in list(self.server.listeners):
                     if l.upstream_node is None:
                         for nid in sorted(self.nodes):
@@ -479,6 +487,22 @@ class Gateway:
         if ds is None:
             ds = self.downstreams[cid] = _Downstream(
                 cid, ch.listener_name, self.server.connection_upstream_node.get(cid))
+        if key in TOKEN_API_KEYS and self.authorizer is not None:
+            handler = self.server.handlers.get(key)
+            request = GatewayRequest(ch.principal(), ds.listener_name, key, header.api_version,
+                                     header.client_id, ch.remote_address)
+            if (handler is not None and handler.min_version <= header.api_version
+                    <= handler.max_version and not self.authorizer.authorize(request)):
+                log.info("Refusing %s v%d of %s on %s (client %s)", request.api_name,
+                         header.api_version, request.principal, request.listener_name, cid)
+                slot = _Slot(key, header.api_version, header.correlation_id, now)
+                slot.response = encode_response(key, header.api_version, header.correlation_id, {
+                    "error_code": int(Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED)})
+                ds.held_bytes += len(slot.response)
+                self.queued_bytes += len(slot.response)
+                ds.queue.append(slot)
+                self._flush(ds)
+                return True
         if key in LOCAL_API_KEYS:
             if not ds.queue:
                 return False
@@ -820,6 +844,37 @@ class Gateway:
                 else:
                     c.update(host=ep[0], port=ep[1])
 
+    def _node_port_collision(self, nids):
+        """Why the ports of upstream nodes ``nids`` cannot be bound (a
+        message naming the listeners), or None.  A node port equal to
+        another listener's port, or to another node port, is refused: with
+        SO_REUSEPORT (num.network.threads > 1) it would be bound anyway and
+        share that listener's connections, whatever its security."""
+        taken = {}       # port -> (host, what)
+        for l in self.server.listeners:
+            if l.upstream_node is None and l.port:
+                taken[l.port] = (l.host, f"listener {l.name}")
+        for key, l in self.node_listeners.items():
+            if l.port:
+                taken[l.port] = (l.host, f"the port of upstream node {key[1]} on listener {key[0]}")
+        wildcard = ("", "0.0.0.0", "::")
+        for l in self.server.listeners:
+            if l.upstream_node is not None or not l.port:
+                continue
+            for nid in nids:
+                if (l.name, nid) in self.node_listeners:
+                    continue
+                port = l.port + 1 + int(nid) - self.node_id_base
+                other = taken.get(port)
+                if other is not None and (other[0] == l.host or other[0] in wildcard
+                                          or l.host in wildcard):
+                    return (f"upstream node {nid} would be served on listener {l.name}'s port + "
+                            f"{port - l.port} = {port}, which is {other[1]}'s: leave room "
+                            "between listener ports for every upstream node (node port = "
+                            "listener port + 1 + node id - kchannel.gateway.node.id.base)")
+                taken[port] = (l.host, f"the port of upstream node {nid} on listener {l.name}")
+        return None
+
     def _endpoint(self, listener_name, nid):
         """(host, port) clients use for upstream node ``nid`` on
         ``listener_name``, binding its port on first use; None (logged) when
@@ -836,6 +891,11 @@ class Gateway:
                           self.node_id_base, parent.port + 1)
                 return None
             port = parent.port + offset if parent.port else 0
+            problem = self._node_port_collision([nid]) if port else None
+            if problem:
+                log.error("Not serving upstream node %s on listener %s: %s", nid, parent.name,
+                          problem)
+                return None
             try:
                 l = server.add_node_listener(parent.name, int(nid), port)
             except errors.KChannelError as exc:

@@ -376,7 +376,7 @@ class OnlyMetadata:
     """An authorizer class named by kchannel.gateway.authorizer.class."""
 
     def configure(self, props):
-        self.listener = props["kchannel.test.listener"]
+        self.listener = props["test.authorizer.listener"]
 
     def authorize(self, request):
         return request.api_key == ApiKey.METADATA or request.listener_name != self.listener
@@ -385,7 +385,7 @@ class OnlyMetadata:
 def test_authorizer_class(upstream, kchannel_inprocess_server):
     gw = kchannel_inprocess_server(gateway_props(upstream, **{
         "kchannel.gateway.authorizer.class": "tests.test_gateway.OnlyMetadata",
-        "kchannel.test.listener": "SASL_PLAINTEXT"}))
+        "test.authorizer.listener": "SASL_PLAINTEXT"}))
     with sasl_client(gw) as c:
         c.connect()
         assert c.request(ApiKey.METADATA, {"topics": []})["brokers"]

@@ -713,6 +713,9 @@ _ROWS = [
     ("kchannel.delegation.token.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), M, "server",
      "kchannel-specific: where delegation tokens live: 'sqlite' (first log directory), 'memory' or "
      "'zookeeper' (zookeeper.connect, Kafka's /delegation_token layout).", True),
+    ("kchannel.delegation.token.max.tokens.per.owner", I, 1000, _atl(1), M, "server",
+     "kchannel-specific (Kafka sets no limit): the most unexpired delegation tokens one owner may have; "
+     "CreateDelegationToken for an owner that has them is answered POLICY_VIOLATION.", True),
     ("kchannel.upstream.bootstrap.servers", LI, "", None, H, "server",
      "kchannel-specific: run as a gateway in front of the Kafka-compatible cluster at these host:port pairs: "
      "requests the server does not answer itself (ApiVersions, SASL, delegation tokens, SCRAM credentials) are "

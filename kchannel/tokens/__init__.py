@@ -23,7 +23,8 @@ from kchannel.principal import parse_super_users
 from kchannel.security.sasl.scram_store import data_dir_from_server_config
 from kchannel.tokens.handlers import (TokenExpirySweeper, attach_token_manager,
                                       register_token_handlers)
-from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
+from kchannel.tokens.manager import (DEFAULT_MAX_TOKENS_PER_OWNER, SuperUserTokenAuthorizer,
+                                     TokenManager)
 from kchannel.tokens.store import (STORE_CONFIG, STORE_FILE_NAME, InMemoryTokenStore,
                                    SqliteTokenStore)
 from kchannel.tokens.zk_store import ZkTokenStore
@@ -31,6 +32,8 @@ from kchannel.tokens.zk_store import ZkTokenStore
 log = get_logger("kchannel.tokens")
 
 __all__ = ["install_server", "open_token_store", "TokenService"]
+
+MAX_PER_OWNER_CONFIG = "kchannel.delegation.token.max.tokens.per.owner"
 
 
 class TokenService:
@@ -113,7 +116,9 @@ def install_server(server, config=None, props=None, *, store=None, authorizer=No
         store, authorizer=authorizer,
         expiry_check_interval_ms=int(_value(config, props,
                                             "delegation.token.expiry.check.interval.ms",
-                                            3600000)))
+                                            3600000)),
+        max_tokens_per_owner=int(_value(config, props, MAX_PER_OWNER_CONFIG,
+                                        DEFAULT_MAX_TOKENS_PER_OWNER)))
     register_token_handlers(server, manager)
     sweeper = None
     if enabled:
