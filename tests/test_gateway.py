@@ -261,11 +261,11 @@ def test_request_metrics_have_kafka_names(upstream, kchannel_inprocess_server):
         c.connect()
         for _ in range(3):
             c.request(ApiKey.METADATA, {"topics": []})
-    m = gw.server.metrics
+        m = gw.server.metrics
+        # the gateway's own (start-up, metadata) and the client's own
+        assert m.metric("connection-count", group="kchannel-upstream-metrics") == 2
     assert m.metric("RequestsPerSec", group="RequestMetrics", tags={"request": "Metadata"}) > 0
     assert m.metric("TotalTimeMs", group="RequestMetrics", tags={"request": "Metadata"}) >= 0
-    # the gateway's own (start-up, metadata) and the client's own
-    assert m.metric("connection-count", group="kchannel-upstream-metrics") == 2
 
 
 def test_config_validate_and_describe(tmp_path):
