@@ -226,6 +226,7 @@ class TokenManager:
         self._by_hmac = {}       # base64 HMAC -> token id
         # (type, name) -> token ids it owns, requested or renews
         self._by_principal = {}
+        self._by_owner = {}      # (type, name) -> token ids it owns
         self._loaded = False
         if self.enabled:
             with self._lock:
@@ -256,6 +257,7 @@ class TokenManager:
         self._entries = entries
         self._by_hmac = {e.hmac_b64: tid for tid, e in entries.items()}
         self._by_principal = {}
+        self._by_owner = {}
         for tid, e in entries.items():
             self._index(tid, e.info)
         self._loaded = True
@@ -268,6 +270,7 @@ class TokenManager:
     def _index(self, token_id, info):
         for k in self._principals(info):
             self._by_principal.setdefault(k, set()).add(token_id)
+        self._by_owner.setdefault(_key(info.owner), set()).add(token_id)
 
     def _unindex(self, token_id, info):
         for k in self._principals(info):
@@ -276,6 +279,11 @@ class TokenManager:
                 ids.discard(token_id)
                 if not ids:
                     del self._by_principal[k]
+        owned = self._by_owner.get(_key(info.owner))
+        if owned is not None:
+            owned.discard(token_id)
+            if not owned:
+                del self._by_owner[_key(info.owner)]
 
     def sync(self):
         """Pick up changes other servers made to the shared store."""
@@ -369,15 +377,12 @@ class TokenManager:
                                  token_id, entry.hmac)
 
     def _live_owned(self, owner, now):
-        """How many unexpired tokens ``owner`` owns (its index entry: the
-        tokens it owns, requested or renews)."""
-        n = 0
-        key = _key(owner)
-        for tid in self._by_principal.get(key, ()):
-            info = self._entries[tid].info
-            if _key(info.owner) == key and not info.expired(now):
-                n += 1
-        return n
+        """How many unexpired tokens ``owner`` owns (expired ones are only
+        looked at once it owns as many tokens as it may)."""
+        owned = self._by_owner.get(_key(owner), ())
+        if len(owned) < self.max_tokens_per_owner:
+            return len(owned)
+        return sum(1 for tid in owned if not self._entries[tid].info.expired(now))
 
     # ------------------------------------------------------------ renew
     def renew_token(self, principal, hmac, renew_period_ms=-1, *, now,
