@@ -308,8 +308,11 @@ def _consecutive_free_ports():
     raise AssertionError("no two consecutive free ports")
 
 
-def test_node_port_colliding_with_a_listener_is_refused_at_start(kafka_broker, tmp_path):
-    # Upstream node 1 on listener A is served at A's port + 1: listener B's.
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_node_port_colliding_with_a_listener_is_refused_at_start(kafka_broker, tmp_path,
+                                                                 workers):
+    # Upstream node 1 on listener A is served at A's port + 1: listener B's
+    # (with 2 workers, SO_REUSEPORT would bind it anyway).
     port = _consecutive_free_ports()
     props = {
         "listeners": f"A://127.0.0.1:{port},B://127.0.0.1:{port + 1}",
@@ -318,10 +321,10 @@ def test_node_port_colliding_with_a_listener_is_refused_at_start(kafka_broker, t
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.a.plain.sasl.jaas.config":
             f'{PLAIN} required user_alice="alice-secret";',
-        "kchannel.scram.credential.store": "memory",
         "kchannel.gateway.node.id.base": str(kafka_broker.node_id),
         "kchannel.upstream.bootstrap.servers": kafka_broker.bootstrap("PLAINTEXT"),
         "log.dirs": str(tmp_path / "data"),
+        "num.network.threads": workers,
     }
     path = write_properties(str(tmp_path / "server.properties"), props)
     r = run_kchannel("serve", "--config", path, timeout=60)
