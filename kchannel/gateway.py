@@ -530,10 +530,12 @@ class Gateway:
         timeout_ms = None
         frame = bytearray(payload)
         try:
-            if not self.per_client:
+            api = messages.API.get(key) if not self.per_client else None
+            if api is not None and api.min_version <= version <= api.max_version:
                 # A request the upstream cannot parse makes it close the
-                # connection: a shared one must not carry it.
-                messages.API[key].request.decode(payload, version, off)
+                # connection: a shared one must not carry it (checked for
+                # the APIs kchannel has a codec for).
+                api.request.decode(payload, version, off)
             if key == int(ApiKey.PRODUCE):
                 pos = _acks_offset(payload, off, version)
                 expect = _int(payload, pos, 2) != 0

@@ -335,11 +335,12 @@ def test_waits_and_acks_read_from_the_raw_request(key, versions, body, expected)
             assert _acks(payload, off, v) == body["acks"], v
 
 
-@pytest.fixture(scope="module")
-def fuzz_gateway(tmp_path_factory):
+@pytest.fixture(scope="module", params=["per-client", "shared"])
+def fuzz_gateway(request, tmp_path_factory):
     from tests.fixtures.peers import InProcessServer
     u = Upstream()
-    props = gateway_props(u, **{"log.dirs": str(tmp_path_factory.mktemp("fuzzgw") / "data")})
+    props = gateway_props(u, **{"log.dirs": str(tmp_path_factory.mktemp("fuzzgw") / "data"),
+                                "kchannel.gateway.upstream.connections": request.param})
     gw = InProcessServer(props)
     yield gw
     gw.stop()
