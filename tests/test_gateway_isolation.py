@@ -255,6 +255,19 @@ def _base_props(upstream):
     }
 
 
+def _good_props():
+    good = _base_props("127.0.0.1:9")
+    good["listener.name.external.kchannel.gateway.allowed.principals"] = "User:alice"
+    return good
+
+
+def test_allow_list_on_its_listener_is_valid(tmp_path):
+    # (what each case below changes one key of)
+    path = write_properties(str(tmp_path / "good.properties"), _good_props())
+    r = run_kchannel("config", "validate", "--config", path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("key,value,says", [
     # the README's own prefix on a listener called EXTERNAL
     ("listener.name.sasl_ssl.kchannel.gateway.allowed.principals", "User:alice",
@@ -268,12 +281,7 @@ def _base_props(upstream):
     ("kchannel.upstream.bootstrap.servers", "", "there is no gateway"),
 ])
 def test_misconfigured_allow_lists_are_refused(tmp_path, key, value, says):
-    good = _base_props("127.0.0.1:9")
-    good["listener.name.external.kchannel.gateway.allowed.principals"] = "User:alice"
-    path = write_properties(str(tmp_path / "good.properties"), good)
-    r = run_kchannel("config", "validate", "--config", path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    bad = dict(good, **{key: value})
+    bad = dict(_good_props(), **{key: value})
     path = write_properties(str(tmp_path / "bad.properties"), bad)
     r = run_kchannel("config", "validate", "--config", path)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -346,7 +354,6 @@ CREATE = {"owner_principal_type": None, "owner_principal_name": None, "renewers"
           "max_lifetime_ms": -1}
 
 
-@pytest.mark.slow
 def test_token_flood_leaves_others_metadata_fast(kafka_broker, kchannel_inprocess_server):
     gw = kchannel_inprocess_server(gateway_props(kafka_broker, **{
         "delegation.token.secret.key": "gateway-token-secret",
