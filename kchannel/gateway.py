@@ -35,20 +35,40 @@ Requests
     (a request answered locally waits behind forwarded ones).  A client
     with ``kchannel.gateway.max.queued.requests`` requests waiting is not
     read (muted) until one is answered: a slow upstream holds clients back
-    through TCP instead of filling the gateway's memory.
+    through TCP instead of filling the gateway's memory (see Memory).
+    Every request is forwarded (or refused) in :meth:`Gateway.intercept`.
 
 Upstream connections
-    One connection per upstream node, shared by every client (or, with
-    ``kchannel.gateway.upstream.connections=per-client``, per client
-    connection: a broker serves a connection's requests one at a time, so a
-    long poll on a shared one delays the others): the upstream
-    sees the gateway's principal (``kchannel.upstream.sasl.jaas.config``)
-    for every request, so the gateway's authorization hook (and the
-    upstream's ACLs for that one principal) decide what clients may do.  When
-    an upstream connection fails, every client with a request on it is
-    disconnected (client libraries reconnect and retry); a request waits at
-    most the upstream ``request.timeout.ms`` plus the time the broker may
-    hold it (Produce timeout, Fetch max wait, JoinGroup rebalance timeout).
+    By default (``kchannel.gateway.upstream.connections=per-client``) each
+    client connection gets upstream connections of its own, per upstream
+    node it needs, opened on its first request there and closed with it: a
+    broker serves a connection's requests one at a time and closes a
+    connection over a bad request, so nothing one client sends delays,
+    breaks or disconnects another's.  When the broker closes a client's own
+    upstream connection, the client's connection is closed too.  With
+    ``shared`` (trusted clients only) one connection per upstream node
+    serves every client: a Fetch's max_wait_ms is lowered to
+    ``kchannel.gateway.shared.fetch.max.wait.ms``, requests are checked to
+    decode before they are forwarded (APIs with a codec), and an acks=0
+    Produce is sent as acks=1, its client closed if it failed.  Either way
+    the upstream sees the gateway's principal
+    (``kchannel.upstream.sasl.jaas.config``) for every request, so the
+    gateway's authorization hook (and the upstream's ACLs for that one
+    principal) decide what clients may do.  When an upstream connection
+    fails, every client with a request on it is disconnected (client
+    libraries reconnect and retry); a request waits at most the upstream
+    ``request.timeout.ms`` plus the time the broker may hold it (Produce
+    timeout, Fetch max wait, JoinGroup rebalance timeout).
+
+Memory
+    A client is not read while it holds ``kchannel.gateway.max.queued.bytes``
+    in the gateway (forwarded requests not answered, responses not written
+    to it), and, per-client mode, neither are its own upstream connections
+    while its unwritten responses reach that bound: the broker then waits
+    on that connection alone.  While all clients together hold
+    ``kchannel.gateway.total.max.queued.bytes`` no client is read.  Bytes
+    are counted until written (``_check_draining``) and dropped with the
+    client.
 
 Authorization
     ``authorizer.authorize(request) -> bool`` for every forwarded request
@@ -59,7 +79,9 @@ Authorization
     authenticated principal).  A refused request gets Kafka's
     CLUSTER_AUTHORIZATION_FAILED in the response's top-level error code,
     TOPIC_AUTHORIZATION_FAILED per topic for Metadata and Produce; a request
-    whose response has neither closes the connection (logged).
+    whose response has neither closes the connection (logged).  The
+    delegation-token APIs the gateway answers are asked about too (refused:
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED).
 
 Metrics (the server's registry)
     ``RequestsPerSec`` (group ``RequestMetrics``, tag ``request`` = Kafka's
