@@ -165,3 +165,19 @@ def test_console_producer_through_kchannel_serve(tmp_path, gateway):
                  "--max-block-ms", str(MAX_BLOCK_MS), stdin="one\n")
     assert r.returncode == 1, r.stderr
     assert f"ERROR SaslAuthenticationError: {PLAIN_FAILED}" in r.stderr.splitlines()
+
+
+@pytest.mark.slow
+def test_kafka_console_producer_agrees(tmp_path, kafka_broker, wrong_scram):
+    """Kafka's own console producer, same broker, same wrong password: the
+    same exception (``...Exception`` there) with the same message, and it
+    does not wait out max.block.ms either."""
+    args = console_auth_args(tmp_path, kafka_broker, wrong_scram)
+    theirs = kafka_broker.run_java("org.apache.kafka.tools.ConsoleProducer",
+                                   *[a.replace("--command-config", "--producer.config")
+                                     for a in args],
+                                   "--max-block-ms", str(MAX_BLOCK_MS), input="one\n")
+    assert f"SaslAuthenticationException: {SCRAM_MESSAGE}" in theirs.stderr, theirs.stderr
+    ours = kchannel("console-producer", *args, "--max-block-ms", str(MAX_BLOCK_MS),
+                    stdin="one\n")
+    assert f"ERROR SaslAuthenticationError: {SCRAM_MESSAGE}" in ours.stderr, ours.stderr
