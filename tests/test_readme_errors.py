@@ -6,7 +6,6 @@ traceback's last line does (``TypeName: message``) and looks for that text,
 in backticks, in the README section that promises it (line breaks in the
 README count as spaces).
 """
-import os
 import pathlib
 import re
 import shutil
