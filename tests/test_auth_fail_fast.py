@@ -95,7 +95,7 @@ def test_producer_partitions_for_raises(wrong_scram):
         producer.close(0)
 
 
-@pytest.mark.parametrize("call", ["subscribe-poll", "assign-poll", "committed",
+@pytest.mark.parametrize("call", ["subscribe-poll", "assign-poll", "position", "committed",
                                   "end_offsets"])
 def test_consumer_waits_raise(wrong_scram, call):
     consumer = Consumer(dict(wrong_scram, **{"group.id": "auth-fail-fast",
@@ -109,6 +109,9 @@ def test_consumer_waits_raise(wrong_scram, call):
             elif call == "assign-poll":
                 consumer.assign([tp])
                 consumer.poll(MAX_BLOCK_MS / 1000)
+            elif call == "position":
+                consumer.assign([tp])
+                consumer.position(tp)
             elif call == "committed":
                 consumer.committed([tp])
             else:
