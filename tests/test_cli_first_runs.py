@@ -105,6 +105,7 @@ CLOSING = ("INFO kchannel.producer: Closing the Kafka producer with timeoutMilli
            "9223372036854775807 ms.")
 
 
+@pytest.mark.kafka
 def test_tools_log_warn_by_default(kafka_broker):
     bootstrap = kafka_broker.bootstrap("PLAINTEXT")
     code, out, err = produce_one(bootstrap)

@@ -24,7 +24,7 @@ VALUES = [b"v%d" % i for i in range(5)]
 POLL_TIMEOUT_MS = "8000"
 
 
-@pytest.fixture(params=["tansu", "kafka"])
+@pytest.fixture(params=["tansu", pytest.param("kafka", marks=pytest.mark.kafka)])
 def bootstrap(request):
     if request.param == "tansu":
         return request.getfixturevalue("tansu").bootstrap
