@@ -51,6 +51,8 @@ from ..server import Server
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
+# Kafka's broker logs INFO (its log4j2.yaml), unlike its tools.
+DEFAULT_LOG_LEVEL = "INFO"
 
 log = logging.getLogger("kchannel.cli.serve")
 
