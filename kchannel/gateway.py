@@ -72,7 +72,7 @@ import collections
 from dataclasses import dataclass
 
 from . import errors
-from .client import NetworkClient, _parse_bootstrap
+from .client.network_client import NetworkClient, _parse_bootstrap
 from .config.definitions import resolve_class
 from .log import get_logger
 from .metrics import Avg, Max, MetricName, Rate

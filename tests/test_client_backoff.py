@@ -14,8 +14,9 @@ import threading
 
 import pytest
 
-from kchannel.client import (ConnectionState, ExponentialBackoff, KafkaClient, NetworkClient,
-                             RequestTimeoutError, client_configs)
+from kchannel.client.network_client import (ConnectionState, ExponentialBackoff, KafkaClient,
+                                            NetworkClient, RequestTimeoutError,
+                                            client_configs)
 from kchannel.errors import ChannelConnectionError, SaslAuthenticationError
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.security.sasl.mechanism import ServerCallbacks

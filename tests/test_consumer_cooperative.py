@@ -15,7 +15,7 @@ from kchannel.consumer.assignors import (CooperativeStickyAssignor, decode_subsc
                                          encode_subscription, member_data_from_subscription)
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.errors import ConfigError
-from kchannel.metadata import TopicPartition as TP
+from kchannel.client.metadata import TopicPartition as TP
 from tests.fixtures.records import create_topic, produce, topic_name
 
 _TOPICS = ["a", "b", "c"]

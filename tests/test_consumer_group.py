@@ -13,7 +13,7 @@ from kchannel import Consumer
 from kchannel.consumer.assignors import (RangeAssignor, RoundRobinAssignor, decode_assignment,
                                          decode_subscription, encode_assignment,
                                          encode_subscription)
-from kchannel.metadata import TopicPartition as TP
+from kchannel.client.metadata import TopicPartition as TP
 from tests.fixtures.records import create_topic, produce, topic_name
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from kchannel import Consumer
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from tests.fixtures.records import (CASES, PRODUCERS, consume_kchannel, create_topic,
                                     expected_rows, produce, sample, topic_name)
 

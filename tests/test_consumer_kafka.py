@@ -6,7 +6,7 @@ import time
 import pytest
 
 from kchannel import Consumer
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from tests.fixtures.records import (consume_kchannel, create_topic, expected_rows,
                                     produce, produce_confluent, sample, topic_name)
 

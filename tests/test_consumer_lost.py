@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kchannel import Consumer
-from kchannel.metadata import TopicPartition as TP
+from kchannel.client.metadata import TopicPartition as TP
 from tests.fixtures.records import create_topic, produce, topic_name
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.kafka]

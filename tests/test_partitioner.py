@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kchannel.metadata import Cluster, PartitionInfo
+from kchannel.client.metadata import Cluster, PartitionInfo
 from kchannel.producer.partitioner import StickyPartitioner
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2

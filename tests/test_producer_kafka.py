@@ -11,7 +11,7 @@ import pytest
 from kchannel import Consumer, Producer
 from kchannel.client import KafkaClient
 from kchannel.errors import KafkaError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.tokens.admin import DelegationTokenAdmin
 from tests.fixtures.kafka_tokens import created, expired, token_configs
 from tests.fixtures.records import (CODECS, consume_confluent, create_topic, expected_rows,

@@ -146,7 +146,7 @@ def test_driver_login_with_any_mechanism_gives_executors_a_token(kafka_broker, m
     the driver's sasl.* settings (keytab, token, password) and logs in with
     the token only, as the driver's principal."""
     from kchannel import Consumer
-    from kchannel.metadata import TopicPartition
+    from kchannel.client.metadata import TopicPartition
     if mechanism == "GSSAPI" and not kafka_broker.gssapi:
         pytest.skip("the MIT KDC is not available, so the broker has no GSSAPI")
     plain = kafka_broker.bootstrap("PLAINTEXT")

@@ -19,7 +19,7 @@ import uuid
 from kchannel.cli.console_common import parse_properties, producer_or_consumer_configs
 from kchannel.consumer import Consumer
 from kchannel.errors import KChannelError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 
 NAME = "console-consumer"
 HELP = ("This tool helps to read data from Kafka topics and outputs it to standard output "

@@ -6,7 +6,7 @@ when a Metadata request is due (``metadata.max.age.ms``, an explicit
 ``request_update()`` after NOT_LEADER_OR_FOLLOWER/UNKNOWN_TOPIC_OR_PARTITION,
 ``retry.backoff.ms`` between attempts), builds the request body and turns
 the response into an immutable :class:`Cluster` snapshot.  Sending the
-request is :class:`kchannel.cluster_client.ClusterClient`'s job.
+request is :class:`kchannel.client.cluster_client.ClusterClient`'s job.
 """
 import collections
 import threading

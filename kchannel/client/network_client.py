@@ -35,17 +35,17 @@ import enum
 import math
 import random as _random
 
-from . import __version__, errors
-from .config import ClientConfig
-from .network.channel import State
-from .network.selector import Selector
-from .protocol import messages
-from .protocol.api_versions import choose_api_versions_version
-from .protocol.errors import Errors, exception_for
-from .protocol.headers import request_encoder, response_decoder
-from .security.channel_builders import create_channel_builder
-from .utils import now_ms
-from .log import get_logger
+from .. import __version__, errors
+from ..config import ClientConfig
+from ..network.channel import State
+from ..network.selector import Selector
+from ..protocol import messages
+from ..protocol.api_versions import choose_api_versions_version
+from ..protocol.errors import Errors, exception_for
+from ..protocol.headers import request_encoder, response_decoder
+from ..security.channel_builders import create_channel_builder
+from ..utils import now_ms
+from ..log import get_logger
 
 log = get_logger("kchannel.client")
 

@@ -9,7 +9,7 @@ except :meth:`wakeup`.
 """
 
 from kchannel import errors
-from kchannel.client import NetworkClient
+from kchannel.client.network_client import NetworkClient
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import exception_for
@@ -23,7 +23,7 @@ _METADATA = messages.METADATA.api_key
 
 class ClusterClient:
     """``configs``: client configs for the NetworkClient (security and
-    network keys).  ``metadata``: a :class:`~kchannel.metadata.Metadata`."""
+    network keys).  ``metadata``: a :class:`~kchannel.client.metadata.Metadata`."""
 
     def __init__(self, configs, metadata, *, time=None, metric_group_prefix="client",
                  sasl_kwargs=None):
