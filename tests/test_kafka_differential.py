@@ -575,7 +575,7 @@ def tls_on_plaintext_listener(side):
     return ["handshake completed"]
 
 
-# The APIs kchannel serve answers (kchannel/cli/serve.py).
+# The APIs kchannel serve answers (kchannel/server/broker.py).
 SERVED_APIS = (3, 17, 18, 36, 38, 39, 40, 41, 48, 50, 51, 60)
 
 

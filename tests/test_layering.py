@@ -12,7 +12,7 @@ dependency).  Layers, bottom to top (README, "Architecture")::
     tokens    kchannel.tokens.*
     client    kchannel.client.*
     producer  kchannel.producer.*          consumer  kchannel.consumer.*
-    server    kchannel.handlers, kchannel.cluster, kchannel.server, kchannel.gateway
+    server    kchannel.server.*
     spark     kchannel.spark.*
     cli       kchannel.cli.*, kchannel.__main__
 
@@ -48,7 +48,7 @@ LAYERS = [
     ("client", 5, ("kchannel.client",)),
     ("producer", 6, ("kchannel.producer",)),
     ("consumer", 6, ("kchannel.consumer",)),
-    ("server", 7, ("kchannel.handlers", "kchannel.cluster", "kchannel.server", "kchannel.gateway")),
+    ("server", 7, ("kchannel.server",)),
     ("spark", 8, ("kchannel.spark",)),
     ("cli", 9, ("kchannel.cli", "kchannel.__main__")),
 ]

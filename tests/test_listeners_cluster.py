@@ -11,7 +11,7 @@ type checks per version.
 import pytest
 
 from kchannel.client import KafkaClient
-from kchannel.cluster import (CLUSTER_AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_SUPPORTED_OPERATIONS,
+from kchannel.server.cluster import (CLUSTER_AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_SUPPORTED_OPERATIONS,
                               connect_inter_broker, handle_describe_cluster, parse_cluster_nodes,
                               register_cluster_handlers)
 from kchannel.config import ServerConfig

@@ -32,7 +32,7 @@ import time
 import pytest
 
 from kchannel.client import KafkaClient
-from kchannel.cluster import connect_inter_broker
+from kchannel.server.cluster import connect_inter_broker
 from kchannel.config import ServerConfig
 from kchannel.errors import SslAuthenticationError, UnsupportedSaslMechanismError
 from kchannel.protocol.api_keys import ApiKey

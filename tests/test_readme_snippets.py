@@ -5,7 +5,7 @@ Every fenced block in the README's sections is preceded by
 below (checked against ``USED``).  Each test is a scenario in a scratch
 directory: properties blocks are written to the file their first comment
 line names (``# server.properties``, ``# client.properties`` ...); servers
-start in-process with ``kchannel.cli.serve.build_server`` (what ``kchannel
+start in-process with ``kchannel.server.build_server`` (what ``kchannel
 serve`` runs) and clients connect through ``kchannel.client.KafkaClient``,
 checking the principal the server saw (and the session lifetime where the
 README promises one);
@@ -174,7 +174,7 @@ class Scenario:
 
     # -- servers
     def start(self, server_file="server.properties", jaas_file=None, extra=None):
-        from kchannel.cli.serve import build_server
+        from kchannel.server import build_server
         props = load_properties(str(self.dir / server_file))
         props.update(extra or {})
         original = {}

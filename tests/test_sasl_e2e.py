@@ -409,7 +409,7 @@ def test_delegation_token_login_end_to_end(servers):
     Kafka: SaslAuthenticatorTest.testTokenAuthenticationOverSaslScram."""
     import base64
 
-    from kchannel.tokens.handlers import register_token_handlers
+    from kchannel.server.token_handlers import register_token_handlers
     from kchannel.tokens.manager import TokenManager
 
     manager = TokenManager("token-secret", max_lifetime_ms=7 * 24 * 3600 * 1000,

@@ -13,7 +13,7 @@ from kchannel.security.sasl import mechanism as registry
 from kchannel.security.sasl import scram
 from kchannel.security.sasl.mechanism import ServerCallbacks
 from kchannel.config import ServerConfig
-from kchannel.security.sasl.scram_handlers import (
+from kchannel.server.scram_handlers import (
     SuperUserAuthorizer, alter_user_scram_credentials, describe_user_scram_credentials,
     make_alter_handler, make_describe_handler, register_scram_handlers)
 from kchannel.security.sasl.scram_store import InMemoryScramCredentialStore

@@ -11,7 +11,7 @@ import pytest
 from kchannel.client import KafkaClient
 from kchannel.errors import SaslAuthenticationError
 from kchannel.protocol.api_keys import ApiKey
-from kchannel.security.sasl.scram_handlers import register_scram_handlers
+from kchannel.server.scram_handlers import register_scram_handlers
 from kchannel.security.sasl.scram_store import (
     SqliteScramCredentialStore, credential_from_password)
 from kchannel.server import Server

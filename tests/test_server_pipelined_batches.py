@@ -22,7 +22,7 @@ import pytest
 
 from kchannel.framing import FrameDecoder, encode_frame
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
-from kchannel.server import MAX_RECEIVES_PER_CHANNEL, Server
+from kchannel.server.server import MAX_RECEIVES_PER_CHANNEL, Server
 from kchannel.utils import now_ms
 
 from tests.fixtures.sasl import plain_jaas

@@ -180,7 +180,7 @@ def test_api_versions_fallback_keeps_connection_usable(server):
 def test_client_falls_back_when_broker_has_older_api_versions(server):
     # The broker only supports ApiVersions v0-2: the client's v4 request gets
     # the v0 UNSUPPORTED_VERSION answer and the client retries with v2.
-    from kchannel.handlers import handle_api_versions
+    from kchannel.server.handlers import handle_api_versions
     server.register_handler(ApiKey.API_VERSIONS, handle_api_versions, 0, 2)
     with client_for(server) as c:
         assert c.api_versions[ApiKey.API_VERSIONS] == (0, 2)

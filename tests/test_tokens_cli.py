@@ -8,7 +8,7 @@ import pytest
 
 from kchannel.cli import main
 from kchannel.server import Server
-from kchannel.tokens import install_server
+from kchannel.server.token_handlers import install_server
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 

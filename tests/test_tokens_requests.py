@@ -11,7 +11,7 @@ from kchannel.protocol import messages
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.server import Server
-from kchannel.tokens import install_server
+from kchannel.server.token_handlers import install_server
 from kchannel.tokens.admin import DelegationTokenAdmin
 from kchannel.utils import now_ms
 

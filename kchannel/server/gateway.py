@@ -71,16 +71,16 @@ Metrics (the server's registry)
 import collections
 from dataclasses import dataclass
 
-from . import errors
-from .client.network_client import NetworkClient, _parse_bootstrap
-from .config.definitions import resolve_class
-from .log import get_logger
-from .metrics import Avg, Max, MetricName, Rate
-from .principal import KafkaPrincipal
-from .protocol import messages
-from .protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
-from .protocol.errors import Errors
-from .protocol.headers import decode_response, encode_response
+from .. import errors
+from ..client.network_client import NetworkClient, _parse_bootstrap
+from ..config.definitions import resolve_class
+from ..log import get_logger
+from ..metrics import Avg, Max, MetricName, Rate
+from ..principal import KafkaPrincipal
+from ..protocol import messages
+from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
+from ..protocol.errors import Errors
+from ..protocol.headers import decode_response, encode_response
 
 log = get_logger("kchannel.gateway")
 

@@ -34,14 +34,14 @@ Inter-broker connections: :func:`connect_inter_broker` opens a
 inter-broker listener settings (``ServerConfig.inter_broker_client_configs``,
 Kafka's ``ChannelBuilders.clientChannelBuilder`` with a SERVER JAAS context).
 """
-from .client import KafkaClient
-from .config.listeners import (CLUSTER_NODES_CONFIG, ClusterNode, format_address,
+from ..client import KafkaClient
+from ..config.listeners import (CLUSTER_NODES_CONFIG, ClusterNode, format_address,
                                parse_cluster_nodes)
-from .errors import ConfigError
+from ..errors import ConfigError
 from .handlers import handle_metadata as single_node_metadata
-from .log import get_logger
-from .protocol import messages
-from .protocol.errors import Errors
+from ..log import get_logger
+from ..protocol import messages
+from ..protocol.errors import Errors
 
 log = get_logger("kchannel.cluster")
 

@@ -2,6 +2,12 @@
 plugs a :class:`~kchannel.tokens.manager.TokenManager` into a
 :class:`kchannel.server.Server`.
 
+:func:`install_server` is what ``kchannel serve`` calls: it registers the
+token APIs (always -- without ``delegation.token.secret.key`` they answer
+DELEGATION_TOKEN_AUTH_DISABLED, as a Kafka broker does), opens the store named
+by ``kchannel.delegation.token.store``, plugs token logins into the SCRAM
+callbacks of every SASL listener and starts the expiry sweep.
+
 Each handler turns a decoded request into the manager call Kafka's
 ``KafkaApis`` makes and the manager's answer into the response body;
 version-specific fields (KIP-373's owner/requester, v3) are simply ignored by
@@ -9,16 +15,22 @@ the encoder for older versions.
 """
 import threading
 
-from kchannel.principal import KafkaPrincipal
+from kchannel.config.types import reveal
+from kchannel.principal import KafkaPrincipal, parse_super_users
 from kchannel.protocol import messages
+from kchannel.tokens import config_value, open_token_store
+from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
 from kchannel.utils import now_ms
 from kchannel.log import get_logger
 
+# The loggers keep the names they had before the module moved here (log
+# configurations and the lines operators grep for name them).
 log = get_logger("kchannel.tokens.handlers")
+_install_log = get_logger("kchannel.tokens")
 
-__all__ = ["register_token_handlers", "attach_token_manager", "TokenExpirySweeper",
-           "create_token_handler", "renew_token_handler", "expire_token_handler",
-           "describe_token_handler"]
+__all__ = ["install_server", "TokenService", "register_token_handlers",
+           "attach_token_manager", "TokenExpirySweeper", "create_token_handler",
+           "renew_token_handler", "expire_token_handler", "describe_token_handler"]
 
 CREATE = messages.API[38]
 RENEW = messages.API[39]
@@ -173,3 +185,57 @@ class TokenExpirySweeper:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(5)
+
+
+class TokenService:
+    """What :func:`install_server` started; ``close()`` stops the expiry
+    sweep and closes the store."""
+
+    def __init__(self, manager, sweeper=None):
+        self.manager = manager
+        self.sweeper = sweeper
+
+    def close(self):
+        if self.sweeper is not None:
+            self.sweeper.close()
+        self.manager.close()
+
+
+def _secret(config, props):
+    if config is not None and hasattr(config, "delegation_token_secret_key"):
+        return config.delegation_token_secret_key
+    return (config_value(None, props, "delegation.token.secret.key")
+            or config_value(None, props, "delegation.token.master.key"))
+
+
+def install_server(server, config=None, props=None, *, store=None, authorizer=None,
+                   start_sweeper=True):
+    """Enable delegation tokens on ``server`` from its configuration
+    (a ``ServerConfig`` and/or the raw properties).  Returns a
+    :class:`TokenService`."""
+    secret = _secret(config, props)
+    enabled = secret is not None and bool(reveal(secret))
+    if enabled and store is None:
+        store = open_token_store(config, props)
+    if authorizer is None:
+        # Kafka's super.users: "User:admin;User:ops".
+        supers = parse_super_users(config_value(config, props, "super.users"))
+        if supers:
+            authorizer = SuperUserTokenAuthorizer(supers)
+    manager = TokenManager(
+        secret if enabled else None,
+        int(config_value(config, props, "delegation.token.max.lifetime.ms", 604800000)),
+        int(config_value(config, props, "delegation.token.expiry.time.ms", 86400000)),
+        store, authorizer=authorizer,
+        expiry_check_interval_ms=int(config_value(config, props,
+                                            "delegation.token.expiry.check.interval.ms",
+                                            3600000)))
+    register_token_handlers(server, manager)
+    sweeper = None
+    if enabled:
+        attach_token_manager(server, manager)
+        if start_sweeper:
+            sweeper = TokenExpirySweeper(manager, manager.expiry_check_interval_ms,
+                                         getattr(server, "time", None)).start()
+        _install_log.info("Delegation tokens enabled (store: %s)", type(manager.store).__name__)
+    return TokenService(manager, sweeper)

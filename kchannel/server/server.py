@@ -45,12 +45,12 @@ import errno
 import socket
 import threading
 
-from . import errors
+from .. import errors
 from .cluster import register_cluster_handlers
-from .config import ServerConfig
-from .config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, format_address,
+from ..config import ServerConfig
+from ..config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, format_address,
                                parse_security_protocol_map)
-from .config.definitions import parse_ip_overrides
+from ..config.definitions import parse_ip_overrides
 from .handlers import (
     SASL_API_KEYS,
     Handler,
@@ -61,15 +61,15 @@ from .handlers import (
     handle_sasl_after_authentication,
     random_cluster_id,
 )
-from .metrics import Metrics
-from .network.connection_quotas import ConnectionQuotas
-from .network.selector import MAX_ACCEPTS_PER_POLL, Selector
-from .protocol import messages
-from .protocol.api_versions import api_versions_fallback
-from .protocol.headers import parse_request_header, response_encoder
-from .security.channel_builders import create_channel_builder
-from .utils import now_ms
-from .log import get_logger
+from ..metrics import Metrics
+from ..network.connection_quotas import ConnectionQuotas
+from ..network.selector import MAX_ACCEPTS_PER_POLL, Selector
+from ..protocol import messages
+from ..protocol.api_versions import api_versions_fallback
+from ..protocol.headers import parse_request_header, response_encoder
+from ..security.channel_builders import create_channel_builder
+from ..utils import now_ms
+from ..log import get_logger
 
 log = get_logger("kchannel.server")
 

@@ -15,9 +15,9 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from .protocol import messages
-from .protocol.errors import Errors
-from .log import get_logger
+from ..protocol import messages
+from ..protocol.errors import Errors
+from ..log import get_logger
 
 log = get_logger("kchannel.handlers")
 
