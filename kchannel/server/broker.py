@@ -11,10 +11,10 @@ DescribeClientQuotas (no quotas) and the delegation token APIs, then, with
 ``kchannel.upstream.bootstrap.servers`` set, the gateway in front of that
 cluster.
 """
-import logging
 import os
 
 from ..config import ServerConfig, load_properties
+from ..log import get_logger
 from ..protocol import messages
 from ..security.sasl import scram_store
 from .gateway import install_gateway
@@ -25,9 +25,7 @@ from .token_handlers import install_server as install_tokens
 
 __all__ = ["build_server", "stable_cluster_id"]
 
-# The name these lines were logged under when the assembly lived in the CLI:
-# operators' log configurations and greps keep working.
-log = logging.getLogger("kchannel.cli.serve")
+log = get_logger("kchannel.server.broker")
 
 
 def _scram_store(props):
