@@ -46,6 +46,8 @@ from ..server.broker import build_server, stable_cluster_id
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
+# Kafka's broker logs INFO (its log4j2.yaml), unlike its tools.
+DEFAULT_LOG_LEVEL = "INFO"
 
 log = logging.getLogger("kchannel.cli.serve")
 

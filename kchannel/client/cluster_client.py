@@ -28,7 +28,8 @@ class ClusterClient:
     def __init__(self, configs, metadata, *, time=None, metric_group_prefix="client",
                  sasl_kwargs=None):
         self.client = NetworkClient(configs, time=time, metric_group_prefix=metric_group_prefix,
-                                    sasl_kwargs=sasl_kwargs)
+                                    sasl_kwargs=sasl_kwargs,
+                                    authentication_failed=self._authentication_failed)
         self.time = self.client.time
         self.metadata = metadata
         self._callbacks = {}               # (node, corr) -> callback
@@ -171,6 +172,12 @@ class ClusterClient:
                 log.exception("Uncaught error in request completion for %r", resp)
         self._check_fatal()
         return responses
+
+    def _authentication_failed(self, node_id, exc):
+        # Kafka's DefaultMetadataUpdater.handleServerDisconnect: whoever
+        # waits for metadata gets the error now rather than a timeout later.
+        self.fatal_error = exc
+        self.metadata.set_fatal_error(exc)
 
     def _check_fatal(self):
         for nid in self._candidate_nodes() + [k[0] for k in list(self._callbacks)]:

@@ -134,14 +134,34 @@ class Metadata:
         self.last_successful_refresh_ms = 0
         self.update_version = 0
         self.request_version = 0       # bumps when the set of topics changes
+        # Kafka's Metadata.fatalException: an authentication failure, raised
+        # once to a caller waiting for metadata (maybe_raise_fatal_error).
         self.fatal_error = None
         # Application threads add topics while the network thread updates.
         self._lock = threading.RLock()
         self._listeners = []
 
     def add_listener(self, fn):
-        """``fn(cluster)`` is called after every successful update."""
+        """``fn(cluster)`` is called after every successful update and after
+        :meth:`set_fatal_error` (waiters wake up to raise it)."""
         self._listeners.append(fn)
+
+    def set_fatal_error(self, exc):
+        """Kafka's ``Metadata.fatalError``: ``exc`` (an authentication
+        failure on a connection the metadata depends on) is to be raised to
+        the next caller waiting for metadata instead of letting it wait out
+        its timeout."""
+        self.fatal_error = exc
+        for fn in self._listeners:
+            fn(self.cluster)
+
+    def maybe_raise_fatal_error(self):
+        """Kafka's ``maybeThrowFatalException``: raise the fatal error once,
+        then forget it (the next authentication failure sets it again)."""
+        exc = self.fatal_error
+        if exc is not None:
+            self.fatal_error = None
+            raise exc
 
     # -- topics ------------------------------------------------------------
     def add_topic(self, topic, now):
@@ -231,6 +251,9 @@ class Metadata:
                                unauthorized, invalid, topic_errors,
                                body.get("controller_id", -1))
         self.need_full_update = False
+        # A broker answered: an older authentication failure no longer
+        # stands in the way.
+        self.fatal_error = None
         self.last_refresh_ms = now
         self.last_successful_refresh_ms = now
         self.update_version += 1

@@ -244,12 +244,17 @@ class NetworkClient:
     ``random.Random`` for the backoff jitter (tests).
     ``max_receives_per_channel`` (64): responses taken from one connection
     per poll when requests are pipelined (1: Kafka's one per poll).
+    ``authentication_failed(node_id, exc)``: called from :meth:`poll` when a
+    connection fails authentication (Kafka's NetworkClient hands the error to
+    its metadata updater so that callers waiting for metadata get it).
     """
 
     def __init__(self, configs=None, *, channel_builder=None, metrics=None, time=None,
                  sasl_kwargs=None, negotiate_api_versions=True, metric_group_prefix="client",
-                 random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
+                 random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL,
+                 authentication_failed=None):
         self.configs = client_configs(configs)
+        self._authentication_failed_callback = authentication_failed
         self.time = time or now_ms
         # request encoders (they hold the client id) and response decoders,
         # per (api_key << 16 | version)
@@ -694,6 +699,8 @@ class NetworkClient:
                         f"Authentication failed with node {nid}")
                 log.error("Connection to node %s (%s:%s) failed authentication due to: %s",
                           nid, node.host, node.port, exc)
+                if self._authentication_failed_callback is not None:
+                    self._authentication_failed_callback(nid, exc)
             else:
                 st = ConnectionState.DISCONNECTED
                 if exc is None:

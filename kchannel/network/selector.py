@@ -407,9 +407,8 @@ class Selector:
             try:
                 connected = self._do_connect(sock, sockaddr)
             except OSError as exc:
-                raise errors.ChannelConnectionError(
-                    f"Connection to {host}:{port} failed: "
-                    f"{errno.errorcode.get(exc.errno, exc.errno)}") from None
+                raise errors.ChannelConnectionError.for_errno(
+                    exc.errno, f"Connection to {host}:{port} failed") from None
             ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
                                        peer_port=port, max_receive_size=self.max_receive_size,
                                        remote_address=(host, port))

@@ -116,7 +116,12 @@ class Producer:
                 raise RequestTimeoutError(
                     f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
             with self._metadata_cond:
-                self._metadata_cond.wait(min(left, 100) / 1000.0)
+                if self.metadata.fatal_error is None:
+                    self._metadata_cond.wait(min(left, 100) / 1000.0)
+            # An authentication failure ends the wait at once, as Kafka's
+            # ProducerMetadata.awaitUpdate: retrying the same credentials
+            # until max.block.ms would fail the same way, only later.
+            self.metadata.maybe_raise_fatal_error()
             cluster = self.metadata.cluster
             if topic in cluster.unauthorized_topics:
                 raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",

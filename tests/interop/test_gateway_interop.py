@@ -30,7 +30,7 @@ import uuid
 import pytest
 
 from kchannel.client import KafkaClient
-from kchannel.errors import ConnectionError_
+from kchannel.errors import KafkaConnectionError
 from kchannel.tokens.admin import DelegationTokenAdmin
 
 from tests.fixtures.peers import InProcessServer, start_tansu
@@ -687,7 +687,7 @@ def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_pat
                                               f'password="{USERS["alice"]}";',
                           "request.timeout.ms": 30000}) as c:
             c.connect()
-            with pytest.raises(ConnectionError_) as outage_error:
+            with pytest.raises(KafkaConnectionError) as outage_error:
                 c.request(3, {"topics": []})
         failed_during_outage = len(failed)
         # Restart on the same directory and ports (server.log rotated so that

@@ -77,7 +77,8 @@ def test_connection_refused():
             assert time.monotonic() < deadline
             sel.select(0.5)
     sel.close()
-    assert "ECONNREFUSED" in str(err.value)
+    assert str(err.value) == "Connection refused"
+    assert err.value.errno == errno.ECONNREFUSED
     assert err.value.retriable
     t.close()
 
