@@ -21,7 +21,7 @@ import pytest
 
 from kchannel import Consumer, Producer
 from kchannel.errors import SaslAuthenticationError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from tests.fixtures.kafka_messages import PLAIN_FAILED, SCRAM_FAILED
 from tests.fixtures.peers import ROOT, plain_gateway_props, subprocess_env
 

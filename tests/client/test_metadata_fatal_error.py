@@ -1,11 +1,11 @@
 """Metadata's fatal error (Kafka's ``Metadata.fatalError`` /
 ``maybeThrowFatalException``), sans I/O: what lets a producer waiting for
-metadata raise a refused login at once (tests/test_auth_fail_fast.py runs it
+metadata raise a refused login at once (tests/client/test_auth_fail_fast.py runs it
 against real brokers)."""
 import pytest
 
 from kchannel.errors import SaslAuthenticationError
-from kchannel.metadata import Metadata
+from kchannel.client.metadata import Metadata
 
 BODY = {"brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
         "topics": [], "cluster_id": "c", "controller_id": 1}
