@@ -10,13 +10,13 @@ import itertools
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
-from kchannel.cluster_client import ClusterClient
+from kchannel.client.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
 from kchannel.log import get_logger
-from kchannel.metadata import Metadata, TopicPartition
+from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
 

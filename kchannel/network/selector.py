@@ -433,7 +433,7 @@ class Selector:
         Kafka's ``Selector.doConnect``, and like it a hook for tests: on
         loopback a non-blocking connect practically always reports "in
         progress", so the "connected immediately" path runs only when a
-        subclass connects in blocking mode (tests/test_network_selector.py).
+        subclass connects in blocking mode (tests/network/test_network_selector.py).
         """
         rc = sock.connect_ex(sockaddr)
         if rc == 0:
