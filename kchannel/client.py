@@ -244,11 +244,14 @@ class NetworkClient:
     ``random.Random`` for the backoff jitter (tests).
     ``max_receives_per_channel`` (64): responses taken from one connection
     per poll when requests are pipelined (1: Kafka's one per poll).
+    ``os_selector``: handed to the :class:`Selector` (an event loop's,
+    ``kchannel.aio``).
     """
 
     def __init__(self, configs=None, *, channel_builder=None, metrics=None, time=None,
                  sasl_kwargs=None, negotiate_api_versions=True, metric_group_prefix="client",
-                 random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL):
+                 random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL,
+                 os_selector=None):
         self.configs = client_configs(configs)
         self.time = time or now_ms
         # request encoders (they hold the client id) and response decoders,
@@ -274,7 +277,7 @@ class NetworkClient:
             max_receive_size=0x7FFFFFFF,
             send_buffer_size=int(self.configs.get("send.buffer.bytes", -1)),
             receive_buffer_size=int(self.configs.get("receive.buffer.bytes", -1)),
-            max_receives_per_channel=max_receives_per_channel)
+            max_receives_per_channel=max_receives_per_channel, os_selector=os_selector)
         self.metrics = self.selector.metrics
         self.request_timeout_ms = int(self.configs["request.timeout.ms"])
         # Configured base values; each node's current ones are in its state.

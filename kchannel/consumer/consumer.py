@@ -106,7 +106,8 @@ class Consumer:
                                  allow_auto_topic_creation=values["allow.auto.create.topics"],
                                  metadata_max_idle_ms=2 ** 62)
         self._client = ClusterClient(client_configs, self.metadata,
-                                     metric_group_prefix="consumer")
+                                     metric_group_prefix="consumer",
+                                     os_selector=self._new_os_selector())
         self._time = self._client.time
         self.subscriptions = SubscriptionState(values["auto.offset.reset"])
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
@@ -117,6 +118,11 @@ class Consumer:
         self._closed = False
 
     # -- helpers ------------------------------------------------------------------
+    def _new_os_selector(self):
+        """The OS selector of the consumer's connections (None: the
+        Selector's own; ``kchannel.aio`` gives its event loop's)."""
+        return None
+
     def _default_timeout_ms(self, timeout):
         return self.config["default.api.timeout.ms"] if timeout is None else int(timeout * 1000)
 
