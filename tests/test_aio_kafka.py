@@ -230,10 +230,12 @@ def test_cancelled_send_and_wait_leaves_the_producer_consistent(kafka_broker):
     tp = TopicPartition(topic, 0)
 
     async def scenario():
-        async with AIOProducer({"bootstrap.servers": plain, "linger.ms": 50}) as p:
+        async with AIOProducer({"bootstrap.servers": plain, "linger.ms": 5000}) as p:
+            await p.partitions_for(topic)
             tasks = [asyncio.ensure_future(p.send_and_wait(topic, b"%d" % i))
                      for i in range(200)]
-            await asyncio.sleep(0.01)      # enqueued, not yet acknowledged
+            await asyncio.sleep(0.1)      # enqueued, not yet acknowledged (linger)
+            assert not any(t.done() for t in tasks)
             for t in tasks[::2]:
                 t.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)

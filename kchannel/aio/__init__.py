@@ -3,6 +3,6 @@
 driven by the running event loop instead of a thread.  Needs ``greenlet``
 (the consumer's blocking-style code awaits the loop through it)."""
 from kchannel.aio.consumer import AIOConsumer
-from kchannel.aio.producer import AIOProducer, RecordFuture
+from kchannel.aio.producer import AIOProducer
 
-__all__ = ["AIOProducer", "AIOConsumer", "RecordFuture"]
+__all__ = ["AIOProducer", "AIOConsumer"]

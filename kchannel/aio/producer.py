@@ -24,7 +24,7 @@ from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.producer import Producer
 
-__all__ = ["AIOProducer", "RecordFuture"]
+__all__ = ["AIOProducer"]
 
 log = get_logger("kchannel.aio.producer")
 
@@ -78,50 +78,13 @@ class _ProducerSelector(LoopSelector):
         self.on_metadata = owner._on_metadata
 
 
-class RecordFuture:
-    """What ``AIOProducer.send`` returns: await it for the record's
-    :class:`~kchannel.producer.RecordMetadata` (or its error).  Also has
-    ``done()``, ``result()``, ``exception()`` and ``add_done_callback(fn)``.
-
-    Light by design (one per record): no asyncio future is made for a
-    record nobody awaits."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self, future):
-        self._future = future
-
-    def done(self):
-        return self._future.done()
-
-    def result(self):
-        if not self._future.done():
-            raise asyncio.InvalidStateError("Result is not ready.")
-        return self._future.result()
-
-    def exception(self):
-        if not self._future.done():
-            raise asyncio.InvalidStateError("Exception is not set.")
-        return self._future.exception()
-
-    def add_done_callback(self, fn):
-        self._future.add_done_callback(lambda _f: fn(self))
-
-    def __await__(self):
-        future = self._future
-        if not future.done():
-            waiter = asyncio.get_running_loop().create_future()
-            future.add_done_callback(lambda _f: waiter.done() or waiter.set_result(None))
-            yield from waiter.__await__()
-        return future.result()
-
-
 class AIOProducer:
     """An asyncio Kafka producer; ``config`` (and keyword arguments) as
     ``kchannel.Producer``'s.  Use ``async with`` or ``await close()``."""
 
     def __init__(self, config=None, **kwargs):
         self._loop = None
+        self._finished = False       # closed: the Sender is not run again
         self._scheduled = False      # a call_soon of _run is pending
         self._timer = None           # the call_at of _run, when one is pending
         self._timer_when = None
@@ -146,7 +109,7 @@ class AIOProducer:
         return self._loop
 
     def _schedule_now(self):
-        if not self._scheduled:
+        if not self._scheduled and not self._finished:
             self._scheduled = True
             self._get_loop().call_soon(self._run)
 
@@ -155,6 +118,8 @@ class AIOProducer:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._finished:
+            return
         sender = self._sender
         try:
             sender.run_once()
@@ -211,18 +176,22 @@ class AIOProducer:
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                    headers=None):
-        """Enqueue one record; returns a :class:`RecordFuture` (await it for
-        the RecordMetadata), as aiokafka's ``send``.  Awaits metadata of a
+        """Enqueue one record; returns its
+        :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
+        RecordMetadata, as aiokafka's ``send`` future.  It is not an
+        ``asyncio.Future`` (none is made per record): ``asyncio.gather``
+        wraps each in a task, so for many records await them in turn or
+        ``flush()``.  Awaits metadata of a
         new topic and buffer memory for up to ``max.block.ms``."""
         acc = self._acc
         if acc.used_memory + acc.batch_size > acc.buffer_memory:
             await self._wait_for_memory()
         try:
-            return RecordFuture(self._send(topic, value, key, headers, partition, timestamp_ms))
+            return self._send(topic, value, key, headers, partition, timestamp_ms)
         except _MetadataNeeded:
             pass
         await self._wait_for_metadata(topic, partition)
-        return RecordFuture(self._send(topic, value, key, headers, partition, timestamp_ms))
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
 
     produce = send
 
@@ -327,6 +296,7 @@ class AIOProducer:
             # left running on the loop.
             if sender.shutdown_pending():
                 sender.force_close = True
+            self._finished = True
             sender.finish_shutdown()
             _release(self._idle_waiters)
             _release(self._memory_waiters)
