@@ -337,3 +337,62 @@ def test_send_errors_fail_the_future(kafka_broker):
     err, md = run(scenario())
     assert err.name == "MESSAGE_TOO_LARGE"
     assert md.offset == 0
+
+
+@pytest.mark.slow
+def test_produce_and_consume_on_tansu(tansu):
+    """The same round trip against the other broker implementation."""
+    records = sample(20)
+    topic = create_topic(tansu.bootstrap, topic_name("aio-tansu"), partitions=1)
+    configs = {"bootstrap.servers": tansu.bootstrap}
+
+    async def scenario():
+        mds = await aio_produce(configs, topic, records)
+        return mds, await aio_consume(configs, topic, 1, len(records))
+    mds, got = run(scenario(), "uvloop")
+    assert got == expected_rows(records, mds)
+
+
+@pytest.mark.slow
+def test_example_service(kafka_broker):
+    """examples/aio_service.py: produces what it is POSTed, its consumer task
+    reads it back, SIGTERM ends it with exit status 0."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-service"), partitions=1)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, os.path.join(root, "examples", "aio_service.py"),
+                             "--bootstrap-server", plain, "--topic", topic, "--port", "0",
+                             "--group", topic], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("listening on 127.0.0.1:"), line
+        base = "http://" + line.split()[2].rstrip(",")
+        answers = []
+        for i in range(3):
+            req = urllib.request.Request(base + "/produce", data=b"/page-%d" % i,
+                                         headers={"X-Key": "user-%d" % i})
+            answers.append(json.load(urllib.request.urlopen(req, timeout=30)))
+        assert [(a["topic"], a["offset"]) for a in answers] == [(topic, 0), (topic, 1),
+                                                               (topic, 2)]
+        deadline = time.monotonic() + 60
+        stats = None
+        while time.monotonic() < deadline:
+            stats = json.load(urllib.request.urlopen(base + "/stats", timeout=30))
+            if stats["consumed"] >= 3:
+                break
+            time.sleep(0.2)
+        assert stats == {"consumed": 3, "last_offset": {f"{topic}-0": 2}}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -13,6 +13,8 @@ loop's callback (a fetch the last poll pipelined is buffered, not left in
 the socket).
 """
 import inspect
+import operator
+from itertools import groupby
 
 from kchannel import errors
 from kchannel.aio._loop import Bridge, LoopSelector
@@ -23,6 +25,8 @@ from kchannel.metadata import TopicPartition
 __all__ = ["AIOConsumer"]
 
 log = get_logger("kchannel.aio.consumer")
+
+_TOPIC_PARTITION = operator.itemgetter(0, 1)
 
 
 class _LoopConsumer(Consumer):
@@ -284,13 +288,14 @@ class AIOConsumer:
             if others:
                 c.resume(others)
         out = {}
-        topic = partition = None
-        run = None
-        for r in records:
-            if r[1] != partition or r[0] != topic:
-                topic, partition = r[0], r[1]
-                run = out.setdefault(TopicPartition(topic, partition), [])
-            run.append(r)
+        if not records:
+            return out
+        if len(c.subscriptions.assignment) == 1:
+            first = records[0]
+            out[TopicPartition(first[0], first[1])] = records
+            return out
+        for (topic, partition), run in groupby(records, _TOPIC_PARTITION):
+            out.setdefault(TopicPartition(topic, partition), []).extend(run)
         return out
 
     async def getone(self):
