@@ -22,9 +22,13 @@ Cancelling the awaiting task raises ``CancelledError`` at the waiting
 timeout error to surface.
 """
 import asyncio
+import contextvars
+import inspect
 import selectors
 
 from greenlet import getcurrent, greenlet
+
+from kchannel.utils import BLOCKING_RUNNER
 
 __all__ = ["LoopSelector", "Bridge"]
 
@@ -39,21 +43,26 @@ def _fd(fileobj):
 class LoopSelector(selectors.BaseSelector):
     """``selectors.BaseSelector`` over ``loop``'s readers and writers.
 
-    ``on_event()`` is called (from the loop) when an event arrived that no
-    greenlet waiting in :meth:`select` took; ``wakeup()`` is what the
-    Selector's ``wakeup`` becomes.  The loop is looked up on first use, so
-    the client may be built before the loop runs."""
+    An event no greenlet waiting in :meth:`select` takes goes to
+    ``on_event()``; when that returns False (nobody will poll now) the
+    socket's reader/writer is taken off the loop until the next
+    :meth:`select` hands the event over, so a level-triggered loop does not
+    spin on it meanwhile.  :meth:`wakeup` is what the Selector's ``wakeup``
+    becomes.  The loop is looked up on first use, so the client may be built
+    before the loop runs."""
 
-    def __init__(self, on_event, wakeup):
+    def __init__(self, on_event=None):
         self._loop = None
         self._keys = {}          # fd -> SelectorKey
         self._events = {}        # fd -> mask reported by the loop, not yet selected
+        self._paused = set()     # fds taken off the loop until select() (see above)
         self._on_event = on_event
-        self.wakeup = wakeup
+        self._woken = False      # wakeup() while no greenlet waited: select() must not
         # Seconds the last select() was asked to wait at most (None: no
         # limit): when the driver must poll again.
         self.timeout = None
         self.bridge = None       # Bridge whose greenlet may wait in select()
+        self.max_wait = None     # longest wait in select() (s), whatever it is asked
         self._waiter = None      # future a greenlet waiting in select() awaits
 
     @property
@@ -77,7 +86,36 @@ class LoopSelector(selectors.BaseSelector):
             if not waiter.done():
                 waiter.set_result(None)
             return
-        self._on_event()
+        if self._on_event is not None and self._on_event():
+            return
+        key = self._keys.get(fd)
+        if key is not None and fd not in self._paused:
+            self._paused.add(fd)
+            self._remove(fd, key.events)
+
+    def wakeup(self):
+        """The Selector's ``wakeup``: a greenlet waiting in select() returns,
+        or the next select() does not wait."""
+        waiter = self._waiter
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
+            self._woken = True
+
+    def _add(self, fd, events):
+        loop = self.loop
+        if events & _READ:
+            loop.add_reader(fd, self._readable, fd)
+        if events & _WRITE:
+            loop.add_writer(fd, self._writable, fd)
+
+    def _remove(self, fd, events):
+        loop = self.loop
+        if events & _READ:
+            loop.remove_reader(fd)
+        if events & _WRITE:
+            loop.remove_writer(fd)
 
     # -- BaseSelector ----------------------------------------------------------------
     def register(self, fileobj, events, data=None):
@@ -86,21 +124,16 @@ class LoopSelector(selectors.BaseSelector):
             raise KeyError(f"{fileobj!r} (FD {fd}) is already registered")
         key = selectors.SelectorKey(fileobj, fd, events, data)
         self._keys[fd] = key
-        loop = self.loop
-        if events & _READ:
-            loop.add_reader(fd, self._readable, fd)
-        if events & _WRITE:
-            loop.add_writer(fd, self._writable, fd)
+        self._add(fd, events)
         return key
 
     def unregister(self, fileobj):
         fd = _fd(fileobj)
         key = self._keys.pop(fd)
-        loop = self.loop
-        if key.events & _READ:
-            loop.remove_reader(fd)
-        if key.events & _WRITE:
-            loop.remove_writer(fd)
+        if fd in self._paused:
+            self._paused.discard(fd)
+        else:
+            self._remove(fd, key.events)
         self._events.pop(fd, None)
         return key
 
@@ -109,26 +142,30 @@ class LoopSelector(selectors.BaseSelector):
         old = self._keys[fd]
         key = selectors.SelectorKey(old.fileobj, fd, events, data)
         self._keys[fd] = key
-        loop = self.loop
-        added, removed = events & ~old.events, old.events & ~events
-        if added & _READ:
-            loop.add_reader(fd, self._readable, fd)
-        elif removed & _READ:
-            loop.remove_reader(fd)
-        if added & _WRITE:
-            loop.add_writer(fd, self._writable, fd)
-        elif removed & _WRITE:
-            loop.remove_writer(fd)
+        if fd not in self._paused:
+            self._remove(fd, old.events & ~events)
+            self._add(fd, events & ~old.events)
         if fd in self._events:
             self._events[fd] &= events
         return key
 
     def select(self, timeout=None):
         self.timeout = timeout
-        if not self._events and timeout != 0:
+        if not self._events and timeout != 0 and not self._woken:
             bridge = self.bridge
             if bridge is not None and bridge.current is getcurrent():
-                bridge.wait_io(self, timeout)
+                wait = timeout
+                if self.max_wait is not None and (wait is None or wait > self.max_wait):
+                    wait = self.max_wait
+                bridge.wait_io(self, wait)
+        self._woken = False
+        if self._paused:
+            keys = self._keys
+            for fd in self._paused:
+                key = keys.get(fd)
+                if key is not None:
+                    self._add(fd, key.events)
+            self._paused.clear()
         if not self._events:
             return []
         keys = self._keys
@@ -149,12 +186,11 @@ class LoopSelector(selectors.BaseSelector):
     def close(self):
         if self._loop is not None and not self._loop.is_closed():
             for fd, key in list(self._keys.items()):
-                if key.events & _READ:
-                    self._loop.remove_reader(fd)
-                if key.events & _WRITE:
-                    self._loop.remove_writer(fd)
+                if fd not in self._paused:
+                    self._remove(fd, key.events)
         self._keys.clear()
         self._events.clear()
+        self._paused.clear()
 
 
 class _KeyMap:
@@ -195,9 +231,13 @@ class Bridge:
         return self.current is not None
 
     async def run(self, fn, *args, **kwargs):
-        """``fn(*args, **kwargs)`` on the loop; returns or raises what it does."""
+        """``fn(*args, **kwargs)`` on the loop; returns or raises what it does.
+        Blocking credential callbacks it makes (``kchannel.utils.run_blocking``)
+        are awaited on the loop's default executor."""
         async with self._lock:
-            g = greenlet(lambda: fn(*args, **kwargs), parent=getcurrent())
+            g = greenlet(lambda: self._enter(fn, args, kwargs), parent=getcurrent())
+            # The caller's context variables, plus the blocking-call runner.
+            g.gr_context = contextvars.copy_context()
             self.current = g
             try:
                 value = g.switch()
@@ -211,6 +251,18 @@ class Bridge:
                 return value
             finally:
                 self.current = None
+
+    def _enter(self, fn, args, kwargs):
+        BLOCKING_RUNNER.set(self._run_blocking)
+        return fn(*args, **kwargs)
+
+    def _run_blocking(self, fn, *args):
+        """From the bridged greenlet: ``fn(*args)`` without stopping the loop
+        -- awaited when it is a coroutine function (aiokafka's async token
+        providers), else run on the loop's default executor."""
+        if inspect.iscoroutinefunction(fn):
+            return self.await_(fn(*args))
+        return self.await_(asyncio.get_running_loop().run_in_executor(None, fn, *args))
 
     def await_(self, awaitable):
         """From the bridged greenlet: wait for ``awaitable`` on the loop and

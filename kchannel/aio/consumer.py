@@ -98,8 +98,9 @@ class AIOConsumer:
 
     def __init__(self, config=None, **kwargs):
         self._bridge = Bridge()
-        self._selector = LoopSelector(self._on_event, self._wakeup)
+        self._selector = LoopSelector(self._on_event)
         self._selector.bridge = self._bridge
+        self._idle_task = None
         self._consumer = _LoopConsumer(self._selector, config, kwargs)
         self.config = self._consumer.config
         # Records handed to the iterator but not yet to the application:
@@ -110,19 +111,23 @@ class AIOConsumer:
 
     # -- loop callbacks --------------------------------------------------------------
     def _on_event(self):
-        """A socket event no waiting call took: read now (responses to the
-        fetches pipelined by the last poll are buffered in the fetcher)."""
-        if self._closed:
-            return
+        """A socket event no waiting call took: read it soon, in a bridged
+        poll of its own (responses to the fetches the last call pipelined
+        are buffered in the fetcher).  False while a call is in progress:
+        it polls when it next waits."""
+        if self._closed or self._bridge.busy or self._idle_task is not None:
+            return False
+        self._idle_task = self._selector.loop.create_task(self._idle_poll())
+        return True
+
+    async def _idle_poll(self):
         try:
-            self._consumer._client.poll(0)
+            if not self._closed:
+                await self._bridge.run(self._consumer._client.poll, 0)
         except Exception:
             log.exception("Error reading responses between calls")
-
-    def _wakeup(self):
-        waiter = self._selector._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        finally:
+            self._idle_task = None
 
     # -- helpers ------------------------------------------------------------------------
     def _call(self, fn, *args, **kwargs):

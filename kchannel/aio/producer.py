@@ -5,12 +5,13 @@ The producer's parts are the sync producer's: ``send`` appends through the
 same appender (compiled twin when built) to the same
 :class:`~kchannel.producer.accumulator.RecordAccumulator`, and the same
 :class:`~kchannel.producer.sender.Sender` turns batches into Produce
-requests.  What changes is who runs the Sender: instead of a network thread
-blocked in ``select``, the loop calls ``Sender.run_once`` when one of the
-producer's sockets is ready (``LoopSelector``), when ``send`` filled or
-opened a batch (the Selector's ``wakeup``), and at the time the Sender
-asked to be polled again (``loop.call_at``: linger, retry backoff, request
-timeouts).
+requests.  What changes is where the Sender runs: instead of on a network
+thread blocked in ``select``, its loop runs in a greenlet on the event loop
+(:class:`~kchannel.aio._loop.Bridge`) and, where it would wait, awaits the
+loop's next event for its sockets (``LoopSelector``), a ``wakeup`` from
+``send`` (a batch filled or opened) or the time it asked to be polled
+again (linger, retry backoff).  A blocking credential callback it meets
+(an OAuth token fetch) is awaited on the loop's executor.
 
 Where the sync ``send`` would block -- metadata of a new topic, buffer
 memory -- ``AIOProducer.send`` awaits instead.
@@ -19,7 +20,7 @@ import asyncio
 import time as _time
 
 from kchannel import errors
-from kchannel.aio._loop import LoopSelector
+from kchannel.aio._loop import Bridge, LoopSelector
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.producer import Producer
@@ -28,8 +29,8 @@ __all__ = ["AIOProducer"]
 
 log = get_logger("kchannel.aio.producer")
 
-# Longest the loop leaves the Sender unpolled while it has nothing due:
-# request and connection-setup timeouts are checked by its polls.
+# Longest the Sender waits for an event while it has nothing due: request
+# and connection-setup timeouts are checked by its polls.
 _MAX_IDLE_S = 0.5
 
 
@@ -74,8 +75,9 @@ class _LoopProducer(Producer):
 
 class _ProducerSelector(LoopSelector):
     def __init__(self, owner):
-        super().__init__(owner._schedule_now, owner._schedule_now)
+        super().__init__()
         self.on_metadata = owner._on_metadata
+        self.max_wait = _MAX_IDLE_S
 
 
 class AIOProducer:
@@ -85,13 +87,13 @@ class AIOProducer:
     def __init__(self, config=None, **kwargs):
         self._loop = None
         self._finished = False       # closed: the Sender is not run again
-        self._scheduled = False      # a call_soon of _run is pending
-        self._timer = None           # the call_at of _run, when one is pending
-        self._timer_when = None
+        self._driver = None          # the task whose greenlet runs the Sender
         self._metadata_waiters = []
         self._memory_waiters = []
         self._idle_waiters = []      # flush(): futures set when nothing is incomplete
+        self._bridge = Bridge()
         self._selector = _ProducerSelector(self)
+        self._selector.bridge = self._bridge
         self._producer = _LoopProducer(self._selector, config, kwargs)
         p = self._producer
         self.config = p.config
@@ -100,7 +102,6 @@ class AIOProducer:
         self._sender = p._sender
         self._client = p._client
         self._send = p.send          # the appender's fast path
-        self._closing = False
 
     # -- driving the Sender ----------------------------------------------------------
     def _get_loop(self):
@@ -108,21 +109,27 @@ class AIOProducer:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
-    def _schedule_now(self):
-        if not self._scheduled and not self._finished:
-            self._scheduled = True
-            self._get_loop().call_soon(self._run)
+    def _start_driver(self):
+        if self._driver is None and not self._finished:
+            self._driver = self._get_loop().create_task(self._bridge.run(self._drive))
 
-    def _run(self):
-        self._scheduled = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._finished:
-            return
+    def _wake(self):
+        self._start_driver()
+        self._selector.wakeup()
+
+    def _drive(self):
+        """The Sender's thread body (``Sender.run``), in the bridged
+        greenlet, telling the awaiting coroutines after each pass."""
         sender = self._sender
+        log.debug("Starting Kafka producer I/O on the event loop.")
+        while sender.running:
+            self._run_once()
+        while sender.shutdown_pending():
+            self._run_once()
+
+    def _run_once(self):
         try:
-            sender.run_once()
+            self._sender.run_once()
         except Exception:
             log.exception("Uncaught error in kafka producer I/O: ")
         acc = self._acc
@@ -130,18 +137,6 @@ class AIOProducer:
             _release(self._idle_waiters)
         if self._memory_waiters and acc.used_memory + acc.batch_size <= acc.buffer_memory:
             _release(self._memory_waiters)
-        if self._closing:
-            if not sender.shutdown_pending():
-                _release(self._idle_waiters)
-                return
-        if self._client.client.has_pending_io():
-            self._schedule_now()
-            return
-        timeout = self._selector.timeout
-        if timeout is None or timeout > _MAX_IDLE_S:
-            timeout = _MAX_IDLE_S
-        loop = self._loop
-        self._timer = loop.call_at(loop.time() + timeout, self._run)
 
     def _on_metadata(self):
         if self._metadata_waiters:
@@ -155,7 +150,7 @@ class AIOProducer:
             return False
         fut = self._get_loop().create_future()
         waiters.append(fut)
-        self._schedule_now()
+        self._wake()
         try:
             if left == float("inf"):
                 await fut
@@ -170,9 +165,9 @@ class AIOProducer:
 
     # -- send ----------------------------------------------------------------------------
     async def start(self):
-        """aiokafka's ``start()``: connections are made when records are
-        sent, so there is nothing to do."""
-        self._get_loop()
+        """aiokafka's ``start()``: starts the Sender on the loop (connections
+        are made when records are sent)."""
+        self._start_driver()
 
     async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
                    headers=None):
@@ -183,6 +178,8 @@ class AIOProducer:
         wraps each in a task, so for many records await them in turn or
         ``flush()``.  Awaits metadata of a
         new topic and buffer memory for up to ``max.block.ms``."""
+        if self._driver is None:
+            self._start_driver()
         acc = self._acc
         if acc.used_memory + acc.batch_size > acc.buffer_memory:
             await self._wait_for_memory()
@@ -278,24 +275,24 @@ class AIOProducer:
         p._closed = True
         sender = self._sender
         sender.running = False
-        self._closing = True
         self._acc.close()
         if timeout is not None and timeout <= 0:
             sender.force_close = True
-        deadline = float("inf") if timeout is None else _time.monotonic() + timeout
+        self._wake()
+        driver = self._driver
         try:
-            while sender.shutdown_pending():
-                if not await self._wait(self._idle_waiters, deadline):
-                    sender.force_close = True
-                    break
+            try:
+                await asyncio.wait_for(asyncio.shield(driver), timeout)
+            except asyncio.TimeoutError:
+                sender.force_close = True
+                self._selector.wakeup()
+                await driver
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
             # A close cancelled part-way still ends forcefully: nothing is
             # left running on the loop.
-            if sender.shutdown_pending():
+            if not driver.done():
                 sender.force_close = True
+                driver.cancel()
             self._finished = True
             sender.finish_shutdown()
             _release(self._idle_waiters)
