@@ -13,6 +13,7 @@ from kchannel.aio import AIOConsumer, AIOProducer
 from kchannel.client import RequestTimeoutError
 from kchannel.errors import KafkaError
 from kchannel.metadata import TopicPartition
+from tests.fixtures.kafka import StaticTokenLogin
 from tests.fixtures.records import (consume_aiokafka, consume_confluent, create_topic,
                                     expected_rows, produce_aiokafka, produce_confluent, sample,
                                     topic_name)
@@ -396,3 +397,52 @@ def test_example_service(kafka_broker):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+class SlowTokenLogin(StaticTokenLogin):
+    """An OAUTHBEARER login handler whose token takes 0.5 s to come (as an
+    HTTP fetch from a token endpoint would); notes the threads it ran on."""
+
+    threads = []
+
+    def token(self, now):
+        SlowTokenLogin.threads.append(threading.current_thread())
+        time.sleep(0.5)
+        return super().token(now)
+
+
+@pytest.mark.slow
+def test_blocking_token_fetch_runs_on_an_executor(kafka_broker):
+    """OAUTHBEARER with a slow login handler: the loop keeps running (a
+    ticker task is never held up for the fetch), the fetch ran off the
+    loop's thread, and the records go through."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-oauth"), partitions=1)
+    configs = kafka_broker.client_configs("OAUTH_JWKS", "OAUTHBEARER",
+                                          token=kafka_broker.oauth.token(sub="alice"))
+    configs["sasl.login.callback.handler.class"] = "tests.test_aio_kafka.SlowTokenLogin"
+    records = sample(10)
+    SlowTokenLogin.threads.clear()
+
+    async def scenario():
+        gaps = []
+        done = asyncio.Event()
+
+        async def ticker():
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+        ticking = asyncio.ensure_future(ticker())
+        mds = await aio_produce(configs, topic, records)
+        got = await aio_consume(configs, topic, 1, len(records))
+        done.set()
+        await ticking
+        return mds, got, max(gaps)
+    mds, got, longest_gap = run(scenario())
+    assert got == expected_rows(records, mds)
+    assert SlowTokenLogin.threads
+    assert threading.main_thread() not in SlowTokenLogin.threads
+    assert longest_gap < 0.4
