@@ -446,3 +446,25 @@ def test_blocking_token_fetch_runs_on_an_executor(kafka_broker):
     assert SlowTokenLogin.threads
     assert threading.main_thread() not in SlowTokenLogin.threads
     assert longest_gap < 0.4
+
+
+@pytest.mark.slow
+def test_gssapi_login_runs_on_an_executor(kafka_broker):
+    """GSSAPI on the loop: the Kerberos login (keytab, service ticket from
+    the KDC) goes to the loop's executor, and the metadata comes back over
+    the authenticated connection.  (The session broker advertises
+    127.0.0.1, which has no Kerberos service principal, so this stops at
+    the bootstrap connection.)"""
+    if not kafka_broker.gssapi:
+        pytest.skip("the MIT KDC is not available, so the broker has no GSSAPI")
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-gssapi"), partitions=2)
+    configs = kafka_broker.client_configs("SASL_SSL", mechanism="GSSAPI")
+
+    async def scenario():
+        async with AIOProducer(configs) as p:
+            partitions = await p.partitions_for(topic)
+        return partitions, [t.name for t in threading.enumerate()]
+    partitions, threads = run(scenario())
+    assert len(partitions) == 2
+    assert any(name.startswith("asyncio_") for name in threads)   # the default executor
