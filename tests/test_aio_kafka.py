@@ -239,10 +239,12 @@ def test_cancelled_send_and_wait_leaves_the_producer_consistent(kafka_broker):
             assert not any(t.done() for t in tasks)
             for t in tasks[::2]:
                 t.cancel()
+            await p.flush()       # (sends now instead of after the linger)
             results = await asyncio.gather(*tasks, return_exceptions=True)
             cancelled = sum(isinstance(r, asyncio.CancelledError) for r in results)
+            after = await p.send(topic, b"after")
             await p.flush()
-            md = await p.send_and_wait(topic, b"after")
+            md = await after
         async with AIOConsumer({"bootstrap.servers": plain}) as c:
             end = (await c.end_offsets([tp]))[tp]
         return cancelled, results, md, end

@@ -268,7 +268,8 @@ class AIOConsumer:
 
     async def getmany(self, *partitions, timeout_ms=0, max_records=None):
         """aiokafka's ``getmany``: ``{TopicPartition: [records]}``, waiting
-        up to ``timeout_ms`` for some; ``partitions`` limits it to those."""
+        up to ``timeout_ms`` for some; ``partitions`` limits it to those.
+        At most ``max_records`` and ``max.poll.records`` records."""
         self._rewind()
         return await self._call(self._getmany, _partitions(partitions) if partitions else None,
                                 timeout_ms, max_records)
@@ -284,7 +285,10 @@ class AIOConsumer:
             wanted = set(partitions)
             others = [tp for tp in c.assignment() if tp not in wanted and tp not in c.paused()]
             c.pause(others)
-        if max_records is not None:
+        if max_records is not None and max_records < budget:
+            # Lowers max.poll.records for this call, never raises it: records
+            # handed out in max.poll.records-sized lists die young, where
+            # tens of thousands at once keep the garbage collector busy.
             fetcher.max_poll_records = max_records
         try:
             records = c.poll(timeout_ms / 1000.0)

@@ -553,14 +553,23 @@ class Consumer:
         body = {"group_id": self.group_id, "topics": topics, "require_stable": True,
                 "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
                             "topics": topics}]}
-        resp = self._coordinator_request(_OFFSET_FETCH, body, timeout_ms,
-                                         "the committed offsets were fetched")
-        b = resp.body
-        if "groups" in b and b["groups"]:
-            g = b["groups"][0]
-            code, topics_out = g["error_code"], g["topics"]
-        else:
-            code, topics_out = b.get("error_code", 0), b["topics"]
+        deadline = self._time() + timeout_ms
+        while True:
+            resp = self._coordinator_request(_OFFSET_FETCH, body,
+                                             max(deadline - self._time(), 1),
+                                             "the committed offsets were fetched")
+            b = resp.body
+            if "groups" in b and b["groups"]:
+                g = b["groups"][0]
+                code, topics_out = g["error_code"], g["topics"]
+            else:
+                code, topics_out = b.get("error_code", 0), b["topics"]
+            # A group the broker is still loading (or that moved) is asked
+            # again, as Kafka's consumer does; any other error is raised.
+            if code not in _COORDINATOR_ERRORS or self._time() >= deadline:
+                break
+            self._coordinator = None
+            self._client.poll(self.config["retry.backoff.ms"])
         if code:
             raise exception_for(code)
         out = {tp: None for tp in tps}
