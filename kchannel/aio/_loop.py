@@ -6,17 +6,18 @@ are the running loop's readers and writers (``loop.add_reader`` /
 ``add_writer``): the :class:`~kchannel.network.selector.Selector` keeps
 doing all channel work (connect, TLS handshake, SASL, framing) and merely
 learns of readiness from the loop instead of from its own epoll.  Its
-``select`` never blocks: it hands over the events the loop reported since
-the last call and records the timeout the caller asked for, which the
-driver turns into a ``loop.call_at`` timer.
+``select`` hands over the events the loop reported since the last call; it
+waits only in a bridged greenlet (below), by awaiting the loop.
 
 :class:`Bridge` runs a synchronous function of the client (the consumer's
 ``poll``, ``commit``, a group join...) in a greenlet.  Where that function
 would block -- ``select`` with a timeout and nothing to report -- the
 greenlet switches back to the coroutine that started it, which awaits the
 loop's next event for these sockets (or the timeout) and switches back in.
-The same code therefore runs, unchanged, on a thread (``kchannel.Consumer``)
-and on the loop (``kchannel.aio.AIOConsumer``), with no thread of its own.
+The same code therefore runs, unchanged, on a thread (``kchannel.Consumer``,
+the producer's Sender) and on the loop (``kchannel.aio``), with no thread
+of its own.  A blocking credential callback it makes through
+``kchannel.utils.run_blocking`` is awaited on the loop's default executor.
 Cancelling the awaiting task raises ``CancelledError`` at the waiting
 ``select``, i.e. where the synchronous code is already prepared for a
 timeout error to surface.

@@ -8,9 +8,9 @@ sockets being the loop's readers and writers (``LoopSelector``).  Calls are
 served one at a time, in order (an ``asyncio.Lock``): a ``commit()`` from
 another task waits for a running ``getmany()`` to return.
 
-Responses that arrive while no call is running are read at once from the
-loop's callback (a fetch the last poll pipelined is buffered, not left in
-the socket).
+Responses that arrive while no call is running are read at once, in a
+bridged ``poll(0)`` of their own (a fetch the last poll pipelined is
+buffered, not left in the socket).
 """
 import inspect
 import operator
