@@ -13,7 +13,7 @@ from kchannel.aio import AIOConsumer, AIOProducer
 from kchannel.client import RequestTimeoutError
 from kchannel.errors import KafkaError
 from kchannel.metadata import TopicPartition
-from tests.fixtures.kafka import StaticTokenLogin
+from tests.fixtures.aio import SlowTokenLogin
 from tests.fixtures.records import (consume_aiokafka, consume_confluent, create_topic,
                                     expected_rows, produce_aiokafka, produce_confluent, sample,
                                     topic_name)
@@ -401,18 +401,6 @@ def test_example_service(kafka_broker):
             proc.wait()
 
 
-class SlowTokenLogin(StaticTokenLogin):
-    """An OAUTHBEARER login handler whose token takes 0.5 s to come (as an
-    HTTP fetch from a token endpoint would); notes the threads it ran on."""
-
-    threads = []
-
-    def token(self, now):
-        SlowTokenLogin.threads.append(threading.current_thread())
-        time.sleep(0.5)
-        return super().token(now)
-
-
 @pytest.mark.slow
 def test_blocking_token_fetch_runs_on_an_executor(kafka_broker):
     """OAUTHBEARER with a slow login handler: the loop keeps running (a
@@ -422,7 +410,7 @@ def test_blocking_token_fetch_runs_on_an_executor(kafka_broker):
     topic = create_topic(plain, topic_name("aio-oauth"), partitions=1)
     configs = kafka_broker.client_configs("OAUTH_JWKS", "OAUTHBEARER",
                                           token=kafka_broker.oauth.token(sub="alice"))
-    configs["sasl.login.callback.handler.class"] = "tests.test_aio_kafka.SlowTokenLogin"
+    configs["sasl.login.callback.handler.class"] = "tests.fixtures.aio.SlowTokenLogin"
     records = sample(10)
     SlowTokenLogin.threads.clear()
 
