@@ -13,7 +13,10 @@ from kchannel.aio import AIOConsumer, AIOProducer
 from kchannel.client import RequestTimeoutError
 from kchannel.errors import KafkaError
 from kchannel.metadata import TopicPartition
+from kchannel.client import KafkaClient
+from kchannel.tokens.admin import DelegationTokenAdmin
 from tests.fixtures.aio import SlowTokenLogin
+from tests.fixtures.kafka_tokens import created, expired, token_configs
 from tests.fixtures.records import (consume_aiokafka, consume_confluent, create_topic,
                                     expected_rows, produce_aiokafka, produce_confluent, sample,
                                     topic_name)
@@ -57,6 +60,9 @@ SECURITY_CASES = [
     ("SSL", None, "asyncio"),
     ("SASL_SSL", "SCRAM-SHA-256", "asyncio"),
     ("SASL_SSL", "SCRAM-SHA-512", "uvloop"),
+    ("SASL_PLAINTEXT", "PLAIN", "asyncio"),
+    ("SASL_PLAINTEXT", "OAUTHBEARER", "uvloop"),
+    ("MTLS", None, "asyncio"),
 ]
 
 
@@ -458,3 +464,24 @@ def test_gssapi_login_runs_on_an_executor(kafka_broker):
     partitions, threads = run(scenario())
     assert len(partitions) == 2
     assert any(name.startswith("asyncio_") for name in threads)   # the default executor
+
+
+def test_delegation_token(kafka_broker):
+    """A token Kafka issued produces and consumes on the loop as its owner."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-token"), partitions=1)
+    with KafkaClient(kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")) as admin_client:
+        admin_client.connect()
+        admin = DelegationTokenAdmin(admin_client)
+        token = created(admin, max_lifetime_ms=3600_000)
+        try:
+            configs = token_configs(kafka_broker, token, "SASL_SSL", "SCRAM-SHA-256")
+            records = sample(10)
+
+            async def scenario():
+                mds = await aio_produce(configs, topic, records)
+                return mds, await aio_consume(configs, topic, 1, len(records))
+            mds, got = run(scenario())
+            assert got == expected_rows(records, mds)
+        finally:
+            expired(admin, token)
