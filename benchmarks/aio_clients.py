@@ -15,8 +15,9 @@ client runs at its own defaults (acks, linger, batch size), and the producers
 again with the same tuned settings for all (acks=1, linger 5 ms,
 ``--batch-size``, default 1,000,000 bytes), reported beside; the producers
 ``send`` every record, then await each record's future in turn (every
-record's metadata is taken); the consumers take what ``getmany``/``consume``
-return.  Prints ratios measured in one
+record's metadata is taken), and once more send every record and ``flush``
+(no future awaited), reported beside; the consumers take what
+``getmany``/``consume`` return.  Prints ratios measured in one
 run; absolute figures on a shared machine swing.
 """
 import argparse
@@ -43,9 +44,14 @@ if BATCH:
     CFG.update({"acks": "1", "linger.ms": 5, "batch.size": BATCH})
 async def run():
     async with AIOProducer(CFG) as p:
-        futs = [await p.send(T, V) for _ in range(N)]
-        for f in futs:
-            await f
+        if EACH:
+            futs = [await p.send(T, V) for _ in range(N)]
+            for f in futs:
+                await f
+        else:
+            for _ in range(N):
+                await p.send(T, V)
+            await p.flush()
 LOOP_RUN(run())
 """,
     "aiokafka": r"""
@@ -55,9 +61,14 @@ KW = {"acks": 1, "linger_ms": 5, "max_batch_size": BATCH} if BATCH else {}
 async def run():
     p = AIOKafkaProducer(bootstrap_servers=B, **KW)
     await p.start()
-    futs = [await p.send(T, value=V) for _ in range(N)]
-    for f in futs:
-        await f
+    if EACH:
+        futs = [await p.send(T, value=V) for _ in range(N)]
+        for f in futs:
+            await f
+    else:
+        for _ in range(N):
+            await p.send(T, value=V)
+        await p.flush()
     await p.stop()
 LOOP_RUN(run())
 """,
@@ -69,10 +80,15 @@ if BATCH:
     CFG.update({"acks": "1", "linger.ms": 5, "batch.size": BATCH})
 async def run():
     p = AIOProducer(CFG)
-    futs = [await p.produce(T, value=V) for _ in range(N)]
-    await p.flush()
-    for f in futs:
-        await f
+    if EACH:
+        futs = [await p.produce(T, value=V) for _ in range(N)]
+        await p.flush()
+        for f in futs:
+            await f
+    else:
+        for _ in range(N):
+            await p.produce(T, value=V)
+        await p.flush()
     await p.close()
 LOOP_RUN(run())
 """,
@@ -189,8 +205,10 @@ LOOPS = {
 }
 
 
-def _with_loop(body, loop):
-    return LOOPS[loop] + body
+def _with_loop(body, loop, each=True):
+    # EACH: await every record's future (every record's metadata is taken);
+    # else send them all and flush.
+    return LOOPS[loop] + f"EACH = {each}\n" + body
 
 
 def latency(client, bootstrap, topic, loop):
@@ -228,6 +246,7 @@ def main():
             print(f"-- {size} B records, {n} per client, {args.loop} loop", flush=True)
             results = {}
             tuned = {}
+            flushed = {}
             for client in clients:
                 topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
                 create_topic(bootstrap, topic)
@@ -241,9 +260,15 @@ def main():
                 t = run_child(_with_loop(PRODUCE[client], args.loop), bootstrap, topic, n, size,
                               args.batch_size)
                 tuned[client] = n / t["cpu"]
+                topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
+                create_topic(bootstrap, topic)
+                f = run_child(_with_loop(PRODUCE[client], args.loop, each=False), bootstrap,
+                              topic, n, size, 0)
+                flushed[client] = n / f["cpu"]
                 print(f"{client:14s} producer {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
                       f"{n / p['wall'] / 1e3:8.0f} k rec/s wall (tuned "
-                      f"{n / t['cpu'] / 1e3:.0f} k) | consumer "
+                      f"{n / t['cpu'] / 1e3:.0f} k, send+flush {n / f['cpu'] / 1e3:.0f} k) | "
+                      f"consumer "
                       f"{n / c['cpu'] / 1e3:8.0f} k rec/CPU-s "
                       f"{n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
             if "aio" not in results:
@@ -261,6 +286,9 @@ def main():
                     text += "; tuned (acks=1, linger 5 ms, batch %d for all): %s" % (
                         args.batch_size, ", ".join(
                             f"{tuned['aio'] / tuned[o]:.2f}x {o}" for o in targets if o in tuned))
+                    text += "; send all then flush, no future awaited: %s" % ", ".join(
+                        f"{flushed['aio'] / flushed[o]:.2f}x {o}" for o in targets
+                        if o in flushed)
                 print(f"{size} B {side}: {text}", flush=True)
                 row(f"{side}, records per client CPU-second, {size} B records "
                     f"(`aio_clients.py`, Tansu, {args.loop} loop, every client at its defaults)",
