@@ -485,3 +485,16 @@ def test_delegation_token(kafka_broker):
             assert got == expected_rows(records, mds)
         finally:
             expired(admin, token)
+
+
+def test_sync_producer_future_is_awaitable(kafka_broker):
+    """A kchannel.Producer's future, completed on its network thread, wakes
+    the coroutine awaiting it on the loop's thread."""
+    from kchannel import Producer
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-sync-future"), partitions=1)
+
+    async def scenario():
+        with Producer({"bootstrap.servers": plain, "linger.ms": 50}) as p:
+            return await asyncio.wait_for(p.send(topic, b"x"), 30)
+    assert run(scenario()).offset == 0
