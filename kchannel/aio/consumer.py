@@ -20,7 +20,7 @@ from kchannel import errors
 from kchannel.aio._loop import Bridge, LoopSelector
 from kchannel.consumer import Consumer
 from kchannel.log import get_logger
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 
 __all__ = ["AIOConsumer"]
 
