@@ -375,7 +375,7 @@ def test_example_service(kafka_broker):
 
     plain = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(plain, topic_name("aio-service"), partitions=1)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, os.path.join(root, "examples", "aio_service.py"),
                              "--bootstrap-server", plain, "--topic", topic, "--port", "0",
