@@ -50,7 +50,7 @@ def test_both_paths_agree_with_what_the_broker_stored(tansu, impl):
     with Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 20,
                    "batch.size": 2048}) as p:
         # Use the twin under test for this producer's per-record path.
-        p._appender = twin.Appender(p)
+        p._appender = twin.Appender(p.append_path)
         p.send = p._appender.send
         futures = []
         for i, (what, kw) in enumerate(sends):
@@ -98,7 +98,7 @@ def test_closed_producer_and_serializers_take_the_full_path(tansu, impl):
     topic = create_topic(tansu.bootstrap, topic_name(f"appender-closed-{kind}"))
     p = Producer({"bootstrap.servers": tansu.bootstrap},
                  value_serializer=lambda v: v.encode())
-    p._appender = twin.Appender(p)
+    p._appender = twin.Appender(p.append_path)
     p.send = p._appender.send
     md = p.send(topic, value="text").get(30)
     assert md.serialized_value_size == 4
