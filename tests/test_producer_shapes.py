@@ -2,11 +2,12 @@
 both twins), against Apache Kafka itself (the session's ``kafka_broker``).
 
 * Each shape (plain, key, explicit partition, headers, timestamp, callback,
-  and their combinations) builds, on the fast path, the batches the full
-  path (``doSend``; forced here by identity serializers, which send every
-  record there) builds for the same records: same records per batch, same
-  encoded bytes once the clock-given timestamps are aligned.  The fast path
-  is checked to be the one taken.
+  and their combinations) builds, on the fast path, what the full path
+  (``doSend``; forced here by identity serializers, which send every record
+  there) builds for the same records: per partition the same encoded bytes
+  once the clock-given timestamps are aligned, every batch with Kafka's
+  size estimate of its records (where a batch ends depends on it).  The fast
+  path is checked to be the one taken.
 * Interleaved shapes on one partition, with small batches (the fast path
   opens most of them) and records that must take the full path mixed in,
   keep send order: futures, callbacks and the offsets Kafka stored agree.
@@ -17,7 +18,8 @@ import pytest
 
 from kchannel import Producer
 from kchannel.producer.partitioner import partition_for_key
-from kchannel.protocol.records import encode_batch
+from kchannel.producer.accumulator import estimate_record_size
+from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, encode_batch
 from tests.fixtures.records import consume_confluent, create_topic, topic_name
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
@@ -79,13 +81,28 @@ def _batches(futures):
 
 
 def _aligned(batches, explicit):
-    """Encodings of ``batches`` with every timestamp not given by the caller
-    replaced by a fixed one, so both paths' batches compare byte for byte."""
-    out = {}
-    for part, bs in batches.items():
-        out[part] = [encode_batch([(r[0] if (r[1], r[2]) in explicit else TS, r[1], r[2], r[3])
-                                   for r in b]) for b in bs]
-    return out
+    """Per partition, the encoding of all its records in order, every
+    timestamp not given by the caller replaced by a fixed one, so both
+    paths compare byte for byte.  (Where one batch ends depends on when the
+    Sender drains: Kafka's drain takes a partition's open batch as soon as
+    another partition of the same leader is ready.)"""
+    return {part: encode_batch([(r[0] if (r[1], r[2]) in explicit else TS, r[1], r[2], r[3])
+                                for b in bs for r in b])
+            for part, bs in batches.items() if bs}
+
+
+def _check_estimates(futures):
+    """Every batch's size estimate is Kafka's bound for its records."""
+    seen = set()
+    for f in futures:
+        b = f._batch
+        if id(b) in seen:
+            continue
+        seen.add(id(b))
+        assert b.estimated_size == RECORD_BATCH_OVERHEAD + sum(
+            estimate_record_size(k, v, h) for _, k, v, h in b.records)
+        assert b.sizes == [(len(k) if k is not None else -1, len(v) if v is not None else -1)
+                           for _, k, v, _ in b.records]
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -121,10 +138,10 @@ def test_each_shape_builds_the_full_paths_batches(kafka_broker, impl, shape):
         assert len(scalls) == n
         sent = [SHAPES[shape](i, []) for i in range(n)]
         explicit = {(kw.get("key"), kw["value"]) for kw in sent if "timestamp_ms" in kw}
-        assert [len(b) for b in fbatches[0]] == [len(b) for b in sbatches[0]]
-        assert [len(b) for b in fbatches[1]] == [len(b) for b in sbatches[1]]
         assert sum(len(b) for bs in fbatches.values() for b in bs) == n
         assert _aligned(fbatches, explicit) == _aligned(sbatches, explicit)
+        _check_estimates(ffut)
+        _check_estimates(sfut)
         for bs in fbatches.values():
             for b in bs:
                 for r in b:
