@@ -19,6 +19,13 @@ __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAcc
 
 log = get_logger("kchannel.producer.accumulator")
 
+# Guards every batch's completion against its waiters and done callbacks.
+# One lock for all batches rather than a lock and an Event per batch: a
+# batch is created per batch.size bytes on the application's thread, and
+# most batches are never waited on (send() without get()), so their Event
+# is made only when a future waits (see ProducerBatch.wait).
+_DONE_LOCK = threading.Lock()
+
 # Upper bound of a v2 record's fixed part: length (5), attributes (1),
 # timestamp delta (10), offset delta (5), key and value lengths (5 + 5),
 # header count (5).
@@ -93,7 +100,7 @@ class FutureRecordMetadata:
     def _wait(self, timeout):
         if self._failed is not None or self._batch.done_flag:
             return
-        if not self._batch.event.wait(timeout):
+        if not self._batch.wait(timeout):
             raise concurrent.futures.TimeoutError(
                 f"The record was not acknowledged within {timeout} s")
 
@@ -118,9 +125,12 @@ class FutureRecordMetadata:
         """``fn(future)`` once the record is acknowledged or failed (on the
         producer's network thread, or at once if it already is)."""
         if self._failed is None:
-            with self._batch.cb_lock:
-                if not self._batch.done_flag:
-                    self._batch.done_callbacks.append((fn, self))
+            batch = self._batch
+            with _DONE_LOCK:
+                if not batch.done_flag:
+                    if batch.done_callbacks is None:
+                        batch.done_callbacks = []
+                    batch.done_callbacks.append((fn, self))
                     return
         try:
             fn(self)
@@ -134,8 +144,7 @@ class ProducerBatch:
     __slots__ = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
                  "allocated", "attempts", "last_attempt_ms", "drained_ms", "producer_id",
                  "producer_epoch", "base_sequence", "encoded", "done_flag", "closed", "retry",
-                 "event", "base_offset", "log_append_time", "exception", "done_callbacks",
-                 "cb_lock")
+                 "event", "base_offset", "log_append_time", "exception", "done_callbacks")
 
     def __init__(self, tp, now, allocated):
         self.tp = tp
@@ -155,12 +164,11 @@ class ProducerBatch:
         self.done_flag = False
         self.closed = False
         self.retry = False
-        self.event = threading.Event()
+        self.event = None         # made by the first wait() (see _DONE_LOCK)
         self.base_offset = -1
         self.log_append_time = -1
         self.exception = None
-        self.done_callbacks = []
-        self.cb_lock = threading.Lock()
+        self.done_callbacks = None
 
     @property
     def record_count(self):
@@ -187,6 +195,17 @@ class ProducerBatch:
     def has_sequence(self):
         return self.base_sequence >= 0
 
+    def wait(self, timeout=None):
+        """Block until the batch is complete; False if ``timeout`` (s)
+        passed first."""
+        with _DONE_LOCK:
+            if self.done_flag:
+                return True
+            event = self.event
+            if event is None:
+                event = self.event = threading.Event()
+        return event.wait(timeout)
+
     def metadata(self, i):
         topic, partition = self.tp
         ts = self.log_append_time if self.log_append_time >= 0 else self.records[i][0]
@@ -202,17 +221,19 @@ class ProducerBatch:
         self.base_offset = -1 if base_offset is None else base_offset
         self.log_append_time = -1 if log_append_time is None else log_append_time
         self.exception = exc
-        with self.cb_lock:
+        with _DONE_LOCK:
             self.done_flag = True
-            done_callbacks, self.done_callbacks = self.done_callbacks, []
-        self.event.set()
+            done_callbacks, self.done_callbacks = self.done_callbacks, None
+            event = self.event
+        if event is not None:
+            event.set()
         if self.callbacks:
             for i, callback in self.callbacks:
                 if exc is None:
                     _call(callback, self.metadata(i), None)
                 else:
                     _call(callback, None, exc)
-        for fn, future in done_callbacks:
+        for fn, future in done_callbacks or ():
             try:
                 fn(future)
             except Exception:
@@ -314,7 +335,10 @@ class RecordAccumulator:
             self.incomplete.discard(batch)
             self.used_memory -= batch.allocated
             batch.allocated = 0
-            self.memory.notify_all()
+            # Waiters are appends short of memory and flush(): a notify
+            # with nobody waiting is a per-batch cost for nothing.
+            if self.waiters or self.flushes_in_progress:
+                self.memory.notify_all()
 
     # -- sender side ------------------------------------------------------------
     def retry_backoff(self, attempts):
