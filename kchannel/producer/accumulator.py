@@ -228,11 +228,7 @@ class ProducerBatch:
         if event is not None:
             event.set()
         if self.callbacks:
-            for i, callback in self.callbacks:
-                if exc is None:
-                    _call(callback, self.metadata(i), None)
-                else:
-                    _call(callback, None, exc)
+            self._run_callbacks(exc)
         for fn, future in done_callbacks or ():
             try:
                 fn(future)
@@ -240,9 +236,39 @@ class ProducerBatch:
                 log.exception("Error in a done callback of a record future")
         return True
 
+    def _run_callbacks(self, exc):
+        """Each record's callback, in record order.  Per record, only its
+        metadata is built here: what is the same for the whole batch is
+        read once (a callback per record is a common shape)."""
+        if exc is not None:
+            for _, callback in self.callbacks:
+                _call(callback, None, exc)
+            return
+        topic, partition = self.tp
+        append_time = self.log_append_time
+        base = self.base_offset
+        records = self.records
+        sizes = self.sizes
+        new = _new_metadata
+        for i, callback in self.callbacks:
+            md = new(RecordMetadata)
+            md.topic = topic
+            md.partition = partition
+            md.offset = base + i if base >= 0 else -1
+            md.timestamp = append_time if append_time >= 0 else records[i][0]
+            md.serialized_key_size, md.serialized_value_size = sizes[i]
+            try:
+                callback(md, None)
+            except Exception:
+                log.exception("Error executing user-provided callback on message for "
+                              "topic-partition")
+
     def __repr__(self):
         return (f"ProducerBatch(topicPartition={self.tp.topic}-{self.tp.partition}, "
                 f"recordCount={len(self.records)})")
+
+
+_new_metadata = object.__new__
 
 
 def _call(callback, md, exc):
