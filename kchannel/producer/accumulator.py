@@ -270,6 +270,11 @@ class ProducerBatch:
 
 _new_metadata = object.__new__
 
+# An append short of buffer.memory is woken once 1/_WAKE_SHARE of it is free
+# (or its own record's size, if larger), and re-checks every _WAIT_SLICE_MS.
+_WAKE_SHARE = 16
+_WAIT_SLICE_MS = 50
+
 
 def _call(callback, md, exc):
     try:
@@ -298,6 +303,7 @@ class RecordAccumulator:
         self.flushes_in_progress = 0
         self.closed = False
         self._drain_index = 0
+        self._wake_free = 0       # free bytes the waiting appends are woken at
 
     # -- application side ---------------------------------------------------------
     def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
@@ -342,6 +348,13 @@ class RecordAccumulator:
             return
         deadline = self.time() + max_block_ms
         self.waiters += 1
+        # Woken once a share of the buffer is free rather than at every
+        # completed batch: an application producing faster than the broker
+        # acknowledges then appends many batches per wake-up instead of one
+        # (each wake-up is a thread switch).  The re-check every
+        # _WAIT_SLICE_MS still takes memory as soon as it is there if
+        # batches stop completing (a stalled broker).
+        self._wake_free = max(self._wake_free, size, self.buffer_memory // _WAKE_SHARE)
         try:
             while self.used_memory + size > self.buffer_memory and self.used_memory > 0:
                 left = deadline - self.time()
@@ -349,21 +362,26 @@ class RecordAccumulator:
                     raise RequestTimeoutError(
                         f"Failed to allocate memory within the configured max blocking time "
                         f"{max_block_ms} ms.")
-                self.memory.wait(left / 1000.0)
+                self.memory.wait(min(left, _WAIT_SLICE_MS) / 1000.0)
                 if self.closed:
                     break
             self.used_memory += size
         finally:
             self.waiters -= 1
+            if not self.waiters:
+                self._wake_free = 0
 
     def deallocate(self, batch):
         with self.lock:
             self.incomplete.discard(batch)
             self.used_memory -= batch.allocated
             batch.allocated = 0
-            # Waiters are appends short of memory and flush(): a notify
-            # with nobody waiting is a per-batch cost for nothing.
-            if self.waiters or self.flushes_in_progress:
+            # Waiters are appends short of memory (see _allocate) and
+            # flush(): a notify with nobody to wake is a per-batch cost for
+            # nothing.
+            if self.flushes_in_progress or (self.waiters and (
+                    self.buffer_memory - self.used_memory >= self._wake_free or
+                    not self.incomplete)):
                 self.memory.notify_all()
 
     # -- sender side ------------------------------------------------------------
