@@ -186,8 +186,8 @@ cdef class Appender:
                     batch.sizes.append((ks, vs))
                     if callback is not None:
                         if batch.callbacks is None:
-                            batch.callbacks = []
-                        batch.callbacks.append((index, callback))
+                            batch.callbacks = {}
+                        batch.callbacks[index] = callback
                     batch.estimated_size += size
                     full = <Py_ssize_t>batch.estimated_size >= self._batch_size
                     future = _new_future(FutureRecordMetadata)

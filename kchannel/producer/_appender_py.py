@@ -170,8 +170,8 @@ class Appender:
                     batch.sizes.append((ks, vs))
                     if callback is not None:
                         if batch.callbacks is None:
-                            batch.callbacks = []
-                        batch.callbacks.append((index, callback))
+                            batch.callbacks = {}
+                        batch.callbacks[index] = callback
                     batch.estimated_size += size
                     full = batch.estimated_size >= self._batch_size
                     future = FutureRecordMetadata(batch, index)

@@ -150,7 +150,10 @@ class ProducerBatch:
         self.tp = tp
         self.created_ms = now
         self.records = []
-        self.callbacks = None     # [(index, callback)] for records sent with one
+        # {index: callback} for the records sent with one: a dict, not a
+        # list of pairs, so a record's callback is no new object for the
+        # garbage collector to track while the batch waits.
+        self.callbacks = None
         self.sizes = []           # (key size, value size) per record
         self.estimated_size = RECORD_BATCH_OVERHEAD
         self.allocated = allocated
@@ -184,8 +187,8 @@ class ProducerBatch:
         self.sizes.append((key_size, value_size))
         if callback is not None:
             if self.callbacks is None:
-                self.callbacks = []
-            self.callbacks.append((index, callback))
+                self.callbacks = {}
+            self.callbacks[index] = callback
         self.estimated_size += size
         return FutureRecordMetadata(self, index)
 
@@ -241,7 +244,7 @@ class ProducerBatch:
         metadata is built here: what is the same for the whole batch is
         read once (a callback per record is a common shape)."""
         if exc is not None:
-            for _, callback in self.callbacks:
+            for callback in self.callbacks.values():
                 _call(callback, None, exc)
             return
         topic, partition = self.tp
@@ -250,7 +253,7 @@ class ProducerBatch:
         records = self.records
         sizes = self.sizes
         new = _new_metadata
-        for i, callback in self.callbacks:
+        for i, callback in self.callbacks.items():
             md = new(RecordMetadata)
             md.topic = topic
             md.partition = partition

@@ -40,8 +40,8 @@ class AppendPath:
 
     * ``accumulator``: ``lock``, ``batches`` (tp -> deque of batches),
       ``batch_size``, ``closed`` and ``append(...)`` (a record that opens a
-      batch); a batch's ``records``, ``sizes``, ``callbacks``,
-      ``estimated_size`` and ``closed``.
+      batch); a batch's ``records``, ``sizes``, ``callbacks`` (index ->
+      callback), ``estimated_size`` and ``closed``.
     * ``metadata``: ``cluster`` and ``add_topic(topic, now)``; ``time()``
       is the producer's clock (ms) for it.
     * ``partitioner``: the :class:`StickyPartitioner` (``state``, ``lock``,
