@@ -79,7 +79,9 @@ cdef class Appender:
     cdef object _metadata, _sender, _slow, _cluster, _max_block_ms
     cdef bint _enabled, _ignore_keys
     cdef object _topic
-    cdef list _tps
+    cdef list _tps, _dqs
+    cdef object _sizes
+    cdef Py_ssize_t _sizes_ks, _sizes_vs
 
     def __init__(self, path):
         acc = path.accumulator
@@ -108,6 +110,9 @@ cdef class Appender:
         self._cluster = None
         self._count = 0
         self._tps = None
+        self._dqs = None
+        self._sizes = None
+        self._sizes_ks = self._sizes_vs = -2
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -133,6 +138,7 @@ cdef class Appender:
             self._cluster = cluster
             self._count = count
             self._tps = [TopicPartition(topic, i) for i in range(count)]
+            self._dqs = [None] * count
         ks = len(<bytes>key) if key is not None else -1
         vs = len(<bytes>value) if value is not None else -1
         size = _RECORD_OVERHEAD_MAX + (ks if ks > 0 else 0) + (vs if vs > 0 else 0)
@@ -176,14 +182,26 @@ cdef class Appender:
         self._acquire()
         try:
             if not self._acc.closed:
-                dq = self._batches.get(self._tps[p])
+                # A partition's deque stays the same object once made
+                # (AppendPath): kept per partition, no dict lookup (and
+                # TopicPartition hash) per record.
+                dq = self._dqs[p]
+                if dq is None:
+                    dq = self._batches.get(self._tps[p])
+                    self._dqs[p] = dq
                 batch = dq[-1] if dq else None
                 if batch is not None and not batch.closed and \
                         <Py_ssize_t>batch.estimated_size + size <= self._batch_size:
                     records = batch.records
                     index = PyList_GET_SIZE(records)
                     records.append(record)
-                    batch.sizes.append((ks, vs))
+                    # Records of one shape share their (key, value) sizes
+                    # tuple (immutable).
+                    if ks != self._sizes_ks or vs != self._sizes_vs:
+                        self._sizes = (ks, vs)
+                        self._sizes_ks = ks
+                        self._sizes_vs = vs
+                    batch.sizes.append(self._sizes)
                     if callback is not None:
                         if batch.callbacks is None:
                             batch.callbacks = {}

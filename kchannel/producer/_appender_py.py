@@ -73,7 +73,7 @@ class Appender:
     __slots__ = ("_acc", "_lock", "_batches", "_batch_size", "_metadata", "_time",
                  "_partitioner", "_sticky", "_sticky_lock", "_sticky_size", "_sender", "_slow",
                  "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
-                 "_cluster", "_count", "_tps")
+                 "_cluster", "_count", "_tps", "_dqs", "_sizes")
 
     def __init__(self, path):
         acc = path.accumulator
@@ -99,6 +99,8 @@ class Appender:
         self._cluster = None
         self._count = 0
         self._tps = None
+        self._dqs = None
+        self._sizes = (-2, -2)
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -118,6 +120,7 @@ class Appender:
             self._cluster = cluster
             self._count = count
             self._tps = [TopicPartition(topic, p) for p in range(count)]
+            self._dqs = [None] * count
         ks = len(key) if key is not None else -1
         vs = len(value) if value is not None else -1
         size = _RECORD_OVERHEAD_MAX + (ks if ks > 0 else 0) + (vs if vs > 0 else 0)
@@ -157,7 +160,12 @@ class Appender:
             if self._acc.closed:
                 future = None
             else:
-                dq = self._batches.get(self._tps[p])
+                # A partition's deque stays the same object once made
+                # (AppendPath): kept per partition, no dict lookup (and
+                # TopicPartition hash) per record.
+                dq = self._dqs[p]
+                if dq is None:
+                    dq = self._dqs[p] = self._batches.get(self._tps[p])
                 batch = dq[-1] if dq else None
                 if batch is None or batch.closed or \
                         batch.estimated_size + size > self._batch_size:
@@ -167,7 +175,12 @@ class Appender:
                     records = batch.records
                     index = len(records)
                     records.append(record)
-                    batch.sizes.append((ks, vs))
+                    # Records of one shape share their (key, value) sizes
+                    # tuple (immutable).
+                    sizes = self._sizes
+                    if sizes[0] != ks or sizes[1] != vs:
+                        sizes = self._sizes = (ks, vs)
+                    batch.sizes.append(sizes)
                     if callback is not None:
                         if batch.callbacks is None:
                             batch.callbacks = {}

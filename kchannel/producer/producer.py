@@ -38,7 +38,8 @@ class AppendPath:
     the producer hands it this, not itself, so the fast path depends on
     public, documented members only.
 
-    * ``accumulator``: ``lock``, ``batches`` (tp -> deque of batches),
+    * ``accumulator``: ``lock``, ``batches`` (tp -> deque of batches; a
+      partition's deque, once made, stays the same object),
       ``batch_size``, ``closed`` and ``append(...)`` (a record that opens a
       batch); a batch's ``records``, ``sizes``, ``callbacks`` (index ->
       callback), ``estimated_size`` and ``closed``.
