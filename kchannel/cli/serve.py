@@ -45,6 +45,8 @@ from ..config import ServerConfig, load_properties
 from ..gateway import install_gateway
 from ..handlers import handle_describe_client_quotas, random_cluster_id
 from ..protocol import messages
+from ..security.authorizer.handlers import register_acl_handlers
+from ..security.authorizer.setup import AclTokenAuthorizer, authorizer_from_config
 from ..security.sasl import scram_store
 from ..security.sasl.scram_handlers import register_scram_handlers
 from ..server import Server
@@ -87,9 +89,12 @@ def _scram_store(props):
     return scram_store.open_store(server_config=props)
 
 
-def _install_tokens(server, config, props):
-    """Delegation tokens (KIP-48) on ``server``."""
-    return tokens.install_server(server, config, props)
+def _install_tokens(server, config, props, acl_authorizer=None):
+    """Delegation tokens (KIP-48) on ``server``; with an ACL authorizer its
+    ACLs decide who creates tokens for others and describes whose tokens."""
+    return tokens.install_server(
+        server, config, props,
+        authorizer=AclTokenAuthorizer(acl_authorizer) if acl_authorizer is not None else None)
 
 
 def _stable_cluster_id(config, props):
@@ -146,14 +151,26 @@ def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
         register_scram_handlers(server, store, super_users=config.get("super.users"))
     server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
                             handle_describe_client_quotas)
-    token_hook = _install_tokens(server, config, props)
+    # authorizer.class.name: ACLs (CreateAcls/DescribeAcls/DeleteAcls answered
+    # here; SECURITY_DISABLED without one, as Kafka)
+    try:
+        acl_authorizer = authorizer_from_config(config.get, config.data_dir)
+    except BaseException:
+        server.shutdown()
+        for c in closers:
+            c()
+        raise
+    if acl_authorizer is not None:
+        closers.append(acl_authorizer.store.close)
+    register_acl_handlers(server, acl_authorizer)
+    token_hook = _install_tokens(server, config, props, acl_authorizer)
     if token_hook is not None and hasattr(token_hook, "close"):
         closers.append(token_hook.close)
     # Gateway in front of an upstream cluster (kchannel.upstream.*), after
     # every local API is registered: ApiVersions lists them and the
     # upstream's others.
     try:
-        gateway = install_gateway(server, config, props)
+        gateway = install_gateway(server, config, props, acl_authorizer)
     except BaseException:
         server.shutdown()
         for c in closers:

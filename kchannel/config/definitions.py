@@ -498,6 +498,19 @@ _ROWS = [
      "List of super users: principals allowed every operation, separated by semicolons "
      "(e.g. User:admin;User:ops). kchannel consults it for the SCRAM credential APIs (only super users may "
      "describe or alter credentials) and delegation-token permissions."),
+    ("authorizer.class.name", S, "", None, L, "server",
+     "The fully qualified name of a class that implements org.apache.kafka.server.authorizer.Authorizer "
+     "interface, which is used by the broker for authorization. kchannel: "
+     "org.apache.kafka.metadata.authorizer.StandardAuthorizer (also kafka.security.authorizer.AclAuthorizer) "
+     "selects its built-in authorizer with StandardAuthorizer semantics, checked on every request a gateway "
+     "forwards and on CreateAcls/DescribeAcls/DeleteAcls; any other name stops the server. Empty: no ACLs."),
+    ("allow.everyone.if.no.acl.found", B, False, None, M, "server",
+     "With authorizer.class.name: allow a request on a resource that no ACL applies to (default false: "
+     "denied, as Kafka's StandardAuthorizer)."),
+    ("kchannel.acl.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), L, "server",
+     "kchannel-specific: where the authorizer's ACLs live: 'sqlite' (acls.db in the first log directory, "
+     "shared by the worker processes of num.network.threads), 'memory' (this process only) or 'zookeeper' "
+     "(zookeeper.connect).", True),
     ("zookeeper.connect", S, None, None, H, "server",
      "ZooKeeper connection string (host:port[,host:port][/chroot]); used by kchannel's ZooKeeper delegation "
      "token store."),

@@ -34,6 +34,7 @@ from kchannel.principal import parse_super_users
 from kchannel.security.authorizer.acl import (AclOperation, AclPermissionType, PatternType,
                                               ResourceType, WILDCARD_HOST, WILDCARD_PRINCIPAL,
                                               WILDCARD_RESOURCE, validate_binding)
+from kchannel.security.authorizer.store import InMemoryAclStore
 
 log = get_logger("kchannel.security.authorizer")
 
@@ -121,7 +122,6 @@ class StandardAuthorizer:
 
     def __init__(self, store=None, super_users=(), allow_everyone_if_no_acl_found=False):
         if store is None:
-            from kchannel.security.authorizer.store import InMemoryAclStore
             store = InMemoryAclStore()
         self.store = store
         self.super_users = frozenset(str(p) for p in parse_super_users(super_users))

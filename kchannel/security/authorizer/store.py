@@ -6,6 +6,8 @@ any process changed the ACLs; read before every decision, so it must be
 cheap), ``add(bindings)``, ``remove(bindings)``, ``close()``.
 
 * :class:`InMemoryAclStore`: one process (tests, embedded use).
+* :class:`kchannel.security.authorizer.zk_store.ZkAclStore`: ZooKeeper, in
+  the layout of Kafka's ZooKeeper-mode AclAuthorizer.
 * :class:`SqliteAclStore` (the default): ``acls.db`` in the server's data
   directory (first of ``log.dirs``), one row per ACL, writes committed
   (WAL, ``synchronous=FULL``) before CreateAcls/DeleteAcls are answered.
@@ -27,7 +29,7 @@ from kchannel.security.authorizer.acl import AclBinding
 log = get_logger("kchannel.security.authorizer.store")
 
 __all__ = ["AclStore", "InMemoryAclStore", "SqliteAclStore", "ACL_STORE_CONFIG",
-           "ACL_STORE_FILE_NAME", "open_acl_store"]
+           "ACL_STORE_FILE_NAME"]
 
 ACL_STORE_CONFIG = "kchannel.acl.store"
 ACL_STORE_FILE_NAME = "acls.db"
@@ -169,14 +171,3 @@ class SqliteAclStore(AclStore):
             except (ValueError, OSError):
                 pass
 
-
-def open_acl_store(kind, data_dir=None, zookeeper_connect=None, session_timeout_ms=18000):
-    """The store named by ``kchannel.acl.store``: ``sqlite`` (default;
-    ``acls.db`` in ``data_dir``), ``memory``, or ``zookeeper``."""
-    kind = str(kind or "sqlite").strip().lower()
-    if kind == "memory":
-        return InMemoryAclStore()
-    if kind == "zookeeper":
-        from kchannel.security.authorizer.zk_store import ZkAclStore
-        return ZkAclStore(zookeeper_connect, session_timeout_ms=session_timeout_ms)
-    return SqliteAclStore(os.path.join(data_dir, ACL_STORE_FILE_NAME))
