@@ -333,7 +333,12 @@ class RequestAuthorizer:
                 return None
             if not allowed:
                 return Verdict(response={"error_code": 0, "topics": extra})
-            return Verdict(request=dict(req, topics=allowed), fix=_extend("topics")(extra))
+
+            def fix_v7(body):
+                # a group-level error (NOT_COORDINATOR...) carries no topics
+                if not body.get("error_code"):
+                    body["topics"] = list(body.get("topics") or ()) + extra
+            return Verdict(request=dict(req, topics=allowed), fix=fix_v7)
         groups = req.get("groups") or ()
         allowed_groups, denied_groups = _split(groups, lambda g: ok(DESCRIBE, _GROUP,
                                                                      g["group_id"]))
@@ -355,6 +360,8 @@ class RequestAuthorizer:
         def fix(body):
             for g in body.get("groups") or ():
                 gid = g.get("group_id")
+                if g.get("error_code"):
+                    continue      # a group-level error carries no topics
                 if gid in filters:
                     g["topics"] = visible(g.get("topics"))
                 if gid in extras:
