@@ -15,6 +15,7 @@ deletes them.
 """
 import contextlib
 import io
+import os
 import time
 import uuid
 
@@ -372,3 +373,118 @@ def test_same_error_codes_as_kafka_per_request_and_resource(both):
         codes = [v for _, r in tables[("kafka", who)] for v in r.values()
                  if isinstance(v, int)]
         assert int(Errors.TOPIC_AUTHORIZATION_FAILED) in codes and 0 in codes, who
+
+
+# ------------------------------------------------------------------ tools
+def _lines(text):
+    return sorted(line.strip() for line in text.splitlines() if line.strip())
+
+
+def test_kchannel_acls_prints_what_kafka_acls_prints(both):
+    for java_out, ours in both["outputs"]:
+        assert _lines(ours) == _lines(java_out)
+
+
+def test_kafka_acls_lists_the_gateways_acls_as_kafkas(both, acl_kafka):
+    # MATCH: the literal, prefixed and wildcard patterns that apply to the
+    # names (--cluster is only taken with LITERAL, as Kafka's tool does)
+    args = ["--list", "--topic", P + "orders", "--topic", P + "pub-data", "--cluster",
+            "--resource-pattern-type", "match"]
+    on_kafka = acl_kafka.run_java(TOOLS["kafka-acls.sh"], "--bootstrap-server", both["kafka"],
+                                  "--command-config", both["kafka_cfg"], *args)
+    on_gateway = acl_kafka.run_java(TOOLS["kafka-acls.sh"], "--bootstrap-server",
+                                    both["gateway"], "--command-config", both["gw_cfg"], *args)
+    assert on_kafka.returncode == on_gateway.returncode == 0, on_gateway.stdout
+    assert "User:*" in on_kafka.stdout and "PREFIXED" in on_kafka.stdout
+    assert "kafka-cluster" not in on_kafka.stdout
+    assert _lines(on_gateway.stdout) == _lines(on_kafka.stdout)
+    # ... and kchannel acls lists Kafka's as kafka-acls.sh does
+    rc, ours = kchannel_acls(["--bootstrap-server", both["kafka"], "--command-config",
+                              both["kafka_cfg"], *args])
+    assert rc == 0 and _lines(ours) == _lines(on_kafka.stdout)
+    # a principal without DESCRIBE on the cluster: both tools fail the same way
+    d = os.path.dirname(both["gw_cfg"])
+    bob_cfg = acl_kafka.write_client_properties(os.path.join(d, "bob.properties"),
+                                                client_configs("", "bob"))
+    java = acl_kafka.run_java(TOOLS["kafka-acls.sh"], "--bootstrap-server", both["gateway"],
+                              "--command-config", bob_cfg, "--list")
+    rc, ours = kchannel_acls(["--bootstrap-server", both["gateway"], "--command-config",
+                              bob_cfg, "--list"])
+    assert java.returncode == rc == 1
+    assert java.stdout.splitlines()[0] == ours.splitlines()[0], (java.stdout, ours)
+    assert ours.startswith("Error while executing ACL command: "
+                           "org.apache.kafka.common.errors.ClusterAuthorizationException")
+
+
+def test_remove_with_both_tools(both, acl_kafka):
+    add = ["--add", "--allow-principal", "User:bob", "--deny-principal", "User:alice",
+           "--operation", "Read", "--topic", P + "tmp"]
+    remove = ["--remove", "--force", "--deny-principal", "User:alice", "--operation", "Read",
+              "--topic", P + "tmp"]
+    listing = ["--list", "--topic", P + "tmp"]
+    java = {}
+    for step in (add, remove, listing):
+        r = acl_kafka.run_java(TOOLS["kafka-acls.sh"], "--bootstrap-server", both["kafka"],
+                               "--command-config", both["kafka_cfg"], *step)
+        assert r.returncode == 0, r.stdout
+        rc, ours = kchannel_acls(["--bootstrap-server", both["gateway"], "--command-config",
+                                  both["gw_cfg"], *step])
+        assert rc == 0, ours
+        java[step[0]] = (r.stdout, ours)
+    kafka_list, gw_list = java["--list"]
+    assert "User:bob" in kafka_list and "User:alice" not in kafka_list
+    assert _lines(gw_list) == _lines(kafka_list)
+    # everything on the resource
+    for bs, cfg in ((both["kafka"], both["kafka_cfg"]), (both["gateway"], both["gw_cfg"])):
+        rc, out = kchannel_acls(["--bootstrap-server", bs, "--command-config", cfg,
+                                 "--remove", "--force", "--topic", P + "tmp"])
+        assert rc == 0, out
+        rc, out = kchannel_acls(["--bootstrap-server", bs, "--command-config", cfg, *listing])
+        assert rc == 0 and out == ""
+
+
+def test_confluent_kafka_admin_manages_the_gateways_acls(both):
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
+                                       AclPermissionType, AdminClient, ResourcePatternType,
+                                       ResourceType)
+
+    def admin(user, bootstrap=None):
+        return AdminClient({"bootstrap.servers": bootstrap or both["gateway"],
+                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                            "sasl.username": user, "sasl.password": USERS[user]})
+    name = P + "ck"
+    binding = AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, "User:bob",
+                         "*", AclOperation.READ, AclPermissionType.ALLOW)
+    flt = AclBindingFilter(ResourceType.TOPIC, name, ResourcePatternType.ANY, None, None,
+                           AclOperation.ANY, AclPermissionType.ANY)
+    a = admin("admin")
+    for f in a.create_acls([binding], request_timeout=20).values():
+        assert f.result(timeout=30) is None
+    found = a.describe_acls(flt, request_timeout=20).result(timeout=30)
+    assert found == [binding]
+    # bob may read it now, through the gateway
+    with contextlib.closing(connect(both["gateway"], "bob")) as c:
+        md = c.request(ApiKey.METADATA, {"topics": [{"name": name}],
+                                         "allow_auto_topic_creation": False}, version=12)
+        assert md["topics"][0]["error_code"] == int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    # a principal without DESCRIBE on the cluster gets what Kafka gives it
+    # (librdkafka 2.x reports DescribeAcls' CLUSTER_AUTHORIZATION_FAILED as an
+    # empty result, against Kafka as against the gateway)
+    outcomes = []
+    for side in ("kafka", "gateway"):
+        alice = admin("alice", both[side])   # (kept referenced: its futures need it)
+        try:
+            outcomes.append(("ok", alice.describe_acls(flt, request_timeout=20)
+                             .result(timeout=30)))
+        except ck.KafkaException as exc:
+            outcomes.append(("error", exc.args[0].code()))
+    assert outcomes[0] == outcomes[1] and outcomes[0] != ("ok", [binding])
+    deleted = a.delete_acls([flt], request_timeout=20)[flt].result(timeout=30)
+    assert deleted == [binding]
+    assert a.describe_acls(flt, request_timeout=20).result(timeout=30) == []
+    with contextlib.closing(connect(both["gateway"], "bob")) as c:
+        md = c.request(ApiKey.METADATA, {"topics": [{"name": name}],
+                                         "allow_auto_topic_creation": False}, version=12)
+        assert md["topics"][0]["error_code"] == int(Errors.TOPIC_AUTHORIZATION_FAILED)
+    del a, alice       # librdkafka handles go before the gateway does

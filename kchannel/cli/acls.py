@@ -297,7 +297,11 @@ class _Admin:
     @staticmethod
     def _raise(code, message):
         if code:
-            name = "".join(p.capitalize() for p in error_name(code).split("_"))
+            # Kafka's exception class: CLUSTER_AUTHORIZATION_FAILED ->
+            # ClusterAuthorizationException, INVALID_REQUEST -> InvalidRequestException
+            text = error_name(code)
+            text = text[:-len("_FAILED")] if text.endswith("_FAILED") else text
+            name = "".join(p.capitalize() for p in text.split("_"))
             name = name.replace("Exception", "") + "Exception"
             raise _Failure(f"{_ERRORS_PACKAGE}{name}: {message or ''}".rstrip(": "))
 
