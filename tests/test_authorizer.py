@@ -239,3 +239,48 @@ def test_workers_share_acls(tmp_path, kchannel_server):
         with _client(bootstrap, "alice") as c:
             body = c.request(ApiKey.DESCRIBE_ACLS, DESCRIBE_ALL)
             assert body["error_code"] == int(Errors.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def _wait(predicate, timeout=15.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_zookeeper_store_in_kafkas_layout(zookeeper):
+    """kchannel.acl.store=zookeeper: Kafka's /kafka-acl znodes and JSON, change
+    notifications, and a second store (another server) following them."""
+    import json
+    from kazoo.client import KazooClient
+    from kchannel.security.authorizer.zk_store import ZkAclStore
+    connect = zookeeper.chroot()
+    chroot = "/" + connect.split("/", 1)[1]
+    a = StandardAuthorizer(ZkAclStore(connect))
+    b = StandardAuthorizer(ZkAclStore(connect))
+    zk = KazooClient(hosts=zookeeper.connect)
+    zk.start()
+    try:
+        assert not b.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders")
+        a.create_acls([acl(T, "orders", "User:alice", "ALTER_CONFIGS"),
+                       acl(TX, "tx-", "User:alice", "WRITE", DENY, pattern="PREFIXED")])
+        data, _ = zk.get(f"{chroot}/kafka-acl/Topic/orders")
+        assert json.loads(data) == {"version": 1, "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "AlterConfigs",
+             "host": "*"}]}
+        data, _ = zk.get(f"{chroot}/kafka-acl-extended/prefixed/TransactionalId/tx-")
+        assert json.loads(data)["acls"][0]["permissionType"] == "Deny"
+        assert [zk.get(f"{chroot}/kafka-acl-changes/{c}")[0] for c in
+                zk.get_children(f"{chroot}/kafka-acl-changes")] == [b"Topic:orders"]
+        _wait(lambda: b.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders"))
+        assert not b.authorize("User:alice", "h", O.WRITE, TX, "tx-1")
+        b.delete_acls([AclBindingFilter(T, "orders")])
+        assert not zk.exists(f"{chroot}/kafka-acl/Topic/orders")
+        _wait(lambda: not a.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders"))
+        assert len(a.acls()) == 1
+    finally:
+        zk.stop()
+        a.store.close()
+        b.store.close()
