@@ -284,3 +284,50 @@ def test_zookeeper_store_in_kafkas_layout(zookeeper):
         zk.stop()
         a.store.close()
         b.store.close()
+
+
+# ------------------------------------------------- Produce/Fetch fast paths
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kchannel.protocol import messages  # noqa: E402
+from kchannel.security.authorizer.requests import fetch_names, produce_names  # noqa: E402
+from tests.fixtures.strategies import body_strategy  # noqa: E402
+
+
+def _frame(api, version, body, prefix=b"\x00\x07hdr"):
+    return prefix + bytes(api.request.encode(body, version))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fast_paths_read_what_the_decoder_reads(data):
+    """The topic names (and transactional id, acks, replica id) read
+    straight off Produce v3-9 and Fetch v4-12 frames are the decoder's, for
+    any body the schema allows (tagged fields, nulls, long varints)."""
+    api = data.draw(st.sampled_from([messages.PRODUCE, messages.FETCH]))
+    lo, hi = (3, 9) if api is messages.PRODUCE else (4, 12)
+    version = data.draw(st.integers(lo, hi))
+    body = data.draw(body_strategy(api.request.fields, version))
+    frame = _frame(api, version, body)
+    decoded = api.request.decode(frame, version, 5)
+    if api is messages.PRODUCE:
+        assert produce_names(frame, 5, version) == (
+            decoded["transactional_id"], decoded["acks"],
+            [t["name"] for t in decoded["topic_data"]])
+    else:
+        assert fetch_names(frame, 5, version) == (
+            decoded["replica_id"] if version <= 14 else -1,
+            [t["topic"] for t in decoded["topics"]])
+    # a truncated frame fails, or (cut after the topics, which is all the
+    # fast path reads) gives the same names: never other ones
+    cut = data.draw(st.integers(5, len(frame) - 1))
+    scan = produce_names if api is messages.PRODUCE else fetch_names
+    try:
+        partial = scan(frame[:cut], 5, version)
+    except (IndexError, ValueError, UnicodeDecodeError, struct_error):
+        return
+    assert partial == scan(frame, 5, version)
+
+
+from struct import error as struct_error  # noqa: E402

@@ -22,6 +22,8 @@ every topic check is by name.
 
 Sans-I/O: bytes and values in, values out.
 """
+import struct
+
 from kchannel.protocol import messages
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
@@ -44,6 +46,8 @@ TIAF = int(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 NOT_ATTEMPTED = int(Errors.OPERATION_NOT_ATTEMPTED)
 UNKNOWN_TOPIC = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
 
+_PRODUCE, _FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH)
+
 # Highest versions offered behind an authorizer: later ones name topics by id.
 VERSION_CAPS = {int(ApiKey.FETCH): 12, int(ApiKey.DELETE_TOPICS): 5}
 
@@ -52,6 +56,127 @@ _CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_CLIENT_METRICS, _CONFIG_BROKER_LOGGER, _C
     2, 4, 16, 8, 32
 # FindCoordinator key types.
 _KEY_GROUP, _KEY_TXN = 0, 1
+
+
+# ----------------------------------------------------------- fast paths
+# Produce and Fetch are most of a gateway's requests and nearly always
+# allowed: their topic names (and transactional id, acks, replica id) are
+# read straight off the frame, skipping the records, without building the
+# request's dicts.  Anything unexpected (or a refusal) falls back to the
+# full decode, which also rejects malformed frames.
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+
+
+def _uvarint(buf, pos):
+    n = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
+
+
+def _skip_tags(buf, pos):
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+    return pos
+
+
+def produce_names(buf, off, version, _i16=_I16.unpack_from, _i32=_I32.unpack_from):
+    """(transactional id, acks, [topic names]) of a Produce v3-v9 frame."""
+    if version >= 9:
+        b = buf[off]
+        n, pos = (b, off + 1) if b < 0x80 else _uvarint(buf, off)
+        tid = None if n == 0 else str(buf[pos:pos + n - 1], "utf-8")
+        pos += max(n - 1, 0)
+        acks = _i16(buf, pos)[0]
+        pos += 6
+        b = buf[pos]
+        topics, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+        names = []
+        for _ in range(topics - 1):
+            b = buf[pos]
+            n, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+            end = pos + n - 1
+            names.append(str(buf[pos:end], "utf-8"))
+            b = buf[end]
+            partitions, pos = (b, end + 1) if b < 0x80 else _uvarint(buf, end)
+            for _ in range(partitions - 1):
+                pos += 4
+                b = buf[pos]
+                n, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+                if n > 1:
+                    pos += n - 1
+                pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+    else:
+        n = _i16(buf, off)[0]
+        pos = off + 2
+        tid = None if n < 0 else str(buf[pos:pos + n], "utf-8")
+        pos += max(n, 0)
+        acks = _i16(buf, pos)[0]
+        topics = _i32(buf, pos + 6)[0]
+        pos += 10
+        names = []
+        for _ in range(topics):
+            n = _i16(buf, pos)[0]
+            pos += 2
+            names.append(str(buf[pos:pos + n], "utf-8"))
+            pos += n
+            partitions = _i32(buf, pos)[0]
+            pos += 4
+            for _ in range(partitions):
+                n = _i32(buf, pos + 4)[0]
+                pos += 8 + (n if n > 0 else 0)
+    if pos > len(buf):
+        raise IndexError("request truncated")
+    return tid, acks, names
+
+
+def fetch_names(buf, off, version, _i16=_I16.unpack_from, _i32=_I32.unpack_from):
+    """(replica id, [topic names]) of a Fetch v4-v12 frame."""
+    flexible = version >= 12
+    replica_id = _i32(buf, off)[0]
+    pos = off + 4 + 12 + 1                    # replica, max wait, min/max bytes, isolation
+    if version >= 7:
+        pos += 8                              # session id and epoch
+    # per partition: partition, [current leader epoch], fetch offset,
+    # [last fetched epoch], [log start offset], partition max bytes
+    fixed = 4 + (4 if version >= 9 else 0) + 8 + (4 if version >= 12 else 0) \
+        + (8 if version >= 5 else 0) + 4
+    names = []
+    if flexible:
+        b = buf[pos]
+        topics, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+        for _ in range(topics - 1):
+            b = buf[pos]
+            n, pos = (b, pos + 1) if b < 0x80 else _uvarint(buf, pos)
+            end = pos + n - 1
+            names.append(str(buf[pos:end], "utf-8"))
+            b = buf[end]
+            partitions, pos = (b, end + 1) if b < 0x80 else _uvarint(buf, end)
+            for _ in range(partitions - 1):
+                pos += fixed
+                pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+    else:
+        topics = _i32(buf, pos)[0]
+        pos += 4
+        for _ in range(topics):
+            n = _i16(buf, pos)[0]
+            pos += 2
+            names.append(str(buf[pos:pos + n], "utf-8"))
+            pos += n + 4 + fixed * _i32(buf, pos + n)[0]
+    if pos > len(buf):
+        raise IndexError("request truncated")
+    return replica_id, names
 
 
 class Verdict:
@@ -140,9 +265,22 @@ class RequestAuthorizer:
             return self._cluster_refusal(api_key, version)
         if rule is None:
             return None
+        auth = self.authorizer.authorize
+        try:
+            if api_key == _PRODUCE and 3 <= version <= 9:
+                tid, _, names = produce_names(payload, off, version)
+                if (tid is None or auth(principal, host, WRITE, _TXN, tid)) and all(
+                        auth(principal, host, WRITE, _TOPIC, n) for n in names):
+                    return None
+            elif api_key == _FETCH and 4 <= version <= 12:
+                replica_id, names = fetch_names(payload, off, version)
+                if replica_id < 0 and all(auth(principal, host, READ, _TOPIC, n)
+                                          for n in names):
+                    return None
+        except (IndexError, ValueError, UnicodeDecodeError):
+            pass          # the full decode below says what is wrong
         api = messages.API[api_key]
         req = api.request.decode(payload, version, off)
-        auth = self.authorizer.authorize
 
         def ok(op, rtype, name):
             return auth(principal, host, op, rtype, name)
