@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from kchannel.cli import main as kchannel_main
-from kchannel.client import KafkaClient
+from kchannel.client import KafkaClient, RequestTimeoutError
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.protocol.records.batch import encode_batch
@@ -327,6 +327,16 @@ def request_table(c, who):
         add(f"CreateDelegationToken owner={owner}", {"error": tk["error_code"]})
     dd = c.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": None}, version=3)
     add("DescribeDelegationToken", {"error": dd["error_code"]})
+    try:
+        ds = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None}, version=0,
+                       timeout_ms=5000)
+        add("DescribeUserScramCredentials", {"error": ds["error_code"]})
+    except RequestTimeoutError:
+        add("DescribeUserScramCredentials", {"error": NO_ANSWER})
+        c = connect(f"{c.address[0]}:{c.address[1]}", who)
+    al = c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [
+        {"name": "nobody", "mechanism": 1}], "upsertions": []}, version=0)
+    add("AlterUserScramCredentials", {r["user"]: r["error_code"] for r in al["results"]})
     da = c.request(ApiKey.DESCRIBE_ACLS, {
         "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
         "principal_filter": None, "host_filter": None, "operation": 1,
@@ -349,7 +359,28 @@ def request_table(c, who):
          "operation": 1, "permission_type": 1}]}, version=3)
     add("DeleteAcls", {"errors": [(r["error_code"], len(r["matching_acls"]))
                                   for r in dx["filter_results"]]})
+    # acks=0 to a topic the principal may not write: Kafka closes the
+    # connection (there is no response to carry the error)
+    with contextlib.closing(connect(c.address and f"{c.address[0]}:{c.address[1]}", who)) as z:
+        net = z.network
+        net.send(z.node_id, ApiKey.PRODUCE, {"acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": P + t, "partition_data": [{"index": 0, "records": _records()}]}
+            for t in ("payroll", "orders")]}, 9, expect_response=False)
+        deadline = time.monotonic() + 10
+        while net.is_ready(z.node_id) and time.monotonic() < deadline:
+            net.poll(100)
+        add("Produce acks=0 payroll+orders", {"connection open": net.is_ready(z.node_id)})
     return rows
+
+
+NO_ANSWER = "no answer"
+# Where Kafka 4.3.1 itself departs from what its code intends, and the
+# gateway does what Kafka means: an unauthorized DescribeUserScramCredentials
+# is never answered by the broker (the request times out); the gateway
+# answers CLUSTER_AUTHORIZATION_FAILED, the error Kafka's handler sets.
+def kafka_quirk(label, kafka, gateway):
+    return (label == "DescribeUserScramCredentials" and kafka == {"error": NO_ANSWER}
+            and gateway == {"error": int(Errors.CLUSTER_AUTHORIZATION_FAILED)})
 
 
 def test_same_error_codes_as_kafka_per_request_and_resource(both):
@@ -363,9 +394,9 @@ def test_same_error_codes_as_kafka_per_request_and_resource(both):
         for (label, k), (label2, g) in zip(tables[("kafka", who)], tables[("gateway", who)]):
             assert label == label2
             rows += 1
-            if k != g:
+            if k != g and not kafka_quirk(label, k, g):
                 diffs.append(f"{who} {label}: kafka {k} gateway {g}")
-    assert rows >= 40
+    assert rows >= 120        # 41 requests x 3 principals
     assert not diffs, "\n".join(diffs) + "\n" + "\n".join(f"{w} {l}: {r}" for w in PRINCIPALS for l, r in tables[("kafka", w)])
     # the table is not vacuous: each principal is refused somewhere and
     # allowed somewhere

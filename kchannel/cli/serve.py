@@ -46,7 +46,8 @@ from ..gateway import install_gateway
 from ..handlers import handle_describe_client_quotas, random_cluster_id
 from ..protocol import messages
 from ..security.authorizer.handlers import register_acl_handlers
-from ..security.authorizer.setup import AclTokenAuthorizer, authorizer_from_config
+from ..security.authorizer.setup import (AclClusterAuthorizer, AclTokenAuthorizer,
+                                         authorizer_from_config)
 from ..security.sasl import scram_store
 from ..security.sasl.scram_handlers import register_scram_handlers
 from ..server import Server
@@ -146,11 +147,6 @@ def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
             closers.append(store.close)
     server = Server(config, sasl_kwargs=sasl_kwargs,
                     cluster_id=_stable_cluster_id(config, props), reuse_port=reuse_port)
-    if store is not None:
-        # Only super.users may read or change credentials (no ACL authorizer).
-        register_scram_handlers(server, store, super_users=config.get("super.users"))
-    server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
-                            handle_describe_client_quotas)
     # authorizer.class.name: ACLs (CreateAcls/DescribeAcls/DeleteAcls answered
     # here; SECURITY_DISABLED without one, as Kafka)
     try:
@@ -163,6 +159,16 @@ def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
     if acl_authorizer is not None:
         closers.append(acl_authorizer.store.close)
     register_acl_handlers(server, acl_authorizer)
+    if store is not None:
+        # Without an authorizer only super.users may read or change
+        # credentials; with one, DESCRIBE / ALTER on the cluster (as Kafka).
+        if acl_authorizer is not None:
+            register_scram_handlers(server, store,
+                                    authorize=AclClusterAuthorizer(acl_authorizer))
+        else:
+            register_scram_handlers(server, store, super_users=config.get("super.users"))
+    server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
+                            handle_describe_client_quotas)
     token_hook = _install_tokens(server, config, props, acl_authorizer)
     if token_hook is not None and hasattr(token_hook, "close"):
         closers.append(token_hook.close)

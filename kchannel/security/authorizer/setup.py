@@ -13,7 +13,7 @@ import os
 
 from kchannel.errors import ConfigError
 from kchannel.principal import KafkaPrincipal
-from kchannel.security.authorizer.acl import AclOperation, ResourceType
+from kchannel.security.authorizer.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kchannel.security.authorizer.standard import (ALLOW_EVERYONE_CONFIG,
                                                    AUTHORIZER_CLASS_NAMES, StandardAuthorizer,
                                                    is_standard_authorizer)
@@ -21,7 +21,8 @@ from kchannel.security.authorizer.store import (ACL_STORE_CONFIG, ACL_STORE_FILE
                                                 InMemoryAclStore, SqliteAclStore)
 from kchannel.security.authorizer.zk_store import ZkAclStore
 
-__all__ = ["authorizer_from_config", "AclTokenAuthorizer", "AUTHORIZER_CONFIG"]
+__all__ = ["authorizer_from_config", "AclTokenAuthorizer", "AclClusterAuthorizer",
+           "AUTHORIZER_CONFIG"]
 
 AUTHORIZER_CONFIG = "authorizer.class.name"
 
@@ -95,6 +96,25 @@ class AclTokenAuthorizer:
         owner = getattr(token_info, "owner", None)
         return owner is not None and self.authorizer.authorize(
             who, self.HOST, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, str(_plain(owner)))
+
+
+class AclClusterAuthorizer:
+    """``authorize(principal, operation)`` for the SCRAM credential APIs from
+    the ACLs, as Kafka asks: DESCRIBE (DescribeUserScramCredentials) or ALTER
+    (AlterUserScramCredentials) on the cluster.  Host ``*`` ACLs only (the
+    client address is not handed down)."""
+
+    HOST = "*"
+
+    def __init__(self, authorizer):
+        self.authorizer = authorizer
+
+    def __call__(self, principal, operation):
+        if principal is None:
+            return False
+        return self.authorizer.authorize(str(_plain(principal)), self.HOST,
+                                         AclOperation.parse(operation), ResourceType.CLUSTER,
+                                         CLUSTER_NAME)
 
 
 def _plain(p):
