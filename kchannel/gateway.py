@@ -762,7 +762,7 @@ class Gateway:
         try:
             verdict = self.request_authorizer.check(str(principal), host, key, version,
                                                     payload, off)
-        except (errors.KChannelError, KeyError, IndexError, TypeError) as exc:
+        except (errors.KChannelError, KeyError, IndexError, TypeError, ValueError) as exc:
             log.info("Closing connection %s from %s: invalid %s v%d request: %s", ds.cid,
                      ch.socket_description(), API_NAMES.get(key, key), version, exc)
             self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))

@@ -239,6 +239,7 @@ class RequestAuthorizer:
             int(k.ADD_PARTITIONS_TO_TXN): self._add_partitions_to_txn,
             int(k.ADD_OFFSETS_TO_TXN): self._add_offsets_to_txn,
             int(k.END_TXN): self._end_txn, int(k.TXN_OFFSET_COMMIT): self._txn_offset_commit,
+            int(k.DESCRIBE_CLIENT_QUOTAS): self._describe_client_quotas,
             # no resource: Kafka checks nothing (DescribeCluster's authorized
             # operations are only computed when asked for)
             int(k.DESCRIBE_CLUSTER): None,
@@ -664,6 +665,11 @@ class RequestAuthorizer:
         if not allowed:
             return Verdict(response={"responses": extra})
         return Verdict(request=dict(req, resources=allowed), fix=_extend("responses")(extra))
+
+    def _describe_client_quotas(self, ok, req, version):
+        if ok(DESCRIBE_CONFIGS, _CLUSTER, CLUSTER_NAME):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": None, "entries": None})
 
     # -------------------------------------------------------- transactions
     def _init_producer_id(self, ok, req, version):
