@@ -166,6 +166,18 @@ def test_configuration_fails_closed(tmp_path):
         assert key in str(info.value)
 
 
+def test_config_validate_refuses_an_unknown_authorizer(tmp_path):
+    from tests.fixtures.peers import run_kchannel, write_properties
+    path = str(tmp_path / "server.properties")
+    write_properties(path, {"listeners": "PLAINTEXT://127.0.0.1:0",
+                            "authorizer.class.name": "com.example.MyAuthorizer"})
+    r = run_kchannel("config", "validate", "--config", path)
+    assert r.returncode == 1 and "authorizer.class.name" in r.stdout + r.stderr
+    write_properties(path, {"listeners": "PLAINTEXT://127.0.0.1:0", "authorizer.class.name":
+                            "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    assert run_kchannel("config", "validate", "--config", path).returncode == 0
+
+
 def test_unknown_apis_are_not_offered_behind_an_authorizer():
     ra = RequestAuthorizer(StandardAuthorizer())
     assert ra.offered(int(ApiKey.FETCH), 4, 17) == (4, 12)            # names, not ids

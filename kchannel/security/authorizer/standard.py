@@ -29,6 +29,7 @@ another process changed the ACLs.
 """
 import threading
 
+from kchannel.config.definitions import AUTHORIZER_CLASS_NAMES as _CLASS_NAMES
 from kchannel.log import get_logger
 from kchannel.principal import parse_super_users
 from kchannel.security.authorizer.acl import (AclOperation, AclPermissionType, PatternType,
@@ -43,12 +44,7 @@ __all__ = ["StandardAuthorizer", "AUTHORIZER_CLASS_NAMES", "ALLOW_EVERYONE_CONFI
 
 # Names accepted for authorizer.class.name: Kafka's (KRaft and ZooKeeper
 # mode) and kchannel's own dotted path.
-AUTHORIZER_CLASS_NAMES = frozenset((
-    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "kafka.security.authorizer.AclAuthorizer",
-    "kchannel.security.authorizer.StandardAuthorizer",
-    "kchannel.security.authorizer.standard.StandardAuthorizer",
-))
+AUTHORIZER_CLASS_NAMES = frozenset(_CLASS_NAMES)
 ALLOW_EVERYONE_CONFIG = "allow.everyone.if.no.acl.found"
 
 _ALL = int(AclOperation.ALL)
