@@ -356,14 +356,20 @@ def _print_resource_acls(out, resource_to_acls):
                   + "\n\n")
 
 
-def _add(admin, args, out):
-    if not _pattern_type(args) in (PatternType.LITERAL, PatternType.PREFIXED):
+def _resources_to_add(args):
+    """``getResourceToAcls``: what --add adds, or a usage error."""
+    if _pattern_type(args) not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise _Usage(f"A '--resource-pattern-type' value of '{_pattern_type(args).name}' is "
                      "not valid when adding acls.")
     resource_to_acl = resource_to_entries(args)
     if any(not v for v in resource_to_acl.values()):
         raise _Usage("You must specify one of: --allow-principal, --deny-principal when trying "
                      "to add ACLs.")
+    return resource_to_acl
+
+
+def _add(admin, args, out):
+    resource_to_acl = _resources_to_add(args)
     for resource, entries in resource_to_acl.items():
         existing = admin.describe(*resource).get(resource, set())
         new = []
@@ -424,8 +430,7 @@ def run(args):
     try:
         _check_args(args)
         if args.add:
-            _pattern_type(args)
-            resource_to_entries(args)      # usage errors before connecting
+            _resources_to_add(args)        # usage errors before connecting
         elif args.remove:
             resource_to_entries(args)
     except _Usage as exc:
