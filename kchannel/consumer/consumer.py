@@ -10,13 +10,13 @@ import itertools
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
-from kchannel.cluster_client import ClusterClient
+from kchannel.client.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
 from kchannel.log import get_logger
-from kchannel.metadata import Metadata, TopicPartition
+from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
 
@@ -457,8 +457,11 @@ class Consumer:
         return self._coordinator[0]
 
     def _coordinator_request(self, api_key, body, timeout_ms, what, request_timeout_ms=None):
-        if request_timeout_ms is not None:
-            timeout_ms = max(timeout_ms, request_timeout_ms)
+        # The coordinator is found and connected within timeout_ms (the
+        # caller's); request_timeout_ms (JoinGroup's rebalance timeout) only
+        # lets the response to a request sent take longer, as Kafka's
+        # per-request timeout does.  An unreachable cluster thus fails the
+        # call after timeout_ms, not after the rebalance timeout.
         deadline = self._time() + timeout_ms
         while True:
             node = self._ensure_coordinator(max(deadline - self._time(), 1))
@@ -472,6 +475,8 @@ class Consumer:
             box = {}
             self._client.send(node, api_key, body, lambda r: box.setdefault("r", r),
                               timeout_ms=request_timeout_ms)
+            if request_timeout_ms is not None:
+                deadline = max(deadline, self._time() + request_timeout_ms)
             self._poll_until(lambda: "r" in box, max(deadline - self._time(), 1), what)
             resp = box["r"]
             if resp.exception is not None:

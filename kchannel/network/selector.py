@@ -407,9 +407,8 @@ class Selector:
             try:
                 connected = self._do_connect(sock, sockaddr)
             except OSError as exc:
-                raise errors.ChannelConnectionError(
-                    f"Connection to {host}:{port} failed: "
-                    f"{errno.errorcode.get(exc.errno, exc.errno)}") from None
+                raise errors.ChannelConnectionError.for_errno(
+                    exc.errno, f"Connection to {host}:{port} failed") from None
             ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
                                        peer_port=port, max_receive_size=self.max_receive_size,
                                        remote_address=(host, port))
@@ -434,7 +433,7 @@ class Selector:
         Kafka's ``Selector.doConnect``, and like it a hook for tests: on
         loopback a non-blocking connect practically always reports "in
         progress", so the "connected immediately" path runs only when a
-        subclass connects in blocking mode (tests/test_network_selector.py).
+        subclass connects in blocking mode (tests/network/test_network_selector.py).
         """
         rc = sock.connect_ex(sockaddr)
         if rc == 0:

@@ -3,7 +3,7 @@
 Records are appended to a :class:`RecordAccumulator` by ``send()`` on the
 caller's thread; a network thread (``kafka-producer-network-thread |
 <client.id>``, the :class:`Sender`) drains batches into Produce requests over
-one :class:`~kchannel.cluster_client.ClusterClient`, so every security
+one :class:`~kchannel.client.cluster_client.ClusterClient`, so every security
 protocol and SASL mechanism of the channel layer works.
 """
 import itertools
@@ -12,10 +12,10 @@ import time as _time
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
-from kchannel.cluster_client import ClusterClient
+from kchannel.client.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.log import get_logger
-from kchannel.metadata import Metadata, TopicPartition
+from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.producer.accumulator import (FutureRecordMetadata, RecordAccumulator,
                                           estimate_record_size)
 from kchannel.producer.config import serializer, split_producer_configs
@@ -116,7 +116,12 @@ class Producer:
                 raise RequestTimeoutError(
                     f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
             with self._metadata_cond:
-                self._metadata_cond.wait(min(left, 100) / 1000.0)
+                if self.metadata.fatal_error is None:
+                    self._metadata_cond.wait(min(left, 100) / 1000.0)
+            # An authentication failure ends the wait at once, as Kafka's
+            # ProducerMetadata.awaitUpdate: retrying the same credentials
+            # until max.block.ms would fail the same way, only later.
+            self.metadata.maybe_raise_fatal_error()
             cluster = self.metadata.cluster
             if topic in cluster.unauthorized_topics:
                 raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",

@@ -273,7 +273,7 @@ class Sender:
         if now - batch.created_ms >= self.delivery_timeout_ms:
             return False
         if code is None:
-            return getattr(exc, "retriable", False) or isinstance(exc, errors.ConnectionError_)
+            return getattr(exc, "retriable", False) or isinstance(exc, errors.KafkaConnectionError)
         if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
             # Only after an earlier batch of the partition failed (it is
             # being retried, in sequence order).

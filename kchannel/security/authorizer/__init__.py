@@ -6,7 +6,10 @@
   ZooKeeper in Kafka's layout).
 * :mod:`.requests` -- what each Kafka request needs, per resource, as
   KafkaApis checks it (the gateway's authorization hook).
-* :mod:`.handlers` -- CreateAcls / DescribeAcls / DeleteAcls on a server.
+* :mod:`.setup` -- the authorizer ``authorizer.class.name`` asks for.
+
+CreateAcls / DescribeAcls / DeleteAcls are served by
+:mod:`kchannel.server.acl_handlers`.
 """
 from kchannel.security.authorizer.acl import (AclBinding, AclBindingFilter, AclOperation,
                                               AclPermissionType, PatternType, ResourceType)
