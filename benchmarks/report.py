@@ -55,6 +55,7 @@ SCRIPTS = [
     ("scram_timing", [], ["--samples", "200"], None),
     ("authorizer", [], ["--seconds", "0.2"], None),
     ("records_clients", [], ["--records", "20000"], "tansu"),
+    ("aio_clients", [], ["--records", "20000"], "tansu"),
     ("gateway", [], ["--records", "5000", "--requests", "100"], "tansu"),
     ("spark", [], ["--records", "40000"], "spark"),
 ]
