@@ -51,6 +51,17 @@ _PRODUCE, _FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH)
 # Highest versions offered behind an authorizer: later ones name topics by id.
 VERSION_CAPS = {int(ApiKey.FETCH): 12, int(ApiKey.DELETE_TOPICS): 5}
 
+# KIP-430 authorized operations: the operations each resource type supports
+# (AclEntry.supportedOperations), as a bit field of AclOperation codes.
+_TOPIC_OPS = (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+_GROUP_OPS = (READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+_NO_OPS = -2147483648        # Integer.MIN_VALUE: not asked for
+
+
+def _authorized_operations(ok, ops, rtype, name):
+    return sum(1 << int(op) for op in ops if ok(op, rtype, name))
+
+
 # ConfigResource.Type codes of DescribeConfigs / AlterConfigs.
 _CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_CLIENT_METRICS, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = \
     2, 4, 16, 8, 32
@@ -384,6 +395,8 @@ class RequestAuthorizer:
                 # create as Kafka does.
                 narrowed = dict(req, allow_auto_topic_creation=False)
 
+        want_ops = bool(req.get("include_topic_authorized_operations"))
+
         def fix(body):
             out = []
             for t in body.get("topics") or ():
@@ -391,6 +404,10 @@ class RequestAuthorizer:
                 if name is not None and ok(DESCRIBE, _TOPIC, name):
                     if (name in no_create and t.get("error_code") == UNKNOWN_TOPIC):
                         t.update(error_code=TAF, partitions=[])
+                    if want_ops:
+                        # the client's, not the upstream's for the gateway
+                        t["topic_authorized_operations"] = _authorized_operations(
+                            ok, _TOPIC_OPS, _TOPIC, name)
                     out.append(t)
                 elif names is not None:
                     # asked for by name (or id): the name is not disclosed
@@ -535,14 +552,23 @@ class RequestAuthorizer:
     def _describe_groups(self, ok, req, version):
         groups = req.get("groups") or ()
         allowed, denied = _split(groups, lambda g: ok(DESCRIBE, _GROUP, g))
-        if not denied:
-            return None
+        want_ops = bool(req.get("include_authorized_operations"))
         extra = [{"error_code": GAF, "group_id": g, "group_state": "", "protocol_type": "",
-                  "protocol_data": "", "members": [], "authorized_operations": -2147483648}
+                  "protocol_data": "", "members": [], "authorized_operations": _NO_OPS}
                  for g in denied]
+
+        def fix(body):
+            if want_ops:
+                for g in body.get("groups") or ():
+                    if g.get("error_code") == 0:
+                        g["authorized_operations"] = _authorized_operations(
+                            ok, _GROUP_OPS, _GROUP, g["group_id"])
+            body["groups"] = list(body.get("groups") or ()) + extra
+        if not denied:
+            return Verdict(fix=fix) if want_ops else None
         if not allowed:
             return Verdict(response={"groups": extra})
-        return Verdict(request=dict(req, groups=allowed), fix=_extend("groups")(extra))
+        return Verdict(request=dict(req, groups=allowed), fix=fix)
 
     def _list_groups(self, ok, req, version):
         if ok(DESCRIBE, _CLUSTER, CLUSTER_NAME):
