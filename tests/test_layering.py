@@ -10,7 +10,7 @@ dependency).  Layers, bottom to top (README, "Architecture")::
     network   kchannel.network.*
     security  kchannel.security.*
     tokens    kchannel.tokens.*
-    client    kchannel.client, cluster_client, metadata
+    client    kchannel.client, cluster_client, metadata, admin
     producer  kchannel.producer.*          consumer  kchannel.consumer.*
     server    kchannel.handlers, kchannel.cluster, kchannel.server, kchannel.gateway
     spark     kchannel.spark.*
@@ -45,7 +45,8 @@ LAYERS = [
     ("network", 2, ("kchannel.network",)),
     ("security", 3, ("kchannel.security",)),
     ("tokens", 4, ("kchannel.tokens",)),
-    ("client", 5, ("kchannel.client", "kchannel.cluster_client", "kchannel.metadata")),
+    ("client", 5, ("kchannel.client", "kchannel.cluster_client", "kchannel.metadata",
+                   "kchannel.admin")),
     ("producer", 6, ("kchannel.producer",)),
     ("consumer", 6, ("kchannel.consumer",)),
     ("server", 7, ("kchannel.handlers", "kchannel.cluster", "kchannel.server", "kchannel.gateway")),

@@ -8,23 +8,30 @@ from kchannel.protocol.messages import (
     alter_user_scram_credentials,
     api_versions,
     create_delegation_token,
+    create_partitions,
     create_topics,
+    delete_groups,
     delete_topics,
     describe_client_quotas,
     describe_cluster,
+    describe_configs,
     describe_delegation_token,
+    describe_groups,
     describe_user_scram_credentials,
     expire_delegation_token,
     fetch,
     find_coordinator,
     header,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
+    list_groups,
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     produce,
     renew_delegation_token,
@@ -58,6 +65,13 @@ DESCRIBE_USER_SCRAM_CREDENTIALS = describe_user_scram_credentials.API
 ALTER_USER_SCRAM_CREDENTIALS = alter_user_scram_credentials.API
 DESCRIBE_CLIENT_QUOTAS = describe_client_quotas.API
 DESCRIBE_CLUSTER = describe_cluster.API
+DESCRIBE_GROUPS = describe_groups.API
+LIST_GROUPS = list_groups.API
+DESCRIBE_CONFIGS = describe_configs.API
+CREATE_PARTITIONS = create_partitions.API
+DELETE_GROUPS = delete_groups.API
+INCREMENTAL_ALTER_CONFIGS = incremental_alter_configs.API
+OFFSET_DELETE = offset_delete.API
 
 REQUEST_HEADER = header.REQUEST_HEADER
 RESPONSE_HEADER = header.RESPONSE_HEADER
@@ -90,6 +104,13 @@ API = {
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
         DESCRIBE_CLUSTER,
+        DESCRIBE_GROUPS,
+        LIST_GROUPS,
+        DESCRIBE_CONFIGS,
+        CREATE_PARTITIONS,
+        DELETE_GROUPS,
+        INCREMENTAL_ALTER_CONFIGS,
+        OFFSET_DELETE,
     )
 }
 
@@ -120,6 +141,13 @@ __all__ = [
     "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "ALTER_USER_SCRAM_CREDENTIALS",
     "DESCRIBE_CLUSTER",
+    "DESCRIBE_GROUPS",
+    "LIST_GROUPS",
+    "DESCRIBE_CONFIGS",
+    "CREATE_PARTITIONS",
+    "DELETE_GROUPS",
+    "INCREMENTAL_ALTER_CONFIGS",
+    "OFFSET_DELETE",
     "REQUEST_HEADER",
     "RESPONSE_HEADER",
 ]
