@@ -20,6 +20,7 @@ ConsumerGroupDescribe, which this client does not send yet.
 """
 import collections
 import struct
+import uuid
 
 from kchannel import errors
 from kchannel.client import KafkaClient, _parse_bootstrap
@@ -116,6 +117,8 @@ _ASSIGNMENT = MessageSpec(
     ],
 )
 _CONSUMER_PROTOCOL = "consumer"
+# Kafka's Uuid.ZERO_UUID: topics named, not identified by id.
+_NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 def _decode_assignment(data):
@@ -205,7 +208,7 @@ class Admin:
     # -- cluster and topics --------------------------------------------------
     def _metadata(self, topics):
         """Metadata for ``topics`` (None: every topic)."""
-        body = {"topics": None if topics is None else [{"name": t, "topic_id": None}
+        body = {"topics": None if topics is None else [{"name": t, "topic_id": _NO_TOPIC_ID}
                                                         for t in topics],
                 "allow_auto_topic_creation": False,
                 "include_cluster_authorized_operations": False,
@@ -265,7 +268,8 @@ class Admin:
         topics = list(topics)
         resp = self._any().request(messages.DELETE_TOPICS.api_key,
                                    {"topic_names": topics, "timeout_ms": timeout_ms,
-                                    "topics": [{"name": t, "topic_id": None} for t in topics]})
+                                    "topics": [{"name": t, "topic_id": _NO_TOPIC_ID}
+                                               for t in topics]})
         for r in resp["responses"]:
             _raise(r["error_code"], r.get("error_message"))
 
