@@ -356,8 +356,8 @@ class Admin:
 
     def describe_consumer_groups(self, group_ids):
         """{group id: :class:`ConsumerGroupDescription`}.  A group the
-        coordinator does not know is state ``Dead`` with no members, as
-        Kafka's DescribeGroups answers it."""
+        coordinator does not know (state ``Dead``) raises GROUP_ID_NOT_FOUND
+        ``Group G not found.``, as Kafka's admin client."""
         out = {}
         for gid in group_ids:
             coordinator, client = self._coordinator(gid)
@@ -365,6 +365,8 @@ class Admin:
                                   {"groups": [gid], "include_authorized_operations": False})
             g = resp["groups"][0]
             _raise(g["error_code"], g.get("error_message"))
+            if g["group_state"] == "Dead":
+                raise exception_for(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
             members = []
             for m in g["members"]:
                 assignment = (_decode_assignment(m["member_assignment"])

@@ -195,8 +195,9 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
         assert ours.stdout and kchannel("consumer-groups", "--bootstrap-server", b,
                                         "--describe", "--group", group).stdout == theirs.stdout
         ours, theirs = tool("--reset-offsets", "--group", group, "--all-topics", "--shift-by",
-                            "3", "--execute")
+                            "3", "--dry-run")
         assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines())
+        assert (topic, "0", "3") in [tuple(line.split()[1:]) for line in ours.stdout.splitlines()]
 
         # Admin: alter, delete one partition's offset, delete the group.
         admin.alter_consumer_group_offsets(group, {tps[0]: 1, tps[1]: OffsetAndMetadata(2)})

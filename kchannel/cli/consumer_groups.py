@@ -87,6 +87,23 @@ class _Usage(Exception):
     pass
 
 
+# Kafka's exception classes whose names are not their error's name in
+# CamelCase (Errors.java).
+_EXCEPTION_CLASSES = {"NON_EMPTY_GROUP": "GroupNotEmptyException",
+                      "UNKNOWN_SERVER_ERROR": "UnknownServerException"}
+
+
+def _describe_error(exc):
+    """``exc`` as Java's Throwable.toString() of Kafka's exception for its
+    error code (the tool prints that), else as kchannel words it."""
+    if isinstance(exc, KafkaError) and exc.name:
+        cls = _EXCEPTION_CLASSES.get(exc.name) or "".join(
+            w.capitalize() for w in exc.name.split("_")) + "Exception"
+        text = exc.message or ""
+        return f"org.apache.kafka.common.errors.{cls}" + (f": {text}" if text else "")
+    return str(exc)
+
+
 def _error(msg):
     # Kafka's ConsumerGroupCommand.printError: on stdout.
     print(f"\nError: {msg}")
@@ -99,7 +116,7 @@ def run(args):
         print(str(exc), file=sys.stderr)
         return 2
     except (KChannelError, OSError, ValueError) as exc:
-        _error(f"Executing consumer group command failed due to {exc}")
+        _error(f"Executing consumer group command failed due to {_describe_error(exc)}")
         return 1
 
 
@@ -354,12 +371,18 @@ def _prepare(admin, args, group, partitions):
 
 
 def _reset_offsets(admin, args):
-    groups = _group_ids(admin, args)
     result, failed = {}, False
-    for gid, desc in admin.describe_consumer_groups(groups).items():
-        if desc.state not in ("Empty", "Dead"):
+    for gid in _group_ids(admin, args):
+        try:
+            state = admin.describe_consumer_groups([gid])[gid].state
+        except KafkaError as exc:
+            # A group the coordinator does not know is reset as an inactive one.
+            if exc.error_code != Errors.GROUP_ID_NOT_FOUND:
+                raise
+            state = "Dead"
+        if state not in ("Empty", "Dead"):
             _error(f"Assignments can only be reset if the group '{gid}' is inactive, but the "
-                   f"current state is {desc.state}.")
+                   f"current state is {state}.")
             result[gid], failed = {}, True
             continue
         partitions = sorted(set(_partitions_to_reset(admin, args, gid)))
@@ -390,7 +413,7 @@ def _delete(admin, args):
         return 0
     _error("Deletion of some consumer groups failed:")
     for g, e in failed.items():
-        print(f"* Group '{g}' could not be deleted due to: {e}")
+        print(f"* Group '{g}' could not be deleted due to: {_describe_error(e)}")
     if ok:
         print("\nThese consumer groups were deleted successfully: "
               + ", ".join(f"'{g}'" for g in ok))
