@@ -168,6 +168,9 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
             ours, theirs = tool("--list")
             assert group in ours.stdout.split()
             assert sorted(ours.stdout.split()) == sorted(theirs.stdout.split())
+            ours, theirs = tool("--list", "--state", "Stable")
+            assert group in ours.stdout
+            assert ours.stdout == theirs.stdout
             # A reset is refused while the group has a member.
             ours = kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
                             "--group", group, "--all-topics", "--to-earliest", "--execute")
@@ -207,6 +210,12 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
             == {tps[0]: 1, tps[1]: 2}
         admin.delete_consumer_group_offsets(group, [tps[1]])
         assert list(admin.list_consumer_group_offsets(group)) == [tps[0]]
+        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--delete-offsets",
+                        "--group", group, "--topic", f"{topic}:0")
+        assert ours.returncode == 0, ours.stdout + ours.stderr
+        assert ours.stdout.startswith(f"Request succeeded for deleting offsets from group "
+                                      f"{group}.\n")
+        assert admin.list_consumer_group_offsets(group) == {}
         ours = kchannel("consumer-groups", "--bootstrap-server", b, "--delete", "--group",
                         group)
         assert (ours.returncode, ours.stdout) == (
