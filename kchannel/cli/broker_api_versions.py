@@ -31,7 +31,7 @@ import logging
 import sys
 
 from .. import __version__, errors
-from ..client import KafkaClient, _parse_bootstrap
+from ..client.network_client import KafkaClient, _parse_bootstrap
 from ..config import load_properties
 from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from ..protocol.errors import exception_for

@@ -20,7 +20,7 @@ from kchannel.cli.console_common import parse_properties, producer_or_consumer_c
 from kchannel.client import RequestTimeoutError
 from kchannel.consumer import Consumer
 from kchannel.errors import KChannelError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 
 NAME = "console-consumer"
 HELP = ("This tool helps to read data from Kafka topics and outputs it to standard output "

@@ -1,5 +1,5 @@
 """``kchannel consumer-groups``: Kafka's ``kafka-consumer-groups.sh`` on
-:class:`kchannel.admin.Admin`.
+:class:`kchannel.client.admin.Admin`.
 
     kchannel consumer-groups --bootstrap-server HOST:PORT [--command-config FILE]
         --list [--state [STATES]]
@@ -16,10 +16,10 @@ status: 0 ok, 1 failure (Kafka's tool prints ``Error: ...`` and still exits
 """
 import sys
 
-from kchannel.admin import Admin, OffsetSpec
+from kchannel.client.admin import Admin, OffsetSpec
 from kchannel.config.properties import load_properties
 from kchannel.errors import KafkaError, KChannelError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.protocol.errors import Errors
 
 NAME = "consumer-groups"

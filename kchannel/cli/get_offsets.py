@@ -11,10 +11,10 @@ last record) is left out, as Kafka's tool does.  Exit status 0 ok, 1 failure, 2 
 import re
 import sys
 
-from kchannel.admin import Admin, OffsetSpec
+from kchannel.client.admin import Admin, OffsetSpec
 from kchannel.config.properties import load_properties
 from kchannel.errors import KChannelError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 
 NAME = "get-offsets"
 HELP = "Offsets of topic partitions at a time (kafka-get-offsets.sh)."

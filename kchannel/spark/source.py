@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
 from kchannel import errors
 from kchannel.client import KafkaClient
 from kchannel.log import get_logger
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import exception_for
 from kchannel.spark import options as opts
