@@ -749,6 +749,9 @@ _ROWS = [
     ("kchannel.delegation.token.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), M, "server",
      "kchannel-specific: where delegation tokens live: 'sqlite' (first log directory), 'memory' or "
      "'zookeeper' (zookeeper.connect, Kafka's /delegation_token layout).", True),
+    ("kchannel.delegation.token.max.tokens.per.owner", I, 1000, _atl(1), M, "server",
+     "kchannel-specific (Kafka sets no limit): the most unexpired delegation tokens one owner may have; "
+     "CreateDelegationToken for an owner that has them is answered POLICY_VIOLATION.", True),
     ("kchannel.upstream.bootstrap.servers", LI, "", None, H, "server",
      "kchannel-specific: run as a gateway in front of the Kafka-compatible cluster at these host:port pairs: "
      "requests the server does not answer itself (ApiVersions, SASL, delegation tokens, SCRAM credentials) are "
@@ -762,13 +765,29 @@ _ROWS = [
     ("kchannel.gateway.max.queued.requests", I, 100, _atl(1), M, "server",
      "kchannel-specific: a gateway client with this many requests waiting for their responses is not read "
      "until one is answered (backpressure from a slow upstream).", True),
-    ("kchannel.gateway.upstream.connections", S, "shared", ValidString("shared", "per-client"), M, "server",
-     "kchannel-specific: 'shared': one upstream connection per upstream node for every gateway client; "
-     "'per-client': each client connection gets upstream connections of its own (one login to the upstream per "
-     "client connection). A broker answers the requests of one connection one at a time, so on a shared connection "
-     "a long poll (Fetch max.wait.ms) or a JoinGroup waiting for a rebalance delays every other client's requests "
-     "to that node; per-client connections keep clients independent. Either way the upstream sees the gateway's "
+    ("kchannel.gateway.max.queued.bytes", LG, 16777216, _atl(1), M, "server",
+     "kchannel-specific: a gateway client connection holding this many bytes in the gateway (requests forwarded "
+     "and not answered yet, responses not written to it yet) is not read until they are written, and its own "
+     "upstream connections are not read while its unwritten responses reach it: a client that does not read its "
+     "responses holds about this much memory (plus one response) and the upstream broker waits on its connection "
+     "alone. With shared upstream connections only the client is held back.", True),
+    ("kchannel.gateway.total.max.queued.bytes", LG, 536870912, _atl(1), M, "server",
+     "kchannel-specific: the bytes all gateway clients together may hold (see kchannel.gateway.max.queued.bytes); "
+     "once reached no client is read, nor the upstream connections of clients with responses to write, until "
+     "responses are written.", True),
+    ("kchannel.gateway.upstream.connections", S, "per-client", ValidString("shared", "per-client"), M, "server",
+     "kchannel-specific: 'per-client' (the default): each client connection gets upstream connections of its own "
+     "(one login to the upstream per client connection), opened when it first needs one and closed with it, so "
+     "that no client's requests delay, break or disconnect another's. 'shared': one upstream connection per "
+     "upstream node for every gateway client, for trusted clients only: a broker answers the requests of one "
+     "connection one at a time, so a long poll (Fetch max_wait_ms, lowered to "
+     "kchannel.gateway.shared.fetch.max.wait.ms), a JoinGroup waiting for a rebalance or a Produce waiting for "
+     "its replicas delays every other client's requests to that node. Either way the upstream sees the gateway's "
      "principal.", True),
+    ("kchannel.gateway.shared.fetch.max.wait.ms", I, 500, _atl(0), M, "server",
+     "kchannel-specific: with kchannel.gateway.upstream.connections=shared, a Fetch asking to wait longer for "
+     "data (max_wait_ms) is forwarded with this wait instead (the consumer fetches again): a long poll holds "
+     "every request behind it on the shared connection.", True),
     ("kchannel.gateway.allowed.principals", LI, "", None, M, "server",
      "kchannel-specific: principals (Type:name) whose requests the gateway forwards; others are refused with "
      "Kafka's authorization error codes. Empty (the default): every authenticated principal. Usually set per "
