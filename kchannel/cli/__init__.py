@@ -10,11 +10,12 @@ import sys
 
 from kchannel import __version__
 from kchannel.cli import (broker_api_versions, config_tool, configs, console_consumer,
-                          console_producer, delegation_tokens, perf_test, serve, topics)
+                          console_producer, delegation_tokens, kafka_dev, perf_test, serve,
+                          topics)
 
 _COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens,
              console_producer, console_consumer, topics, perf_test.ProducerPerfTest,
-             perf_test.ConsumerPerfTest]
+             perf_test.ConsumerPerfTest, kafka_dev]
 
 
 def build_parser():
