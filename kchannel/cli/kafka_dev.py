@@ -125,7 +125,10 @@ def fetch_kafka(home, pom=POM, out=sys.stderr):
     os.makedirs(home, exist_ok=True)
     shutil.rmtree(partial, ignore_errors=True)
     r = subprocess.run([mvn, "-q", "-B", "-f", pom, "dependency:copy-dependencies",
-                        f"-DoutputDirectory={partial}"], stdin=subprocess.DEVNULL)
+                        f"-DoutputDirectory={partial}"], stdin=subprocess.DEVNULL,
+                       # Maven's output (escape codes even with -q -B) is
+                       # progress, not this command's result.
+                       stdout=out.fileno() if hasattr(out, "fileno") else None)
     if r.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         raise CommandError(
