@@ -18,7 +18,9 @@ coordinator answers; only then it prints one line that starts with
 ``client.properties``.  Ctrl-C or SIGTERM stops the broker (Kafka's
 controlled shutdown) and exits 0.
 """
+import base64
 import contextlib
+import ctypes
 import datetime
 import hashlib
 import ipaddress
@@ -32,6 +34,11 @@ import subprocess
 import sys
 import time
 import uuid
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kchannel.client import KafkaClient
 from kchannel.config import load_properties
@@ -146,11 +153,6 @@ def make_certificates(directory, days=CERT_DAYS):
     """A throwaway CA and a server certificate for localhost and 127.0.0.1
     (ECDSA P-256) in ``directory``: ``ca.pem`` (what clients trust) and
     ``server.keystore.pem`` (PKCS#8 key + chain, Kafka's PEM keystore)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     os.makedirs(directory, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     until = now + datetime.timedelta(days=days)
@@ -195,7 +197,6 @@ def make_certificates(directory, days=CERT_DAYS):
 def _certificates(directory):
     """The certificates in ``directory``, made anew when missing or expiring
     within a day."""
-    from cryptography import x509
     ca_path = os.path.join(directory, "ca.pem")
     keystore = os.path.join(directory, "server.keystore.pem")
     if os.path.exists(ca_path) and os.path.exists(keystore):
@@ -285,7 +286,6 @@ def _die_with_parent():
     """In the JVM child: SIGTERM it if this command dies (even by SIGKILL),
     so no broker outlives it (Linux; elsewhere a no-op)."""
     with contextlib.suppress(Exception):
-        import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)      # PR_SET_PDEATHSIG
 
@@ -317,7 +317,6 @@ def _format_storage(java, libs, log4j, config, directory):
     if os.path.exists(os.path.join(directory, "data", "meta.properties")):
         return
     # Kafka's cluster ids are base64url UUIDs without padding (22 chars).
-    import base64
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
     r = subprocess.run(_java_command(java, libs, log4j, "kafka.tools.StorageTool",
                                      ["format", "--config", config, "--cluster-id", cluster_id,
