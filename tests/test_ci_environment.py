@@ -23,7 +23,7 @@ import textwrap
 import pytest
 
 from tests.fixtures.peers import PEER_MODULES, ROOT
-from tests.test_readme_snippets import README, snippet
+from tests.fixtures.readme import README, snippet
 
 CI_RUN = os.path.join(ROOT, ".ci", "run")
 CI_INSTALL = os.path.join(ROOT, ".ci", "install")

@@ -22,7 +22,7 @@ import pytest
 
 from tests.fixtures.kafka import require_kafka
 from tests.fixtures.peers import _LogPump, free_ports, subprocess_env
-from tests.test_readme_snippets import README, snippet
+from tests.fixtures.readme import README, snippet
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 

@@ -43,7 +43,6 @@ import hashlib
 import hmac
 import json
 import os
-import pathlib
 import re
 import shlex
 import subprocess
@@ -56,14 +55,10 @@ from kchannel.client import KafkaClient
 from kchannel.config import load_properties
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol.api_keys import ApiKey
+from tests.fixtures.readme import README, ROOT, SNIPPETS, snippet
+from tests.fixtures.readme import SNIPPET_RE as _SNIPPET
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-_SNIPPET = re.compile(r"<!-- snippet: (?P<name>[\w.-]+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```",
-                      re.S | re.M)
 _FENCE = re.compile(r"^```(\w*)\n", re.M)
-SNIPPETS = {m["name"]: (m["lang"], m["body"]) for m in _SNIPPET.finditer(README)}
 
 # Every snippet a scenario below uses (checked against the README both ways).
 USED = {
@@ -93,11 +88,6 @@ USED = {
 # The README's example delegation token (replaced by the real one).
 README_TOKEN_ID = "4pG2hVJ3Sy2mJ6m0yrqXcQ"
 _DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
-
-
-def snippet(name):
-    assert name in SNIPPETS, f"README has no <!-- snippet: {name} --> block"
-    return SNIPPETS[name][1]
 
 
 # ------------------------------------------------------------------ scenario
