@@ -64,6 +64,7 @@ SCRAM_ITERATIONS = 4096
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 60.0
+LOGIN_RETRY_S = 30.0
 CERT_DAYS = 365
 # A JVM small enough for a laptop or a 2-core CI machine.
 JVM_OPTS = ("-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
@@ -521,8 +522,10 @@ def _run(args):
             time.sleep(0.2)
         if not stop:
             # The credentials reach the broker through the metadata log: a
-            # first login may come before them.
-            _retrying(f"logging in as {users[0][0]} on SASL_SSL", deadline,
+            # first login may come before them (for milliseconds; a failure
+            # that lasts is reported, not waited out).
+            _retrying(f"logging in as {users[0][0]} on SASL_SSL",
+                      min(deadline, time.monotonic() + LOGIN_RETRY_S),
                       lambda: _login(sasl_ssl, client_props), stopping)
         if not stop:
             print(f"Apache Kafka {kafka_version()} (pid {proc.pid}) is ready: "
