@@ -56,6 +56,7 @@ from kchannel.config import load_properties
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol.api_keys import ApiKey
 from tests.fixtures.readme import README, ROOT, SNIPPETS, snippet
+from tests.fixtures.peers import require_module
 from tests.fixtures.readme import SNIPPET_RE as _SNIPPET
 
 _FENCE = re.compile(r"^```(\w*)\n", re.M)
@@ -396,7 +397,7 @@ def test_scram_and_cli_tools(scenario):
 
 @pytest.mark.interop
 def test_scram_with_librdkafka(scenario, capsys):
-    pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) not installed")
+    require_module("confluent_kafka", "confluent-kafka")
     scenario.write("scram-server")
     scenario.write("scram-jaas")
     scenario.run_sh("scram-setup")
