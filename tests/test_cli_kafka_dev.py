@@ -4,6 +4,7 @@ pom, jars and ``.complete`` stamp as ``.ci/install``).  Starting the broker
 itself is ``tests/test_readme_first_run.py``."""
 import hashlib
 import os
+import re
 import shutil
 import socket
 
@@ -69,6 +70,14 @@ def test_a_port_in_use_is_named_and_exits_1(tmp_path):
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert f"kafka-dev: port {port} on 127.0.0.1 is in use" in r.stderr
     assert "--sasl-ssl-port" in r.stderr
+
+
+def test_cluster_ids_never_look_like_options():
+    """1 in 64 base64url UUIDs starts with "-", which kafka-storage's argument
+    parser takes for an option (a first start then failed to format)."""
+    ids = {kafka_dev.random_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 22 and re.fullmatch(r"[A-Za-z0-9_-]+", i) and i[0] != "-" for i in ids)
 
 
 @pytest.mark.parametrize("args", [["--scram-user", "alice"], ["--plaintext-port", "x"],

@@ -312,13 +312,22 @@ def _java_command(java, libs, log4j, main_class, args):
             "-cp", os.path.join(libs, "*"), main_class, *args]
 
 
+def random_cluster_id():
+    """A Kafka cluster id: a base64url UUID without padding (22 chars) that,
+    as Kafka's ``Uuid.randomUuid()`` ensures, does not start with "-" (a
+    command line would take it for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        if not text.startswith("-"):
+            return text
+
+
 def _format_storage(java, libs, log4j, config, directory):
     """``kafka-storage.sh format`` on the first start only (the storage then
     holds meta.properties)."""
     if os.path.exists(os.path.join(directory, "data", "meta.properties")):
         return
-    # Kafka's cluster ids are base64url UUIDs without padding (22 chars).
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+    cluster_id = random_cluster_id()
     r = subprocess.run(_java_command(java, libs, log4j, "kafka.tools.StorageTool",
                                      ["format", "--config", config, "--cluster-id", cluster_id,
                                       "--ignore-formatted"]),
