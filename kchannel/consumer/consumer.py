@@ -10,13 +10,13 @@ import itertools
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
-from kchannel.cluster_client import ClusterClient
+from kchannel.client.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
 from kchannel.log import get_logger
-from kchannel.metadata import Metadata, TopicPartition
+from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
 
@@ -106,7 +106,8 @@ class Consumer:
                                  allow_auto_topic_creation=values["allow.auto.create.topics"],
                                  metadata_max_idle_ms=2 ** 62)
         self._client = ClusterClient(client_configs, self.metadata,
-                                     metric_group_prefix="consumer")
+                                     metric_group_prefix="consumer",
+                                     os_selector=self._new_os_selector())
         self._time = self._client.time
         self.subscriptions = SubscriptionState(values["auto.offset.reset"])
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
@@ -117,6 +118,11 @@ class Consumer:
         self._closed = False
 
     # -- helpers ------------------------------------------------------------------
+    def _new_os_selector(self):
+        """The OS selector of the consumer's connections (None: the
+        Selector's own; ``kchannel.aio`` gives its event loop's)."""
+        return None
+
     def _default_timeout_ms(self, timeout):
         return self.config["default.api.timeout.ms"] if timeout is None else int(timeout * 1000)
 
@@ -457,8 +463,11 @@ class Consumer:
         return self._coordinator[0]
 
     def _coordinator_request(self, api_key, body, timeout_ms, what, request_timeout_ms=None):
-        if request_timeout_ms is not None:
-            timeout_ms = max(timeout_ms, request_timeout_ms)
+        # The coordinator is found and connected within timeout_ms (the
+        # caller's); request_timeout_ms (JoinGroup's rebalance timeout) only
+        # lets the response to a request sent take longer, as Kafka's
+        # per-request timeout does.  An unreachable cluster thus fails the
+        # call after timeout_ms, not after the rebalance timeout.
         deadline = self._time() + timeout_ms
         while True:
             node = self._ensure_coordinator(max(deadline - self._time(), 1))
@@ -472,6 +481,8 @@ class Consumer:
             box = {}
             self._client.send(node, api_key, body, lambda r: box.setdefault("r", r),
                               timeout_ms=request_timeout_ms)
+            if request_timeout_ms is not None:
+                deadline = max(deadline, self._time() + request_timeout_ms)
             self._poll_until(lambda: "r" in box, max(deadline - self._time(), 1), what)
             resp = box["r"]
             if resp.exception is not None:
@@ -547,14 +558,23 @@ class Consumer:
         body = {"group_id": self.group_id, "topics": topics, "require_stable": True,
                 "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
                             "topics": topics}]}
-        resp = self._coordinator_request(_OFFSET_FETCH, body, timeout_ms,
-                                         "the committed offsets were fetched")
-        b = resp.body
-        if "groups" in b and b["groups"]:
-            g = b["groups"][0]
-            code, topics_out = g["error_code"], g["topics"]
-        else:
-            code, topics_out = b.get("error_code", 0), b["topics"]
+        deadline = self._time() + timeout_ms
+        while True:
+            resp = self._coordinator_request(_OFFSET_FETCH, body,
+                                             max(deadline - self._time(), 1),
+                                             "the committed offsets were fetched")
+            b = resp.body
+            if "groups" in b and b["groups"]:
+                g = b["groups"][0]
+                code, topics_out = g["error_code"], g["topics"]
+            else:
+                code, topics_out = b.get("error_code", 0), b["topics"]
+            # A group the broker is still loading (or that moved) is asked
+            # again, as Kafka's consumer does; any other error is raised.
+            if code not in _COORDINATOR_ERRORS or self._time() >= deadline:
+                break
+            self._coordinator = None
+            self._client.poll(self.config["retry.backoff.ms"])
         if code:
             raise exception_for(code)
         out = {tp: None for tp in tps}
