@@ -12,8 +12,9 @@ from kchannel.errors import ChannelConnectionError, SslAuthenticationError
 from kchannel.network.ops import OP_READ
 from kchannel.network.ssl_factory import SslFactory
 from kchannel.network.ssl_transport import SslTransportLayer
+from tests.fixtures.peers import require_module
 
-confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka not installed")
+confluent_kafka = require_module("confluent_kafka", "confluent-kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]

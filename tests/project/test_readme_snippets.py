@@ -43,7 +43,6 @@ import hashlib
 import hmac
 import json
 import os
-import pathlib
 import re
 import shlex
 import subprocess
@@ -56,14 +55,11 @@ from kchannel.client import KafkaClient
 from kchannel.config import load_properties
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol.api_keys import ApiKey
+from tests.fixtures.readme import README, ROOT, SNIPPETS, snippet
+from tests.fixtures.peers import require_module
+from tests.fixtures.readme import SNIPPET_RE as _SNIPPET
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-_SNIPPET = re.compile(r"<!-- snippet: (?P<name>[\w.-]+) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```",
-                      re.S | re.M)
 _FENCE = re.compile(r"^```(\w*)\n", re.M)
-SNIPPETS = {m["name"]: (m["lang"], m["body"]) for m in _SNIPPET.finditer(README)}
 
 # Every snippet a scenario below uses (checked against the README both ways).
 USED = {
@@ -76,7 +72,9 @@ USED = {
     "oauth-jwks-server", "oauth-token-provider", "oauth-jwks-client",
     "oauth-validator", "oauth-validator-server",
     "tls-server", "tls-client-pem", "tls-client-p12", "tls-client-inline", "jks-error",
-    "server-api", "network-client", "producer-consumer", "aio-example",
+    "server-api", "network-client", "aio-example",
+    # run by tests/project/test_readme_first_run.py (against `kchannel kafka-dev`)
+    "setup", "setup-output", "producer-consumer", "producer-consumer-output",
     "listeners-server", "listeners-setup", "listeners-client-internal",
     "listeners-client-external", "listeners-client-replication", "listeners-clients",
     "listeners-clients-output", "listeners-cluster-nodes", "listeners-inter-broker",
@@ -93,11 +91,6 @@ USED = {
 # The README's example delegation token (replaced by the real one).
 README_TOKEN_ID = "4pG2hVJ3Sy2mJ6m0yrqXcQ"
 _DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
-
-
-def snippet(name):
-    assert name in SNIPPETS, f"README has no <!-- snippet: {name} --> block"
-    return SNIPPETS[name][1]
 
 
 # ------------------------------------------------------------------ scenario
@@ -406,7 +399,7 @@ def test_scram_and_cli_tools(scenario):
 
 @pytest.mark.interop
 def test_scram_with_librdkafka(scenario, capsys):
-    pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) not installed")
+    require_module("confluent_kafka", "confluent-kafka")
     scenario.write("scram-server")
     scenario.write("scram-jaas")
     scenario.run_sh("scram-setup")
@@ -531,16 +524,6 @@ def test_network_client(capsys):
     lines = sorted(capsys.readouterr().out.splitlines())
     assert [line.split()[0] for line in lines] == ["1", "2"]
     assert all("'node_id': " + line.split()[0] in line for line in lines)
-
-
-def test_producer_consumer(tansu, capsys):
-    code = snippet("producer-consumer").replace("localhost:9092", tansu.bootstrap)
-    ns = {"__name__": "readme_producer_consumer"}
-    exec(compile(code, "README:producer-consumer", "exec"), ns)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("written to orders ")
-    offset = lines[0].split()[-1]
-    assert lines[1] == f"{offset} b'order-17' b'{{\"total\": 42}}' [('source', b'web')]"
 
 
 def test_aio_example(tansu, capsys):

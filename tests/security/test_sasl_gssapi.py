@@ -8,7 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-gssapi = pytest.importorskip("gssapi", reason="python-gssapi is not installed")
+from tests.fixtures.peers import require_module
+
+gssapi = require_module("gssapi")
 
 from kchannel.errors import ConfigError, SaslAuthenticationError  # noqa: E402
 from kchannel.principal import (  # noqa: E402
@@ -204,7 +206,7 @@ def test_kafka_python_gssapi_against_our_server(kdc):
 
 
 def test_aiokafka_gssapi_against_our_server(kdc):
-    conn = pytest.importorskip("aiokafka.conn", reason="aiokafka not installed")
+    conn = require_module("aiokafka.conn")
     auth = conn.SaslGSSAPIAuthenticator(loop=None, principal="kafka@localhost")
     gen = auth.authenticator_gssapi()
     server = new_server(kdc)
@@ -414,7 +416,7 @@ def test_ticket_for_other_host_refused_end_to_end(kdc, gssapi_server):
 @pytest.mark.slow
 @pytest.mark.interop
 def test_kafka_python_end_to_end(kdc, gssapi_server):
-    kafka = pytest.importorskip("kafka", reason="kafka-python not installed")
+    kafka = require_module("kafka", "kafka-python")
     server, port = gssapi_server
     admin = kafka.KafkaAdminClient(
         bootstrap_servers=f"localhost:{port}", security_protocol="SASL_PLAINTEXT",
@@ -430,7 +432,7 @@ def test_kafka_python_end_to_end(kdc, gssapi_server):
 @pytest.mark.slow
 @pytest.mark.interop
 def test_aiokafka_end_to_end(kdc, gssapi_server):
-    pytest.importorskip("aiokafka", reason="aiokafka not installed")
+    require_module("aiokafka")
     import asyncio
 
     from aiokafka.client import AIOKafkaClient

@@ -14,6 +14,7 @@ from kchannel.security.sasl.oauthbearer import (
     OAuthBearerIllegalTokenError, OAuthBearerToken, OAuthBearerUnsecuredJws,
     OAuthBearerValidationError, UnsecuredLogin, UnsecuredValidator, java_double_to_string,
     java_hashmap_order, json_error_response)
+from tests.fixtures.peers import require_module
 
 NOW = 1_700_000_000_123          # epoch ms used throughout
 SUB_OPTIONS = {"unsecuredLoginStringClaim_sub": "alice"}
@@ -533,7 +534,7 @@ def test_refused_token_error_json_reaches_client(oauth_server, options, expected
 @pytest.mark.interop
 def test_librdkafka_unsecured_jwt_end_to_end(oauth_server):
     """librdkafka builds its own unsecured JWT (enable.sasl.oauthbearer.unsecure.jwt)."""
-    confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka not installed")
+    confluent_kafka = require_module("confluent_kafka", "confluent-kafka")
     from confluent_kafka.admin import AdminClient
     server, port = oauth_server
     errors = []
@@ -560,7 +561,7 @@ def test_librdkafka_unsecured_jwt_end_to_end(oauth_server):
 @pytest.mark.slow
 @pytest.mark.interop
 def test_kafka_python_end_to_end(oauth_server):
-    kafka = pytest.importorskip("kafka", reason="kafka-python not installed")
+    kafka = require_module("kafka", "kafka-python")
     oauth = pytest.importorskip("kafka.net.sasl.oauth", reason="kafka-python 3.x not installed")
     from kchannel.utils import now_ms
     server, port = oauth_server

@@ -160,7 +160,8 @@ def test_executors_read_with_a_delegation_token(spark, kafka_broker, written):
     """The driver obtains a token with its SCRAM password; what Spark ships
     to executors holds the token and not the password; the read over
     SASL_SSL gives every record."""
-    import cloudpickle
+    # pyspark's own copy: what Spark really pickles with, and no extra package.
+    from pyspark import cloudpickle
     from pyspark.sql.types import StructType
 
     from kchannel.spark.source import KChannelDataSource

@@ -1,9 +1,9 @@
 """Record-batch compression codecs, as Kafka's ``CompressionType``.
 
-gzip comes with Python (zlib).  snappy, lz4 and zstd come from the optional
-extra ``kchannel[compression]`` (the ``cramjam`` library, which covers all
-three); asking for one of them without it raises
-``UnsupportedCompressionTypeError`` naming the extra.
+gzip comes with Python (zlib).  snappy, lz4 and zstd come from ``cramjam``
+(one library for all three, with binary wheels everywhere), a dependency of
+kchannel; in an installation that lacks it anyway, asking for one of them
+raises ``UnsupportedCompressionTypeError`` saying what to install.
 
 Framing is what Kafka's Java client writes and reads:
 
@@ -23,9 +23,7 @@ import zlib
 from kchannel.errors import CorruptRecordError, UnsupportedCompressionTypeError
 
 __all__ = ["CompressionType", "compress", "decompress", "codec_available",
-           "check_codec", "EXTRA"]
-
-EXTRA = "compression"
+           "check_codec"]
 
 
 class CompressionType(enum.IntEnum):
@@ -67,12 +65,12 @@ def codec_available(ctype):
 
 def check_codec(ctype):
     """Raise ``UnsupportedCompressionTypeError`` when ``ctype`` cannot be used
-    in this installation, naming the extra that provides it."""
+    in this installation, naming what to install."""
     ctype = CompressionType(ctype)
     if not codec_available(ctype):
         raise UnsupportedCompressionTypeError(
-            f"compression type {ctype.name.lower()} needs the optional dependency "
-            f"cramjam: pip install 'kchannel[{EXTRA}]'")
+            f"compression type {ctype.name.lower()} needs cramjam, a dependency of kchannel "
+            "that is missing from this installation: pip install cramjam")
 
 
 # -- gzip ---------------------------------------------------------------------
