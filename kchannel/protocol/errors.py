@@ -4,7 +4,8 @@ from enum import IntEnum
 
 from kchannel import errors as _errors
 
-__all__ = ["Errors", "ERROR_TABLE", "error_name", "error_message", "exception_for"]
+__all__ = ["Errors", "ERROR_TABLE", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS",
+           "error_name", "error_message", "exception_for"]
 
 # (code, name, default message) for every Kafka error.
 ERROR_TABLE = (
@@ -280,6 +281,44 @@ class Errors(IntEnum):
     def message(self):
         """Kafka's default message for this error."""
         return _MESSAGES[self.value]
+
+    @property
+    def retriable(self):
+        """True where Kafka's exception for this code is a ``RetriableException``:
+        the same request may succeed if sent again."""
+        return self in RETRIABLE_ERRORS
+
+    @property
+    def invalid_metadata(self):
+        """True where Kafka's exception for this code is an
+        ``InvalidMetadataException``: the client should refresh its metadata
+        before retrying (every such error is also retriable)."""
+        return self in INVALID_METADATA_ERRORS
+
+
+# Kafka's InvalidMetadataException subclasses, by the code Errors maps to them.
+INVALID_METADATA_ERRORS = frozenset((
+    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER, Errors.REPLICA_NOT_AVAILABLE,
+    Errors.NETWORK_EXCEPTION, Errors.KAFKA_STORAGE_ERROR,
+    Errors.LISTENER_NOT_FOUND, Errors.FENCED_LEADER_EPOCH,
+    Errors.PREFERRED_LEADER_NOT_AVAILABLE, Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    Errors.ELECTION_NOT_NEEDED, Errors.UNKNOWN_TOPIC_ID,
+    Errors.INCONSISTENT_TOPIC_ID,
+))
+
+# Kafka's RetriableException subclasses (InvalidMetadataException is one), by code.
+RETRIABLE_ERRORS = INVALID_METADATA_ERRORS | frozenset((
+    Errors.CORRUPT_MESSAGE, Errors.REQUEST_TIMED_OUT,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR, Errors.NOT_ENOUGH_REPLICAS,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Errors.NOT_CONTROLLER,
+    Errors.CONCURRENT_TRANSACTIONS, Errors.FETCH_SESSION_ID_NOT_FOUND,
+    Errors.INVALID_FETCH_SESSION_EPOCH, Errors.UNKNOWN_LEADER_EPOCH,
+    Errors.OFFSET_NOT_AVAILABLE, Errors.UNSTABLE_OFFSET_COMMIT,
+    Errors.THROTTLING_QUOTA_EXCEEDED, Errors.FETCH_SESSION_TOPIC_ID_ERROR,
+    Errors.SHARE_SESSION_NOT_FOUND, Errors.INVALID_SHARE_SESSION_EPOCH,
+))
 
 
 def error_name(code):
