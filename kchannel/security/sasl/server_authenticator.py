@@ -767,11 +767,10 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
     def _peer_dn(self):
         if self._ssl_peer_subject_dn is not None:
             return self._ssl_peer_subject_dn
-        transport = getattr(self._io, "transport", None)
-        getter = getattr(transport, "peer_subject_dn", None)
-        if callable(getter):
+        transport = self._io.transport
+        if transport is not None:
             try:
-                return getter()
+                return transport.peer_subject_dn()
             except Exception:
                 return None
         return None
