@@ -332,7 +332,10 @@ def error_message(code):
     return _MESSAGES.get(code, _MESSAGES[-1])
 
 
-_DELEGATION_TOKEN_CODES = frozenset((61, 62, 63, 64, 65, 66))
+_DELEGATION_TOKEN_CODES = frozenset((
+    Errors.DELEGATION_TOKEN_AUTH_DISABLED, Errors.DELEGATION_TOKEN_NOT_FOUND,
+    Errors.DELEGATION_TOKEN_OWNER_MISMATCH, Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+    Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED, Errors.DELEGATION_TOKEN_EXPIRED))
 
 
 def exception_for(code, message=None):
@@ -342,16 +345,16 @@ def exception_for(code, message=None):
     otherwise Kafka's default message for the code is used.  Returns the
     exception instance (callers raise it); ``None`` for code 0.
     """
-    if code == 0:
+    if code == Errors.NONE:
         return None
     text = message if message else error_message(code)
-    if code == 58:
+    if code == Errors.SASL_AUTHENTICATION_FAILED:
         return _errors.SaslAuthenticationError(text)
-    if code == 34:
+    if code == Errors.ILLEGAL_SASL_STATE:
         return _errors.IllegalSaslStateError(text)
-    if code == 33:
+    if code == Errors.UNSUPPORTED_SASL_MECHANISM:
         return _errors.UnsupportedSaslMechanismError(text)
-    if code == 35:
+    if code == Errors.UNSUPPORTED_VERSION:
         return _errors.UnsupportedVersionError(text)
     if code in _DELEGATION_TOKEN_CODES:
         return _errors.DelegationTokenError(code, error_name(code), text)
