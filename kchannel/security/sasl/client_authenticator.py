@@ -31,7 +31,6 @@ ordinary in-flight request can never be mistaken for a SASL response: such
 responses are kept and handed back through
 ``get_and_clear_responses_received_during_reauthentication()``.
 """
-import enum
 import logging
 import random
 
@@ -43,6 +42,7 @@ from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
 from kchannel.protocol.errors import Errors, exception_for
 from kchannel.security.sasl import _wire
+from kchannel.security.sasl.state import SaslState
 from kchannel.security.sasl.mechanism import create_client
 from kchannel.log import get_logger
 
@@ -77,26 +77,8 @@ def is_reserved(correlation_id):
     return correlation_id >= MIN_RESERVED_CORRELATION_ID
 
 
-class SaslState(enum.Enum):
-    # Identity hash in C: every state change looks its states up in the
-    # transition table, and Enum's own __hash__ is a Python function.
-    __hash__ = object.__hash__
-
-    SEND_APIVERSIONS_REQUEST = "SEND_APIVERSIONS_REQUEST"
-    RECEIVE_APIVERSIONS_RESPONSE = "RECEIVE_APIVERSIONS_RESPONSE"
-    SEND_HANDSHAKE_REQUEST = "SEND_HANDSHAKE_REQUEST"
-    RECEIVE_HANDSHAKE_RESPONSE = "RECEIVE_HANDSHAKE_RESPONSE"
-    INITIAL = "INITIAL"
-    INTERMEDIATE = "INTERMEDIATE"
-    CLIENT_COMPLETE = "CLIENT_COMPLETE"
-    COMPLETE = "COMPLETE"
-    FAILED = "FAILED"
-    REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE = "REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE"
-    REAUTH_SEND_HANDSHAKE_REQUEST = "REAUTH_SEND_HANDSHAKE_REQUEST"
-    REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE = "REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE"
-    REAUTH_INITIAL = "REAUTH_INITIAL"
-
-
+# SaslState: one enum for both sides (kchannel.security.sasl.state); this
+# side enters CLIENT_STATES only.
 _S = SaslState
 
 # Every state change the client makes: state -> the states it may enter

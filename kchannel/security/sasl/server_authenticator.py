@@ -49,7 +49,6 @@ Where this differs from Kafka (deliberately):
   ``SaslAuthenticationError`` is still reported as one (and so gets the
   failed-authentication delay) rather than as an I/O error closing at once.
 """
-import enum
 import logging
 import re
 from types import MappingProxyType
@@ -63,6 +62,7 @@ from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
 from kchannel.protocol.error_responses import error_response_body
 from kchannel.security.sasl import _wire
+from kchannel.security.sasl.state import SaslState
 from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, create_server
 from kchannel.log import get_logger
 
@@ -91,21 +91,8 @@ DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-class SaslState(enum.Enum):
-    # Identity hash in C: every state change looks its states up in the
-    # transition table, and Enum's own __hash__ is a Python function.
-    __hash__ = object.__hash__
-
-    INITIAL_REQUEST = "INITIAL_REQUEST"
-    HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
-    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
-    AUTHENTICATE = "AUTHENTICATE"
-    COMPLETE = "COMPLETE"
-    FAILED = "FAILED"
-    REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
-    REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
-
-
+# SaslState: one enum for both sides (kchannel.security.sasl.state); this
+# side enters SERVER_STATES only.
 _S = SaslState
 
 # Every state change the server makes: state -> the states it may enter
