@@ -5,13 +5,17 @@ An AST scan of kchannel/ flags an integer literal (other than 0, NONE, and
 within the range of Kafka's codes and keys) where it stands for an error code
 or an API key: compared (``==``, ``!=``, ``in``, ``not in``) with a name
 containing ``error``, ``code`` or ``api_key``; passed as a keyword argument so
-named; or assigned to a name ending in ``_ERRORS``/``_ERROR_CODES``/
+named; or assigned to a name spelt as an ``ApiKey``/``Errors`` member
+(``API_VERSIONS = 18``) or ending in ``_ERRORS``/``_ERROR_CODES``/
 ``API_KEY(S)`` or containing ``retriable``.  Lengths, offsets, timestamps and
 ordering comparisons (``code <= 255``) are not flagged.
 """
 import ast
 import os
 import re
+
+from kchannel.protocol.api_keys import ApiKey
+from kchannel.protocol.errors import Errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = os.path.join(ROOT, "kchannel")
@@ -23,6 +27,8 @@ _TABLE_ASSIGNMENTS = {"ERROR_TABLE"}
 
 _COMPARED = re.compile(r"error|code|api_?key", re.I)
 _ASSIGNED = re.compile(r"(_ERRORS|_ERROR_CODES|API_KEYS?)$|retriable", re.I)
+# A constant named as an ApiKey or Errors member (``API_VERSIONS = 18``).
+_MEMBER_NAMES = set(ApiKey.__members__) | set(Errors.__members__) - {"NONE"}
 # Kafka's error codes run from -1 to about 130, API keys from 0 to about 90.
 _CODE_RANGE = range(-1, 200)
 
@@ -103,7 +109,8 @@ def bare_numbers(source, path="kchannel/x.py"):
                       for k, v in zip(node.keys, node.values))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            hit = any(_ASSIGNED.search(_name(t)) for t in targets) and _bare(node.value)
+            hit = any(_ASSIGNED.search(_name(t)) or _name(t).lstrip("_") in _MEMBER_NAMES
+                      for t in targets) and _bare(node.value)
         if hit:
             found.append(f"{path}:{node.lineno}: {ast.unparse(node)[:100]}")
     return found
@@ -131,7 +138,9 @@ def test_the_scan_catches_bare_numbers():
                    "resp = dict(error_code=35)",
                    "resp = {'error_code': 58}",
                    "RETRIABLE = frozenset({3, 5, 6})",
-                   "_COORDINATOR_ERRORS = frozenset({14, 15, 16})"):
+                   "_COORDINATOR_ERRORS = frozenset({14, 15, 16})",
+                   "API_VERSIONS = 18",
+                   "_SASL_HANDSHAKE = 17"):
         assert bare_numbers(sample), sample
     for sample in ("if code == 0: pass",
                    "if code <= 255: pass",

@@ -40,6 +40,7 @@ from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
 from kchannel.network.authenticator import StateMachineAuthenticator, kept_mapping
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
+from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors, exception_for
 from kchannel.security.sasl import _wire
 from kchannel.security.sasl.state import SaslState
@@ -52,14 +53,14 @@ log = get_logger("kchannel.security.sasl.client_authenticator")
 # a noticeable part of a connection's set-up.
 _REAUTH_JITTER_RNG = random.Random()
 
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+API_VERSIONS = int(ApiKey.API_VERSIONS)
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 
 NONE = 0
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
+UNSUPPORTED_SASL_MECHANISM = int(Errors.UNSUPPORTED_SASL_MECHANISM)
+ILLEGAL_SASL_STATE = int(Errors.ILLEGAL_SASL_STATE)
+SASL_AUTHENTICATION_FAILED = int(Errors.SASL_AUTHENTICATION_FAILED)
 
 # Kafka's SaslClientAuthenticator: the reserved correlation id range for SASL
 # requests.  Only one SASL request is in flight at a time, so 8 ids suffice.

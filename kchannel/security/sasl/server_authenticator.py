@@ -60,7 +60,9 @@ from kchannel.network.authenticator import StateMachineAuthenticator, kept_mappi
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
+from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.error_responses import error_response_body
+from kchannel.protocol.errors import Errors
 from kchannel.security.sasl import _wire
 from kchannel.security.sasl.state import SaslState
 from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, create_server
@@ -69,17 +71,17 @@ from kchannel.log import get_logger
 log = get_logger("kchannel.security.sasl.server_authenticator")
 
 # API keys handled here (Kafka's ApiKeys ids).
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+API_VERSIONS = int(ApiKey.API_VERSIONS)
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 
 # Kafka error codes used in pre-auth responses.
 NONE = 0
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
-SASL_AUTHENTICATION_FAILED = 58
+UNSUPPORTED_SASL_MECHANISM = int(Errors.UNSUPPORTED_SASL_MECHANISM)
+ILLEGAL_SASL_STATE = int(Errors.ILLEGAL_SASL_STATE)
+UNSUPPORTED_VERSION = int(Errors.UNSUPPORTED_VERSION)
+INVALID_REQUEST = int(Errors.INVALID_REQUEST)
+SASL_AUTHENTICATION_FAILED = int(Errors.SASL_AUTHENTICATION_FAILED)
 
 GSSAPI = "GSSAPI"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
