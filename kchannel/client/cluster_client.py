@@ -23,13 +23,15 @@ _METADATA = messages.METADATA.api_key
 
 class ClusterClient:
     """``configs``: client configs for the NetworkClient (security and
-    network keys).  ``metadata``: a :class:`~kchannel.client.metadata.Metadata`."""
+    network keys).  ``metadata``: a :class:`~kchannel.client.metadata.Metadata`.
+    ``os_selector``: see :class:`~kchannel.network.selector.Selector`."""
 
     def __init__(self, configs, metadata, *, time=None, metric_group_prefix="client",
-                 sasl_kwargs=None):
+                 sasl_kwargs=None, os_selector=None):
         self.client = NetworkClient(configs, time=time, metric_group_prefix=metric_group_prefix,
                                     sasl_kwargs=sasl_kwargs,
-                                    authentication_failed=self._authentication_failed)
+                                    authentication_failed=self._authentication_failed,
+                                    os_selector=os_selector)
         self.time = self.client.time
         self.metadata = metadata
         self._callbacks = {}               # (node, corr) -> callback

@@ -247,12 +247,14 @@ class NetworkClient:
     ``authentication_failed(node_id, exc)``: called from :meth:`poll` when a
     connection fails authentication (Kafka's NetworkClient hands the error to
     its metadata updater so that callers waiting for metadata get it).
+    ``os_selector``: handed to the :class:`Selector` (an event loop's,
+    ``kchannel.aio``).
     """
 
     def __init__(self, configs=None, *, channel_builder=None, metrics=None, time=None,
                  sasl_kwargs=None, negotiate_api_versions=True, metric_group_prefix="client",
                  random=None, max_receives_per_channel=MAX_RECEIVES_PER_CHANNEL,
-                 authentication_failed=None):
+                 authentication_failed=None, os_selector=None):
         self.configs = client_configs(configs)
         self._authentication_failed_callback = authentication_failed
         self.time = time or now_ms
@@ -279,7 +281,7 @@ class NetworkClient:
             max_receive_size=0x7FFFFFFF,
             send_buffer_size=int(self.configs.get("send.buffer.bytes", -1)),
             receive_buffer_size=int(self.configs.get("receive.buffer.bytes", -1)),
-            max_receives_per_channel=max_receives_per_channel)
+            max_receives_per_channel=max_receives_per_channel, os_selector=os_selector)
         self.metrics = self.selector.metrics
         self.request_timeout_ms = int(self.configs["request.timeout.ms"])
         # Configured base values; each node's current ones are in its state.

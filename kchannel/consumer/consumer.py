@@ -114,7 +114,8 @@ class Consumer:
                                  allow_auto_topic_creation=values["allow.auto.create.topics"],
                                  metadata_max_idle_ms=2 ** 62)
         self._client = ClusterClient(client_configs, self.metadata,
-                                     metric_group_prefix="consumer")
+                                     metric_group_prefix="consumer",
+                                     os_selector=self._new_os_selector())
         self._time = self._client.time
         self.subscriptions = SubscriptionState(values["auto.offset.reset"])
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
@@ -125,6 +126,11 @@ class Consumer:
         self._closed = False
 
     # -- helpers ------------------------------------------------------------------
+    def _new_os_selector(self):
+        """The OS selector of the consumer's connections (None: the
+        Selector's own; ``kchannel.aio`` gives its event loop's)."""
+        return None
+
     def _default_timeout_ms(self, timeout):
         return self.config["default.api.timeout.ms"] if timeout is None else int(timeout * 1000)
 
@@ -560,14 +566,23 @@ class Consumer:
         body = {"group_id": self.group_id, "topics": topics, "require_stable": True,
                 "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
                             "topics": topics}]}
-        resp = self._coordinator_request(_OFFSET_FETCH, body, timeout_ms,
-                                         "the committed offsets were fetched")
-        b = resp.body
-        if "groups" in b and b["groups"]:
-            g = b["groups"][0]
-            code, topics_out = g["error_code"], g["topics"]
-        else:
-            code, topics_out = b.get("error_code", 0), b["topics"]
+        deadline = self._time() + timeout_ms
+        while True:
+            resp = self._coordinator_request(_OFFSET_FETCH, body,
+                                             max(deadline - self._time(), 1),
+                                             "the committed offsets were fetched")
+            b = resp.body
+            if "groups" in b and b["groups"]:
+                g = b["groups"][0]
+                code, topics_out = g["error_code"], g["topics"]
+            else:
+                code, topics_out = b.get("error_code", 0), b["topics"]
+            # A group the broker is still loading (or that moved) is asked
+            # again, as Kafka's consumer does; any other error is raised.
+            if code not in _COORDINATOR_ERRORS or self._time() >= deadline:
+                break
+            self._coordinator = None
+            self._client.poll(self.config["retry.backoff.ms"])
         if code:
             raise exception_for(code)
         out = {tp: None for tp in tps}

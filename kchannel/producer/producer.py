@@ -67,7 +67,8 @@ class Producer:
         self._metadata_cond = threading.Condition()
         self.metadata.add_listener(self._on_metadata)
         self._client = ClusterClient(client_configs, self.metadata,
-                                     metric_group_prefix="producer")
+                                     metric_group_prefix="producer",
+                                     os_selector=self._new_os_selector())
         self._time = self._client.time
         self.accumulator = RecordAccumulator(
             values["batch.size"], values["linger.ms"], values["retry.backoff.ms"],
@@ -81,11 +82,21 @@ class Producer:
         # The per-record path is the appender's (compiled twin when built):
         # binding it on the instance saves a Python call per record.
         self.send = self._appender.send
+        self._start_io()
+        log.debug("Kafka producer started")
+
+    # -- I/O driver (kchannel.aio drives the same parts from an event loop) ------
+    def _new_os_selector(self):
+        """The OS selector of the producer's connections (None: the
+        Selector's own)."""
+        return None
+
+    def _start_io(self):
+        """Start the network thread that runs the Sender."""
         self._thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}",
             daemon=True)
         self._thread.start()
-        log.debug("Kafka producer started")
 
     # -- metadata ---------------------------------------------------------------
     def _on_metadata(self, cluster):
@@ -123,17 +134,21 @@ class Producer:
             # until max.block.ms would fail the same way, only later.
             self.metadata.maybe_raise_fatal_error()
             cluster = self.metadata.cluster
-            if topic in cluster.unauthorized_topics:
-                raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",
-                                        f"Not authorized to access topics: [{topic}]")
-            if topic in cluster.invalid_topics:
-                raise errors.KafkaError(17, "INVALID_TOPIC_EXCEPTION",
-                                        f"Invalid topics: [{topic}]")
-            if self._sender.fatal_error is not None:
-                raise self._sender.fatal_error
+            self._check_topic_metadata(topic, cluster)
             count = cluster.partition_count(topic)
             if count and (partition is None or partition < count):
                 return cluster, self._time() - start
+
+    def _check_topic_metadata(self, topic, cluster):
+        """Raise what ends a wait for ``topic``'s metadata early."""
+        if topic in cluster.unauthorized_topics:
+            raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",
+                                    f"Not authorized to access topics: [{topic}]")
+        if topic in cluster.invalid_topics:
+            raise errors.KafkaError(17, "INVALID_TOPIC_EXCEPTION",
+                                    f"Invalid topics: [{topic}]")
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
 
     def partitions_for(self, topic):
         """The topic's partitions (``PartitionInfo``), waiting up to

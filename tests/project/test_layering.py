@@ -13,6 +13,7 @@ dependency).  Layers, bottom to top (README, "Architecture")::
     client    kchannel.client.*
     producer  kchannel.producer.*          consumer  kchannel.consumer.*
     server    kchannel.server.*
+    aio       kchannel.aio.*  (same rank as server; neither imports the other)
     spark     kchannel.spark.*
     cli       kchannel.cli.*, kchannel.__main__
 
@@ -49,6 +50,7 @@ LAYERS = [
     ("producer", 6, ("kchannel.producer",)),
     ("consumer", 6, ("kchannel.consumer",)),
     ("server", 7, ("kchannel.server",)),
+    ("aio", 7, ("kchannel.aio",)),
     ("spark", 8, ("kchannel.spark",)),
     ("cli", 9, ("kchannel.cli", "kchannel.__main__")),
 ]

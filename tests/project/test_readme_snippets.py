@@ -76,7 +76,7 @@ USED = {
     "oauth-jwks-server", "oauth-token-provider", "oauth-jwks-client",
     "oauth-validator", "oauth-validator-server",
     "tls-server", "tls-client-pem", "tls-client-p12", "tls-client-inline", "jks-error",
-    "server-api", "network-client", "producer-consumer",
+    "server-api", "network-client", "producer-consumer", "aio-example",
     "listeners-server", "listeners-setup", "listeners-client-internal",
     "listeners-client-external", "listeners-client-replication", "listeners-clients",
     "listeners-clients-output", "listeners-cluster-nodes", "listeners-inter-broker",
@@ -539,6 +539,16 @@ def test_producer_consumer(tansu, capsys):
     assert lines[0].startswith("written to orders ")
     offset = lines[0].split()[-1]
     assert lines[1] == f"{offset} b'order-17' b'{{\"total\": 42}}' [('source', b'web')]"
+
+
+def test_aio_example(tansu, capsys):
+    code = snippet("aio-example").replace("localhost:9092", tansu.bootstrap)
+    ns = {"__name__": "readme_aio_example"}
+    exec(compile(code, "README:aio-example", "exec"), ns)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("written to page-views ")
+    offset = lines[0].split()[-1]
+    assert lines[1] == f"{offset} b'user-7' b'/pricing'"
 
 
 def test_delegation_tokens(scenario):

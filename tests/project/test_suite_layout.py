@@ -11,7 +11,7 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # One folder per layer of the package (README, "Architecture"), plus core
 # (the package's bottom modules) and project (the repository's own rules).
 LAYER_FOLDERS = {"project", "core", "protocol", "config", "network", "security", "tokens",
-                 "client", "producer", "consumer", "server", "gateway", "spark", "cli",
+                 "client", "producer", "consumer", "server", "gateway", "aio", "spark", "cli",
                  "interop"}
 # Not test folders: shared helpers, fuzz targets, Java probes.
 HELPER_FOLDERS = {"fixtures", "fuzz", "java"}

@@ -12,13 +12,16 @@ import os
 import pytest
 
 from kchannel.config.types import Password
+import kchannel
 from kchannel.security.sasl import plain as plain_mod
 from kchannel.security.sasl import scram as scram_mod
 from kchannel.security.sasl.mechanism import ServerCallbacks, create_client, create_server
 
 from tests.fixtures.sasl import plain_jaas, scram_store
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The directory holding the imported kchannel package: the checkout, or
+# site-packages when the tests run against an installed wheel.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(kchannel.__file__)))
 SECURITY_SOURCES = [
     "kchannel/config/types.py",
     "kchannel/security/sasl/plain.py",
