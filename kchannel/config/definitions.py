@@ -396,6 +396,29 @@ _atl = Range.at_least
 
 _SSL_CLIENT_AUTH = ValidString("required", "requested", "none")
 
+# authorizer.class.name values naming kchannel's built-in authorizer (Kafka's
+# StandardAuthorizer semantics): Kafka's class names and kchannel's own path.
+AUTHORIZER_CLASS_NAMES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "kchannel.security.authorizer.StandardAuthorizer",
+    "kchannel.security.authorizer.standard.StandardAuthorizer",
+)
+
+
+class _AuthorizerClass:
+    """Empty (no authorizer) or a name of the built-in authorizer: any other
+    class stops the server (a misconfigured authorizer fails closed)."""
+
+    def __call__(self, name, value):
+        if str(value or "").strip() and str(value).strip() not in AUTHORIZER_CLASS_NAMES:
+            raise invalid(name, value, "kchannel has one built-in authorizer, with Kafka's "
+                          "StandardAuthorizer semantics: use "
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+    def __str__(self):
+        return java_list_str(list(AUTHORIZER_CLASS_NAMES))
+
 # (name, type, default, validator, importance, scope, doc[, kchannel_specific])
 _ROWS = [
     # ---- broker identity and listeners (KafkaConfig / SocketServerConfigs)
@@ -498,6 +521,19 @@ _ROWS = [
      "List of super users: principals allowed every operation, separated by semicolons "
      "(e.g. User:admin;User:ops). kchannel consults it for the SCRAM credential APIs (only super users may "
      "describe or alter credentials) and delegation-token permissions."),
+    ("authorizer.class.name", S, "", _AuthorizerClass(), L, "server",
+     "The fully qualified name of a class that implements org.apache.kafka.server.authorizer.Authorizer "
+     "interface, which is used by the broker for authorization. kchannel: "
+     "org.apache.kafka.metadata.authorizer.StandardAuthorizer (also kafka.security.authorizer.AclAuthorizer) "
+     "selects its built-in authorizer with StandardAuthorizer semantics, checked on every request a gateway "
+     "forwards and on CreateAcls/DescribeAcls/DeleteAcls; any other name stops the server. Empty: no ACLs."),
+    ("allow.everyone.if.no.acl.found", B, False, None, M, "server",
+     "With authorizer.class.name: allow a request on a resource that no ACL applies to (default false: "
+     "denied, as Kafka's StandardAuthorizer)."),
+    ("kchannel.acl.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), L, "server",
+     "kchannel-specific: where the authorizer's ACLs live: 'sqlite' (acls.db in the first log directory, "
+     "shared by the worker processes of num.network.threads), 'memory' (this process only) or 'zookeeper' "
+     "(zookeeper.connect).", True),
     ("zookeeper.connect", S, None, None, H, "server",
      "ZooKeeper connection string (host:port[,host:port][/chroot]); used by kchannel's ZooKeeper delegation "
      "token store."),

@@ -81,6 +81,7 @@ from ..protocol import messages
 from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from ..protocol.errors import Errors
 from ..protocol.headers import decode_response, encode_response
+from ..security.authorizer.requests import RequestAuthorizer
 
 log = get_logger("kchannel.gateway")
 
@@ -94,7 +95,10 @@ LOCAL_API_KEYS = frozenset(int(k) for k in (
     ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
     ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
     ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS))
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    # the gateway's own ACLs (SECURITY_DISABLED without an authorizer): never
+    # the upstream's, which clients would change as the gateway's principal
+    ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS))
 # Responses decoded and re-encoded with the gateway's endpoints.
 REWRITTEN_API_KEYS = frozenset(int(k) for k in (
     ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER))
@@ -148,10 +152,12 @@ class _Slot:
     """One request of a client, in its order: forwarded (``response`` set
     once the upstream answered) or answered locally (``local`` = its
     frame, handled when it reaches the head)."""
-    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms")
+    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms",
+                 "fix")
 
     def __init__(self, api_key, version, corr, start, local=None):
         self.timeout_ms = None       # upstream request timeout, if not the default
+        self.fix = None              # ACL hook: completes/filters the decoded response
         self.api_key = api_key
         self.version = version
         self.corr = corr
@@ -250,7 +256,7 @@ class Gateway:
 
     def __init__(self, server, upstream_configs, *, node_id_base=0,
                  max_queued_requests=DEFAULT_MAX_QUEUED, authorizer=None,
-                 upstream_connections="shared"):
+                 upstream_connections="shared", request_authorizer=None):
         configs = dict(upstream_configs)
         self.bootstrap = _parse_bootstrap(configs.get("bootstrap.servers"))
         if not self.bootstrap:
@@ -263,6 +269,9 @@ class Gateway:
         self.node_id_base = int(node_id_base)
         self.max_queued_requests = max(1, int(max_queued_requests))
         self.authorizer = authorizer
+        # authorizer.class.name: Kafka's per-resource checks (a
+        # kchannel.security.authorizer.requests.RequestAuthorizer)
+        self.request_authorizer = request_authorizer
         mode = str(upstream_connections).strip().lower()
         if mode not in ("shared", "per-client"):
             raise errors.ConfigError(
@@ -371,6 +380,9 @@ class Gateway:
             if k in REWRITTEN_API_KEYS:
                 api = messages.API[k]
                 lo, hi = max(lo, api.min_version), min(hi, api.max_version)
+            if self.request_authorizer is not None and lo <= hi:
+                # only what the authorizer can check, at versions it can read
+                lo, hi = self.request_authorizer.offered(k, lo, hi) or (0, -1)
             if lo <= hi:
                 out[k] = (lo, hi)
         self._ranges_cache = (dict(local), dict(out))
@@ -443,6 +455,10 @@ class Gateway:
             if not self.authorizer.authorize(request):
                 self._refuse(ds, slot, header, payload, off, request)
                 return True
+        if self.request_authorizer is not None:
+            payload = self._authorize_request(ch, ds, slot, header, payload, off)
+            if payload is None:
+                return True       # answered, refused or closed by the ACL check
         expect = True
         timeout_ms = None
         try:
@@ -618,6 +634,12 @@ class Gateway:
         self._flush(ds)
 
     def _response_frame(self, ds, slot, frame):
+        if slot.fix is not None:
+            _, body = decode_response(frame, slot.api_key, slot.version)
+            slot.fix(body)
+            if slot.api_key in REWRITTEN_API_KEYS:
+                self._rewrite(ds.listener_name, slot.api_key, slot.version, body)
+            return encode_response(slot.api_key, slot.version, slot.corr, body)
         if slot.api_key not in REWRITTEN_API_KEYS:
             out = frame if isinstance(frame, bytearray) else bytearray(frame)
             out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
@@ -728,6 +750,44 @@ class Gateway:
             sel.close(ds.cid)
         self.downstreams.pop(ds.cid, None)
 
+    def _authorize_request(self, ch, ds, slot, header, payload, off):
+        """The authorization hook (``authorizer.class.name``): the frame to
+        forward (``payload``, or one narrowed to the authorized resources),
+        or None when the request was answered here or its connection
+        closed."""
+        key, version = slot.api_key, slot.version
+        principal = ch.principal()
+        addr = ch.remote_address
+        host = str(addr[0]) if isinstance(addr, (tuple, list)) and addr else str(addr or "")
+        try:
+            verdict = self.request_authorizer.check(str(principal), host, key, version,
+                                                    payload, off)
+        except (errors.KChannelError, KeyError, IndexError, TypeError, ValueError) as exc:
+            log.info("Closing connection %s from %s: invalid %s v%d request: %s", ds.cid,
+                     ch.socket_description(), API_NAMES.get(key, key), version, exc)
+            self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))
+            return None
+        if verdict is None:
+            return payload
+        if verdict.close:
+            log.info("Closing connection %s of %s: %s %s", ds.cid, principal,
+                     API_NAMES.get(key, key), verdict.close)
+            self._fail_downstream(ds, errors.KafkaError(
+                int(Errors.TOPIC_AUTHORIZATION_FAILED), "AUTHORIZATION_FAILED", verdict.close))
+            return None
+        if verdict.response is not None:
+            log.debug("Answering %s v%d of %s from the ACLs", API_NAMES.get(key, key),
+                      version, principal)
+            slot.response = encode_response(key, version, slot.corr, verdict.response)
+            ds.queue.append(slot)
+            self._flush(ds)
+            return None
+        slot.fix = verdict.fix
+        if verdict.request is not None:
+            body = messages.API[key].request.encode(verdict.request, version)
+            return bytes(payload[:off]) + bytes(body)
+        return payload
+
     def _refuse(self, ds, slot, header, payload, off, request):
         key, version = slot.api_key, slot.version
         log.info("Refusing %s v%d of %s on %s (client %s)", request.api_name, version,
@@ -798,9 +858,11 @@ def upstream_configs(props):
             if isinstance(k, str) and k.startswith(UPSTREAM_PREFIX) and len(k) > n}
 
 
-def install_gateway(server, config, props):
+def install_gateway(server, config, props, acl_authorizer=None):
     """A started :class:`Gateway` for ``server`` when the properties set
-    ``kchannel.upstream.bootstrap.servers``, else None."""
+    ``kchannel.upstream.bootstrap.servers``, else None.  ``acl_authorizer``
+    (``authorizer.class.name``): every forwarded request is checked against
+    its ACLs, per resource."""
     up = upstream_configs(props)
     if not str(up.get("bootstrap.servers") or "").strip():
         return None
@@ -836,6 +898,8 @@ def install_gateway(server, config, props):
                                                     DEFAULT_MAX_QUEUED)),
                       authorizer=authorizer,
                       upstream_connections=value("kchannel.gateway.upstream.connections",
-                                                 "shared"))
+                                                 "shared"),
+                      request_authorizer=(RequestAuthorizer(acl_authorizer)
+                                          if acl_authorizer is not None else None))
     gateway.start()
     return gateway
