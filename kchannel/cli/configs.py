@@ -37,7 +37,7 @@ import sys
 from kchannel.client import KafkaClient
 from kchannel.config.properties import load_properties
 from kchannel.protocol.api_keys import ApiKey
-from kchannel.protocol.errors import error_message, error_name
+from kchannel.protocol.errors import Errors, error_message, error_name
 from kchannel.security.sasl import scram
 from kchannel.server.scram_handlers import (alter_user_scram_credentials,
                                             describe_user_scram_credentials)
@@ -380,7 +380,7 @@ def _describe(backend, names):
                                                response.get("error_message")))
     for result in response.get("results") or []:
         code = result.get("error_code", 0)
-        if code == 91:  # RESOURCE_NOT_FOUND: the admin client leaves these out
+        if code == Errors.RESOURCE_NOT_FOUND:  # the admin client leaves these out
             continue
         user = result.get("user")
         if code:

@@ -19,6 +19,7 @@ import time
 from kchannel.client import KafkaClient
 from kchannel.config.properties import load_properties
 from kchannel.errors import AuthenticationError, DelegationTokenError
+from kchannel.protocol.errors import Errors
 from kchannel.principal import KafkaPrincipal
 from kchannel.tokens.admin import DelegationTokenAdmin
 
@@ -192,7 +193,7 @@ def _error_text(exc):
         name = getattr(exc, "exception_name", None) or "KafkaException"
         return f"{_ERRORS_PACKAGE}{name}: {exc.message}"
     if isinstance(exc, AuthenticationError):
-        name = ("SaslAuthenticationException" if exc.error_code == 58
+        name = ("SaslAuthenticationException" if exc.error_code == Errors.SASL_AUTHENTICATION_FAILED
                 else "SslAuthenticationException" if exc.error_code is None
                 else "AuthenticationException")
         return f"{_ERRORS_PACKAGE}{name}: {exc}"

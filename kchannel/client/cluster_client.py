@@ -12,7 +12,7 @@ from kchannel import errors
 from kchannel.client.network_client import NetworkClient
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import exception_for
+from kchannel.protocol.errors import Errors, exception_for
 
 __all__ = ["ClusterClient"]
 
@@ -197,7 +197,7 @@ class ClusterClient:
         body = resp.body
         self.metadata.update(body, now)
         for name, code in self.metadata.cluster.topic_errors.items():
-            if code in (29,):   # TOPIC_AUTHORIZATION_FAILED
+            if code == Errors.TOPIC_AUTHORIZATION_FAILED:
                 log.warning("Not authorized to access topic %s", name)
         log.debug("Updated cluster metadata to %r", self.metadata.cluster)
 

@@ -301,28 +301,29 @@ class Fetcher:
                 raise
             n = len(records)
             # Records before the position (a seek into the middle of a
-            # batch): offsets (field 2) grow within a batch, so they are a
-            # prefix.
+            # batch): offsets grow within a batch, so they are a prefix.
             i = 0
-            while i < n and records[i][2] < position:
+            while i < n and records[i].offset < position:
                 i += 1
             if i >= n:
                 continue
             if decode_keys or decode_values:
                 topic, partition = cf.tp
                 for r in records[i:]:
-                    key, value = r[5], r[6]
+                    # Unpacking names the fields at no cost (it is faster
+                    # than indexing them one by one).
+                    _t, _p, offset, timestamp, ttype, key, value, headers, _e = r
                     if decode_keys:
                         key = deserializer(key, self.key_type, kd)
                     if decode_values:
                         value = deserializer(value, self.value_type, vd)
-                    out.append(_new_record(ConsumerRecord, (topic, partition, r[2], r[3], r[4],
-                                                            key, value, r[7], None)))
+                    out.append(_new_record(ConsumerRecord, (topic, partition, offset, timestamp,
+                                                            ttype, key, value, headers, None)))
             elif i:
                 out += records[i:]
             else:
                 out += records
-            st.position = records[-1][2] + 1
+            st.position = records[-1].offset + 1
             taken += n - i
         return taken
 
@@ -338,9 +339,11 @@ class Fetcher:
                     cf.aborted_pids.add(cf.aborted.pop(0)["producer_id"])
                 if batch.is_control:
                     # An ABORT marker (control key type 0) ends the aborted transaction.
+                    # batch.records(): (offset, timestamp, key, value, headers)
                     recs = batch.records()
-                    if recs and recs[0][2] is not None and len(recs[0][2]) >= 4 and \
-                            int.from_bytes(recs[0][2][2:4], "big") == 0:
+                    key = recs[0][2] if recs else None
+                    if key is not None and len(key) >= 4 and \
+                            int.from_bytes(key[2:4], "big") == 0:
                         cf.aborted_pids.discard(batch.producer_id)
                     st.position = max(st.position, batch.next_offset)
                     continue

@@ -18,6 +18,7 @@ shared with the data phase.
   mapped by ``ssl.principal.mapping.rules``, ``User:ANONYMOUS`` without one).
 """
 
+import abc
 from types import MappingProxyType
 
 from ..errors import IllegalStateTransitionError
@@ -38,8 +39,10 @@ __all__ = ["Authenticator", "DefaultAuthenticator", "StateMachineAuthenticator",
            "create_principal_builder"]
 
 
-class Authenticator:
-    """Base class of every authenticator.
+class Authenticator(abc.ABC):
+    """Base class of every authenticator: the interface the channel and
+    selector call (they never probe for methods; the hooks below have
+    Kafka's no-op defaults).
 
     ``authenticate(io, now)`` is called by the channel (through ``prepare``)
     each time the channel is ready for I/O until ``complete()`` is true; it
@@ -50,12 +53,15 @@ class Authenticator:
     ``ChannelConnectionError``/``InvalidReceiveError`` for network faults.
     """
 
+    @abc.abstractmethod
     def authenticate(self, io, now):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def complete(self):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def principal(self):
         raise NotImplementedError
 
@@ -247,9 +253,9 @@ class DefaultAuthenticator(Authenticator):
         return OP_NONE
 
     def _build_principal(self, io):
-        transport = getattr(io, "transport", None)
-        address = getattr(io, "client_address", None) or self.client_address
-        listener = getattr(io, "listener_name", None) or self.listener_name
+        transport = io.transport
+        address = io.client_address or self.client_address
+        listener = io.listener_name or self.listener_name
         if self.security_protocol == "SSL":
             der = dn = None
             if transport is not None:

@@ -22,7 +22,6 @@ owns what); the authenticator's reads get ``bytes``.
 """
 import collections
 import enum
-import socket
 import struct
 import weakref
 
@@ -329,7 +328,7 @@ class KafkaChannel:
         # memoryview when the payload was queued without copying, else None.
         # _NO_SENDS while nothing is queued (see _NO_SENDS).
         self._sends = _NO_SENDS
-        self._write_vectored = getattr(transport, "write_vectored", None)
+        self._write_vectored = transport.write_vectored
         self._accepted = []       # sizes fully handed to the transport but
                                   # maybe still buffered in it (TLS)
         self._mid_write = False
@@ -351,7 +350,7 @@ class KafkaChannel:
         # the handshake completes, and prepare() sends it together with
         # whatever the authenticator writes next (ApiVersions request or
         # response): one segment and one send() instead of two.
-        self._deferred_hs_flush = getattr(transport, "defer_handshake_flush", None) is not None
+        self._deferred_hs_flush = transport.defer_handshake_flush is not None
         if self._deferred_hs_flush:
             transport.defer_handshake_flush = True
 
@@ -370,16 +369,7 @@ class KafkaChannel:
     def finish_connect(self):
         """Complete a non-blocking connect.  True when connected; raises
         ``ChannelConnectionError`` when the connect failed."""
-        fc = getattr(self.transport, "finish_connect", None)
-        if fc is not None:
-            connected = fc()
-        else:
-            sock = self.transport.socket
-            err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            if err:
-                raise errors.ChannelConnectionError.for_errno(
-                    err, f"Connection to {self.socket_description()} failed")
-            connected = True
+        connected = self.transport.finish_connect()
         if connected:
             self.state = ChannelState.READY if self.ready() else ChannelState.AUTHENTICATE
         return connected
@@ -512,11 +502,8 @@ class KafkaChannel:
     def has_bytes_buffered(self):
         """True when data is waiting that no readiness event will announce:
         decrypted TLS bytes, or complete frames already in the decoder."""
-        try:
-            if self.transport.has_bytes_buffered():
-                return True
-        except AttributeError:
-            pass
+        if self.transport.has_bytes_buffered():
+            return True
         return self.has_complete_frame()
 
     def has_complete_frame(self):
@@ -553,22 +540,12 @@ class KafkaChannel:
         single transport read (``read_frames`` takes the frames out between
         reads, so complete frames are never carried into a new chunk)."""
         total = 0
-        t = self.transport
         decoder = self.decoder
-        receive_into = getattr(t, "receive_into", None)
-        read_into = getattr(t, "read_into", None)
+        # Straight into the decoder's memory (no copy).
+        receive_into = self.transport.receive_into
         while total < max_bytes and not self._eof:
             try:
-                if receive_into is not None:
-                    # Straight into the decoder's memory (no copy).
-                    n = receive_into(decoder)
-                elif read_into is not None:
-                    n = read_into(decoder.feed)
-                else:
-                    data = t.read(min(self.read_chunk, max_bytes - total))
-                    n = len(data)
-                    if n:
-                        decoder.feed(data)
+                n = receive_into(decoder)
             except errors.ChannelConnectionError:
                 self._eof = True
                 break
@@ -584,10 +561,7 @@ class KafkaChannel:
         return total
 
     def _transport_buffered(self):
-        try:
-            return self.transport.has_bytes_buffered()
-        except AttributeError:
-            return False
+        return self.transport.has_bytes_buffered()
 
     def unread(self, frames):
         """Put complete frames taken from :meth:`read_frames` back in front
@@ -689,7 +663,7 @@ class KafkaChannel:
             # raises a readiness event).  Mid-frame it reads on: the rest of
             # a large frame is usually arriving while this one is handled,
             # and stopping would cost a poll per read.
-            drained = getattr(self.transport, "drained", False)
+            drained = self.transport.drained
         if not frames and self._eof:
             raise errors.ChannelConnectionError(
                 f"Connection with {self.socket_description()} closed by peer")
@@ -718,18 +692,12 @@ class KafkaChannel:
         for entry in self._sends:
             if not entry[2]:
                 return True
-        try:
-            return bool(self.transport.has_pending_writes())
-        except AttributeError:
-            return False
+        return bool(self.transport.has_pending_writes())
 
     def has_pending_writes(self):
         if self._sends:
             return True
-        try:
-            return bool(self.transport.has_pending_writes())
-        except AttributeError:
-            return False
+        return bool(self.transport.has_pending_writes())
 
     def set_send(self, payload, already_framed=False):
         """Queue one frame (``payload`` without size prefix unless
@@ -836,13 +804,7 @@ class KafkaChannel:
             self._retire(n)
             if n < total:
                 break
-        pending = False
-        try:
-            flush = t.flush
-        except AttributeError:
-            flush = None
-        if flush is not None:
-            pending = not flush()
+        pending = not t.flush()
         if not self._sends and not pending:
             self._mid_write = False
             # Everything is written: the queue goes (see _NO_SENDS), so an
@@ -930,14 +892,11 @@ class KafkaChannel:
                 done = self.write_sends()
                 if done:
                     self._accepted[:0] = done
-            elif getattr(self.transport, "flush", None) is not None:
+            else:
                 self.transport.flush()
             if self._sends:
                 return False
-            try:
-                flushed = not self.transport.has_pending_writes()
-            except AttributeError:
-                flushed = True
+            flushed = not self.transport.has_pending_writes()
             if flushed and wrote:
                 self._awaiting_answer = True
             return flushed

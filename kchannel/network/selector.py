@@ -266,6 +266,62 @@ class _Linger:
 _WAKEUP = _Wakeup()
 
 
+class IdleExpiryManager:
+    """Kafka's ``Selector.IdleExpiryManager``: the connections in least
+    recently active order and the closing of those idle for longer than
+    ``connections.max.idle.ms`` (None or negative: never)."""
+
+    __slots__ = ("connections_max_idle_ms", "_lru", "_next_check_ms", "backlog")
+
+    def __init__(self, connections_max_idle_ms):
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self._lru = collections.OrderedDict()   # id -> last activity ms (LRU)
+        self._next_check_ms = 0
+        self.backlog = False     # expired connections left for the next poll
+
+    def update(self, id, now):
+        """``id`` was active at ``now``."""
+        if self.connections_max_idle_ms is None or self.connections_max_idle_ms < 0:
+            return
+        lru = self._lru
+        if id in lru:
+            lru.move_to_end(id)
+        lru[id] = now
+
+    def remove(self, id):
+        self._lru.pop(id, None)
+
+    def expire(self, now, close):
+        """Call ``close(id, idle_ms)`` for the connections idle too long
+        (oldest first), within ``IDLE_CLOSE_BUDGET_S``; sets ``backlog`` when
+        more are due than the budget allowed."""
+        max_idle = self.connections_max_idle_ms
+        if max_idle is None or max_idle < 0 or not self._lru or now < self._next_check_ms:
+            return
+        lru = self._lru
+        # Kafka's Selector closes at most one expired connection per poll
+        # (maybeCloseOldestConnection), so thousands that expire together
+        # take thousands of polls.  Here each poll closes expired
+        # connections for up to IDLE_CLOSE_BUDGET_S and, when more are due,
+        # makes the next poll not wait: all of them close within seconds
+        # while no poll is held up for long (benchmarks/scale.py).
+        deadline = _time.perf_counter() + IDLE_CLOSE_BUDGET_S
+        closed = 0
+        self.backlog = False
+        while lru:
+            id, last = next(iter(lru.items()))
+            if now - last <= max_idle:
+                self._next_check_ms = last + max_idle
+                return
+            if closed and not closed & 7 and _time.perf_counter() > deadline:
+                self.backlog = True
+                return
+            lru.popitem(last=False)
+            if close(id, now - last):
+                closed += 1
+        self._next_check_ms = now + max_idle
+
+
 class Selector:
     """Non-blocking I/O over many Kafka channels.
 
@@ -299,7 +355,7 @@ class Selector:
         self.metrics = metrics if metrics is not None else Metrics(time=self.time)
         self.sensors = SelectorMetrics(self.metrics, metric_group_prefix, metric_tags,
                                        connection_count=lambda: len(self._channels))
-        self.connections_max_idle_ms = connections_max_idle_ms
+        self._idle_expiry = IdleExpiryManager(connections_max_idle_ms)
         self.failed_authentication_delay_ms = failed_authentication_delay_ms
         self.max_receive_size = max_receive_size
         self.send_buffer_size = send_buffer_size
@@ -319,9 +375,6 @@ class Selector:
         # _update_backlog).
         self._backlogged = set()
         self._batched = set()            # ids that delivered several receives this poll
-        self._idle = collections.OrderedDict()   # id -> last activity ms (LRU)
-        self._next_idle_check_ms = 0
-        self._idle_backlog = False     # expired connections left for the next poll
         self._delayed = []               # heap (due_ms, seq, id)
         self._delayed_ids = set()
         self._seq = 0
@@ -429,7 +482,7 @@ class Selector:
             sock.close()
             raise
         self._channels[id] = ch
-        self._idle_update(id, self.time())
+        self._idle_expiry.update(id, self.time())
         if connected:
             # As Kafka (interestOps(0)): no readiness event is needed, the
             # next poll() finishes it and registers it with the OS selector.
@@ -474,7 +527,7 @@ class Selector:
         ch.clock = self.time
         ch.mark_connected()
         self._channels[id] = ch
-        self._idle_update(id, self.time())
+        self._idle_expiry.update(id, self.time())
         self.sensors.connection_created.record()
         # A freshly accepted channel may already have bytes waiting; the
         # readiness event will announce them.
@@ -765,7 +818,7 @@ class Selector:
         if self._setup_deadlines:
             wait = max(0, self._setup_deadlines[0][0] - now)
             timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
-        if self._idle_backlog:
+        if self._idle_expiry.backlog:
             timeout_ms = 0
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
 
@@ -871,9 +924,9 @@ class Selector:
         id = ch.id
         if id in self._delayed_ids:
             return
-        max_idle = self.connections_max_idle_ms
+        max_idle = self._idle_expiry.connections_max_idle_ms
         if max_idle is not None and max_idle >= 0:
-            self._idle_update(id, now)
+            self._idle_expiry.update(id, now)
         send_failed = False
         try:
             connected_now = False
@@ -1186,7 +1239,7 @@ class Selector:
         self._seq += 1
         heapq.heappush(self._delayed, (due, self._seq, ch.id))
         self._delayed_ids.add(ch.id)
-        self._idle.pop(ch.id, None)
+        self._idle_expiry.remove(ch.id)
         self._buffered.discard(ch.id)
         self._unregister(ch)
 
@@ -1200,46 +1253,26 @@ class Selector:
             self._close_on_authentication_failure(ch)
 
     # ----------------------------------------------------------- idle expiry
-    def _idle_update(self, id, now):
-        if self.connections_max_idle_ms is None or self.connections_max_idle_ms < 0:
-            return
-        idle = self._idle
-        if id in idle:
-            idle.move_to_end(id)
-        idle[id] = now
+    @property
+    def connections_max_idle_ms(self):
+        return self._idle_expiry.connections_max_idle_ms
+
+    @connections_max_idle_ms.setter
+    def connections_max_idle_ms(self, value):
+        self._idle_expiry.connections_max_idle_ms = value
 
     def _maybe_close_idle(self, now):
-        max_idle = self.connections_max_idle_ms
-        if max_idle is None or max_idle < 0 or not self._idle or now < self._next_idle_check_ms:
-            return
-        idle = self._idle
-        # Kafka's Selector closes at most one expired connection per poll
-        # (maybeCloseOldestConnection), so thousands that expire together
-        # take thousands of polls.  Here each poll closes expired
-        # connections for up to IDLE_CLOSE_BUDGET_S and, when more are due,
-        # makes the next poll not wait: all of them close within seconds
-        # while no poll is held up for long (benchmarks/scale.py).
-        deadline = _time.perf_counter() + IDLE_CLOSE_BUDGET_S
-        closed = 0
-        self._idle_backlog = False
-        while idle:
-            id, last = next(iter(idle.items()))
-            if now - last <= max_idle:
-                self._next_idle_check_ms = last + max_idle
-                return
-            if closed and not closed & 7 and _time.perf_counter() > deadline:
-                self._idle_backlog = True
-                return
-            idle.popitem(last=False)
-            ch = self._channels.get(id)
-            if ch is None:
-                continue
-            log.debug("About to close the idle connection from %s due to being idle for %d millis",
-                      id, now - last)
-            ch.state = ChannelState.EXPIRED
-            self._close_channel(ch, notify=True, flush=False)
-            closed += 1
-        self._next_idle_check_ms = now + max_idle
+        self._idle_expiry.expire(now, self._close_idle)
+
+    def _close_idle(self, id, idle_ms):
+        ch = self._channels.get(id)
+        if ch is None:
+            return False
+        log.debug("About to close the idle connection from %s due to being idle for %d millis",
+                  id, idle_ms)
+        ch.state = ChannelState.EXPIRED
+        self._close_channel(ch, notify=True, flush=False)
+        return True
 
     # -------------------------------------------------------- registration
     def _sync(self, ch):
@@ -1289,7 +1322,7 @@ class Selector:
         self._buffered.discard(id)
         self._explicitly_muted.discard(id)
         self._backlogged.discard(id)
-        self._idle.pop(id, None)
+        self._idle_expiry.remove(id)
         if id in self._delayed_ids:
             self._delayed_ids.discard(id)
             self._delayed = [d for d in self._delayed if d[2] != id]

@@ -23,9 +23,13 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
   shared scratch buffer, only valid during the call (``sink`` must copy).
   All raise ``ChannelConnectionError`` on EOF/reset -- but only once every
   byte received before the EOF has been delivered.
-* ``write_vectored(buffers) -> int`` (optional; plaintext only, since an
-  ``SSLObject`` needs contiguous data): ``write`` of the buffers'
-  concatenation with one gather write, so large payloads are not copied.
+* ``write_vectored``: None, or (plaintext only, since an ``SSLObject`` needs
+  contiguous data) a method ``write_vectored(buffers) -> int``: ``write`` of
+  the buffers' concatenation with one gather write, so large payloads are not
+  copied.
+* ``defer_handshake_flush``: None where the transport has no handshake flight
+  to hold back; TLS: a bool the channel sets (see ``KafkaChannel``).
+* ``drained``: True when the last ``receive_into`` emptied the socket.
 * ``write(data) -> int``: consumes a prefix of ``data`` and returns its length;
   0 means "not now" (outgoing buffers full: wait for ``OP_WRITE``, ``flush()``
   and offer the rest again).  Consumed bytes belong to the transport;
@@ -44,6 +48,7 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
   ``peer_address`` is ``(host, port)``; ``peer_certificate_der()`` /
   ``peer_subject_dn()`` are None for plaintext.
 """
+import abc
 import errno
 import socket
 import threading
@@ -89,8 +94,15 @@ def connection_error(exc, what):
     return err
 
 
-class TransportLayer:
-    """Base class: socket ownership, connect completion, interest ops."""
+class TransportLayer(abc.ABC):
+    """The interface the channel and selector use (see the module docstring),
+    with socket ownership, connect completion and interest ops implemented.
+    Subclasses implement the abstract methods; nothing probes for optional
+    methods, so every attribute the channel reads is declared here."""
+
+    # Optional capabilities, declared so that callers never probe for them.
+    write_vectored = None
+    defer_handshake_flush = None
 
     def __init__(self, sock):
         try:
@@ -164,28 +176,36 @@ class TransportLayer:
         return not (self.interest_ops & OP_READ)
 
     # --- handshake --------------------------------------------------------
+    @abc.abstractmethod
     def ready(self):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def handshake(self):
         raise NotImplementedError
 
     # --- data -------------------------------------------------------------
+    @abc.abstractmethod
     def read(self, max_bytes=65536):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def read_into(self, sink):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def receive_into(self, decoder):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def write(self, data):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def has_pending_writes(self):
         raise NotImplementedError
 
+    @abc.abstractmethod
     def flush(self):
         raise NotImplementedError
 

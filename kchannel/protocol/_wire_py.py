@@ -36,6 +36,7 @@ import uuid as _uuid
 from operator import index as _index
 
 from kchannel.errors import InvalidRequestError
+from kchannel.protocol.api_keys import ApiKey
 
 __all__ = [
     "Reader",
@@ -545,7 +546,7 @@ def size_of_unsigned_varint(v):
 # ---------------------------------------------------------------------------
 # headers
 # ---------------------------------------------------------------------------
-_CONTROLLED_SHUTDOWN = 7
+_CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
 _HDR = struct.Struct(">hhi")
 
 

@@ -4,7 +4,8 @@ from enum import IntEnum
 
 from kchannel import errors as _errors
 
-__all__ = ["Errors", "ERROR_TABLE", "error_name", "error_message", "exception_for"]
+__all__ = ["Errors", "ERROR_TABLE", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS",
+           "error_name", "error_message", "exception_for"]
 
 # (code, name, default message) for every Kafka error.
 ERROR_TABLE = (
@@ -281,6 +282,44 @@ class Errors(IntEnum):
         """Kafka's default message for this error."""
         return _MESSAGES[self.value]
 
+    @property
+    def retriable(self):
+        """True where Kafka's exception for this code is a ``RetriableException``:
+        the same request may succeed if sent again."""
+        return self in RETRIABLE_ERRORS
+
+    @property
+    def invalid_metadata(self):
+        """True where Kafka's exception for this code is an
+        ``InvalidMetadataException``: the client should refresh its metadata
+        before retrying (every such error is also retriable)."""
+        return self in INVALID_METADATA_ERRORS
+
+
+# Kafka's InvalidMetadataException subclasses, by the code Errors maps to them.
+INVALID_METADATA_ERRORS = frozenset((
+    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER, Errors.REPLICA_NOT_AVAILABLE,
+    Errors.NETWORK_EXCEPTION, Errors.KAFKA_STORAGE_ERROR,
+    Errors.LISTENER_NOT_FOUND, Errors.FENCED_LEADER_EPOCH,
+    Errors.PREFERRED_LEADER_NOT_AVAILABLE, Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+    Errors.ELECTION_NOT_NEEDED, Errors.UNKNOWN_TOPIC_ID,
+    Errors.INCONSISTENT_TOPIC_ID,
+))
+
+# Kafka's RetriableException subclasses (InvalidMetadataException is one), by code.
+RETRIABLE_ERRORS = INVALID_METADATA_ERRORS | frozenset((
+    Errors.CORRUPT_MESSAGE, Errors.REQUEST_TIMED_OUT,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_COORDINATOR, Errors.NOT_ENOUGH_REPLICAS,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Errors.NOT_CONTROLLER,
+    Errors.CONCURRENT_TRANSACTIONS, Errors.FETCH_SESSION_ID_NOT_FOUND,
+    Errors.INVALID_FETCH_SESSION_EPOCH, Errors.UNKNOWN_LEADER_EPOCH,
+    Errors.OFFSET_NOT_AVAILABLE, Errors.UNSTABLE_OFFSET_COMMIT,
+    Errors.THROTTLING_QUOTA_EXCEEDED, Errors.FETCH_SESSION_TOPIC_ID_ERROR,
+    Errors.SHARE_SESSION_NOT_FOUND, Errors.INVALID_SHARE_SESSION_EPOCH,
+))
+
 
 def error_name(code):
     """Kafka's name of ``code`` (``"UNSUPPORTED_VERSION"``); a code this table
@@ -293,7 +332,10 @@ def error_message(code):
     return _MESSAGES.get(code, _MESSAGES[-1])
 
 
-_DELEGATION_TOKEN_CODES = frozenset((61, 62, 63, 64, 65, 66))
+_DELEGATION_TOKEN_CODES = frozenset((
+    Errors.DELEGATION_TOKEN_AUTH_DISABLED, Errors.DELEGATION_TOKEN_NOT_FOUND,
+    Errors.DELEGATION_TOKEN_OWNER_MISMATCH, Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+    Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED, Errors.DELEGATION_TOKEN_EXPIRED))
 
 
 def exception_for(code, message=None):
@@ -303,16 +345,16 @@ def exception_for(code, message=None):
     otherwise Kafka's default message for the code is used.  Returns the
     exception instance (callers raise it); ``None`` for code 0.
     """
-    if code == 0:
+    if code == Errors.NONE:
         return None
     text = message if message else error_message(code)
-    if code == 58:
+    if code == Errors.SASL_AUTHENTICATION_FAILED:
         return _errors.SaslAuthenticationError(text)
-    if code == 34:
+    if code == Errors.ILLEGAL_SASL_STATE:
         return _errors.IllegalSaslStateError(text)
-    if code == 33:
+    if code == Errors.UNSUPPORTED_SASL_MECHANISM:
         return _errors.UnsupportedSaslMechanismError(text)
-    if code == 35:
+    if code == Errors.UNSUPPORTED_VERSION:
         return _errors.UnsupportedVersionError(text)
     if code in _DELEGATION_TOKEN_CODES:
         return _errors.DelegationTokenError(code, error_name(code), text)

@@ -21,6 +21,7 @@ from kchannel.errors import InvalidRequestError, UnsupportedVersionError
 from kchannel.framing import encode_frame
 from kchannel.protocol.api_keys import (
     API_NAMES,
+    ApiKey,
     REQUEST_FLEXIBLE_FROM,
     RESPONSE_FLEXIBLE_FROM,
 )
@@ -47,8 +48,8 @@ __all__ = [
     "response_decoder",
 ]
 
-_API_VERSIONS = 18
-_CONTROLLED_SHUTDOWN = 7
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
+_CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
 
 
 

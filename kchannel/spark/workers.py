@@ -22,6 +22,7 @@ import threading
 import time
 
 from kchannel import errors
+from kchannel.protocol.errors import Errors
 from kchannel.consumer import Consumer
 from kchannel.log import get_logger
 from kchannel.client.metadata import TopicPartition
@@ -210,7 +211,7 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
             try:
                 records = consumer.poll(min(1.0, poll_timeout_ms / 1000))
             except errors.KafkaError as exc:
-                if exc.error_code != 1:     # OFFSET_OUT_OF_RANGE
+                if exc.error_code != Errors.OFFSET_OUT_OF_RANGE:
                     raise
                 _lost(fail_on_data_loss,
                       f"Cannot fetch offset {position} of {tp.topic}-{tp.partition}: {exc}. "

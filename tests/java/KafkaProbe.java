@@ -26,6 +26,8 @@
  *   repeatDescribeCluster durationMs intervalMs -> calls, failures (one client)
  *   tool main args                        -> exit, stdout, stderr: the tool's main()
  *                                            with Exit's procedures made to throw
+ *   errorFlags (no config)               -> errors {code: [retriable, invalidMetadata]}:
+ *                                            Errors' exception classes
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -47,6 +49,10 @@ import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.errors.ApiException;
+import org.apache.kafka.common.errors.InvalidMetadataException;
+import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.security.auth.KafkaPrincipal;
 import org.apache.kafka.common.security.token.delegation.DelegationToken;
 import org.apache.kafka.common.security.token.delegation.TokenInformation;
@@ -171,6 +177,10 @@ public class KafkaProbe {
             tool(check, result);
             return;
         }
+        if (op.equals("errorFlags")) {
+            errorFlags(result);
+            return;
+        }
         try (Admin admin = admin(check)) {
             switch (op) {
                 case "describeCluster":
@@ -212,6 +222,19 @@ public class KafkaProbe {
                 default:
                     throw new IllegalArgumentException("unknown op " + op);
             }
+        }
+    }
+
+    private static void errorFlags(ObjectNode result) {
+        ObjectNode errors = result.putObject("errors");
+        for (Errors error : Errors.values()) {
+            ApiException exception = error.exception();
+            if (exception == null) {
+                continue;
+            }
+            ArrayNode flags = errors.putArray(Integer.toString(error.code()));
+            flags.add(exception instanceof RetriableException);
+            flags.add(exception instanceof InvalidMetadataException);
         }
     }
 

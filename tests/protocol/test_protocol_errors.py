@@ -66,3 +66,24 @@ def test_exception_for_details():
     assert exc.error_code == 62 and exc.name == "DELEGATION_TOKEN_NOT_FOUND"
     assert isinstance(exc, kerrors.KafkaError)
     assert exception_for(0) is None
+
+
+def test_retriable_and_invalid_metadata_flags_sans_io():
+    # Kafka's InvalidMetadataException extends RetriableException.
+    assert {e for e in Errors if e.invalid_metadata} <= {e for e in Errors if e.retriable}
+    assert Errors.NOT_LEADER_OR_FOLLOWER.retriable and Errors.NOT_LEADER_OR_FOLLOWER.invalid_metadata
+    assert Errors.NOT_COORDINATOR.retriable and not Errors.NOT_COORDINATOR.invalid_metadata
+    assert not Errors.NONE.retriable and not Errors.OFFSET_OUT_OF_RANGE.retriable
+    assert not Errors.SASL_AUTHENTICATION_FAILED.retriable
+
+
+@pytest.mark.interop
+def test_retriable_and_invalid_metadata_flags_match_kafka(kafka_java):
+    """Every code's flags equal ``instanceof RetriableException`` /
+    ``InvalidMetadataException`` of the exception Kafka's Errors maps it to."""
+    kafka = kafka_java.probe([{"id": "flags", "op": "errorFlags"}])["flags"]
+    assert kafka["ok"], kafka
+    flags = {int(code): tuple(v) for code, v in kafka["errors"].items()}
+    assert len(flags) > 120
+    ours = {e.value: (e.retriable, e.invalid_metadata) for e in Errors if e is not Errors.NONE}
+    assert {c: ours[c] for c in flags if c in ours} == {c: f for c, f in flags.items() if c in ours}

@@ -29,6 +29,7 @@ from kchannel.security.sasl import client_authenticator as client_module
 from kchannel.security.sasl import server_authenticator as server_module
 from kchannel.security.sasl.client_authenticator import SaslClientAuthenticator
 from kchannel.security.sasl.server_authenticator import SaslServerAuthenticator
+from kchannel.security.sasl.state import CLIENT_STATES, SERVER_STATES, SaslState
 
 from tests.fixtures.sasl import (NOW, FrameIO, drive, pair, request,
                                             server_callbacks)
@@ -36,6 +37,16 @@ from tests.fixtures.sasl import (NOW, FrameIO, drive, pair, request,
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 CS = client_module.SaslState
 SS = server_module.SaslState
+
+
+def test_one_sasl_state_enum():
+    assert CS is SS is SaslState
+    assert CLIENT_STATES | SERVER_STATES == set(SaslState)
+    assert CLIENT_STATES & SERVER_STATES == {SaslState.COMPLETE, SaslState.FAILED}
+    for cls, states in ((SaslClientAuthenticator, CLIENT_STATES),
+                        (SaslServerAuthenticator, SERVER_STATES)):
+        assert set(listed(cls.TRANSITIONS)) - {None} <= {
+            (a, b) for a in states | {None} for b in states}
 LATER = NOW + 9_000
 
 
@@ -395,9 +406,9 @@ def _paths(table, start):
 
 
 FACTORIES = {
-    "server": (lambda: SaslServerAuthenticator(enabled_mechanisms=["PLAIN"]), SS,
+    "server": (lambda: SaslServerAuthenticator(enabled_mechanisms=["PLAIN"]), SERVER_STATES,
                SaslServerAuthenticator),
-    "client": (make_client, CS, SaslClientAuthenticator),
+    "client": (make_client, CLIENT_STATES, SaslClientAuthenticator),
 }
 
 
@@ -536,5 +547,5 @@ def test_state_attribute_refuses_writes(side):
     factory, states, _ = FACTORIES[side]
     auth = factory()
     with pytest.raises(AttributeError):
-        auth.state = states.FAILED
-    assert auth.state is not states.FAILED
+        auth.state = SaslState.FAILED
+    assert auth.state is not SaslState.FAILED

@@ -352,9 +352,8 @@ class SaslChannelBuilder(ChannelBuilder):
         def peer_dn():
             if protocol != "SASL_SSL":
                 return None
-            getter = getattr(transport, "peer_subject_dn", None)
             try:
-                return getter() if getter is not None else None
+                return transport.peer_subject_dn()
             except Exception:
                 return None
 

@@ -31,7 +31,6 @@ ordinary in-flight request can never be mistaken for a SASL response: such
 responses are kept and handed back through
 ``get_and_clear_responses_received_during_reauthentication()``.
 """
-import enum
 import logging
 import random
 
@@ -41,8 +40,10 @@ from kchannel.errors import (AuthenticationError, IllegalSaslStateError,
 from kchannel.network.authenticator import StateMachineAuthenticator, kept_mapping
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import KafkaPrincipal
+from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors, exception_for
 from kchannel.security.sasl import _wire
+from kchannel.security.sasl.state import SaslState
 from kchannel.security.sasl.mechanism import create_client
 from kchannel.log import get_logger
 
@@ -52,14 +53,14 @@ log = get_logger("kchannel.security.sasl.client_authenticator")
 # a noticeable part of a connection's set-up.
 _REAUTH_JITTER_RNG = random.Random()
 
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+API_VERSIONS = int(ApiKey.API_VERSIONS)
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 
 NONE = 0
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
+UNSUPPORTED_SASL_MECHANISM = int(Errors.UNSUPPORTED_SASL_MECHANISM)
+ILLEGAL_SASL_STATE = int(Errors.ILLEGAL_SASL_STATE)
+SASL_AUTHENTICATION_FAILED = int(Errors.SASL_AUTHENTICATION_FAILED)
 
 # Kafka's SaslClientAuthenticator: the reserved correlation id range for SASL
 # requests.  Only one SASL request is in flight at a time, so 8 ids suffice.
@@ -77,26 +78,8 @@ def is_reserved(correlation_id):
     return correlation_id >= MIN_RESERVED_CORRELATION_ID
 
 
-class SaslState(enum.Enum):
-    # Identity hash in C: every state change looks its states up in the
-    # transition table, and Enum's own __hash__ is a Python function.
-    __hash__ = object.__hash__
-
-    SEND_APIVERSIONS_REQUEST = "SEND_APIVERSIONS_REQUEST"
-    RECEIVE_APIVERSIONS_RESPONSE = "RECEIVE_APIVERSIONS_RESPONSE"
-    SEND_HANDSHAKE_REQUEST = "SEND_HANDSHAKE_REQUEST"
-    RECEIVE_HANDSHAKE_RESPONSE = "RECEIVE_HANDSHAKE_RESPONSE"
-    INITIAL = "INITIAL"
-    INTERMEDIATE = "INTERMEDIATE"
-    CLIENT_COMPLETE = "CLIENT_COMPLETE"
-    COMPLETE = "COMPLETE"
-    FAILED = "FAILED"
-    REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE = "REAUTH_PROCESS_ORIG_APIVERSIONS_RESPONSE"
-    REAUTH_SEND_HANDSHAKE_REQUEST = "REAUTH_SEND_HANDSHAKE_REQUEST"
-    REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE = "REAUTH_RECEIVE_HANDSHAKE_OR_OTHER_RESPONSE"
-    REAUTH_INITIAL = "REAUTH_INITIAL"
-
-
+# SaslState: one enum for both sides (kchannel.security.sasl.state); this
+# side enters CLIENT_STATES only.
 _S = SaslState
 
 # Every state change the client makes: state -> the states it may enter

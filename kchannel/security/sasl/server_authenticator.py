@@ -49,7 +49,6 @@ Where this differs from Kafka (deliberately):
   ``SaslAuthenticationError`` is still reported as one (and so gets the
   failed-authentication delay) rather than as an I/O error closing at once.
 """
-import enum
 import logging
 import re
 from types import MappingProxyType
@@ -61,25 +60,28 @@ from kchannel.network.authenticator import StateMachineAuthenticator, kept_mappi
 from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.principal import (DefaultKafkaPrincipalBuilder, KafkaPrincipal,
                                 SaslAuthenticationContext)
+from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.error_responses import error_response_body
+from kchannel.protocol.errors import Errors
 from kchannel.security.sasl import _wire
+from kchannel.security.sasl.state import SaslState
 from kchannel.security.sasl.mechanism import CREDENTIAL_LIFETIME_MS, TOKEN_AUTH, create_server
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.server_authenticator")
 
 # API keys handled here (Kafka's ApiKeys ids).
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+API_VERSIONS = int(ApiKey.API_VERSIONS)
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 
 # Kafka error codes used in pre-auth responses.
 NONE = 0
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
-SASL_AUTHENTICATION_FAILED = 58
+UNSUPPORTED_SASL_MECHANISM = int(Errors.UNSUPPORTED_SASL_MECHANISM)
+ILLEGAL_SASL_STATE = int(Errors.ILLEGAL_SASL_STATE)
+UNSUPPORTED_VERSION = int(Errors.UNSUPPORTED_VERSION)
+INVALID_REQUEST = int(Errors.INVALID_REQUEST)
+SASL_AUTHENTICATION_FAILED = int(Errors.SASL_AUTHENTICATION_FAILED)
 
 GSSAPI = "GSSAPI"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -91,21 +93,8 @@ DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524288
 _SOFTWARE_NAME_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-class SaslState(enum.Enum):
-    # Identity hash in C: every state change looks its states up in the
-    # transition table, and Enum's own __hash__ is a Python function.
-    __hash__ = object.__hash__
-
-    INITIAL_REQUEST = "INITIAL_REQUEST"
-    HANDSHAKE_OR_VERSIONS_REQUEST = "HANDSHAKE_OR_VERSIONS_REQUEST"
-    HANDSHAKE_REQUEST = "HANDSHAKE_REQUEST"
-    AUTHENTICATE = "AUTHENTICATE"
-    COMPLETE = "COMPLETE"
-    FAILED = "FAILED"
-    REAUTH_PROCESS_HANDSHAKE = "REAUTH_PROCESS_HANDSHAKE"
-    REAUTH_BAD_MECHANISM = "REAUTH_BAD_MECHANISM"
-
-
+# SaslState: one enum for both sides (kchannel.security.sasl.state); this
+# side enters SERVER_STATES only.
 _S = SaslState
 
 # Every state change the server makes: state -> the states it may enter
@@ -767,11 +756,10 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
     def _peer_dn(self):
         if self._ssl_peer_subject_dn is not None:
             return self._ssl_peer_subject_dn
-        transport = getattr(self._io, "transport", None)
-        getter = getattr(transport, "peer_subject_dn", None)
-        if callable(getter):
+        transport = self._io.transport
+        if transport is not None:
             try:
-                return getter()
+                return transport.peer_subject_dn()
             except Exception:
                 return None
         return None

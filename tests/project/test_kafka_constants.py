@@ -1,0 +1,162 @@
+"""One vocabulary: Kafka error codes and API keys are named through
+``Errors`` and ``ApiKey`` everywhere outside the protocol tables.
+
+An AST scan of kchannel/ flags an integer literal (other than 0, NONE, and
+within the range of Kafka's codes and keys) where it stands for an error code
+or an API key: compared (``==``, ``!=``, ``in``, ``not in``) with a name
+containing ``error``, ``code`` or ``api_key``; passed as a keyword argument so
+named; or assigned to a name spelt as an ``ApiKey``/``Errors`` member
+(``API_VERSIONS = 18``) or ending in ``_ERRORS``/``_ERROR_CODES``/
+``API_KEY(S)`` or containing ``retriable``.  Lengths, offsets, timestamps and
+ordering comparisons (``code <= 255``) are not flagged.
+"""
+import ast
+import os
+import re
+
+from kchannel.protocol.api_keys import ApiKey
+from kchannel.protocol.errors import Errors
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE = os.path.join(ROOT, "kchannel")
+
+# The protocol tables: message schemas (one API key each) and the two enums.
+_TABLE_DIRS = (os.path.join(PACKAGE, "protocol", "messages"),)
+_TABLE_CLASSES = {"Errors", "ApiKey"}
+_TABLE_ASSIGNMENTS = {"ERROR_TABLE"}
+
+_COMPARED = re.compile(r"error|code|api_?key", re.I)
+_ASSIGNED = re.compile(r"(_ERRORS|_ERROR_CODES|API_KEYS?)$|retriable", re.I)
+# A constant named as an ApiKey or Errors member (``API_VERSIONS = 18``).
+_MEMBER_NAMES = set(ApiKey.__members__) | set(Errors.__members__) - {"NONE"}
+# Kafka's error codes run from -1 to about 130, API keys from 0 to about 90.
+_CODE_RANGE = range(-1, 200)
+
+
+def _name(node):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return node.slice.value
+        return _name(node.value)
+    if isinstance(node, ast.Call):
+        if (_name(node.func) == "get" and node.args and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            return node.args[0].value
+        return _name(node.func)
+    return ""
+
+
+def _literals(node):
+    """The integers a literal (int, -int, tuple/list/set of them, or
+    frozenset/set/tuple of such) stands for; [] for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return [node.value]
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant) and type(node.operand.value) is int):
+        return [-node.operand.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        out = []
+        for element in node.elts:
+            values = _literals(element)
+            if not values:
+                return []
+            out += values
+        return out
+    if (isinstance(node, ast.Call) and _name(node.func) in ("frozenset", "set", "tuple")
+            and len(node.args) == 1):
+        return _literals(node.args[0])
+    return []
+
+
+def _bare(node):
+    values = _literals(node)
+    return bool(values) and all(v in _CODE_RANGE for v in values) and any(values)
+
+
+def _skipped(tree):
+    """Nodes inside the protocol tables (the enums' bodies, ERROR_TABLE)."""
+    skip = set()
+    for node in ast.walk(tree):
+        if ((isinstance(node, ast.ClassDef) and node.name in _TABLE_CLASSES)
+                or (isinstance(node, ast.Assign) and any(
+                    _name(t) in _TABLE_ASSIGNMENTS for t in node.targets))):
+            skip.update(id(n) for n in ast.walk(node))
+    return skip
+
+
+def bare_numbers(source, path="kchannel/x.py"):
+    tree = ast.parse(source, path)
+    skip = _skipped(tree)
+    # Class attributes spelt like a member (AclOperation.DESCRIBE_CONFIGS = 10)
+    # belong to other Kafka vocabularies: the member-name rule is for
+    # module and function constants.
+    in_class = {id(stmt) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                for stmt in node.body}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        hit = False
+        if isinstance(node, ast.Compare) and all(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            hit = (any(_COMPARED.search(_name(s)) for s in sides)
+                   and any(_bare(s) for s in sides))
+        elif isinstance(node, ast.keyword) and node.arg:
+            hit = bool(_COMPARED.search(node.arg)) and _bare(node.value)
+        elif isinstance(node, ast.Dict):
+            hit = any(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                      and _COMPARED.search(k.value) and _bare(v)
+                      for k, v in zip(node.keys, node.values))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            member = id(node) not in in_class
+            hit = any(_ASSIGNED.search(_name(t))
+                      or (member and _name(t).lstrip("_") in _MEMBER_NAMES)
+                      for t in targets) and _bare(node.value)
+        if hit:
+            found.append(f"{path}:{node.lineno}: {ast.unparse(node)[:100]}")
+    return found
+
+
+def test_no_bare_error_codes_or_api_keys():
+    found = []
+    for dirpath, _dirs, files in os.walk(PACKAGE):
+        if dirpath.startswith(_TABLE_DIRS):
+            continue
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8") as f:
+                    found += bare_numbers(f.read(), os.path.relpath(path, ROOT))
+    assert not found, "name them with Errors / ApiKey:\n" + "\n".join(found)
+
+
+def test_the_scan_catches_bare_numbers():
+    for sample in ("if code == 16: pass",
+                   "if error_code in (6, 15): pass",
+                   "if header.api_key == 3: pass",
+                   "if exc.error_code != 1: pass",
+                   "if result.get('error_code', 0) == 91: pass",
+                   "resp = dict(error_code=35)",
+                   "resp = {'error_code': 58}",
+                   "RETRIABLE = frozenset({3, 5, 6})",
+                   "_COORDINATOR_ERRORS = frozenset({14, 15, 16})",
+                   "API_VERSIONS = 18",
+                   "_SASL_HANDSHAKE = 17"):
+        assert bare_numbers(sample), sample
+    for sample in ("if code == 0: pass",
+                   "if code <= 255: pass",
+                   "if len(data) == 16: pass",
+                   "if offset == 3: pass",
+                   "ACCEPT_ERROR_LOG_INTERVAL_MS = 10000",
+                   "ERROR_TIMESTAMP = -1",
+                   "if code == Errors.NOT_COORDINATOR: pass",
+                   "class Errors:\n    NOT_COORDINATOR = 16",
+                   "class ApiKey:\n    METADATA = 3",
+                   "class AclOperation:\n    DESCRIBE_CONFIGS = 10"):
+        assert not bare_numbers(sample), sample
