@@ -16,7 +16,8 @@ from kchannel.consumer.config import deserializer
 from kchannel.log import get_logger
 from kchannel.metadata import TopicPartition
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
+                                      exception_for)
 from kchannel.protocol.records import TimestampType, iter_batches
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
@@ -24,7 +25,6 @@ __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 log = get_logger("kchannel.consumer.fetcher")
 
 _FETCH = messages.FETCH.api_key
-_INVALID_METADATA = frozenset({3, 5, 6, 56, 72, 74, 75, 100, 103})
 _ZERO_UUID_INT = 0
 
 
@@ -245,7 +245,11 @@ class Fetcher:
                         log.info("Fetch position %s is out of range for partition %s, "
                                  "resetting offset", requested, tp)
                         self.subscriptions.request_reset(tp)
-                elif code in _INVALID_METADATA:
+                elif code in INVALID_METADATA_ERRORS or (
+                        code in RETRIABLE_ERRORS and code != Errors.CORRUPT_MESSAGE):
+                    # A leader moved or is catching up (UNKNOWN_LEADER_EPOCH,
+                    # OFFSET_NOT_AVAILABLE): fetch again after a metadata
+                    # refresh, as Kafka's FetchCollector does.
                     self.metadata.request_update()
                 else:
                     self.errors.append(exception_for(code))

@@ -62,6 +62,7 @@ class Producer:
         self.metadata = Metadata(client_cfg.bootstrap_addresses,
                                  metadata_max_age_ms=values["metadata.max.age.ms"],
                                  refresh_backoff_ms=values["retry.backoff.ms"],
+                                 refresh_backoff_max_ms=values["retry.backoff.max.ms"],
                                  allow_auto_topic_creation=True,
                                  metadata_max_idle_ms=values["metadata.max.idle.ms"])
         self._metadata_cond = threading.Condition()

@@ -16,7 +16,8 @@ from kchannel import errors
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
+                                      exception_for)
 from kchannel.protocol.records import CompressionType, encode_batch
 
 __all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS"]
@@ -26,13 +27,9 @@ log = get_logger("kchannel.producer.sender")
 _PRODUCE = messages.PRODUCE.api_key
 _INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
 
-# Error codes whose Java exception is a RetriableException.
-RETRIABLE_ERRORS = frozenset({
-    2, 3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 41, 51, 56, 70, 71, 72, 74, 75, 78, 80, 83, 88,
-    89, 100, 103,
-})
-# ... and those that are also InvalidMetadataException: refresh metadata.
-INVALID_METADATA_ERRORS = frozenset({3, 5, 6, 56, 72, 74, 75, 100, 103})
+# RETRIABLE_ERRORS (Java's RetriableException) and INVALID_METADATA_ERRORS
+# (also InvalidMetadataException: refresh metadata) come from
+# kchannel.protocol.errors, the one definition the consumer shares.
 
 
 class Sender:

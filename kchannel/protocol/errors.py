@@ -4,7 +4,8 @@ from enum import IntEnum
 
 from kchannel import errors as _errors
 
-__all__ = ["Errors", "ERROR_TABLE", "error_name", "error_message", "exception_for"]
+__all__ = ["Errors", "ERROR_TABLE", "error_name", "error_message", "exception_for",
+           "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "COORDINATOR_ERRORS"]
 
 # (code, name, default message) for every Kafka error.
 ERROR_TABLE = (
@@ -281,6 +282,39 @@ class Errors(IntEnum):
         """Kafka's default message for this error."""
         return _MESSAGES[self.value]
 
+    @property
+    def retriable(self):
+        """Java's exception for this code is a ``RetriableException``: the
+        same request may succeed later."""
+        return self.value in RETRIABLE_ERRORS
+
+    @property
+    def invalid_metadata(self):
+        """Java's exception is an ``InvalidMetadataException`` (retriable,
+        and the client's metadata is stale: refresh it before retrying)."""
+        return self.value in INVALID_METADATA_ERRORS
+
+
+# The codes whose Java exception extends InvalidMetadataException ...
+INVALID_METADATA_ERRORS = frozenset(Errors[name] for name in (
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER",
+    "REPLICA_NOT_AVAILABLE", "NETWORK_EXCEPTION", "KAFKA_STORAGE_ERROR", "LISTENER_NOT_FOUND",
+    "FENCED_LEADER_EPOCH", "PREFERRED_LEADER_NOT_AVAILABLE", "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+    "ELECTION_NOT_NEEDED", "UNKNOWN_TOPIC_ID", "INCONSISTENT_TOPIC_ID"))
+# ... and every code whose Java exception extends RetriableException (the
+# producer's Sender, the consumer's Fetcher and offset lookups retry these).
+RETRIABLE_ERRORS = INVALID_METADATA_ERRORS | frozenset(Errors[name] for name in (
+    "CORRUPT_MESSAGE", "REQUEST_TIMED_OUT", "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "NOT_ENOUGH_REPLICAS",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "NOT_CONTROLLER", "CONCURRENT_TRANSACTIONS",
+    "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH", "UNKNOWN_LEADER_EPOCH",
+    "OFFSET_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT", "THROTTLING_QUOTA_EXCEEDED",
+    "FETCH_SESSION_TOPIC_ID_ERROR", "SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH"))
+# The group coordinator moved, is starting or is loading the group: find it
+# again (Kafka's AbstractCoordinator marks it unknown) and retry.
+COORDINATOR_ERRORS = frozenset((Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR))
+
 
 def error_name(code):
     """Kafka's name of ``code`` (``"UNSUPPORTED_VERSION"``); a code this table
@@ -316,4 +350,7 @@ def exception_for(code, message=None):
         return _errors.UnsupportedVersionError(text)
     if code in _DELEGATION_TOKEN_CODES:
         return _errors.DelegationTokenError(code, error_name(code), text)
-    return _errors.KafkaError(code, error_name(code), text)
+    exc = _errors.KafkaError(code, error_name(code), text)
+    if code in RETRIABLE_ERRORS:
+        exc.retriable = True
+    return exc
