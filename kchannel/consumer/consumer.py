@@ -586,6 +586,12 @@ class Consumer:
             self._client.extra_nodes[coord_id] = (entry["host"], entry["port"])
             log.info("Discovered group coordinator %s:%s (id: %s rack: null)", entry["host"],
                      entry["port"], coord_id)
+            if self._client.client.connection_failed(coord_id) and \
+                    self._client.client.authentication_exception(coord_id) is None:
+                # The lookup was this attempt's back-off: connect now rather
+                # than after the reconnect back-off of the connection this
+                # consumer closed when it last marked the coordinator unknown.
+                self._client.client.close(coord_id)
             self._client.ready(coord_id, now)
             return
         if code in RETRIABLE_ERRORS:
