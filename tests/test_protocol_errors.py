@@ -66,3 +66,49 @@ def test_exception_for_details():
     assert exc.error_code == 62 and exc.name == "DELEGATION_TOKEN_NOT_FOUND"
     assert isinstance(exc, kerrors.KafkaError)
     assert exception_for(0) is None
+
+
+def test_retriable_and_invalid_metadata_sets_follow_java_exceptions():
+    from kchannel.consumer import fetcher
+    from kchannel.producer import sender
+    from kchannel.protocol.errors import (COORDINATOR_ERRORS, INVALID_METADATA_ERRORS,
+                                          RETRIABLE_ERRORS)
+    # Java: InvalidMetadataException extends RetriableException.
+    assert INVALID_METADATA_ERRORS < RETRIABLE_ERRORS
+    for e in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.NETWORK_EXCEPTION,
+              Errors.REPLICA_NOT_AVAILABLE, Errors.UNKNOWN_TOPIC_ID):
+        assert e.invalid_metadata and e.retriable
+    for e in COORDINATOR_ERRORS | {Errors.UNKNOWN_LEADER_EPOCH, Errors.OFFSET_NOT_AVAILABLE,
+                                   Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS}:
+        assert e.retriable and not e.invalid_metadata
+    for e in (Errors.OFFSET_OUT_OF_RANGE, Errors.MESSAGE_TOO_LARGE, Errors.ILLEGAL_GENERATION,
+              Errors.REBALANCE_IN_PROGRESS, Errors.GROUP_AUTHORIZATION_FAILED,
+              Errors.BROKER_NOT_AVAILABLE, Errors.UNKNOWN_SERVER_ERROR):
+        assert not e.retriable
+    assert COORDINATOR_ERRORS == {Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE,
+                                  Errors.COORDINATOR_LOAD_IN_PROGRESS}
+    # One definition: the Sender and the Fetcher use these very sets.
+    assert sender.RETRIABLE_ERRORS is RETRIABLE_ERRORS
+    assert sender.INVALID_METADATA_ERRORS is INVALID_METADATA_ERRORS
+    assert fetcher.RETRIABLE_ERRORS is RETRIABLE_ERRORS
+    assert fetcher.INVALID_METADATA_ERRORS is INVALID_METADATA_ERRORS
+    # A response's exception says whether retrying may help.
+    assert exception_for(Errors.NOT_COORDINATOR).retriable
+    assert not exception_for(Errors.INVALID_GROUP_ID).retriable
+
+
+def test_metadata_refresh_backoff_doubles_while_attempts_fail():
+    from kchannel.metadata import Metadata
+    md = Metadata([("127.0.0.1", 9092)], refresh_backoff_ms=100, refresh_backoff_max_ms=1000)
+    md.request_update()
+    waits = []
+    now = 0
+    for _ in range(6):
+        md.failed_update(now)
+        md.request_update()
+        waits.append(md.time_to_next_update(now))
+    assert waits == [100, 200, 400, 800, 1000, 1000]
+    md.update({"brokers": [{"node_id": 1, "host": "h", "port": 1}], "topics": []}, now)
+    md.request_update()
+    assert md.time_to_next_update(now) == 100
+    assert md.time_to_next_update(now + 100) == 0
