@@ -15,6 +15,7 @@ from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
+from kchannel.consumer.metrics import ConsumerMetrics
 from kchannel.log import get_logger
 from kchannel.metadata import Metadata, TopicPartition
 from kchannel.protocol import messages
@@ -116,8 +117,14 @@ class Consumer:
                                      metric_group_prefix="consumer")
         self._time = self._client.time
         self.subscriptions = SubscriptionState(values["auto.offset.reset"])
+        self.sensors = ConsumerMetrics(
+            self._client.client.metrics, self.client_id,
+            assigned=lambda: len(self.subscriptions.assignment),
+            last_heartbeat_ms=lambda: (self._group.last_heartbeat_ms or None)
+            if self._group is not None else None)
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
-                                extras.get("key_deserializer"), extras.get("value_deserializer"))
+                                extras.get("key_deserializer"), extras.get("value_deserializer"),
+                                sensors=self.sensors)
         self._coordinator = None      # (node id, host, port) of the group coordinator
         self._lookup = None           # the FindCoordinator in flight: {"node", "version", "r"}
         self._next_lookup_ms = 0      # no FindCoordinator before (retry back-off)
@@ -705,6 +712,7 @@ class Consumer:
     def _commit_errors(self, resp):
         """Kafka's OffsetCommitResponseHandler: None when committed, the
         retriable error code when to retry; raises the others."""
+        self.sensors.commit_latency.record(resp.receive_time_ms - resp.request_time_ms)
         retry = None
         for topic in resp.body["topics"]:
             for p in topic["partitions"]:
@@ -886,6 +894,12 @@ class Consumer:
             log.warning("Asynchronous auto-commit of offsets failed: %s", exc)
             return
         self._commit_in_flight = True
+
+    def metrics(self):
+        """``{MetricName: value}`` of every metric of this consumer (Kafka's
+        ``metrics()``): ``consumer-fetch-manager-metrics``,
+        ``consumer-coordinator-metrics`` and its selector's."""
+        return self._client.client.metrics.metrics()
 
     # -- close ------------------------------------------------------------------------
     def close(self, timeout=None):

@@ -134,10 +134,11 @@ class ConsumerCoordinator:
                 if c._coordinator is not None and resp.node_id == c._coordinator[0]:
                     c._mark_coordinator_unknown(resp.exception)
                 continue
+            latency = resp.receive_time_ms - resp.request_time_ms
             if box["stage"] == "join":
-                self._handle_join(box["node"], resp.body)
+                self._handle_join(box["node"], resp.body, latency)
             else:
-                self._handle_sync(resp.body)
+                self._handle_sync(resp.body, latency)
         return True
 
     def _retry_join_later(self):
@@ -206,7 +207,7 @@ class ConsumerCoordinator:
         log.info("(Re-)joining group %s", self.group_id)
         self._send("join", node, _JOIN, body)
 
-    def _handle_join(self, node, b):
+    def _handle_join(self, node, b, latency):
         c = self.consumer
         code = b["error_code"]
         if code == Errors.MEMBER_ID_REQUIRED:
@@ -227,6 +228,7 @@ class ConsumerCoordinator:
         if code:
             raise exception_for(code, b.get("error_message"))
         c._coordinator_answered()
+        c.sensors.join_latency.record(latency)
         self.member_id = b["member_id"]
         self.generation = b["generation_id"]
         self.protocol = b["protocol_name"]
@@ -239,7 +241,7 @@ class ConsumerCoordinator:
                 "assignments": assignments}
         self._send("sync", node, _SYNC, sync)
 
-    def _handle_sync(self, body):
+    def _handle_sync(self, body, latency):
         c = self.consumer
         code = body["error_code"]
         if code in _RESET_MEMBER:
@@ -257,6 +259,7 @@ class ConsumerCoordinator:
         if code:
             raise exception_for(code)
         c._coordinator_answered()
+        c.sensors.sync_latency.record(latency)
         tps = decode_assignment(body["assignment"])
         self.need_join = False
         self._prepared = False
@@ -333,6 +336,7 @@ class ConsumerCoordinator:
             if c._coordinator is not None and resp.node_id == c._coordinator[0]:
                 c._mark_coordinator_unknown(resp.exception)
             return
+        c.sensors.heartbeat_latency.record(resp.receive_time_ms - resp.request_time_ms)
         code = resp.body["error_code"]
         if code == 0:
             c._coordinator_answered()
@@ -353,9 +357,14 @@ class ConsumerCoordinator:
             log.warning("Heartbeat failed: %s", exception_for(code))
 
     def time_to_next_heartbeat(self, now):
-        if not self.active:
+        """How long ``poll`` may wait before the next heartbeat is due."""
+        if not self.active or self.heartbeat_in_flight:
+            # (its response wakes the poll)
             return 2 ** 31 - 1
-        return max(0, self.last_heartbeat_ms + self.heartbeat_interval_ms - now)
+        left = self.last_heartbeat_ms + self.heartbeat_interval_ms - now
+        # Overdue: maybe_heartbeat found no ready coordinator; look again
+        # after the retry back-off rather than spinning.
+        return left if left > 0 else self.retry_backoff_ms
 
     # -- leave --------------------------------------------------------------------------
     def leave_group(self, timeout_ms):

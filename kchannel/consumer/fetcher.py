@@ -122,7 +122,7 @@ class _CompletedFetch:
 
 class Fetcher:
     def __init__(self, client, metadata, subscriptions, values, key_deserializer=None,
-                 value_deserializer=None):
+                 value_deserializer=None, sensors=None):
         self.client = client
         self.metadata = metadata
         self.subscriptions = subscriptions
@@ -141,6 +141,7 @@ class Fetcher:
         self.completed = collections.deque()
         self.in_flight_nodes = set()
         self.errors = []              # exceptions to raise from poll (Kafka raises them)
+        self.sensors = sensors        # ConsumerMetrics, or None
 
     # -- requests ----------------------------------------------------------------
     def send_fetches(self, now):
@@ -205,6 +206,12 @@ class Fetcher:
             self.metadata.request_update()
             return
         body = resp.body
+        sensors = self.sensors
+        if sensors is not None:
+            now = resp.receive_time_ms
+            sensors.fetch_latency.record(now - resp.request_time_ms, now)
+            sensors.fetch_throttle_time.record(body.get("throttle_time_ms") or 0, now)
+            size = 0
         top = body.get("error_code", 0)
         if top:
             log.info("Fetch request to node %s failed: %s", node, exception_for(top))
@@ -232,6 +239,8 @@ class Fetcher:
                     st.last_stable_offset = p.get("last_stable_offset", -1)
                     st.log_start_offset = p.get("log_start_offset", -1)
                     records = p.get("records")
+                    if sensors is not None and records:
+                        size += len(records)
                     if records:
                         self.completed.append(_CompletedFetch(
                             tp, requested, records, p.get("aborted_transactions")))
@@ -253,6 +262,8 @@ class Fetcher:
                     self.metadata.request_update()
                 else:
                     self.errors.append(exception_for(code))
+        if sensors is not None:
+            sensors.bytes_fetched.record(size, now)
 
     # -- records ------------------------------------------------------------------
     def fetched_records(self):
@@ -277,8 +288,17 @@ class Fetcher:
                 self.errors.append(exc)
                 break
             budget -= n
+            if self.sensors is not None and st.high_watermark is not None:
+                # Kafka's records-lag: the high watermark (the last stable
+                # offset under read_committed) minus the position reached.
+                end = st.last_stable_offset if self.read_committed and \
+                    st.last_stable_offset is not None and st.last_stable_offset >= 0 \
+                    else st.high_watermark
+                self.sensors.records_lag.record(end - st.position)
             if cf.done:
                 self.completed.popleft()
+        if out and self.sensors is not None:
+            self.sensors.records_consumed.record(len(out))
         return out
 
     def _drain(self, cf, st, out, budget):

@@ -33,7 +33,7 @@ _INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
 
 
 class Sender:
-    def __init__(self, client, accumulator, metadata, values, time):
+    def __init__(self, client, accumulator, metadata, values, time, sensors=None):
         self.client = client
         self.accumulator = accumulator
         self.metadata = metadata
@@ -65,6 +65,7 @@ class Sender:
         self.in_flight = collections.defaultdict(list)   # tp -> batches in flight
         self.retrying = set()                             # idempotent tps with a retry pending
         self.metadata_wait_ms = 0
+        self.sensors = sensors        # ProducerMetrics, or None
 
     # -- thread -----------------------------------------------------------------
     def run(self):
@@ -211,6 +212,12 @@ class Sender:
             sendable[b.tp] = b
         if not sendable:
             return
+        sensors = self.sensors
+        if sensors is not None:
+            # Kafka's updateProduceRequestMetrics: per batch.
+            for b in sendable.values():
+                sensors.records_sent.record(b.record_count, now)
+                sensors.batch_size.record(len(b.encoded), now)
         body = {"transactional_id": None, "acks": self.acks,
                 "timeout_ms": self.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
@@ -236,6 +243,10 @@ class Sender:
             for b in batches.values():
                 self._complete_or_retry(b, resp.exception, None, now)
             return
+        if self.sensors is not None:
+            self.sensors.request_latency.record(resp.receive_time_ms - resp.request_time_ms,
+                                                now)
+            self.sensors.throttle_time.record(resp.body.get("throttle_time_ms") or 0, now)
         seen = set()
         for topic in resp.body.get("responses") or ():
             name = topic["name"]
@@ -289,6 +300,8 @@ class Sender:
                     self.metadata.request_update()
                 if self.idempotent:
                     self.retrying.add(batch.tp)
+                if self.sensors is not None:
+                    self.sensors.record_retries.record(batch.record_count, now)
                 self.accumulator.reenqueue(batch, now)
                 return
         if code in INVALID_METADATA_ERRORS:
@@ -305,6 +318,8 @@ class Sender:
         batch.complete(base_offset, log_append_time)
 
     def _fail_batch(self, batch, exc):
+        if self.sensors is not None:
+            self.sensors.record_errors.record(batch.record_count)
         self.accumulator.deallocate(batch)
         batch.complete(None, None, exc)
 
