@@ -63,12 +63,14 @@ def test_consumer_joining_after_a_leader_kill_reads_live_partitions(kafka_cluste
     victim = kafka_cluster.busiest_leader(topic)
     live = {p for p, leader in leaders.items() if leader != victim}
     assert live and len(live) < PARTITIONS
+    group = f"g-{topic}"
+    coordinator = kafka_cluster.coordinator_of(group)
     kafka_cluster.kill(victim)
     killed = time.monotonic()
     try:
         time.sleep(2)
         c = Consumer({"bootstrap.servers": kafka_cluster.bootstrap(),
-                      "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                      "group.id": group, "auto.offset.reset": "earliest",
                       "enable.auto.commit": False})
         try:
             c.subscribe([topic])
@@ -89,8 +91,8 @@ def test_consumer_joining_after_a_leader_kill_reads_live_partitions(kafka_cluste
             c.close()
     finally:
         kafka_cluster.restart(victim)
-    print(f"killed node {victim}; live partitions {sorted(live)} read {live_at} s after the "
-          f"kill; longest poll(1.0) {longest:.2f} s")
+    print(f"killed node {victim} (group coordinator: node {coordinator}); live partitions "
+          f"{sorted(live)} read {live_at} s after the kill; longest poll(1.0) {longest:.2f} s")
     assert live_at is not None and live_at <= 25, (live_at, sorted(seen))
     assert longest <= 5
 
