@@ -20,6 +20,7 @@ next ``poll``.  The coordinator is found (and found again when it moves or
 dies) by the consumer, with the retry back-off.
 """
 from kchannel import errors
+from kchannel.client import RequestTimeoutError
 from kchannel.consumer.assignors import (ASSIGNORS, COOPERATIVE, EAGER, decode_assignment,
                                          decode_subscription, encode_assignment,
                                          encode_subscription, member_data_from_subscription,
@@ -85,6 +86,7 @@ class ConsumerCoordinator:
         self._pending = None          # {"stage": "join"|"sync", "r": response} in flight
         self._prepared = False        # _on_join_prepare done for the join under way
         self._next_join_ms = 0        # retry back-off after a failed join
+        self._prepare_deadline = None  # the auto-commit before a rebalance gives up then
 
     @property
     def active(self):
@@ -116,7 +118,8 @@ class ConsumerCoordinator:
                         return False
                     continue
                 if not self._prepared:
-                    self._on_join_prepare()
+                    if not self._on_join_prepare(deadline):
+                        return False      # the commit before it goes on in the next poll
                     self._prepared = True
                     if not self.need_join:
                         continue
@@ -144,17 +147,32 @@ class ConsumerCoordinator:
     def _retry_join_later(self):
         self._next_join_ms = self.consumer._time() + self.consumer._retry_backoff_ms()
 
-    def _on_join_prepare(self):
+    def _on_join_prepare(self, deadline):
+        """Before (re)joining: the auto-commit of the positions, then the
+        revocation.  False when the commit is not done by ``deadline`` (the
+        poll's): the next poll tries again, until the rebalance timeout has
+        passed since the first try (then the join goes on without it), as
+        Kafka's onJoinPrepare."""
         c = self.consumer
         owned = list(c.subscriptions.assignment)
         if not owned:
-            return
+            return True
         lost = self.generation < 0
         if c.config["enable.auto.commit"] and not lost:
+            now = c._time()
+            if self._prepare_deadline is None:
+                self._prepare_deadline = now + self.rebalance_timeout_ms
+            until = min(deadline, self._prepare_deadline)
             try:
-                c.commit(timeout=c.config["request.timeout.ms"] / 1000)
+                c.commit(timeout=max(until - now, 0) / 1000)
+            except RequestTimeoutError:
+                if c._time() < self._prepare_deadline:
+                    return False
+                log.error("Asynchronous auto-commit of offsets failed: joinPrepare timeout. "
+                          "Will continue to join group")
             except errors.KChannelError as exc:
                 log.warning("Offset commit before rebalance failed: %s", exc)
+        self._prepare_deadline = None
         if lost:
             # Fenced or expired: another member may own them already
             # (Kafka's onPartitionsLost, which defaults to onPartitionsRevoked).
@@ -164,7 +182,7 @@ class ConsumerCoordinator:
                                                      None) is not None:
                 _call(self.listener, "on_partitions_lost", owned)
                 self._drop(owned)
-                return
+                return True
             revoked = owned
         elif self.rebalance_protocol == EAGER:
             revoked = owned
@@ -173,6 +191,7 @@ class ConsumerCoordinator:
             revoked = [tp for tp in owned if tp.topic not in c.subscriptions.subscription]
         if revoked:
             self._revoke(revoked)
+        return True
 
     def _revoke(self, tps):
         if self.listener is not None:
