@@ -101,7 +101,7 @@ class OptionalBuildExt(build_ext):
                     # cyfunctions that inspect.signature() reads like
                     # Python functions; embedsignature: a cdef class's
                     # __init__ (a slot, no signature) is written at the head
-                    # of the class docstring.  tests/test_impl_contracts.py
+                    # of the class docstring.  tests/core/test_impl_contracts.py
                     # compares both against the pure twins.
                     compiler_directives={"embedsignature": True, "binding": True},
                 )

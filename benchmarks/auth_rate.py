@@ -6,7 +6,7 @@
 
 The server is a ``kchannel serve``-like :class:`kchannel.server.Server` (the
 same ``Server(props, sasl_kwargs={"scram_store": ...})`` construction as
-``kchannel.cli.serve.build_server``) running alone in a forked process with
+``kchannel.server.build_server``) running alone in a forked process with
 two listeners: SASL_PLAINTEXT and SASL_SSL (the test PKI's ECDSA P-256 server
 certificate, ``--key rsa`` for its RSA-2048 one; TLS 1.3 by default), mechanisms PLAIN (JAAS ``user_bench``) and SCRAM-SHA-512
 (4096 iterations, in-memory credential store).  The clients run in this

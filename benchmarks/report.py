@@ -54,6 +54,7 @@ SCRIPTS = [
     ("bench_scram", [], ["--seconds", "0.5", "--rounds", "2"], None),
     ("scram_timing", [], ["--samples", "200"], None),
     ("records_clients", [], ["--records", "20000"], "tansu"),
+    ("aio_clients", [], ["--records", "20000"], "tansu"),
     ("gateway", [], ["--records", "5000", "--requests", "100"], "tansu"),
     ("spark", [], ["--records", "40000"], "spark"),
 ]

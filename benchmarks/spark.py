@@ -235,7 +235,7 @@ def main():
 
         # -- read -------------------------------------------------------------
         from kchannel import Consumer
-        from kchannel.metadata import TopicPartition
+        from kchannel.client.metadata import TopicPartition
         with Consumer({"bootstrap.servers": bootstrap}) as c:
             ends = c.end_offsets([TopicPartition(src, p) for p in range(parts)])
         ranges = [(tp.partition, 0, e) for tp, e in ends.items()]

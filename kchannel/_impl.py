@@ -3,7 +3,7 @@
 Each hot path exists twice with the same interface: a pure-Python module and a
 compiled (Cython) module built from ``kchannel_ext/<name>.pyx``.  That
 interface is written down in ``kchannel._twin_protocols`` (one Protocol per
-pair; tests/test_impl_contracts.py holds both twins to it).  The compiled
+pair; tests/core/test_impl_contracts.py holds both twins to it).  The compiled
 one is used when it imports; the pure one otherwise, or always when the
 environment variable ``KCHANNEL_NO_EXTENSIONS=1`` is set (read once, when this
 module is imported).

@@ -11,15 +11,15 @@ down here once, as ``typing.Protocol`` classes:
 * one protocol per class the twins export (``FrameDecoder``, ``Reader``,
   ``Writer``, ``TlsPump``).
 
-``tests/test_impl_contracts.py`` holds both twins of every pair in
+``tests/core/test_impl_contracts.py`` holds both twins of every pair in
 ``CONTRACTS`` to it: the same public names, the same constant values, and
 for every function and method the parameters written here (names, kinds,
 defaults), read with ``inspect.signature`` from both twins (the compiled
 modules are built with ``binding=True`` and ``embedsignature``, see
 setup.py).  Annotations document types; they are not compared, since Cython
 reports C types.  Behaviour is compared by the differential tests of each
-twin (tests/test_framing.py, test_protocol_wire.py, test_tls_*.py,
-test_sasl_scram_pbkdf2.py, test_records.py).
+twin (tests/protocol/test_framing.py, test_protocol_wire.py, test_records.py,
+tests/network/test_tls_*.py, tests/security/test_sasl_scram_pbkdf2.py).
 """
 from __future__ import annotations
 

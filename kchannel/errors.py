@@ -11,6 +11,7 @@ Every error says whose fault it is:
   with the key, the value and what is allowed.
 * ``KafkaError``: a Kafka error code returned in a response.
 """
+import os as _os
 
 
 class KChannelError(Exception):
@@ -19,18 +20,32 @@ class KChannelError(Exception):
     retriable = False
 
 
-class ConnectionError_(KChannelError):
-    """Network-level failure on one connection (reset, EOF, refused).
+class KafkaConnectionError(KChannelError):
+    """Network-level failure on one connection (refused, reset, EOF): the
+    broker is not reachable or went away, not a fault of the request.
 
-    Retriable: a new connection may succeed.
+    Retriable: a new connection may succeed.  ``errno`` is the socket's
+    error number when the operating system gave one.
     """
 
     retriable = True
+    errno = None
+
+    @classmethod
+    def for_errno(cls, err, what=None):
+        """The error for socket error number ``err``: the operating system's
+        text for it ("Connection refused", the message of Java's
+        ``ConnectException``), after ``what: `` when given."""
+        text = _os.strerror(err)
+        exc = cls(f"{what}: {text}" if what else text)
+        exc.errno = err
+        return exc
 
 
-# Public alias with a readable name; the trailing underscore avoids shadowing
-# the builtin ConnectionError inside this module.
-ChannelConnectionError = ConnectionError_
+# Older names, kept working: ``ConnectionError_`` (the first spelling, which
+# only avoided the builtin ConnectionError) and ``ChannelConnectionError``.
+ConnectionError_ = KafkaConnectionError
+ChannelConnectionError = KafkaConnectionError
 
 
 class InvalidReceiveError(KChannelError):

@@ -1,4 +1,5 @@
 """Small helpers shared across kchannel."""
+import contextvars
 import time
 
 
@@ -9,3 +10,19 @@ def now_ms():
     can drive time without sleeping.
     """
     return int(time.time() * 1000)
+
+
+# How a call that may block for long (a credential callback: an OAuth token
+# fetch) is made.  Unset: called directly.  kchannel.aio sets it while the
+# client's code runs on the event loop, so that such a call is awaited on an
+# executor instead of stopping the loop.
+BLOCKING_RUNNER = contextvars.ContextVar("kchannel_blocking_runner", default=None)
+
+
+def run_blocking(fn, *args):
+    """``fn(*args)``, through the current :data:`BLOCKING_RUNNER` if one is
+    set (see there)."""
+    runner = BLOCKING_RUNNER.get()
+    if runner is None:
+        return fn(*args)
+    return runner(fn, *args)

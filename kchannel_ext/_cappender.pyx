@@ -16,7 +16,7 @@ from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.producer.accumulator import FutureRecordMetadata
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 

@@ -31,7 +31,7 @@ import logging
 import sys
 
 from .. import __version__, errors
-from ..client import KafkaClient, _parse_bootstrap
+from ..client.network_client import KafkaClient, _parse_bootstrap
 from ..config import load_properties
 from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from ..protocol.errors import exception_for
@@ -182,11 +182,11 @@ def _message(exc):
 
 def _quiet_logging(args):
     """Kafka's tools log at WARN (tools-log4j.properties): connection chatter
-    must not mix with the report.  An explicit --log-level other than the
-    default still wins.  Returns the root logger's level to restore."""
+    must not mix with the report, also when a program calls :func:`run`.  An
+    explicit --log-level wins.  Returns the root logger's level to restore."""
     root = logging.getLogger()
     previous = root.level
-    if str(getattr(args, "log_level", "INFO")).upper() == "INFO":
+    if getattr(args, "log_level", None) is None:
         root.setLevel(logging.WARNING)
     return previous
 

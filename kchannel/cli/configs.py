@@ -39,8 +39,8 @@ from kchannel.config.properties import load_properties
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import error_message, error_name
 from kchannel.security.sasl import scram
-from kchannel.security.sasl.scram_handlers import (alter_user_scram_credentials,
-                                                   describe_user_scram_credentials)
+from kchannel.server.scram_handlers import (alter_user_scram_credentials,
+                                            describe_user_scram_credentials)
 from kchannel.security.sasl.scram_store import open_store
 
 NAME = "configs"

@@ -17,9 +17,10 @@ import time
 import uuid
 
 from kchannel.cli.console_common import parse_properties, producer_or_consumer_configs
+from kchannel.client import RequestTimeoutError
 from kchannel.consumer import Consumer
 from kchannel.errors import KChannelError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 
 NAME = "console-consumer"
 HELP = ("This tool helps to read data from Kafka topics and outputs it to standard output "
@@ -140,6 +141,13 @@ def run(args):
             defaults["group.id"] = group
         configs = producer_or_consumer_configs(args.bootstrap_server, args.command_config,
                                                args.consumer_property, defaults)
+        if args.timeout_ms is not None:
+            # --timeout-ms bounds the whole wait, connected or not (Kafka's
+            # poll(timeout) does): the consumer's own waits for metadata,
+            # the coordinator and offsets (default.api.timeout.ms, 60 s)
+            # must not outlast it.
+            configs["default.api.timeout.ms"] = max(1, min(
+                int(configs.get("default.api.timeout.ms", 60000)), args.timeout_ms))
     except (KChannelError, ValueError, OSError) as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -160,10 +168,17 @@ def run(args):
                 consumer.subscribe([args.topic])
             last = time.monotonic()
             while args.max_messages is None or count < args.max_messages:
-                records = consumer.poll(0.2)
+                try:
+                    records = consumer.poll(0.2)
+                except RequestTimeoutError:
+                    # (the broker is unreachable: the consumer's wait ended)
+                    if args.timeout_ms is None:
+                        raise
+                    records = None
                 if not records:
                     if args.timeout_ms is not None and \
                             (time.monotonic() - last) * 1000 >= args.timeout_ms:
+                        # Kafka's ConsoleConsumer logs this and exits 0.
                         print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] ERROR Error processing "
                               "message, terminating consumer process:  "
                               "(org.apache.kafka.tools.consumer.ConsoleConsumer)\n"

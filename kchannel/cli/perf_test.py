@@ -7,6 +7,7 @@ import sys
 import time
 
 from kchannel.cli.console_common import parse_properties
+from kchannel.client import RequestTimeoutError
 from kchannel.config.properties import load_properties
 from kchannel.consumer import Consumer
 from kchannel.errors import KChannelError
@@ -196,6 +197,10 @@ class ConsumerPerfTest:
                             "max.partition.fetch.bytes": args.fetch_size,
                             "auto.offset.reset": "latest" if args.from_latest else "earliest",
                             "enable.auto.commit": "false"})
+            # --timeout bounds every wait, connected or not: the consumer's
+            # own waits (default.api.timeout.ms) must not outlast it.
+            configs["default.api.timeout.ms"] = max(1, min(
+                int(configs.get("default.api.timeout.ms", 60000)), args.timeout))
         except (KChannelError, ValueError, OSError) as exc:
             print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
@@ -209,7 +214,11 @@ class ConsumerPerfTest:
                 rebalance_ms = None
                 fetch_start = None
                 while count < args.messages:
-                    records = consumer.poll(0.1)
+                    try:
+                        records = consumer.poll(0.1)
+                    except RequestTimeoutError:
+                        # (the broker is unreachable: the consumer's wait ended)
+                        records = None
                     now = time.monotonic()
                     if rebalance_ms is None and consumer.assignment():
                         rebalance_ms = int((now - join_start) * 1000)

@@ -10,7 +10,7 @@ credential store (allowed to the principals in ``super.users`` only), DescribeCl
 (no quotas: what ``kafka-configs.sh --describe --entity-type users`` asks first) and, when
 delegation tokens are enabled and the token module is installed, the delegation token APIs.
 With ``kchannel.upstream.bootstrap.servers`` set it is a gateway in front of that cluster
-(see :mod:`kchannel.gateway`): every other request is forwarded upstream.  SIGTERM / SIGINT shut it down
+(see :mod:`kchannel.server.gateway`): every other request is forwarded upstream.  SIGTERM / SIGINT shut it down
 cleanly (exit 0).  A configuration error exits 1 with Kafka's message.
 
 ``num.network.threads`` = N > 1 (Kafka's network processor count) starts N
@@ -40,17 +40,14 @@ import sys
 import threading
 import time
 
-from .. import _impl, errors, metrics_export, tokens
+from .. import _impl, errors, metrics_export
 from ..config import ServerConfig, load_properties
-from ..gateway import install_gateway
-from ..handlers import handle_describe_client_quotas, random_cluster_id
-from ..protocol import messages
-from ..security.sasl import scram_store
-from ..security.sasl.scram_handlers import register_scram_handlers
-from ..server import Server
+from ..server.broker import build_server, stable_cluster_id
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
+# Kafka's broker logs INFO (its log4j2.yaml), unlike its tools.
+DEFAULT_LOG_LEVEL = "INFO"
 
 log = logging.getLogger("kchannel.cli.serve")
 
@@ -76,92 +73,6 @@ def _parse_override(text):
         raise errors.ConfigError(f"Invalid override {text!r}: expected key=value",
                                  key=text, value=None)
     return key.strip(), value
-
-
-def _scram_store(props):
-    """The SCRAM credential store named by the server properties (SQLite in
-    the data directory by default, or in memory)."""
-    kind = str(props.get("kchannel.scram.credential.store", "sqlite")).strip().lower()
-    if kind == "memory":
-        return scram_store.InMemoryScramCredentialStore()
-    return scram_store.open_store(server_config=props)
-
-
-def _install_tokens(server, config, props):
-    """Delegation tokens (KIP-48) on ``server``."""
-    return tokens.install_server(server, config, props)
-
-
-def _stable_cluster_id(config, props):
-    """The cluster id kept in ``<first log dir>/meta.properties`` (Kafka's
-    file), created on first start, so clients see the same id across
-    restarts.  ``kchannel.cluster.id`` wins; None when no data directory is
-    usable."""
-    configured = getattr(config, "cluster_id", None)
-    if configured:
-        return configured
-    if not (props.get("log.dirs") or props.get("log.dir")):
-        return None
-    data_dir = getattr(config, "data_dir", None)
-    if not data_dir:
-        return None
-    path = os.path.join(data_dir, "meta.properties")
-    try:
-        if os.path.exists(path):
-            existing = load_properties(path).get("cluster.id")
-            if existing:
-                return existing
-        os.makedirs(data_dir, exist_ok=True)
-        cluster_id = random_cluster_id()
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(f"#\nversion=0\nbroker.id={config.node_id}\ncluster.id={cluster_id}\n")
-        return cluster_id
-    except OSError as exc:
-        log.warning("Cannot keep the cluster id in %s: %s", path, exc)
-        return None
-
-
-def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
-    """``(server, closers)`` for the given properties (used by ``run`` and
-    tests); ``reuse_port``: listeners shared with other worker processes."""
-    config = ServerConfig(props, jaas_text, jaas_file_name=jaas_file_name)
-    closers = []
-    sasl_kwargs = {}
-    store = None
-    uses_sasl = any(ep.security_protocol.startswith("SASL_") for ep in config.listeners)
-    wants_scram_api = True
-    if uses_sasl or wants_scram_api:
-        try:
-            store = _scram_store(props)
-        except Exception as exc:  # noqa: BLE001 - no store means no SCRAM, not no server
-            log.warning("SCRAM credential store unavailable: %s", exc)
-            store = None
-        if store is not None:
-            sasl_kwargs["scram_store"] = store
-            closers.append(store.close)
-    server = Server(config, sasl_kwargs=sasl_kwargs,
-                    cluster_id=_stable_cluster_id(config, props), reuse_port=reuse_port)
-    if store is not None:
-        # Only super.users may read or change credentials (no ACL authorizer).
-        register_scram_handlers(server, store, super_users=config.get("super.users"))
-    server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
-                            handle_describe_client_quotas)
-    token_hook = _install_tokens(server, config, props)
-    if token_hook is not None and hasattr(token_hook, "close"):
-        closers.append(token_hook.close)
-    # Gateway in front of an upstream cluster (kchannel.upstream.*), after
-    # every local API is registered: ApiVersions lists them and the
-    # upstream's others.
-    try:
-        gateway = install_gateway(server, config, props)
-    except BaseException:
-        server.shutdown()
-        for c in closers:
-            c()
-        raise
-    if gateway is not None:
-        closers.insert(0, gateway.close)
-    return server, closers
 
 
 def run(args):
@@ -322,7 +233,7 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
     props = dict(props, listeners=listeners)
     # Each worker writes the same meta.properties otherwise: settle the
     # cluster id once, before the fork.
-    cluster_id = _stable_cluster_id(config, props)
+    cluster_id = stable_cluster_id(config, props)
     if cluster_id and not props.get("kchannel.cluster.id"):
         props["kchannel.cluster.id"] = cluster_id
     stopping = []

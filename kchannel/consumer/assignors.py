@@ -6,7 +6,7 @@ owned partitions and partition counts in, assignments out)."""
 import struct
 
 from kchannel.errors import InvalidRequestError
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.protocol.schema import Field, MessageSpec
 
 __all__ = ["SUBSCRIPTION", "ASSIGNMENT", "encode_subscription", "decode_subscription",

@@ -10,14 +10,14 @@ import itertools
 
 from kchannel import errors
 from kchannel.client import ClientResponse, ExponentialBackoff, RequestTimeoutError
-from kchannel.cluster_client import ClusterClient
+from kchannel.client.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
 from kchannel.consumer.metrics import ConsumerMetrics
 from kchannel.log import get_logger
-from kchannel.metadata import Metadata, TopicPartition
+from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import COORDINATOR_ERRORS, RETRIABLE_ERRORS, Errors, exception_for
 
@@ -114,7 +114,8 @@ class Consumer:
                                  allow_auto_topic_creation=values["allow.auto.create.topics"],
                                  metadata_max_idle_ms=2 ** 62)
         self._client = ClusterClient(client_configs, self.metadata,
-                                     metric_group_prefix="consumer")
+                                     metric_group_prefix="consumer",
+                                     os_selector=self._new_os_selector())
         self._time = self._client.time
         self.subscriptions = SubscriptionState(values["auto.offset.reset"])
         self.sensors = ConsumerMetrics(
@@ -143,6 +144,11 @@ class Consumer:
         self._closed = False
 
     # -- helpers ------------------------------------------------------------------
+    def _new_os_selector(self):
+        """The OS selector of the consumer's connections (None: the
+        Selector's own; ``kchannel.aio`` gives its event loop's)."""
+        return None
+
     def _default_timeout_ms(self, timeout):
         return self.config["default.api.timeout.ms"] if timeout is None else int(timeout * 1000)
 
@@ -663,6 +669,11 @@ class Consumer:
                     raise RequestTimeoutError(
                         f"Timeout of {timeout_ms}ms expired before {what}") from None
                 box = self._send_to_coordinator(node, api_key, body, request_timeout_ms)
+                if request_timeout_ms is not None:
+                    # The coordinator is found within timeout_ms (the
+                    # caller's); the response may take request_timeout_ms,
+                    # as Kafka's per-request timeout.
+                    deadline = max(deadline, self._time() + request_timeout_ms)
             while "r" not in box:
                 if not self._wait_step(deadline):
                     raise RequestTimeoutError(f"Timeout of {timeout_ms}ms expired before {what}")

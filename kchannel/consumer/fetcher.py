@@ -1,6 +1,6 @@
 """Kafka's consumer ``Fetcher`` and ``SubscriptionState`` (assigned
 partitions and their positions), on a
-:class:`~kchannel.cluster_client.ClusterClient`.
+:class:`~kchannel.client.cluster_client.ClusterClient`.
 
 Fetching is pipelined as in Kafka: a Fetch request goes to every leader
 that has fetchable partitions with nothing buffered, and ``poll`` sends the
@@ -14,7 +14,7 @@ import collections
 from kchannel import errors
 from kchannel.consumer.config import deserializer
 from kchannel.log import get_logger
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)

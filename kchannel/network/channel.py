@@ -22,7 +22,6 @@ owns what); the authenticator's reads get ``bytes``.
 """
 import collections
 import enum
-import errno
 import socket
 import struct
 import weakref
@@ -378,9 +377,8 @@ class KafkaChannel:
             sock = self.transport.socket
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
-                raise errors.ChannelConnectionError(
-                    f"Connection to {self.socket_description()} failed: "
-                    f"{errno.errorcode.get(err, err)}")
+                raise errors.ChannelConnectionError.for_errno(
+                    err, f"Connection to {self.socket_description()} failed")
             connected = True
         if connected:
             self.state = ChannelState.READY if self.ready() else ChannelState.AUTHENTICATE

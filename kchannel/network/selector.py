@@ -281,6 +281,11 @@ class Selector:
     (:meth:`flush_sends`) instead of one by one.  ``linger_ms``: how long a
     server-side close that follows a response keeps draining the half-closed
     socket (see the module docstring; 0 closes at once).
+    ``os_selector``: the ``selectors.BaseSelector`` the sockets are
+    registered with (default: a new ``selectors.DefaultSelector``).  One
+    driven from outside, by an event loop's readers and writers
+    (``kchannel.aio``), also has ``wakeup()``: it replaces the wakeup
+    socket pair, and its ``select`` never blocks the loop.
     """
 
     def __init__(self, channel_builder=None, metrics=None, connections_max_idle_ms=600000, *,
@@ -288,7 +293,7 @@ class Selector:
                  failed_authentication_delay_ms=0, max_receive_size=DEFAULT_MAX_RECEIVE_SIZE,
                  send_buffer_size=-1, receive_buffer_size=-1,
                  max_read_per_channel=MAX_READ_PER_CHANNEL_PER_POLL,
-                 max_receives_per_channel=1, linger_ms=LINGER_MS):
+                 max_receives_per_channel=1, linger_ms=LINGER_MS, os_selector=None):
         self.channel_builder = channel_builder
         self.time = time or now_ms
         self.metrics = metrics if metrics is not None else Metrics(time=self.time)
@@ -303,7 +308,7 @@ class Selector:
         self.max_receives_per_channel = max_receives_per_channel
         self.linger_ms = linger_ms
 
-        self._sel = selectors.DefaultSelector()
+        self._sel = os_selector if os_selector is not None else selectors.DefaultSelector()
         self._channels = {}              # id -> KafkaChannel
         self._fd_ops = {}                # id -> ops registered with self._sel
         self._fds = {}                   # id -> fileno at registration
@@ -344,11 +349,18 @@ class Selector:
         # ApiVersions exchange without asking every connecting node.
         self.newly_ready = []
 
-        self._wake_r, self._wake_w = socket.socketpair()
         self._wakeup_pending = False
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
+        loop_wakeup = getattr(os_selector, "wakeup", None)
+        if loop_wakeup is not None:
+            # The loop's own wakeup (a scheduled callback): no socket pair,
+            # no syscall per wakeup.
+            self.wakeup = loop_wakeup
+            self._wake_r = self._wake_w = None
+        else:
+            self._wake_r, self._wake_w = socket.socketpair()
+            self._wake_r.setblocking(False)
+            self._wake_w.setblocking(False)
+            self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
 
     # ------------------------------------------------------------------ access
     def channel(self, id):
@@ -407,9 +419,8 @@ class Selector:
             try:
                 connected = self._do_connect(sock, sockaddr)
             except OSError as exc:
-                raise errors.ChannelConnectionError(
-                    f"Connection to {host}:{port} failed: "
-                    f"{errno.errorcode.get(exc.errno, exc.errno)}") from None
+                raise errors.ChannelConnectionError.for_errno(
+                    exc.errno, f"Connection to {host}:{port} failed") from None
             ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
                                        peer_port=port, max_receive_size=self.max_receive_size,
                                        remote_address=(host, port))
@@ -434,7 +445,7 @@ class Selector:
         Kafka's ``Selector.doConnect``, and like it a hook for tests: on
         loopback a non-blocking connect practically always reports "in
         progress", so the "connected immediately" path runs only when a
-        subclass connects in blocking mode (tests/test_network_selector.py).
+        subclass connects in blocking mode (tests/network/test_network_selector.py).
         """
         rc = sock.connect_ex(sockaddr)
         if rc == 0:
@@ -668,12 +679,13 @@ class Selector:
         for entry in self._lingering:
             self._end_linger(entry)
         self._lingering = []
-        try:
-            self._sel.unregister(self._wake_r)
-        except Exception:
-            pass
-        self._wake_r.close()
-        self._wake_w.close()
+        if self._wake_r is not None:
+            try:
+                self._sel.unregister(self._wake_r)
+            except Exception:
+                pass
+            self._wake_r.close()
+            self._wake_w.close()
         self._sel.close()
 
     def wakeup(self):

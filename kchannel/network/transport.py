@@ -147,8 +147,7 @@ class TransportLayer:
         """
         err = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err not in (0, errno.EINPROGRESS, errno.EALREADY):
-            raise ChannelConnectionError(
-                f"Connection failed: {errno.errorcode.get(err, err)} ({err})")
+            raise ChannelConnectionError.for_errno(err)
         if self.peer_address is None:
             return False
         self.interest_ops = (self.interest_ops & ~OP_WRITE) | OP_READ

@@ -16,7 +16,7 @@ work per ``send()``, not the wire (see README, Benchmarks).
 import time as _time
 
 from kchannel.producer.accumulator import FutureRecordMetadata
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.producer._partitioner_py import partition_for_key
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 

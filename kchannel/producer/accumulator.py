@@ -6,6 +6,7 @@ Thread-safety: ``append`` runs on application threads, everything else on
 the Sender's thread; one lock guards the deques, a condition the memory
 budget (``buffer.memory``).
 """
+import asyncio
 import collections
 import concurrent.futures
 import threading
@@ -69,7 +70,13 @@ class FutureRecordMetadata:
 
     Light by design (one per record): it points at its batch, which holds
     the one event every record of the batch waits on, and builds its
-    RecordMetadata when asked."""
+    RecordMetadata when asked.
+
+    Awaitable (``await future`` in a coroutine gives the RecordMetadata or
+    raises the error): ``kchannel.aio.AIOProducer.send`` returns these, and
+    a sync producer's can be awaited too.  The asyncio future that wakes the
+    awaiting task is made only when a record is awaited before it is done;
+    cancelling the await leaves the record to be sent."""
 
     __slots__ = ("_batch", "_index", "_failed")
 
@@ -114,6 +121,22 @@ class FutureRecordMetadata:
 
     get = result
 
+    def __await__(self):
+        if self._failed is None and not self._batch.done_flag:
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+
+            def wake(_future):
+                # On the loop's thread (kchannel.aio) wake the task at once;
+                # from a sync producer's network thread through the loop.
+                if asyncio._get_running_loop() is loop:
+                    _wake(waiter)
+                else:
+                    loop.call_soon_threadsafe(_wake, waiter)
+            self.add_done_callback(wake)
+            yield from waiter.__await__()
+        return self.result()
+
     def add_done_callback(self, fn):
         """``fn(future)`` once the record is acknowledged or failed (on the
         producer's network thread, or at once if it already is)."""
@@ -126,6 +149,11 @@ class FutureRecordMetadata:
             fn(self)
         except Exception:
             log.exception("Error in a done callback of a record future")
+
+
+def _wake(waiter):
+    if not waiter.done():       # (cancelled by its task)
+        waiter.set_result(None)
 
 
 class ProducerBatch:

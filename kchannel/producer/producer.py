@@ -3,7 +3,7 @@
 Records are appended to a :class:`RecordAccumulator` by ``send()`` on the
 caller's thread; a network thread (``kafka-producer-network-thread |
 <client.id>``, the :class:`Sender`) drains batches into Produce requests over
-one :class:`~kchannel.cluster_client.ClusterClient`, so every security
+one :class:`~kchannel.client.cluster_client.ClusterClient`, so every security
 protocol and SASL mechanism of the channel layer works.
 """
 import itertools
@@ -12,10 +12,10 @@ import time as _time
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
-from kchannel.cluster_client import ClusterClient
+from kchannel.client.cluster_client import ClusterClient
 from kchannel.config import ClientConfig
 from kchannel.log import get_logger
-from kchannel.metadata import Metadata, TopicPartition
+from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.producer.accumulator import (FutureRecordMetadata, RecordAccumulator,
                                           estimate_record_size)
 from kchannel.producer.config import serializer, split_producer_configs
@@ -69,7 +69,8 @@ class Producer:
         self._metadata_cond = threading.Condition()
         self.metadata.add_listener(self._on_metadata)
         self._client = ClusterClient(client_configs, self.metadata,
-                                     metric_group_prefix="producer")
+                                     metric_group_prefix="producer",
+                                     os_selector=self._new_os_selector())
         self._time = self._client.time
         self.accumulator = RecordAccumulator(
             values["batch.size"], values["linger.ms"], values["retry.backoff.ms"],
@@ -85,11 +86,21 @@ class Producer:
         # The per-record path is the appender's (compiled twin when built):
         # binding it on the instance saves a Python call per record.
         self.send = self._appender.send
+        self._start_io()
+        log.debug("Kafka producer started")
+
+    # -- I/O driver (kchannel.aio drives the same parts from an event loop) ------
+    def _new_os_selector(self):
+        """The OS selector of the producer's connections (None: the
+        Selector's own)."""
+        return None
+
+    def _start_io(self):
+        """Start the network thread that runs the Sender."""
         self._thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {self.client_id}",
             daemon=True)
         self._thread.start()
-        log.debug("Kafka producer started")
 
     # -- metadata ---------------------------------------------------------------
     def _on_metadata(self, cluster):
@@ -120,16 +131,14 @@ class Producer:
                 raise RequestTimeoutError(
                     f"Topic {topic} not present in metadata after {max_wait_ms} ms.")
             with self._metadata_cond:
-                self._metadata_cond.wait(min(left, 100) / 1000.0)
+                if self.metadata.fatal_error is None:
+                    self._metadata_cond.wait(min(left, 100) / 1000.0)
+            # An authentication failure ends the wait at once, as Kafka's
+            # ProducerMetadata.awaitUpdate: retrying the same credentials
+            # until max.block.ms would fail the same way, only later.
+            self.metadata.maybe_raise_fatal_error()
             cluster = self.metadata.cluster
-            if topic in cluster.unauthorized_topics:
-                raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",
-                                        f"Not authorized to access topics: [{topic}]")
-            if topic in cluster.invalid_topics:
-                raise errors.KafkaError(17, "INVALID_TOPIC_EXCEPTION",
-                                        f"Invalid topics: [{topic}]")
-            if self._sender.fatal_error is not None:
-                raise self._sender.fatal_error
+            self._check_topic_metadata(topic, cluster)
             count = cluster.partition_count(topic)
             if count and (partition is None or partition < count):
                 return cluster, self._time() - start
@@ -138,6 +147,17 @@ class Producer:
         """``{MetricName: value}`` of every metric of this producer (Kafka's
         ``metrics()``): ``producer-metrics`` and its selector's."""
         return self._client.client.metrics.metrics()
+
+    def _check_topic_metadata(self, topic, cluster):
+        """Raise what ends a wait for ``topic``'s metadata early."""
+        if topic in cluster.unauthorized_topics:
+            raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",
+                                    f"Not authorized to access topics: [{topic}]")
+        if topic in cluster.invalid_topics:
+            raise errors.KafkaError(17, "INVALID_TOPIC_EXCEPTION",
+                                    f"Invalid topics: [{topic}]")
+        if self._sender.fatal_error is not None:
+            raise self._sender.fatal_error
 
     def partitions_for(self, topic):
         """The topic's partitions (``PartitionInfo``), waiting up to

@@ -73,9 +73,20 @@ class Sender:
         while self.running:
             self._run_safely()
         log.debug("Beginning shutdown of Kafka producer I/O thread, sending remaining records.")
-        while not self.force_close and (self.accumulator.has_undrained()
-                                        or self.client.in_flight_count() > 0):
+        while self.shutdown_pending():
             self._run_safely()
+        self.finish_shutdown()
+        log.debug("Shutdown of Kafka producer I/O thread has completed.")
+
+    def shutdown_pending(self):
+        """True while a closing producer still has records to send or
+        acknowledgements to wait for (and is not closing forcefully)."""
+        return not self.force_close and (self.accumulator.has_undrained()
+                                         or self.client.in_flight_count() > 0)
+
+    def finish_shutdown(self):
+        """The end of a close: a forced one fails what is left; the
+        connections are closed."""
         if self.force_close:
             exc = errors.KafkaError(-1, "PRODUCER_CLOSED", "Producer is closed forcefully.")
             self._fail_all(exc)
@@ -83,7 +94,6 @@ class Sender:
             self.client.close()
         except Exception:
             log.exception("Failed to close network client")
-        log.debug("Shutdown of Kafka producer I/O thread has completed.")
 
     def _run_safely(self):
         try:
@@ -281,7 +291,7 @@ class Sender:
         if now - batch.created_ms >= self.delivery_timeout_ms:
             return False
         if code is None:
-            return getattr(exc, "retriable", False) or isinstance(exc, errors.ConnectionError_)
+            return getattr(exc, "retriable", False) or isinstance(exc, errors.KafkaConnectionError)
         if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
             # Only after an earlier batch of the partition failed (it is
             # being retried, in sequence order).

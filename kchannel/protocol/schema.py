@@ -170,7 +170,7 @@ class Field:
 #
 # The error behaviour is that of a field-by-field codec: a non-nullable
 # string/bytes read names its field, a write error names its field, a null
-# array names its field; tests/test_protocol_schema_codec.py checks it against
+# array names its field; tests/protocol/test_protocol_schema_codec.py checks it against
 # the closure codec this replaced (tests/fixtures/schema_reference.py).  Try
 # blocks cost nothing until they raise (CPython 3.11+; two cheap opcodes
 # before), so those wrappers stay inline.

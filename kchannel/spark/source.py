@@ -13,7 +13,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
 from kchannel import errors
 from kchannel.client import KafkaClient
 from kchannel.log import get_logger
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import exception_for
 from kchannel.spark import options as opts
@@ -28,11 +28,15 @@ BASE_SCHEMA = ("key binary, value binary, topic string, partition int, offset lo
 HEADERS_FIELD = "headers array<struct<key:string,value:binary>>"
 
 # Executors read ranges that exist: a fetch at the end of a range need not
-# wait for new data (Kafka's default fetch.max.wait.ms 500 would hold the next
-# task on the same cached consumer for up to that long).  Positions are
-# always sought, never reset: an offset out of range raises (Spark's executor
-# consumers use auto.offset.reset=none too).
-_READ_DEFAULTS = {"fetch.max.wait.ms": "0", "auto.offset.reset": "none"}
+# wait long for new data (Kafka's default fetch.max.wait.ms 500 would hold the
+# next task on the same cached consumer for up to that long).  Not 0 either:
+# Tansu (and librdkafka against it) answers a 0 ms fetch with no records at
+# all, data or not, and the read would fail after kafkaConsumer.pollTimeoutMs
+# as data loss.  10 ms costs nothing on Kafka, which answers as soon as data
+# exists.  Positions are always sought, never reset: an offset out of range
+# raises (Spark's executor consumers use auto.offset.reset=none too).
+READ_FETCH_MAX_WAIT_MS = 10
+_READ_DEFAULTS = {"fetch.max.wait.ms": str(READ_FETCH_MAX_WAIT_MS), "auto.offset.reset": "none"}
 
 _TOKEN_OPTION = "kchannel.delegationtoken"
 

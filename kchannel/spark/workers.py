@@ -24,7 +24,7 @@ import time
 from kchannel import errors
 from kchannel.consumer import Consumer
 from kchannel.log import get_logger
-from kchannel.metadata import TopicPartition
+from kchannel.client.metadata import TopicPartition
 from kchannel.producer import Producer
 
 __all__ = ["checkout_consumer", "checkin_consumer", "producer_for", "connection_stats",

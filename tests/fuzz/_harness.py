@@ -2,7 +2,7 @@
 
 A target is a script: ``python tests/fuzz/fuzz_<name>.py [libFuzzer flags]
 [corpus dirs]`` runs atheris (coverage-guided, libFuzzer underneath) on its
-``test_one_input``; ``tests/test_fuzz.py`` runs each one for a bounded time
+``test_one_input``; ``tests/protocol/test_fuzz.py`` runs each one for a bounded time
 over its seed corpus, ``tests/fuzz/corpus/<name>/``.  A crash is any
 exception other than the ones the code under test may raise on hostile
 input, or a failed invariant (AssertionError): libFuzzer then writes the

@@ -57,6 +57,7 @@ from kchannel.errors import ConfigError, SaslAuthenticationError
 from kchannel.security.sasl.interfaces import (
     SaslClientMechanism, SaslServerMechanism, jaas_option)
 from kchannel.log import get_logger
+from kchannel.utils import run_blocking
 
 try:
     import gssapi
@@ -294,6 +295,10 @@ class GssapiSaslClient(SaslClientMechanism):
         self._ctx = gssapi.SecurityContext(name=self._target, creds=creds, usage="initiate",
                                            mech=_KRB5, flags=flags)
 
+    def _first_step(self):
+        self._start()
+        return self._ctx.step()
+
     def evaluate_challenge(self, challenge):
         if self._complete:
             raise SaslAuthenticationError("GSSAPI authentication already complete",
@@ -303,8 +308,9 @@ class GssapiSaslClient(SaslClientMechanism):
             return self._do_final_handshake(challenge)
         try:
             if self._ctx is None:
-                self._start()
-                token = self._ctx.step()
+                # Credentials from the keytab and the service ticket may
+                # need the KDC: on an event loop that goes to an executor.
+                token = run_blocking(self._first_step)
             else:
                 token = self._ctx.step(challenge)
         except SaslAuthenticationError:

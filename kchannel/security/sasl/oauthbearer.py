@@ -52,7 +52,7 @@ from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, SaslAuthenticationError
 from kchannel.security.sasl.interfaces import (
     CREDENTIAL_LIFETIME_MS, SaslClientMechanism, SaslServerMechanism)
-from kchannel.utils import now_ms
+from kchannel.utils import now_ms, run_blocking
 from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.oauthbearer")
@@ -1060,7 +1060,9 @@ class OAuthBearerSaslClient(SaslClientMechanism):
                 now = self._now
                 if now is None:
                     now = now_ms()
-                self._token = self._provider.token(now)
+                # A login handler may fetch its token over the network: on
+                # an event loop that goes to an executor (run_blocking).
+                self._token = run_blocking(self._provider.token, now)
                 extensions = (self._provider.extensions()
                               if hasattr(self._provider, "extensions") else {})
                 response = ClientInitialResponse(self._token.value, self._authorization_id,

@@ -1,0 +1,8 @@
+"""asyncio clients: ``AIOProducer`` and ``AIOConsumer`` (the names of
+``confluent_kafka.aio``), ``kchannel.Producer`` and ``kchannel.Consumer``
+driven by the running event loop instead of a thread.  Needs ``greenlet``
+(the consumer's blocking-style code awaits the loop through it)."""
+from kchannel.aio.consumer import AIOConsumer
+from kchannel.aio.producer import AIOProducer
+
+__all__ = ["AIOProducer", "AIOConsumer"]

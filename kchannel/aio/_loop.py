@@ -1,0 +1,298 @@
+"""The event loop as the network layer's OS selector, and the bridge that
+lets the blocking-style client code wait on the loop.
+
+:class:`LoopSelector` is a ``selectors.BaseSelector`` whose registrations
+are the running loop's readers and writers (``loop.add_reader`` /
+``add_writer``): the :class:`~kchannel.network.selector.Selector` keeps
+doing all channel work (connect, TLS handshake, SASL, framing) and merely
+learns of readiness from the loop instead of from its own epoll.  Its
+``select`` hands over the events the loop reported since the last call; it
+waits only in a bridged greenlet (below), by awaiting the loop.
+
+:class:`Bridge` runs a synchronous function of the client (the consumer's
+``poll``, ``commit``, a group join...) in a greenlet.  Where that function
+would block -- ``select`` with a timeout and nothing to report -- the
+greenlet switches back to the coroutine that started it, which awaits the
+loop's next event for these sockets (or the timeout) and switches back in.
+The same code therefore runs, unchanged, on a thread (``kchannel.Consumer``,
+the producer's Sender) and on the loop (``kchannel.aio``), with no thread
+of its own.  A blocking credential callback it makes through
+``kchannel.utils.run_blocking`` is awaited on the loop's default executor.
+Cancelling the awaiting task raises ``CancelledError`` at the waiting
+``select``, i.e. where the synchronous code is already prepared for a
+timeout error to surface.
+"""
+import asyncio
+import contextvars
+import inspect
+import selectors
+
+from greenlet import getcurrent, greenlet
+
+from kchannel.utils import BLOCKING_RUNNER
+
+__all__ = ["LoopSelector", "Bridge"]
+
+_READ = selectors.EVENT_READ
+_WRITE = selectors.EVENT_WRITE
+
+
+def _fd(fileobj):
+    return fileobj if isinstance(fileobj, int) else fileobj.fileno()
+
+
+class LoopSelector(selectors.BaseSelector):
+    """``selectors.BaseSelector`` over ``loop``'s readers and writers.
+
+    An event no greenlet waiting in :meth:`select` takes goes to
+    ``on_event()``; when that returns False (nobody will poll now) the
+    socket's reader/writer is taken off the loop until the next
+    :meth:`select` hands the event over, so a level-triggered loop does not
+    spin on it meanwhile.  :meth:`wakeup` is what the Selector's ``wakeup``
+    becomes.  The loop is looked up on first use, so the client may be built
+    before the loop runs."""
+
+    def __init__(self, on_event=None):
+        self._loop = None
+        self._keys = {}          # fd -> SelectorKey
+        self._events = {}        # fd -> mask reported by the loop, not yet selected
+        self._paused = set()     # fds taken off the loop until select() (see above)
+        self._on_event = on_event
+        self._woken = False      # wakeup() while no greenlet waited: select() must not
+        # Seconds the last select() was asked to wait at most (None: no
+        # limit): when the driver must poll again.
+        self.timeout = None
+        self.bridge = None       # Bridge whose greenlet may wait in select()
+        self.max_wait = None     # longest wait in select() (s), whatever it is asked
+        self._waiter = None      # future a greenlet waiting in select() awaits
+
+    @property
+    def loop(self):
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    # -- loop callbacks --------------------------------------------------------------
+    def _readable(self, fd):
+        self._event(fd, _READ)
+
+    def _writable(self, fd):
+        self._event(fd, _WRITE)
+
+    def _event(self, fd, mask):
+        events = self._events
+        events[fd] = events.get(fd, 0) | mask
+        waiter = self._waiter
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        if self._on_event is not None and self._on_event():
+            return
+        key = self._keys.get(fd)
+        if key is not None and fd not in self._paused:
+            self._paused.add(fd)
+            self._remove(fd, key.events)
+
+    def wakeup(self):
+        """The Selector's ``wakeup``: a greenlet waiting in select() returns,
+        or the next select() does not wait."""
+        waiter = self._waiter
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
+            self._woken = True
+
+    def _add(self, fd, events):
+        loop = self.loop
+        if events & _READ:
+            loop.add_reader(fd, self._readable, fd)
+        if events & _WRITE:
+            loop.add_writer(fd, self._writable, fd)
+
+    def _remove(self, fd, events):
+        loop = self.loop
+        if events & _READ:
+            loop.remove_reader(fd)
+        if events & _WRITE:
+            loop.remove_writer(fd)
+
+    # -- BaseSelector ----------------------------------------------------------------
+    def register(self, fileobj, events, data=None):
+        fd = _fd(fileobj)
+        if fd in self._keys:
+            raise KeyError(f"{fileobj!r} (FD {fd}) is already registered")
+        key = selectors.SelectorKey(fileobj, fd, events, data)
+        self._keys[fd] = key
+        self._add(fd, events)
+        return key
+
+    def unregister(self, fileobj):
+        fd = _fd(fileobj)
+        key = self._keys.pop(fd)
+        if fd in self._paused:
+            self._paused.discard(fd)
+        else:
+            self._remove(fd, key.events)
+        self._events.pop(fd, None)
+        return key
+
+    def modify(self, fileobj, events, data=None):
+        fd = _fd(fileobj)
+        old = self._keys[fd]
+        key = selectors.SelectorKey(old.fileobj, fd, events, data)
+        self._keys[fd] = key
+        if fd not in self._paused:
+            self._remove(fd, old.events & ~events)
+            self._add(fd, events & ~old.events)
+        if fd in self._events:
+            self._events[fd] &= events
+        return key
+
+    def select(self, timeout=None):
+        self.timeout = timeout
+        if not self._events and timeout != 0 and not self._woken:
+            bridge = self.bridge
+            if bridge is not None and bridge.current is getcurrent():
+                wait = timeout
+                if self.max_wait is not None and (wait is None or wait > self.max_wait):
+                    wait = self.max_wait
+                bridge.wait_io(self, wait)
+        self._woken = False
+        if self._paused:
+            keys = self._keys
+            for fd in self._paused:
+                key = keys.get(fd)
+                if key is not None:
+                    self._add(fd, key.events)
+            self._paused.clear()
+        if not self._events:
+            return []
+        keys = self._keys
+        out = [(keys[fd], mask & keys[fd].events) for fd, mask in self._events.items()
+               if fd in keys]
+        self._events.clear()
+        return out
+
+    def get_map(self):
+        return _KeyMap(self._keys)
+
+    def get_key(self, fileobj):
+        return self._keys[_fd(fileobj)]
+
+    def fileno(self):
+        raise NotImplementedError("an event loop's selector has no descriptor of its own")
+
+    def close(self):
+        if self._loop is not None and not self._loop.is_closed():
+            for fd, key in list(self._keys.items()):
+                if fd not in self._paused:
+                    self._remove(fd, key.events)
+        self._keys.clear()
+        self._events.clear()
+        self._paused.clear()
+
+
+class _KeyMap:
+    def __init__(self, keys):
+        self._keys = keys
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __getitem__(self, fileobj):
+        return self._keys[_fd(fileobj)]
+
+    def get(self, fileobj, default=None):
+        return self._keys.get(_fd(fileobj), default)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+
+class _Await:
+    """What a bridged greenlet hands its coroutine to await."""
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable):
+        self.awaitable = awaitable
+
+
+class Bridge:
+    """Runs synchronous client code in a greenlet, one call at a time,
+    awaiting the loop wherever that code waits (see the module docstring)."""
+
+    def __init__(self):
+        self.current = None          # the greenlet of the call in progress
+        self._lock = asyncio.Lock()
+
+    @property
+    def busy(self):
+        return self.current is not None
+
+    async def run(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` on the loop; returns or raises what it does.
+        Blocking credential callbacks it makes (``kchannel.utils.run_blocking``)
+        are awaited on the loop's default executor."""
+        async with self._lock:
+            g = greenlet(lambda: self._enter(fn, args, kwargs), parent=getcurrent())
+            # The caller's context variables, plus the blocking-call runner.
+            g.gr_context = contextvars.copy_context()
+            self.current = g
+            try:
+                value = g.switch()
+                while not g.dead:
+                    try:
+                        result = await value.awaitable
+                    except BaseException as exc:   # CancelledError included
+                        value = g.throw(exc)
+                    else:
+                        value = g.switch(result)
+                return value
+            finally:
+                self.current = None
+
+    def _enter(self, fn, args, kwargs):
+        BLOCKING_RUNNER.set(self._run_blocking)
+        return fn(*args, **kwargs)
+
+    def _run_blocking(self, fn, *args):
+        """From the bridged greenlet: ``fn(*args)`` without stopping the loop
+        -- awaited when it is a coroutine function (aiokafka's async token
+        providers), else run on the loop's default executor."""
+        if inspect.iscoroutinefunction(fn):
+            return self.await_(fn(*args))
+        return self.await_(asyncio.get_running_loop().run_in_executor(None, fn, *args))
+
+    def await_(self, awaitable):
+        """From the bridged greenlet: wait for ``awaitable`` on the loop and
+        return its result (an async rebalance listener)."""
+        g = getcurrent()
+        if g is not self.current:
+            raise RuntimeError("await_ called outside a bridged call")
+        return g.parent.switch(_Await(awaitable))
+
+    def wait_io(self, sel, timeout):
+        """From the bridged greenlet, in ``sel.select``: wait until the loop
+        reports an event for ``sel``'s sockets or ``timeout`` s pass."""
+        self.await_(self._wait(sel, timeout))
+
+    @staticmethod
+    async def _wait(sel, timeout):
+        loop = sel.loop
+        waiter = sel._waiter = loop.create_future()
+        handle = None
+        if timeout is not None:
+            handle = loop.call_later(max(timeout, 0), _done, waiter)
+        try:
+            await waiter
+        finally:
+            sel._waiter = None
+            if handle is not None:
+                handle.cancel()
+
+
+def _done(fut):
+    if not fut.done():
+        fut.set_result(None)

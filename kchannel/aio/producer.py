@@ -1,0 +1,317 @@
+"""``kchannel.aio.AIOProducer``: ``kchannel.Producer`` on the running event
+loop, with no thread.
+
+The producer's parts are the sync producer's: ``send`` appends through the
+same appender (compiled twin when built) to the same
+:class:`~kchannel.producer.accumulator.RecordAccumulator`, and the same
+:class:`~kchannel.producer.sender.Sender` turns batches into Produce
+requests.  What changes is where the Sender runs: instead of on a network
+thread blocked in ``select``, its loop runs in a greenlet on the event loop
+(:class:`~kchannel.aio._loop.Bridge`) and, where it would wait, awaits the
+loop's next event for its sockets (``LoopSelector``), a ``wakeup`` from
+``send`` (a batch filled or opened) or the time it asked to be polled
+again (linger, retry backoff).  A blocking credential callback it meets
+(an OAuth token fetch) is awaited on the loop's executor.
+
+Where the sync ``send`` would block -- metadata of a new topic, buffer
+memory -- ``AIOProducer.send`` awaits instead.
+"""
+import asyncio
+import time as _time
+
+from kchannel import errors
+from kchannel.aio._loop import Bridge, LoopSelector
+from kchannel.client import RequestTimeoutError
+from kchannel.log import get_logger
+from kchannel.producer import Producer
+
+__all__ = ["AIOProducer"]
+
+log = get_logger("kchannel.aio.producer")
+
+# Longest the Sender waits for an event while it has nothing due: request
+# and connection-setup timeouts are checked by its polls.
+_MAX_IDLE_S = 0.5
+
+
+class _MetadataNeeded(Exception):
+    """Raised by the loop producer where the sync one would block for a
+    topic's metadata: ``AIOProducer.send`` awaits it and tries again."""
+
+
+class _LoopProducer(Producer):
+    """The sync producer with the event loop's selector and no thread."""
+
+    def __init__(self, os_selector, configs, kwargs):
+        self._loop_selector = os_selector
+        super().__init__(configs, **kwargs)
+
+    def _new_os_selector(self):
+        return self._loop_selector
+
+    def _start_io(self):
+        self._thread = None
+
+    def _wait_for_topic(self, topic, partition, max_wait_ms, start, count):
+        raise _MetadataNeeded(topic)
+
+    def _on_metadata(self, cluster):
+        self._loop_selector.on_metadata()
+
+    def close(self, timeout=None):
+        # Reached only from __del__ of an AIOProducer never closed: no I/O
+        # from a finalizer, just let go of the sockets.
+        if self._closed and self._sender.force_close:
+            return
+        self._closed = True
+        self._sender.running = False
+        self._sender.force_close = True
+        self.accumulator.close()
+        try:
+            self._sender.finish_shutdown()
+        except Exception:
+            pass
+
+
+class _ProducerSelector(LoopSelector):
+    def __init__(self, owner):
+        super().__init__()
+        self.on_metadata = owner._on_metadata
+        self.max_wait = _MAX_IDLE_S
+
+
+class AIOProducer:
+    """An asyncio Kafka producer; ``config`` (and keyword arguments) as
+    ``kchannel.Producer``'s.  Use ``async with`` or ``await close()``."""
+
+    def __init__(self, config=None, **kwargs):
+        self._loop = None
+        self._finished = False       # closed: the Sender is not run again
+        self._driver = None          # the task whose greenlet runs the Sender
+        self._metadata_waiters = []
+        self._memory_waiters = []
+        self._idle_waiters = []      # flush(): futures set when nothing is incomplete
+        self._bridge = Bridge()
+        self._selector = _ProducerSelector(self)
+        self._selector.bridge = self._bridge
+        self._producer = _LoopProducer(self._selector, config, kwargs)
+        p = self._producer
+        self.config = p.config
+        self.client_id = p.client_id
+        self._acc = p.accumulator
+        self._sender = p._sender
+        self._client = p._client
+        self._send = p.send          # the appender's fast path
+
+    # -- driving the Sender ----------------------------------------------------------
+    def _get_loop(self):
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
+
+    def _start_driver(self):
+        if self._driver is None and not self._finished:
+            self._driver = self._get_loop().create_task(self._bridge.run(self._drive))
+
+    def _wake(self):
+        self._start_driver()
+        self._selector.wakeup()
+
+    def _drive(self):
+        """The Sender's thread body (``Sender.run``), in the bridged
+        greenlet, telling the awaiting coroutines after each pass."""
+        sender = self._sender
+        log.debug("Starting Kafka producer I/O on the event loop.")
+        while sender.running:
+            self._run_once()
+        while sender.shutdown_pending():
+            self._run_once()
+
+    def _run_once(self):
+        try:
+            self._sender.run_once()
+        except Exception:
+            log.exception("Uncaught error in kafka producer I/O: ")
+        acc = self._acc
+        if self._idle_waiters and not acc.incomplete:
+            _release(self._idle_waiters)
+        if self._memory_waiters and acc.used_memory + acc.batch_size <= acc.buffer_memory:
+            _release(self._memory_waiters)
+
+    def _on_metadata(self):
+        if self._metadata_waiters:
+            _release(self._metadata_waiters)
+
+    async def _wait(self, waiters, deadline):
+        """Wait on the loop until ``_run`` releases ``waiters`` or the
+        monotonic ``deadline`` passes (False then)."""
+        left = deadline - _time.monotonic()
+        if left <= 0:
+            return False
+        fut = self._get_loop().create_future()
+        waiters.append(fut)
+        self._wake()
+        try:
+            if left == float("inf"):
+                await fut
+            else:
+                await asyncio.wait_for(fut, left)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            if fut in waiters:
+                waiters.remove(fut)
+        return True
+
+    # -- send ----------------------------------------------------------------------------
+    async def start(self):
+        """aiokafka's ``start()``: starts the Sender on the loop (connections
+        are made when records are sent)."""
+        self._start_driver()
+
+    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+                   headers=None):
+        """Enqueue one record; returns its
+        :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
+        RecordMetadata, as aiokafka's ``send`` future.  It is not an
+        ``asyncio.Future`` (none is made per record): ``asyncio.gather``
+        wraps each in a task, so for many records await them in turn or
+        ``flush()``.  Awaits metadata of a
+        new topic and buffer memory for up to ``max.block.ms``."""
+        if self._driver is None:
+            self._start_driver()
+        acc = self._acc
+        if acc.used_memory + acc.batch_size > acc.buffer_memory:
+            await self._wait_for_memory()
+        try:
+            return self._send(topic, value, key, headers, partition, timestamp_ms)
+        except _MetadataNeeded:
+            pass
+        await self._wait_for_metadata(topic, partition)
+        return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    produce = send
+
+    async def send_and_wait(self, topic, value=None, key=None, partition=None,
+                            timestamp_ms=None, headers=None):
+        """Send one record and await its RecordMetadata.  Cancelling this
+        stops the wait, not the record: it stays enqueued and is sent."""
+        future = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await future
+
+    async def _wait_for_memory(self):
+        max_block = self.config["max.block.ms"]
+        deadline = _time.monotonic() + max_block / 1000.0
+        acc = self._acc
+        while acc.used_memory + acc.batch_size > acc.buffer_memory and acc.used_memory > 0:
+            if self._producer._closed:
+                raise errors.KChannelError(
+                    "Cannot perform operation after producer has been closed")
+            if not await self._wait(self._memory_waiters, deadline):
+                raise RequestTimeoutError(
+                    f"Failed to allocate memory within the configured max blocking time "
+                    f"{max_block} ms.")
+
+    async def _wait_for_metadata(self, topic, partition):
+        p = self._producer
+        max_block = self.config["max.block.ms"]
+        deadline = _time.monotonic() + max_block / 1000.0
+        while True:
+            p.metadata.add_topic(topic, p._time())
+            p.metadata.request_update()
+            waited = await self._wait(self._metadata_waiters, deadline)
+            cluster = p.metadata.cluster
+            p._check_topic_metadata(topic, cluster)
+            count = cluster.partition_count(topic)
+            if count and (partition is None or partition < count):
+                return
+            if not waited:
+                if count and partition is not None and partition >= count:
+                    raise RequestTimeoutError(
+                        f"Partition {partition} of topic {topic} with partition count {count} "
+                        f"is not present in metadata after {max_block} ms.")
+                raise RequestTimeoutError(
+                    f"Topic {topic} not present in metadata after {max_block} ms.")
+
+    async def partitions_for(self, topic):
+        """The topic's partitions (``PartitionInfo``), awaiting metadata up
+        to ``max.block.ms``."""
+        p = self._producer
+        count = p.metadata.cluster.partition_count(topic)
+        if not count:
+            p.metadata.add_topic(topic, p._time())
+            await self._wait_for_metadata(topic, None)
+        return p.metadata.cluster.partitions_for_topic(topic)
+
+    # -- flush / close --------------------------------------------------------------------
+    async def flush(self, timeout=None):
+        """Send everything buffered now and wait until every record sent so
+        far is acknowledged or failed; ``timeout`` (seconds) raises
+        ``RequestTimeoutError`` when it passes first (the records stay
+        enqueued)."""
+        acc = self._acc
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        acc.begin_flush()
+        try:
+            while acc.incomplete:
+                if deadline is None:
+                    await self._wait(self._idle_waiters, float("inf"))
+                elif not await self._wait(self._idle_waiters, deadline):
+                    raise RequestTimeoutError(
+                        f"Flush did not complete within {timeout} s: "
+                        f"{len(acc.incomplete)} batch(es) still pending")
+        finally:
+            acc.end_flush()
+
+    async def close(self, timeout=None):
+        """Send what is buffered and close: with no ``timeout`` wait until
+        every record is acknowledged; with ``timeout`` seconds at most that
+        long, then fail what is left ("Producer is closed forcefully.")."""
+        p = self._producer
+        if p._closed:
+            return
+        log.info("Closing the Kafka producer with timeoutMillis = %s ms.",
+                 "9223372036854775807" if timeout is None else int(timeout * 1000))
+        p._closed = True
+        sender = self._sender
+        sender.running = False
+        self._acc.close()
+        if timeout is not None and timeout <= 0:
+            sender.force_close = True
+        self._wake()
+        driver = self._driver
+        try:
+            try:
+                await asyncio.wait_for(asyncio.shield(driver), timeout)
+            except asyncio.TimeoutError:
+                sender.force_close = True
+                self._selector.wakeup()
+                await driver
+        finally:
+            # A close cancelled part-way still ends forcefully: nothing is
+            # left running on the loop.
+            if not driver.done():
+                sender.force_close = True
+                driver.cancel()
+            self._finished = True
+            sender.finish_shutdown()
+            _release(self._idle_waiters)
+            _release(self._memory_waiters)
+            _release(self._metadata_waiters)
+        log.debug("Kafka producer has been closed")
+
+    stop = close
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+
+def _release(waiters):
+    for fut in waiters:
+        if not fut.done():
+            fut.set_result(None)
+    waiters.clear()

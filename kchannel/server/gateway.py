@@ -1,0 +1,841 @@
+"""kchannel as a security gateway in front of any Kafka-compatible cluster.
+
+:class:`Gateway` plugs into a :class:`kchannel.server.Server`: clients
+connect to the server's listeners (TLS, SASL, delegation tokens, SCRAM
+administration: the server's own), and every request the gateway does not
+answer itself goes to the upstream broker that must receive it, over
+:class:`kchannel.client.NetworkClient` connections configured by the
+``kchannel.upstream.`` properties.
+
+Endpoints (one port per upstream node)
+    A listener's configured port is the bootstrap port: its connections go
+    to any upstream broker.  Upstream node ``k`` is reached on the port
+    ``port + 1 + (k - kchannel.gateway.node.id.base)`` of the same listener
+    (same host, security protocol, configs), bound when the gateway first
+    learns of node ``k``; Metadata, FindCoordinator and DescribeCluster
+    responses name that port at the listener's advertised host (advertised
+    port + the same offset).  With port 0 the node ports are ephemeral.
+    Kroxylicious's port-per-broker scheme is the same idea (a bootstrap port
+    and a broker port range); its SNI scheme needs TLS and wildcard DNS, which
+    SASL_PLAINTEXT clients cannot use.  kafka-proxy configures one local
+    listener per upstream broker by hand and rewrites addresses the same way.
+
+Requests
+    ApiVersions, SaslHandshake, SaslAuthenticate, the delegation token APIs
+    and the SCRAM credential APIs are answered by the server itself.
+    ApiVersions lists them and, for everything else, the versions both the
+    upstream (its bootstrap broker's ApiVersions) and the gateway support:
+    Produce at most v9 and Fetch at most v15 (later versions carry broker
+    addresses, KIP-951, in responses the gateway forwards untouched), no
+    ShareFetch/ShareAcknowledge (same reason), DescribeQuorum at most v1.
+    Metadata, FindCoordinator and DescribeCluster responses are decoded and
+    re-encoded with the gateway's endpoints; every other frame passes as it
+    is, only the correlation id at bytes 4-8 of the header replaced both
+    ways.  Responses go back to the client in the order of its requests
+    (a request answered locally waits behind forwarded ones).  A client
+    with ``kchannel.gateway.max.queued.requests`` requests waiting is not
+    read (muted) until one is answered: a slow upstream holds clients back
+    through TCP instead of filling the gateway's memory.
+
+Upstream connections
+    One connection per upstream node, shared by every client (or, with
+    ``kchannel.gateway.upstream.connections=per-client``, per client
+    connection: a broker serves a connection's requests one at a time, so a
+    long poll on a shared one delays the others): the upstream
+    sees the gateway's principal (``kchannel.upstream.sasl.jaas.config``)
+    for every request, so the gateway's authorization hook (and the
+    upstream's ACLs for that one principal) decide what clients may do.  When
+    an upstream connection fails, every client with a request on it is
+    disconnected (client libraries reconnect and retry); a request waits at
+    most the upstream ``request.timeout.ms`` plus the time the broker may
+    hold it (Produce timeout, Fetch max wait, JoinGroup rebalance timeout).
+
+Authorization
+    ``authorizer.authorize(request) -> bool`` for every forwarded request
+    (:class:`GatewayRequest`: principal, listener, API key and version,
+    client id and address).  Built-in: :class:`AllowListAuthorizer`, the
+    principals of ``kchannel.gateway.allowed.principals`` per listener
+    (``listener.name.<l>.kchannel.gateway.allowed.principals``; empty: every
+    authenticated principal).  A refused request gets Kafka's
+    CLUSTER_AUTHORIZATION_FAILED in the response's top-level error code,
+    TOPIC_AUTHORIZATION_FAILED per topic for Metadata and Produce; a request
+    whose response has neither closes the connection (logged).
+
+Metrics (the server's registry)
+    ``RequestsPerSec`` (group ``RequestMetrics``, tag ``request`` = Kafka's
+    API name), ``TotalTimeMs`` / ``TotalTimeMs-max`` (ms from a request's
+    arrival to its response being queued), as Kafka's
+    ``kafka.network:type=RequestMetrics`` MBeans; ``connection-count`` of
+    group ``kchannel-upstream-metrics`` (upstream connections).
+"""
+import collections
+from dataclasses import dataclass
+
+from .. import errors
+from ..client.network_client import NetworkClient, _parse_bootstrap
+from ..config.definitions import resolve_class
+from ..log import get_logger
+from ..metrics import Avg, Max, MetricName, Rate
+from ..principal import KafkaPrincipal
+from ..protocol import messages
+from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
+from ..protocol.errors import Errors
+from ..protocol.headers import decode_response, encode_response
+
+log = get_logger("kchannel.gateway")
+
+__all__ = ["Gateway", "GatewayRequest", "AllowListAuthorizer", "UPSTREAM_PREFIX",
+           "LOCAL_API_KEYS", "install_gateway"]
+
+UPSTREAM_PREFIX = "kchannel.upstream."
+
+# Answered by the gateway itself, never forwarded.
+LOCAL_API_KEYS = frozenset(int(k) for k in (
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+    ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+    ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS))
+# Responses decoded and re-encoded with the gateway's endpoints.
+REWRITTEN_API_KEYS = frozenset(int(k) for k in (
+    ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER))
+# Later versions put broker addresses into responses that pass untouched.
+VERSION_CAPS = {int(ApiKey.PRODUCE): 9, int(ApiKey.FETCH): 15, int(ApiKey.DESCRIBE_QUORUM): 1}
+NOT_FORWARDED = frozenset(int(k) for k in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE))
+
+BOOTSTRAP_NODE = -1          # upstream connection id of the bootstrap broker
+DEFAULT_MAX_QUEUED = 100
+# While anything is in flight upstream, the loop wakes at least this often
+# for the upstream client's timeouts (connection setup, request timeout).
+TIMER_MS = 100
+JOIN_GROUP_TIMEOUT_LAPSE_MS = 5000
+START_TIMEOUT_MS = 10000
+
+
+@dataclass(frozen=True)
+class GatewayRequest:
+    """What an authorizer sees of a request about to be forwarded."""
+    principal: KafkaPrincipal
+    listener_name: str
+    api_key: int
+    api_version: int
+    client_id: str
+    client_address: object
+
+    @property
+    def api_name(self):
+        return API_NAMES.get(self.api_key, str(self.api_key))
+
+
+class AllowListAuthorizer:
+    """Allows the principals listed for a listener (``{listener name:
+    iterable of "Type:name"}``); a listener without a list allows every
+    authenticated principal."""
+
+    def __init__(self, allowed):
+        self.allowed = {str(k).upper(): frozenset(str(p).strip() for p in v if str(p).strip())
+                        for k, v in (allowed or {}).items()}
+        self.allowed = {k: v for k, v in self.allowed.items() if v}
+
+    def authorize(self, request):
+        allowed = self.allowed.get(request.listener_name)
+        if allowed is None:
+            return True
+        p = request.principal
+        return p is not None and f"{p.principal_type}:{p.name}" in allowed
+
+
+class _Slot:
+    """One request of a client, in its order: forwarded (``response`` set
+    once the upstream answered) or answered locally (``local`` = its
+    frame, handled when it reaches the head)."""
+    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms")
+
+    def __init__(self, api_key, version, corr, start, local=None):
+        self.timeout_ms = None       # upstream request timeout, if not the default
+        self.api_key = api_key
+        self.version = version
+        self.corr = corr
+        self.start = start
+        self.response = None
+        self.local = local
+
+
+class _Downstream:
+    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids")
+
+    def __init__(self, cid, listener_name, node):
+        self.cid = cid
+        self.listener_name = listener_name
+        self.node = node              # upstream node of its port, None: bootstrap port
+        self.queue = collections.deque()
+        self.muted = False
+        self.closed = False
+        self.uids = ()                # upstream connections of its own (per-client mode)
+
+
+class _Fd:
+    """A file descriptor for Selector.add_listener (the upstream selector's
+    epoll descriptor: readable when an upstream connection has an event)."""
+
+    def __init__(self, fd):
+        self._fd = fd
+
+    def fileno(self):
+        return self._fd
+
+    def setblocking(self, flag):
+        pass
+
+
+def _skip_string(payload, off, flexible):
+    """Offset after a (nullable) string at ``off``."""
+    if flexible:         # compact: unsigned varint length + 1
+        n, shift = 0, 0
+        while True:
+            b = payload[off]
+            off += 1
+            n |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+        return off + max(n - 1, 0)
+    n = int.from_bytes(payload[off:off + 2], "big", signed=True)
+    return off + 2 + max(n, 0)
+
+
+def _int(payload, off, size):
+    if off + size > len(payload):
+        raise IndexError("request truncated")
+    return int.from_bytes(payload[off:off + size], "big", signed=True)
+
+
+def _acks(payload, off, version):
+    """The ``acks`` of a Produce request (v3+: after transactional_id)."""
+    return _int(payload, _skip_string(payload, off, version >= 9), 2)
+
+
+def _waits_ms(key, version, payload, off):
+    """How long the broker may hold this request before answering (0 for
+    most): a Produce's timeout_ms, a Fetch's max_wait_ms, a JoinGroup's
+    rebalance timeout.  The upstream request timeout is stretched by it, as
+    Kafka's clients do, so that a long poll or a rebalance does not count as
+    a dead upstream connection."""
+    if key == int(ApiKey.PRODUCE):
+        return max(_int(payload, _skip_string(payload, off, version >= 9) + 2, 4), 0)
+    if key == int(ApiKey.FETCH):
+        return max(_int(payload, off if version >= 15 else off + 4, 4), 0)
+    if key == int(ApiKey.JOIN_GROUP):
+        pos = _skip_string(payload, off, version >= 6)
+        # v0 has no rebalance timeout: the session timeout bounds the join
+        return max(_int(payload, pos + (4 if version >= 1 else 0), 4), 0)
+    return 0
+
+
+def _drop_none(d):
+    """A body dict without its None values (their fields take the schema's
+    default: a null topic id is the zero UUID)."""
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _has_top_level_field(spec, key, version):
+    for f in spec.fields:
+        if f.key == key and version in f.versions:
+            return True
+    return False
+
+
+class Gateway:
+    """See the module docstring.  ``upstream_configs``: client configs of the
+    upstream connections (``bootstrap.servers`` required)."""
+
+    def __init__(self, server, upstream_configs, *, node_id_base=0,
+                 max_queued_requests=DEFAULT_MAX_QUEUED, authorizer=None,
+                 upstream_connections="shared"):
+        configs = dict(upstream_configs)
+        self.bootstrap = _parse_bootstrap(configs.get("bootstrap.servers"))
+        if not self.bootstrap:
+            raise errors.ConfigError(
+                "kchannel.upstream.bootstrap.servers is empty: set the upstream cluster's "
+                "bootstrap servers to run a gateway", key="kchannel.upstream.bootstrap.servers")
+        configs.setdefault("client.id", "kchannel-gateway")
+        self.server = server
+        self.time = server.time
+        self.node_id_base = int(node_id_base)
+        self.max_queued_requests = max(1, int(max_queued_requests))
+        self.authorizer = authorizer
+        mode = str(upstream_connections).strip().lower()
+        if mode not in ("shared", "per-client"):
+            raise errors.ConfigError(
+                f"Invalid value {upstream_connections} for configuration "
+                "kchannel.gateway.upstream.connections: String must be one of: shared, per-client",
+                key="kchannel.gateway.upstream.connections", value=upstream_connections)
+        self.per_client = mode == "per-client"
+        self.client = NetworkClient(configs, metrics=server.metrics, time=server.time,
+                                    metric_group_prefix="kchannel-upstream")
+        self.request_timeout_ms = self.client.request_timeout_ms
+        self.nodes = {}               # upstream node id -> (host, port)
+        self.node_listeners = {}      # (listener name, node id) -> Listener
+        self.downstreams = {}         # connection id -> _Downstream
+        self.in_flight = {}           # (upstream id, corr) -> (_Downstream, _Slot)
+        self.waiting = {}             # upstream id -> deque[(ds, slot, frame, expect)]
+        self.connecting = set()       # upstream ids connected on behalf of waiting requests
+        self.upstream_versions = None  # {api_key: (min, max)} of the upstream
+        self._ranges_cache = None
+        self._offered_cache = None
+        self._bootstrap_index = 0
+        self._sensors = {}
+        self._fd = _Fd(self.client.selector.fileno())
+        server.selector.add_listener(self._fd, self._upstream_event)
+        server.gateway = self
+
+    # ------------------------------------------------------------ start-up
+    def start(self, timeout_ms=None):
+        """Connect to the bootstrap broker and learn the upstream's API
+        versions and nodes (binding their ports), waiting at most
+        ``timeout_ms`` (default: the upstream request.timeout.ms, at most
+        10 s).  Returns
+        True when done; False (logged) when the upstream is not reachable
+        yet: the gateway then learns it from the first forwarded request."""
+        if timeout_ms is None:
+            # the listeners wait meanwhile: not longer than this
+            timeout_ms = min(self.request_timeout_ms, START_TIMEOUT_MS)
+        deadline = self.time() + timeout_ms
+        corr = None
+        while self.time() < deadline:
+            uid = self._route(None)
+            if self.client.is_ready(uid):
+                if corr is None:
+                    self._learn_versions(uid)
+                    version = min(self.client.choose_version(uid, int(ApiKey.METADATA)), 12)
+                    corr = self.client.send(uid, int(ApiKey.METADATA),
+                                            {"topics": [], "allow_auto_topic_creation": False,
+                                             "include_cluster_authorized_operations": False,
+                                             "include_topic_authorized_operations": False},
+                                            version)
+            else:
+                try:
+                    self.client.connect(uid, *self._address(uid))
+                except errors.KChannelError as exc:
+                    log.warning("Cannot connect to upstream %s: %s", self._address(uid), exc)
+                    self._next_bootstrap()
+            for resp in self.client.poll(50):
+                if resp.correlation_id != corr or resp.api_key != int(ApiKey.METADATA):
+                    continue
+                if resp.exception is not None:
+                    corr = None
+                    continue
+                for b in resp.body.get("brokers") or ():
+                    self._learn_node(b["node_id"], b["host"], b["port"])
+                for l in list(self.server.listeners):
+                    if l.upstream_node is None:
+                        for nid in sorted(self.nodes):
+                            self._endpoint(l.name, nid)
+                log.info("Gateway ready: upstream %s, nodes %s", ",".join(
+                    f"{h}:{p}" for h, p in self.bootstrap), sorted(self.nodes))
+                return True
+            if self.client.connection_failed(uid):
+                exc = self.client.connection_exception(uid)
+                if isinstance(exc, errors.AuthenticationError) or \
+                        self.client.authentication_exception(uid) is not None:
+                    log.error("Gateway cannot authenticate to upstream %s: %s",
+                              self._address(uid), self.client.authentication_exception(uid)
+                              or exc)
+                    return False
+                self._next_bootstrap()
+        log.warning("Upstream cluster %s not reachable within %d ms; requests are forwarded "
+                    "once it is", ",".join(f"{h}:{p}" for h, p in self.bootstrap), timeout_ms)
+        return False
+
+    def close(self):
+        self.server.selector.remove_listener(self._fd)
+        self.client.close()
+
+    # --------------------------------------------------------- the server
+    def api_ranges(self, local):
+        """ApiVersions ranges: the gateway's own APIs as the server has them,
+        then what both the upstream and the gateway support."""
+        up = self.upstream_versions
+        if up is None:
+            return local
+        if self._ranges_cache is not None and self._ranges_cache[0] == local:
+            return dict(self._ranges_cache[1])
+        out = {k: r for k, r in local.items() if k in LOCAL_API_KEYS}
+        for k, (lo, hi) in up.items():
+            if k in LOCAL_API_KEYS or k in NOT_FORWARDED or k not in API_NAMES:
+                continue
+            valid = API_VALID_VERSIONS.get(k)
+            if valid is not None:
+                lo, hi = max(lo, valid[0]), min(hi, valid[1])
+            if k in VERSION_CAPS:
+                hi = min(hi, VERSION_CAPS[k])
+            if k in REWRITTEN_API_KEYS:
+                api = messages.API[k]
+                lo, hi = max(lo, api.min_version), min(hi, api.max_version)
+            if lo <= hi:
+                out[k] = (lo, hi)
+        self._ranges_cache = (dict(local), dict(out))
+        return out
+
+    def _offered(self):
+        """{api_key: (min, max)} offered to clients (cached until the
+        upstream's versions change)."""
+        offered = self._offered_cache
+        if offered is None:
+            body = self.server.api_versions_body(0)
+            offered = {e["api_key"]: (e["min_version"], e["max_version"])
+                       for e in body["api_keys"]}
+            if self.upstream_versions is not None:
+                self._offered_cache = offered
+        return offered
+
+    def connection_closed(self, cid):
+        ds = self.downstreams.pop(cid, None)
+        if ds is not None:
+            ds.closed = True
+            ds.queue.clear()
+            for uid in ds.uids:
+                # its own upstream connection (per-client mode) goes with it
+                self.client.remove(uid)
+                self.waiting.pop(uid, None)
+                self.connecting.discard(uid)
+
+    def poll_timeout(self, timeout_ms):
+        if self.client.has_pending_io():
+            return 0
+        if self.in_flight or self.waiting:
+            if timeout_ms is None or timeout_ms < 0 or timeout_ms > TIMER_MS:
+                return TIMER_MS
+        return timeout_ms
+
+    def _upstream_event(self):
+        pass     # after_poll polls the upstream client in every iteration
+
+    def intercept(self, ch, header, payload, off, now):
+        """Called by the server for each request of an authenticated client:
+        False to let the server answer it now, True when the gateway took
+        it (forwarded, refused or queued behind earlier requests)."""
+        key = header.api_key
+        cid = ch.id
+        ds = self.downstreams.get(cid)
+        if ds is None:
+            ds = self.downstreams[cid] = _Downstream(
+                cid, ch.listener_name, self.server.connection_upstream_node.get(cid))
+        if key in LOCAL_API_KEYS:
+            if not ds.queue:
+                return False
+            ds.queue.append(_Slot(key, header.api_version, header.correlation_id, now,
+                                  local=bytes(payload)))
+            self._maybe_mute(ds)
+            return True
+        version = header.api_version
+        rng = self._offered().get(key)
+        if rng is None or not rng[0] <= version <= rng[1]:
+            name = API_NAMES.get(key, str(key))
+            log.info("Closing connection %s from %s: %s v%d is not offered by the gateway",
+                     cid, ch.socket_description(), name, version)
+            self._fail_downstream(ds, errors.UnsupportedVersionError(
+                f"{name} version {version} is not supported by the gateway"))
+            return True
+        slot = _Slot(key, version, header.correlation_id, now)
+        if self.authorizer is not None:
+            request = GatewayRequest(ch.principal(), ds.listener_name, key, version,
+                                     header.client_id, ch.remote_address)
+            if not self.authorizer.authorize(request):
+                self._refuse(ds, slot, header, payload, off, request)
+                return True
+        expect = True
+        timeout_ms = None
+        try:
+            if key == int(ApiKey.PRODUCE):
+                expect = _acks(payload, off, version) != 0
+            wait = _waits_ms(key, version, payload, off)
+            if wait:
+                # Kafka's consumer: JoinGroup gets rebalance timeout + 5 s.
+                timeout_ms = max(self.request_timeout_ms, wait + JOIN_GROUP_TIMEOUT_LAPSE_MS) \
+                    if key == int(ApiKey.JOIN_GROUP) else self.request_timeout_ms + wait
+        except IndexError:
+            pass     # a malformed request: the upstream will say so
+        slot.timeout_ms = timeout_ms
+        if expect:
+            ds.queue.append(slot)
+        frame = bytearray(payload)
+        uid = self._route(ds.node, ds.cid if self.per_client else None)
+        if self.per_client and uid not in ds.uids:
+            ds.uids = ds.uids + (uid,)
+        if self.client.is_ready(uid):
+            self._send(uid, ds, slot, frame, expect)
+        else:
+            self.waiting.setdefault(uid, collections.deque()).append((ds, slot, frame, expect))
+            self._ensure_connecting(uid)
+        self._maybe_mute(ds)
+        return True
+
+    def after_poll(self):
+        """Upstream I/O after the server's: send what waited for a
+        connection, hand responses back to their clients."""
+        for _ in range(2):
+            self._drain_waiting()
+            responses = self.client.poll(0)
+            for resp in responses:
+                self._on_response(resp)
+            self._drain_waiting()
+            if not self.client.has_pending_io():
+                break
+
+    # --------------------------------------------------------------- routing
+    def _route(self, node, cid=None):
+        """Upstream connection id for a client of ``node``'s port (None: the
+        bootstrap port, served by any ready upstream connection); with
+        per-client connections, ``(node, client connection id)``."""
+        if cid is not None:
+            if node is None:
+                node = min(self.nodes) if self.nodes else BOOTSTRAP_NODE
+            return (node, cid)
+        if node is not None:
+            return node
+        client = self.client
+        for uid in sorted(self.nodes):
+            if client.is_ready(uid):
+                return uid
+        if client.is_ready(BOOTSTRAP_NODE):
+            return BOOTSTRAP_NODE
+        # none ready: one being set up, else one that may connect now
+        for uid in sorted(self.nodes) + [BOOTSTRAP_NODE]:
+            if not client.connection_state(uid).is_disconnected():
+                return uid
+        for uid in sorted(self.nodes):
+            if client.can_connect(uid):
+                return uid
+        return BOOTSTRAP_NODE
+
+    def _address(self, uid):
+        node = uid[0] if isinstance(uid, tuple) else uid
+        if node == BOOTSTRAP_NODE or node not in self.nodes:
+            return self.bootstrap[self._bootstrap_index % len(self.bootstrap)]
+        return self.nodes[node]
+
+    @staticmethod
+    def _is_bootstrap(uid):
+        return (uid[0] if isinstance(uid, tuple) else uid) == BOOTSTRAP_NODE
+
+    def _next_bootstrap(self):
+        self._bootstrap_index = (self._bootstrap_index + 1) % len(self.bootstrap)
+
+    def _ensure_connecting(self, uid):
+        client = self.client
+        state = client.connection_state(uid)
+        if not state.is_disconnected():
+            return
+        host, port = self._address(uid)
+        try:
+            started = client.connect(uid, host, port)
+        except errors.KChannelError as exc:
+            self._fail_waiting(uid, exc)
+            if self._is_bootstrap(uid):
+                self._next_bootstrap()
+            return
+        if started:
+            self.connecting.add(uid)
+        # else in its reconnect backoff: the requests wait for it (at most
+        # the upstream request timeout, see _drain_waiting)
+
+    def _drain_waiting(self):
+        if not self.waiting:
+            return
+        client = self.client
+        for uid in list(self.waiting):
+            if client.is_ready(uid):
+                self.connecting.discard(uid)
+                self._learn_versions(uid)
+                queue = self.waiting.pop(uid)
+                for ds, slot, frame, expect in queue:
+                    if not ds.closed:
+                        self._send(uid, ds, slot, frame, expect)
+            elif client.connection_state(uid).is_disconnected():
+                if uid in self.connecting:
+                    self.connecting.discard(uid)
+                    exc = (client.authentication_exception(uid)
+                           or client.connection_exception(uid)
+                           or errors.ChannelConnectionError(f"Upstream node {uid} unreachable"))
+                    log.warning("Upstream connection %s (%s:%s) failed: %s", uid,
+                                *self._address(uid), exc)
+                    if self._is_bootstrap(uid):
+                        self._next_bootstrap()
+                    self._fail_waiting(uid, exc)
+                else:
+                    queue = self.waiting[uid]
+                    if queue and self.time() - queue[0][1].start > self.request_timeout_ms:
+                        self._fail_waiting(uid, client.connection_exception(uid) or
+                                           errors.ChannelConnectionError(
+                                               f"Upstream node {uid} is not reachable"))
+                    else:
+                        self._ensure_connecting(uid)
+
+    def _fail_waiting(self, uid, exc):
+        for ds, slot, frame, expect in self.waiting.pop(uid, ()):
+            self._fail_downstream(ds, exc)
+
+    def _send(self, uid, ds, slot, frame, expect):
+        try:
+            corr = self.client.send_raw(uid, frame, expect_response=expect,
+                                        timeout_ms=slot.timeout_ms)
+        except errors.KChannelError as exc:
+            self._fail_downstream(ds, exc)
+            return
+        if expect:
+            self.in_flight[(uid, corr)] = (ds, slot)
+
+    def _learn_versions(self, uid):
+        if self.upstream_versions is None:
+            versions = self.client.api_versions(uid)
+            if versions:
+                self.upstream_versions = dict(versions)
+                self._ranges_cache = self._offered_cache = None
+
+    def _learn_node(self, nid, host, port):
+        if nid is None or nid < 0 or not host or port is None or port < 0:
+            return
+        self.nodes[int(nid)] = (host, int(port))
+
+    # -------------------------------------------------------------- responses
+    def _on_response(self, resp):
+        entry = self.in_flight.pop((resp.node_id, resp.correlation_id), None)
+        if entry is None:
+            return
+        ds, slot = entry
+        if ds.closed:
+            return
+        if resp.exception is not None:
+            self._fail_downstream(ds, resp.exception)
+            return
+        try:
+            slot.response = self._response_frame(ds, slot, resp.body)
+        except Exception as exc:  # noqa: BLE001 - an undecodable response closes its client
+            log.warning("Closing connection %s: cannot rewrite the upstream's %s v%d "
+                        "response: %s", ds.cid, API_NAMES.get(slot.api_key), slot.version, exc)
+            self._fail_downstream(ds, exc)
+            return
+        self._flush(ds)
+
+    def _response_frame(self, ds, slot, frame):
+        if slot.api_key not in REWRITTEN_API_KEYS:
+            out = frame if isinstance(frame, bytearray) else bytearray(frame)
+            out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
+            return out
+        _, body = decode_response(frame, slot.api_key, slot.version)
+        self._rewrite(ds.listener_name, slot.api_key, slot.version, body)
+        return encode_response(slot.api_key, slot.version, slot.corr, body)
+
+    def _rewrite(self, listener_name, api_key, version, body):
+        if api_key == int(ApiKey.METADATA):
+            brokers = []
+            for b in body.get("brokers") or ():
+                self._learn_node(b["node_id"], b["host"], b["port"])
+                ep = self._endpoint(listener_name, b["node_id"])
+                if ep is not None:
+                    brokers.append(dict(b, host=ep[0], port=ep[1]))
+            body["brokers"] = brokers
+        elif api_key == int(ApiKey.DESCRIBE_CLUSTER):
+            brokers = []
+            controllers = body.get("endpoint_type", 1) == 2
+            for b in body.get("brokers") or ():
+                if not controllers:
+                    self._learn_node(b["broker_id"], b["host"], b["port"])
+                ep = self._endpoint(listener_name, b["broker_id"])
+                if ep is not None:
+                    brokers.append(dict(b, host=ep[0], port=ep[1]))
+            body["brokers"] = brokers
+        elif api_key == int(ApiKey.FIND_COORDINATOR):
+            entries = body.get("coordinators") if version >= 4 else [body]
+            for c in entries or ():
+                if c.get("error_code", 0) != 0 or c.get("node_id", -1) < 0:
+                    continue
+                self._learn_node(c["node_id"], c["host"], c["port"])
+                ep = self._endpoint(listener_name, c["node_id"])
+                if ep is None:
+                    c.update(node_id=-1, host="", port=-1,
+                             error_code=int(Errors.COORDINATOR_NOT_AVAILABLE))
+                else:
+                    c.update(host=ep[0], port=ep[1])
+
+    def _endpoint(self, listener_name, nid):
+        """(host, port) clients use for upstream node ``nid`` on
+        ``listener_name``, binding its port on first use; None (logged) when
+        it cannot be bound."""
+        server = self.server
+        parent = server.listener(listener_name)
+        key = (parent.name, nid)
+        l = self.node_listeners.get(key)
+        offset = 1 + int(nid) - self.node_id_base
+        if l is None:
+            if offset < 1 or (parent.port and parent.port + offset > 65535):
+                log.error("Upstream node %s has no port on listener %s: node ids start at "
+                          "kchannel.gateway.node.id.base=%d and ports at %d", nid, parent.name,
+                          self.node_id_base, parent.port + 1)
+                return None
+            port = parent.port + offset if parent.port else 0
+            try:
+                l = server.add_node_listener(parent.name, int(nid), port)
+            except errors.KChannelError as exc:
+                log.error("Cannot bind the port of upstream node %s on listener %s: %s",
+                          nid, parent.name, exc)
+                return None
+            self.node_listeners[key] = l
+        host, adv_port = server.advertised_endpoint(parent.name)
+        port = adv_port + offset if parent.port else l.bound_port
+        return host, port
+
+    # -------------------------------------------------------------- clients
+    def _flush(self, ds):
+        sel = self.server.selector
+        q = ds.queue
+        while q and not ds.closed:
+            slot = q[0]
+            if slot.local is not None:
+                q.popleft()
+                self.server._process_request(ds.cid, slot.local, local=True)
+                continue
+            if slot.response is None:
+                break
+            q.popleft()
+            if sel.channel(ds.cid) is None:
+                break
+            sel.send(ds.cid, slot.response)
+            self._record(slot)
+        if ds.muted and not ds.closed and len(q) < self.max_queued_requests:
+            ds.muted = False
+            if sel.channel(ds.cid) is not None:
+                sel.unmute(ds.cid)
+
+    def _maybe_mute(self, ds):
+        if not ds.muted and len(ds.queue) >= self.max_queued_requests:
+            ds.muted = True
+            self.server.selector.mute(ds.cid)
+
+    def _fail_downstream(self, ds, exc):
+        """Disconnect a client whose request cannot be answered: what its
+        library retries on (responses completed before it go out first)."""
+        if ds.closed:
+            return
+        self._flush(ds)
+        if ds.closed:
+            return
+        ds.closed = True
+        log.info("Disconnecting %s: %s", ds.cid, exc)
+        sel = self.server.selector
+        if sel.channel(ds.cid) is not None:
+            sel.write_queued(ds.cid)
+            sel.close(ds.cid)
+        self.downstreams.pop(ds.cid, None)
+
+    def _refuse(self, ds, slot, header, payload, off, request):
+        key, version = slot.api_key, slot.version
+        log.info("Refusing %s v%d of %s on %s (client %s)", request.api_name, version,
+                 request.principal, request.listener_name, ds.cid)
+        body = None
+        api = messages.API.get(key)
+        try:
+            if key == int(ApiKey.METADATA):
+                req = api.request.decode(payload, version, off)
+                body = {"brokers": [], "cluster_id": None, "controller_id": -1,
+                        "topics": [_drop_none({"error_code": int(Errors.TOPIC_AUTHORIZATION_FAILED),
+                                               "name": t.get("name"), "topic_id": t.get("topic_id"),
+                                               "is_internal": False, "partitions": []})
+                                   for t in req.get("topics") or ()]}
+            elif key == int(ApiKey.PRODUCE):
+                req = api.request.decode(payload, version, off)
+                if req.get("acks") == 0:
+                    return
+                body = {"responses": [
+                    _drop_none({"name": t.get("name"), "topic_id": t.get("topic_id"),
+                     "partition_responses": [
+                         {"index": p.get("index"),
+                          "error_code": int(Errors.TOPIC_AUTHORIZATION_FAILED)}
+                         for p in t.get("partition_data") or ()]})
+                    for t in req.get("topic_data") or ()]}
+            elif api is not None and _has_top_level_field(api.response, "error_code", version):
+                body = {"error_code": int(Errors.CLUSTER_AUTHORIZATION_FAILED)}
+        except errors.KChannelError as exc:
+            log.info("Closing connection %s: invalid %s request: %s", ds.cid,
+                     request.api_name, exc)
+            body = None
+        if body is None:
+            self._fail_downstream(ds, errors.KafkaError(
+                int(Errors.CLUSTER_AUTHORIZATION_FAILED), "CLUSTER_AUTHORIZATION_FAILED",
+                f"{request.principal} may not use {request.api_name} on listener "
+                f"{request.listener_name}"))
+            return
+        slot.response = encode_response(key, version, slot.corr, body)
+        ds.queue.append(slot)
+        self._flush(ds)
+
+    # -------------------------------------------------------------- metrics
+    def _record(self, slot):
+        sensor = self._sensors.get(slot.api_key)
+        if sensor is None:
+            metrics = self.server.metrics
+            name = API_NAMES.get(slot.api_key, str(slot.api_key))
+            tags = {"request": name}
+            sensor = metrics.sensor(f"gateway-request:{name}")
+            sensor.add(MetricName.of("RequestsPerSec", "RequestMetrics",
+                                     "Requests forwarded per second", tags),
+                       Rate(metrics.config, count=True))
+            sensor.add(MetricName.of("TotalTimeMs", "RequestMetrics",
+                                     "Average time from request to response (ms)", tags),
+                       Avg(metrics.config))
+            sensor.add(MetricName.of("TotalTimeMs-max", "RequestMetrics",
+                                     "Longest time from request to response (ms)", tags),
+                       Max(metrics.config))
+            self._sensors[slot.api_key] = sensor
+        now = self.time()
+        sensor.record(now - slot.start, now)
+
+
+def upstream_configs(props):
+    """The ``kchannel.upstream.`` properties without their prefix."""
+    n = len(UPSTREAM_PREFIX)
+    return {k[n:]: v for k, v in props.items()
+            if isinstance(k, str) and k.startswith(UPSTREAM_PREFIX) and len(k) > n}
+
+
+def install_gateway(server, config, props):
+    """A started :class:`Gateway` for ``server`` when the properties set
+    ``kchannel.upstream.bootstrap.servers``, else None."""
+    up = upstream_configs(props)
+    if not str(up.get("bootstrap.servers") or "").strip():
+        return None
+
+    def value(key, default):
+        v = config.get(key) if config is not None else None
+        return default if v is None else v
+
+    allowed = {}
+    for l in server.listeners:
+        text = None
+        if config is not None and hasattr(config, "listener_configs"):
+            text = config.listener_configs(l.name).get("kchannel.gateway.allowed.principals")
+        if text is None:
+            text = props.get(f"listener.name.{l.name.lower()}.kchannel.gateway.allowed.principals",
+                             props.get("kchannel.gateway.allowed.principals"))
+        if isinstance(text, str):
+            text = [t for t in text.split(",") if t.strip()]
+        if text:
+            allowed[l.name] = text
+    authorizer = None
+    cls = value("kchannel.gateway.authorizer.class", None)
+    if cls:
+        klass = resolve_class(cls) if isinstance(cls, str) else cls
+        authorizer = klass()
+        if hasattr(authorizer, "configure"):
+            authorizer.configure(dict(props))
+    elif allowed:
+        authorizer = AllowListAuthorizer(allowed)
+    gateway = Gateway(server, up,
+                      node_id_base=int(value("kchannel.gateway.node.id.base", 0)),
+                      max_queued_requests=int(value("kchannel.gateway.max.queued.requests",
+                                                    DEFAULT_MAX_QUEUED)),
+                      authorizer=authorizer,
+                      upstream_connections=value("kchannel.gateway.upstream.connections",
+                                                 "shared"))
+    gateway.start()
+    return gateway

@@ -1,0 +1,500 @@
+"""kchannel.aio against Apache Kafka (the session's ``kafka_broker``): the
+producer/consumer scenarios of the sync suite on the event loop (asyncio's
+and uvloop's) over PLAINTEXT, SSL and SASL_SSL SCRAM; groups with eager and
+cooperative rebalancing and async listeners; interop with aiokafka and
+confluent-kafka both ways; no thread started; cancellation and close."""
+import asyncio
+import threading
+import time
+
+import pytest
+
+from kchannel.aio import AIOConsumer, AIOProducer
+from kchannel.client import RequestTimeoutError
+from kchannel.errors import KafkaError
+from kchannel.client.metadata import TopicPartition
+from kchannel.client import KafkaClient
+from kchannel.tokens.admin import DelegationTokenAdmin
+from tests.fixtures.aio import SlowTokenLogin
+from tests.fixtures.kafka_tokens import created, expired, token_configs
+from tests.fixtures.records import (consume_aiokafka, consume_confluent, create_topic,
+                                    expected_rows, produce_aiokafka, produce_confluent, sample,
+                                    topic_name)
+
+pytestmark = [pytest.mark.interop]
+
+
+def run(coro, loop="asyncio"):
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro)
+    return asyncio.run(coro)
+
+
+async def aio_produce(configs, topic, records, **extra):
+    async with AIOProducer({"linger.ms": 5, **configs, **extra}) as p:
+        futures = [await p.send(topic, value=v, key=k, headers=h, timestamp_ms=ts)
+                   for k, v, h, ts in records]
+        return list(await asyncio.gather(*futures))
+
+
+async def aio_consume(configs, topic, partitions, n, timeout=60, **extra):
+    rows = []
+    async with AIOConsumer({"auto.offset.reset": "earliest", **configs, **extra}) as c:
+        c.assign([TopicPartition(topic, p) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(rows) < n and time.monotonic() < deadline:
+            for tp, records in (await c.getmany(timeout_ms=500)).items():
+                for r in records:
+                    assert (r.topic, r.partition) == tp
+                    rows.append((r.partition, r.offset, r.key, r.value,
+                                 [tuple(h) for h in r.headers], r.timestamp))
+    return sorted(rows)
+
+
+# (listener, SASL mechanism, event loop)
+SECURITY_CASES = [
+    ("PLAINTEXT", None, "asyncio"),
+    ("PLAINTEXT", None, "uvloop"),
+    ("SSL", None, "asyncio"),
+    ("SASL_SSL", "SCRAM-SHA-256", "asyncio"),
+    ("SASL_SSL", "SCRAM-SHA-512", "uvloop"),
+    ("SASL_PLAINTEXT", "PLAIN", "asyncio"),
+    ("SASL_PLAINTEXT", "OAUTHBEARER", "uvloop"),
+    ("MTLS", None, "asyncio"),
+]
+
+
+@pytest.mark.parametrize("listener,mechanism,loop", SECURITY_CASES)
+def test_produce_and_consume(kafka_broker, listener, mechanism, loop):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio"))
+    configs = kafka_broker.client_configs(listener, mechanism=mechanism)
+    records = sample(30)
+
+    async def scenario():
+        mds = await aio_produce(configs, topic, records, **{"compression.type": "lz4"})
+        got = await aio_consume(configs, topic, 3, len(records))
+        return mds, got
+    mds, got = run(scenario(), loop)
+    expected = expected_rows(records, mds)
+    assert got == expected
+    assert consume_confluent(plain, topic, 3, len(records)) == expected
+
+
+def test_no_thread_is_started(kafka_broker):
+    """Producing, consuming in a group, committing: all on the loop."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-threads"), partitions=2)
+
+    async def scenario():
+        before = set(threading.enumerate())
+        async with AIOProducer({"bootstrap.servers": plain}) as p:
+            for i in range(20):
+                await p.send(topic, b"v%d" % i)
+            await p.flush()
+            async with AIOConsumer({"bootstrap.servers": plain, "group.id": topic,
+                                    "auto.offset.reset": "earliest"}) as c:
+                c.subscribe([topic])
+                n = 0
+                deadline = time.monotonic() + 60
+                while n < 20 and time.monotonic() < deadline:
+                    n += sum(len(v) for v in (await c.getmany(timeout_ms=500)).values())
+                await c.commit()
+                during = set(threading.enumerate())
+        return n, before, during
+    n, before, during = run(scenario())
+    assert n == 20
+    assert during - before == set()
+
+
+@pytest.mark.parametrize("peer", ["aiokafka", "confluent-kafka"])
+def test_interop_both_ways(kafka_broker, peer):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    records = sample(25)
+    # kchannel.aio writes, the peer reads
+    topic = create_topic(plain, topic_name("aio-out"))
+    mds = run(aio_produce({"bootstrap.servers": plain}, topic, records,
+                          **{"compression.type": "zstd"}))
+    reader = consume_aiokafka if peer == "aiokafka" else consume_confluent
+    assert reader(plain, topic, 3, len(records)) == expected_rows(records, mds)
+    # the peer writes, kchannel.aio reads
+    topic = create_topic(plain, topic_name("aio-in"))
+    writer = produce_aiokafka if peer == "aiokafka" else produce_confluent
+    mds = writer(plain, topic, records, "gzip")
+    got = run(aio_consume({"bootstrap.servers": plain}, topic, 3, len(records)))
+    assert got == expected_rows(records, mds)
+
+
+def test_consumer_offsets_pause_and_iteration(kafka_broker):
+    """commit/committed/position/end_offsets/pause/resume/seek and ``async
+    for``: a commit after iterating counts only the records handed out."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-offsets"), partitions=2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": plain}) as p:
+            for i in range(10):
+                await p.send(topic, b"a%d" % i, partition=0)
+                await p.send(topic, b"b%d" % i, partition=1)
+        cfg = {"bootstrap.servers": plain, "group.id": topic, "enable.auto.commit": False,
+               "auto.offset.reset": "earliest"}
+        async with AIOConsumer(cfg) as c:
+            c.assign([tp0, tp1])
+            assert await c.end_offsets([tp0, tp1]) == {tp0: 10, tp1: 10}
+            assert await c.committed(tp0) is None
+            c.pause(tp1)
+            assert c.paused() == {tp1}
+            got = []
+            async for r in c:
+                assert r.partition == 0
+                got.append(r.value)
+                if len(got) == 4:
+                    break
+            assert got == [b"a0", b"a1", b"a2", b"a3"]
+            # the iterator may hold more records: position and commit count
+            # only the four handed out
+            assert await c.position(tp0) == 4
+            await c.commit()
+            assert (await c.committed([tp0]))[tp0].offset == 4
+            c.resume([tp1])
+            c.seek(tp0, 8)
+            rest = []
+            deadline = time.monotonic() + 30
+            while len(rest) < 12 and time.monotonic() < deadline:
+                for records in (await c.getmany(timeout_ms=500, max_records=3)).values():
+                    assert len(records) <= 3
+                    rest += [r.value for r in records]
+            assert sorted(rest) == sorted([b"a8", b"a9"] + [b"b%d" % i for i in range(10)])
+        async with AIOConsumer(cfg) as c:
+            c.assign([tp0])
+            assert await c.position(tp0) == 4
+    run(scenario())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_group_rebalance(kafka_broker, strategy):
+    """Two members share four partitions; every record is consumed once;
+    cooperative members keep their partitions across the second join (no
+    revocation of what they keep), eager ones have them all revoked."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-group"), partitions=4)
+    n = 80
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": plain}) as p:
+            for i in range(n):
+                await p.send(topic, b"%d" % i, partition=i % 4)
+        events = {0: [], 1: []}
+
+        class Listener:
+            def __init__(self, i):
+                self.i = i
+
+            async def on_partitions_revoked(self, partitions):
+                await asyncio.sleep(0)
+                events[self.i].append(("revoked", sorted(p.partition for p in partitions)))
+
+            def on_partitions_assigned(self, partitions):
+                events[self.i].append(("assigned", sorted(p.partition for p in partitions)))
+
+        cfg = {"bootstrap.servers": plain, "group.id": topic, "auto.offset.reset": "earliest",
+               "partition.assignment.strategy": strategy, "heartbeat.interval.ms": 500,
+               "session.timeout.ms": 10000, "enable.auto.commit": False}
+        seen = []
+        stop = asyncio.Event()
+
+        async def member(i, delay):
+            await asyncio.sleep(delay)
+            async with AIOConsumer(cfg) as c:
+                c.subscribe([topic], listener=Listener(i))
+                while not stop.is_set():
+                    for records in (await c.getmany(timeout_ms=200)).values():
+                        seen.extend(int(r.value) for r in records)
+                    await c.commit()
+                    if len(c.assignment()) == 2 and len(seen) >= n:
+                        stop.set()
+        await asyncio.wait_for(asyncio.gather(member(0, 0), member(1, 2)), 90)
+        return seen, events
+    seen, events = run(scenario())
+    assert sorted(seen) == list(range(n))
+    first = events[0]
+    assert first[0] == ("assigned", [0, 1, 2, 3])
+    assert any(e[0] == "assigned" and len(e[1]) == 2 for e in events[1])
+    revoked = [e[1] for e in first if e[0] == "revoked"]
+    if strategy == "range":
+        assert revoked and revoked[0] == [0, 1, 2, 3]
+    else:
+        assert revoked and len(revoked[0]) == 2
+
+
+def test_cancelled_send_and_wait_leaves_the_producer_consistent(kafka_broker):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-cancel-send"), partitions=1)
+    tp = TopicPartition(topic, 0)
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": plain, "linger.ms": 5000}) as p:
+            await p.partitions_for(topic)
+            tasks = [asyncio.ensure_future(p.send_and_wait(topic, b"%d" % i))
+                     for i in range(200)]
+            await asyncio.sleep(0.1)      # enqueued, not yet acknowledged (linger)
+            assert not any(t.done() for t in tasks)
+            for t in tasks[::2]:
+                t.cancel()
+            await p.flush()       # (sends now instead of after the linger)
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            cancelled = sum(isinstance(r, asyncio.CancelledError) for r in results)
+            after = await p.send(topic, b"after")
+            await p.flush()
+            md = await after
+        async with AIOConsumer({"bootstrap.servers": plain}) as c:
+            end = (await c.end_offsets([tp]))[tp]
+        return cancelled, results, md, end
+    cancelled, results, md, end = run(scenario())
+    assert cancelled == 100
+    offsets = [r.offset for r in results if not isinstance(r, BaseException)]
+    assert len(offsets) == 100 and len(set(offsets)) == 100
+    # cancelling stopped the waits, not the records: all 200 were written once
+    assert md.offset == 200 and end == 201
+
+
+def test_cancelled_getmany_loses_no_record(kafka_broker):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-cancel-get"), partitions=2)
+    n = 300
+
+    async def scenario():
+        cfg = {"bootstrap.servers": plain, "auto.offset.reset": "earliest",
+               "max.poll.records": 7}
+        async with AIOConsumer(cfg) as c:
+            c.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            # a getmany cancelled while it waits for records that do not exist yet
+            t = asyncio.ensure_future(c.getmany(timeout_ms=10_000))
+            await asyncio.sleep(0.3)
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            async with AIOProducer({"bootstrap.servers": plain}) as p:
+                for i in range(n):
+                    await p.send(topic, b"%d" % i)
+            got = []
+            deadline = time.monotonic() + 60
+            k = 0
+            while len(got) < n and time.monotonic() < deadline:
+                k += 1
+                t = asyncio.ensure_future(c.getmany(timeout_ms=1000))
+                if k % 3 == 0:
+                    await asyncio.sleep(0)
+                    t.cancel()
+                try:
+                    batch = await t
+                except asyncio.CancelledError:
+                    continue
+                for records in batch.values():
+                    got += [int(r.value) for r in records]
+            return got
+    got = run(scenario())
+    assert sorted(got) == list(range(n))
+
+
+def test_close_flushes_and_times_out(kafka_broker):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-close"), partitions=1)
+
+    async def scenario():
+        # a long linger: close() sends what is buffered
+        p = AIOProducer({"bootstrap.servers": plain, "linger.ms": 60_000})
+        futures = [await p.send(topic, b"%d" % i) for i in range(10)]
+        t0 = time.monotonic()
+        await p.close(timeout=30)
+        closed_in = time.monotonic() - t0
+        offsets = [(await f).offset for f in futures]
+        # close(timeout=0): what is left fails at once
+        p = AIOProducer({"bootstrap.servers": plain, "linger.ms": 60_000})
+        futures = [await p.send(topic, b"%d" % i) for i in range(5)]
+        await p.close(timeout=0)
+        failures = [f.exception() for f in futures]
+        # no broker: send gives up after max.block.ms, close returns
+        dead = AIOProducer({"bootstrap.servers": "127.0.0.1:1", "max.block.ms": 300})
+        with pytest.raises(RequestTimeoutError):
+            await dead.send(topic, b"x")
+        await asyncio.wait_for(dead.close(timeout=1), 5)
+        return offsets, closed_in, failures
+    offsets, closed_in, failures = run(scenario())
+    assert offsets == list(range(10)) and closed_in < 10
+    assert all(isinstance(e, KafkaError) and "closed forcefully" in str(e) for e in failures)
+
+
+def test_send_errors_fail_the_future(kafka_broker):
+    """A record larger than the broker allows fails its future with the
+    broker's error; the producer goes on."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-big"), partitions=1,
+                         extra=None)
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": plain,
+                                "max.request.size": 4 << 20}) as p:
+            with pytest.raises(KafkaError) as err:
+                await p.send_and_wait(topic, b"x" * (2 << 20))
+            md = await p.send_and_wait(topic, b"small")
+        return err.value, md
+    err, md = run(scenario())
+    assert err.name == "MESSAGE_TOO_LARGE"
+    assert md.offset == 0
+
+
+@pytest.mark.slow
+def test_produce_and_consume_on_tansu(tansu):
+    """The same round trip against the other broker implementation."""
+    records = sample(20)
+    topic = create_topic(tansu.bootstrap, topic_name("aio-tansu"), partitions=1)
+    configs = {"bootstrap.servers": tansu.bootstrap}
+
+    async def scenario():
+        mds = await aio_produce(configs, topic, records)
+        return mds, await aio_consume(configs, topic, 1, len(records))
+    mds, got = run(scenario(), "uvloop")
+    assert got == expected_rows(records, mds)
+
+
+@pytest.mark.slow
+def test_example_service(kafka_broker):
+    """examples/aio_service.py: produces what it is POSTed, its consumer task
+    reads it back, SIGTERM ends it with exit status 0."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-service"), partitions=1)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, os.path.join(root, "examples", "aio_service.py"),
+                             "--bootstrap-server", plain, "--topic", topic, "--port", "0",
+                             "--group", topic], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("listening on 127.0.0.1:"), line
+        base = "http://" + line.split()[2].rstrip(",")
+        answers = []
+        for i in range(3):
+            req = urllib.request.Request(base + "/produce", data=b"/page-%d" % i,
+                                         headers={"X-Key": "user-%d" % i})
+            answers.append(json.load(urllib.request.urlopen(req, timeout=30)))
+        assert [(a["topic"], a["offset"]) for a in answers] == [(topic, 0), (topic, 1),
+                                                               (topic, 2)]
+        deadline = time.monotonic() + 60
+        stats = None
+        while time.monotonic() < deadline:
+            stats = json.load(urllib.request.urlopen(base + "/stats", timeout=30))
+            if stats["consumed"] >= 3:
+                break
+            time.sleep(0.2)
+        assert stats == {"consumed": 3, "last_offset": {f"{topic}-0": 2}}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+def test_blocking_token_fetch_runs_on_an_executor(kafka_broker):
+    """OAUTHBEARER with a slow login handler: the loop keeps running (a
+    ticker task is never held up for the fetch), the fetch ran off the
+    loop's thread, and the records go through."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-oauth"), partitions=1)
+    configs = kafka_broker.client_configs("OAUTH_JWKS", "OAUTHBEARER",
+                                          token=kafka_broker.oauth.token(sub="alice"))
+    configs["sasl.login.callback.handler.class"] = "tests.fixtures.aio.SlowTokenLogin"
+    records = sample(10)
+    SlowTokenLogin.threads.clear()
+
+    async def scenario():
+        gaps = []
+        done = asyncio.Event()
+
+        async def ticker():
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+        ticking = asyncio.ensure_future(ticker())
+        mds = await aio_produce(configs, topic, records)
+        got = await aio_consume(configs, topic, 1, len(records))
+        done.set()
+        await ticking
+        return mds, got, max(gaps)
+    mds, got, longest_gap = run(scenario())
+    assert got == expected_rows(records, mds)
+    assert SlowTokenLogin.threads
+    assert threading.main_thread() not in SlowTokenLogin.threads
+    assert longest_gap < 0.4
+
+
+@pytest.mark.slow
+def test_gssapi_login_runs_on_an_executor(kafka_broker):
+    """GSSAPI on the loop: the Kerberos login (keytab, service ticket from
+    the KDC) goes to the loop's executor, and the metadata comes back over
+    the authenticated connection.  (The session broker advertises
+    127.0.0.1, which has no Kerberos service principal, so this stops at
+    the bootstrap connection.)"""
+    if not kafka_broker.gssapi:
+        pytest.skip("the MIT KDC is not available, so the broker has no GSSAPI")
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-gssapi"), partitions=2)
+    configs = kafka_broker.client_configs("SASL_SSL", mechanism="GSSAPI")
+
+    async def scenario():
+        async with AIOProducer(configs) as p:
+            partitions = await p.partitions_for(topic)
+        return partitions, [t.name for t in threading.enumerate()]
+    partitions, threads = run(scenario())
+    assert len(partitions) == 2
+    assert any(name.startswith("asyncio_") for name in threads)   # the default executor
+
+
+def test_delegation_token(kafka_broker):
+    """A token Kafka issued produces and consumes on the loop as its owner."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-token"), partitions=1)
+    with KafkaClient(kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")) as admin_client:
+        admin_client.connect()
+        admin = DelegationTokenAdmin(admin_client)
+        token = created(admin, max_lifetime_ms=3600_000)
+        try:
+            configs = token_configs(kafka_broker, token, "SASL_SSL", "SCRAM-SHA-256")
+            records = sample(10)
+
+            async def scenario():
+                mds = await aio_produce(configs, topic, records)
+                return mds, await aio_consume(configs, topic, 1, len(records))
+            mds, got = run(scenario())
+            assert got == expected_rows(records, mds)
+        finally:
+            expired(admin, token)
+
+
+def test_sync_producer_future_is_awaitable(kafka_broker):
+    """A kchannel.Producer's future, completed on its network thread, wakes
+    the coroutine awaiting it on the loop's thread."""
+    from kchannel import Producer
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-sync-future"), partitions=1)
+
+    async def scenario():
+        with Producer({"bootstrap.servers": plain, "linger.ms": 50}) as p:
+            return await asyncio.wait_for(p.send(topic, b"x"), 30)
+    assert run(scenario()).offset == 0

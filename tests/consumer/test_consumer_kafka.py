@@ -1,0 +1,93 @@
+"""kchannel.Consumer against Apache Kafka: SASL_SSL SCRAM, list offsets
+(beginning/end/for times), read_committed skipping an aborted transaction
+written by confluent-kafka's transactional producer, and commits."""
+import time
+
+import pytest
+
+from kchannel import Consumer
+from kchannel.client.metadata import TopicPartition
+from tests.fixtures.records import (consume_kchannel, create_topic, expected_rows,
+                                    produce, produce_confluent, sample, topic_name)
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_consume_over_sasl_ssl_scram(kafka_broker, mechanism):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("scram"))
+    records = sample(25)
+    mds = produce_confluent(plain, topic, records, "zstd")
+    configs = kafka_broker.client_configs("SASL_SSL", mechanism=mechanism)
+    bootstrap = configs.pop("bootstrap.servers")
+    assert consume_kchannel(bootstrap, topic, 3, len(records), **configs) == \
+        expected_rows(records, mds)
+
+
+def test_list_offsets(kafka_broker):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("offsets"), partitions=1)
+    base = 1_700_000_000_000
+    produce(plain, topic, [(None, b"%d" % i, [], base + i * 10) for i in range(10)],
+            **{"batch.size": 100})
+    tp = TopicPartition(topic, 0)
+    with Consumer({"bootstrap.servers": plain}) as c:
+        assert c.beginning_offsets([tp]) == {tp: 0}
+        assert c.end_offsets([tp]) == {tp: 10}
+        found = c.offsets_for_times({tp: base + 35})[tp]
+        assert (found.offset, found.timestamp) == (4, base + 40)
+        assert c.offsets_for_times({tp: base + 10 ** 6}) == {tp: None}
+
+
+def test_read_committed_skips_aborted_transactions(kafka_broker):
+    from confluent_kafka import Producer as ConfluentProducer
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("txn"), partitions=1)
+    p = ConfluentProducer({"bootstrap.servers": plain, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(30)
+    for label, commit in (("a", True), ("b", False), ("c", True)):
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, value=b"%s%d" % (label.encode(), i))
+        p.flush(30)   # written to the log before the abort, not purged from the queue
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    p.flush(30)
+    committed = [r[3] for r in consume_kchannel(plain, topic, 1, 6,
+                                                **{"isolation.level": "read_committed"})]
+    assert committed == [b"a0", b"a1", b"a2", b"c0", b"c1", b"c2"]
+    # read_uncommitted sees the aborted records too, never the markers
+    everything = [r[3] for r in consume_kchannel(plain, topic, 1, 9)]
+    assert everything == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2", b"c0", b"c1", b"c2"]
+
+
+def test_commit_and_committed_on_kafka(kafka_broker):
+    from confluent_kafka import Consumer as ConfluentConsumer
+    from confluent_kafka import TopicPartition as CTP
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("commit"), partitions=2)
+    produce(plain, topic, [(b"k%d" % i, b"v", [], None) for i in range(20)])
+    group = f"g-{topic}"
+    with Consumer({"bootstrap.servers": plain, "group.id": group,
+                   "auto.offset.reset": "earliest", "enable.auto.commit": False}) as c:
+        c.assign([(topic, 0), (topic, 1)])
+        n = 0
+        deadline = time.time() + 30
+        while n < 20 and time.time() < deadline:
+            n += len(c.poll(0.5))
+        positions = {p: c.position((topic, p)) for p in (0, 1)}
+        c.commit()
+    cc = ConfluentConsumer({"bootstrap.servers": plain, "group.id": group})
+    try:
+        got = cc.committed([CTP(topic, 0), CTP(topic, 1)], timeout=30)
+    finally:
+        cc.close()
+    assert {t.partition: t.offset for t in got} == positions
+    assert sum(positions.values()) == 20
+    # a new kchannel consumer of the group starts from the committed offsets
+    with Consumer({"bootstrap.servers": plain, "group.id": group}) as c2:
+        c2.assign([(topic, 0), (topic, 1)])
+        assert {p: c2.position((topic, p)) for p in (0, 1)} == positions

@@ -1,0 +1,275 @@
+"""The package's layers point one way, and no two modules import each other.
+
+Every module's imports are read with ``ast`` (module level and inside
+functions alike: an import moved into a function to dodge a cycle is still a
+dependency).  Layers, bottom to top (README, "Architecture")::
+
+    core      kchannel, _impl, _twin_protocols, errors, utils, log, principal,
+              framing, metrics, metrics_export
+    protocol  kchannel.protocol.*          config  kchannel.config.*
+    network   kchannel.network.*
+    security  kchannel.security.*
+    tokens    kchannel.tokens.*
+    client    kchannel.client.*
+    producer  kchannel.producer.*          consumer  kchannel.consumer.*
+    server    kchannel.server.*
+    aio       kchannel.aio.*  (same rank as server; neither imports the other)
+    spark     kchannel.spark.*
+    cli       kchannel.cli.*, kchannel.__main__
+
+A module may import its own layer and any lower one; protocol and config
+share a rank and do not import each other, as do producer and consumer.  Names looked up at run time
+(``importlib.import_module`` in the SASL mechanism registry and the twin
+loader) are not imports of the importing module and are not checked here.
+"""
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import kchannel
+
+PACKAGE_DIR = os.path.dirname(kchannel.__file__)
+ROOT = os.path.dirname(PACKAGE_DIR)
+
+# (layer, rank, module-name prefixes).  The longest matching prefix wins.
+LAYERS = [
+    ("core", 0, ("kchannel", "kchannel._impl", "kchannel.errors", "kchannel.utils",
+                 "kchannel.log", "kchannel.principal", "kchannel.framing",
+                 "kchannel._framing_py", "kchannel._twin_protocols", "kchannel.metrics",
+                 "kchannel.metrics_export")),
+    ("protocol", 1, ("kchannel.protocol",)),
+    ("config", 1, ("kchannel.config",)),
+    ("network", 2, ("kchannel.network",)),
+    ("security", 3, ("kchannel.security",)),
+    ("tokens", 4, ("kchannel.tokens",)),
+    ("client", 5, ("kchannel.client",)),
+    ("producer", 6, ("kchannel.producer",)),
+    ("consumer", 6, ("kchannel.consumer",)),
+    ("server", 7, ("kchannel.server",)),
+    ("aio", 7, ("kchannel.aio",)),
+    ("spark", 8, ("kchannel.spark",)),
+    ("cli", 9, ("kchannel.cli", "kchannel.__main__")),
+]
+
+
+def _modules():
+    """{module name: file path} of every module of the package."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(PACKAGE_DIR):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in filenames:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+            if rel.endswith(".__init__"):
+                rel = rel[:-len(".__init__")]
+            out[rel] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(module, path):
+    """[(imported kchannel module, line)] of ``module``: ``from pkg import
+    submodule`` counts as the submodule only; the implicit import of parent
+    packages is not counted."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    is_package = path.endswith("__init__.py")
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    out.append((alias.name, node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = module.split(".")
+                if not is_package:
+                    parts = parts[:-1]
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            names = [f"{base}.{a.name}" for a in node.names]
+            submodules = [n for n in names if n in MODULES]
+            out.extend((n, node.lineno) for n in submodules)
+            if len(submodules) < len(names) and base in MODULES:
+                out.append((base, node.lineno))
+    return [(target, line) for target, line in out if target != module]
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def layer_of(module):
+    best = None
+    for name, rank, prefixes in LAYERS:
+        for prefix in prefixes:
+            # "kchannel" is the package's __init__ only, not a catch-all.
+            if module == prefix or (prefix != "kchannel" and module.startswith(prefix + ".")):
+                if best is None or len(prefix) > len(best[2]):
+                    best = (name, rank, prefix)
+    assert best is not None, f"{module} belongs to no layer: add it to LAYERS"
+    return best[0], best[1]
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = []
+    for module, imports in sorted(GRAPH.items()):
+        layer, rank = layer_of(module)
+        for target, line in imports:
+            target_layer, target_rank = layer_of(target)
+            if target_rank > rank or (target_rank == rank and target_layer != layer):
+                wrong.append(f"{MODULES[module]}:{line}: {module} ({layer}) imports "
+                             f"{target} ({target_layer})")
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+def _cycles(graph):
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder_finds_a_cycle():
+    graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": ["b"], "b": []}) == []
+
+
+def test_no_import_cycles():
+    graph = {m: sorted({t for t, _ in imports}) for m, imports in GRAPH.items()}
+    cycles = _cycles(graph)
+    assert not cycles, "modules importing each other: " + "; ".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def _function_imports(tree):
+    """Import statements inside a function body."""
+    for func in ast.walk(tree):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for stmt in ast.walk(func):
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    yield stmt
+
+
+def test_imports_inside_functions_are_optional_dependencies_with_a_reason():
+    """Imports sit at module top.  One inside a function must be of another
+    package (an optional dependency, or one with a measured start-up cost)
+    and say why in a comment on it or just above its group of imports; a
+    kchannel module there is a hidden dependency (or a hidden cycle)."""
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        source = open(path, encoding="utf-8").read()
+        lines = source.splitlines()
+        for stmt in _function_imports(ast.parse(source, path)):
+            names = ([a.name for a in stmt.names] if isinstance(stmt, ast.Import)
+                     else ["." if stmt.level else stmt.module])
+            if any(n == "." or n == "kchannel" or n.startswith("kchannel.") for n in names):
+                wrong.append(f"{path}:{stmt.lineno}: kchannel import inside a function")
+                continue
+            row = stmt.lineno - 1
+            if "#" in lines[row]:
+                continue
+            row -= 1
+            while row >= 0 and lines[row].strip().startswith(("import ", "from ")):
+                row -= 1
+            if row < 0 or not lines[row].strip().startswith("#"):
+                wrong.append(f"{path}:{stmt.lineno}: import inside a function without a "
+                             "comment saying why")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_in_package_import_error_fallbacks():
+    """``except ImportError`` may only guard optional third-party packages,
+    never hide a kchannel module (a cycle or a layering breach)."""
+    wrong = []
+    for module, path in sorted(MODULES.items()):
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Try):
+                continue
+            catches = any(
+                h.type is not None and "ImportError" in ast.unparse(h.type)
+                for h in node.handlers)
+            if not catches:
+                continue
+            for inner in node.body:
+                for sub in ast.walk(inner):
+                    if isinstance(sub, ast.ImportFrom) and (
+                            sub.level or (sub.module or "").startswith("kchannel")):
+                        wrong.append(f"{path}:{sub.lineno}")
+                    elif isinstance(sub, ast.Import) and any(
+                            a.name.startswith("kchannel") for a in sub.names):
+                        wrong.append(f"{path}:{sub.lineno}")
+    assert not wrong, "kchannel imports guarded by except ImportError: " + ", ".join(wrong)
+
+
+_ISOLATED = textwrap.dedent("""
+    import importlib, os, sys
+    failed = []
+    for name in sys.argv[1:]:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                importlib.import_module(name)
+            except BaseException as exc:
+                print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if status:
+            failed.append(name)
+    sys.exit(1 if failed else 0)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork to import each module alone")
+def test_every_module_imports_on_its_own():
+    """Each module imported first, in a fresh interpreter state (a forked
+    child of a process that has imported nothing of kchannel): an import
+    order that only works because another module came first fails here."""
+    names = sorted(m for m in MODULES if m != "kchannel.__main__")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, "-c", _ISOLATED, *names], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr

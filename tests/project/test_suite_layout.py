@@ -1,0 +1,73 @@
+"""The test suite's own structure: test modules live in one folder per layer
+(``tests/<layer>/``, each a package), never directly in ``tests/``; helpers
+shared between test modules live in ``tests/fixtures/``, never in a collected
+``test_*`` module (importing one from another runs its module-level set-up
+twice and hides the helper)."""
+import ast
+import os
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One folder per layer of the package (README, "Architecture"), plus core
+# (the package's bottom modules) and project (the repository's own rules).
+LAYER_FOLDERS = {"project", "core", "protocol", "config", "network", "security", "tokens",
+                 "client", "producer", "consumer", "server", "gateway", "aio", "spark", "cli",
+                 "interop"}
+# Not test folders: shared helpers, fuzz targets, Java probes.
+HELPER_FOLDERS = {"fixtures", "fuzz", "java"}
+
+
+def _test_modules():
+    """[(path relative to tests/, absolute path)] of every test module."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(TESTS):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.startswith("test_") and name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                out.append((os.path.relpath(path, TESTS), path))
+    return out
+
+
+def test_no_test_module_directly_in_tests():
+    loose = sorted(n for n in os.listdir(TESTS) if n.startswith("test_") and n.endswith(".py"))
+    assert loose == [], ("put each test module into the folder of its layer "
+                         f"(tests/<layer>/): {', '.join(loose)}")
+
+
+def test_test_modules_are_in_layer_folders():
+    wrong = [rel for rel, _ in _test_modules()
+             if os.path.dirname(rel) not in LAYER_FOLDERS]
+    assert wrong == [], ("test modules outside the layer folders "
+                         f"{sorted(LAYER_FOLDERS)}: {', '.join(wrong)}")
+
+
+def test_folders_are_known_packages():
+    folders = sorted(d for d in os.listdir(TESTS)
+                     if os.path.isdir(os.path.join(TESTS, d)) and d != "__pycache__")
+    unknown = [d for d in folders if d not in LAYER_FOLDERS | HELPER_FOLDERS]
+    assert unknown == [], f"folders of tests/ that are neither a layer nor helpers: {unknown}"
+    missing = [d for d in folders if d in LAYER_FOLDERS
+               and not os.path.exists(os.path.join(TESTS, d, "__init__.py"))]
+    assert missing == [], f"layer folders without __init__.py: {missing}"
+
+
+def test_no_test_module_imports_another():
+    offenders = []
+    for rel, path in _test_modules():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), rel)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                modules = [("." * node.level) + (node.module or "")]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                last = module.rsplit(".", 1)[-1]
+                if module.startswith(("tests.test_", ".test_")) or (
+                        module.startswith(("tests", ".")) and last.startswith("test_")):
+                    offenders.append(f"{rel}:{node.lineno}: {module}")
+    assert offenders == [], ("move the shared helpers into tests/fixtures/ and import them "
+                             "from there: " + "; ".join(offenders))

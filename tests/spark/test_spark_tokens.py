@@ -1,0 +1,171 @@
+"""Delegation tokens for Spark executors against Apache Kafka, the parts
+that need no Spark session: the driver renews its token in place (same id
+and HMAC, later expiry, as the broker reports) once ``renewalRatio`` of its
+life has passed, obtains a new one when the old cannot be renewed further
+(its max lifetime caps the expiry), and an executor whose token was expired
+while the job ran fails with an error that names the token (never its
+HMAC) and says what to do."""
+import time
+
+import pytest
+
+from kchannel import errors
+from kchannel.client import KafkaClient
+from kchannel.spark import tokens
+from kchannel.tokens.admin import DelegationTokenAdmin
+from tests.fixtures.records import create_topic, produce, topic_name
+from tests.fixtures.spark import require_spark
+
+pytestmark = [pytest.mark.interop, pytest.mark.kafka]
+
+
+def _driver(kafka_broker):
+    return kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
+
+
+def _broker_view(driver, token_id):
+    with KafkaClient(dict(driver)) as c:
+        c.connect()
+        return {t.token_info.token_id: t for t in DelegationTokenAdmin(c).describe()}.get(
+            token_id)
+
+
+def test_token_renewed_in_place_then_replaced_at_max_lifetime(kafka_broker):
+    driver = _driver(kafka_broker)
+    first = tokens.obtain_token(driver, renewers=("User:renewal-test",))
+    info = first.token_info
+    assert info.expiry_timestamp < info.max_timestamp       # renewable
+    # Before renewalRatio of its life: the cached token as it is.
+    early = info.issue_timestamp + 0.5 * (info.expiry_timestamp - info.issue_timestamp)
+    assert tokens.obtain_token(driver, renewers=("User:renewal-test",), now_ms=early) is first
+    # Past it: renewed in place (same id and HMAC), the broker's expiry moved on.
+    late = info.issue_timestamp + 0.8 * (info.expiry_timestamp - info.issue_timestamp)
+    renewed = tokens.obtain_token(driver, renewers=("User:renewal-test",), now_ms=late)
+    assert renewed.token_info.token_id == info.token_id and renewed.hmac == first.hmac
+    assert renewed.token_info.expiry_timestamp > info.expiry_timestamp
+    # (KRaft: the broker lists the renewal once it replays the controller's record)
+    deadline = time.time() + 15
+    while _broker_view(driver, info.token_id).token_info.expiry_timestamp != \
+            renewed.token_info.expiry_timestamp:
+        assert time.time() < deadline, "the broker never listed the renewed expiry"
+        time.sleep(0.1)
+
+    # A token whose expiry is its max lifetime cannot be renewed further:
+    # past renewalRatio of it, the driver obtains a new one.
+    short = tokens.obtain_token(driver, max_lifetime_ms=120_000)
+    s = short.token_info
+    assert s.expiry_timestamp == s.max_timestamp
+    replaced = tokens.obtain_token(driver, max_lifetime_ms=120_000,
+                                   now_ms=s.issue_timestamp + 0.9 * 120_000)
+    assert replaced.token_info.token_id != s.token_id
+    assert _broker_view(driver, replaced.token_info.token_id) is not None
+
+
+def test_executor_with_an_expired_token_names_it(kafka_broker):
+    require_spark()
+    from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField,
+                                   StructType, TimestampType)
+
+    from kchannel.spark.source import KChannelDataSource
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("expired-token"), partitions=1)
+    produce(plain, topic, [(None, b"v%d" % i, [], None) for i in range(5)])
+    options = {f"kafka.{k}": v for k, v in _driver(kafka_broker).items()}
+    options.update({"kchannel.delegationToken": "true", "subscribe": topic,
+                    # a configuration of its own: a token no other test caches
+                    "kchannel.delegationToken.renewers": "User:expiry-test"})
+    source = KChannelDataSource(options)
+    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                         StructField("topic", StringType()), StructField("partition", IntegerType()),
+                         StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+                         StructField("timestampType", IntegerType())])   # source.schema()
+    reader = source.reader(schema)    # the driver's planning
+    parts = reader.partitions()
+    token_id = tokens.token_id_of(reader.executor_configs)
+    assert token_id
+    # The token is expired while the job runs (before the executors log in).
+    with KafkaClient(dict(_driver(kafka_broker))) as c:
+        c.connect()
+        admin = DelegationTokenAdmin(c)
+        (token,) = [t for t in admin.describe() if t.token_info.token_id == token_id]
+        admin.expire(token.hmac, -1)
+    with pytest.raises(errors.SaslAuthenticationError) as info:
+        for _ in reader.read(parts[0]):     # what an executor runs
+            pass
+    message = str(info.value)
+    assert f"delegation token {token_id}" in message and "expired" in message
+    assert "Run the query again" in message
+    assert token.hmac_base64 not in message
+
+
+@pytest.mark.slow
+def test_streaming_query_outlives_its_first_token(spark, kafka_broker, tmp_path):
+    """A streaming query whose tokens live 12 s (renewalRatio 0.5) runs for
+    longer than that: the driver obtains new tokens as they age and every
+    micro-batch's executors get the current one; nothing is lost."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("token-rotation"), partitions=2)
+    driver = _driver(kafka_broker)
+    options = {f"kafka.{k}": v for k, v in driver.items()}
+    options.update({"kchannel.delegationToken": "true",
+                    "kchannel.delegationToken.maxLifetimeMs": "12000",
+                    "kchannel.delegationToken.renewalRatio": "0.5",
+                    "kchannel.delegationToken.renewers": "User:rotation-test"})
+    seen = []
+
+    def collect(df, batch_id):
+        seen.extend(bytes(r["value"]) for r in df.collect())
+
+    q = (spark.readStream.format("kchannel").options(**options).option("subscribe", topic)
+         .option("startingOffsets", "earliest").load()
+         .writeStream.foreachBatch(collect)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(processingTime="1 second").start())
+    try:
+        for wave in range(5):
+            produce(plain, topic, [(None, b"w%d-%d" % (wave, i), [], None) for i in range(10)])
+            q.processAllAvailable()
+            time.sleep(4)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert sorted(seen) == sorted(b"w%d-%d" % (w, i) for w in range(5) for i in range(10))
+    with KafkaClient(dict(driver)) as c:
+        c.connect()
+        ours = [t for t in DelegationTokenAdmin(c).describe()
+                if "User:rotation-test" in t.token_info.renewers_as_string]
+    print("tokens used by the query:", len(ours))
+    # ~20 s of query with 12 s tokens replaced at half their life: several tokens.
+    assert len(ours) >= 3
+
+
+@pytest.mark.parametrize("mechanism", ["GSSAPI", "OAUTHBEARER", "SCRAM-SHA-256"])
+def test_driver_login_with_any_mechanism_gives_executors_a_token(kafka_broker, mechanism):
+    """The driver's own login (Kerberos keytab on the MIT KDC, OAUTHBEARER,
+    SCRAM) obtains the token; the executors' configuration holds none of
+    the driver's sasl.* settings (keytab, token, password) and logs in with
+    the token only, as the driver's principal."""
+    from kchannel import Consumer
+    from kchannel.client.metadata import TopicPartition
+    if mechanism == "GSSAPI" and not kafka_broker.gssapi:
+        pytest.skip("the MIT KDC is not available, so the broker has no GSSAPI")
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name(f"token-{mechanism.lower()}"), partitions=1)
+    produce(plain, topic, [(None, b"v%d" % i, [], None) for i in range(7)])
+    driver = kafka_broker.client_configs("SASL_SSL", mechanism)
+    token = tokens.obtain_token(driver)
+    executor = tokens.executor_configs(driver, token)
+    driver_sasl = {k: v for k, v in driver.items() if k.startswith("sasl.")}
+    for k, v in driver_sasl.items():
+        if k != "sasl.mechanism":
+            assert k not in executor or executor[k] != v, k
+    assert tokens.token_id_of(executor) == token.token_info.token_id
+    owner = str(token.token_info.owner)
+    assert owner.startswith("User:") and owner != "User:ANONYMOUS"
+    with Consumer(dict(executor, **{"auto.offset.reset": "earliest"})) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        got = []
+        deadline = time.time() + 30
+        while len(got) < 7 and time.time() < deadline:
+            got.extend(r.value for r in consumer.poll(0.5))
+    assert sorted(got) == sorted(b"v%d" % i for i in range(7))
