@@ -698,6 +698,9 @@ class Consumer:
                    for tp, om in offsets.items()}
         if not offsets:
             return
+        if self._group is not None and self._group.rebalance_in_progress():
+            # Kafka's sendOffsetCommitRequest: no generation to commit with.
+            raise _rebalance_in_progress()
         timeout_ms = self._default_timeout_ms(timeout)
         body = self._commit_body(offsets)
         what = f"successfully committing offsets {_offsets_text(offsets)}"
@@ -736,7 +739,10 @@ class Consumer:
                     retry = code
                 elif code in RETRIABLE_ERRORS:
                     retry = code
-                elif code in (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION,
+                elif code == Errors.REBALANCE_IN_PROGRESS and self._group is not None:
+                    self._group.need_join = True
+                    raise _rebalance_in_progress()
+                elif code in (Errors.ILLEGAL_GENERATION,
                               Errors.UNKNOWN_MEMBER_ID) and self._group is not None:
                     self._group.need_join = True
                     raise errors.KafkaError(
@@ -864,7 +870,8 @@ class Consumer:
         """Kafka's auto-commit from ``poll``: asynchronous (the answer is
         handled by a later poll); when the coordinator is not ready it is
         tried again after the retry back-off."""
-        if not self.config["enable.auto.commit"] or self._commit_in_flight:
+        if not self.config["enable.auto.commit"] or self._commit_in_flight or \
+                (self._group is not None and self._group.rebalance_in_progress()):
             return
         now = self._time()
         if now < self._next_auto_commit:
@@ -938,6 +945,16 @@ class Consumer:
         while True:
             for record in self.poll(1.0):
                 yield record
+
+
+def _rebalance_in_progress():
+    """Kafka's RebalanceInProgressException for a commit: poll() (which
+    carries the rebalance on, never past its timeout), then commit again."""
+    return errors.KafkaError(
+        Errors.REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS",
+        "Offset commit cannot be completed since the consumer is undergoing a rebalance for "
+        "auto partition assignment. You can try completing the rebalance by calling poll() and "
+        "then retry the operation.")
 
 
 def _tps_text(tps):

@@ -92,6 +92,11 @@ class ConsumerCoordinator:
     def active(self):
         return self.generation >= 0 and not self.need_join
 
+    def rebalance_in_progress(self):
+        """A JoinGroup or SyncGroup of this member is under way (its
+        generation is not the group's any more)."""
+        return self.need_join and (self._prepared or self._pending is not None)
+
     def generation_and_member(self):
         if self.generation >= 0:
             return self.generation, self.member_id
