@@ -62,7 +62,7 @@ def test_producer_and_consumer_metrics(kafka_broker):
         fetch = _values(c, "consumer-fetch-manager-metrics")
         group = _values(c, "consumer-coordinator-metrics")
     assert fetch["records-consumed-total"] == N
-    assert fetch["fetch-total"] >= 2          # the pipelined fetches
+    assert fetch["fetch-total"] >= 1
     assert fetch["fetch-latency-max"] >= fetch["fetch-latency-avg"] >= 0
     assert fetch["bytes-consumed-total"] > N * 4
     assert fetch["fetch-size-max"] >= fetch["fetch-size-avg"] > 0
