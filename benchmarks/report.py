@@ -53,6 +53,7 @@ SCRIPTS = [
     ("scale", [], ["--connections", "2000"], None),
     ("bench_scram", [], ["--seconds", "0.5", "--rounds", "2"], None),
     ("scram_timing", [], ["--samples", "200"], None),
+    ("authorizer", [], ["--seconds", "0.2"], None),
     ("records_clients", [], ["--records", "20000"], "tansu"),
     ("aio_clients", [], ["--records", "20000"], "tansu"),
     ("gateway", [], ["--records", "5000", "--requests", "100"], "tansu"),

@@ -18,11 +18,16 @@ def implementation():
     return _impl.implementation()
 
 
+_LAZY = {"Producer": "kchannel.producer", "Consumer": "kchannel.consumer",
+         "Admin": "kchannel.client.admin"}
+
+
 def __getattr__(name):
-    # kchannel.Producer and kchannel.Consumer load on first use, by name (as
+    # kchannel.Producer, Consumer and Admin load on first use, by name (as
     # the twin loader does): the connection layer does not pay for the data
     # plane, and this core package does not import the layers above it.
-    if name in ("Producer", "Consumer"):
+    module = _LAZY.get(name)
+    if module is not None:
         import importlib  # by name, see above
-        return getattr(importlib.import_module(f"kchannel.{name.lower()}"), name)
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'kchannel' has no attribute {name!r}")

@@ -335,9 +335,10 @@ class PartitionerModule(Protocol):
 # ---------------------------------------------------------------------------
 class Appender(Protocol):
     """The producer's per-record path: ``send`` has ``Producer.send``'s
-    signature; records it does not take go to ``producer._send_slow``."""
+    signature; it uses only the producer's ``AppendPath`` (``path``), and
+    records it does not take go to ``path.send_slow``."""
 
-    def __init__(self, producer: Any) -> None: ...
+    def __init__(self, path: Any) -> None: ...
 
     def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
              headers: Any = None, partition: Optional[int] = None,

@@ -5,13 +5,15 @@ module's docstring for what takes the fast path and why).
 
 What the compiled twin saves per record: attribute lookups (C fields),
 the wall-clock read (``clock_gettime`` instead of ``time.time()``), the
-murmur2 call (``kchannel._cpartitioner``'s C function) and the lock's
-context-manager protocol (bound ``acquire``/``release`` called directly).
-The accumulator's lock is still taken: the Sender drains batches under it
-on its own thread, and a garbage collection triggered by an allocation here
-can run arbitrary finalizers, so the GIL alone is not relied upon.
+murmur2 call (``kchannel._cpartitioner``'s C function), the header walk and
+the lock's context-manager protocol (bound ``acquire``/``release`` called
+directly).  The accumulator's lock is still taken: the Sender drains batches
+under it on its own thread, and a garbage collection triggered by an
+allocation here can run arbitrary finalizers, so the GIL alone is not
+relied upon.
 """
-from cpython.list cimport PyList_GET_SIZE
+from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
@@ -24,7 +26,11 @@ __all__ = ["Appender"]
 
 _new_future = object.__new__
 
+cdef extern from "Python.h":
+    int PyUnicode_IS_ASCII(object o)
+
 cdef Py_ssize_t _RECORD_OVERHEAD_MAX = 36
+cdef Py_ssize_t _HEADER_OVERHEAD_MAX = 10
 cdef tuple _NO_HEADERS = ()
 
 
@@ -34,50 +40,93 @@ cdef inline int64_t _now_ms() noexcept:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
+cdef Py_ssize_t _headers_size(object headers, bint *convert):
+    """The estimated size of ``headers`` (a list or tuple), or -1 when a
+    header needs the full path (see the pure twin); ``convert[0]`` is set
+    when an item is a pair but not a tuple."""
+    cdef Py_ssize_t size = 0
+    cdef object k, v, h
+    for h in headers:
+        if type(h) is tuple and len(<tuple>h) == 2:
+            k = (<tuple>h)[0]
+            v = (<tuple>h)[1]
+        else:
+            try:
+                k, v = h
+            except (TypeError, ValueError):
+                return -1
+            convert[0] = True
+        if type(k) is not str:
+            return -1
+        if v is None:
+            size += _HEADER_OVERHEAD_MAX
+        elif type(v) is bytes:
+            size += _HEADER_OVERHEAD_MAX + len(<bytes>v)
+        else:
+            return -1
+        if PyUnicode_IS_ASCII(k):
+            size += PyUnicode_GET_LENGTH(k)
+        else:
+            size += len((<str>k).encode("utf-8"))
+    return size
+
+
 cdef class Appender:
-    cdef object _producer, _acc, _acquire, _release, _sticky_acquire, _sticky_release
+    cdef object _acc, _acquire, _release, _sticky_acquire, _sticky_release
+    cdef object _partitioner, _time, _acc_append, _add_topic
     cdef dict _batches, _sticky
     cdef Py_ssize_t _batch_size, _sticky_size, _size_limit, _count
-    cdef object _metadata, _sender, _slow, _cluster
+    cdef object _metadata, _sender, _slow, _cluster, _max_block_ms
     cdef bint _enabled, _ignore_keys
     cdef object _topic
-    cdef list _tps
+    cdef list _tps, _dqs
+    cdef object _sizes
+    cdef Py_ssize_t _sizes_ks, _sizes_vs
 
-    def __init__(self, producer):
-        self._producer = producer
-        acc = producer.accumulator
+    def __init__(self, path):
+        acc = path.accumulator
         self._acc = acc
         self._acquire = acc.lock.acquire
         self._release = acc.lock.release
         self._batches = acc.batches
         self._batch_size = acc.batch_size
-        self._metadata = producer.metadata
-        self._sticky = producer._partitioner._state
-        self._sticky_acquire = producer._partitioner._lock.acquire
-        self._sticky_release = producer._partitioner._lock.release
-        self._sticky_size = producer._partitioner.sticky_batch_size
-        self._sender = producer._sender
-        self._slow = producer._send_slow
-        self._enabled = (producer._key_serializer is None and
-                         producer._value_serializer is None)
-        self._ignore_keys = bool(producer.config["partitioner.ignore.keys"])
-        self._size_limit = producer._size_limit
+        self._acc_append = acc.append
+        self._metadata = path.metadata
+        self._add_topic = path.metadata.add_topic
+        self._time = path.time
+        partitioner = path.partitioner
+        self._partitioner = partitioner
+        self._sticky = partitioner.state
+        self._sticky_acquire = partitioner.lock.acquire
+        self._sticky_release = partitioner.lock.release
+        self._sticky_size = partitioner.sticky_batch_size
+        self._sender = path.sender
+        self._slow = path.send_slow
+        self._enabled = not path.serializers
+        self._ignore_keys = bool(path.ignore_keys)
+        self._size_limit = path.size_limit
+        self._max_block_ms = path.max_block_ms
         self._topic = None
         self._cluster = None
         self._count = 0
         self._tps = None
+        self._dqs = None
+        self._sizes = None
+        self._sizes_ks = self._sizes_vs = -2
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
-        cdef Py_ssize_t ks, vs, size, p, index
+        cdef Py_ssize_t ks, vs, size, hsize, p, index
         cdef list sticky = None
         cdef list records
+        cdef object hs
         cdef bint full = False
-        if (not self._enabled or headers or partition is not None or
-                timestamp_ms is not None or
+        cdef bint convert
+        if (not self._enabled or
                 (value is not None and type(value) is not bytes) or
                 (key is not None and type(key) is not bytes) or
-                self._producer._closed or self._sender.fatal_error is not None):
+                (timestamp_ms is not None and type(timestamp_ms) is not int) or
+                self._acc.closed or self._sender.fatal_error is not None):
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         cluster = self._metadata.cluster
         if cluster is not self._cluster or topic != self._topic:
@@ -89,36 +138,74 @@ cdef class Appender:
             self._cluster = cluster
             self._count = count
             self._tps = [TopicPartition(topic, i) for i in range(count)]
+            self._dqs = [None] * count
         ks = len(<bytes>key) if key is not None else -1
         vs = len(<bytes>value) if value is not None else -1
         size = _RECORD_OVERHEAD_MAX + (ks if ks > 0 else 0) + (vs if vs > 0 else 0)
+        if headers:
+            if type(headers) is not list and type(headers) is not tuple:
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            convert = False
+            hsize = _headers_size(headers, &convert)
+            if hsize < 0:
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            size += hsize
+            # A tuple of (key, value) tuples, as the pure twin says.
+            if convert:
+                hs = tuple([(k, v) for k, v in headers])
+            elif type(headers) is tuple:
+                hs = headers
+            else:
+                hs = PyList_AsTuple(headers)
+        else:
+            hs = _NO_HEADERS
         if size + RECORD_BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
-        if key is not None and not self._ignore_keys:
+        if partition is not None:
+            if type(partition) is not int or not 0 <= partition < self._count:
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            p = partition
+        elif key is not None and not self._ignore_keys:
             p = _partition_for_key(key, self._count)
         else:
             sticky = self._sticky.get(topic)
-            if sticky is None or sticky[0] is None or \
-                    <Py_ssize_t>sticky[1] + size >= self._sticky_size:
-                return self._slow(topic, value, key, headers, partition, timestamp_ms,
-                                  callback)
-            p = sticky[0]
+            if sticky is None or sticky[0] is None:
+                p = self._partitioner.partition(topic, cluster)
+                sticky = self._sticky[topic]
+            else:
+                p = sticky[0]
+        record = (_now_ms() if timestamp_ms is None else timestamp_ms, key, value, hs)
         future = None
         self._acquire()
         try:
             if not self._acc.closed:
-                dq = self._batches.get(self._tps[p])
+                # A partition's deque stays the same object once made
+                # (AppendPath): kept per partition, no dict lookup (and
+                # TopicPartition hash) per record.
+                dq = self._dqs[p]
+                if dq is None:
+                    dq = self._batches.get(self._tps[p])
+                    self._dqs[p] = dq
                 batch = dq[-1] if dq else None
                 if batch is not None and not batch.closed and \
                         <Py_ssize_t>batch.estimated_size + size <= self._batch_size:
                     records = batch.records
                     index = PyList_GET_SIZE(records)
-                    records.append((_now_ms(), key, value, _NO_HEADERS))
-                    batch.sizes.append((ks, vs))
+                    records.append(record)
+                    # Records of one shape share their (key, value) sizes
+                    # tuple (immutable).
+                    if ks != self._sizes_ks or vs != self._sizes_vs:
+                        self._sizes = (ks, vs)
+                        self._sizes_ks = ks
+                        self._sizes_vs = vs
+                    batch.sizes.append(self._sizes)
                     if callback is not None:
                         if batch.callbacks is None:
-                            batch.callbacks = []
-                        batch.callbacks.append((index, callback))
+                            batch.callbacks = {}
+                        batch.callbacks[index] = callback
                     batch.estimated_size += size
                     full = <Py_ssize_t>batch.estimated_size >= self._batch_size
                     future = _new_future(FutureRecordMetadata)
@@ -128,18 +215,24 @@ cdef class Appender:
         finally:
             self._release()
         if future is None:
-            return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
+            # A new batch (see the pure twin).
+            if self._acc.closed:
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            self._add_topic(topic, self._time())
+            future, full_, new_batch = self._acc_append(
+                self._tps[p], record, size, callback, ks, vs, self._max_block_ms)
+            full = full_ or new_batch
         if sticky is not None:
             self._sticky_acquire()
             try:
-                if sticky[0] == p:
+                if sticky[0] == p and <Py_ssize_t>sticky[1] + size < self._sticky_size:
                     sticky[1] += size
+                    sticky = None
             finally:
                 self._sticky_release()
-        # Wake the Sender when this record filled the batch.  Kafka's
-        # append also wakes it while an older full batch is undrained
-        # (dq.size() > 1); that batch's creation already woke it (full
-        # path), so here that would only be a wakeup per record.
+            if sticky is not None:
+                self._partitioner.update(topic, p, size, cluster)
         if full:
             self._sender.wakeup()
         return future

@@ -15,12 +15,13 @@ import logging
 import sys
 
 from kchannel import __version__
-from kchannel.cli import (broker_api_versions, config_tool, configs, console_consumer,
-                          console_producer, delegation_tokens, perf_test, serve, topics)
+from kchannel.cli import (acls, broker_api_versions, config_tool, configs, console_consumer,
+                          console_producer, consumer_groups, delegation_tokens, get_offsets,
+                          perf_test, serve, topics)
 
 _COMMANDS = [serve, broker_api_versions, configs, config_tool, delegation_tokens,
              console_producer, console_consumer, topics, perf_test.ProducerPerfTest,
-             perf_test.ConsumerPerfTest]
+             perf_test.ConsumerPerfTest, consumer_groups, get_offsets, acls]
 
 
 # log4j's level names (and Python's), for --log-level.

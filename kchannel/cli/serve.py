@@ -199,7 +199,8 @@ def _worker_count(config, props):
                     "SO_REUSEPORT sockets, which only Linux does; running one process",
                     WORKERS_CONFIG, workers)
         return 1
-    for key in ("kchannel.scram.credential.store", "kchannel.delegation.token.store"):
+    for key in ("kchannel.scram.credential.store", "kchannel.delegation.token.store",
+                "kchannel.acl.store"):
         if str(props.get(key, "")).strip().lower() == "memory":
             raise errors.ConfigError(
                 f"{WORKERS_CONFIG}={workers} starts {workers} processes, which cannot share "

@@ -396,6 +396,29 @@ _atl = Range.at_least
 
 _SSL_CLIENT_AUTH = ValidString("required", "requested", "none")
 
+# authorizer.class.name values naming kchannel's built-in authorizer (Kafka's
+# StandardAuthorizer semantics): Kafka's class names and kchannel's own path.
+AUTHORIZER_CLASS_NAMES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "kchannel.security.authorizer.StandardAuthorizer",
+    "kchannel.security.authorizer.standard.StandardAuthorizer",
+)
+
+
+class _AuthorizerClass:
+    """Empty (no authorizer) or a name of the built-in authorizer: any other
+    class stops the server (a misconfigured authorizer fails closed)."""
+
+    def __call__(self, name, value):
+        if str(value or "").strip() and str(value).strip() not in AUTHORIZER_CLASS_NAMES:
+            raise invalid(name, value, "kchannel has one built-in authorizer, with Kafka's "
+                          "StandardAuthorizer semantics: use "
+                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+
+    def __str__(self):
+        return java_list_str(list(AUTHORIZER_CLASS_NAMES))
+
 # (name, type, default, validator, importance, scope, doc[, kchannel_specific])
 _ROWS = [
     # ---- broker identity and listeners (KafkaConfig / SocketServerConfigs)
@@ -498,6 +521,19 @@ _ROWS = [
      "List of super users: principals allowed every operation, separated by semicolons "
      "(e.g. User:admin;User:ops). kchannel consults it for the SCRAM credential APIs (only super users may "
      "describe or alter credentials) and delegation-token permissions."),
+    ("authorizer.class.name", S, "", _AuthorizerClass(), L, "server",
+     "The fully qualified name of a class that implements org.apache.kafka.server.authorizer.Authorizer "
+     "interface, which is used by the broker for authorization. kchannel: "
+     "org.apache.kafka.metadata.authorizer.StandardAuthorizer (also kafka.security.authorizer.AclAuthorizer) "
+     "selects its built-in authorizer with StandardAuthorizer semantics, checked on every request a gateway "
+     "forwards and on CreateAcls/DescribeAcls/DeleteAcls; any other name stops the server. Empty: no ACLs."),
+    ("allow.everyone.if.no.acl.found", B, False, None, M, "server",
+     "With authorizer.class.name: allow a request on a resource that no ACL applies to (default false: "
+     "denied, as Kafka's StandardAuthorizer)."),
+    ("kchannel.acl.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), L, "server",
+     "kchannel-specific: where the authorizer's ACLs live: 'sqlite' (acls.db in the first log directory, "
+     "shared by the worker processes of num.network.threads), 'memory' (this process only) or 'zookeeper' "
+     "(zookeeper.connect).", True),
     ("zookeeper.connect", S, None, None, H, "server",
      "ZooKeeper connection string (host:port[,host:port][/chroot]); used by kchannel's ZooKeeper delegation "
      "token store."),
@@ -713,6 +749,9 @@ _ROWS = [
     ("kchannel.delegation.token.store", S, "sqlite", ValidString("sqlite", "memory", "zookeeper"), M, "server",
      "kchannel-specific: where delegation tokens live: 'sqlite' (first log directory), 'memory' or "
      "'zookeeper' (zookeeper.connect, Kafka's /delegation_token layout).", True),
+    ("kchannel.delegation.token.max.tokens.per.owner", I, 1000, _atl(1), M, "server",
+     "kchannel-specific (Kafka sets no limit): the most unexpired delegation tokens one owner may have; "
+     "CreateDelegationToken for an owner that has them is answered POLICY_VIOLATION.", True),
     ("kchannel.upstream.bootstrap.servers", LI, "", None, H, "server",
      "kchannel-specific: run as a gateway in front of the Kafka-compatible cluster at these host:port pairs: "
      "requests the server does not answer itself (ApiVersions, SASL, delegation tokens, SCRAM credentials) are "
@@ -726,13 +765,29 @@ _ROWS = [
     ("kchannel.gateway.max.queued.requests", I, 100, _atl(1), M, "server",
      "kchannel-specific: a gateway client with this many requests waiting for their responses is not read "
      "until one is answered (backpressure from a slow upstream).", True),
-    ("kchannel.gateway.upstream.connections", S, "shared", ValidString("shared", "per-client"), M, "server",
-     "kchannel-specific: 'shared': one upstream connection per upstream node for every gateway client; "
-     "'per-client': each client connection gets upstream connections of its own (one login to the upstream per "
-     "client connection). A broker answers the requests of one connection one at a time, so on a shared connection "
-     "a long poll (Fetch max.wait.ms) or a JoinGroup waiting for a rebalance delays every other client's requests "
-     "to that node; per-client connections keep clients independent. Either way the upstream sees the gateway's "
+    ("kchannel.gateway.max.queued.bytes", LG, 16777216, _atl(1), M, "server",
+     "kchannel-specific: a gateway client connection holding this many bytes in the gateway (requests forwarded "
+     "and not answered yet, responses not written to it yet) is not read until they are written, and its own "
+     "upstream connections are not read while its unwritten responses reach it: a client that does not read its "
+     "responses holds about this much memory (plus one response) and the upstream broker waits on its connection "
+     "alone. With shared upstream connections only the client is held back.", True),
+    ("kchannel.gateway.total.max.queued.bytes", LG, 536870912, _atl(1), M, "server",
+     "kchannel-specific: the bytes all gateway clients together may hold (see kchannel.gateway.max.queued.bytes); "
+     "once reached no client is read, nor the upstream connections of clients with responses to write, until "
+     "responses are written.", True),
+    ("kchannel.gateway.upstream.connections", S, "per-client", ValidString("shared", "per-client"), M, "server",
+     "kchannel-specific: 'per-client' (the default): each client connection gets upstream connections of its own "
+     "(one login to the upstream per client connection), opened when it first needs one and closed with it, so "
+     "that no client's requests delay, break or disconnect another's. 'shared': one upstream connection per "
+     "upstream node for every gateway client, for trusted clients only: a broker answers the requests of one "
+     "connection one at a time, so a long poll (Fetch max_wait_ms, lowered to "
+     "kchannel.gateway.shared.fetch.max.wait.ms), a JoinGroup waiting for a rebalance or a Produce waiting for "
+     "its replicas delays every other client's requests to that node. Either way the upstream sees the gateway's "
      "principal.", True),
+    ("kchannel.gateway.shared.fetch.max.wait.ms", I, 500, _atl(0), M, "server",
+     "kchannel-specific: with kchannel.gateway.upstream.connections=shared, a Fetch asking to wait longer for "
+     "data (max_wait_ms) is forwarded with this wait instead (the consumer fetches again): a long poll holds "
+     "every request behind it on the shared connection.", True),
     ("kchannel.gateway.allowed.principals", LI, "", None, M, "server",
      "kchannel-specific: principals (Type:name) whose requests the gateway forwards; others are refused with "
      "Kafka's authorization error codes. Empty (the default): every authenticated principal. Usually set per "

@@ -44,6 +44,9 @@ from kchannel.errors import ConfigError
 
 # Gateway: prefix of the upstream connections' client configuration.
 UPSTREAM_PREFIX = "kchannel.upstream."
+LISTENER_PREFIX = "listener.name."
+KCHANNEL_PREFIX = "kchannel."
+ALLOWED_PRINCIPALS = "kchannel.gateway.allowed.principals"
 
 __all__ = ["ServerConfig", "DescribeRow", "MECHANISM_ONLY_KEYS", "MECHANISM_SCOPED_KEYS"]
 
@@ -195,6 +198,10 @@ class ServerConfig(ConfigFactories):
             self._listener_over[ep.listener_name] = lo
             self._mech_over[ep.listener_name] = mo
 
+        if eps is not None:
+            self._check_listener_prefixes(orig, errors)
+        self._check_kchannel_keys(orig, v, errors)
+
         # Inter-broker listener (broker role only).
         self._ib_name = self._ib_protocol = None
         if not v["process.roles"] or "broker" in v["process.roles"]:
@@ -266,6 +273,67 @@ class ServerConfig(ConfigFactories):
         self.unused = unused
         if unused:
             log.warning("These configurations '%s' were supplied but are not used yet.", java_list_str(unused))
+
+    def _check_listener_prefixes(self, orig, errors):
+        """A ``listener.name.<x>.`` key must name a listener, in lower case
+        (Kafka upper-cases listener names and looks their configs up under
+        the lower-case prefix only): Kafka would merely not use such a key;
+        for an allow-list or a login module that fails open, so it is an
+        error here."""
+        known = {e.listener_name for e in self._listeners} | set(self._controller_names)
+        for k in sorted(orig):
+            if not k.startswith(LISTENER_PREFIX):
+                continue
+            name = k[len(LISTENER_PREFIX):].partition(".")[0]
+            if name.upper() not in known:
+                errors.append(ConfigError(
+                    f"{k}: the prefix {LISTENER_PREFIX}{name}. names no listener (listeners: "
+                    f"{', '.join(sorted(known)) or 'none'}); write the listener's name from "
+                    "'listeners' in lower case", key=k, value=name))
+            elif name != name.lower():
+                errors.append(ConfigError(
+                    f"{k}: listener prefixes are lower case, {LISTENER_PREFIX}{name.lower()}. "
+                    f"(Kafka would not use this key for listener {name.upper()})", key=k,
+                    value=name))
+
+    def _check_kchannel_keys(self, orig, v, errors):
+        """kchannel's own keys are known to it: one it does not know is a
+        misspelling that would leave a setting at its default (an
+        allow-list, a bound); and an allow-list must be one that applies."""
+        for k in sorted(orig):
+            rest = k
+            if k.startswith(LISTENER_PREFIX):
+                rest = k[len(LISTENER_PREFIX):].partition(".")[2]
+                if not rest.startswith(KCHANNEL_PREFIX):
+                    # listener.name.<l>.<mechanism>.kchannel.<key>
+                    rest = rest.partition(".")[2]
+            if not rest.startswith(KCHANNEL_PREFIX) or rest.startswith(UPSTREAM_PREFIX):
+                continue
+            if rest not in SERVER_CONFIG_DEF and rest not in CLIENT_CONFIG_DEF:
+                errors.append(ConfigError(
+                    f"Unknown configuration {k}: {rest} is not a kchannel setting (misspelled? "
+                    "see the configuration reference)", key=k))
+        lists = [k for k in orig if k == ALLOWED_PRINCIPALS
+                 or (k.startswith(LISTENER_PREFIX) and k.endswith("." + ALLOWED_PRINCIPALS))]
+        gateway = bool(v.get("kchannel.upstream.bootstrap.servers"))
+        for k in sorted(lists):
+            text = orig[k]
+            items = ([t.strip() for t in text.split(",")] if isinstance(text, str)
+                     else [str(t).strip() for t in text or ()])
+            if not gateway and any(items):
+                errors.append(ConfigError(
+                    f"{k} is set but there is no gateway (kchannel.upstream.bootstrap.servers is "
+                    "empty): the allow-list would restrict nothing", key=k))
+            elif v.get("kchannel.gateway.authorizer.class") is not None and any(items):
+                errors.append(ConfigError(
+                    f"{k} is set together with kchannel.gateway.authorizer.class, which replaces "
+                    "the allow-list: set one of them", key=k))
+            for item in items:
+                ptype, sep, pname = item.partition(":")
+                if item and (not sep or not ptype.strip() or not pname.strip()):
+                    errors.append(ConfigError(
+                        f"Invalid value {text} for configuration {k}: {item!r} is not a "
+                        "principal (Type:name, e.g. User:alice)", key=k, value=text))
 
     def _check_inter_broker(self, orig, v, pmap, errors):
         name = v["inter.broker.listener.name"]

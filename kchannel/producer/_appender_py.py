@@ -1,14 +1,21 @@
 """The producer's send fast path, pure-Python twin of ``kchannel._cappender``.
 
-``Appender(producer).send(...)`` has ``Producer.send``'s signature.  The
-common record (bytes or no key, bytes value, no headers, no explicit
-partition or timestamp, a topic whose metadata is known, and room in the
-partition's open batch) is appended here with the least work per record;
-everything else (the first record of a batch, a sticky partition that is
-due to move on, serializers, headers, size errors, a closed producer) goes
-to ``producer._send_slow``, which is Kafka's full ``doSend``.  Both paths
-leave the accumulator, the sticky partitioner and the batch in the same
-state, so a record's future, offset and order do not depend on the path.
+``Appender(path).send(...)`` has ``Producer.send``'s signature; ``path`` is
+the producer's :class:`~kchannel.producer.producer.AppendPath`, the only
+thing the fast path touches.  Every record shape is appended here: no key
+or a bytes key, a bytes or null value, an explicit partition, an explicit
+timestamp, headers (``str`` keys, bytes or null values), a callback, and any
+combination.  A record that opens a new batch goes through the
+accumulator's ``append`` from here too, and a sticky partition that is due
+to move on moves on through the partitioner's ``update``.
+
+What still takes ``path.send_slow`` (Kafka's whole ``doSend``): a topic whose
+metadata is not known yet (or a partition beyond the known count), key or
+value serializers, a key, value or header that is not bytes (str, bytearray:
+the serializer converts or rejects them), a record too large, a closed or
+failed producer.  Both paths build the same record, append it to the same
+batch through the same accumulator and partitioner state, so a record's
+bytes, future, offset and order do not depend on the path.
 
 Why a fast path at all: at ~100 B records the producer's cost is the Python
 work per ``send()``, not the wire (see README, Benchmarks).
@@ -23,46 +30,85 @@ from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 __all__ = ["Appender"]
 
 # Kafka's DefaultRecord.sizeInBytes upper bound for a record without headers
-# (accumulator._RECORD_OVERHEAD_MAX).
+# (accumulator._RECORD_OVERHEAD_MAX), and per header (estimate_record_size).
 _RECORD_OVERHEAD_MAX = 36
+_HEADER_OVERHEAD_MAX = 10
 _NO_HEADERS = ()
 
 
-class Appender:
-    __slots__ = ("_producer", "_acc", "_lock", "_batches", "_batch_size", "_metadata",
-                 "_sticky", "_sticky_lock", "_sticky_size", "_sender", "_slow", "_enabled",
-                 "_ignore_keys", "_size_limit", "_topic", "_cluster", "_count", "_tps")
+def _headers(headers):
+    """``(headers as a tuple of (key, value) tuples, their estimated
+    size)``, or ``(None, 0)`` when a header needs the full path (a value
+    that is not bytes or None, a key that is not str, not a pair).
 
-    def __init__(self, producer):
-        self._producer = producer
-        acc = producer.accumulator
+    A tuple: a record tuple holding only tuples, str and bytes is untracked
+    by the garbage collector at its first pass, so the records waiting in
+    the accumulator do not make every collection longer.  The caller's
+    tuples are shared (they are immutable); a list is copied."""
+    size = 0
+    convert = False
+    try:
+        for h in headers:
+            if type(h) is not tuple:
+                convert = True
+            k, v = h
+            if type(k) is not str:
+                return None, 0
+            if v is None:
+                vs = 0
+            elif type(v) is bytes:
+                vs = len(v)
+            else:
+                return None, 0
+            size += _HEADER_OVERHEAD_MAX + (len(k) if k.isascii() else len(k.encode("utf-8"))) \
+                + vs
+    except (TypeError, ValueError):
+        return None, 0
+    if convert:
+        return tuple([(k, v) for k, v in headers]), size
+    return (headers if type(headers) is tuple else tuple(headers)), size
+
+
+class Appender:
+    __slots__ = ("_acc", "_lock", "_batches", "_batch_size", "_metadata", "_time",
+                 "_partitioner", "_sticky", "_sticky_lock", "_sticky_size", "_sender", "_slow",
+                 "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
+                 "_cluster", "_count", "_tps", "_dqs", "_sizes")
+
+    def __init__(self, path):
+        acc = path.accumulator
         self._acc = acc
         self._lock = acc.lock
         self._batches = acc.batches
         self._batch_size = acc.batch_size
-        self._metadata = producer.metadata
-        self._sticky = producer._partitioner._state
-        self._sticky_lock = producer._partitioner._lock
-        self._sticky_size = producer._partitioner.sticky_batch_size
-        self._sender = producer._sender
-        self._slow = producer._send_slow
+        self._metadata = path.metadata
+        self._time = path.time
+        partitioner = path.partitioner
+        self._partitioner = partitioner
+        self._sticky = partitioner.state
+        self._sticky_lock = partitioner.lock
+        self._sticky_size = partitioner.sticky_batch_size
+        self._sender = path.sender
+        self._slow = path.send_slow
         # Serializers are user code: their records take the full path.
-        self._enabled = (producer._key_serializer is None and
-                         producer._value_serializer is None)
-        self._ignore_keys = bool(producer.config["partitioner.ignore.keys"])
-        self._size_limit = producer._size_limit
+        self._enabled = not path.serializers
+        self._ignore_keys = path.ignore_keys
+        self._size_limit = path.size_limit
+        self._max_block_ms = path.max_block_ms
         self._topic = None
         self._cluster = None
         self._count = 0
         self._tps = None
+        self._dqs = None
+        self._sizes = (-2, -2)
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
-        if (not self._enabled or headers or partition is not None or
-                timestamp_ms is not None or
+        if (not self._enabled or
                 (value is not None and type(value) is not bytes) or
                 (key is not None and type(key) is not bytes) or
-                self._producer._closed or self._sender.fatal_error is not None):
+                (timestamp_ms is not None and type(timestamp_ms) is not int) or
+                self._acc.closed or self._sender.fatal_error is not None):
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         cluster = self._metadata.cluster
         if topic != self._topic or cluster is not self._cluster:
@@ -74,28 +120,52 @@ class Appender:
             self._cluster = cluster
             self._count = count
             self._tps = [TopicPartition(topic, p) for p in range(count)]
+            self._dqs = [None] * count
         ks = len(key) if key is not None else -1
         vs = len(value) if value is not None else -1
         size = _RECORD_OVERHEAD_MAX + (ks if ks > 0 else 0) + (vs if vs > 0 else 0)
+        if headers:
+            # A list or tuple only: the full path must still see every
+            # header if this one bails out (a generator would be spent).
+            hs, hsize = _headers(headers) if type(headers) in (list, tuple) else (None, 0)
+            if hs is None:
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            size += hsize
+        else:
+            hs = _NO_HEADERS
         if size + RECORD_BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         sticky = None
-        if key is not None and not self._ignore_keys:
+        if partition is not None:
+            if type(partition) is not int or not 0 <= partition < self._count:
+                # The full path waits for a larger partition count or raises.
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            p = partition
+        elif key is not None and not self._ignore_keys:
             p = partition_for_key(key, self._count)
         else:
             sticky = self._sticky.get(topic)
-            # The sticky partition moves on with the full path (it picks the
-            # next one at random among the available partitions).
-            if sticky is None or sticky[0] is None or \
-                    sticky[1] + size >= self._sticky_size:
-                return self._slow(topic, value, key, headers, partition, timestamp_ms,
-                                  callback)
-            p = sticky[0]
+            if sticky is None or sticky[0] is None:
+                p = self._partitioner.partition(topic, cluster)
+                sticky = self._sticky[topic]
+            else:
+                p = sticky[0]
+        if timestamp_ms is None:
+            timestamp_ms = int(_time.time() * 1000)
+        record = (timestamp_ms, key, value, hs)
+        full = False
         with self._lock:
             if self._acc.closed:
                 future = None
             else:
-                dq = self._batches.get(self._tps[p])
+                # A partition's deque stays the same object once made
+                # (AppendPath): kept per partition, no dict lookup (and
+                # TopicPartition hash) per record.
+                dq = self._dqs[p]
+                if dq is None:
+                    dq = self._dqs[p] = self._batches.get(self._tps[p])
                 batch = dq[-1] if dq else None
                 if batch is None or batch.closed or \
                         batch.estimated_size + size > self._batch_size:
@@ -104,25 +174,46 @@ class Appender:
                     # ProducerBatch.append, inlined.
                     records = batch.records
                     index = len(records)
-                    records.append((int(_time.time() * 1000), key, value, _NO_HEADERS))
-                    batch.sizes.append((ks, vs))
+                    records.append(record)
+                    # Records of one shape share their (key, value) sizes
+                    # tuple (immutable).
+                    sizes = self._sizes
+                    if sizes[0] != ks or sizes[1] != vs:
+                        sizes = self._sizes = (ks, vs)
+                    batch.sizes.append(sizes)
                     if callback is not None:
                         if batch.callbacks is None:
-                            batch.callbacks = []
-                        batch.callbacks.append((index, callback))
+                            batch.callbacks = {}
+                        batch.callbacks[index] = callback
                     batch.estimated_size += size
                     full = batch.estimated_size >= self._batch_size
                     future = FutureRecordMetadata(batch, index)
         if future is None:
-            return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
+            # A new batch: the accumulator's own append (memory budget,
+            # max.block.ms), once per batch.  It is also where the topic is
+            # kept in the metadata (Kafka's doSend touches it on every send;
+            # per batch keeps it well within metadata.max.idle.ms).
+            if self._acc.closed:
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            self._metadata.add_topic(topic, self._time())
+            future, full, new_batch = self._acc.append(
+                self._tps[p], record, size, callback, ks, vs, self._max_block_ms)
+            full = full or new_batch
         if sticky is not None:
             with self._sticky_lock:
                 if sticky[0] == p:
-                    sticky[1] += size
-        # Wake the Sender when this record filled the batch.  Kafka's
-        # append also wakes it while an older full batch is undrained
-        # (dq.size() > 1); that batch's creation already woke it (full
-        # path), so here that would only be a wakeup per record.
+                    if sticky[1] + size < self._sticky_size:
+                        sticky[1] += size
+                        sticky = None
+            if sticky is not None:
+                # A batch's worth went to this partition: move on (random
+                # choice among the available partitions).
+                self._partitioner.update(topic, p, size, cluster)
+        # Wake the Sender when this record filled the batch or opened one.
+        # Kafka's append also wakes it while an older full batch is undrained
+        # (dq.size() > 1); that batch's creation already woke it, so here
+        # that would only be a wakeup per record.
         if full:
             self._sender.wakeup()
         return future

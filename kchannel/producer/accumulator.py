@@ -20,6 +20,13 @@ __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAcc
 
 log = get_logger("kchannel.producer.accumulator")
 
+# Guards every batch's completion against its waiters and done callbacks.
+# One lock for all batches rather than a lock and an Event per batch: a
+# batch is created per batch.size bytes on the application's thread, and
+# most batches are never waited on (send() without get()), so their Event
+# is made only when a future waits (see ProducerBatch.wait).
+_DONE_LOCK = threading.Lock()
+
 # Upper bound of a v2 record's fixed part: length (5), attributes (1),
 # timestamp delta (10), offset delta (5), key and value lengths (5 + 5),
 # header count (5).
@@ -100,7 +107,7 @@ class FutureRecordMetadata:
     def _wait(self, timeout):
         if self._failed is not None or self._batch.done_flag:
             return
-        if not self._batch.event.wait(timeout):
+        if not self._batch.wait(timeout):
             raise concurrent.futures.TimeoutError(
                 f"The record was not acknowledged within {timeout} s")
 
@@ -141,9 +148,12 @@ class FutureRecordMetadata:
         """``fn(future)`` once the record is acknowledged or failed (on the
         producer's network thread, or at once if it already is)."""
         if self._failed is None:
-            with self._batch.cb_lock:
-                if not self._batch.done_flag:
-                    self._batch.done_callbacks.append((fn, self))
+            batch = self._batch
+            with _DONE_LOCK:
+                if not batch.done_flag:
+                    if batch.done_callbacks is None:
+                        batch.done_callbacks = []
+                    batch.done_callbacks.append((fn, self))
                     return
         try:
             fn(self)
@@ -162,14 +172,16 @@ class ProducerBatch:
     __slots__ = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
                  "allocated", "attempts", "last_attempt_ms", "drained_ms", "producer_id",
                  "producer_epoch", "base_sequence", "encoded", "done_flag", "closed", "retry",
-                 "event", "base_offset", "log_append_time", "exception", "done_callbacks",
-                 "cb_lock")
+                 "event", "base_offset", "log_append_time", "exception", "done_callbacks")
 
     def __init__(self, tp, now, allocated):
         self.tp = tp
         self.created_ms = now
         self.records = []
-        self.callbacks = None     # [(index, callback)] for records sent with one
+        # {index: callback} for the records sent with one: a dict, not a
+        # list of pairs, so a record's callback is no new object for the
+        # garbage collector to track while the batch waits.
+        self.callbacks = None
         self.sizes = []           # (key size, value size) per record
         self.estimated_size = RECORD_BATCH_OVERHEAD
         self.allocated = allocated
@@ -183,12 +195,11 @@ class ProducerBatch:
         self.done_flag = False
         self.closed = False
         self.retry = False
-        self.event = threading.Event()
+        self.event = None         # made by the first wait() (see _DONE_LOCK)
         self.base_offset = -1
         self.log_append_time = -1
         self.exception = None
-        self.done_callbacks = []
-        self.cb_lock = threading.Lock()
+        self.done_callbacks = None
 
     @property
     def record_count(self):
@@ -204,8 +215,8 @@ class ProducerBatch:
         self.sizes.append((key_size, value_size))
         if callback is not None:
             if self.callbacks is None:
-                self.callbacks = []
-            self.callbacks.append((index, callback))
+                self.callbacks = {}
+            self.callbacks[index] = callback
         self.estimated_size += size
         return FutureRecordMetadata(self, index)
 
@@ -214,6 +225,17 @@ class ProducerBatch:
 
     def has_sequence(self):
         return self.base_sequence >= 0
+
+    def wait(self, timeout=None):
+        """Block until the batch is complete; False if ``timeout`` (s)
+        passed first."""
+        with _DONE_LOCK:
+            if self.done_flag:
+                return True
+            event = self.event
+            if event is None:
+                event = self.event = threading.Event()
+        return event.wait(timeout)
 
     def metadata(self, i):
         topic, partition = self.tp
@@ -230,26 +252,59 @@ class ProducerBatch:
         self.base_offset = -1 if base_offset is None else base_offset
         self.log_append_time = -1 if log_append_time is None else log_append_time
         self.exception = exc
-        with self.cb_lock:
+        with _DONE_LOCK:
             self.done_flag = True
-            done_callbacks, self.done_callbacks = self.done_callbacks, []
-        self.event.set()
+            done_callbacks, self.done_callbacks = self.done_callbacks, None
+            event = self.event
+        if event is not None:
+            event.set()
         if self.callbacks:
-            for i, callback in self.callbacks:
-                if exc is None:
-                    _call(callback, self.metadata(i), None)
-                else:
-                    _call(callback, None, exc)
-        for fn, future in done_callbacks:
+            self._run_callbacks(exc)
+        for fn, future in done_callbacks or ():
             try:
                 fn(future)
             except Exception:
                 log.exception("Error in a done callback of a record future")
         return True
 
+    def _run_callbacks(self, exc):
+        """Each record's callback, in record order.  Per record, only its
+        metadata is built here: what is the same for the whole batch is
+        read once (a callback per record is a common shape)."""
+        if exc is not None:
+            for callback in self.callbacks.values():
+                _call(callback, None, exc)
+            return
+        topic, partition = self.tp
+        append_time = self.log_append_time
+        base = self.base_offset
+        records = self.records
+        sizes = self.sizes
+        new = _new_metadata
+        for i, callback in self.callbacks.items():
+            md = new(RecordMetadata)
+            md.topic = topic
+            md.partition = partition
+            md.offset = base + i if base >= 0 else -1
+            md.timestamp = append_time if append_time >= 0 else records[i][0]
+            md.serialized_key_size, md.serialized_value_size = sizes[i]
+            try:
+                callback(md, None)
+            except Exception:
+                log.exception("Error executing user-provided callback on message for "
+                              "topic-partition")
+
     def __repr__(self):
         return (f"ProducerBatch(topicPartition={self.tp.topic}-{self.tp.partition}, "
                 f"recordCount={len(self.records)})")
+
+
+_new_metadata = object.__new__
+
+# An append short of buffer.memory is woken once 1/_WAKE_SHARE of it is free
+# (or its own record's size, if larger), and re-checks every _WAIT_SLICE_MS.
+_WAKE_SHARE = 16
+_WAIT_SLICE_MS = 50
 
 
 def _call(callback, md, exc):
@@ -279,6 +334,7 @@ class RecordAccumulator:
         self.flushes_in_progress = 0
         self.closed = False
         self._drain_index = 0
+        self._wake_free = 0       # free bytes the waiting appends are woken at
 
     # -- application side ---------------------------------------------------------
     def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
@@ -323,6 +379,13 @@ class RecordAccumulator:
             return
         deadline = self.time() + max_block_ms
         self.waiters += 1
+        # Woken once a share of the buffer is free rather than at every
+        # completed batch: an application producing faster than the broker
+        # acknowledges then appends many batches per wake-up instead of one
+        # (each wake-up is a thread switch).  The re-check every
+        # _WAIT_SLICE_MS still takes memory as soon as it is there if
+        # batches stop completing (a stalled broker).
+        self._wake_free = max(self._wake_free, size, self.buffer_memory // _WAKE_SHARE)
         try:
             while self.used_memory + size > self.buffer_memory and self.used_memory > 0:
                 left = deadline - self.time()
@@ -330,19 +393,27 @@ class RecordAccumulator:
                     raise RequestTimeoutError(
                         f"Failed to allocate memory within the configured max blocking time "
                         f"{max_block_ms} ms.")
-                self.memory.wait(left / 1000.0)
+                self.memory.wait(min(left, _WAIT_SLICE_MS) / 1000.0)
                 if self.closed:
                     break
             self.used_memory += size
         finally:
             self.waiters -= 1
+            if not self.waiters:
+                self._wake_free = 0
 
     def deallocate(self, batch):
         with self.lock:
             self.incomplete.discard(batch)
             self.used_memory -= batch.allocated
             batch.allocated = 0
-            self.memory.notify_all()
+            # Waiters are appends short of memory (see _allocate) and
+            # flush(): a notify with nobody to wake is a per-batch cost for
+            # nothing.
+            if self.flushes_in_progress or (self.waiters and (
+                    self.buffer_memory - self.used_memory >= self._wake_free or
+                    not self.incomplete)):
+                self.memory.notify_all()
 
     # -- sender side ------------------------------------------------------------
     def retry_backoff(self, attempts):

@@ -17,19 +17,24 @@ __all__ = ["murmur2", "partition_for_key", "StickyPartitioner"]
 
 
 class StickyPartitioner:
-    """Per topic: the current sticky partition and the bytes produced to it."""
+    """Per topic: the current sticky partition and the bytes produced to it.
+
+    ``state`` (topic -> ``[partition, bytes produced]``) and ``lock`` are
+    public for the producer's per-record path (``Appender``): it reads the
+    sticky partition and adds a record's size under ``lock`` without a call,
+    and calls ``partition``/``update`` only to start or move on."""
 
     def __init__(self, batch_size, rng=None):
         self.sticky_batch_size = max(1, batch_size)
-        self._state = {}          # topic -> [partition, bytes produced]
-        self._lock = threading.Lock()
+        self.state = {}           # topic -> [partition, bytes produced]
+        self.lock = threading.Lock()
         self._random = rng or random.Random()
 
     def partition(self, topic, cluster):
-        with self._lock:
-            state = self._state.get(topic)
+        with self.lock:
+            state = self.state.get(topic)
             if state is None:
-                state = self._state[topic] = [self._choose(topic, cluster, None), 0]
+                state = self.state[topic] = [self._choose(topic, cluster, None), 0]
             elif state[0] is None:
                 state[0] = self._choose(topic, cluster, None)
             return state[0]
@@ -46,8 +51,8 @@ class StickyPartitioner:
     def update(self, topic, partition, appended_bytes, cluster):
         """Count ``appended_bytes`` for ``partition``; move on once a batch's
         worth was produced to it."""
-        with self._lock:
-            state = self._state.get(topic)
+        with self.lock:
+            state = self.state.get(topic)
             if state is None or state[0] != partition:
                 return
             state[1] += appended_bytes

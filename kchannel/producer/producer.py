@@ -27,11 +27,51 @@ from kchannel._impl import load as _load
 
 _appender = _load("kchannel.producer._appender_py", "kchannel._cappender")
 
-__all__ = ["Producer"]
+__all__ = ["Producer", "AppendPath"]
 
 log = get_logger("kchannel.producer")
 
 _ids = itertools.count(1)
+
+
+class AppendPath:
+    """Everything the per-record path (``Appender``, both twins) may use:
+    the producer hands it this, not itself, so the fast path depends on
+    public, documented members only.
+
+    * ``accumulator``: ``lock``, ``batches`` (tp -> deque of batches; a
+      partition's deque, once made, stays the same object),
+      ``batch_size``, ``closed`` and ``append(...)`` (a record that opens a
+      batch); a batch's ``records``, ``sizes``, ``callbacks`` (index ->
+      callback), ``estimated_size`` and ``closed``.
+    * ``metadata``: ``cluster`` and ``add_topic(topic, now)``; ``time()``
+      is the producer's clock (ms) for it.
+    * ``partitioner``: the :class:`StickyPartitioner` (``state``, ``lock``,
+      ``sticky_batch_size``, ``partition``, ``update``).
+    * ``sender``: ``fatal_error`` and ``wakeup()``.
+    * ``send_slow``: Kafka's whole ``doSend`` (``Producer._send_slow``), for
+      what the fast path does not take: metadata not there yet, serializers,
+      values that are not bytes, invalid partitions, records too large, a
+      closed or failed producer.
+    * ``size_limit``, ``ignore_keys``, ``max_block_ms``: from the config;
+      ``serializers``: whether a key or value serializer is set.
+    """
+
+    __slots__ = ("accumulator", "metadata", "time", "partitioner", "sender", "send_slow",
+                 "size_limit", "ignore_keys", "max_block_ms", "serializers")
+
+    def __init__(self, accumulator, metadata, time, partitioner, sender, send_slow,
+                 size_limit, ignore_keys, max_block_ms, serializers):
+        self.accumulator = accumulator
+        self.metadata = metadata
+        self.time = time
+        self.partitioner = partitioner
+        self.sender = sender
+        self.send_slow = send_slow
+        self.size_limit = size_limit
+        self.ignore_keys = bool(ignore_keys)
+        self.max_block_ms = max_block_ms
+        self.serializers = bool(serializers)
 
 
 class Producer:
@@ -82,7 +122,12 @@ class Producer:
         self._partitioner = StickyPartitioner(values["batch.size"])
         self._size_limit = min(values["max.request.size"], values["buffer.memory"])
         self._closed = False
-        self._appender = _appender.Appender(self)
+        self.append_path = AppendPath(
+            self.accumulator, self.metadata, self._time, self._partitioner, self._sender,
+            self._send_slow, self._size_limit, values["partitioner.ignore.keys"],
+            values["max.block.ms"],
+            self._key_serializer is not None or self._value_serializer is not None)
+        self._appender = _appender.Appender(self.append_path)
         # The per-record path is the appender's (compiled twin when built):
         # binding it on the instance saves a Python call per record.
         self.send = self._appender.send
@@ -203,10 +248,13 @@ class Producer:
             value_bytes = serializer(value, config["value.serializer"],
                                      self._value_serializer, "value")
         if headers:
-            headers = [(k, serializer(v, None, None, "header value")) for k, v in headers]
+            # A tuple of tuples, as the fast path builds it (the garbage
+            # collector untracks such a record; see _appender_py).
+            headers = tuple([(k, serializer(v, None, None, "header value"))
+                             for k, v in headers])
             size = estimate_record_size(key_bytes, value_bytes, headers)
         else:
-            headers = []
+            headers = ()
             size = 36 + (len(key_bytes) if key_bytes is not None else 0) + \
                 (len(value_bytes) if value_bytes is not None else 0)
         count = cluster.partition_count(topic)

@@ -8,6 +8,8 @@
   DescribeCluster for ``kchannel.cluster.nodes``.
 * :mod:`kchannel.server.scram_handlers` -- the SCRAM credential APIs (50/51);
   :mod:`kchannel.server.token_handlers` -- the delegation token APIs (38-41).
+* :mod:`kchannel.server.acl_handlers` -- CreateAcls/DescribeAcls/DeleteAcls
+  (the ACLs of ``authorizer.class.name``).
 * :mod:`kchannel.server.gateway` -- the gateway in front of an upstream cluster.
 * :mod:`kchannel.server.broker` -- :func:`build_server`: all of the above from
   ``server.properties``, what ``kchannel serve`` runs.

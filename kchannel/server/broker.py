@@ -6,8 +6,10 @@ with ``num.network.threads`` > 1) and what a program embedding the broker
 calls; ``Server(config)`` alone answers only ApiVersions, Metadata,
 DescribeCluster and SASL.  On top of it :func:`build_server` opens the SCRAM
 credential store (SQLite in the data directory by default, or in memory) and
-registers the SCRAM credential APIs (50/51, allowed to ``super.users`` only),
-DescribeClientQuotas (no quotas) and the delegation token APIs, then, with
+registers the SCRAM credential APIs (50/51, allowed to ``super.users`` only,
+or by the ACLs), DescribeClientQuotas (no quotas), the delegation token APIs
+and the ACL APIs (with ``authorizer.class.name``: Kafka's ACLs, checked on
+every request a gateway forwards; else SECURITY_DISABLED), then, with
 ``kchannel.upstream.bootstrap.servers`` set, the gateway in front of that
 cluster.
 """
@@ -16,7 +18,10 @@ import os
 from ..config import ServerConfig, load_properties
 from ..log import get_logger
 from ..protocol import messages
+from ..security.authorizer.setup import (AclClusterAuthorizer, AclTokenAuthorizer,
+                                         authorizer_from_config)
 from ..security.sasl import scram_store
+from .acl_handlers import register_acl_handlers
 from .gateway import install_gateway
 from .handlers import handle_describe_client_quotas, random_cluster_id
 from .scram_handlers import register_scram_handlers
@@ -87,19 +92,40 @@ def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
             closers.append(store.close)
     server = Server(config, sasl_kwargs=sasl_kwargs,
                     cluster_id=stable_cluster_id(config, props), reuse_port=reuse_port)
+    # authorizer.class.name: ACLs (CreateAcls/DescribeAcls/DeleteAcls answered
+    # here; SECURITY_DISABLED without one, as Kafka)
+    try:
+        acl_authorizer = authorizer_from_config(config.get, config.data_dir)
+    except BaseException:
+        server.shutdown()
+        for c in closers:
+            c()
+        raise
+    if acl_authorizer is not None:
+        closers.append(acl_authorizer.store.close)
+    register_acl_handlers(server, acl_authorizer)
     if store is not None:
-        # Only super.users may read or change credentials (no ACL authorizer).
-        register_scram_handlers(server, store, super_users=config.get("super.users"))
+        # Without an authorizer only super.users may read or change
+        # credentials; with one, DESCRIBE / ALTER on the cluster (as Kafka).
+        if acl_authorizer is not None:
+            register_scram_handlers(server, store,
+                                    authorize=AclClusterAuthorizer(acl_authorizer))
+        else:
+            register_scram_handlers(server, store, super_users=config.get("super.users"))
     server.register_handler(messages.DESCRIBE_CLIENT_QUOTAS.api_key,
                             handle_describe_client_quotas)
-    token_hook = install_tokens(server, config, props)
+    # With an ACL authorizer its ACLs decide who creates tokens for others
+    # and describes whose tokens.
+    token_hook = install_tokens(
+        server, config, props,
+        authorizer=AclTokenAuthorizer(acl_authorizer) if acl_authorizer is not None else None)
     if token_hook is not None and hasattr(token_hook, "close"):
         closers.append(token_hook.close)
     # Gateway in front of an upstream cluster (kchannel.upstream.*), after
     # every local API is registered: ApiVersions lists them and the
     # upstream's others.
     try:
-        gateway = install_gateway(server, config, props)
+        gateway = install_gateway(server, config, props, acl_authorizer)
     except BaseException:
         server.shutdown()
         for c in closers:

@@ -35,20 +35,40 @@ Requests
     (a request answered locally waits behind forwarded ones).  A client
     with ``kchannel.gateway.max.queued.requests`` requests waiting is not
     read (muted) until one is answered: a slow upstream holds clients back
-    through TCP instead of filling the gateway's memory.
+    through TCP instead of filling the gateway's memory (see Memory).
+    Every request is forwarded (or refused) in :meth:`Gateway.intercept`.
 
 Upstream connections
-    One connection per upstream node, shared by every client (or, with
-    ``kchannel.gateway.upstream.connections=per-client``, per client
-    connection: a broker serves a connection's requests one at a time, so a
-    long poll on a shared one delays the others): the upstream
-    sees the gateway's principal (``kchannel.upstream.sasl.jaas.config``)
-    for every request, so the gateway's authorization hook (and the
-    upstream's ACLs for that one principal) decide what clients may do.  When
-    an upstream connection fails, every client with a request on it is
-    disconnected (client libraries reconnect and retry); a request waits at
-    most the upstream ``request.timeout.ms`` plus the time the broker may
-    hold it (Produce timeout, Fetch max wait, JoinGroup rebalance timeout).
+    By default (``kchannel.gateway.upstream.connections=per-client``) each
+    client connection gets upstream connections of its own, per upstream
+    node it needs, opened on its first request there and closed with it: a
+    broker serves a connection's requests one at a time and closes a
+    connection over a bad request, so nothing one client sends delays,
+    breaks or disconnects another's.  When the broker closes a client's own
+    upstream connection, the client's connection is closed too.  With
+    ``shared`` (trusted clients only) one connection per upstream node
+    serves every client: a Fetch's max_wait_ms is lowered to
+    ``kchannel.gateway.shared.fetch.max.wait.ms``, requests are checked to
+    decode before they are forwarded (APIs with a codec), and an acks=0
+    Produce is sent as acks=1, its client closed if it failed.  Either way
+    the upstream sees the gateway's principal
+    (``kchannel.upstream.sasl.jaas.config``) for every request, so the
+    gateway's authorization hook (and the upstream's ACLs for that one
+    principal) decide what clients may do.  When an upstream connection
+    fails, every client with a request on it is disconnected (client
+    libraries reconnect and retry); a request waits at most the upstream
+    ``request.timeout.ms`` plus the time the broker may hold it (Produce
+    timeout, Fetch max wait, JoinGroup rebalance timeout).
+
+Memory
+    A client is not read while it holds ``kchannel.gateway.max.queued.bytes``
+    in the gateway (forwarded requests not answered, responses not written
+    to it), and, per-client mode, neither are its own upstream connections
+    while its unwritten responses reach that bound: the broker then waits
+    on that connection alone.  While all clients together hold
+    ``kchannel.gateway.total.max.queued.bytes`` no client is read.  Bytes
+    are counted until written (``_check_draining``) and dropped with the
+    client.
 
 Authorization
     ``authorizer.authorize(request) -> bool`` for every forwarded request
@@ -59,7 +79,9 @@ Authorization
     authenticated principal).  A refused request gets Kafka's
     CLUSTER_AUTHORIZATION_FAILED in the response's top-level error code,
     TOPIC_AUTHORIZATION_FAILED per topic for Metadata and Produce; a request
-    whose response has neither closes the connection (logged).
+    whose response has neither closes the connection (logged).  The
+    delegation-token APIs the gateway answers are asked about too (refused:
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED).
 
 Metrics (the server's registry)
     ``RequestsPerSec`` (group ``RequestMetrics``, tag ``request`` = Kafka's
@@ -81,6 +103,7 @@ from ..protocol import messages
 from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from ..protocol.errors import Errors
 from ..protocol.headers import decode_response, encode_response
+from ..security.authorizer.requests import RequestAuthorizer
 
 log = get_logger("kchannel.gateway")
 
@@ -94,7 +117,15 @@ LOCAL_API_KEYS = frozenset(int(k) for k in (
     ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
     ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
     ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS))
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    # the gateway's own ACLs (SECURITY_DISABLED without an authorizer): never
+    # the upstream's, which clients would change as the gateway's principal
+    ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS))
+# Answered by the gateway, and only to principals its authorizer allows (a
+# principal on no allow-list must not fill the token store).
+TOKEN_API_KEYS = frozenset(int(k) for k in (
+    ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+    ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN))
 # Responses decoded and re-encoded with the gateway's endpoints.
 REWRITTEN_API_KEYS = frozenset(int(k) for k in (
     ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER))
@@ -104,6 +135,16 @@ NOT_FORWARDED = frozenset(int(k) for k in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKN
 
 BOOTSTRAP_NODE = -1          # upstream connection id of the bootstrap broker
 DEFAULT_MAX_QUEUED = 100
+# kchannel.gateway.max.queued.bytes: what one client connection may hold in
+# the gateway (its forwarded requests and its unsent responses) before it is
+# not read, nor its own upstream connections
+DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
+# kchannel.gateway.total.max.queued.bytes: the same, summed over clients
+DEFAULT_TOTAL_MAX_QUEUED_BYTES = 512 * 1024 * 1024
+# kchannel.gateway.shared.fetch.max.wait.ms: on a shared upstream connection
+# a Fetch waiting for data holds every request behind it (a broker answers a
+# connection's requests in order): its max_wait_ms is lowered to this
+DEFAULT_SHARED_FETCH_MAX_WAIT_MS = 500
 # While anything is in flight upstream, the loop wakes at least this often
 # for the upstream client's timeouts (connection setup, request timeout).
 TIMER_MS = 100
@@ -148,10 +189,16 @@ class _Slot:
     """One request of a client, in its order: forwarded (``response`` set
     once the upstream answered) or answered locally (``local`` = its
     frame, handled when it reaches the head)."""
-    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms")
+    __slots__ = ("api_key", "version", "corr", "start", "response", "local", "timeout_ms",
+                 "req_bytes", "silent", "fix")
 
     def __init__(self, api_key, version, corr, start, local=None):
         self.timeout_ms = None       # upstream request timeout, if not the default
+        self.req_bytes = 0           # its frame's bytes, counted until answered
+        # an acks=0 Produce sent as acks=1 on a shared connection: its
+        # answer is not the client's (see Gateway.intercept)
+        self.silent = False
+        self.fix = None              # ACL hook: completes/filters the decoded response
         self.api_key = api_key
         self.version = version
         self.corr = corr
@@ -161,7 +208,8 @@ class _Slot:
 
 
 class _Downstream:
-    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids")
+    __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids",
+                 "req_bytes", "held_bytes", "out_bytes", "unacked_bytes", "up_muted")
 
     def __init__(self, cid, listener_name, node):
         self.cid = cid
@@ -171,6 +219,17 @@ class _Downstream:
         self.muted = False
         self.closed = False
         self.uids = ()                # upstream connections of its own (per-client mode)
+        # Bytes it holds in the gateway: forwarded requests not answered
+        # yet, responses waiting for their turn, responses handed to its
+        # socket and not written yet, acks=0 requests not written upstream.
+        self.req_bytes = 0
+        self.held_bytes = 0
+        self.out_bytes = 0
+        self.unacked_bytes = 0
+        self.up_muted = False         # its upstream connections are not read
+
+    def queued_bytes(self):
+        return self.req_bytes + self.held_bytes + self.out_bytes + self.unacked_bytes
 
 
 class _Fd:
@@ -214,6 +273,17 @@ def _acks(payload, off, version):
     return _int(payload, _skip_string(payload, off, version >= 9), 2)
 
 
+def _fetch_max_wait_offset(version, off):
+    """Where a Fetch request's max_wait_ms is (before v15 a replica_id
+    comes first)."""
+    return off if version >= 15 else off + 4
+
+
+def _acks_offset(payload, off, version):
+    """Where a Produce request's acks is (after transactional_id)."""
+    return _skip_string(payload, off, version >= 9)
+
+
 def _waits_ms(key, version, payload, off):
     """How long the broker may hold this request before answering (0 for
     most): a Produce's timeout_ms, a Fetch's max_wait_ms, a JoinGroup's
@@ -223,7 +293,7 @@ def _waits_ms(key, version, payload, off):
     if key == int(ApiKey.PRODUCE):
         return max(_int(payload, _skip_string(payload, off, version >= 9) + 2, 4), 0)
     if key == int(ApiKey.FETCH):
-        return max(_int(payload, off if version >= 15 else off + 4, 4), 0)
+        return max(_int(payload, _fetch_max_wait_offset(version, off), 4), 0)
     if key == int(ApiKey.JOIN_GROUP):
         pos = _skip_string(payload, off, version >= 6)
         # v0 has no rebalance timeout: the session timeout bounds the join
@@ -250,7 +320,10 @@ class Gateway:
 
     def __init__(self, server, upstream_configs, *, node_id_base=0,
                  max_queued_requests=DEFAULT_MAX_QUEUED, authorizer=None,
-                 upstream_connections="shared"):
+                 upstream_connections="per-client", request_authorizer=None,
+                 max_queued_bytes=DEFAULT_MAX_QUEUED_BYTES,
+                 total_max_queued_bytes=DEFAULT_TOTAL_MAX_QUEUED_BYTES,
+                 shared_fetch_max_wait_ms=DEFAULT_SHARED_FETCH_MAX_WAIT_MS):
         configs = dict(upstream_configs)
         self.bootstrap = _parse_bootstrap(configs.get("bootstrap.servers"))
         if not self.bootstrap:
@@ -263,6 +336,9 @@ class Gateway:
         self.node_id_base = int(node_id_base)
         self.max_queued_requests = max(1, int(max_queued_requests))
         self.authorizer = authorizer
+        # authorizer.class.name: Kafka's per-resource checks (a
+        # kchannel.security.authorizer.requests.RequestAuthorizer)
+        self.request_authorizer = request_authorizer
         mode = str(upstream_connections).strip().lower()
         if mode not in ("shared", "per-client"):
             raise errors.ConfigError(
@@ -270,6 +346,12 @@ class Gateway:
                 "kchannel.gateway.upstream.connections: String must be one of: shared, per-client",
                 key="kchannel.gateway.upstream.connections", value=upstream_connections)
         self.per_client = mode == "per-client"
+        self.max_queued_bytes = max(1, int(max_queued_bytes))
+        self.total_max_queued_bytes = max(1, int(total_max_queued_bytes))
+        self.shared_fetch_max_wait_ms = max(0, int(shared_fetch_max_wait_ms))
+        self.queued_bytes = 0         # sum of the clients' queued_bytes()
+        self._total_over = False      # queued_bytes >= total_max_queued_bytes
+        self._draining = set()        # clients with bytes on their way out
         self.client = NetworkClient(configs, metrics=server.metrics, time=server.time,
                                     metric_group_prefix="kchannel-upstream")
         self.request_timeout_ms = self.client.request_timeout_ms
@@ -326,6 +408,9 @@ class Gateway:
                     continue
                 for b in resp.body.get("brokers") or ():
                     self._learn_node(b["node_id"], b["host"], b["port"])
+                problem = self._node_port_collision(sorted(self.nodes))
+                if problem:
+                    raise errors.ConfigError(problem, key="kchannel.gateway.node.id.base")
                 for l in list(self.server.listeners):
                     if l.upstream_node is None:
                         for nid in sorted(self.nodes):
@@ -371,6 +456,9 @@ class Gateway:
             if k in REWRITTEN_API_KEYS:
                 api = messages.API[k]
                 lo, hi = max(lo, api.min_version), min(hi, api.max_version)
+            if self.request_authorizer is not None and lo <= hi:
+                # only what the authorizer can check, at versions it can read
+                lo, hi = self.request_authorizer.offered(k, lo, hi) or (0, -1)
             if lo <= hi:
                 out[k] = (lo, hi)
         self._ranges_cache = (dict(local), dict(out))
@@ -389,20 +477,32 @@ class Gateway:
         return offered
 
     def connection_closed(self, cid):
-        ds = self.downstreams.pop(cid, None)
+        ds = self.downstreams.get(cid)
         if ds is not None:
-            ds.closed = True
-            ds.queue.clear()
-            for uid in ds.uids:
-                # its own upstream connection (per-client mode) goes with it
-                self.client.remove(uid)
-                self.waiting.pop(uid, None)
-                self.connecting.discard(uid)
+            self._forget(ds)
+
+    def _forget(self, ds):
+        """A client gone: its upstream connections (per-client mode) and
+        every byte it held go with it."""
+        ds.closed = True
+        if self.downstreams.get(ds.cid) is not ds:
+            return
+        del self.downstreams[ds.cid]
+        ds.queue.clear()
+        self.queued_bytes -= ds.queued_bytes()
+        ds.req_bytes = ds.held_bytes = ds.out_bytes = ds.unacked_bytes = 0
+        self._draining.discard(ds)
+        for uid in ds.uids:
+            # its own upstream connection (per-client mode) goes with it
+            self.client.remove(uid)
+            self.waiting.pop(uid, None)
+            self.connecting.discard(uid)
+        self._update_total()
 
     def poll_timeout(self, timeout_ms):
         if self.client.has_pending_io():
             return 0
-        if self.in_flight or self.waiting:
+        if self.in_flight or self.waiting or self._draining:
             if timeout_ms is None or timeout_ms < 0 or timeout_ms > TIMER_MS:
                 return TIMER_MS
         return timeout_ms
@@ -420,12 +520,28 @@ class Gateway:
         if ds is None:
             ds = self.downstreams[cid] = _Downstream(
                 cid, ch.listener_name, self.server.connection_upstream_node.get(cid))
+        if key in TOKEN_API_KEYS and self.authorizer is not None:
+            handler = self.server.handlers.get(key)
+            request = GatewayRequest(ch.principal(), ds.listener_name, key, header.api_version,
+                                     header.client_id, ch.remote_address)
+            if (handler is not None and handler.min_version <= header.api_version
+                    <= handler.max_version and not self.authorizer.authorize(request)):
+                log.info("Refusing %s v%d of %s on %s (client %s)", request.api_name,
+                         header.api_version, request.principal, request.listener_name, cid)
+                slot = _Slot(key, header.api_version, header.correlation_id, now)
+                slot.response = encode_response(key, header.api_version, header.correlation_id, {
+                    "error_code": int(Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED)})
+                ds.held_bytes += len(slot.response)
+                self.queued_bytes += len(slot.response)
+                ds.queue.append(slot)
+                self._flush(ds)
+                return True
         if key in LOCAL_API_KEYS:
             if not ds.queue:
                 return False
             ds.queue.append(_Slot(key, header.api_version, header.correlation_id, now,
                                   local=bytes(payload)))
-            self._maybe_mute(ds)
+            self._update_flow(ds)
             return True
         version = header.api_version
         rng = self._offered().get(key)
@@ -443,22 +559,56 @@ class Gateway:
             if not self.authorizer.authorize(request):
                 self._refuse(ds, slot, header, payload, off, request)
                 return True
+        if self.request_authorizer is not None:
+            payload = self._authorize_request(ch, ds, slot, header, payload, off)
+            if payload is None:
+                return True       # answered, refused or closed by the ACL check
         expect = True
         timeout_ms = None
+        frame = bytearray(payload)
         try:
+            api = messages.API.get(key) if not self.per_client else None
+            if api is not None and api.min_version <= version <= api.max_version:
+                # A request the upstream cannot parse makes it close the
+                # connection: a shared one must not carry it (checked for
+                # the APIs kchannel has a codec for).
+                api.request.decode(payload, version, off)
             if key == int(ApiKey.PRODUCE):
-                expect = _acks(payload, off, version) != 0
-            wait = _waits_ms(key, version, payload, off)
+                pos = _acks_offset(payload, off, version)
+                expect = _int(payload, pos, 2) != 0
+                if not expect and not self.per_client:
+                    # A broker closes the connection of an acks=0 Produce
+                    # that fails: on a shared one it is sent as acks=1 and
+                    # only its own client is closed if it failed.
+                    frame[pos:pos + 2] = (1).to_bytes(2, "big")
+                    expect = slot.silent = True
+            elif key == int(ApiKey.FETCH) and not self.per_client:
+                pos = _fetch_max_wait_offset(version, off)
+                if _int(payload, pos, 4) > self.shared_fetch_max_wait_ms:
+                    frame[pos:pos + 4] = self.shared_fetch_max_wait_ms.to_bytes(4, "big")
+            wait = _waits_ms(key, version, frame, off)
             if wait:
                 # Kafka's consumer: JoinGroup gets rebalance timeout + 5 s.
                 timeout_ms = max(self.request_timeout_ms, wait + JOIN_GROUP_TIMEOUT_LAPSE_MS) \
                     if key == int(ApiKey.JOIN_GROUP) else self.request_timeout_ms + wait
         except IndexError:
-            pass     # a malformed request: the upstream will say so
+            pass     # a malformed request on its own connection: the upstream says so
+        except Exception as exc:  # noqa: BLE001 - whatever the codec raises on bad bytes
+            log.info("Closing connection %s from %s: invalid %s v%d request: %s", cid,
+                     ch.socket_description(), API_NAMES.get(key, str(key)), version, exc)
+            self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))
+            return True
         slot.timeout_ms = timeout_ms
         if expect:
-            ds.queue.append(slot)
-        frame = bytearray(payload)
+            if not slot.silent:
+                ds.queue.append(slot)
+            slot.req_bytes = len(frame)
+            ds.req_bytes += slot.req_bytes
+        else:
+            # acks=0: counted until written upstream (see _check_draining)
+            ds.unacked_bytes += len(frame)
+            self._draining.add(ds)
+        self.queued_bytes += len(frame)
         uid = self._route(ds.node, ds.cid if self.per_client else None)
         if self.per_client and uid not in ds.uids:
             ds.uids = ds.uids + (uid,)
@@ -467,7 +617,7 @@ class Gateway:
         else:
             self.waiting.setdefault(uid, collections.deque()).append((ds, slot, frame, expect))
             self._ensure_connecting(uid)
-        self._maybe_mute(ds)
+        self._update_flow(ds)
         return True
 
     def after_poll(self):
@@ -478,9 +628,57 @@ class Gateway:
             responses = self.client.poll(0)
             for resp in responses:
                 self._on_response(resp)
+            if self.per_client and self.client.selector.disconnected:
+                self._own_upstream_closed(self.client.selector.disconnected)
             self._drain_waiting()
             if not self.client.has_pending_io():
                 break
+        self._check_draining()
+
+    def _own_upstream_closed(self, disconnected):
+        """A client's own upstream connection closed by the broker (an
+        acks=0 Produce that failed, a request it could not parse, its idle
+        timeout): the client's connection is closed too, as the broker
+        would have closed it, and no one else is affected."""
+        for uid in list(disconnected):
+            if not isinstance(uid, tuple):
+                continue
+            ds = self.downstreams.get(uid[1])
+            if ds is not None and uid in ds.uids:
+                self._fail_downstream(ds, errors.ChannelConnectionError(
+                    f"its upstream connection to node {uid[0]} was closed by the broker"))
+
+    def _check_draining(self):
+        """Bytes handed to a client's socket (or, acks=0, to its upstream
+        connection) stop counting once everything queued there is written."""
+        if not self._draining:
+            return
+        sel, usel = self.server.selector, self.client.selector
+        for ds in list(self._draining):
+            if ds.closed:
+                self._draining.discard(ds)
+                continue
+            freed = 0
+            if ds.out_bytes:
+                ch = sel.channel(ds.cid)
+                if ch is None or not ch.has_pending_writes():
+                    freed += ds.out_bytes
+                    ds.out_bytes = 0
+            if ds.unacked_bytes:
+                pending = False
+                for uid in ds.uids or (self._route(ds.node),):
+                    uch = usel.channel(uid)
+                    if uch is not None and uch.has_pending_writes():
+                        pending = True
+                        break
+                if not pending:
+                    freed += ds.unacked_bytes
+                    ds.unacked_bytes = 0
+            if not ds.out_bytes and not ds.unacked_bytes:
+                self._draining.discard(ds)
+            if freed:
+                self.queued_bytes -= freed
+                self._update_flow(ds)
 
     # --------------------------------------------------------------- routing
     def _route(self, node, cid=None):
@@ -584,6 +782,8 @@ class Gateway:
             return
         if expect:
             self.in_flight[(uid, corr)] = (ds, slot)
+        if ds.up_muted and isinstance(uid, tuple):
+            self.client.selector.mute(uid)     # a connection (re)made while held back
 
     def _learn_versions(self, uid):
         if self.upstream_versions is None:
@@ -605,8 +805,14 @@ class Gateway:
         ds, slot = entry
         if ds.closed:
             return
+        ds.req_bytes -= slot.req_bytes
+        self.queued_bytes -= slot.req_bytes
+        slot.req_bytes = 0
         if resp.exception is not None:
             self._fail_downstream(ds, resp.exception)
+            return
+        if slot.silent:
+            self._silent_answer(ds, slot, resp.body)
             return
         try:
             slot.response = self._response_frame(ds, slot, resp.body)
@@ -615,9 +821,34 @@ class Gateway:
                         "response: %s", ds.cid, API_NAMES.get(slot.api_key), slot.version, exc)
             self._fail_downstream(ds, exc)
             return
+        ds.held_bytes += len(slot.response)
+        self.queued_bytes += len(slot.response)
         self._flush(ds)
 
+    def _silent_answer(self, ds, slot, frame):
+        """The answer to an acks=0 Produce sent as acks=1 (shared mode): an
+        error closes its client's connection, as the broker would have
+        closed it; nothing goes to the client otherwise."""
+        try:
+            _, body = decode_response(frame, slot.api_key, slot.version)
+            failed = [p.get("error_code") for t in body.get("responses") or ()
+                      for p in t.get("partition_responses") or () if p.get("error_code")]
+        except Exception as exc:  # noqa: BLE001
+            failed = [str(exc)]
+        if failed:
+            self._fail_downstream(ds, errors.ChannelConnectionError(
+                f"its acks=0 Produce failed upstream ({failed[0]}); a broker closes the "
+                "connection then"))
+        else:
+            self._update_flow(ds)
+
     def _response_frame(self, ds, slot, frame):
+        if slot.fix is not None:
+            _, body = decode_response(frame, slot.api_key, slot.version)
+            slot.fix(body)
+            if slot.api_key in REWRITTEN_API_KEYS:
+                self._rewrite(ds.listener_name, slot.api_key, slot.version, body)
+            return encode_response(slot.api_key, slot.version, slot.corr, body)
         if slot.api_key not in REWRITTEN_API_KEYS:
             out = frame if isinstance(frame, bytearray) else bytearray(frame)
             out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
@@ -658,6 +889,37 @@ class Gateway:
                 else:
                     c.update(host=ep[0], port=ep[1])
 
+    def _node_port_collision(self, nids):
+        """Why the ports of upstream nodes ``nids`` cannot be bound (a
+        message naming the listeners), or None.  A node port equal to
+        another listener's port, or to another node port, is refused: with
+        SO_REUSEPORT (num.network.threads > 1) it would be bound anyway and
+        share that listener's connections, whatever its security."""
+        taken = {}       # port -> (host, what)
+        for l in self.server.listeners:
+            if l.upstream_node is None and l.port:
+                taken[l.port] = (l.host, f"listener {l.name}")
+        for key, l in self.node_listeners.items():
+            if l.port:
+                taken[l.port] = (l.host, f"the port of upstream node {key[1]} on listener {key[0]}")
+        wildcard = ("", "0.0.0.0", "::")
+        for l in self.server.listeners:
+            if l.upstream_node is not None or not l.port:
+                continue
+            for nid in nids:
+                if (l.name, nid) in self.node_listeners:
+                    continue
+                port = l.port + 1 + int(nid) - self.node_id_base
+                other = taken.get(port)
+                if other is not None and (other[0] == l.host or other[0] in wildcard
+                                          or l.host in wildcard):
+                    return (f"upstream node {nid} would be served on listener {l.name}'s port + "
+                            f"{port - l.port} = {port}, which is {other[1]}'s: leave room "
+                            "between listener ports for every upstream node (node port = "
+                            "listener port + 1 + node id - kchannel.gateway.node.id.base)")
+                taken[port] = (l.host, f"the port of upstream node {nid} on listener {l.name}")
+        return None
+
     def _endpoint(self, listener_name, nid):
         """(host, port) clients use for upstream node ``nid`` on
         ``listener_name``, binding its port on first use; None (logged) when
@@ -674,6 +936,11 @@ class Gateway:
                           self.node_id_base, parent.port + 1)
                 return None
             port = parent.port + offset if parent.port else 0
+            problem = self._node_port_collision([nid]) if port else None
+            if problem:
+                log.error("Not serving upstream node %s on listener %s: %s", nid, parent.name,
+                          problem)
+                return None
             try:
                 l = server.add_node_listener(parent.name, int(nid), port)
             except errors.KChannelError as exc:
@@ -700,17 +967,62 @@ class Gateway:
             q.popleft()
             if sel.channel(ds.cid) is None:
                 break
+            n = len(slot.response)
             sel.send(ds.cid, slot.response)
+            slot.response = b""
+            ds.held_bytes -= n
+            ds.out_bytes += n
+            self._draining.add(ds)
             self._record(slot)
-        if ds.muted and not ds.closed and len(q) < self.max_queued_requests:
-            ds.muted = False
-            if sel.channel(ds.cid) is not None:
-                sel.unmute(ds.cid)
+        self._update_flow(ds)
 
-    def _maybe_mute(self, ds):
-        if not ds.muted and len(ds.queue) >= self.max_queued_requests:
-            ds.muted = True
-            self.server.selector.mute(ds.cid)
+    def _update_total(self):
+        over = self.queued_bytes >= self.total_max_queued_bytes
+        if over != self._total_over:
+            self._total_over = over
+            if over:
+                log.warning("Gateway clients hold %d bytes (kchannel.gateway.total.max.queued."
+                            "bytes=%d): no client is read until their responses are written",
+                            self.queued_bytes, self.total_max_queued_bytes)
+            for other in list(self.downstreams.values()):
+                self._update_flow(other, False)
+
+    def _update_flow(self, ds, total=True):
+        """Read a client (and, per-client mode, its upstream connections)
+        only while it holds less than its bounds: fewer than
+        max.queued.requests requests waiting, fewer than max.queued.bytes
+        bytes; no client is read while all of them together hold
+        total.max.queued.bytes.  Its upstream connections are not read
+        while its responses waiting to be written reach the bound (or any,
+        over the total): the broker then waits on that one connection, as
+        it waits on a client that does not read."""
+        if total:
+            self._update_total()
+        if ds.closed:
+            return
+        own = ds.queued_bytes()
+        over_total = self._total_over
+        mute = (len(ds.queue) >= self.max_queued_requests or own >= self.max_queued_bytes
+                or over_total)
+        sel = self.server.selector
+        if mute != ds.muted and sel.channel(ds.cid) is not None:
+            ds.muted = mute
+            if mute:
+                sel.mute(ds.cid)
+            else:
+                sel.unmute(ds.cid)
+        if self.per_client:
+            out = ds.held_bytes + ds.out_bytes
+            up_mute = out >= self.max_queued_bytes or (over_total and out > 0)
+            if up_mute != ds.up_muted:
+                ds.up_muted = up_mute
+                usel = self.client.selector
+                for uid in ds.uids:
+                    if usel.channel(uid) is not None and self.client.is_ready(uid):
+                        if up_mute:
+                            usel.mute(uid)
+                        else:
+                            usel.unmute(uid)
 
     def _fail_downstream(self, ds, exc):
         """Disconnect a client whose request cannot be answered: what its
@@ -720,13 +1032,52 @@ class Gateway:
         self._flush(ds)
         if ds.closed:
             return
-        ds.closed = True
         log.info("Disconnecting %s: %s", ds.cid, exc)
         sel = self.server.selector
         if sel.channel(ds.cid) is not None:
             sel.write_queued(ds.cid)
             sel.close(ds.cid)
-        self.downstreams.pop(ds.cid, None)
+        self._forget(ds)
+
+    def _authorize_request(self, ch, ds, slot, header, payload, off):
+        """The authorization hook (``authorizer.class.name``): the frame to
+        forward (``payload``, or one narrowed to the authorized resources),
+        or None when the request was answered here or its connection
+        closed."""
+        key, version = slot.api_key, slot.version
+        principal = ch.principal()
+        addr = ch.remote_address
+        host = str(addr[0]) if isinstance(addr, (tuple, list)) and addr else str(addr or "")
+        try:
+            verdict = self.request_authorizer.check(str(principal), host, key, version,
+                                                    payload, off)
+        except (errors.KChannelError, KeyError, IndexError, TypeError, ValueError) as exc:
+            log.info("Closing connection %s from %s: invalid %s v%d request: %s", ds.cid,
+                     ch.socket_description(), API_NAMES.get(key, key), version, exc)
+            self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))
+            return None
+        if verdict is None:
+            return payload
+        if verdict.close:
+            log.info("Closing connection %s of %s: %s %s", ds.cid, principal,
+                     API_NAMES.get(key, key), verdict.close)
+            self._fail_downstream(ds, errors.KafkaError(
+                int(Errors.TOPIC_AUTHORIZATION_FAILED), "AUTHORIZATION_FAILED", verdict.close))
+            return None
+        if verdict.response is not None:
+            log.debug("Answering %s v%d of %s from the ACLs", API_NAMES.get(key, key),
+                      version, principal)
+            slot.response = encode_response(key, version, slot.corr, verdict.response)
+            ds.held_bytes += len(slot.response)
+            self.queued_bytes += len(slot.response)
+            ds.queue.append(slot)
+            self._flush(ds)
+            return None
+        slot.fix = verdict.fix
+        if verdict.request is not None:
+            body = messages.API[key].request.encode(verdict.request, version)
+            return bytes(payload[:off]) + bytes(body)
+        return payload
 
     def _refuse(self, ds, slot, header, payload, off, request):
         key, version = slot.api_key, slot.version
@@ -766,6 +1117,8 @@ class Gateway:
                 f"{request.listener_name}"))
             return
         slot.response = encode_response(key, version, slot.corr, body)
+        ds.held_bytes += len(slot.response)
+        self.queued_bytes += len(slot.response)
         ds.queue.append(slot)
         self._flush(ds)
 
@@ -798,9 +1151,11 @@ def upstream_configs(props):
             if isinstance(k, str) and k.startswith(UPSTREAM_PREFIX) and len(k) > n}
 
 
-def install_gateway(server, config, props):
+def install_gateway(server, config, props, acl_authorizer=None):
     """A started :class:`Gateway` for ``server`` when the properties set
-    ``kchannel.upstream.bootstrap.servers``, else None."""
+    ``kchannel.upstream.bootstrap.servers``, else None.  ``acl_authorizer``
+    (``authorizer.class.name``): every forwarded request is checked against
+    its ACLs, per resource."""
     up = upstream_configs(props)
     if not str(up.get("bootstrap.servers") or "").strip():
         return None
@@ -836,6 +1191,16 @@ def install_gateway(server, config, props):
                                                     DEFAULT_MAX_QUEUED)),
                       authorizer=authorizer,
                       upstream_connections=value("kchannel.gateway.upstream.connections",
-                                                 "shared"))
+                                                 "per-client"),
+                      request_authorizer=(RequestAuthorizer(acl_authorizer)
+                                          if acl_authorizer is not None else None),
+                      max_queued_bytes=int(value("kchannel.gateway.max.queued.bytes",
+                                                 DEFAULT_MAX_QUEUED_BYTES)),
+                      total_max_queued_bytes=int(value(
+                          "kchannel.gateway.total.max.queued.bytes",
+                          DEFAULT_TOTAL_MAX_QUEUED_BYTES)),
+                      shared_fetch_max_wait_ms=int(value(
+                          "kchannel.gateway.shared.fetch.max.wait.ms",
+                          DEFAULT_SHARED_FETCH_MAX_WAIT_MS)))
     gateway.start()
     return gateway

@@ -19,7 +19,8 @@ from kchannel.config.types import reveal
 from kchannel.principal import KafkaPrincipal, parse_super_users
 from kchannel.protocol import messages
 from kchannel.tokens import config_value, open_token_store
-from kchannel.tokens.manager import SuperUserTokenAuthorizer, TokenManager
+from kchannel.tokens.manager import (DEFAULT_MAX_TOKENS_PER_OWNER, SuperUserTokenAuthorizer,
+                                     TokenManager)
 from kchannel.utils import now_ms
 from kchannel.log import get_logger
 
@@ -27,6 +28,9 @@ from kchannel.log import get_logger
 # configurations and the lines operators grep for name them).
 log = get_logger("kchannel.tokens.handlers")
 _install_log = get_logger("kchannel.tokens")
+
+# kchannel-specific: the most live tokens one owner may have.
+MAX_PER_OWNER_CONFIG = "kchannel.delegation.token.max.tokens.per.owner"
 
 __all__ = ["install_server", "TokenService", "register_token_handlers",
            "attach_token_manager", "TokenExpirySweeper", "create_token_handler",
@@ -229,7 +233,9 @@ def install_server(server, config=None, props=None, *, store=None, authorizer=No
         store, authorizer=authorizer,
         expiry_check_interval_ms=int(config_value(config, props,
                                             "delegation.token.expiry.check.interval.ms",
-                                            3600000)))
+                                            3600000)),
+        max_tokens_per_owner=int(config_value(config, props, MAX_PER_OWNER_CONFIG,
+                                              DEFAULT_MAX_TOKENS_PER_OWNER)))
     register_token_handlers(server, manager)
     sweeper = None
     if enabled:

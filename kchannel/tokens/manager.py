@@ -39,7 +39,14 @@ Token arithmetic (identical in both variants unless noted):
 * describe: ``owners`` None = every token the requester may see; an empty
   list = none; else tokens whose owner, requester or a renewer is one of
   ``owners``.  Owner, requester and renewers see their tokens; others only
-  with the authorizer's permission.
+  with the authorizer's permission.  Tokens are indexed by the principals
+  that may see them: a principal the authorizer lets describe no one
+  else's tokens (``TokenAuthorizer.describes_others``) costs a look-up of
+  its own tokens, however many tokens there are.
+* per-owner limit (kchannel-specific, ``max_tokens_per_owner``,
+  ``kchannel.delegation.token.max.tokens.per.owner``): creating one more
+  live token for an owner that has that many is refused with
+  POLICY_VIOLATION.
 
 SCRAM login: :meth:`TokenManager.token_credential` returns the token's SCRAM
 credential (password = base64 of the HMAC, 4096 iterations, random salt per
@@ -71,6 +78,7 @@ __all__ = ["TokenManager", "TokenAuthorizer", "CreateTokenResult", "allow_token_
 DEFAULT_MAX_LIFETIME_MS = 604800000          # delegation.token.max.lifetime.ms
 DEFAULT_EXPIRY_TIME_MS = 86400000            # delegation.token.expiry.time.ms
 DEFAULT_EXPIRY_CHECK_INTERVAL_MS = 3600000   # delegation.token.expiry.check.interval.ms
+DEFAULT_MAX_TOKENS_PER_OWNER = 1000    # kchannel.delegation.token.max.tokens.per.owner
 ERROR_TIMESTAMP = -1                         # DelegationTokenManager.ErrorTimestamp
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _LONG_MAX = (1 << 63) - 1
@@ -114,6 +122,14 @@ class TokenAuthorizer:
         USER ``owner`` (tokens the requester neither owns nor renews)."""
         return False
 
+    def describes_others(self, requester):
+        """Whether :meth:`authorize_describe_token` may allow ``requester``
+        any token it neither owns, requested nor renews (False: Describe
+        only looks up its own tokens).  An authorizer without this method,
+        or a subclass that overrides only :meth:`authorize_describe_token`,
+        is asked about every token."""
+        return type(self).authorize_describe_token is not TokenAuthorizer.authorize_describe_token
+
 
 class SuperUserTokenAuthorizer(TokenAuthorizer):
     """Grants everything to the listed principals (Kafka's ``super.users``)."""
@@ -125,6 +141,9 @@ class SuperUserTokenAuthorizer(TokenAuthorizer):
         return requester in self.super_users
 
     def authorize_describe_token(self, requester, token_info):
+        return requester in self.super_users
+
+    def describes_others(self, requester):
         return requester in self.super_users
 
 
@@ -156,6 +175,12 @@ class _Entry:
         self.credentials = {}
 
 
+def _key(principal):
+    """Index key of a principal (its type and name; how it logged in does
+    not matter)."""
+    return (principal.principal_type, principal.name)
+
+
 def _as_principal(value):
     if value is None or isinstance(value, KafkaPrincipal):
         return value
@@ -180,12 +205,14 @@ class TokenManager:
                  expiry_time_ms=DEFAULT_EXPIRY_TIME_MS, store=None, now=None, *,
                  authorizer=None, variant="kraft", salt_factory=None, token_id_factory=None,
                  iterations=SCRAM_TOKEN_ITERATIONS,
-                 expiry_check_interval_ms=DEFAULT_EXPIRY_CHECK_INTERVAL_MS):
+                 expiry_check_interval_ms=DEFAULT_EXPIRY_CHECK_INTERVAL_MS,
+                 max_tokens_per_owner=DEFAULT_MAX_TOKENS_PER_OWNER):
         raw = reveal(secret) if secret is not None else None
         self._secret = raw if raw not in (None, "", b"") else None
         self.max_lifetime_ms = int(max_lifetime_ms)
         self.expiry_time_ms = int(expiry_time_ms)
         self.expiry_check_interval_ms = int(expiry_check_interval_ms)
+        self.max_tokens_per_owner = max(1, int(max_tokens_per_owner))
         if variant not in ("kraft", "zk"):
             raise ValueError(f"variant must be 'kraft' or 'zk', not {variant!r}")
         self.variant = variant
@@ -197,6 +224,9 @@ class TokenManager:
         self._lock = threading.RLock()
         self._entries = {}       # token id -> _Entry
         self._by_hmac = {}       # base64 HMAC -> token id
+        # (type, name) -> token ids it owns, requested or renews
+        self._by_principal = {}
+        self._by_owner = {}      # (type, name) -> token ids it owns
         self._loaded = False
         if self.enabled:
             with self._lock:
@@ -226,7 +256,34 @@ class TokenManager:
                 entries[token_id] = _Entry(info, create_hmac(token_id, self._secret))
         self._entries = entries
         self._by_hmac = {e.hmac_b64: tid for tid, e in entries.items()}
+        self._by_principal = {}
+        self._by_owner = {}
+        for tid, e in entries.items():
+            self._index(tid, e.info)
         self._loaded = True
+
+    @staticmethod
+    def _principals(info):
+        return {_key(p) for p in (info.owner, info.token_requester, *info.renewers)
+                if p is not None}
+
+    def _index(self, token_id, info):
+        for k in self._principals(info):
+            self._by_principal.setdefault(k, set()).add(token_id)
+        self._by_owner.setdefault(_key(info.owner), set()).add(token_id)
+
+    def _unindex(self, token_id, info):
+        for k in self._principals(info):
+            ids = self._by_principal.get(k)
+            if ids is not None:
+                ids.discard(token_id)
+                if not ids:
+                    del self._by_principal[k]
+        owned = self._by_owner.get(_key(info.owner))
+        if owned is not None:
+            owned.discard(token_id)
+            if not owned:
+                del self._by_owner[_key(info.owner)]
 
     def sync(self):
         """Pick up changes other servers made to the shared store."""
@@ -245,7 +302,9 @@ class TokenManager:
             self._entries[info.token_id] = entry
             self._by_hmac[entry.hmac_b64] = info.token_id
         else:
+            self._unindex(info.token_id, entry.info)
             entry.info = info
+        self._index(info.token_id, info)
 
     def _remove(self, token_id):
         """``removeToken``."""
@@ -253,6 +312,7 @@ class TokenManager:
         entry = self._entries.pop(token_id, None)
         if entry is not None:
             self._by_hmac.pop(entry.hmac_b64, None)
+            self._unindex(token_id, entry.info)
             entry.credentials.clear()
 
     def _lookup_hmac(self, hmac):
@@ -295,6 +355,11 @@ class TokenManager:
             return fail(Errors.DELEGATION_TOKEN_AUTH_DISABLED)
         with self._lock:
             self.sync()
+            if self._live_owned(owner, now) >= self.max_tokens_per_owner:
+                log.info("Not creating a delegation token for owner %s: it has %d, "
+                         "kchannel.delegation.token.max.tokens.per.owner", owner,
+                         self.max_tokens_per_owner)
+                return fail(Errors.POLICY_VIOLATION)
             max_life = self.max_lifetime_ms
             if max_lifetime_ms is not None and int(max_lifetime_ms) > 0:
                 max_life = min(max_life, int(max_lifetime_ms))
@@ -310,6 +375,14 @@ class TokenManager:
         log.info("Created a delegation token: %s for owner: %s", token_id, owner)
         return CreateTokenResult(Errors.NONE, owner, plain_requester, now, expiry_ts, max_ts,
                                  token_id, entry.hmac)
+
+    def _live_owned(self, owner, now):
+        """How many unexpired tokens ``owner`` owns (expired ones are only
+        looked at once it owns as many tokens as it may)."""
+        owned = self._by_owner.get(_key(owner), ())
+        if len(owned) < self.max_tokens_per_owner:
+            return len(owned)
+        return sum(1 for tid in owned if not self._entries[tid].info.expired(now))
 
     # ------------------------------------------------------------ renew
     def renew_token(self, principal, hmac, renew_period_ms=-1, *, now,
@@ -391,9 +464,23 @@ class TokenManager:
             owners = [_as_principal(o) for o in owners]
             if not owners:
                 return Errors.NONE, []
+        others = getattr(self.authorizer, "describes_others", None)
+        others = True if others is None else bool(others(principal))
         with self._lock:
             self.sync()
-            entries = list(self._entries.values())
+            if not others:
+                # only its own tokens can be eligible
+                ids = set(self._by_principal.get(_key(principal), ()))
+            elif owners is not None:
+                ids = set()
+                for o in owners:
+                    ids.update(self._by_principal.get(_key(o), ()))
+            else:
+                ids = None
+            if ids is None:
+                entries = list(self._entries.values())
+            else:
+                entries = [self._entries[tid] for tid in ids]
         out = []
         for e in sorted(entries, key=lambda e: (e.info.issue_timestamp, e.info.token_id)):
             if self._eligible(principal, owners, e.info):

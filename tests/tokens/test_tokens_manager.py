@@ -204,6 +204,48 @@ def test_describe_filters():
     assert ids(m.describe_tokens(BOB, now=T0)) == [t1.token_id, t2.token_id]
 
 
+def test_describe_looks_up_only_the_requesters_tokens():
+    # An authorizer that lets no one see others' tokens is never asked per
+    # token: Describe costs a look-up of the requester's own tokens.
+    class Counting(TokenAuthorizer):
+        asked = 0
+
+        def authorize_describe_token(self, requester, info):
+            Counting.asked += 1
+            return False
+
+        def describes_others(self, requester):
+            return False
+
+    m = manager(authorizer=Counting())
+    mine = m.create_token(BOB, renewers=[ALICE], now=T0)
+    for i in range(50):
+        m.create_token(KafkaPrincipal("User", f"u{i}"), now=T0)
+    ids = lambda res: [t.token_info.token_id for t in res[1]]  # noqa: E731
+    assert ids(m.describe_tokens(ALICE, now=T0)) == [mine.token_id]     # a renewer
+    assert ids(m.describe_tokens(BOB, [ALICE], now=T0)) == [mine.token_id]
+    assert ids(m.describe_tokens(CAROL, now=T0)) == []
+    assert Counting.asked == 0
+    # A super user still sees every token, and an owner's filter is looked up.
+    m.authorizer = SuperUserTokenAuthorizer(["User:carol"])
+    assert len(ids(m.describe_tokens(CAROL, now=T0))) == 51
+    assert ids(m.describe_tokens(CAROL, [KafkaPrincipal("User", "u7")], now=T0)) == \
+        [t.token_id for t in m.tokens() if t.owner.name == "u7"]
+    # The index follows expiry and removal.
+    assert m.expire_token(BOB, mine.hmac, -1, now=T0)[0] is Errors.NONE
+    assert ids(m.describe_tokens(ALICE, now=T0)) == []
+
+
+def test_per_owner_token_limit():
+    m = manager(max_tokens_per_owner=2, expiry_time_ms=1000)
+    assert [m.create_token(ALICE, now=T0).error for _ in range(3)] == \
+        [Errors.NONE, Errors.NONE, Errors.POLICY_VIOLATION]
+    # another owner has its own count; a token alice renews is not hers
+    assert m.create_token(BOB, renewers=[ALICE], now=T0).error is Errors.NONE
+    # expired tokens (not swept yet) do not count
+    assert m.create_token(ALICE, now=T0 + 2000).error is Errors.NONE
+
+
 # -------------------------------------------------------------- sweep
 
 def test_expire_tokens_sweep():

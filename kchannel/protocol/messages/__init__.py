@@ -5,32 +5,49 @@ and the version range kchannel supports); the module constants
 (``API_VERSIONS``, ``METADATA``, ...) are the same ``Api`` objects.
 """
 from kchannel.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_delegation_token,
+    create_partitions,
     create_topics,
+    delete_acls,
+    delete_groups,
+    delete_records,
     delete_topics,
+    describe_acls,
     describe_client_quotas,
     describe_cluster,
+    describe_configs,
     describe_delegation_token,
+    describe_groups,
     describe_user_scram_credentials,
+    end_txn,
     expire_delegation_token,
     fetch,
     find_coordinator,
     header,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
+    list_groups,
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     renew_delegation_token,
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
 )
 
 PRODUCE = produce.API
@@ -58,6 +75,23 @@ DESCRIBE_USER_SCRAM_CREDENTIALS = describe_user_scram_credentials.API
 ALTER_USER_SCRAM_CREDENTIALS = alter_user_scram_credentials.API
 DESCRIBE_CLIENT_QUOTAS = describe_client_quotas.API
 DESCRIBE_CLUSTER = describe_cluster.API
+ADD_OFFSETS_TO_TXN = add_offsets_to_txn.API
+ADD_PARTITIONS_TO_TXN = add_partitions_to_txn.API
+ALTER_CONFIGS = alter_configs.API
+CREATE_ACLS = create_acls.API
+CREATE_PARTITIONS = create_partitions.API
+DELETE_ACLS = delete_acls.API
+DELETE_GROUPS = delete_groups.API
+DELETE_RECORDS = delete_records.API
+DESCRIBE_ACLS = describe_acls.API
+DESCRIBE_CONFIGS = describe_configs.API
+DESCRIBE_GROUPS = describe_groups.API
+END_TXN = end_txn.API
+INCREMENTAL_ALTER_CONFIGS = incremental_alter_configs.API
+LIST_GROUPS = list_groups.API
+OFFSET_DELETE = offset_delete.API
+OFFSET_FOR_LEADER_EPOCH = offset_for_leader_epoch.API
+TXN_OFFSET_COMMIT = txn_offset_commit.API
 
 REQUEST_HEADER = header.REQUEST_HEADER
 RESPONSE_HEADER = header.RESPONSE_HEADER
@@ -90,6 +124,23 @@ API = {
         DESCRIBE_USER_SCRAM_CREDENTIALS,
         ALTER_USER_SCRAM_CREDENTIALS,
         DESCRIBE_CLUSTER,
+        ADD_OFFSETS_TO_TXN,
+        ADD_PARTITIONS_TO_TXN,
+        ALTER_CONFIGS,
+        CREATE_ACLS,
+        CREATE_PARTITIONS,
+        DELETE_ACLS,
+        DELETE_GROUPS,
+        DELETE_RECORDS,
+        DESCRIBE_ACLS,
+        DESCRIBE_CONFIGS,
+        DESCRIBE_GROUPS,
+        END_TXN,
+        INCREMENTAL_ALTER_CONFIGS,
+        LIST_GROUPS,
+        OFFSET_DELETE,
+        OFFSET_FOR_LEADER_EPOCH,
+        TXN_OFFSET_COMMIT,
     )
 }
 
@@ -120,6 +171,23 @@ __all__ = [
     "DESCRIBE_USER_SCRAM_CREDENTIALS",
     "ALTER_USER_SCRAM_CREDENTIALS",
     "DESCRIBE_CLUSTER",
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
+    "ALTER_CONFIGS",
+    "CREATE_ACLS",
+    "CREATE_PARTITIONS",
+    "DELETE_ACLS",
+    "DELETE_GROUPS",
+    "DELETE_RECORDS",
+    "DESCRIBE_ACLS",
+    "DESCRIBE_CONFIGS",
+    "DESCRIBE_GROUPS",
+    "END_TXN",
+    "INCREMENTAL_ALTER_CONFIGS",
+    "LIST_GROUPS",
+    "OFFSET_DELETE",
+    "OFFSET_FOR_LEADER_EPOCH",
+    "TXN_OFFSET_COMMIT",
     "REQUEST_HEADER",
     "RESPONSE_HEADER",
 ]

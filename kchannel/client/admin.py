@@ -1,0 +1,515 @@
+"""``kchannel.Admin``: Kafka's ``Admin`` client, its methods in snake_case.
+
+    >>> with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+    ...     admin.create_topics([NewTopic("orders", 3, 1)])
+    ...     admin.describe_topics(["orders"])["orders"].partitions
+
+Calls block and return plain values (Kafka's ``XxxResult.all().get()``); a
+Kafka error code is raised as the project's exception for it
+(:func:`kchannel.protocol.errors.exception_for`: ``KafkaError`` with Kafka's
+error name and the broker's message).  Requests go where Kafka's admin client
+sends them: any broker for topics and cluster metadata, the partition leader
+for ListOffsets, the group coordinator (FindCoordinator) for group APIs, the
+broker itself for its BROKER configs.  One blocking connection per broker
+(:class:`~kchannel.client.KafkaClient`), opened on first use with the
+``security.protocol``/``sasl.*``/``ssl.*`` settings of ``config``.
+
+Only classic-protocol consumer groups (JoinGroup/SyncGroup, the protocol
+kchannel's Consumer speaks) are described; KIP-848 ``consumer`` groups need
+ConsumerGroupDescribe, which this client does not send yet.
+"""
+import collections
+import struct
+import uuid
+
+from kchannel import errors
+from kchannel.client.network_client import KafkaClient, _parse_bootstrap
+from kchannel.log import get_logger
+from kchannel.client.metadata import TopicPartition
+from kchannel.protocol import messages
+from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.schema import Field, MessageSpec
+
+__all__ = ["Admin", "NewTopic", "TopicListing", "TopicDescription", "TopicPartitionInfo",
+           "Node", "ClusterDescription", "ConsumerGroupListing", "ConsumerGroupDescription",
+           "MemberDescription", "OffsetAndMetadata", "OffsetSpec", "ListOffsetsResultInfo",
+           "ConfigResource", "ConfigEntry", "AlterConfigOp", "TopicPartition"]
+
+log = get_logger("kchannel.client.admin")
+
+Node = collections.namedtuple("Node", "id host port rack")
+NewTopic = collections.namedtuple("NewTopic", "name num_partitions replication_factor configs",
+                                  defaults=(-1, -1, None))
+TopicListing = collections.namedtuple("TopicListing", "name topic_id is_internal")
+TopicPartitionInfo = collections.namedtuple("TopicPartitionInfo", "partition leader replicas isr")
+TopicDescription = collections.namedtuple("TopicDescription",
+                                          "name is_internal partitions topic_id")
+ClusterDescription = collections.namedtuple("ClusterDescription", "cluster_id controller nodes")
+ConsumerGroupListing = collections.namedtuple("ConsumerGroupListing",
+                                              "group_id is_simple_consumer_group state type")
+MemberDescription = collections.namedtuple(
+    "MemberDescription", "consumer_id group_instance_id client_id host assignment")
+ConsumerGroupDescription = collections.namedtuple(
+    "ConsumerGroupDescription",
+    "group_id is_simple_consumer_group members partition_assignor state coordinator")
+OffsetAndMetadata = collections.namedtuple("OffsetAndMetadata", "offset metadata leader_epoch",
+                                           defaults=("", None))
+ListOffsetsResultInfo = collections.namedtuple("ListOffsetsResultInfo",
+                                               "offset timestamp leader_epoch")
+ConfigResource = collections.namedtuple("ConfigResource", "type name")
+ConfigEntry = collections.namedtuple(
+    "ConfigEntry", "name value source is_read_only is_sensitive is_default",
+    defaults=(None, False, False, False))
+AlterConfigOp = collections.namedtuple("AlterConfigOp", "name value op_type",
+                                       defaults=("SET",))
+
+
+class OffsetSpec:
+    """What ListOffsets looks up, as Kafka's ``OffsetSpec``: the special
+    timestamps of the ListOffsets API, or a timestamp in ms."""
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+
+    @staticmethod
+    def latest():
+        return OffsetSpec.LATEST
+
+    @staticmethod
+    def earliest():
+        return OffsetSpec.EARLIEST
+
+    @staticmethod
+    def max_timestamp():
+        return OffsetSpec.MAX_TIMESTAMP
+
+    @staticmethod
+    def for_timestamp(ms):
+        return int(ms)
+
+
+# ConfigResource.Type ids (DescribeConfigs/IncrementalAlterConfigs).
+RESOURCE_TYPES = {"TOPIC": 2, "BROKER": 4, "BROKER_LOGGER": 8, "GROUP": 32,
+                  "CLIENT_METRICS": 16}
+_RESOURCE_NAMES = {v: k for k, v in RESOURCE_TYPES.items()}
+# AlterConfigOp.OpType ids.
+OP_TYPES = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
+# DescribeConfigsResponse ConfigSource ids, named as Kafka's ConfigEntry.ConfigSource.
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
+                  5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+                  7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
+
+# The consumer protocol's assignment (ConsumerProtocolAssignment), read here
+# for MemberDescription.assignment: the consumer layer's copy
+# (kchannel.consumer.assignors) is above this layer.
+_ASSIGNMENT = MessageSpec(
+    'ConsumerProtocolAssignment',
+    valid_versions='0-3',
+    flexible_versions='none',
+    type='data',
+    fields=[
+        Field('AssignedPartitions', '[]TopicPartition', '0+', fields=[
+            Field('Topic', 'string', '0+', entity_type='topicName', map_key=True),
+            Field('Partitions', '[]int32', '0+'),
+        ]),
+        Field('UserData', 'bytes', '0+', nullable_versions='0+', default=None),
+    ],
+)
+_CONSUMER_PROTOCOL = "consumer"
+# Kafka's Uuid.ZERO_UUID: topics named, not identified by id.
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def _decode_assignment(data):
+    if not data or len(data) < 2:
+        return []
+    version = min(struct.unpack_from(">h", data)[0], 3)
+    if version < 0:
+        return []
+    try:
+        body = _ASSIGNMENT.decode(data, version, 2)
+    except errors.KChannelError:
+        return []
+    return [TopicPartition(t["topic"], p) for t in body["assigned_partitions"]
+            for p in t["partitions"]]
+
+
+def _raise(code, message=None):
+    if code:
+        raise exception_for(code, message)
+
+
+class Admin:
+    """``config``: client configs (``bootstrap.servers`` required; security,
+    ``client.id``, ``request.timeout.ms`` ...).  ``default.api.timeout.ms``
+    is not a deadline over retries here: each request waits at most
+    ``request.timeout.ms`` and is not retried."""
+
+    def __init__(self, config):
+        self.configs = dict(config)
+        if not _parse_bootstrap(self.configs.get("bootstrap.servers")):
+            raise errors.ConfigError("No bootstrap.servers configured",
+                                     key="bootstrap.servers")
+        self._clients = {}          # (host, port) -> connected KafkaClient
+        self._bootstrap = None
+        self._nodes = {}            # node id -> (host, port) from the last Metadata
+
+    # -- connections ---------------------------------------------------------
+    def _any(self):
+        if self._bootstrap is None:
+            client = KafkaClient(self.configs)
+            try:
+                client.connect()
+            except BaseException:
+                client.close()
+                raise
+            self._bootstrap = client
+            self._clients[client.address] = client
+        return self._bootstrap
+
+    def _node(self, node_id):
+        if node_id not in self._nodes:
+            self._metadata([])
+        addr = self._nodes.get(node_id)
+        if addr is None:
+            raise exception_for(Errors.BROKER_NOT_AVAILABLE,
+                                f"Broker {node_id} is not in the cluster's metadata")
+        return self._at(addr)
+
+    def _at(self, addr):
+        addr = (addr[0], int(addr[1]))
+        client = self._clients.get(addr)
+        if client is None:
+            bootstrap = self._any()
+            if bootstrap.address == addr:
+                return bootstrap
+            client = KafkaClient(self.configs)
+            try:
+                client.connect(addr[0], addr[1])
+            except BaseException:
+                client.close()
+                raise
+            self._clients[addr] = client
+        return client
+
+    def close(self):
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        self._bootstrap = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- cluster and topics --------------------------------------------------
+    def _metadata(self, topics):
+        """Metadata for ``topics`` (None: every topic)."""
+        body = {"topics": None if topics is None else [{"name": t, "topic_id": _NO_TOPIC_ID}
+                                                        for t in topics],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+        md = self._any().request(messages.METADATA.api_key, body)
+        self._nodes = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+        return md
+
+    def describe_cluster(self):
+        """:class:`ClusterDescription` (cluster id, controller, nodes)."""
+        md = self._metadata([])
+        nodes = [Node(b["node_id"], b["host"], b["port"], b.get("rack"))
+                 for b in sorted(md["brokers"], key=lambda b: b["node_id"])]
+        controller = next((n for n in nodes if n.id == md.get("controller_id")), None)
+        return ClusterDescription(md.get("cluster_id"), controller, nodes)
+
+    def list_topics(self, list_internal=False):
+        """{name: :class:`TopicListing`}; internal topics only with
+        ``list_internal``."""
+        md = self._metadata(None)
+        return {t["name"]: TopicListing(t["name"], t.get("topic_id"), t.get("is_internal", False))
+                for t in sorted(md["topics"], key=lambda t: t["name"])
+                if list_internal or not t.get("is_internal")}
+
+    def describe_topics(self, topics):
+        """{name: :class:`TopicDescription`}; raises for a topic that does
+        not exist (UNKNOWN_TOPIC_OR_PARTITION) as Kafka's ``all()``."""
+        md = self._metadata(list(topics))
+        out = {}
+        for t in md["topics"]:
+            _raise(t["error_code"], None if t["error_code"] != Errors.UNKNOWN_TOPIC_OR_PARTITION
+                   else f"This server does not host this topic-partition: {t['name']}")
+            parts = [TopicPartitionInfo(p["partition_index"], p["leader_id"],
+                                        list(p["replica_nodes"]), list(p["isr_nodes"]))
+                     for p in sorted(t["partitions"], key=lambda p: p["partition_index"])]
+            out[t["name"]] = TopicDescription(t["name"], t.get("is_internal", False), parts,
+                                              t.get("topic_id"))
+        return out
+
+    def create_topics(self, new_topics, validate_only=False, timeout_ms=30000):
+        """Create :class:`NewTopic` s; returns None, raises the first topic's
+        error (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR, ...)."""
+        topics = []
+        for t in new_topics:
+            t = t if isinstance(t, NewTopic) else NewTopic(*t)
+            topics.append({"name": t.name, "num_partitions": t.num_partitions,
+                           "replication_factor": t.replication_factor, "assignments": [],
+                           "configs": [{"name": k, "value": v}
+                                       for k, v in (t.configs or {}).items()]})
+        resp = self._any().request(messages.CREATE_TOPICS.api_key,
+                                   {"topics": topics, "timeout_ms": timeout_ms,
+                                    "validate_only": validate_only})
+        for r in resp["topics"]:
+            _raise(r["error_code"], r.get("error_message"))
+
+    def delete_topics(self, topics, timeout_ms=30000):
+        topics = list(topics)
+        resp = self._any().request(messages.DELETE_TOPICS.api_key,
+                                   {"topic_names": topics, "timeout_ms": timeout_ms,
+                                    "topics": [{"name": t, "topic_id": _NO_TOPIC_ID}
+                                               for t in topics]})
+        for r in resp["responses"]:
+            _raise(r["error_code"], r.get("error_message"))
+
+    def create_partitions(self, new_partitions, validate_only=False, timeout_ms=30000):
+        """``new_partitions``: {topic: total partition count}."""
+        resp = self._any().request(messages.CREATE_PARTITIONS.api_key, {
+            "topics": [{"name": t, "count": int(n), "assignments": None}
+                       for t, n in new_partitions.items()],
+            "timeout_ms": timeout_ms, "validate_only": validate_only})
+        for r in resp["results"]:
+            _raise(r["error_code"], r.get("error_message"))
+
+    # -- offsets -------------------------------------------------------------
+    def list_offsets(self, specs, isolation_level="read_uncommitted"):
+        """``specs``: {TopicPartition: OffsetSpec value} ->
+        {TopicPartition: :class:`ListOffsetsResultInfo`}; each partition is
+        asked of its leader."""
+        specs = {TopicPartition(*tp): int(s) for tp, s in specs.items()}
+        leaders = {}
+        for name, desc in self.describe_topics({tp.topic for tp in specs}).items():
+            for p in desc.partitions:
+                leaders[TopicPartition(name, p.partition)] = p.leader
+        by_leader = collections.defaultdict(dict)
+        for tp, spec in specs.items():
+            leader = leaders.get(tp)
+            if leader is None:
+                raise exception_for(Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                    f"Partition {tp.topic}-{tp.partition} does not exist")
+            if leader < 0:
+                raise exception_for(Errors.LEADER_NOT_AVAILABLE,
+                                    f"Partition {tp.topic}-{tp.partition} has no leader")
+            by_leader[leader].setdefault(tp.topic, []).append((tp.partition, spec))
+        iso = 1 if isolation_level == "read_committed" else 0
+        out = {}
+        for leader, topics in by_leader.items():
+            body = {"replica_id": -1, "isolation_level": iso, "timeout_ms": 30000,
+                    "topics": [{"name": t, "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": s,
+                         "max_num_offsets": 1} for p, s in parts]}
+                        for t, parts in topics.items()]}
+            resp = self._node(leader).request(messages.LIST_OFFSETS.api_key, body)
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    _raise(p["error_code"])
+                    epoch = p.get("leader_epoch", -1)
+                    out[TopicPartition(t["name"], p["partition_index"])] = ListOffsetsResultInfo(
+                        p["offset"], p["timestamp"], None if epoch is None or epoch < 0
+                        else epoch)
+        return out
+
+    # -- consumer groups -----------------------------------------------------
+    def _coordinator(self, group_id):
+        client = self._any()
+        version = client.choose_version(messages.FIND_COORDINATOR.api_key)
+        if version >= 4:
+            resp = client.request(messages.FIND_COORDINATOR.api_key,
+                                  {"key_type": 0, "coordinator_keys": [group_id]})
+            c = resp["coordinators"][0]
+        else:
+            c = client.request(messages.FIND_COORDINATOR.api_key,
+                               {"key": group_id, "key_type": 0})
+        _raise(c["error_code"], c.get("error_message"))
+        self._nodes.setdefault(c["node_id"], (c["host"], c["port"]))
+        return Node(c["node_id"], c["host"], c["port"], None), self._at((c["host"], c["port"]))
+
+    def list_consumer_groups(self, states=None):
+        """[:class:`ConsumerGroupListing`] of every broker's groups that are
+        consumer groups (protocol type ``consumer`` or none, as Kafka's
+        ``listConsumerGroups``); ``states``: only groups in these states."""
+        self._metadata([])
+        out = {}
+        for node_id in sorted(self._nodes):
+            body = {"states_filter": list(states or []), "types_filter": []}
+            resp = self._node(node_id).request(messages.LIST_GROUPS.api_key, body)
+            _raise(resp["error_code"])
+            for g in resp["groups"]:
+                gtype = (g.get("group_type") or "classic").lower()
+                if g["protocol_type"] not in (_CONSUMER_PROTOCOL, "") or \
+                        gtype not in ("classic", "consumer"):
+                    continue
+                out[g["group_id"]] = ConsumerGroupListing(
+                    g["group_id"], g["protocol_type"] == "", g.get("group_state") or None, gtype)
+        return [out[g] for g in sorted(out)]
+
+    def describe_consumer_groups(self, group_ids):
+        """{group id: :class:`ConsumerGroupDescription`}.  A group the
+        coordinator does not know (state ``Dead``) raises GROUP_ID_NOT_FOUND
+        ``Group G not found.``, as Kafka's admin client."""
+        out = {}
+        for gid in group_ids:
+            coordinator, client = self._coordinator(gid)
+            resp = client.request(messages.DESCRIBE_GROUPS.api_key,
+                                  {"groups": [gid], "include_authorized_operations": False})
+            g = resp["groups"][0]
+            _raise(g["error_code"], g.get("error_message"))
+            if g["group_state"] == "Dead":
+                raise exception_for(Errors.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+            members = []
+            for m in g["members"]:
+                assignment = (_decode_assignment(m["member_assignment"])
+                              if g["protocol_type"] == _CONSUMER_PROTOCOL else [])
+                members.append(MemberDescription(m["member_id"], m.get("group_instance_id"),
+                                                 m["client_id"], m["client_host"], assignment))
+            out[gid] = ConsumerGroupDescription(
+                gid, g["protocol_type"] == "", members, g["protocol_data"], g["group_state"],
+                coordinator)
+        return out
+
+    def delete_consumer_groups(self, group_ids):
+        """Deletes each group; raises the first group's error
+        (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) after trying all."""
+        results = self.delete_consumer_groups_results(group_ids)
+        for exc in results.values():
+            if exc is not None:
+                raise exc
+
+    def delete_consumer_groups_results(self, group_ids):
+        """{group id: None or the exception of its error}."""
+        out = {}
+        for gid in group_ids:
+            try:
+                _, client = self._coordinator(gid)
+                resp = client.request(messages.DELETE_GROUPS.api_key, {"groups_names": [gid]})
+                r = resp["results"][0]
+                out[gid] = exception_for(r["error_code"])
+            except errors.KafkaError as exc:
+                out[gid] = exc
+        return out
+
+    def list_consumer_group_offsets(self, group_id, partitions=None, require_stable=False):
+        """{TopicPartition: :class:`OffsetAndMetadata`} of the group's
+        committed offsets (all of them, or of ``partitions``)."""
+        _, client = self._coordinator(group_id)
+        topics = None
+        if partitions is not None:
+            by_topic = collections.defaultdict(list)
+            for tp in partitions:
+                by_topic[tp[0]].append(tp[1])
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        version = client.choose_version(messages.OFFSET_FETCH.api_key)
+        if version >= 8:
+            resp = client.request(messages.OFFSET_FETCH.api_key, {
+                "groups": [{"group_id": group_id, "member_id": None, "member_epoch": -1,
+                            "topics": topics}], "require_stable": require_stable})
+            g = resp["groups"][0]
+            _raise(g["error_code"])
+            result_topics = g["topics"]
+        else:
+            resp = client.request(messages.OFFSET_FETCH.api_key, {
+                "group_id": group_id, "topics": topics, "require_stable": require_stable})
+            _raise(resp.get("error_code", 0))
+            result_topics = resp["topics"]
+        out = {}
+        for t in result_topics:
+            for p in t["partitions"]:
+                _raise(p["error_code"])
+                if p["committed_offset"] < 0:
+                    continue
+                epoch = p.get("committed_leader_epoch", -1)
+                out[TopicPartition(t["name"], p["partition_index"])] = OffsetAndMetadata(
+                    p["committed_offset"], p.get("metadata") or "",
+                    None if epoch is None or epoch < 0 else epoch)
+        return dict(sorted(out.items()))
+
+    def alter_consumer_group_offsets(self, group_id, offsets):
+        """``offsets``: {TopicPartition: offset or OffsetAndMetadata}.  The
+        group must have no members (UNKNOWN_MEMBER_ID otherwise), as in
+        Kafka: the commit is made outside any generation."""
+        by_topic = collections.defaultdict(list)
+        for tp, o in offsets.items():
+            o = o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+            by_topic[tp[0]].append({
+                "partition_index": tp[1], "committed_offset": o.offset,
+                "committed_leader_epoch": -1 if o.leader_epoch is None else o.leader_epoch,
+                "commit_timestamp": -1, "committed_metadata": o.metadata or ""})
+        _, client = self._coordinator(group_id)
+        resp = client.request(messages.OFFSET_COMMIT.api_key, {
+            "group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                _raise(p["error_code"])
+
+    def delete_consumer_group_offsets(self, group_id, partitions):
+        """Deletes the committed offsets of ``partitions`` (OffsetDelete):
+        the group must not be subscribed to their topics."""
+        by_topic = collections.defaultdict(list)
+        for tp in partitions:
+            by_topic[tp[0]].append({"partition_index": tp[1]})
+        _, client = self._coordinator(group_id)
+        resp = client.request(messages.OFFSET_DELETE.api_key, {
+            "group_id": group_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        _raise(resp["error_code"])
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                _raise(p["error_code"])
+
+    # -- configs -------------------------------------------------------------
+    def _config_client(self, resource):
+        # A broker's own configs are answered by that broker (Kafka's admin
+        # sends them there); topic configs by any broker.
+        if resource.type in ("BROKER", "BROKER_LOGGER") and resource.name:
+            return self._node(int(resource.name))
+        return self._any()
+
+    def describe_configs(self, resources):
+        """{ConfigResource: {name: :class:`ConfigEntry`}}; ``resources``
+        are :class:`ConfigResource` ("TOPIC"/"BROKER"/..., name)."""
+        out = {}
+        for res in resources:
+            res = ConfigResource(*res)
+            resp = self._config_client(res).request(messages.DESCRIBE_CONFIGS.api_key, {
+                "resources": [{"resource_type": RESOURCE_TYPES[res.type],
+                               "resource_name": res.name, "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False})
+            r = resp["results"][0]
+            _raise(r["error_code"], r.get("error_message"))
+            entries = {}
+            for c in r["configs"]:
+                source = CONFIG_SOURCES.get(c.get("config_source", 0), "UNKNOWN")
+                entries[c["name"]] = ConfigEntry(c["name"], c["value"], source,
+                                                 c["read_only"], c["is_sensitive"],
+                                                 source == "DEFAULT_CONFIG")
+            out[res] = entries
+        return out
+
+    def incremental_alter_configs(self, configs, validate_only=False):
+        """``configs``: {ConfigResource: [AlterConfigOp(name, value,
+        "SET"|"DELETE"|"APPEND"|"SUBTRACT")]}."""
+        for res, ops in configs.items():
+            res = ConfigResource(*res)
+            resp = self._config_client(res).request(
+                messages.INCREMENTAL_ALTER_CONFIGS.api_key, {
+                    "resources": [{"resource_type": RESOURCE_TYPES[res.type],
+                                   "resource_name": res.name,
+                                   "configs": [{"name": op.name,
+                                                "config_operation": OP_TYPES[op.op_type],
+                                                "value": op.value} for op in ops]}],
+                    "validate_only": validate_only})
+            for r in resp["responses"]:
+                _raise(r["error_code"], r.get("error_message"))

@@ -1,0 +1,228 @@
+"""``kchannel.Admin`` and the ``consumer-groups``/``get-offsets`` tools
+against Apache Kafka: Admin results are the broker's state (topics, configs,
+offsets, a group made by a kchannel Consumer), and the tools print what
+Kafka's own ``kafka-consumer-groups.sh``/``kafka-get-offsets.sh`` print on
+the same broker, a reset by one seen by the other."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kchannel import Admin, Consumer
+from kchannel.client.admin import (AlterConfigOp, ConfigResource, NewTopic, OffsetAndMetadata,
+                            OffsetSpec)
+from kchannel.errors import KafkaError
+from kchannel.client.metadata import TopicPartition
+from kchannel.protocol.errors import Errors
+from tests.fixtures.peers import ROOT, subprocess_env
+from tests.fixtures.records import create_topic, produce, topic_name
+
+pytestmark = [pytest.mark.interop, pytest.mark.kafka]
+
+GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
+
+
+def kchannel(*args):
+    return subprocess.run([sys.executable, "-m", "kchannel", *args], capture_output=True,
+                          text=True, env=subprocess_env(), cwd=ROOT, timeout=90)
+
+
+def _wait(predicate, what, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_admin_topics_partitions_configs_cluster(kafka_broker):
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = topic_name("admin")
+    with Admin({"bootstrap.servers": b}) as admin:
+        cluster = admin.describe_cluster()
+        assert [n.port for n in cluster.nodes] == [kafka_broker.port("PLAINTEXT")]
+        node = cluster.nodes[0].id
+
+        admin.create_topics([NewTopic(topic, 2, 1, {"retention.ms": "3600000"})])
+        with pytest.raises(KafkaError) as err:
+            admin.create_topics([NewTopic(topic, 1, 1)])
+        assert err.value.error_code == Errors.TOPIC_ALREADY_EXISTS
+        assert f"Topic '{topic}' already exists." in str(err.value)
+        assert topic in admin.list_topics()
+        assert "__consumer_offsets" not in admin.list_topics()
+
+        desc = _wait(lambda: _led(admin, topic, 2), "two led partitions")
+        assert [(p.partition, p.leader, p.replicas, p.isr) for p in desc.partitions] == \
+            [(0, node, [node], [node]), (1, node, [node], [node])]
+
+        admin.create_partitions({topic: 3})
+        assert len(_wait(lambda: _led(admin, topic, 3), "three partitions").partitions) == 3
+
+        res = ConfigResource("TOPIC", topic)
+        entries = admin.describe_configs([res])[res]
+        assert entries["retention.ms"].value == "3600000"
+        assert entries["retention.ms"].source == "DYNAMIC_TOPIC_CONFIG"
+        assert entries["cleanup.policy"].is_default
+        admin.incremental_alter_configs({res: [AlterConfigOp("cleanup.policy", "compact"),
+                                               AlterConfigOp("retention.ms", None, "DELETE")]})
+        entries = admin.describe_configs([res])[res]
+        assert entries["cleanup.policy"].value == "compact"
+        assert entries["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"
+        broker = ConfigResource("BROKER", str(node))
+        assert admin.describe_configs([broker])[broker]["num.partitions"].value == "1"
+
+        admin.delete_topics([topic])
+        with pytest.raises(KafkaError) as err:
+            _wait(lambda: topic not in admin.list_topics() and admin.describe_topics([topic]),
+                  "the topic's deletion")
+        assert err.value.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _led(admin, topic, count):
+    desc = admin.describe_topics([topic])[topic]
+    if len(desc.partitions) == count and all(p.leader >= 0 for p in desc.partitions):
+        return desc
+    return None
+
+
+@pytest.mark.slow   # one JVM per Kafka tool run
+def test_list_offsets_and_get_offsets_as_kafka(kafka_broker):
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(b, topic_name("get-offsets"), partitions=2)
+    base = 1_700_000_000_000
+    # Timestamps rise then fall: the max timestamp is not the last record.
+    stamps = [base + 10 * i for i in range(6)] + [base]
+    produce(b, topic, [(None, b"%d" % i, [], ts) for i, ts in enumerate(stamps)],
+            **{"batch.size": 100})
+    with Admin({"bootstrap.servers": b}) as admin:
+        ends = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.latest()
+                                   for p in (0, 1)})
+        total = sum(r.offset for r in ends.values())
+        assert total == len(stamps)
+        tp = max(ends, key=lambda t: ends[t].offset)
+        assert admin.list_offsets({tp: OffsetSpec.earliest()})[tp].offset == 0
+        found = admin.list_offsets({tp: OffsetSpec.for_timestamp(base + 10 ** 9)})[tp]
+        assert found.offset == -1
+
+    for time_arg in ("-1", "earliest", "-3", str(base + 10 ** 9)):
+        ours = kchannel("get-offsets", "--bootstrap-server", b, "--topic", topic, "--time",
+                        time_arg)
+        theirs = kafka_broker.run_java(GET_OFFSETS, "--bootstrap-server", b, "--topic", topic,
+                                       "--time", time_arg)
+        assert ours.returncode == theirs.returncode == 0, (ours.stderr, theirs.stderr)
+        assert ours.stdout == theirs.stdout, time_arg
+    ours = kchannel("get-offsets", "--bootstrap-server", b, "--topic", topic, "--partitions",
+                    "1")
+    assert ours.stdout == f"{topic}:1:{ends[TopicPartition(topic, 1)].offset}\n"
+
+
+@pytest.mark.slow   # one JVM per Kafka tool run
+def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(b, topic_name("groups"), partitions=2)
+    group = topic_name("group")
+    produce(b, topic, [(b"k%d" % i, b"v%d" % i, [], None) for i in range(20)])
+    tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+
+    def tool(*args):
+        ours = kchannel("consumer-groups", "--bootstrap-server", b, *args)
+        theirs = kafka_broker.run_java(GROUP_COMMAND, "--bootstrap-server", b, *args)
+        return ours, theirs
+
+    with Admin({"bootstrap.servers": b}) as admin:
+        with Consumer({"bootstrap.servers": b, "group.id": group, "client.id": "cg-test",
+                       "auto.offset.reset": "earliest",
+                       "enable.auto.commit": "false"}) as consumer:
+            consumer.subscribe([topic])
+            seen = 0
+            deadline = time.time() + 60
+            while seen < 15 and time.time() < deadline:
+                seen += len(consumer.poll(0.5) or [])
+            assert seen >= 15
+            consumer.commit()
+            committed = consumer.committed(tps)
+
+            listed = {g.group_id: g for g in admin.list_consumer_groups()}
+            assert listed[group].state == "Stable" and not listed[group].is_simple_consumer_group
+            desc = admin.describe_consumer_groups([group])[group]
+            assert desc.state == "Stable" and desc.partition_assignor
+            [member] = desc.members
+            assert (member.client_id, sorted(member.assignment)) == ("cg-test", tps)
+            offsets = admin.list_consumer_group_offsets(group)
+            assert {tp: o.offset for tp, o in offsets.items()} == \
+                {tp: c.offset for tp, c in committed.items() if c is not None}
+
+            # The default offsets view, rows for the live member.
+            ours, theirs = tool("--describe", "--group", group)
+            assert ours.returncode == 0, ours.stderr
+            assert member.consumer_id in ours.stdout
+            assert ours.stdout == theirs.stdout
+            ours, theirs = tool("--describe", "--group", group, "--members")
+            assert ours.stdout == theirs.stdout
+            ours, theirs = tool("--describe", "--group", group, "--state")
+            assert ours.stdout == theirs.stdout
+            ours, theirs = tool("--list")
+            assert group in ours.stdout.split()
+            assert sorted(ours.stdout.split()) == sorted(theirs.stdout.split())
+            ours, theirs = tool("--list", "--state", "Stable")
+            assert group in ours.stdout
+            assert ours.stdout == theirs.stdout
+            # A reset is refused while the group has a member.
+            ours = kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
+                            "--group", group, "--all-topics", "--to-earliest", "--execute")
+            assert ours.returncode == 1
+            assert "but the current state is Stable." in ours.stdout
+
+        _wait(lambda: admin.describe_consumer_groups([group])[group].state == "Empty",
+              "the group to empty")
+        # Empty group: rows without consumer, "has no active members." on stderr.
+        ours, theirs = tool("--describe", "--group", group)
+        assert (ours.stdout, ours.stderr) == (theirs.stdout, theirs.stderr)
+
+        # A reset by kchannel, seen by Kafka's tool (and the Admin).
+        ours, theirs = tool("--reset-offsets", "--group", group, "--topic", topic,
+                            "--to-offset", "2", "--dry-run")
+        assert ours.returncode == 0
+        assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines())
+        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
+                        "--group", group, "--topic", topic, "--to-earliest", "--execute")
+        assert ours.returncode == 0, ours.stdout + ours.stderr
+        assert {tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()} \
+            == {tp: 0 for tp in tps}
+        theirs = kafka_broker.run_java(GROUP_COMMAND, "--bootstrap-server", b, "--describe",
+                                       "--group", group)
+        rows = [line.split() for line in theirs.stdout.splitlines()[2:]]
+        assert [(r[1], r[2], r[3]) for r in rows] == [(topic, "0", "0"), (topic, "1", "0")]
+        assert ours.stdout and kchannel("consumer-groups", "--bootstrap-server", b,
+                                        "--describe", "--group", group).stdout == theirs.stdout
+        ours, theirs = tool("--reset-offsets", "--group", group, "--all-topics", "--shift-by",
+                            "3", "--dry-run")
+        assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines())
+        assert (topic, "0", "3") in [tuple(line.split()[1:]) for line in ours.stdout.splitlines()]
+
+        # Admin: alter, delete one partition's offset, delete the group.
+        admin.alter_consumer_group_offsets(group, {tps[0]: 1, tps[1]: OffsetAndMetadata(2)})
+        assert {tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()} \
+            == {tps[0]: 1, tps[1]: 2}
+        admin.delete_consumer_group_offsets(group, [tps[1]])
+        assert list(admin.list_consumer_group_offsets(group)) == [tps[0]]
+        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--delete-offsets",
+                        "--group", group, "--topic", f"{topic}:0")
+        assert ours.returncode == 0, ours.stdout + ours.stderr
+        assert ours.stdout.startswith(f"Request succeeded for deleting offsets from group "
+                                      f"{group}.\n")
+        assert admin.list_consumer_group_offsets(group) == {}
+        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--delete", "--group",
+                        group)
+        assert (ours.returncode, ours.stdout) == (
+            0, f"Deletion of requested consumer groups ('{group}') was successful.\n")
+        assert group not in [g.group_id for g in admin.list_consumer_groups()]
+        with pytest.raises(KafkaError) as err:
+            admin.delete_consumer_groups([group])
+        assert err.value.error_code == Errors.GROUP_ID_NOT_FOUND
+        ours, theirs = tool("--describe", "--group", group)
+        assert ours.stdout == theirs.stdout
