@@ -24,7 +24,7 @@ from .utils import now_ms as _now_ms
 
 __all__ = [
     "MetricName", "MetricConfig", "Metrics", "Sensor", "Rate", "CumulativeSum",
-    "CumulativeCount", "Avg", "Max", "Value", "Gauge", "meter",
+    "CumulativeCount", "Avg", "Max", "Value", "Gauge", "meter", "MetricGroup",
 ]
 
 
@@ -429,3 +429,31 @@ class Metrics:
                 if mn.name not in out:
                     out[mn.name] = stat.measure(now)
         return out
+
+
+class MetricGroup:
+    """Sensors and metrics of one Kafka metric group for one client: names
+    tagged ``client-id`` as Kafka's client metrics are."""
+
+    def __init__(self, metrics, group, client_id):
+        self.metrics = metrics
+        self.group = group
+        self.tags = {"client-id": client_id}
+        self._key = f"{group}:{client_id}:{id(self)}"
+
+    def sensor(self, name):
+        return self.metrics.sensor(f"{self._key}:{name}")
+
+    def name(self, name, description):
+        return MetricName.of(name, self.group, description, self.tags)
+
+    def avg_max(self, sensor, base, what):
+        sensor.add(self.name(f"{base}-avg", f"The average {what}"), Avg(self.metrics.config))
+        sensor.add(self.name(f"{base}-max", f"The max {what}"), Max(self.metrics.config))
+        return sensor
+
+    def meter(self, sensor, base, description, count=False):
+        return sensor.add_meter(self.group, base, description, self.tags, count=count)
+
+    def gauge(self, name, description, fn):
+        self.metrics.add_gauge(self.name(name, description), fn)

@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.fixtures.peers",
     "tests.fixtures.zookeeper",
     "tests.fixtures.kafka",
+    "tests.fixtures.kafka_cluster",
     "tests.fixtures.java",
     "tests.fixtures.spark",
 ]

@@ -69,6 +69,8 @@ class ClusterClient:
             self.client.connect(node_id, addr[0], addr[1])
         except errors.KChannelError as exc:
             log.debug("Connecting to node %s failed: %s", node_id, exc)
+            # As a lost connection (see poll).
+            self.metadata.request_update()
         return False
 
     def is_ready(self, node_id):
@@ -157,8 +159,14 @@ class ClusterClient:
         now = self.time() if now is None else now
         wait = self._maybe_update_metadata(now)
         timeout_ms = max(0, min(timeout_ms, wait))
+        disconnects = self.client.disconnects
         responses = self.client.poll(timeout_ms)
         now = self.time()
+        if self.client.disconnects != disconnects:
+            # Kafka's DefaultMetadataUpdater.handleServerDisconnect: a lost or
+            # refused connection may mean stale metadata (a dead leader or
+            # coordinator), so refresh it (the retry back-off paces this).
+            self.metadata.request_update()
         for resp in responses:
             key = (resp.node_id, resp.correlation_id)
             if key == self._metadata_in_flight:

@@ -4,7 +4,8 @@
 :class:`Metadata` tracks the topics a producer or consumer needs, decides
 when a Metadata request is due (``metadata.max.age.ms``, an explicit
 ``request_update()`` after NOT_LEADER_OR_FOLLOWER/UNKNOWN_TOPIC_OR_PARTITION,
-``retry.backoff.ms`` between attempts), builds the request body and turns
+``retry.backoff.ms`` between attempts, doubling while they fail up to
+``retry.backoff.max.ms``), builds the request body and turns
 the response into an immutable :class:`Cluster` snapshot.  Sending the
 request is :class:`kchannel.client.cluster_client.ClusterClient`'s job.
 """
@@ -121,11 +122,17 @@ class Metadata:
 
     def __init__(self, bootstrap_addresses, metadata_max_age_ms=300000,
                  refresh_backoff_ms=100, allow_auto_topic_creation=True,
-                 metadata_max_idle_ms=300000):
+                 metadata_max_idle_ms=300000, refresh_backoff_max_ms=None):
         self.cluster = Cluster.bootstrap(bootstrap_addresses)
         self.bootstrap_addresses = list(bootstrap_addresses)
         self.metadata_max_age_ms = int(metadata_max_age_ms)
         self.refresh_backoff_ms = int(refresh_backoff_ms)
+        # Kafka's Metadata.refreshBackoff: retry.backoff.ms doubling per failed
+        # attempt up to retry.backoff.max.ms (no jitter here: the clock is
+        # the caller's, and the doubling alone bounds a dead cluster's load).
+        self.refresh_backoff_max_ms = max(self.refresh_backoff_ms, int(
+            refresh_backoff_ms if refresh_backoff_max_ms is None else refresh_backoff_max_ms))
+        self.failed_attempts = 0
         self.metadata_max_idle_ms = int(metadata_max_idle_ms)
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self._topics = {}              # topic -> last time it was needed (ms)
@@ -204,8 +211,15 @@ class Metadata:
             expire = 0
         else:
             expire = max(self.last_successful_refresh_ms + self.metadata_max_age_ms - now, 0)
-        backoff = max(self.last_refresh_ms + self.refresh_backoff_ms - now, 0)
+        backoff = max(self.last_refresh_ms + self.refresh_backoff() - now, 0)
         return max(expire, backoff)
+
+    def refresh_backoff(self):
+        """The back-off after the last attempt (ms)."""
+        if not self.failed_attempts:
+            return self.refresh_backoff_ms
+        return min(self.refresh_backoff_ms << min(self.failed_attempts - 1, 30),
+                   self.refresh_backoff_max_ms)
 
     def request_body(self):
         """The Metadata request body for the topics of interest (an empty
@@ -219,6 +233,7 @@ class Metadata:
 
     def failed_update(self, now):
         self.last_refresh_ms = now
+        self.failed_attempts += 1
 
     def update(self, body, now):
         """Install the Metadata response ``body``; returns the new Cluster."""
@@ -256,6 +271,7 @@ class Metadata:
         self.fatal_error = None
         self.last_refresh_ms = now
         self.last_successful_refresh_ms = now
+        self.failed_attempts = 0
         self.update_version += 1
         for name, code in topic_errors.items():
             log.debug("Metadata: topic %s has error %s", name, error_name(code))

@@ -320,6 +320,9 @@ class NetworkClient:
         # poll must not wait after writing it (see poll).
         self._sent_without_response = False
         self._request_timeouts = {}   # (node, corr) -> ms, for requests with their own
+        # Connections lost or failed so far (a ClusterClient refreshes its
+        # metadata when this moves).
+        self.disconnects = 0
 
     @staticmethod
     def _client_jaas(configs):
@@ -843,6 +846,7 @@ class NetworkClient:
             return
         now = self.time()
         if not node.state.is_disconnected():
+            self.disconnects += 1
             self._disconnected(node, now)
             if state is ConnectionState.AUTHENTICATION_FAILED:
                 self._authentication_failed(node, now, exc)

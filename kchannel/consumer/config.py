@@ -61,6 +61,8 @@ _ROWS = [
      "milliseconds) for client APIs that block."),
     ("retry.backoff.ms", LG, 100, _atl(0), L, "The amount of time to wait before attempting "
      "to retry a failed request."),
+    ("retry.backoff.max.ms", LG, 1000, _atl(0), L, "The maximum amount of time in milliseconds "
+     "to wait when retrying a request that has repeatedly failed."),
     ("metadata.max.age.ms", LG, 300000, _atl(0), L, "The period of time after which we force "
      "a refresh of metadata."),
     ("partition.assignment.strategy", LI, f"{RANGE},{COOPERATIVE_STICKY}",
@@ -116,6 +118,7 @@ CONSUMER_ALIASES = {
     "check_crcs": ("check.crcs", None),
     "default_api_timeout_ms": ("default.api.timeout.ms", None),
     "retry_backoff_ms": ("retry.backoff.ms", None),
+    "retry_backoff_max_ms": ("retry.backoff.max.ms", None),
     "metadata_max_age_ms": ("metadata.max.age.ms", None),
     "allow_auto_create_topics": ("allow.auto.create.topics", None),
     "exclude_internal_topics": ("exclude.internal.topics", None),

@@ -13,15 +13,21 @@ Heartbeats are sent from ``Consumer.poll`` (and while it waits), not from a
 background thread: an application that does not poll for
 ``session.timeout.ms`` leaves the group (Kafka's consumer keeps
 heartbeating from its heartbeat thread until ``max.poll.interval.ms``).
+
+Joining never holds ``poll`` past its timeout: as Kafka's joinFuture, a
+JoinGroup or SyncGroup in flight when the time is up is waited for by the
+next ``poll``.  The coordinator is found (and found again when it moves or
+dies) by the consumer, with the retry back-off.
 """
 from kchannel import errors
+from kchannel.client import RequestTimeoutError
 from kchannel.consumer.assignors import (ASSIGNORS, COOPERATIVE, EAGER, decode_assignment,
                                          decode_subscription, encode_assignment,
                                          encode_subscription, member_data_from_subscription,
                                          subscription_version)
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import COORDINATOR_ERRORS, RETRIABLE_ERRORS, Errors, exception_for
 
 __all__ = ["ConsumerCoordinator"]
 
@@ -35,8 +41,9 @@ _LEAVE = messages.LEAVE_GROUP.api_key
 _REJOIN = frozenset({Errors.REBALANCE_IN_PROGRESS})
 _RESET_MEMBER = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION,
                            Errors.FENCED_INSTANCE_ID})
-_COORDINATOR = frozenset({Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
-                          Errors.COORDINATOR_LOAD_IN_PROGRESS})
+# The coordinator moved: find it again (COORDINATOR_LOAD_IN_PROGRESS: the
+# right one, still loading; retry after the back-off).
+_MOVED = COORDINATOR_ERRORS - {Errors.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 class ConsumerCoordinator:
@@ -76,10 +83,19 @@ class ConsumerCoordinator:
         self.need_join = True
         self.last_heartbeat_ms = 0
         self.heartbeat_in_flight = False
+        self._pending = None          # {"stage": "join"|"sync", "r": response} in flight
+        self._prepared = False        # _on_join_prepare done for the join under way
+        self._next_join_ms = 0        # retry back-off after a failed join
+        self._prepare_deadline = None  # the auto-commit before a rebalance gives up then
 
     @property
     def active(self):
         return self.generation >= 0 and not self.need_join
+
+    def rebalance_in_progress(self):
+        """A JoinGroup or SyncGroup of this member is under way (its
+        generation is not the group's any more)."""
+        return self.need_join and (self._prepared or self._pending is not None)
 
     def generation_and_member(self):
         if self.generation >= 0:
@@ -88,30 +104,80 @@ class ConsumerCoordinator:
 
     # -- rebalance --------------------------------------------------------------------
     def ensure_active_group(self, timeout_ms):
-        """Join (or rejoin) the group if needed; blocks up to ``timeout_ms``."""
+        """Join (or rejoin) the group if needed, for up to ``timeout_ms``;
+        False when the time ran out first (a JoinGroup or SyncGroup in
+        flight is then waited for by the next call)."""
         c = self.consumer
         deadline = c._time() + timeout_ms
         while self.need_join:
-            left = deadline - c._time()
-            if left <= 0:
-                return False
-            self._on_join_prepare()
-            if self._join_and_sync(left):
-                return True
-            c._client.poll(self.retry_backoff_ms)
+            now = c._time()
+            if self._pending is None:
+                if now < self._next_join_ms:
+                    if now >= deadline:
+                        return False
+                    c._wait_step(min(deadline, self._next_join_ms))
+                    continue
+                node = c._poll_coordinator(now)
+                if node is None:
+                    if not c._wait_step(deadline):
+                        return False
+                    continue
+                if not self._prepared:
+                    if not self._on_join_prepare(deadline):
+                        return False      # the commit before it goes on in the next poll
+                    self._prepared = True
+                    if not self.need_join:
+                        continue
+                self._send_join(node)
+            box = self._pending
+            if "r" not in box:
+                if not c._wait_step(deadline):
+                    return False
+                continue
+            self._pending = None
+            resp = box["r"]
+            if resp.exception is not None:
+                log.info("%s failed: %s", "JoinGroup" if box["stage"] == "join" else
+                         "SyncGroup", resp.exception)
+                if c._coordinator is not None and resp.node_id == c._coordinator[0]:
+                    c._mark_coordinator_unknown(resp.exception)
+                continue
+            latency = resp.receive_time_ms - resp.request_time_ms
+            if box["stage"] == "join":
+                self._handle_join(box["node"], resp.body, latency)
+            else:
+                self._handle_sync(resp.body, latency)
         return True
 
-    def _on_join_prepare(self):
+    def _retry_join_later(self):
+        self._next_join_ms = self.consumer._time() + self.consumer._retry_backoff_ms()
+
+    def _on_join_prepare(self, deadline):
+        """Before (re)joining: the auto-commit of the positions, then the
+        revocation.  False when the commit is not done by ``deadline`` (the
+        poll's): the next poll tries again, until the rebalance timeout has
+        passed since the first try (then the join goes on without it), as
+        Kafka's onJoinPrepare."""
         c = self.consumer
         owned = list(c.subscriptions.assignment)
         if not owned:
-            return
+            return True
         lost = self.generation < 0
         if c.config["enable.auto.commit"] and not lost:
+            now = c._time()
+            if self._prepare_deadline is None:
+                self._prepare_deadline = now + self.rebalance_timeout_ms
+            until = min(deadline, self._prepare_deadline)
             try:
-                c.commit(timeout=c.config["request.timeout.ms"] / 1000)
+                c.commit(timeout=max(until - now, 0) / 1000)
+            except RequestTimeoutError:
+                if c._time() < self._prepare_deadline:
+                    return False
+                log.error("Asynchronous auto-commit of offsets failed: joinPrepare timeout. "
+                          "Will continue to join group")
             except errors.KChannelError as exc:
                 log.warning("Offset commit before rebalance failed: %s", exc)
+        self._prepare_deadline = None
         if lost:
             # Fenced or expired: another member may own them already
             # (Kafka's onPartitionsLost, which defaults to onPartitionsRevoked).
@@ -121,7 +187,7 @@ class ConsumerCoordinator:
                                                      None) is not None:
                 _call(self.listener, "on_partitions_lost", owned)
                 self._drop(owned)
-                return
+                return True
             revoked = owned
         elif self.rebalance_protocol == EAGER:
             revoked = owned
@@ -130,6 +196,7 @@ class ConsumerCoordinator:
             revoked = [tp for tp in owned if tp.topic not in c.subscriptions.subscription]
         if revoked:
             self._revoke(revoked)
+        return True
 
     def _revoke(self, tps):
         if self.listener is not None:
@@ -142,7 +209,14 @@ class ConsumerCoordinator:
         c.subscriptions.assign([tp for tp in c.subscriptions.assignment if tp not in gone])
         c._fetcher.clear_buffered(list(gone))
 
-    def _join_and_sync(self, timeout_ms):
+    def _send(self, stage, node, api_key, body):
+        box = self.consumer._send_to_coordinator(
+            node, api_key, body, request_timeout_ms=self.rebalance_timeout_ms + 5000)
+        box["stage"] = stage
+        box["node"] = node
+        self._pending = box
+
+    def _send_join(self, node):
         c = self.consumer
         topics = sorted(c.subscriptions.subscription)
         owned = list(c.subscriptions.assignment)
@@ -155,23 +229,30 @@ class ConsumerCoordinator:
                 "protocols": protocols,
                 "reason": None}
         log.info("(Re-)joining group %s", self.group_id)
-        resp = c._coordinator_request(_JOIN, body, max(timeout_ms, 1), "the group was joined",
-                                      request_timeout_ms=self.rebalance_timeout_ms + 5000)
-        b = resp.body
+        self._send("join", node, _JOIN, body)
+
+    def _handle_join(self, node, b, latency):
+        c = self.consumer
         code = b["error_code"]
         if code == Errors.MEMBER_ID_REQUIRED:
             self.member_id = b["member_id"]
-            return False
+            return
         if code in _RESET_MEMBER and code != Errors.FENCED_INSTANCE_ID:
             self.member_id, self.generation = "", -1
-            return False
-        if code in _COORDINATOR:
-            c._coordinator = None
-            return False
+            return
+        if code in _MOVED:
+            if c._coordinator is not None:
+                c._mark_coordinator_unknown(exception_for(code))
+            return
+        if code in RETRIABLE_ERRORS:
+            self._retry_join_later()
+            return
         if code in _REJOIN or code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
-            return False
+            return
         if code:
             raise exception_for(code, b.get("error_message"))
+        c._coordinator_answered()
+        c.sensors.join_latency.record(latency)
         self.member_id = b["member_id"]
         self.generation = b["generation_id"]
         self.protocol = b["protocol_name"]
@@ -182,21 +263,30 @@ class ConsumerCoordinator:
                 "member_id": self.member_id, "group_instance_id": self.group_instance_id,
                 "protocol_type": "consumer", "protocol_name": self.protocol,
                 "assignments": assignments}
-        resp = c._coordinator_request(_SYNC, sync, max(timeout_ms, 1), "the group was synced",
-                                      request_timeout_ms=self.rebalance_timeout_ms + 5000)
-        code = resp.body["error_code"]
+        self._send("sync", node, _SYNC, sync)
+
+    def _handle_sync(self, body, latency):
+        c = self.consumer
+        code = body["error_code"]
         if code in _RESET_MEMBER:
             self.member_id, self.generation = "", -1
-            return False
-        if code in _COORDINATOR:
-            c._coordinator = None
-            return False
+            return
+        if code in _MOVED:
+            if c._coordinator is not None:
+                c._mark_coordinator_unknown(exception_for(code))
+            return
+        if code in RETRIABLE_ERRORS:
+            self._retry_join_later()
+            return
         if code in _REJOIN:
-            return False
+            return
         if code:
             raise exception_for(code)
-        tps = decode_assignment(resp.body["assignment"])
+        c._coordinator_answered()
+        c.sensors.sync_latency.record(latency)
+        tps = decode_assignment(body["assignment"])
         self.need_join = False
+        self._prepared = False
         self.last_heartbeat_ms = c._time()
         for a in self.assignors:
             if a.name == self.protocol:
@@ -218,7 +308,6 @@ class ConsumerCoordinator:
         c.subscriptions.assign(tps)
         if self.listener is not None:
             _call(self.listener, "on_partitions_assigned", added)
-        return True
 
     def _perform_assignment(self, members):
         c = self.consumer
@@ -243,35 +332,38 @@ class ConsumerCoordinator:
 
     # -- heartbeat --------------------------------------------------------------------
     def maybe_heartbeat(self, now):
-        """Send a heartbeat when due (from ``poll``); a failure asks to rejoin."""
+        """Send a heartbeat when due (from ``poll``); a failure asks to rejoin.
+        Never blocks: without a ready coordinator it only moves the lookup
+        (or the connection) on."""
         if not self.active or self.heartbeat_in_flight:
             return
         if now - self.last_heartbeat_ms < self.heartbeat_interval_ms:
             return
         c = self.consumer
-        node = c._coordinator[0] if c._coordinator is not None else None
-        if node is None or not c._client.is_ready(node):
-            if node is None:
-                try:
-                    c._ensure_coordinator(self.retry_backoff_ms)
-                except errors.KChannelError:
-                    pass
-            elif not c._client.ready(node):
-                pass
+        node = c._poll_coordinator(now)
+        if node is None:
             return
         body = {"group_id": self.group_id, "generation_id": self.generation,
                 "member_id": self.member_id, "group_instance_id": self.group_instance_id}
+        try:
+            c._client.send(node, _HEARTBEAT, body, self._handle_heartbeat)
+        except errors.KChannelError as exc:
+            log.debug("Heartbeat not sent: %s", exc)
+            return
         self.heartbeat_in_flight = True
         self.last_heartbeat_ms = now
-        c._client.send(node, _HEARTBEAT, body, self._handle_heartbeat)
 
     def _handle_heartbeat(self, resp):
         self.heartbeat_in_flight = False
+        c = self.consumer
         if resp.exception is not None:
-            self.consumer._coordinator = None
+            if c._coordinator is not None and resp.node_id == c._coordinator[0]:
+                c._mark_coordinator_unknown(resp.exception)
             return
+        c.sensors.heartbeat_latency.record(resp.receive_time_ms - resp.request_time_ms)
         code = resp.body["error_code"]
         if code == 0:
+            c._coordinator_answered()
             return
         if code in _REJOIN:
             log.info("Attempt to heartbeat failed since group is rebalancing")
@@ -280,15 +372,23 @@ class ConsumerCoordinator:
             log.info("Attempt to heartbeat failed: %s; rejoining", exception_for(code))
             self.member_id, self.generation = "", -1
             self.need_join = True
-        elif code in _COORDINATOR:
-            self.consumer._coordinator = None
+        elif code in _MOVED:
+            if c._coordinator is not None:
+                c._mark_coordinator_unknown(exception_for(code))
+        elif code in RETRIABLE_ERRORS:
+            log.debug("Heartbeat failed with a retriable error: %s", exception_for(code))
         else:
             log.warning("Heartbeat failed: %s", exception_for(code))
 
     def time_to_next_heartbeat(self, now):
-        if not self.active:
+        """How long ``poll`` may wait before the next heartbeat is due."""
+        if not self.active or self.heartbeat_in_flight:
+            # (its response wakes the poll)
             return 2 ** 31 - 1
-        return max(0, self.last_heartbeat_ms + self.heartbeat_interval_ms - now)
+        left = self.last_heartbeat_ms + self.heartbeat_interval_ms - now
+        # Overdue: maybe_heartbeat found no ready coordinator; look again
+        # after the retry back-off rather than spinning.
+        return left if left > 0 else self.retry_backoff_ms
 
     # -- leave --------------------------------------------------------------------------
     def leave_group(self, timeout_ms):

@@ -16,7 +16,8 @@ from kchannel.consumer.config import deserializer
 from kchannel.log import get_logger
 from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
+                                      exception_for)
 from kchannel.protocol.records import TimestampType, iter_batches
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
@@ -24,7 +25,6 @@ __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 log = get_logger("kchannel.consumer.fetcher")
 
 _FETCH = messages.FETCH.api_key
-_INVALID_METADATA = frozenset({3, 5, 6, 56, 72, 74, 75, 100, 103})
 _ZERO_UUID_INT = 0
 
 
@@ -122,7 +122,7 @@ class _CompletedFetch:
 
 class Fetcher:
     def __init__(self, client, metadata, subscriptions, values, key_deserializer=None,
-                 value_deserializer=None):
+                 value_deserializer=None, sensors=None):
         self.client = client
         self.metadata = metadata
         self.subscriptions = subscriptions
@@ -141,6 +141,7 @@ class Fetcher:
         self.completed = collections.deque()
         self.in_flight_nodes = set()
         self.errors = []              # exceptions to raise from poll (Kafka raises them)
+        self.sensors = sensors        # ConsumerMetrics, or None
 
     # -- requests ----------------------------------------------------------------
     def send_fetches(self, now):
@@ -205,6 +206,12 @@ class Fetcher:
             self.metadata.request_update()
             return
         body = resp.body
+        sensors = self.sensors
+        if sensors is not None:
+            now = resp.receive_time_ms
+            sensors.fetch_latency.record(now - resp.request_time_ms, now)
+            sensors.fetch_throttle_time.record(body.get("throttle_time_ms") or 0, now)
+            size = 0
         top = body.get("error_code", 0)
         if top:
             log.info("Fetch request to node %s failed: %s", node, exception_for(top))
@@ -232,6 +239,8 @@ class Fetcher:
                     st.last_stable_offset = p.get("last_stable_offset", -1)
                     st.log_start_offset = p.get("log_start_offset", -1)
                     records = p.get("records")
+                    if sensors is not None and records:
+                        size += len(records)
                     if records:
                         self.completed.append(_CompletedFetch(
                             tp, requested, records, p.get("aborted_transactions")))
@@ -245,10 +254,16 @@ class Fetcher:
                         log.info("Fetch position %s is out of range for partition %s, "
                                  "resetting offset", requested, tp)
                         self.subscriptions.request_reset(tp)
-                elif code in _INVALID_METADATA:
+                elif code in INVALID_METADATA_ERRORS or (
+                        code in RETRIABLE_ERRORS and code != Errors.CORRUPT_MESSAGE):
+                    # A leader moved or is catching up (UNKNOWN_LEADER_EPOCH,
+                    # OFFSET_NOT_AVAILABLE): fetch again after a metadata
+                    # refresh, as Kafka's FetchCollector does.
                     self.metadata.request_update()
                 else:
                     self.errors.append(exception_for(code))
+        if sensors is not None:
+            sensors.bytes_fetched.record(size, now)
 
     # -- records ------------------------------------------------------------------
     def fetched_records(self):
@@ -273,8 +288,17 @@ class Fetcher:
                 self.errors.append(exc)
                 break
             budget -= n
+            if self.sensors is not None and st.high_watermark is not None:
+                # Kafka's records-lag: the high watermark (the last stable
+                # offset under read_committed) minus the position reached.
+                end = st.last_stable_offset if self.read_committed and \
+                    st.last_stable_offset is not None and st.last_stable_offset >= 0 \
+                    else st.high_watermark
+                self.sensors.records_lag.record(end - st.position)
             if cf.done:
                 self.completed.popleft()
+        if out and self.sensors is not None:
+            self.sensors.records_consumed.record(len(out))
         return out
 
     def _drain(self, cf, st, out, budget):

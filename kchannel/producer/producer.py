@@ -20,6 +20,7 @@ from kchannel.producer.accumulator import (FutureRecordMetadata, RecordAccumulat
                                           estimate_record_size)
 from kchannel.producer.config import serializer, split_producer_configs
 from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
+from kchannel.producer.metrics import ProducerMetrics
 from kchannel.producer.sender import Sender
 from kchannel.protocol.records import CompressionType, RECORD_BATCH_OVERHEAD, check_codec
 from kchannel._impl import load as _load
@@ -102,6 +103,7 @@ class Producer:
         self.metadata = Metadata(client_cfg.bootstrap_addresses,
                                  metadata_max_age_ms=values["metadata.max.age.ms"],
                                  refresh_backoff_ms=values["retry.backoff.ms"],
+                                 refresh_backoff_max_ms=values["retry.backoff.max.ms"],
                                  allow_auto_topic_creation=True,
                                  metadata_max_idle_ms=values["metadata.max.idle.ms"])
         self._metadata_cond = threading.Condition()
@@ -114,7 +116,9 @@ class Producer:
             values["batch.size"], values["linger.ms"], values["retry.backoff.ms"],
             values["retry.backoff.max.ms"], values["delivery.timeout.ms"],
             values["buffer.memory"], self._time)
-        self._sender = Sender(self._client, self.accumulator, self.metadata, values, self._time)
+        self._sender = Sender(self._client, self.accumulator, self.metadata, values, self._time,
+                              ProducerMetrics(self._client.client.metrics, self.client_id,
+                                              in_flight=self._client.in_flight_count))
         self._partitioner = StickyPartitioner(values["batch.size"])
         self._size_limit = min(values["max.request.size"], values["buffer.memory"])
         self._closed = False
@@ -183,6 +187,11 @@ class Producer:
             count = cluster.partition_count(topic)
             if count and (partition is None or partition < count):
                 return cluster, self._time() - start
+
+    def metrics(self):
+        """``{MetricName: value}`` of every metric of this producer (Kafka's
+        ``metrics()``): ``producer-metrics`` and its selector's."""
+        return self._client.client.metrics.metrics()
 
     def _check_topic_metadata(self, topic, cluster):
         """Raise what ends a wait for ``topic``'s metadata early."""

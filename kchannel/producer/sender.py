@@ -16,7 +16,8 @@ from kchannel import errors
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
+                                      exception_for)
 from kchannel.protocol.records import CompressionType, encode_batch
 
 __all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS"]
@@ -26,31 +27,13 @@ log = get_logger("kchannel.producer.sender")
 _PRODUCE = messages.PRODUCE.api_key
 _INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
 
-# Error codes whose Java exception is a RetriableException.
-RETRIABLE_ERRORS = frozenset({
-    Errors.CORRUPT_MESSAGE, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER, Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION,
-    Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_COORDINATOR, Errors.NOT_ENOUGH_REPLICAS,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Errors.NOT_CONTROLLER,
-    Errors.CONCURRENT_TRANSACTIONS, Errors.KAFKA_STORAGE_ERROR,
-    Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH,
-    Errors.LISTENER_NOT_FOUND, Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH,
-    Errors.OFFSET_NOT_AVAILABLE, Errors.PREFERRED_LEADER_NOT_AVAILABLE,
-    Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE, Errors.UNSTABLE_OFFSET_COMMIT,
-    Errors.THROTTLING_QUOTA_EXCEEDED, Errors.UNKNOWN_TOPIC_ID, Errors.INCONSISTENT_TOPIC_ID,
-})
-# ... and those that are also InvalidMetadataException: refresh metadata.
-INVALID_METADATA_ERRORS = frozenset({
-    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER, Errors.KAFKA_STORAGE_ERROR, Errors.LISTENER_NOT_FOUND,
-    Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_ID,
-    Errors.INCONSISTENT_TOPIC_ID,
-})
+# RETRIABLE_ERRORS (Java's RetriableException) and INVALID_METADATA_ERRORS
+# (also InvalidMetadataException: refresh metadata) come from
+# kchannel.protocol.errors, the one definition the consumer shares.
 
 
 class Sender:
-    def __init__(self, client, accumulator, metadata, values, time):
+    def __init__(self, client, accumulator, metadata, values, time, sensors=None):
         self.client = client
         self.accumulator = accumulator
         self.metadata = metadata
@@ -82,6 +65,7 @@ class Sender:
         self.in_flight = collections.defaultdict(list)   # tp -> batches in flight
         self.retrying = set()                             # idempotent tps with a retry pending
         self.metadata_wait_ms = 0
+        self.sensors = sensors        # ProducerMetrics, or None
 
     # -- thread -----------------------------------------------------------------
     def run(self):
@@ -271,6 +255,12 @@ class Sender:
             sendable[b.tp] = b
         if not sendable:
             return
+        sensors = self.sensors
+        if sensors is not None:
+            # Kafka's updateProduceRequestMetrics: per batch.
+            for b in sendable.values():
+                sensors.records_sent.record(b.record_count, now)
+                sensors.batch_size.record(len(b.encoded), now)
         body = {"transactional_id": None, "acks": self.acks,
                 "timeout_ms": self.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
@@ -296,6 +286,10 @@ class Sender:
             for b in batches.values():
                 self._complete_or_retry(b, resp.exception, None, now)
             return
+        if self.sensors is not None:
+            self.sensors.request_latency.record(resp.receive_time_ms - resp.request_time_ms,
+                                                now)
+            self.sensors.throttle_time.record(resp.body.get("throttle_time_ms") or 0, now)
         seen = set()
         for topic in resp.body.get("responses") or ():
             name = topic["name"]
@@ -349,6 +343,8 @@ class Sender:
                     self.metadata.request_update()
                 if self.idempotent:
                     self.retrying.add(batch.tp)
+                if self.sensors is not None:
+                    self.sensors.record_retries.record(batch.record_count, now)
                 self.accumulator.reenqueue(batch, now)
                 return
         if code in INVALID_METADATA_ERRORS:
@@ -365,6 +361,8 @@ class Sender:
         batch.complete(base_offset, log_append_time)
 
     def _fail_batch(self, batch, exc):
+        if self.sensors is not None:
+            self.sensors.record_errors.record(batch.record_count)
         self.accumulator.deallocate(batch)
         batch.complete(None, None, exc)
 

@@ -4,8 +4,8 @@ from enum import IntEnum
 
 from kchannel import errors as _errors
 
-__all__ = ["Errors", "ERROR_TABLE", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS",
-           "error_name", "error_message", "exception_for"]
+__all__ = ["Errors", "ERROR_TABLE", "error_name", "error_message", "exception_for",
+           "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "COORDINATOR_ERRORS"]
 
 # (code, name, default message) for every Kafka error.
 ERROR_TABLE = (
@@ -284,41 +284,36 @@ class Errors(IntEnum):
 
     @property
     def retriable(self):
-        """True where Kafka's exception for this code is a ``RetriableException``:
-        the same request may succeed if sent again."""
-        return self in RETRIABLE_ERRORS
+        """Java's exception for this code is a ``RetriableException``: the
+        same request may succeed later."""
+        return self.value in RETRIABLE_ERRORS
 
     @property
     def invalid_metadata(self):
-        """True where Kafka's exception for this code is an
-        ``InvalidMetadataException``: the client should refresh its metadata
-        before retrying (every such error is also retriable)."""
-        return self in INVALID_METADATA_ERRORS
+        """Java's exception is an ``InvalidMetadataException`` (retriable,
+        and the client's metadata is stale: refresh it before retrying)."""
+        return self.value in INVALID_METADATA_ERRORS
 
 
-# Kafka's InvalidMetadataException subclasses, by the code Errors maps to them.
-INVALID_METADATA_ERRORS = frozenset((
-    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
-    Errors.NOT_LEADER_OR_FOLLOWER, Errors.REPLICA_NOT_AVAILABLE,
-    Errors.NETWORK_EXCEPTION, Errors.KAFKA_STORAGE_ERROR,
-    Errors.LISTENER_NOT_FOUND, Errors.FENCED_LEADER_EPOCH,
-    Errors.PREFERRED_LEADER_NOT_AVAILABLE, Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    Errors.ELECTION_NOT_NEEDED, Errors.UNKNOWN_TOPIC_ID,
-    Errors.INCONSISTENT_TOPIC_ID,
-))
-
-# Kafka's RetriableException subclasses (InvalidMetadataException is one), by code.
-RETRIABLE_ERRORS = INVALID_METADATA_ERRORS | frozenset((
-    Errors.CORRUPT_MESSAGE, Errors.REQUEST_TIMED_OUT,
-    Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE,
-    Errors.NOT_COORDINATOR, Errors.NOT_ENOUGH_REPLICAS,
-    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Errors.NOT_CONTROLLER,
-    Errors.CONCURRENT_TRANSACTIONS, Errors.FETCH_SESSION_ID_NOT_FOUND,
-    Errors.INVALID_FETCH_SESSION_EPOCH, Errors.UNKNOWN_LEADER_EPOCH,
-    Errors.OFFSET_NOT_AVAILABLE, Errors.UNSTABLE_OFFSET_COMMIT,
-    Errors.THROTTLING_QUOTA_EXCEEDED, Errors.FETCH_SESSION_TOPIC_ID_ERROR,
-    Errors.SHARE_SESSION_NOT_FOUND, Errors.INVALID_SHARE_SESSION_EPOCH,
-))
+# The codes whose Java exception extends InvalidMetadataException ...
+INVALID_METADATA_ERRORS = frozenset(Errors[name] for name in (
+    "UNKNOWN_TOPIC_OR_PARTITION", "LEADER_NOT_AVAILABLE", "NOT_LEADER_OR_FOLLOWER",
+    "REPLICA_NOT_AVAILABLE", "NETWORK_EXCEPTION", "KAFKA_STORAGE_ERROR", "LISTENER_NOT_FOUND",
+    "FENCED_LEADER_EPOCH", "PREFERRED_LEADER_NOT_AVAILABLE", "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+    "ELECTION_NOT_NEEDED", "UNKNOWN_TOPIC_ID", "INCONSISTENT_TOPIC_ID"))
+# ... and every code whose Java exception extends RetriableException (the
+# producer's Sender, the consumer's Fetcher and offset lookups retry these).
+RETRIABLE_ERRORS = INVALID_METADATA_ERRORS | frozenset(Errors[name] for name in (
+    "CORRUPT_MESSAGE", "REQUEST_TIMED_OUT", "COORDINATOR_LOAD_IN_PROGRESS",
+    "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR", "NOT_ENOUGH_REPLICAS",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "NOT_CONTROLLER", "CONCURRENT_TRANSACTIONS",
+    "FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH", "UNKNOWN_LEADER_EPOCH",
+    "OFFSET_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT", "THROTTLING_QUOTA_EXCEEDED",
+    "FETCH_SESSION_TOPIC_ID_ERROR", "SHARE_SESSION_NOT_FOUND", "INVALID_SHARE_SESSION_EPOCH"))
+# The group coordinator moved, is starting or is loading the group: find it
+# again (Kafka's AbstractCoordinator marks it unknown) and retry.
+COORDINATOR_ERRORS = frozenset((Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR))
 
 
 def error_name(code):
@@ -358,4 +353,7 @@ def exception_for(code, message=None):
         return _errors.UnsupportedVersionError(text)
     if code in _DELEGATION_TOKEN_CODES:
         return _errors.DelegationTokenError(code, error_name(code), text)
-    return _errors.KafkaError(code, error_name(code), text)
+    exc = _errors.KafkaError(code, error_name(code), text)
+    if code in RETRIABLE_ERRORS:
+        exc.retriable = True
+    return exc

@@ -463,3 +463,20 @@ def test_kafka_client_with_real_clock_reconnects_after_backoff(acceptor):
             assert acceptor.accepted == n
     finally:
         client.close()
+
+
+def test_metadata_refresh_backoff_doubles_while_attempts_fail():
+    from kchannel.client.metadata import Metadata
+    md = Metadata([("127.0.0.1", 9092)], refresh_backoff_ms=100, refresh_backoff_max_ms=1000)
+    md.request_update()
+    waits = []
+    now = 0
+    for _ in range(6):
+        md.failed_update(now)
+        md.request_update()
+        waits.append(md.time_to_next_update(now))
+    assert waits == [100, 200, 400, 800, 1000, 1000]
+    md.update({"brokers": [{"node_id": 1, "host": "h", "port": 1}], "topics": []}, now)
+    md.request_update()
+    assert md.time_to_next_update(now) == 100
+    assert md.time_to_next_update(now + 100) == 0

@@ -104,7 +104,10 @@ def _run_group(bootstrap, topic, n_records, partitions):
                     c.close()          # commits its positions, then LeaveGroup
                     leaver_done.set()
                     return
-                if done and leaver_done.is_set():
+                # (poll returns within its timeout, as Kafka's, also in the
+                # middle of a rebalance: stop once this member has its
+                # partitions again, eager rebalancing having revoked them)
+                if done and leaver_done.is_set() and c.assignment():
                     break
             final[name] = set(c.assignment())
             c.close()

@@ -87,3 +87,33 @@ def test_retriable_and_invalid_metadata_flags_match_kafka(kafka_java):
     assert len(flags) > 120
     ours = {e.value: (e.retriable, e.invalid_metadata) for e in Errors if e is not Errors.NONE}
     assert {c: ours[c] for c in flags if c in ours} == {c: f for c, f in flags.items() if c in ours}
+
+
+def test_retriable_and_invalid_metadata_sets_follow_java_exceptions():
+    from kchannel.consumer import fetcher
+    from kchannel.producer import sender
+    from kchannel.protocol.errors import (COORDINATOR_ERRORS, INVALID_METADATA_ERRORS,
+                                          RETRIABLE_ERRORS)
+    # Java: InvalidMetadataException extends RetriableException.
+    assert INVALID_METADATA_ERRORS < RETRIABLE_ERRORS
+    for e in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.NETWORK_EXCEPTION,
+              Errors.REPLICA_NOT_AVAILABLE, Errors.UNKNOWN_TOPIC_ID):
+        assert e.invalid_metadata and e.retriable
+    for e in COORDINATOR_ERRORS | {Errors.UNKNOWN_LEADER_EPOCH, Errors.OFFSET_NOT_AVAILABLE,
+                                   Errors.REQUEST_TIMED_OUT, Errors.NOT_ENOUGH_REPLICAS}:
+        assert e.retriable and not e.invalid_metadata
+    for e in (Errors.OFFSET_OUT_OF_RANGE, Errors.MESSAGE_TOO_LARGE, Errors.ILLEGAL_GENERATION,
+              Errors.REBALANCE_IN_PROGRESS, Errors.GROUP_AUTHORIZATION_FAILED,
+              Errors.BROKER_NOT_AVAILABLE, Errors.UNKNOWN_SERVER_ERROR):
+        assert not e.retriable
+    assert COORDINATOR_ERRORS == {Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE,
+                                  Errors.COORDINATOR_LOAD_IN_PROGRESS}
+    # One definition: the Sender and the Fetcher use these very sets.
+    assert sender.RETRIABLE_ERRORS is RETRIABLE_ERRORS
+    assert sender.INVALID_METADATA_ERRORS is INVALID_METADATA_ERRORS
+    assert fetcher.RETRIABLE_ERRORS is RETRIABLE_ERRORS
+    assert fetcher.INVALID_METADATA_ERRORS is INVALID_METADATA_ERRORS
+    # A response's exception says whether retrying may help.
+    assert exception_for(Errors.NOT_COORDINATOR).retriable
+    assert not exception_for(Errors.INVALID_GROUP_ID).retriable
+

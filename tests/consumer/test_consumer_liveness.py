@@ -1,0 +1,177 @@
+"""Liveness when a broker dies (issue 25): on a 3-node KRaft cluster (RF=3,
+min.insync.replicas=2), a SIGKILLed broker must not hold the consumer.
+
+* A consumer that joins 2 s after the busiest leader is killed reads the
+  partitions led by live brokers within 25 s of the kill, and none of its
+  ``poll(1.0)`` lasts over 5 s.
+* ``commit()`` while the group coordinator is killed returns within 20 s
+  (the coordinator is found again on a live broker once Kafka moved it),
+  whichever broker the consumer asks first.
+* While the coordinator is down the consumer sends fewer than 200
+  FindCoordinator requests in 10 s (retry back-off).
+
+These are functional bounds, not benchmarks.  Each test restarts what it
+killed.  Kafka fences a dead broker after ``broker.session.timeout.ms``
+(9 s): its partitions and groups move only then.
+"""
+import threading
+import time
+
+import pytest
+
+from kchannel import Consumer, Producer
+from kchannel.client.metadata import TopicPartition
+from kchannel.protocol import messages
+from tests.fixtures.records import topic_name
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+PARTITIONS = 6
+PER_PARTITION = 10
+
+
+def _topic_with_records(cluster):
+    """A new topic (RF=3) with PER_PARTITION records in each partition."""
+    topic = cluster.create_topic(topic_name("live"), PARTITIONS)
+    with Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                   "linger.ms": 5}) as p:
+        futures = [p.send(topic, value=b"%d-%d" % (part, i), partition=part)
+                   for part in range(PARTITIONS) for i in range(PER_PARTITION)]
+        p.flush(60)
+        for f in futures:
+            f.get(0)
+    return topic
+
+
+def _counting_sends(consumer, api_key):
+    """Count the requests of ``api_key`` the consumer sends (a hook on its
+    cluster client)."""
+    sent = []
+    send = consumer._client.send
+
+    def hook(node, key, body, callback, **kw):
+        if key == api_key:
+            sent.append(time.monotonic())
+        return send(node, key, body, callback, **kw)
+    consumer._client.send = hook
+    return sent
+
+
+def test_consumer_joining_after_a_leader_kill_reads_live_partitions(kafka_cluster):
+    topic = _topic_with_records(kafka_cluster)
+    leaders = kafka_cluster.leaders(topic)
+    victim = kafka_cluster.busiest_leader(topic)
+    live = {p for p, leader in leaders.items() if leader != victim}
+    assert live and len(live) < PARTITIONS
+    group = f"g-{topic}"
+    coordinator = kafka_cluster.coordinator_of(group)
+    kafka_cluster.kill(victim)
+    killed = time.monotonic()
+    try:
+        time.sleep(2)
+        c = Consumer({"bootstrap.servers": kafka_cluster.bootstrap(),
+                      "group.id": group, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        try:
+            c.subscribe([topic])
+            seen = set()
+            longest = 0.0
+            live_at = None
+            while time.monotonic() - killed < 60:
+                started = time.monotonic()
+                records = c.poll(1.0)
+                longest = max(longest, time.monotonic() - started)
+                seen.update(r.partition for r in records)
+                if live_at is None and live <= seen:
+                    live_at = time.monotonic() - killed
+                if live_at is not None and (seen == set(range(PARTITIONS)) or
+                                            time.monotonic() - killed > 25):
+                    break
+        finally:
+            c.close()
+    finally:
+        kafka_cluster.restart(victim)
+    print(f"killed node {victim} (group coordinator: node {coordinator}); live partitions "
+          f"{sorted(live)} read {live_at} s after the kill; longest poll(1.0) {longest:.2f} s")
+    assert live_at is not None and live_at <= 25, (live_at, sorted(seen))
+    assert longest <= 5
+
+
+def test_commit_while_the_coordinator_is_killed_returns(kafka_cluster):
+    topic = _topic_with_records(kafka_cluster)
+    group = f"g-{topic}"
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    first = Consumer({"bootstrap.servers": kafka_cluster.bootstrap(), "group.id": group,
+                      "enable.auto.commit": False})
+    first.assign(tps)
+    first.commit({tp: 3 for tp in tps})       # the group exists: it has a coordinator
+    first.close()
+    victim = kafka_cluster.coordinator_of(group)
+    addresses = [f"127.0.0.1:{kafka_cluster.nodes[n].port}" for n in sorted(kafka_cluster.nodes)]
+    victim_address = f"127.0.0.1:{kafka_cluster.nodes[victim].port}"
+    others = [a for a in addresses if a != victim_address]
+    # New consumers, the dead broker at every place of bootstrap.servers:
+    # whichever node a lookup tries first, the commit must move on.
+    consumers = [Consumer({"bootstrap.servers": ",".join(others[:i] + [victim_address] +
+                                                         others[i:]),
+                           "group.id": group, "enable.auto.commit": False})
+                 for i in range(len(addresses))]
+    results = [None] * len(consumers)
+
+    def commit(i):
+        c = consumers[i]
+        c.assign(tps)
+        started = time.monotonic()
+        try:
+            c.commit({tp: 7 for tp in tps})
+            results[i] = time.monotonic() - started
+        except Exception as exc:  # reported by the assertion below
+            results[i] = exc
+    kafka_cluster.kill(victim)
+    try:
+        threads = [threading.Thread(target=commit, args=(i,)) for i in range(len(consumers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        committed = consumers[0].committed(tps, timeout=30)
+    finally:
+        for c in consumers:
+            c.close()
+        kafka_cluster.restart(victim)
+    print(f"killed coordinator node {victim}; commit() returned after {results} s")
+    assert all(isinstance(r, float) and r <= 20 for r in results), results
+    assert {tp: om.offset for tp, om in committed.items()} == {tp: 7 for tp in tps}
+
+
+def test_find_coordinator_backs_off_while_the_coordinator_is_down(kafka_cluster):
+    topic = _topic_with_records(kafka_cluster)
+    group = f"g-{topic}"
+    c = Consumer({"bootstrap.servers": kafka_cluster.bootstrap(), "group.id": group,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                  "auto.commit.interval.ms": 200, "heartbeat.interval.ms": 200})
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.5)
+        assert c.assignment()
+        victim = kafka_cluster.coordinator_of(group)
+        lookups = _counting_sends(c, messages.FIND_COORDINATOR.api_key)
+        kafka_cluster.kill(victim)
+        killed = time.monotonic()
+        try:
+            longest = 0.0
+            while time.monotonic() - killed < 10:
+                started = time.monotonic()
+                c.poll(0.5)
+                longest = max(longest, time.monotonic() - started)
+            in_window = [t for t in lookups if t - killed <= 10]
+        finally:
+            kafka_cluster.restart(victim)
+    finally:
+        c.close()
+    print(f"killed coordinator node {victim}: {len(in_window)} FindCoordinator requests in "
+          f"10 s; longest poll(0.5) {longest:.2f} s")
+    assert 0 < len(in_window) < 200
+    assert longest <= 5
