@@ -10,11 +10,14 @@ import importlib
 import inspect
 import os
 
+import kchannel
 from kchannel.network.authenticator import Authenticator
 from kchannel.network.transport import TransportLayer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PACKAGE = os.path.join(ROOT, "kchannel")
+# The imported package (the checkout, or site-packages when the tests run
+# against an installed wheel: .ci/wheels --check).
+PACKAGE = os.path.dirname(os.path.abspath(kchannel.__file__))
+ROOT = os.path.dirname(PACKAGE)
 
 # Names too generic to tell a transport or authenticator probe from any other
 # (``getattr(builder, "close", None)`` probes a principal builder).

@@ -14,11 +14,14 @@ import ast
 import os
 import re
 
+import kchannel
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PACKAGE = os.path.join(ROOT, "kchannel")
+# The imported package (the checkout, or site-packages when the tests run
+# against an installed wheel: .ci/wheels --check).
+PACKAGE = os.path.dirname(os.path.abspath(kchannel.__file__))
+ROOT = os.path.dirname(PACKAGE)
 
 # The protocol tables: message schemas (one API key each) and the two enums.
 _TABLE_DIRS = (os.path.join(PACKAGE, "protocol", "messages"),)
