@@ -426,39 +426,17 @@ class RequestAuthorizer:
 
     def _offset_commit(self, ok, req, version):
         topics = req.get("topics") or ()
-
-        def errors(ts, code):
-            return [{"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": code}
-                for p in t.get("partitions") or ()]} for t in ts]
         if not ok(READ, _GROUP, req.get("group_id")):
-            return Verdict(response={"topics": errors(topics, GAF)})
-        allowed, denied = _split(topics, lambda t: ok(READ, _TOPIC, t["name"]))
-        if not denied:
-            return None
-        if not allowed:
-            return Verdict(response={"topics": errors(denied, TAF)})
-        return Verdict(request=dict(req, topics=allowed),
-                       fix=_extend("topics")(errors(denied, TAF)))
+            return Verdict(response={"topics": _commit_errors(topics, GAF)})
+        return _commit_topics_verdict(ok, req, topics)
 
     def _txn_offset_commit(self, ok, req, version):
         topics = req.get("topics") or ()
-
-        def errors(ts, code):
-            return [{"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"], "error_code": code}
-                for p in t.get("partitions") or ()]} for t in ts]
         if not ok(WRITE, _TXN, req.get("transactional_id")):
-            return Verdict(response={"topics": errors(topics, TIAF)})
+            return Verdict(response={"topics": _commit_errors(topics, TIAF)})
         if not ok(READ, _GROUP, req.get("group_id")):
-            return Verdict(response={"topics": errors(topics, GAF)})
-        allowed, denied = _split(topics, lambda t: ok(READ, _TOPIC, t["name"]))
-        if not denied:
-            return None
-        if not allowed:
-            return Verdict(response={"topics": errors(denied, TAF)})
-        return Verdict(request=dict(req, topics=allowed),
-                       fix=_extend("topics")(errors(denied, TAF)))
+            return Verdict(response={"topics": _commit_errors(topics, GAF)})
+        return _commit_topics_verdict(ok, req, topics)
 
     def _offset_fetch(self, ok, req, version):
         def partitions_error(topics, code):
@@ -740,3 +718,22 @@ class RequestAuthorizer:
         if ok(WRITE, _TXN, req.get("transactional_id")):
             return None
         return Verdict(response={"error_code": TIAF})
+
+
+def _commit_errors(topics, code):
+    """An (Txn)OffsetCommit response body's topics, every partition ``code``."""
+    return [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "error_code": code}
+        for p in t.get("partitions") or ()]} for t in topics]
+
+
+def _commit_topics_verdict(ok, req, topics):
+    """An (Txn)OffsetCommit whose group (and transactional id) may commit:
+    topics without READ get TOPIC_AUTHORIZATION_FAILED, the rest go on."""
+    allowed, denied = _split(topics, lambda t: ok(READ, _TOPIC, t["name"]))
+    if not denied:
+        return None
+    if not allowed:
+        return Verdict(response={"topics": _commit_errors(denied, TAF)})
+    return Verdict(request=dict(req, topics=allowed),
+                   fix=_extend("topics")(_commit_errors(denied, TAF)))

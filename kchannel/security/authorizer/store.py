@@ -22,6 +22,7 @@ import os
 import sqlite3
 import struct
 import threading
+import time
 
 from kchannel.log import get_logger
 from kchannel.security.authorizer.acl import AclBinding
@@ -82,6 +83,21 @@ class InMemoryAclStore(AclStore):
 class SqliteAclStore(AclStore):
     """ACLs in one SQLite file; see the module docstring."""
 
+    def _set_wal(self, wait=30.0):
+        # Switching the journal mode does not go through SQLite's busy
+        # handler: worker processes (num.network.threads > 1) opening the same
+        # new file at the same moment get "database is locked" at once, so
+        # retry for as long as connect()'s own timeout would have waited.
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
     def __init__(self, path):
         self.path = str(path)
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -89,7 +105,7 @@ class SqliteAclStore(AclStore):
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._set_wal()
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS acls (resource_type INTEGER NOT NULL, "
