@@ -17,7 +17,7 @@ the terminal, as Kafka does.
 """
 import sys
 
-from kchannel.client import KafkaClient
+from kchannel.cli._bootstrap import connect_bootstrap
 from kchannel.config.properties import load_properties
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import error_name
@@ -268,25 +268,7 @@ class _Admin:
                 configs = dict(load_properties(command_config))
             except OSError as exc:
                 raise _Failure(f"{command_config} ({exc.strerror or exc})") from None
-        configs["bootstrap.servers"] = bootstrap
-        last = None
-        for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                raise _Failure("org.apache.kafka.common.config.ConfigException: Invalid url in "
-                               f"bootstrap.servers: {address}")
-            client = KafkaClient(configs)
-            try:
-                self.conn = client.connect(host.strip("[]"), int(port))
-                self.client = client
-                return
-            except Exception as exc:  # noqa: BLE001 - try the next bootstrap server
-                last = exc
-                try:
-                    client.close()
-                except Exception:  # noqa: BLE001
-                    pass
-        raise last or _Failure("No bootstrap server to connect to")
+        self.client, self.conn = connect_bootstrap(bootstrap, configs, _Failure)
 
     def close(self):
         try:

@@ -16,7 +16,7 @@ import binascii
 import sys
 import time
 
-from kchannel.client import KafkaClient
+from kchannel.cli._bootstrap import connect_bootstrap
 from kchannel.config.properties import load_properties
 from kchannel.errors import AuthenticationError, DelegationTokenError
 from kchannel.protocol.errors import Errors
@@ -169,23 +169,7 @@ def _connect(bootstrap, command_config):
         configs = dict(load_properties(command_config))
     except OSError as exc:
         raise _Failure(f"{command_config} ({exc.strerror or exc})") from None
-    configs["bootstrap.servers"] = bootstrap
-    last = None
-    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise _Failure(f"org.apache.kafka.common.config.ConfigException: "
-                           f"Invalid url in bootstrap.servers: {address}")
-        client = KafkaClient(configs)
-        try:
-            return client.connect(host.strip("[]"), int(port))
-        except Exception as exc:  # noqa: BLE001 - try the next bootstrap server
-            last = exc
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001
-                pass
-    raise last or _Failure("No bootstrap server to connect to")
+    return connect_bootstrap(bootstrap, configs, _Failure)[1]
 
 
 def _error_text(exc):
