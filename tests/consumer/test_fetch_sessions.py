@@ -192,3 +192,30 @@ def test_fetch_sessions_on_apache_kafka(kafka_broker):
         c.close()
     closing = [b for b, r in rec.exchanges if b["session_epoch"] == -1]
     assert [b["session_id"] for b in closing][-1] == live
+
+
+def test_fetch_sessions_on_tansu(tansu):
+    """Another broker's answer to a full Fetch (Tansu's): with session id 0
+    (no session kept) the consumer stays on full fetches; with one, it goes
+    incremental.  Either way records flow."""
+    topic = create_topic(tansu.bootstrap, topic_name("sessions"), partitions=2)
+    _produce(tansu.bootstrap, topic, 0, 20, partitions=2)
+    c = Consumer({"bootstrap.servers": tansu.bootstrap, "auto.offset.reset": "earliest",
+                  "fetch.max.wait.ms": 100})
+    rec = _Recorder(c)
+    try:
+        c.assign([TopicPartition(topic, p) for p in range(2)])
+        got = _read(c, 20, until=lambda: sum(1 for _, r in rec.exchanges if r) >= 3)
+    finally:
+        c.close()
+    assert sorted(int(r.value) for r in got) == list(range(20))
+    answered = [(b, r) for b, r in rec.exchanges if r is not None]
+    assert all(r["error_code"] == 0 for _, r in answered)
+    for (b, r), (nxt, _) in zip(answered, rec.exchanges[1:]):
+        if nxt["session_epoch"] == -1:
+            break
+        if r["session_id"] == 0:
+            assert (nxt["session_id"], nxt["session_epoch"]) == (0, 0)
+        else:
+            assert (nxt["session_id"], nxt["session_epoch"]) == \
+                (r["session_id"], b["session_epoch"] + 1)
