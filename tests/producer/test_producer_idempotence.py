@@ -10,6 +10,9 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.errors import KafkaError
 from kchannel.producer.accumulator import RecordAccumulator, estimate_record_size
 from kchannel.producer.idempotence import MAX_EPOCH, ProducerSequences
+from kchannel.protocol import records as R
+from kchannel.protocol.api_keys import ApiKey
+from kchannel.protocol.errors import Errors
 from tests.fixtures.records import consume_confluent, topic_name
 
 TP = TopicPartition("t", 0)
@@ -186,3 +189,107 @@ def test_batch_rejected_as_too_large_is_split(kafka_broker, idempotence):
     assert splits and splits[0] > 0
     rows = consume_confluent(plain, topic, 1, n)
     assert [r[3] for r in rows] == values
+
+
+# -- a broker that loses the producer's state ------------------------------------
+
+class _ForgetfulBroker:
+    """A kchannel Server keeping one partition's log with Kafka's sequence
+    checks as brokers before KIP-360 made them (Apache Kafka 4.x accepts any
+    sequence once it lost a producer's state, so it never answers
+    UNKNOWN_PRODUCER_ID): an unknown producer id is taken only at sequence
+    0, else UNKNOWN_PRODUCER_ID.  ``forget()`` drops the producer state, as
+    retention deleting the producer's last records did."""
+
+    TOPIC = "forgetful"
+
+    def __init__(self):
+        from kchannel.server import Server
+        self.log = []                    # (producer epoch, value)
+        self.state = {}                  # producer id -> (epoch, last sequence)
+        self.answers = []                # error codes of the Produce answers
+        self._forget = False
+        self.server = Server(listeners=["PLAINTEXT://127.0.0.1:0"])
+        self.server.register_handler(ApiKey.METADATA, self.metadata)
+        self.server.register_handler(ApiKey.INIT_PRODUCER_ID, self.init_producer_id)
+        self.server.register_handler(ApiKey.PRODUCE, self.produce, max_version=9)
+        self.server.start()
+        self.port = self.server.bound_port("PLAINTEXT")
+
+    def forget(self):
+        self._forget = True
+
+    def metadata(self, ctx):
+        node = self.server.node_id
+        return {"brokers": [{"node_id": node, "host": "127.0.0.1", "port": self.port,
+                             "rack": None}],
+                "cluster_id": "forgetful", "controller_id": node,
+                "topics": [{"error_code": 0, "name": self.TOPIC, "is_internal": False,
+                            "partitions": [{"error_code": 0, "partition_index": 0,
+                                            "leader_id": node, "leader_epoch": 0,
+                                            "replica_nodes": [node], "isr_nodes": [node],
+                                            "offline_replicas": []}]}]}
+
+    def init_producer_id(self, ctx):
+        return {"error_code": 0, "producer_id": 4242, "producer_epoch": 0}
+
+    def _append(self, raw):
+        batch = next(iter(R.iter_batches(raw)))
+        pid, epoch, seq = batch.producer_id, batch.producer_epoch, batch.base_sequence
+        values = [r[3] for r in batch.records()]
+        if self._forget:
+            self.state.pop(pid, None)
+            self._forget = False
+        known = self.state.get(pid)
+        if known is None:
+            if seq != 0:
+                return Errors.UNKNOWN_PRODUCER_ID, -1
+        elif epoch < known[0]:
+            return Errors.INVALID_PRODUCER_EPOCH, -1
+        elif epoch > known[0]:
+            if seq != 0:
+                return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        elif seq <= known[1]:
+            return Errors.DUPLICATE_SEQUENCE_NUMBER, -1
+        elif seq != known[1] + 1:
+            return Errors.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        self.state[pid] = (epoch, seq + len(values) - 1)
+        base = len(self.log)
+        self.log.extend((epoch, v) for v in values)
+        return 0, base
+
+    def produce(self, ctx):
+        out = []
+        for topic in ctx.body["topic_data"]:
+            parts = []
+            for p in topic["partition_data"]:
+                code, base = self._append(p["records"])
+                self.answers.append(code)
+                parts.append({"index": p["index"], "error_code": code, "base_offset": base,
+                              "log_append_time_ms": -1, "log_start_offset": 0,
+                              "record_errors": [], "error_message": None})
+            out.append({"name": topic["name"], "partition_responses": parts})
+        return {"responses": out, "throttle_time_ms": 0}
+
+    def close(self):
+        self.server.shutdown()
+
+
+def test_unknown_producer_id_bumps_the_epoch():
+    broker = _ForgetfulBroker()
+    try:
+        with Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "linger.ms": 0,
+                       "enable.idempotence": True, "retry.backoff.ms": 10}) as p:
+            first = [p.send(broker.TOPIC, value=b"%d" % i).get(10).offset for i in range(5)]
+            assert p._sender.producer_epoch == 0
+            broker.forget()
+            rest = [p.send(broker.TOPIC, value=b"%d" % i) for i in range(5, 15)]
+            p.flush(10)
+            offsets = first + [f.get(0).offset for f in rest]
+            assert p._sender.producer_epoch == 1
+    finally:
+        broker.close()
+    assert Errors.UNKNOWN_PRODUCER_ID in broker.answers
+    assert offsets == list(range(15))
+    assert [v for _, v in broker.log] == [b"%d" % i for i in range(15)]
+    assert [e for e, _ in broker.log] == [0] * 5 + [1] * 10
