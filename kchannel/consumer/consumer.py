@@ -247,10 +247,11 @@ class Consumer:
 
     def _close_fetch_sessions(self, wait_ms=0):
         """Close the fetch sessions (KIP-227) on the brokers, waiting up to
-        ``wait_ms`` for their answers (a close request queued behind a
-        fetch still waiting on the broker may get none: the broker then
-        evicts the session in time)."""
-        if not self._fetcher.close_sessions():
+        ``wait_ms`` for their answers, except those queued behind a fetch
+        still in flight (a long poll away: the broker evicts a session it
+        is not told to close in time)."""
+        if not self._fetcher.close_sessions() or not self._fetcher.closing:
+            self._client.poll(0, self._time())      # sends them
             return
         deadline = self._time() + wait_ms
         while True:

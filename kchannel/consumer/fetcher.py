@@ -240,17 +240,21 @@ class Fetcher:
             body = self._request(handler.version, {}, self.metadata.cluster)
             body.update(session_id=session_id, session_epoch=epoch, max_wait_ms=0, min_bytes=0)
             try:
-                self.client.send(node, _FETCH, body, self._session_closed,
+                # Behind a fetch in flight the answer may be a long poll
+                # away: only the others are waited for (``closing``).
+                counted = node not in self.in_flight_nodes
+                self.client.send(node, _FETCH, body,
+                                 lambda resp, c=counted: self._session_closed(resp, c),
                                  version=handler.version)
                 sent += 1
-                self.closing += 1
+                self.closing += counted
             except errors.KChannelError as exc:
                 log.debug("Could not close fetch session %s on node %s: %s", session_id, node,
                           exc)
         return sent
 
-    def _session_closed(self, resp):
-        self.closing -= 1
+    def _session_closed(self, resp, counted):
+        self.closing -= counted
         if resp.exception is None and resp.body.get("error_code"):
             log.debug("Closing the fetch session on node %s: %s", resp.node_id,
                       exception_for(resp.body["error_code"]).name)
