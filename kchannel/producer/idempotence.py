@@ -16,7 +16,10 @@ idempotent producer bumps its epoch locally; only an exhausted epoch
 (32767) takes a new producer id (InitProducerId).  Unlike Java, the bump
 waits until the partitions concerned have nothing in flight, so no response
 to a request sent under the old epoch can come back after its batches were
-renumbered.
+renumbered.  And until the broker acknowledged a partition's first batch
+of an epoch, that partition has one batch in flight (``first_unacked``): a
+broker with no state for a producer takes any sequence, so a second batch
+could be written before a first one that is then refused and retried.
 
 The transactional producer reuses the books (``assign``, ``acked``,
 ``is_next_sequence``, ``request_epoch_bump``, ``bump_epoch``); its bump
@@ -98,11 +101,6 @@ class ProducerSequences:
         that is not the next one failed OUT_OF_ORDER_SEQUENCE_NUMBER only
         because an earlier batch has not been written yet)."""
         return self._last_acked.get(tp, -1) + 1 == sequence
-
-    def is_behind(self, tp, sequence):
-        """Whether ``sequence`` is at or before the last acknowledged one:
-        under the same epoch it can never be written."""
-        return sequence <= self._last_acked.get(tp, -1)
 
     def is_current(self, batch):
         return (batch.producer_id, batch.producer_epoch) == \

@@ -377,11 +377,8 @@ class Sender:
             # Java's TransactionManager.canRetry: a batch that is not the
             # next one waits for the earlier ones; the next one failing
             # means a gap in the sequences: bump the epoch and retry.
-            # One at or before the last acknowledged sequence can never be
-            # written under this epoch either.
-            if self.sequences.is_current(batch) and (
-                    self.sequences.is_next_sequence(batch.tp, batch.base_sequence) or
-                    self.sequences.is_behind(batch.tp, batch.base_sequence)):
+            if self.sequences.is_current(batch) and \
+                    self.sequences.is_next_sequence(batch.tp, batch.base_sequence):
                 self.sequences.request_epoch_bump(batch.tp)
             return True
         if code == Errors.UNKNOWN_PRODUCER_ID and self.idempotent:
