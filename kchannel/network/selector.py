@@ -91,7 +91,8 @@ import socket
 import time as _time
 
 from .. import errors
-from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
+from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Metrics,
+                       Rate)
 from ..utils import now_ms
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_NONE, OP_READ, OP_WRITE
@@ -191,42 +192,76 @@ class SelectorMetrics:
         self.bytes_transferred = sensor("bytes-sent-received").add_meter(
             g, "network-io", "network operations (reads or writes) on all connections", tags,
             count=True)
-        self.bytes_sent = sensor("bytes-sent").add_meter(
-            g, "outgoing-byte", "outgoing bytes sent to all servers", tags)
-        self.requests_sent = sensor("requests-sent").add_meter(
-            g, "request", "requests sent", tags, count=True)
-        self.requests_sent.add(mn("request-size-avg", "The average size of requests sent."),
-                               Avg(metrics.config))
-        self.requests_sent.add(mn("request-size-max", "The maximum size of any request sent."),
-                               Max(metrics.config))
+        # Sends: one Avg (request-size-avg) holds each window's sum and
+        # count of the sizes sent, from which request-rate and
+        # outgoing-byte-rate are measured; one CumulativeSumCount gives
+        # outgoing-byte-total and request-total.  The same values as a
+        # stat per metric recorded with the same sizes, for three records
+        # per send instead of eight (see record_sends).
+        self.bytes_sent = sensor("bytes-sent")
+        self.requests_sent = sensor("requests-sent")
+        self._send_size_avg = Avg(metrics.config)
+        self._send_size_max = Max(metrics.config)
+        self._send_totals = CumulativeSumCount()
+        self.bytes_sent.add_view(mn("outgoing-byte-rate",
+                                    "The number of outgoing bytes sent to all servers per second"),
+                                 Rate.view_of(self._send_size_avg))
+        self.bytes_sent.add_view(mn("outgoing-byte-total",
+                                    "The total number of outgoing bytes sent to all servers"),
+                                 self._send_totals)
+        self.requests_sent.add_view(mn("request-rate", "The number of requests sent per second"),
+                                    Rate.view_of(self._send_size_avg, count=True))
+        self.requests_sent.add_view(mn("request-total", "The total number of requests sent"),
+                                    self._send_totals.count_view())
+        self.requests_sent.add_view(mn("request-size-avg", "The average size of requests sent."),
+                                    self._send_size_avg)
+        self.requests_sent.add_view(mn("request-size-max",
+                                       "The maximum size of any request sent."),
+                                    self._send_size_max)
         self.bytes_received = sensor("bytes-received").add_meter(
             g, "incoming-byte", "bytes read off all sockets", tags)
         self.responses_received = sensor("responses-received").add_meter(
             g, "response", "responses received", tags, count=True)
-        self.select_time = sensor("select-time").add_meter(
-            g, "select", "times the I/O layer checked for new I/O to perform", tags, count=True)
-        self.select_time.add(mn("io-wait-time-ns-avg",
-                                "The average length of time the I/O thread spent waiting for "
-                                "a socket ready for reads or writes in nanoseconds."),
-                             Avg(metrics.config))
-        self.select_time.add(mn("io-wait-ratio",
-                                "The fraction of time the I/O thread spent waiting"),
-                             Rate(metrics.config, per_ns=True))
-        self.select_time.add(mn("io-wait-time-ns-total",
-                                "The total time the I/O thread spent waiting in nanoseconds"),
-                             CumulativeSum())
-        self.select_time.add(mn("io-waittime-total", "*Deprecated* io-wait-time-ns-total"),
-                             CumulativeSum())
+        # Per poll (see record_poll): select-rate, io-wait-time-ns-avg and
+        # io-wait-ratio are measured from one Avg of the wait times,
+        # select-total and io-wait-time-ns-total (and its deprecated alias)
+        # from one CumulativeSumCount; io-time-ns-avg and io-ratio from one
+        # Avg, io-time-ns-total (and alias) from one CumulativeSum: four
+        # records per poll instead of ten, the same values.
+        self.select_time = sensor("select-time")
         self.io_time = sensor("io-time")
-        self.io_time.add(mn("io-time-ns-avg",
-                            "The average length of time for I/O per select call in nanoseconds."),
-                         Avg(metrics.config))
-        self.io_time.add(mn("io-ratio", "The fraction of time the I/O thread spent doing I/O"),
-                         Rate(metrics.config, per_ns=True))
-        self.io_time.add(mn("io-time-ns-total",
-                            "The total time the I/O thread spent doing I/O in nanoseconds"),
-                         CumulativeSum())
-        self.io_time.add(mn("iotime-total", "*Deprecated* io-time-ns-total"), CumulativeSum())
+        self._select_avg = Avg(metrics.config)
+        self._select_totals = CumulativeSumCount()
+        self._io_avg = Avg(metrics.config)
+        self._io_total = CumulativeSum()
+        st = self.select_time
+        st.add_view(mn("select-rate", "The number of times the I/O layer checked for new I/O "
+                                      "to perform per second"),
+                    Rate.view_of(self._select_avg, count=True))
+        st.add_view(mn("select-total", "The total number of times the I/O layer checked for "
+                                       "new I/O to perform"),
+                    self._select_totals.count_view())
+        st.add_view(mn("io-wait-time-ns-avg",
+                       "The average length of time the I/O thread spent waiting for "
+                       "a socket ready for reads or writes in nanoseconds."),
+                    self._select_avg)
+        st.add_view(mn("io-wait-ratio", "The fraction of time the I/O thread spent waiting"),
+                    Rate.view_of(self._select_avg, per_ns=True))
+        st.add_view(mn("io-wait-time-ns-total",
+                       "The total time the I/O thread spent waiting in nanoseconds"),
+                    self._select_totals)
+        st.add_view(mn("io-waittime-total", "*Deprecated* io-wait-time-ns-total"),
+                    self._select_totals)
+        it = self.io_time
+        it.add_view(mn("io-time-ns-avg",
+                       "The average length of time for I/O per select call in nanoseconds."),
+                    self._io_avg)
+        it.add_view(mn("io-ratio", "The fraction of time the I/O thread spent doing I/O"),
+                    Rate.view_of(self._io_avg, per_ns=True))
+        it.add_view(mn("io-time-ns-total",
+                       "The total time the I/O thread spent doing I/O in nanoseconds"),
+                    self._io_total)
+        it.add_view(mn("iotime-total", "*Deprecated* io-time-ns-total"), self._io_total)
         self.expired_connections_killed = sensor("expired-connections-killed-count").add(
             mn("expired-connections-killed-count",
                "The number of connections disconnected on a processor due to a client not "
@@ -235,6 +270,27 @@ class SelectorMetrics:
         if connection_count is not None:
             metrics.add_gauge(mn("connection-count", "The current number of active connections."),
                               connection_count)
+
+
+    def record_poll(self, select_ns, io_ns, now):
+        """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O."""
+        self._select_avg.record(select_ns, now)
+        self._select_totals.record(select_ns, now)
+        self._io_avg.record(io_ns, now)
+        self._io_total.total += io_ns
+
+    def record_sends(self, sizes, now):
+        """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
+        if len(sizes) == 1:
+            size = sizes[0]
+            self._send_size_avg.record(size, now)
+            self._send_size_max.record(size, now)
+            self._send_totals.record(size, now)
+        else:
+            self._send_size_avg.record_many(sizes, now)
+            self._send_size_max.record_many(sizes, now)
+            self._send_totals.record_many(sizes, now)
+        self.bytes_transferred.record_many([1.0] * len(sizes), now)
 
 
 class _Listener:
@@ -826,7 +882,6 @@ class Selector:
         events = self._sel.select(timeout)
         end_select = _time.perf_counter_ns()
         now = self.time()
-        self.sensors.select_time.record(end_select - start_select, now)
 
         seen = set()
         work = []
@@ -872,7 +927,8 @@ class Selector:
         self._maybe_close_idle(now)
         if self._lingering:
             self._expire_lingering(now)
-        self.sensors.io_time.record(_time.perf_counter_ns() - end_select, now)
+        self.sensors.record_poll(end_select - start_select,
+                                 _time.perf_counter_ns() - end_select, now)
 
     def _flush_queued(self, now):
         """Write the sends queued since the last poll (see :meth:`send`)
@@ -1090,12 +1146,7 @@ class Selector:
     def _record_send_metrics(self, done, now):
         if not done:
             return
-        # one call per sensor for the whole batch (same result as recording
-        # each send: the sensors are independent and share ``now``)
-        sensors = self.sensors
-        sensors.bytes_sent.record_many(done, now)
-        sensors.requests_sent.record_many(done, now)
-        sensors.bytes_transferred.record_many([1.0] * len(done), now)
+        self.sensors.record_sends(done, now)
 
     def _update_backlog(self, ch):
         """Server side: a channel whose responses the socket did not take
