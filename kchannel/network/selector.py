@@ -320,6 +320,8 @@ class _Linger:
 
 
 _WAKEUP = _Wakeup()
+_EVENT_READ = selectors.EVENT_READ
+_EVENT_WRITE = selectors.EVENT_WRITE
 
 
 class IdleExpiryManager:
@@ -854,26 +856,32 @@ class Selector:
         await responses: a depth-1 round trip is then one poll)."""
         if self._closed:
             raise errors.KChannelError("Selector is closed")
-        self._clear()
+        # self._clear(), inlined: this runs once per round trip
+        self.completed_receives = []
+        self.completed_sends = []
+        self.connected = []
+        self.disconnected = {}
+        if self.newly_ready:
+            self.newly_ready = []
+        if self._batched:
+            self._batched.clear()
         now = self.time()
-        self._report_deferred(now)
+        if self._deferred_sends or self._deferred_failures:
+            self._report_deferred(now)
         if self._to_flush:
             self._flush_queued(now)
             if self.disconnected or (self.completed_sends and not wait_after_flush):
                 timeout_ms = 0
-        ready_buffered = [i for i in self._buffered
-                          if i not in self._explicitly_muted and i in self._channels]
+        if self._buffered:
+            muted = self._explicitly_muted
+            channels = self._channels
+            ready_buffered = [i for i in self._buffered if i not in muted and i in channels]
+        else:
+            ready_buffered = ()
         if self._immediately_connected or ready_buffered or self._deferred_failures:
             timeout_ms = 0
-        if self._delayed:
-            wait = max(0, self._delayed[0][0] - now)
-            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
-        if self._lingering:
-            wait = max(0, self._lingering[0].deadline - now)
-            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
-        if self._setup_deadlines:
-            wait = max(0, self._setup_deadlines[0][0] - now)
-            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
+        elif self._delayed or self._lingering or self._setup_deadlines:
+            timeout_ms = self._timer_timeout(timeout_ms, now)
         if self._idle_expiry.backlog:
             timeout_ms = 0
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
@@ -883,52 +891,78 @@ class Selector:
         end_select = _time.perf_counter_ns()
         now = self.time()
 
-        seen = set()
-        work = []
+        channels = self._channels
+        if ready_buffered or self._immediately_connected:
+            seen = set()
+            work = []
+        else:
+            # the usual case: only readiness events, each channel once
+            seen = work = None
+        poll_channel = self._poll_channel
         for key, mask in events:
             data = key.data
             if data is _WAKEUP:
                 self._drain_wakeup()
                 continue
-            if isinstance(data, _Listener):
+            cls = type(data)
+            if cls is _Listener:
                 try:
                     data.on_acceptable()
                 except Exception:
                     log.exception("Error accepting connections")
                 continue
-            if isinstance(data, _Linger):
+            if cls is _Linger:
                 if self._discard_input(data):
                     self._end_linger(data)
                     self._lingering.remove(data)
                 continue
             ch = data
-            if self._channels.get(ch.id) is not ch:
+            if channels.get(ch.id) is not ch:
+                continue
+            if work is None:
+                poll_channel(ch, mask & _EVENT_READ, mask & _EVENT_WRITE, now)
                 continue
             seen.add(ch.id)
-            work.append((ch, bool(mask & selectors.EVENT_READ), bool(mask & selectors.EVENT_WRITE)))
-        # Channels with buffered data but no event this time.
-        for id in ready_buffered:
-            if id not in seen:
-                ch = self._channels.get(id)
-                if ch is not None:
-                    work.append((ch, False, False))
-                    seen.add(id)
-        for id in list(self._immediately_connected):
-            if id not in seen:
-                ch = self._channels.get(id)
-                if ch is not None:
-                    work.append((ch, False, False))
-        for ch, readable, writable in work:
-            self._poll_channel(ch, readable, writable, now)
+            work.append((ch, mask & _EVENT_READ, mask & _EVENT_WRITE))
+        if work is not None:
+            # Channels with buffered data but no event this time.
+            for id in ready_buffered:
+                if id not in seen:
+                    ch = channels.get(id)
+                    if ch is not None:
+                        work.append((ch, False, False))
+                        seen.add(id)
+            for id in list(self._immediately_connected):
+                if id not in seen:
+                    ch = channels.get(id)
+                    if ch is not None:
+                        work.append((ch, False, False))
+            for ch, readable, writable in work:
+                poll_channel(ch, readable, writable, now)
 
-        self._complete_delayed_closes(now)
+        if self._delayed:
+            self._complete_delayed_closes(now)
         if self._setup_deadlines:
             self._expire_setups(now)
-        self._maybe_close_idle(now)
+        idle = self._idle_expiry
+        if idle.connections_max_idle_ms is not None and idle.connections_max_idle_ms >= 0:
+            idle.expire(now, self._close_idle)
         if self._lingering:
             self._expire_lingering(now)
         self.sensors.record_poll(end_select - start_select,
                                  _time.perf_counter_ns() - end_select, now)
+
+    def _timer_timeout(self, timeout_ms, now):
+        """``timeout_ms`` shortened to the next delayed close, lingering
+        socket deadline or setup deadline."""
+        for due in (self._delayed[0][0] if self._delayed else None,
+                    self._lingering[0].deadline if self._lingering else None,
+                    self._setup_deadlines[0][0] if self._setup_deadlines else None):
+            if due is not None:
+                wait = max(0, due - now)
+                timeout_ms = (wait if timeout_ms is None or timeout_ms < 0
+                              else min(timeout_ms, wait))
+        return timeout_ms
 
     def _flush_queued(self, now):
         """Write the sends queued since the last poll (see :meth:`send`)
@@ -1126,13 +1160,18 @@ class Selector:
             self.sensors.bytes_received.record(nbytes, now)
         if not frames:
             return
-        if len(frames) > 1:
-            self._batched.add(ch.id)
         id = ch.id
+        sensors = self.sensors
+        if len(frames) == 1:
+            self.completed_receives.append((id, frames[0]))
+            sensors.responses_received.record(1.0, now)
+            sensors.bytes_transferred.record(1.0, now)
+            return
+        self._batched.add(id)
         self.completed_receives.extend([(id, payload) for payload in frames])
         ones = [1.0] * len(frames)
-        self.sensors.responses_received.record_many(ones, now)
-        self.sensors.bytes_transferred.record_many(ones, now)
+        sensors.responses_received.record_many(ones, now)
+        sensors.bytes_transferred.record_many(ones, now)
 
     def _attempt_write(self, ch, now):
         done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
