@@ -92,7 +92,7 @@ import time as _time
 
 from .. import errors
 from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
-from ..utils import now_ms
+from ..utils import now_ms, run_blocking
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from ..log import get_logger
@@ -135,7 +135,15 @@ def _resolve(host, port):
     now = _time.monotonic()
     if hit is not None and hit[0] > now:
         return hit[1]
-    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    try:
+        # A numeric address resolves without a lookup.
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        # A host name may need DNS: through the caller's blocking runner,
+        # so that on an event loop (kchannel.aio) the lookup runs on the
+        # loop's default executor, as loop.getaddrinfo does, instead of
+        # holding the loop; a plain call everywhere else.
+        infos = run_blocking(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
     if len(_resolved) >= _RESOLVE_CACHE_MAX:
         _resolved.clear()
     _resolved[key] = (now + RESOLVE_CACHE_TTL_S, infos)
