@@ -91,7 +91,7 @@ import time as _time
 from .. import errors
 from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Metrics,
                        Rate)
-from ..utils import now_ms
+from ..utils import now_ms, run_blocking
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from .selector_policies import (MAX_LINGER_BYTES, DelayedCloses, LingeringSockets,  # noqa: F401
@@ -129,13 +129,31 @@ _RESOLVE_CACHE_MAX = 256
 _resolved = {}      # (host, port) -> (monotonic expiry, getaddrinfo result)
 
 
+def _is_numeric(host):
+    """An IPv4 or IPv6 address, which resolves without a lookup."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def _resolve(host, port):
     key = (host, port)
     hit = _resolved.get(key)
     now = _time.monotonic()
     if hit is not None and hit[0] > now:
         return hit[1]
-    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    if _is_numeric(host):
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    else:
+        # A host name may need DNS: through the caller's blocking runner,
+        # so that on an event loop (kchannel.aio) the lookup runs on the
+        # loop's default executor, as loop.getaddrinfo does, instead of
+        # holding the loop; a plain call everywhere else.
+        infos = run_blocking(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
     if len(_resolved) >= _RESOLVE_CACHE_MAX:
         _resolved.clear()
     _resolved[key] = (now + RESOLVE_CACHE_TTL_S, infos)
