@@ -112,8 +112,8 @@ def test_closed_producer_and_serializers_take_the_full_path(tansu, impl):
 @pytest.mark.parametrize("buffer_memory", [65536, 1 << 20])
 def test_sends_beyond_buffer_memory_wait_and_keep_order(tansu, impl, buffer_memory):
     """More bytes than ``buffer.memory``: appends wait for acknowledged
-    batches to free memory (woken per share of the buffer, not per batch)
-    and every record lands, in order."""
+    batches to free memory (first come first served, each woken once its
+    memory is free) and every record lands, in order."""
     twin = impl.appender
     topic = create_topic(tansu.bootstrap, topic_name(f"appender-memory-{impl.kind}"),
                          partitions=1)
