@@ -335,6 +335,10 @@ class RecordAccumulator:
         self._drain_index = 0
         # Appends short of memory, first come first served: [size, Condition]
         self._memory_waiters = collections.deque()
+        # Whether the Sender may be asleep without having seen the latest
+        # appends: set by each ready() scan (under the lock), cleared by the
+        # Sender when its poll returns (see Sender.wakeup).
+        self.wakeup_needed = True
 
     # -- application side ---------------------------------------------------------
     def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
@@ -464,6 +468,7 @@ class RecordAccumulator:
                     ready.add(leader)
                 else:
                     next_check = min(next_check, max(time_to_wait - waited, 0))
+            self.wakeup_needed = True
         return ready, next_check, unknown
 
     def drain(self, cluster, nodes, max_size, now, can_drain):
