@@ -377,9 +377,8 @@ class ProducerBatch:
 
 _new_metadata = object.__new__
 
-# An append short of buffer.memory is woken once 1/_WAKE_SHARE of it is free
-# (or its own record's size, if larger), and re-checks every _WAIT_SLICE_MS.
-_WAKE_SHARE = 16
+# An append short of buffer.memory waits in line (see _allocate) and re-checks
+# every _WAIT_SLICE_MS besides being woken.
 _WAIT_SLICE_MS = 50
 
 
@@ -410,7 +409,12 @@ class RecordAccumulator:
         self.flushes_in_progress = 0
         self.closed = False
         self._drain_index = 0
-        self._wake_free = 0       # free bytes the waiting appends are woken at
+        # Appends short of memory, first come first served: [size, Condition]
+        self._memory_waiters = collections.deque()
+        # Whether the Sender may be asleep without having seen the latest
+        # appends: set by each ready() scan (under the lock), cleared by the
+        # Sender when its poll returns (see Sender.wakeup).
+        self.wakeup_needed = True
 
     # -- application side ---------------------------------------------------------
     def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
@@ -438,7 +442,7 @@ class RecordAccumulator:
             last = dq[-1] if dq else None
             if last is not None and last.has_room_for(size, self.batch_size):
                 self.used_memory -= allocation
-                self.memory.notify_all()
+                self._signal_first_waiter()
                 future = last.append(record, size, callback, key_size, value_size)
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if last is not None:
@@ -450,45 +454,58 @@ class RecordAccumulator:
             return future, len(dq) > 1 or batch.is_full(self.batch_size), True
 
     def _allocate(self, size, max_block_ms):
-        if self.used_memory + size <= self.buffer_memory:
+        """Take ``size`` bytes of buffer.memory, waiting up to
+        ``max_block_ms`` for them (Kafka's ``BufferPool.allocate``): appends
+        that must wait are served in arrival order, and only the first in
+        line is woken, once enough memory for it is free (no wake-up per
+        completed batch for a waiter that still would not fit)."""
+        if not self._memory_waiters and self.used_memory + size <= self.buffer_memory:
             self.used_memory += size
             return
         deadline = self.time() + max_block_ms
+        entry = [size, threading.Condition(self.lock)]
+        waiters = self._memory_waiters
+        waiters.append(entry)
         self.waiters += 1
-        # Woken once a share of the buffer is free rather than at every
-        # completed batch: an application producing faster than the broker
-        # acknowledges then appends many batches per wake-up instead of one
-        # (each wake-up is a thread switch).  The re-check every
-        # _WAIT_SLICE_MS still takes memory as soon as it is there if
-        # batches stop completing (a stalled broker).
-        self._wake_free = max(self._wake_free, size, self.buffer_memory // _WAKE_SHARE)
         try:
-            while self.used_memory + size > self.buffer_memory and self.used_memory > 0:
+            # A record larger than all of buffer.memory is refused before
+            # it gets here; used_memory == 0 lets an allocation through
+            # however large (as before: nothing to wait for).
+            while waiters[0] is not entry or (
+                    self.used_memory + size > self.buffer_memory and self.used_memory > 0):
                 left = deadline - self.time()
                 if left <= 0:
                     raise RequestTimeoutError(
                         f"Failed to allocate memory within the configured max blocking time "
                         f"{max_block_ms} ms.")
-                self.memory.wait(min(left, _WAIT_SLICE_MS) / 1000.0)
+                entry[1].wait(min(left, _WAIT_SLICE_MS) / 1000.0)
                 if self.closed:
                     break
             self.used_memory += size
         finally:
             self.waiters -= 1
-            if not self.waiters:
-                self._wake_free = 0
+            waiters.remove(entry)
+            # The next in line may fit in what is left (Kafka signals it too).
+            self._signal_first_waiter()
+
+    def _signal_first_waiter(self):
+        """Wake the first waiting append if its memory is free now (call
+        with the lock held)."""
+        if self._memory_waiters:
+            size, cond = self._memory_waiters[0]
+            if self.used_memory + size <= self.buffer_memory or self.used_memory <= 0:
+                cond.notify()
 
     def deallocate(self, batch):
         with self.lock:
             self.incomplete.discard(batch)
             self.used_memory -= batch.allocated
             batch.allocated = 0
-            # Waiters are appends short of memory (see _allocate) and
-            # flush(): a notify with nobody to wake is a per-batch cost for
-            # nothing.
-            if self.flushes_in_progress or (self.waiters and (
-                    self.buffer_memory - self.used_memory >= self._wake_free or
-                    not self.incomplete)):
+            if self._memory_waiters:
+                self._signal_first_waiter()
+            # flush() waits on ``memory`` for the incomplete batches; a
+            # notify with nobody to wake is a per-batch cost for nothing.
+            if self.flushes_in_progress:
                 self.memory.notify_all()
 
     # -- sender side ------------------------------------------------------------
@@ -527,6 +544,7 @@ class RecordAccumulator:
                     ready.add(leader)
                 else:
                     next_check = min(next_check, max(time_to_wait - waited, 0))
+            self.wakeup_needed = True
         return ready, next_check, unknown
 
     def drain(self, cluster, nodes, max_size, now, can_drain):
@@ -663,6 +681,8 @@ class RecordAccumulator:
         with self.lock:
             self.closed = True
             self.memory.notify_all()
+            for _, cond in self._memory_waiters:
+                cond.notify()
 
     def abort_undrained(self, exc):
         """Fail every batch still in a deque (forced close)."""

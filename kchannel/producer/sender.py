@@ -115,14 +115,32 @@ class Sender:
         if self.idempotent and self.sequences.bump_partitions:
             self._maybe_bump_epoch()
         if self.idempotent and self.producer_id < 0:
+            self.accumulator.wakeup_needed = True
             if self.fatal_error is None:
                 self._maybe_init_producer_id(now)
             self.client.poll(min(self.retry_backoff_ms, 100), now)
             return
         timeout = self.send_producer_data(now)
         self.client.poll(timeout, now)
+        # Until the next ready() scan this thread is awake and will see
+        # every append: appends need not wake it (see wakeup).
+        self.accumulator.wakeup_needed = False
 
     def wakeup(self):
+        """Kafka's ``Sender.wakeup`` as ``send()`` calls it, when a record
+        opened or filled a batch: wakes the network thread only if it may
+        be asleep without having seen that batch, i.e. between the end of
+        its last ready() scan and the return of its poll.  An append after
+        the poll returned is seen by the next scan anyway; waking the
+        thread then cost a syscall on each side and a GIL hand-over per
+        batch.  (The scan sets the flag under the accumulator's lock, which
+        the append held before reading it, so no batch is missed.)"""
+        if self.accumulator.wakeup_needed:
+            self.client.wakeup()
+
+    def wakeup_now(self):
+        """Wake the network thread unconditionally (close, flush, metadata
+        waits: what they change is not all seen by the ready() scan)."""
         self.client.wakeup()
 
     @property
