@@ -359,20 +359,24 @@ def main():
             sides = [("direct", direct, None), ("gateway", kc_via, gw)]
             if kc_acl is not None:
                 sides.append(("gateway+ACLs", kc_acl, acl_gw))
-            tot = {name: [0.0, [], 0] for name, _, _ in sides}      # requests, p50s/p99s, peak
+            # requests, (p50, p99) per round, peak RSS, gateway CPU seconds
+            tot = {name: [0.0, [], 0, 0.0] for name, _, _ in sides}
             before = {name: rss_bytes(g.pid) for name, _, g in sides if g is not None}
             for _ in range(max(args.rounds, 1)):
                 for name, conf, g in sides:
+                    cpu0 = cpu_seconds(g.pid) if g is not None else 0.0
                     rate, p50, p99, peak = concurrent(
                         conf, conc_topic, args.clients, args.seconds,
                         None if g is None else (lambda g=g: rss_bytes(g.pid)))
+                    if g is not None:
+                        tot[name][3] += cpu_seconds(g.pid) - cpu0
                     tot[name][0] += rate * args.seconds
                     tot[name][1].append((p50, p99))
                     tot[name][2] = max(tot[name][2], peak)
             secs = args.seconds * max(args.rounds, 1)
 
             def figs(name):
-                n, lat, peak = tot[name]
+                n, lat, peak, _ = tot[name]
                 return (n / secs, sorted(p for p, _ in lat)[len(lat) // 2],
                         sorted(p for _, p in lat)[len(lat) // 2], peak)
             drate, d50, d99, _ = figs("direct")
@@ -385,8 +389,11 @@ def main():
                 grate, g50, g99, peak = figs(name)
                 per_client = max(peak - before[name], 0) / args.clients
                 results[name] = (grate / drate, g50 - d50, g99 - d99, per_client)
+                # (the main process's CPU: all of it with --workers 1)
+                cpu_us = tot[name][3] / max(tot[name][0], 1) * 1e6
                 print(f"    {name:12s} {grate:.0f} req/s (p50 {g50 * 1e3:.2f} ms, p99 "
-                      f"{g99 * 1e3:.2f} ms); gateway/direct {grate / drate:.2f}; added p50 "
+                      f"{g99 * 1e3:.2f} ms; gateway CPU {cpu_us:.0f} us per request); "
+                      f"gateway/direct {grate / drate:.2f}; added p50 "
                       f"{(g50 - d50) * 1e3:+.2f} ms p99 {(g99 - d99) * 1e3:+.2f} ms; memory "
                       f"per client connection {per_client / 1024:.0f} KiB (RSS "
                       f"{before[name] / 2**20:.0f} -> {peak / 2**20:.0f} MiB)", flush=True)
