@@ -57,10 +57,13 @@ from kchannel.protocol.messages import (  # noqa: E402
     alter_replica_log_dirs,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_transactions,
     elect_leaders,
     list_partition_reassignments,
     list_transactions,
+    unregister_broker,
+    update_features,
 )
 
 PRODUCE = produce.API
@@ -115,6 +118,9 @@ DESCRIBE_TRANSACTIONS = describe_transactions.API
 ELECT_LEADERS = elect_leaders.API
 LIST_PARTITION_REASSIGNMENTS = list_partition_reassignments.API
 LIST_TRANSACTIONS = list_transactions.API
+DESCRIBE_QUORUM = describe_quorum.API
+UNREGISTER_BROKER = unregister_broker.API
+UPDATE_FEATURES = update_features.API
 
 REQUEST_HEADER = header.REQUEST_HEADER
 RESPONSE_HEADER = header.RESPONSE_HEADER
@@ -173,6 +179,9 @@ API = {
         ELECT_LEADERS,
         LIST_PARTITION_REASSIGNMENTS,
         LIST_TRANSACTIONS,
+        DESCRIBE_QUORUM,
+        UNREGISTER_BROKER,
+        UPDATE_FEATURES,
     )
 }
 
@@ -229,6 +238,9 @@ __all__ = [
     "ELECT_LEADERS",
     "LIST_PARTITION_REASSIGNMENTS",
     "LIST_TRANSACTIONS",
+    "DESCRIBE_QUORUM",
+    "UNREGISTER_BROKER",
+    "UPDATE_FEATURES",
     "REQUEST_HEADER",
     "RESPONSE_HEADER",
 ]

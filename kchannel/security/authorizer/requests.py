@@ -264,6 +264,9 @@ class RequestAuthorizer:
             int(k.ALTER_PARTITION_REASSIGNMENTS): self._alter_partition_reassignments,
             int(k.LIST_PARTITION_REASSIGNMENTS): self._list_partition_reassignments,
             int(k.ALTER_CLIENT_QUOTAS): self._alter_client_quotas,
+            int(k.DESCRIBE_QUORUM): self._describe_quorum,
+            int(k.UPDATE_FEATURES): self._update_features,
+            int(k.UNREGISTER_BROKER): self._unregister_broker,
             # per topic / transactional id
             int(k.DESCRIBE_PRODUCERS): self._describe_producers,
             int(k.DESCRIBE_TRANSACTIONS): self._describe_transactions,
@@ -745,6 +748,23 @@ class RequestAuthorizer:
                 {"entity_type": e["entity_type"], "entity_name": e.get("entity_name")}
                 for e in entry.get("entity") or ()]}
             for entry in req.get("entries") or ()]})
+
+    def _describe_quorum(self, ok, req, version):
+        if self._cluster_ok(ok, DESCRIBE):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE, "topics": [],
+                                 "nodes": []})
+
+    def _update_features(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE,
+                                 "results": []})
+
+    def _unregister_broker(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE})
 
     def _describe_producers(self, ok, req, version):
         topics = req.get("topics") or ()
