@@ -101,10 +101,33 @@ def run_child(body, conf, topic, n, size):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _tree(pid):
+    """``pid`` and its descendants (the worker processes of
+    ``num.network.threads`` > 1)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
 def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of ``pid`` and its descendants."""
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def create_topic(conf, name):
@@ -138,11 +161,18 @@ def latencies(configs, topic, count):
 
 
 def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """Resident memory of ``pid`` and its descendants."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
 
 
 def leader_address(configs, topic):
@@ -389,7 +419,6 @@ def main():
                 grate, g50, g99, peak = figs(name)
                 per_client = max(peak - before[name], 0) / args.clients
                 results[name] = (grate / drate, g50 - d50, g99 - d99, per_client)
-                # (the main process's CPU: all of it with --workers 1)
                 cpu_us = tot[name][3] / max(tot[name][0], 1) * 1e6
                 print(f"    {name:12s} {grate:.0f} req/s (p50 {g50 * 1e3:.2f} ms, p99 "
                       f"{g99 * 1e3:.2f} ms; gateway CPU {cpu_us:.0f} us per request); "
