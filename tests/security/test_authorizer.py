@@ -343,3 +343,64 @@ def test_fast_paths_read_what_the_decoder_reads(data):
 
 
 from struct import error as struct_error  # noqa: E402
+
+
+# ------------------------------------------------ token Describe by ACLs
+def test_token_describe_follows_acls_and_looks_up_only_the_granted_tokens():
+    """DescribeDelegationToken with ACLs (KafkaApis' rule): a principal sees
+    its own tokens and those it has DESCRIBE on (the token id) or
+    DESCRIBE_TOKENS on (the owner), a DENY wins, and the look-up touches
+    only those tokens, not the thousands of others."""
+    from kchannel.principal import KafkaPrincipal
+    from kchannel.security.authorizer.setup import AclTokenAuthorizer
+    from kchannel.tokens.manager import TokenManager
+    from kchannel.tokens.store import InMemoryTokenStore
+
+    alice, bob, carol = (KafkaPrincipal("User", n) for n in ("alice", "bob", "carol"))
+    acls = StandardAuthorizer(super_users="User:admin")
+    token_authorizer = AclTokenAuthorizer(acls)
+    asked = []
+    plain_check = token_authorizer.authorize_describe_token
+
+    def counting(requester, info):
+        asked.append(info.token_id)
+        return plain_check(requester, info)
+    token_authorizer.authorize_describe_token = counting
+    m = TokenManager("k", store=InMemoryTokenStore(), authorizer=token_authorizer,
+                     max_tokens_per_owner=5000)
+    now = 1_700_000_000_000
+    a1 = m.create_token(alice, now=now).token_id
+    a2 = m.create_token(alice, now=now).token_id
+    c1 = m.create_token(carol, now=now).token_id
+    b1 = m.create_token(bob, now=now).token_id
+    for i in range(2000):
+        m.create_token(KafkaPrincipal("User", f"u{i % 20}"), now=now)
+
+    def seen(who, owners=None):
+        del asked[:]
+        err, tokens = m.describe_tokens(who, owners, now=now)
+        assert err is Errors.NONE
+        return sorted(t.token_info.token_id for t in tokens)
+    # no ACL: each sees its own only, and no other token is asked about
+    assert seen(bob) == [b1] and asked == []
+    assert seen(alice) == sorted([a1, a2]) and asked == []
+    # bob: DESCRIBE on alice's token a1, DESCRIBE_TOKENS on carol's tokens
+    assert acls.create_acls([
+        AclBinding.of("DELEGATION_TOKEN", a1, "LITERAL", "User:bob", "*", "DESCRIBE", "ALLOW"),
+        AclBinding.of("USER", "User:carol", "LITERAL", "User:bob", "*", "DESCRIBE_TOKENS",
+                      "ALLOW"),
+        # not bob's: alice's grants do not leak to bob
+        AclBinding.of("DELEGATION_TOKEN", b1, "LITERAL", "User:alice", "*", "DESCRIBE",
+                      "ALLOW")]) == [None] * 3
+    assert seen(bob) == sorted([b1, a1, c1])
+    assert len(asked) <= 3              # not 2,004 tokens
+    assert seen(alice) == sorted([a1, a2, b1])
+    assert seen(bob, [alice]) == [a1]   # an owners filter narrows the same set
+    # a DENY on the token wins over the ALLOW
+    acls.create_acls([AclBinding.of("DELEGATION_TOKEN", a1, "LITERAL", "User:bob", "*",
+                                    "DESCRIBE", "DENY")])
+    assert seen(bob) == sorted([b1, c1])
+    # a wildcard grant is every token: the whole store is the answer
+    acls.create_acls([AclBinding.of("DELEGATION_TOKEN", "*", "LITERAL", "User:carol", "*",
+                                    "DESCRIBE", "ALLOW")])
+    assert len(seen(carol)) == 2004             # (the DENY on a1 is bob's)

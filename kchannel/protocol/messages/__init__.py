@@ -49,6 +49,22 @@ from kchannel.protocol.messages import (
     sync_group,
     txn_offset_commit,
 )
+# Authorized by the gateway's ACL checks (issue 23): codecs for what it reads
+# and answers.
+from kchannel.protocol.messages import (  # noqa: E402
+    alter_client_quotas,
+    alter_partition_reassignments,
+    alter_replica_log_dirs,
+    describe_log_dirs,
+    describe_producers,
+    describe_quorum,
+    describe_transactions,
+    elect_leaders,
+    list_partition_reassignments,
+    list_transactions,
+    unregister_broker,
+    update_features,
+)
 
 PRODUCE = produce.API
 FETCH = fetch.API
@@ -92,6 +108,19 @@ LIST_GROUPS = list_groups.API
 OFFSET_DELETE = offset_delete.API
 OFFSET_FOR_LEADER_EPOCH = offset_for_leader_epoch.API
 TXN_OFFSET_COMMIT = txn_offset_commit.API
+
+ALTER_CLIENT_QUOTAS = alter_client_quotas.API
+ALTER_PARTITION_REASSIGNMENTS = alter_partition_reassignments.API
+ALTER_REPLICA_LOG_DIRS = alter_replica_log_dirs.API
+DESCRIBE_LOG_DIRS = describe_log_dirs.API
+DESCRIBE_PRODUCERS = describe_producers.API
+DESCRIBE_TRANSACTIONS = describe_transactions.API
+ELECT_LEADERS = elect_leaders.API
+LIST_PARTITION_REASSIGNMENTS = list_partition_reassignments.API
+LIST_TRANSACTIONS = list_transactions.API
+DESCRIBE_QUORUM = describe_quorum.API
+UNREGISTER_BROKER = unregister_broker.API
+UPDATE_FEATURES = update_features.API
 
 REQUEST_HEADER = header.REQUEST_HEADER
 RESPONSE_HEADER = header.RESPONSE_HEADER
@@ -141,6 +170,18 @@ API = {
         OFFSET_DELETE,
         OFFSET_FOR_LEADER_EPOCH,
         TXN_OFFSET_COMMIT,
+        ALTER_CLIENT_QUOTAS,
+        ALTER_PARTITION_REASSIGNMENTS,
+        ALTER_REPLICA_LOG_DIRS,
+        DESCRIBE_LOG_DIRS,
+        DESCRIBE_PRODUCERS,
+        DESCRIBE_TRANSACTIONS,
+        ELECT_LEADERS,
+        LIST_PARTITION_REASSIGNMENTS,
+        LIST_TRANSACTIONS,
+        DESCRIBE_QUORUM,
+        UNREGISTER_BROKER,
+        UPDATE_FEATURES,
     )
 }
 
@@ -188,6 +229,18 @@ __all__ = [
     "OFFSET_DELETE",
     "OFFSET_FOR_LEADER_EPOCH",
     "TXN_OFFSET_COMMIT",
+    "ALTER_CLIENT_QUOTAS",
+    "ALTER_PARTITION_REASSIGNMENTS",
+    "ALTER_REPLICA_LOG_DIRS",
+    "DESCRIBE_LOG_DIRS",
+    "DESCRIBE_PRODUCERS",
+    "DESCRIBE_TRANSACTIONS",
+    "ELECT_LEADERS",
+    "LIST_PARTITION_REASSIGNMENTS",
+    "LIST_TRANSACTIONS",
+    "DESCRIBE_QUORUM",
+    "UNREGISTER_BROKER",
+    "UPDATE_FEATURES",
     "REQUEST_HEADER",
     "RESPONSE_HEADER",
 ]

@@ -45,6 +45,7 @@ CAF = int(Errors.CLUSTER_AUTHORIZATION_FAILED)
 TIAF = int(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 NOT_ATTEMPTED = int(Errors.OPERATION_NOT_ATTEMPTED)
 UNKNOWN_TOPIC = int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+_CAF_MESSAGE = "Cluster authorization failed."
 
 _PRODUCE, _FETCH = int(ApiKey.PRODUCE), int(ApiKey.FETCH)
 
@@ -252,8 +253,24 @@ class RequestAuthorizer:
             int(k.END_TXN): self._end_txn, int(k.TXN_OFFSET_COMMIT): self._txn_offset_commit,
             int(k.DESCRIBE_CLIENT_QUOTAS): self._describe_client_quotas,
             # no resource: Kafka checks nothing (DescribeCluster's authorized
-            # operations are only computed when asked for)
+            # operations are only computed when asked for; a client's
+            # telemetry, KIP-714, is the broker's to accept)
             int(k.DESCRIBE_CLUSTER): None,
+            int(k.GET_TELEMETRY_SUBSCRIPTIONS): None, int(k.PUSH_TELEMETRY): None,
+            # the cluster's: ALTER / DESCRIBE / ALTER_CONFIGS on CLUSTER
+            int(k.DESCRIBE_LOG_DIRS): self._describe_log_dirs,
+            int(k.ALTER_REPLICA_LOG_DIRS): self._alter_replica_log_dirs,
+            int(k.ELECT_LEADERS): self._elect_leaders,
+            int(k.ALTER_PARTITION_REASSIGNMENTS): self._alter_partition_reassignments,
+            int(k.LIST_PARTITION_REASSIGNMENTS): self._list_partition_reassignments,
+            int(k.ALTER_CLIENT_QUOTAS): self._alter_client_quotas,
+            int(k.DESCRIBE_QUORUM): self._describe_quorum,
+            int(k.UPDATE_FEATURES): self._update_features,
+            int(k.UNREGISTER_BROKER): self._unregister_broker,
+            # per topic / transactional id
+            int(k.DESCRIBE_PRODUCERS): self._describe_producers,
+            int(k.DESCRIBE_TRANSACTIONS): self._describe_transactions,
+            int(k.LIST_TRANSACTIONS): self._list_transactions,
         }
 
     # ------------------------------------------------------------ offering
@@ -674,6 +691,116 @@ class RequestAuthorizer:
         if ok(DESCRIBE_CONFIGS, _CLUSTER, CLUSTER_NAME):
             return None
         return Verdict(response={"error_code": CAF, "error_message": None, "entries": None})
+
+    # ------------------------------------------------------------ cluster
+    # KafkaApis / ControllerApis: one check on the cluster, the whole request
+    # answered with the request's getErrorResponse when refused.
+    @staticmethod
+    def _cluster_ok(ok, op):
+        return ok(op, _CLUSTER, CLUSTER_NAME)
+
+    def _describe_log_dirs(self, ok, req, version):
+        if self._cluster_ok(ok, DESCRIBE):
+            return None
+        # before v3 the response has no error code: an empty answer
+        return Verdict(response={"error_code": CAF, "results": []})
+
+    def _alter_replica_log_dirs(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"results": [
+            {"topic_name": t["name"], "partitions": [
+                {"partition_index": p, "error_code": CAF} for p in t.get("partitions") or ()]}
+            for d in req.get("dirs") or () for t in d.get("topics") or ()]})
+
+    def _elect_leaders(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"error_code": CAF, "replica_election_results": [
+            {"topic": t["topic"], "partition_result": [
+                {"partition_id": p, "error_code": CAF, "error_message": _CAF_MESSAGE}
+                for p in t.get("partitions") or ()]}
+            for t in req.get("topic_partitions") or ()]})
+
+    def _alter_partition_reassignments(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE, "responses": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": CAF,
+                 "error_message": _CAF_MESSAGE} for p in t.get("partitions") or ()]}
+            for t in req.get("topics") or ()]})
+
+    def _list_partition_reassignments(self, ok, req, version):
+        if self._cluster_ok(ok, DESCRIBE):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE, "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p, "replicas": [], "adding_replicas": [],
+                 "removing_replicas": []} for p in t.get("partition_indexes") or ()]}
+            for t in req.get("topics") or ()]})
+
+    def _alter_client_quotas(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER_CONFIGS):
+            return None
+        return Verdict(response={"entries": [
+            {"error_code": CAF, "error_message": _CAF_MESSAGE, "entity": [
+                {"entity_type": e["entity_type"], "entity_name": e.get("entity_name")}
+                for e in entry.get("entity") or ()]}
+            for entry in req.get("entries") or ()]})
+
+    def _describe_quorum(self, ok, req, version):
+        if self._cluster_ok(ok, DESCRIBE):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE, "topics": [],
+                                 "nodes": []})
+
+    def _update_features(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE,
+                                 "results": []})
+
+    def _unregister_broker(self, ok, req, version):
+        if self._cluster_ok(ok, ALTER):
+            return None
+        return Verdict(response={"error_code": CAF, "error_message": _CAF_MESSAGE})
+
+    def _describe_producers(self, ok, req, version):
+        topics = req.get("topics") or ()
+        allowed, denied = _split(topics, lambda t: ok(READ, _TOPIC, t["name"]))
+        if not denied:
+            return None
+        extra = [{"name": t["name"], "partitions": [
+            {"partition_index": p, "error_code": TAF, "error_message": None,
+             "active_producers": []} for p in t.get("partition_indexes") or ()]}
+            for t in denied]
+        if not allowed:
+            return Verdict(response={"topics": extra})
+        return Verdict(request=dict(req, topics=allowed), fix=_extend("topics")(extra))
+
+    def _describe_transactions(self, ok, req, version):
+        ids = req.get("transactional_ids") or ()
+        allowed, denied = _split(ids, lambda t: ok(DESCRIBE, _TXN, t))
+        extra = [{"error_code": TIAF, "transactional_id": t, "transaction_state": "",
+                  "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                  "producer_id": -1, "producer_epoch": -1, "topics": []} for t in denied]
+
+        def fix(body):
+            # only the partitions of topics it may describe
+            for state in body.get("transaction_states") or ():
+                state["topics"] = [t for t in state.get("topics") or ()
+                                   if ok(DESCRIBE, _TOPIC, t["topic"])]
+            body["transaction_states"] = list(body.get("transaction_states") or ()) + extra
+        if not allowed:
+            return Verdict(response={"transaction_states": extra})
+        return Verdict(request=dict(req, transactional_ids=allowed) if denied else None,
+                       fix=fix)
+
+    def _list_transactions(self, ok, req, version):
+        return Verdict(fix=lambda body: body.update(transaction_states=[
+            s for s in body.get("transaction_states") or ()
+            if ok(DESCRIBE, _TXN, s["transactional_id"])]))
 
     # -------------------------------------------------------- transactions
     def _init_producer_id(self, ok, req, version):

@@ -97,6 +97,31 @@ class AclTokenAuthorizer:
         return owner is not None and self.authorizer.authorize(
             who, self.HOST, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, str(_plain(owner)))
 
+    def describable_tokens(self, requester):
+        """Which tokens besides its own ``requester`` may describe, from
+        its ALLOW ACLs (``TokenAuthorizer.describable_tokens``): the token
+        ids of its LITERAL DESCRIBE ACLs on DELEGATION_TOKEN and the owners
+        of its LITERAL DESCRIBE_TOKENS ACLs on USER; None (every token is a
+        candidate) for a super user, a ``*`` or PREFIXED ACL, or
+        ``allow.everyone.if.no.acl.found``."""
+        who = str(_plain(requester))
+        ids, every = self.authorizer.allowed_names(who, self.HOST, AclOperation.DESCRIBE,
+                                                   ResourceType.DELEGATION_TOKEN)
+        if every:
+            return None
+        owners, every = self.authorizer.allowed_names(who, self.HOST,
+                                                      AclOperation.DESCRIBE_TOKENS,
+                                                      ResourceType.USER)
+        if every:
+            return None
+        parsed = []
+        for o in owners:
+            try:
+                parsed.append(KafkaPrincipal.from_string(o))
+            except (TypeError, ValueError):
+                continue      # not a principal: names no token's owner
+        return ids, parsed
+
 
 class AclClusterAuthorizer:
     """``authorize(principal, operation)`` for the SCRAM credential APIs from

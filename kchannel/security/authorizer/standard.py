@@ -70,13 +70,18 @@ class _Index:
     """An immutable snapshot: literal {(type, name): entries}, prefixed
     {type: {name: entries}}, prefix lengths {type: (lengths...)}; an entry
     is (principal, host, operation, permission) as ints/strs."""
-    __slots__ = ("literal", "prefixed", "lengths", "bindings")
+    __slots__ = ("literal", "prefixed", "lengths", "bindings", "by_type")
 
     def __init__(self, bindings):
         self.bindings = tuple(sorted(set(bindings)))
         literal, prefixed = {}, {}
+        # type -> [(name, pattern, entry)]: the names one principal may act
+        # on (allowed_names) without walking every ACL
+        self.by_type = {}
         for b in self.bindings:
             entry = (b.principal, b.host, int(b.operation), int(b.permission_type))
+            self.by_type.setdefault(int(b.resource_type), []).append(
+                (b.name, b.pattern_type, entry))
             if b.pattern_type == _LITERAL:
                 literal.setdefault((int(b.resource_type), b.name), []).append(entry)
             elif b.pattern_type == _PREFIXED:
@@ -238,6 +243,28 @@ class StandardAuthorizer:
         if has_acls:
             return False
         return self.allow_everyone_if_no_acl_found
+
+    def allowed_names(self, principal, host, operation, resource_type):
+        """The resources of a type an ALLOW ACL may let ``principal`` do
+        ``operation`` on: ``(literal names, everything)`` where
+        ``everything`` is True when no finite list says it (a super user, a
+        ``*`` or PREFIXED ALLOW, ``allow.everyone.if.no.acl.found``).  A
+        superset: each name still needs :meth:`authorize` (a DENY may win).
+        Costs a walk of that type's ACLs only (the delegation-token
+        Describe asks it once per request instead of once per token)."""
+        if principal in self.super_users or self.allow_everyone_if_no_acl_found:
+            return frozenset(), True
+        index = self._fresh()
+        names = set()
+        for name, pattern, entry in index.by_type.get(int(resource_type), ()):
+            if entry[3] != _ALLOW:
+                continue
+            if _matches((entry,), principal, host, int(operation)) is not True:
+                continue
+            if pattern != _LITERAL or name == WILDCARD_RESOURCE:
+                return frozenset(), True
+            names.add(name)
+        return frozenset(names), False
 
     def authorize_by_resource_type(self, principal, host, operation, resource_type):
         """Kafka's ``Authorizer.authorizeByResourceType``: may ``principal``
