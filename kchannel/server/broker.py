@@ -2,8 +2,9 @@
 with every API ``kchannel serve`` answers and the stores behind them.
 
 :func:`build_server` is what ``kchannel serve`` runs (in each worker process
-with ``num.network.threads`` > 1) and what a program embedding the broker
-calls; ``Server(config)`` alone answers only ApiVersions, Metadata,
+with ``num.network.threads`` > 1) through ``Server.from_properties(props)``,
+which a program embedding the broker calls too (the server then closes the
+stores at shutdown); ``Server(config)`` alone answers only ApiVersions, Metadata,
 DescribeCluster and SASL.  On top of it :func:`build_server` opens the SCRAM
 credential store (SQLite in the data directory by default, or in memory) and
 registers the SCRAM credential APIs (50/51, allowed to ``super.users`` only,
@@ -90,8 +91,14 @@ def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
         if store is not None:
             sasl_kwargs["scram_store"] = store
             closers.append(store.close)
-    server = Server(config, sasl_kwargs=sasl_kwargs,
-                    cluster_id=stable_cluster_id(config, props), reuse_port=reuse_port)
+    try:
+        server = Server(config, sasl_kwargs=sasl_kwargs,
+                        cluster_id=stable_cluster_id(config, props), reuse_port=reuse_port)
+    except BaseException:
+        # A listener that cannot bind: the store opened for it is closed.
+        for c in closers:
+            c()
+        raise
     # authorizer.class.name: ACLs (CreateAcls/DescribeAcls/DeleteAcls answered
     # here; SECURITY_DISABLED without one, as Kafka)
     try:
