@@ -179,7 +179,7 @@ class WireModule(Protocol):
 
 
 # ---------------------------------------------------------------------------
-# tlspump: kchannel.network._tlspump_py / kchannel._ctlspump
+# tlspump: kchannel.network._tlspump_py / kchannel.network._ctlspump (the same .py compiled)
 # ---------------------------------------------------------------------------
 class TlsPump(Protocol):
     """Bytes mover for one TLS connection, and the only code that calls its
