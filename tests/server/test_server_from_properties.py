@@ -2,7 +2,6 @@
 from the same properties, both answer the same ApiVersions and the same
 SCRAM, ACL and delegation token requests (real sockets, ``kchannel serve``
 as a subprocess)."""
-import os
 import sqlite3
 
 from kchannel.client import KafkaClient
@@ -10,7 +9,7 @@ from kchannel.protocol.api_keys import ApiKey
 from kchannel.security.sasl.scram_store import default_store_path
 from kchannel.server import Server
 
-from tests.cli.test_server_cli import read_listeners, start_serve
+from tests.fixtures.serve import read_listeners, start_serve
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
