@@ -42,7 +42,7 @@ server properties (``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).
 ``Server.from_properties(props)`` is the whole broker ``kchannel serve`` runs
 (SCRAM, delegation token and ACL APIs with their stores, the gateway), built
-by :func:`kchannel.server.broker.build_server`; its ``shutdown()`` also
+by :func:`kchannel.server.broker.assemble`; its ``shutdown()`` also
 closes those stores.
 """
 import errno
@@ -50,6 +50,7 @@ import socket
 import threading
 
 from .. import errors
+from .broker import assemble
 from .cluster import register_cluster_handlers
 from ..config import ServerConfig
 from ..config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, format_address,
@@ -415,9 +416,7 @@ class Server:
         token, ACL and DescribeClientQuotas APIs and their stores, and the
         gateway with ``kchannel.upstream.bootstrap.servers``.  ``shutdown()``
         closes the stores and the gateway too."""
-        # Imported here: the assembly (broker.py) builds on this module.
-        from .broker import build_server
-        server, closers = build_server(props, jaas_text, jaas_file_name, reuse_port=reuse_port)
+        server, closers = assemble(cls, props, jaas_text, jaas_file_name, reuse_port=reuse_port)
         server._closers.extend(closers)
         return server
 
