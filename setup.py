@@ -1,8 +1,15 @@
 """Build script for kchannel's optional compiled twins.
 
-Metadata lives in pyproject.toml; this file only adds the Cython extensions.
-Every ``kchannel_ext/<stem>.pyx`` becomes the module ``kchannel.<stem>``, so a
-new compiled twin needs no change here.
+Metadata lives in pyproject.toml; this file only adds the Cython extensions,
+found by two conventions, so a new compiled twin needs no change here:
+
+* pure-Python mode (one source): ``kchannel/<pkg>/_c<name>.pxd`` beside the
+  pure twin ``kchannel/<pkg>/_<name>_py.py`` compiles that ``.py`` itself as
+  ``kchannel.<pkg>._c<name>``, the ``.pxd`` adding the C types (Cython's
+  augmenting ``.pxd``: Cython finds it by the module name);
+* a hand-written ``kchannel_ext/<stem>.pyx`` becomes ``kchannel.<stem>``
+  (kept only where the pure-mode build is measurably slower; the README's
+  twin section says which and by how much).
 
 The extensions are optional: each has a pure-Python twin that is used when it
 is missing.  A failed Cython or C compile therefore only prints a warning and
@@ -40,13 +47,23 @@ def _warn(message):
 
 
 def _pyx_sources():
+    """``(module name, source)`` of every compiled twin."""
     # Relative paths: setuptools wants sources relative to setup.py.
     pattern = os.path.join(HERE, EXT_DIR, "*.pyx")
-    return sorted(os.path.relpath(p, HERE) for p in glob.glob(pattern))
+    found = [(f"kchannel.{os.path.splitext(os.path.basename(p))[0]}", os.path.relpath(p, HERE))
+             for p in glob.glob(pattern)]
+    for pxd in glob.glob(os.path.join(HERE, "kchannel", "**", "_c*.pxd"), recursive=True):
+        folder, name = os.path.split(os.path.relpath(pxd, HERE))
+        stem = os.path.splitext(name)[0]
+        source = os.path.join(folder, f"_{stem[2:]}_py.py")
+        if not os.path.exists(os.path.join(HERE, source)):
+            raise SystemExit(f"{pxd}: no pure twin {source} to compile with it")
+        found.append((".".join(folder.split(os.sep) + [stem]), source))
+    return sorted(found)
 
 
 def _extensions():
-    """One Extension per .pyx, named kchannel.<stem>, still as .pyx sources.
+    """One Extension per compiled twin, still as .pyx / .py sources.
 
     Cythonizing is deferred to build time (see OptionalBuildExt) so that a
     missing Cython or a broken .pyx cannot break ``egg_info`` / ``sdist`` or
@@ -55,11 +72,10 @@ def _extensions():
     from setuptools import Extension
 
     exts = []
-    for src in _pyx_sources():
-        stem = os.path.splitext(os.path.basename(src))[0]
+    for name, src in _pyx_sources():
         # optional=True also makes setuptools skip a module that failed to
         # build when an editable install copies the results into the tree.
-        exts.append(Extension(f"kchannel.{stem}", [src],
+        exts.append(Extension(name, [src],
                               extra_compile_args=list(COMPILE_ARGS),
                               optional=not REQUIRE))
     return exts

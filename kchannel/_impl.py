@@ -26,7 +26,7 @@ NO_EXTENSIONS = os.environ.get("KCHANNEL_NO_EXTENSIONS", "").strip().lower() in 
 TWINS = {
     "framing": ("kchannel._framing_py", "kchannel._cframing"),
     "wire": ("kchannel.protocol._wire_py", "kchannel._cwire"),
-    "tlspump": ("kchannel.network._tlspump_py", "kchannel._ctlspump"),
+    "tlspump": ("kchannel.network._tlspump_py", "kchannel.network._ctlspump"),
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
     "partitioner": ("kchannel.producer._partitioner_py", "kchannel._cpartitioner"),

@@ -19,7 +19,7 @@ modules are built with ``binding=True`` and ``embedsignature``, see
 setup.py).  Annotations document types; they are not compared, since Cython
 reports C types.  Behaviour is compared by the differential tests of each
 twin (tests/protocol/test_framing.py, test_protocol_wire.py, test_records.py,
-tests/network/test_tls_*.py, tests/security/test_sasl_scram_pbkdf2.py).
+tests/network/test_tls_*.py, tests/security/test_scram.py).
 """
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ class WireModule(Protocol):
 
 
 # ---------------------------------------------------------------------------
-# tlspump: kchannel.network._tlspump_py / kchannel._ctlspump
+# tlspump: kchannel.network._tlspump_py / kchannel.network._ctlspump (the same .py compiled)
 # ---------------------------------------------------------------------------
 class TlsPump(Protocol):
     """Bytes mover for one TLS connection, and the only code that calls its

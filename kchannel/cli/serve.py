@@ -42,7 +42,8 @@ import time
 
 from .. import _impl, errors, metrics_export
 from ..config import ServerConfig, load_properties
-from ..server.broker import build_server, stable_cluster_id
+from ..server import Server
+from ..server.broker import stable_cluster_id
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
@@ -90,7 +91,7 @@ def run(args):
             workers = _worker_count(config, props)
             if workers > 1:
                 return _run_workers(config, props, jaas_text, args.jaas_config, workers)
-        server, closers = build_server(props, jaas_text, args.jaas_config)
+        server = Server.from_properties(props, jaas_text, jaas_file_name=args.jaas_config)
     except OSError as exc:
         log.error("Cannot start: %s", exc)
         return 1
@@ -103,7 +104,7 @@ def run(args):
         # One process: the file is this process's record, "summed" over one.
         metrics_export.write_atomically(path, metrics_export.combine(
             [metrics_export.record(server.metrics, 1, os.getpid(), now_ms)], now_ms))
-    return _serve(server, closers, write_metrics if path else None)
+    return _serve(server, write_metrics if path else None)
 
 
 # ------------------------------------------------------------------ metrics
@@ -145,8 +146,9 @@ class _MetricsWriter:
             self._failing = False
 
 
-def _serve(server, closers, write_metrics=None):
-    """Poll ``server`` until SIGTERM / SIGINT; returns the exit status.
+def _serve(server, write_metrics=None):
+    """Poll ``server`` until SIGTERM / SIGINT, then shut it down (its stores
+    too); returns the exit status.
     ``write_metrics(now_ms)``: called every ``kchannel.metrics.file.interval.ms``
     and once after the server stopped."""
     stop = threading.Event()
@@ -174,11 +176,6 @@ def _serve(server, closers, write_metrics=None):
         if writer is not None:
             # The final values (connections closed by the shutdown included).
             writer.maybe_write(force=True)
-        for c in closers:
-            try:
-                c()
-            except Exception:  # noqa: BLE001
-                pass
         for s, h in old.items():
             signal.signal(s, h)
     return 0
@@ -328,20 +325,21 @@ def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
         for sock in held:
             sock.close()
         try:
-            server, closers = build_server(props, jaas_text, jaas_file_name, reuse_port=True)
+            server = Server.from_properties(props, jaas_text, jaas_file_name=jaas_file_name,
+                                            reuse_port=True)
         except (OSError, errors.KChannelError) as exc:
             log.error("Worker %d of %d cannot start: %s", index + 1, workers, exc)
             return 1
         log.info("Worker %d of %d (pid %d) serving", index + 1, workers, os.getpid())
         path = server.config.get(METRICS_FILE)
         if not path:
-            return _serve(server, closers)
+            return _serve(server)
         mine = _worker_metrics_path(path, index)
 
         def write_record(now_ms):
             metrics_export.write_atomically(mine, metrics_export.record(
                 server.metrics, index + 1, os.getpid(), now_ms))
-        return _serve(server, closers, write_record)
+        return _serve(server, write_record)
     except BaseException:  # noqa: BLE001 - a forked child must never return into the parent's code
         log.exception("Worker %d of %d failed", index + 1, workers)
         return 1

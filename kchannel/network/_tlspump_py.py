@@ -1,8 +1,10 @@
 """TLS pump: moves bytes between a socket, two MemoryBIOs and an SSLObject.
 
-Pure-Python twin of ``kchannel._ctlspump`` (same interface, same logic; pick
-the active one through ``kchannel._impl``).  The TLS state (handshake, alerts,
-records, keys) lives entirely in OpenSSL; this module only shovels bytes.
+One source, two twins: run as Python, and compiled by Cython in pure-Python
+mode as ``kchannel.network._ctlspump`` (``_ctlspump.pxd`` beside this file
+adds the C types; pick the active one through ``kchannel._impl``).  The TLS
+state (handshake, alerts, records, keys) lives entirely in OpenSSL; this
+module only shovels bytes.
 
 Theory of operation
 ===================

@@ -18,8 +18,8 @@ CLOSING), same division of failures:
   Like Kafka, the state stays POST_HANDSHAKE until the first application
   byte arrives, and a TLS failure in that state is an authentication failure.
 
-The byte pumping lives in ``_tlspump_py`` / ``kchannel._ctlspump`` (see its
-docstring), which is the only code that calls the ``SSLObject``; this class
+The byte pumping lives in ``_tlspump_py`` (see its docstring; compiled as
+``kchannel.network._ctlspump``), which is the only code that calls the ``SSLObject``; this class
 adds states, error translation (one place: ``_failure``) and peer identity.
 The transport-layer contract is documented in ``kchannel.network.transport``.
 """
@@ -34,7 +34,7 @@ from kchannel.network.ssl_principal import subject_dn_from_der
 from kchannel.network.transport import TransportLayer, connection_error
 from kchannel.log import get_logger
 
-_pump = _impl.load("kchannel.network._tlspump_py", "kchannel._ctlspump")
+_pump = _impl.load("kchannel.network._tlspump_py", "kchannel.network._ctlspump")
 
 log = get_logger("kchannel.network.ssl_transport")
 

@@ -11,10 +11,19 @@
 * :mod:`kchannel.server.acl_handlers` -- CreateAcls/DescribeAcls/DeleteAcls
   (the ACLs of ``authorizer.class.name``).
 * :mod:`kchannel.server.gateway` -- the gateway in front of an upstream cluster.
-* :mod:`kchannel.server.broker` -- :func:`build_server`: all of the above from
-  ``server.properties``, what ``kchannel serve`` runs.
+* :mod:`kchannel.server.broker` -- :func:`~kchannel.server.broker.assemble`:
+  all of the above from ``server.properties``, what ``kchannel serve`` runs
+  through ``Server.from_properties``.
 """
-from kchannel.server.broker import build_server
 from kchannel.server.server import Listener, Server
 
 __all__ = ["Server", "Listener", "build_server"]
+
+
+def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
+    """``(Server.from_properties(...), [])``: the earlier spelling, kept for
+    its callers.  The server closes its stores at ``shutdown()`` itself, so
+    the list of closers is empty."""
+    server = Server.from_properties(props, jaas_text, jaas_file_name=jaas_file_name,
+                                    reuse_port=reuse_port)
+    return server, []

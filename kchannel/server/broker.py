@@ -1,17 +1,19 @@
 """A whole broker from Kafka's ``server.properties``: the :class:`Server`
 with every API ``kchannel serve`` answers and the stores behind them.
 
-:func:`build_server` is what ``kchannel serve`` runs (in each worker process
-with ``num.network.threads`` > 1) and what a program embedding the broker
-calls; ``Server(config)`` alone answers only ApiVersions, Metadata,
-DescribeCluster and SASL.  On top of it :func:`build_server` opens the SCRAM
+:func:`assemble` is what ``Server.from_properties(props)`` runs, which is
+what ``kchannel serve`` runs (in each worker process with
+``num.network.threads`` > 1) and what a program embedding the broker calls;
+``Server(config)`` alone answers only ApiVersions, Metadata,
+DescribeCluster and SASL.  On top of it :func:`assemble` opens the SCRAM
 credential store (SQLite in the data directory by default, or in memory) and
 registers the SCRAM credential APIs (50/51, allowed to ``super.users`` only,
 or by the ACLs), DescribeClientQuotas (no quotas), the delegation token APIs
 and the ACL APIs (with ``authorizer.class.name``: Kafka's ACLs, checked on
 every request a gateway forwards; else SECURITY_DISABLED), then, with
 ``kchannel.upstream.bootstrap.servers`` set, the gateway in front of that
-cluster.
+cluster.  The server class comes in as an argument: ``server.py`` calls this
+module, so this module does not import it.
 """
 import os
 
@@ -25,10 +27,9 @@ from .acl_handlers import register_acl_handlers
 from .gateway import install_gateway
 from .handlers import handle_describe_client_quotas, random_cluster_id
 from .scram_handlers import register_scram_handlers
-from .server import Server
 from .token_handlers import install_server as install_tokens
 
-__all__ = ["build_server", "stable_cluster_id"]
+__all__ = ["assemble", "stable_cluster_id"]
 
 log = get_logger("kchannel.server.broker")
 
@@ -71,10 +72,12 @@ def stable_cluster_id(config, props):
         return None
 
 
-def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
-    """``(server, closers)`` for the given properties (``kchannel serve``
-    runs it; ``closers`` are to be called after ``server.shutdown()``);
-    ``reuse_port``: listeners shared with other worker processes."""
+def assemble(server_class, props, jaas_text=None, jaas_file_name=None, reuse_port=False):
+    """``(server, closers)``: a ``server_class`` (:class:`Server`) for the
+    given properties with every API and store ``kchannel serve`` has;
+    ``closers`` close those stores after ``server.shutdown()``
+    (``Server.from_properties`` hands them to the server).  ``reuse_port``:
+    listeners shared with other worker processes."""
     config = ServerConfig(props, jaas_text, jaas_file_name=jaas_file_name)
     closers = []
     sasl_kwargs = {}
@@ -90,8 +93,15 @@ def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):
         if store is not None:
             sasl_kwargs["scram_store"] = store
             closers.append(store.close)
-    server = Server(config, sasl_kwargs=sasl_kwargs,
-                    cluster_id=stable_cluster_id(config, props), reuse_port=reuse_port)
+    try:
+        server = server_class(config, sasl_kwargs=sasl_kwargs,
+                              cluster_id=stable_cluster_id(config, props),
+                              reuse_port=reuse_port)
+    except BaseException:
+        # A listener that cannot bind: the store opened for it is closed.
+        for c in closers:
+            c()
+        raise
     # authorizer.class.name: ACLs (CreateAcls/DescribeAcls/DeleteAcls answered
     # here; SECURITY_DISABLED without one, as Kafka)
     try:

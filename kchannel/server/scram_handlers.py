@@ -2,7 +2,7 @@
 AlterUserScramCredentials (API 51).
 
 Describe follows Kafka 4's broker (``ScramImage.describe``), checked against
-Apache Kafka 4.3.1 by tests/interop/test_kafka_scram_admin.py:
+Apache Kafka 4.3.1 by tests/server/test_scram_credential_apis.py:
   * no users (null or empty list): every user with a credential;
   * a user named twice: one DUPLICATE_RESOURCE result "Cannot describe SCRAM
     credentials for the same user twice in a single request: <user>";

@@ -40,12 +40,17 @@ each poll; ``add_node_listener`` binds its per-node ports.
 ``Server(config)`` also takes a ``kchannel.config.ServerConfig`` or a dict of
 server properties (``listeners``, ``advertised.listeners``,
 ``listener.security.protocol.map``, ``listener.name.<l>.<key>`` ...).
+``Server.from_properties(props)`` is the whole broker ``kchannel serve`` runs
+(SCRAM, delegation token and ACL APIs with their stores, the gateway), built
+by :func:`kchannel.server.broker.assemble`; its ``shutdown()`` also
+closes those stores.
 """
 import errno
 import socket
 import threading
 
 from .. import errors
+from .broker import assemble
 from .cluster import register_cluster_handlers
 from ..config import ServerConfig
 from ..config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, format_address,
@@ -393,12 +398,27 @@ class Server:
         self._thread = None
         self._closed = False
         self._lock = threading.Lock()
+        # Called once after the listeners and connections are closed: the
+        # stores and gateway a broker assembly (from_properties) opened.
+        self._closers = []
         try:
             for l in self.listeners:
                 self._bind(l)
         except BaseException:
             self._close_listeners()
             raise
+
+    @classmethod
+    def from_properties(cls, props, jaas_text=None, *, jaas_file_name=None, reuse_port=False):
+        """The broker ``kchannel serve`` runs for the server properties
+        ``props`` (a dict; ``jaas_text``: a JAAS file's text, as
+        ``--jaas-config``): this Server with the SCRAM credential, delegation
+        token, ACL and DescribeClientQuotas APIs and their stores, and the
+        gateway with ``kchannel.upstream.bootstrap.servers``.  ``shutdown()``
+        closes the stores and the gateway too."""
+        server, closers = assemble(cls, props, jaas_text, jaas_file_name, reuse_port=reuse_port)
+        server._closers.extend(closers)
+        return server
 
     # ------------------------------------------------------------- listeners
     def _bind(self, l):
@@ -1021,6 +1041,12 @@ class Server:
             self._closed = True
         self._close_listeners()
         self.selector.close()
+        closers, self._closers = self._closers, []
+        for close in closers:
+            try:
+                close()
+            except Exception as exc:  # noqa: BLE001 - close the others still
+                log.warning("Server (node %d): closing %r failed: %s", self.node_id, close, exc)
         log.info("Server (node %d) shut down", self.node_id)
 
     def __enter__(self):

@@ -1,46 +1,16 @@
 """``kchannel serve``: a real subprocess, real sockets, real signals."""
 import os
-import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from kchannel.client import KafkaClient
 from kchannel.protocol.api_keys import ApiKey
+from tests.fixtures.serve import read_listeners, start_serve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AWAIT_RE = re.compile(r"\[SocketServer listener=(\w+), securityProtocol=(\w+)\] "
-                      r"Awaiting socket connections on ([\d.]+):(\d+)\.")
-
-
-def start_serve(tmp_path, props, *extra):
-    cfg = tmp_path / "server.properties"
-    cfg.write_text("\n".join(f"{k}={v}" for k, v in props.items()) + "\n")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "kchannel", "serve", "--config", str(cfg),
-                             *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, cwd=str(tmp_path))
-    return proc
-
-
-def read_listeners(proc, count):
-    found = {}
-    lines = []
-    deadline = time.monotonic() + 60
-    while len(found) < count and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = AWAIT_RE.search(line)
-        if m:
-            found[m.group(1)] = (m.group(2), m.group(3), int(m.group(4)))
-    assert len(found) == count, "".join(lines)
-    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -1,24 +1,39 @@
-"""SCRAM-SHA-256/512 mechanisms: RFC vectors, Kafka's message rules, real
-peers (scramp), delegation-token login, user-existence hiding, fail-closed."""
+"""SCRAM-SHA-256/512 authentication: RFC vectors, Kafka's message rules, real peers
+(scramp), delegation-token login, user-existence hiding, fail-closed; Hi()
+(PBKDF2) on both twins; the cost of an unknown user; SCRAM over real sockets
+with kchannel's and real Kafka clients.
+"""
 import base64
 import hashlib
 import hmac
+import os
+import subprocess
+import sys
 
 import pytest
 import scramp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kchannel.client import KafkaClient
 from kchannel.errors import SaslAuthenticationError
 from kchannel.principal import KafkaPrincipal
+from kchannel.protocol.api_keys import ApiKey
 from kchannel.security.sasl import mechanism as registry
 from kchannel.security.sasl import scram
-from kchannel.security.sasl.mechanism import ServerCallbacks, TokenCredential
+from kchannel.security.sasl.mechanism import ServerCallbacks, TokenCredential, create_server
 from kchannel.security.sasl.scram_store import (
-    InMemoryScramCredentialStore, ScramCredential, credential_from_password)
+    InMemoryScramCredentialStore, ScramCredential, SqliteScramCredentialStore,
+    credential_from_password)
+from kchannel.server import Server
+from kchannel.server.scram_handlers import register_scram_handlers
+from tests.fixtures.scram import GENERIC, SCRAM_MODULE, make_store
 
-GENERIC = ("Authentication failed during authentication due to invalid credentials with "
-           "SASL mechanism {}")
+
+# ----------------------------------------------------------------------
+# SCRAM-SHA-256/512 mechanisms: RFC vectors, Kafka's message rules, real
+# peers (scramp), delegation-token login, user-existence hiding, fail-closed.
+# ----------------------------------------------------------------------
 
 # RFC 7677 section 3 (SCRAM-SHA-256), user "user", password "pencil".
 RFC7677 = {
@@ -32,13 +47,6 @@ RFC7677 = {
                      b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="),
     "server_final": b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
 }
-
-
-def make_store(users, iterations=4096):
-    store = InMemoryScramCredentialStore()
-    for (user, mech), password in users.items():
-        store.put(user, mech, credential_from_password(mech, password, iterations))
-    return store
 
 
 def exchange(client, server, now=0):
@@ -570,3 +578,362 @@ def test_unknown_user_salt_same_on_every_server_sharing_a_store(tmp_path):
         assert salt_shown(restarted) == salt_shown(SqliteScramCredentialStore(path))
     with SqliteScramCredentialStore(tmp_path / "other.db") as other:
         assert salt_shown(other) != salt_shown(SqliteScramCredentialStore(path))
+
+
+# ----------------------------------------------------------------------
+# PBKDF2 (SCRAM's Hi) on both twins: pure (cryptography) and compiled
+# (kchannel._cscram), against hashlib and RFC test vectors.
+# ----------------------------------------------------------------------
+
+def test_rfc7914_vectors(impl):
+    hi = impl.scram.pbkdf2_hmac
+    assert hi("sha256", b"passwd", b"salt", 1).hex() == \
+        "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc"
+    assert hi("sha256", b"Password", b"NaCl", 80000).hex() == \
+        "4ddcd8f60b98be21830cee5ef22701f9641a4418d04c0414aeff08876b34ab56"
+
+
+@pytest.mark.parametrize("hash_name", ["sha256", "sha512"])
+@pytest.mark.parametrize("iterations", [1, 2, 3, 4096])
+@pytest.mark.parametrize("password", [b"", b"pencil", b"x" * 64, b"y" * 129, bytes(range(256))])
+def test_matches_hashlib(impl, hash_name, iterations, password):
+    for salt in (b"", b"W22ZaJ0SNY7soEsUEjb6gQ", b"s" * 300):
+        assert impl.scram.pbkdf2_hmac(hash_name, password, salt, iterations) == \
+            hashlib.pbkdf2_hmac(hash_name, password, salt, iterations)
+
+
+@settings(max_examples=60, deadline=None)
+@given(password=st.binary(max_size=200), salt=st.binary(max_size=100),
+       iterations=st.integers(1, 50), hash_name=st.sampled_from(["sha256", "sha512"]))
+def test_property_matches_hashlib_both_twins(password, salt, iterations, hash_name):
+    from tests.fixtures.impl import import_twin
+    pure = import_twin("pure", "scram")
+    expected = hashlib.pbkdf2_hmac(hash_name, password, salt, iterations)
+    assert pure.pbkdf2_hmac(hash_name, password, salt, iterations) == expected
+    try:
+        compiled = __import__("kchannel._cscram", fromlist=["x"])
+    except ImportError:
+        return
+    assert compiled.pbkdf2_hmac(hash_name, bytearray(password), memoryview(salt),
+                                iterations) == expected
+
+
+def test_rejects_bad_arguments(impl):
+    with pytest.raises(ValueError):
+        impl.scram.pbkdf2_hmac("md5", b"p", b"s", 1)
+    with pytest.raises(ValueError):
+        impl.scram.pbkdf2_hmac("sha256", b"p", b"s", 0)
+
+
+# ----------------------------------------------------------------------
+# An unknown SCRAM user costs the server the work a real one costs.
+# 
+# No timed assertions here (benchmarks/scram_timing.py prints the two timing
+# distributions): these tests check the means.  The server derives the
+# stand-in credential for every login, existing user or not; the stand-in is a
+# deterministic function of (secret, mechanism, user name); and the SQLite
+# store reads and decodes one real row for every lookup, hit or miss, whatever
+# the name's place in key order.
+# ----------------------------------------------------------------------
+
+@pytest.fixture
+def stand_in_calls(monkeypatch):
+    calls = []
+    original = scram._fake_credential
+
+    def spy(mech, username, secret=None):
+        calls.append((mech.mechanism_name, username, secret))
+        return original(mech, username, secret)
+
+    monkeypatch.setattr(scram, "_fake_credential", spy)
+    return calls
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_stand_in_is_derived_for_existing_and_unknown_users(stand_in_calls, tmp_path, kind):
+    store = (InMemoryScramCredentialStore() if kind == "memory"
+             else SqliteScramCredentialStore(tmp_path / "c.db"))
+    store.put("alice", "SCRAM-SHA-512", credential_from_password("SCRAM-SHA-512", "pw"))
+    callbacks = ServerCallbacks.default(store=store)
+    real = store.get("alice", "SCRAM-SHA-512")
+    for user in ("alice", "nobody"):
+        server = create_server("SCRAM-SHA-512", callbacks=callbacks)
+        first = scram.ServerFirstMessage.parse(
+            server.evaluate_response(f"n,,n={user},r=abc".encode(), 0))
+        # The existing user is shown its own salt, the stand-in is not used.
+        assert (first.salt == real.salt) == (user == "alice")
+    assert stand_in_calls == [("SCRAM-SHA-512", "alice", store.secret()),
+                              ("SCRAM-SHA-512", "nobody", store.secret())]
+    store.close()
+
+
+def test_stand_in_is_deterministic_and_keyed():
+    secret = b"k" * 32
+    sha256, sha512 = scram.SCRAM_SHA_256, scram.SCRAM_SHA_512
+    a = scram._fake_credential(sha256, "mallory", secret)
+    assert a == scram._fake_credential(sha256, "mallory", secret)
+    assert a.iterations == 4096
+    assert len(a.stored_key) == len(a.server_key) == 32 != a.stored_key.count(0)
+    assert a.stored_key != a.server_key
+    assert len(scram._fake_credential(sha512, "mallory", secret).stored_key) == 64
+    for other in (scram._fake_credential(sha512, "mallory", secret),
+                  scram._fake_credential(sha256, "mallory2", secret),
+                  scram._fake_credential(sha256, "mallory", b"j" * 32)):
+        assert other.salt != a.salt and other.stored_key != a.stored_key
+    # The salt derivation is pinned: servers of different versions sharing
+    # a store must show an unknown user the same salt.
+    digest = hmac.new(secret, b"SCRAM-SHA-256\0mallory", hashlib.sha256).digest()
+    assert a.salt == scram._base36(int.from_bytes(digest[:17], "big") >> 6).encode()
+
+
+def test_sqlite_lookup_decodes_a_row_for_hits_and_misses(tmp_path, monkeypatch):
+    store = SqliteScramCredentialStore(tmp_path / "c.db")
+    assert store.get("anyone", "SCRAM-SHA-256") is None      # empty store
+    creds = {}
+    for user, mech in [("bob", "SCRAM-SHA-256"), ("dave", "SCRAM-SHA-256"),
+                       ("dave", "SCRAM-SHA-512")]:
+        creds[(user, mech)] = credential_from_password(mech, user)
+        store.put(user, mech, creds[(user, mech)])
+    decoded = []
+    original = SqliteScramCredentialStore._row_to_credential
+    monkeypatch.setattr(SqliteScramCredentialStore, "_row_to_credential",
+                        staticmethod(lambda row: decoded.append(row) or original(row)))
+    # Before the first key, between keys, after the last, same user other
+    # mechanism, a prefix of a user, and the hits themselves.
+    for user in ("a", "bob", "bo", "bobby", "carol", "dave", "zed", "\U0010ffff"):
+        for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            decoded.clear()
+            assert store.get(user, mech) == creds.get((user, mech))
+            assert len(decoded) == 1, (user, mech)
+    store.close()
+
+
+# ----------------------------------------------------------------------
+# SCRAM over real sockets: kchannel's Server with the SCRAM credential store
+# and the Describe/AlterUserScramCredentials handlers, driven by ``kchannel
+# configs --bootstrap-server``, kchannel's client, and real Kafka clients
+# (librdkafka through confluent-kafka, kafka-python).
+# ----------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def scram_server(tmp_path):
+    store = SqliteScramCredentialStore(tmp_path / "scram-credentials.db")
+    store.put("admin", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "admin-secret"))
+    server = Server({
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAIN_TEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,PLAIN_TEXT:PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        "log.dirs": str(tmp_path),
+        "super.users": "User:admin",
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": f"{SCRAM_MODULE} required;",
+    }, sasl_kwargs={"scram_store": store})
+    register_scram_handlers(server, store)
+    server.start()
+    try:
+        yield server, store, tmp_path
+    finally:
+        server.shutdown()
+        store.close()
+
+
+def client_configs(mechanism, username, password):
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.jaas.config": f'{SCRAM_MODULE} required username="{username}" '
+                                f'password="{password}";'}
+
+
+def kc(*args):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-m", "kchannel", "configs", *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+
+
+def test_configs_cli_over_the_api_then_login(scram_server):
+    server, store, tmp_path = scram_server
+    port = server.bound_port("SASL_PLAINTEXT")
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                     f'sasl.jaas.config={SCRAM_MODULE} required username="admin" '
+                     'password="admin-secret";\n')
+    target = ["--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(props)]
+    r = kc(*target, "--alter", "--add-config",
+           "SCRAM-SHA-256=[iterations=8192,password=alice-secret],"
+           "SCRAM-SHA-512=[password=alice-secret]",
+           "--entity-type", "users", "--entity-name", "alice")
+    assert (r.returncode, r.stdout) == (0, "Completed updating config for user alice.\n"), r.stderr
+    r = kc(*target, "--describe", "--entity-type", "users", "--entity-name", "alice")
+    assert r.stdout == ("SCRAM credential configs for user-principal 'alice' are "
+                        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
+    r = kc(*target, "--alter", "--add-config", "SCRAM-SHA-256=[iterations=16385,password=x]",
+           "--user", "bob")
+    assert r.returncode == 1
+    assert "UnacceptableCredentialException: Too many iterations" in r.stderr
+
+    # alice can now log in with either mechanism, but as she is not a super
+    # user she may neither read nor change credentials.
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        c = KafkaClient(client_configs(mech, "alice", "alice-secret"))
+        try:
+            c.connect("127.0.0.1", port)
+            body = c.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), {"users": None})
+            assert (body["error_code"], body["error_message"], body["results"]) == (
+                31, "Cluster authorization failed.", [])
+        finally:
+            c.close()
+    alice_props = tmp_path / "alice.properties"
+    alice_props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                           f'sasl.jaas.config={SCRAM_MODULE} required username="alice" '
+                           'password="alice-secret";\n')
+    r = kc("--bootstrap-server", f"127.0.0.1:{port}", "--command-config", str(alice_props),
+           "--alter", "--add-config", "SCRAM-SHA-256=[password=stolen]", "--user", "admin")
+    assert r.returncode == 1
+    assert "ClusterAuthorizationException: Cluster authorization failed." in r.stderr
+    r = kc(*target, "--describe", "--entity-type", "users")
+    assert r.stdout == ("SCRAM credential configs for user-principal 'admin' are "
+                        "SCRAM-SHA-256=iterations=4096\n"
+                        "SCRAM credential configs for user-principal 'alice' are "
+                        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
+
+    r = kc(*target, "--alter", "--delete-config", "SCRAM-SHA-512", "--user", "alice")
+    assert r.returncode == 0
+    c = KafkaClient(client_configs("SCRAM-SHA-512", "alice", "alice-secret"))
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.connect("127.0.0.1", port)
+    c.close()
+    assert GENERIC.format("SCRAM-SHA-512") in str(exc.value)
+
+
+@pytest.mark.parametrize("user,password", [("admin", "wrong"), ("nobody", "wrong")])
+def test_wrong_password_and_unknown_user_same_error(scram_server, user, password):
+    server, _, _ = scram_server
+    c = KafkaClient(client_configs("SCRAM-SHA-256", user, password))
+    with pytest.raises(SaslAuthenticationError) as exc:
+        c.connect("127.0.0.1", server.bound_port("SASL_PLAINTEXT"))
+    c.close()
+    assert GENERIC.format("SCRAM-SHA-256") in str(exc.value)
+
+
+def test_anonymous_principal_not_authorized(scram_server):
+    server, _, _ = scram_server
+    port = server.bound_port("PLAIN_TEXT")
+    r = kc("--bootstrap-server", f"127.0.0.1:{port}", "--describe", "--entity-type", "users")
+    assert r.returncode == 1
+    assert "ClusterAuthorizationException" in r.stderr
+    r = kc("--bootstrap-server", f"127.0.0.1:{port}", "--alter", "--add-config",
+           "SCRAM-SHA-256=[password=x]", "--user", "mallory")
+    assert r.returncode == 1
+    assert "ClusterAuthorizationException: Cluster authorization failed." in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_librdkafka_scram_client(scram_server, mech):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+    server, store, _ = scram_server
+    store.put("rdk", mech, credential_from_password(mech, "rdk-secret", 8192))
+    port = server.bound_port("SASL_PLAINTEXT")
+
+    errors = []
+
+    def metadata(password, timeout):
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}",
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mech,
+                             "sasl.username": "rdk", "sasl.password": password,
+                             "error_cb": errors.append})
+        try:
+            return admin.list_topics(timeout=timeout)
+        finally:
+            admin.poll(0.5)  # serves error_cb
+
+    md = metadata("rdk-secret", 10)
+    assert md.brokers and md.topics == {}
+    assert errors == []
+    with pytest.raises(confluent_kafka.KafkaException):
+        metadata("wrong", 3)
+    assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION
+               and GENERIC.format(mech) in e.str() for e in errors), errors
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_python_scram_client(scram_server, mech):
+    kafka = pytest.importorskip("kafka")
+    server, store, _ = scram_server
+    store.put("kp-user", mech, credential_from_password(mech, "kp-secret"))
+    port = server.bound_port("SASL_PLAINTEXT")
+
+    def connect(password, timeout_ms=10000):
+        return kafka.KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mech, sasl_plain_username="kp-user",
+            sasl_plain_password=password, request_timeout_ms=timeout_ms)
+
+    admin = connect("kp-secret")
+    try:
+        assert admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_librdkafka_admin_alters_and_describes_credentials(scram_server):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import (
+        AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+        UserScramCredentialUpsertion)
+    server, store, _ = scram_server
+    port = server.bound_port("SASL_PLAINTEXT")
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}",
+                         "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "admin",
+                         "sasl.password": "admin-secret"})
+    # librdkafka computes the salted password itself (as Kafka's admin client).
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(
+            "rdk-user", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"pw-512"),
+        UserScramCredentialUpsertion(
+            "rdk-user", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw-256",
+            b"fixed-salt"),
+    ])
+    for f in futures.values():
+        f.result(timeout=10)
+    assert store.get("rdk-user", "SCRAM-SHA-256").salt == b"fixed-salt"
+    assert store.get("rdk-user", "SCRAM-SHA-512").iterations == 8192
+
+    described = admin.describe_user_scram_credentials(["rdk-user"])["rdk-user"].result(timeout=10)
+    assert sorted((i.mechanism, i.iterations) for i in described.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 8192)]
+
+    # The credentials librdkafka created work for logging in.
+    for mech, password in (("SCRAM-SHA-256", "pw-256"), ("SCRAM-SHA-512", "pw-512")):
+        c = KafkaClient(client_configs(mech, "rdk-user", password))
+        try:
+            c.connect("127.0.0.1", port)
+        finally:
+            c.close()
+
+    # Kafka's error codes surface as librdkafka errors.
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion(
+            "low", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"x")])
+    with pytest.raises(confluent_kafka.KafkaException) as exc:
+        futures["low"].result(timeout=10)
+    assert exc.value.args[0].code() == confluent_kafka.KafkaError.UNACCEPTABLE_CREDENTIAL
+    futures = admin.alter_user_scram_credentials([
+        UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_256)])
+    with pytest.raises(confluent_kafka.KafkaException) as exc:
+        futures["nobody"].result(timeout=10)
+    assert exc.value.args[0].code() == confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
+    with pytest.raises(confluent_kafka.KafkaException) as exc:
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(timeout=10)
+    assert exc.value.args[0].code() == confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
