@@ -66,9 +66,25 @@ def test_delivery_timeout_bound():
     assert values["delivery.timeout.ms"] == 200005
 
 
-def test_transactions_are_refused():
-    with pytest.raises(ConfigError, match="transactions are not supported"):
-        split_producer_configs({"transactional.id": "tx"})
+def test_transactional_id_requires_idempotence():
+    """Kafka's postProcessAndValidateIdempotenceConfigs: a transactional.id
+    keeps the idempotence default; a setting that turns idempotence off
+    (acks=1) or an explicit enable.idempotence=false is an error."""
+    values, _, _ = split_producer_configs({"transactional.id": "tx"})
+    assert (values["transactional.id"], values["enable.idempotence"], values["acks"],
+            values["transaction.timeout.ms"]) == ("tx", True, -1, 60000)
+    for extra in ({"acks": "1"}, {"enable.idempotence": False}, {"retries": 0}):
+        with pytest.raises(ConfigError, match="Cannot set a transactional.id without also "
+                                              "enabling idempotence"):
+            split_producer_configs({"transactional.id": "tx", **extra})
+    with pytest.raises(ConfigError, match="acks to all"):
+        split_producer_configs({"transactional.id": "tx", "enable.idempotence": True,
+                                "acks": 1})
+    with pytest.raises(ConfigError, match="non-empty"):
+        split_producer_configs({"transactional.id": ""})
+    values, _, _ = split_producer_configs({"transactional_id": "t",
+                                           "transaction_timeout_ms": 5000})
+    assert (values["transactional.id"], values["transaction.timeout.ms"]) == ("t", 5000)
 
 
 def test_librdkafka_aliases():
