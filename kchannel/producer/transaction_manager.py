@@ -35,7 +35,7 @@ from kchannel.client import RequestTimeoutError
 from kchannel.client.metadata import TopicPartition
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import RETRIABLE_ERRORS, Errors, exception_for
+from kchannel.protocol.errors import RETRIABLE_ERRORS, Errors, error_name, exception_for
 
 __all__ = ["State", "TransactionManager", "TransactionalRequestResult",
            "FATAL_TRANSACTION_ERRORS"]
@@ -630,7 +630,7 @@ class TransactionManager:
             self._abortable(exception_for(code))
         else:
             self._fatal(errors.KafkaError(
-                code, "UNKNOWN_SERVER_ERROR" if code == -1 else exception_for(code).name,
+                code, error_name(code),
                 f"Could not find a coordinator with type {'TRANSACTION' if kind else 'GROUP'} "
                 f"with key {key} due to unexpected error: {entry.get('error_message')}"))
 
@@ -664,7 +664,7 @@ class TransactionManager:
         elif code == Errors.TRANSACTION_ABORTABLE:
             self._fail(h, exception_for(code), fatal=False)
         else:
-            self._fail(h, errors.KafkaError(code, exception_for(code).name,
+            self._fail(h, errors.KafkaError(code, error_name(code),
                                             f"Unexpected error in InitProducerIdResponse; "
                                             f"{exception_for(code).message}"))
 
@@ -711,7 +711,7 @@ class TransactionManager:
                     return
                 else:
                     log.error("Could not add partition %s-%s due to unexpected error %s",
-                              tp.topic, tp.partition, exception_for(code).name)
+                              tp.topic, tp.partition, error_name(code))
                     other_errors[tp] = code
         self.pending_partitions.difference_update(partitions)
         if unauthorized:
@@ -720,8 +720,8 @@ class TransactionManager:
                 f"Not authorized to access topics: [{', '.join(sorted(unauthorized))}]"),
                 fatal=False)
         elif other_errors:
-            self._fail(h, errors.KafkaError(
-                -1, "KAFKA_EXCEPTION", "Could not add partitions to transaction due to errors: "
+            self._fail(h, errors.KChannelError(
+                "Could not add partitions to transaction due to errors: "
                 + ", ".join(f"{tp.topic}-{tp.partition}={exception_for(c).name}"
                             for tp, c in other_errors.items())), fatal=False)
         else:
@@ -752,7 +752,7 @@ class TransactionManager:
                 code, f"Not authorized to access group: {group_metadata.group_id}"),
                 fatal=False)
         else:
-            self._fail(h, errors.KafkaError(code, exception_for(code).name,
+            self._fail(h, errors.KafkaError(code, error_name(code),
                                             "Unexpected error in AddOffsetsToTxnResponse: "
                                             f"{exception_for(code).message}"))
 
@@ -790,7 +790,7 @@ class TransactionManager:
                     return
                 else:
                     self._fail(h, errors.KafkaError(
-                        code, exception_for(code).name,
+                        code, error_name(code),
                         f"Unexpected error in TxnOffsetCommitResponse: "
                         f"{exception_for(code).message}"))
                     return
@@ -821,7 +821,7 @@ class TransactionManager:
                       Errors.TRANSACTION_ABORTABLE):
             self._fail(h, exception_for(code), fatal=False)
         else:
-            self._fail(h, errors.KafkaError(code, exception_for(code).name,
+            self._fail(h, errors.KafkaError(code, error_name(code),
                                             "Unhandled error in EndTxnResponse: "
                                             f"{exception_for(code).message}"))
 

@@ -124,3 +124,11 @@ def test_compression_level_alias():
     values, _, _ = split_producer_configs({"compression.type": "zstd",
                                            "compression.level": 7})
     assert values["compression.zstd.level"] == 7
+
+
+def test_aio_producer_refuses_transactional_id():
+    """AIOProducer has no transactional methods: a transactional.id fails
+    at construction rather than at the first send."""
+    from kchannel.aio import AIOProducer
+    with pytest.raises(ConfigError, match="use kchannel.Producer"):
+        AIOProducer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "tx"})

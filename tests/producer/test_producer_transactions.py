@@ -11,8 +11,7 @@ import pytest
 
 from kchannel import Consumer, Producer
 from kchannel.client.metadata import TopicPartition
-from kchannel.errors import (IllegalStateError, InvalidProducerEpochError, ProducerFencedError,
-                             TransactionAbortedError)
+from kchannel.errors import IllegalStateError, ProducerFencedError, TransactionAbortedError
 from kchannel.producer.transaction_manager import State
 from tests.fixtures.records import create_topic, topic_name
 
@@ -166,16 +165,38 @@ def test_zombie_producer_is_fenced(kafka_broker):
         with _producer(plain, tid) as successor:
             # Fences the zombie and aborts its open transaction.
             successor.init_transactions(30)
-            with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+            # Its EndTxn answers PRODUCER_FENCED.
+            with pytest.raises(ProducerFencedError):
                 zombie.commit_transaction(30)
             assert zombie._txn.state is State.FATAL_ERROR
-            with pytest.raises((ProducerFencedError, InvalidProducerEpochError)):
+            with pytest.raises(ProducerFencedError):
                 zombie.begin_transaction()
+            with pytest.raises(ProducerFencedError):
+                zombie.send(topic, b"late")
             successor.begin_transaction()
             successor.send(topic, END)
             successor.commit_transaction(30)
     finally:
         zombie.close(5)
+    assert _read_committed_kchannel(plain, topic, 1) == [END]
+
+
+def test_close_aborts_the_open_transaction(kafka_broker):
+    """Without the abort, the open transaction would hold read_committed
+    consumers at its first offset for transaction.timeout.ms (60 s)."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("txn-close"), partitions=1)
+    p = _producer(plain, f"open-{topic}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.send(topic, b"open")
+    p.flush(30)
+    p.close()
+    with _producer(plain, f"next-{topic}") as q:
+        q.init_transactions(30)
+        q.begin_transaction()
+        q.send(topic, END)
+        q.commit_transaction(30)
     assert _read_committed_kchannel(plain, topic, 1) == [END]
 
 
