@@ -200,6 +200,7 @@ def test_close_aborts_the_open_transaction(kafka_broker):
     assert _read_committed_kchannel(plain, topic, 1) == [END]
 
 
+@pytest.mark.slow
 def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_java):
     plain = kafka_broker.bootstrap("PLAINTEXT")
     from_java = create_topic(plain, topic_name("txn-java"), partitions=1)
