@@ -200,32 +200,62 @@ def test_close_aborts_the_open_transaction(kafka_broker):
     assert _read_committed_kchannel(plain, topic, 1) == [END]
 
 
-@pytest.mark.slow
-def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_java):
-    plain = kafka_broker.bootstrap("PLAINTEXT")
-    from_java = create_topic(plain, topic_name("txn-java"), partitions=1)
-    from_kchannel = create_topic(plain, topic_name("txn-kch"), partitions=1)
-    with _producer(plain, f"kch-{from_kchannel}") as p:
+def _kchannel_transactions(bootstrap, topic, txns):
+    """Write ``txns`` ([(value, commit)]) with a new transactional
+    producer; returns whether it used transaction version 2."""
+    with _producer(bootstrap, f"kch-{topic}-{len(txns)}") as p:
         p.init_transactions(30)
-        for label, commit in ((b"k1", True), (b"k2", False), (b"k3", True)):
+        for value, commit in txns:
             p.begin_transaction()
-            p.send(from_kchannel, label)
+            p.send(topic, value)
             if commit:
                 p.commit_transaction(30)
             else:
                 p.flush(30)
                 p.abort_transaction(30)
-    results = kafka_java.probe([
-        {"id": "produce", "op": "transactions", "config": {"bootstrap.servers": plain},
-         "topic": from_java, "transactionalId": f"java-{from_java}",
-         "txns": [[True, ["j1", "j2"]], [False, ["j3"]], [True, ["end"]]]},
-        {"id": "consume", "op": "tool", "main": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-         "args": ["--bootstrap-server", plain, "--topic", from_kchannel, "--from-beginning",
-                  "--isolation-level", "read_committed", "--timeout-ms", "4000",
-                  "--max-messages", "3"]},
-    ])
-    assert results["produce"]["ok"], results["produce"]
-    assert results["produce"]["count"] == 4
-    # Java's consumer: the two committed records, then nothing before its timeout.
-    assert results["consume"]["stdout"].split() == ["k1", "k3"], results["consume"]
+        return p._txn.transaction_v2
+
+
+_FEATURES = "org.apache.kafka.tools.FeatureCommand"
+
+
+@pytest.mark.slow
+def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_java):
+    """Under transaction version 2 (the broker's default), then version 1
+    (the feature downgraded for the test, restored after): Java's
+    transactional producer and console consumer and kchannel read each
+    other's committed transactions only."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    from_java = create_topic(plain, topic_name("txn-java"), partitions=1)
+    from_kchannel = create_topic(plain, topic_name("txn-kch"), partitions=1)
+    assert _kchannel_transactions(plain, from_kchannel, [(b"k1", True), (b"k2", False),
+                                                         (b"k3", True)])
+
+    def features(*args):
+        return {"op": "tool", "main": _FEATURES, "args": ["--bootstrap-server", plain, *args]}
+    try:
+        first = kafka_java.probe([
+            {"id": "produce", "op": "transactions", "config": {"bootstrap.servers": plain},
+             "topic": from_java, "transactionalId": f"java-{from_java}",
+             "txns": [[True, ["j1", "j2"]], [False, ["j3"]], [True, ["end"]]]},
+            dict(features("downgrade", "--feature", "transaction.version=1"), id="tv1"),
+        ])
+        assert first["tv1"]["ok"] and first["tv1"].get("exit", 0) == 0, first["tv1"]
+        # Version 1: AddPartitionsToTxn, Produce v11, EndTxn v4.
+        assert not _kchannel_transactions(plain, from_kchannel, [(b"k4", True), (b"k5", False),
+                                                                 (b"k6", True)])
+    finally:
+        second = kafka_java.probe([
+            dict(features("upgrade", "--feature", "transaction.version=2"), id="tv2"),
+            {"id": "consume", "op": "tool",
+             "main": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+             "args": ["--bootstrap-server", plain, "--topic", from_kchannel, "--from-beginning",
+                      "--isolation-level", "read_committed", "--timeout-ms", "4000",
+                      "--max-messages", "5"]},
+        ])
+        assert second["tv2"]["ok"] and second["tv2"].get("exit", 0) == 0, second["tv2"]
+    assert first["produce"]["ok"], first["produce"]
+    assert first["produce"]["count"] == 4
+    # Java's consumer: the committed records, then nothing before its timeout.
+    assert second["consume"]["stdout"].split() == ["k1", "k3", "k4", "k6"], second["consume"]
     assert _read_committed_kchannel(plain, from_java, 1) == [b"j1", b"j2", b"end"]
