@@ -209,6 +209,7 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
     and confluent-kafka) holds every input exactly once."""
     from kchannel.errors import ProducerFencedError, InvalidProducerEpochError
     from kchannel.client import RequestTimeoutError
+    t0 = time.monotonic()
     source = kafka_cluster.create_topic(topic_name("eos-in"), PARTITIONS)
     sink = kafka_cluster.create_topic(topic_name("eos-out"), PARTITIONS)
     bootstrap = kafka_cluster.bootstrap()
@@ -236,8 +237,10 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
             om = committed.get(tp)
             consumer.seek(tp, om.offset if om is not None else 0)
 
+    produced = time.monotonic() - t0
     consumer, producer = start()
     victim = _transaction_coordinator(kafka_cluster, tid)
+    initialized = time.monotonic() - t0
     killed = None
     processed = commits = aborts = restarts = 0
     ends = consumer.end_offsets(tps)
@@ -250,6 +253,8 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
             if killed is None and processed >= EOS_RECORDS // 3:
                 kafka_cluster.kill(victim)
                 killed = time.monotonic()
+                print(f"kill at {killed - t0:.1f} s (input written at {produced:.1f} s, "
+                      f"transactions initialized at {initialized:.1f} s)")
                 # Started again at once, from this thread (a node dies with
                 # the thread that launched it); it is up in 10-30 s.
                 kafka_cluster.nodes[victim].launch()
