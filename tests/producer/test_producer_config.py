@@ -132,3 +132,23 @@ def test_aio_producer_refuses_transactional_id():
     from kchannel.aio import AIOProducer
     with pytest.raises(ConfigError, match="use kchannel.Producer"):
         AIOProducer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "tx"})
+
+
+def test_transactional_methods_check_the_state():
+    """Kafka's IllegalStateException cases, before any broker is involved."""
+    from kchannel import Producer
+    from kchannel.errors import IllegalStateError
+    with Producer({"bootstrap.servers": "127.0.0.1:9"}) as plain:
+        with pytest.raises(IllegalStateError, match="transactional.id"):
+            plain.begin_transaction()
+    p = Producer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "tx"})
+    try:
+        with pytest.raises(IllegalStateError, match="UNINITIALIZED to state IN_TRANSACTION"):
+            p.begin_transaction()
+        with pytest.raises(IllegalStateError,
+                           match="UNINITIALIZED to state COMMITTING_TRANSACTION"):
+            p.commit_transaction(1)
+        with pytest.raises(IllegalStateError, match="initTransactions"):
+            p.send("t", b"v")
+    finally:
+        p.close(0)

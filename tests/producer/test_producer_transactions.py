@@ -59,7 +59,9 @@ def _producer(bootstrap, tid, **extra):
 def test_commit_and_abort_seen_by_read_committed_consumers(kafka_broker):
     plain = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(plain, topic_name("txn"), partitions=2)
-    with _producer(plain, f"tx-{topic}") as p:
+    # A long linger: the record sent just before an abort below is still
+    # buffered then (commit_transaction and flush send at once regardless).
+    with _producer(plain, f"tx-{topic}", **{"linger.ms": 2000}) as p:
         with pytest.raises(IllegalStateError, match="initTransactions"):
             p.send(topic, b"x")
         p.init_transactions(30)
