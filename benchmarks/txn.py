@@ -13,7 +13,9 @@ transactional producer (``init_transactions``), then writes
 ``--size`` bytes to a one-partition topic of its own, each committed.  Both
 producers at their own defaults (transactional.id implies acks=all and
 idempotence for both), and kchannel again with librdkafka's batch size
-(1,000,000 bytes) reported beside.  Prints records per CPU-second and per second, and
+(1,000,000 bytes) reported beside, and kchannel's idempotent producer
+without transactions (``flush()`` where the others commit) for the cost of
+the transactions themselves.  Prints records per CPU-second and per second, and
 kchannel's ratio to confluent-kafka's (target: >= 0.75x per CPU-second).
 Absolute figures on a shared machine swing; the ratios are of one run.
 """
@@ -40,7 +42,20 @@ def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
-if client.startswith("kchannel"):
+if client == "kchannel-idempotent":
+    # The same records without transactions: flush() where the others commit.
+    from kchannel import Producer
+    p = Producer({{"bootstrap.servers": bootstrap}})
+    p.send(topic, value); p.flush()
+    c0, t0 = cpu(), time.monotonic()
+    for _ in range(txns):
+        send = p.send
+        for _ in range(per):
+            send(topic, value)
+        p.flush()
+    c1, t1 = cpu(), time.monotonic()
+    p.close()
+elif client.startswith("kchannel"):
     from kchannel import Producer
     tuned = {{"batch.size": 1000000}} if client == "kchannel-tuned" else {{}}
     p = Producer({{"bootstrap.servers": bootstrap, "transactional.id": "bench-" + topic,
@@ -103,7 +118,7 @@ def main():
     try:
         from tests.fixtures.records import create_topic
         results = {}
-        for client in ("kchannel", "confluent", "kchannel-tuned"):
+        for client in ("kchannel", "confluent", "kchannel-tuned", "kchannel-idempotent"):
             topic = create_topic(bootstrap, f"txn-bench-{client}-{uuid.uuid4().hex[:8]}",
                                  partitions=1)
             results[client] = run_child(client, bootstrap, topic, args.transactions,
@@ -117,7 +132,8 @@ def main():
           f"{args.per_transaction} records of {args.size} B, each committed:")
     for client, r in results.items():
         name = {"kchannel": "kchannel", "confluent": "confluent-kafka",
-                "kchannel-tuned": "kchannel, batch.size 1000000"}[client]
+                "kchannel-tuned": "kchannel, batch.size 1000000",
+                "kchannel-idempotent": "kchannel, no transactions"}[client]
         print(f"  {name:30s} {r['records'] / r['cpu']:10,.0f} records/CPU-s  "
               f"{r['records'] / r['wall']:10,.0f} records/s  (cpu {r['cpu']:.2f} s, "
               f"wall {r['wall']:.2f} s)")
@@ -131,6 +147,11 @@ def main():
           f"(target >= 0.75x), {per_s:.2f}x per second")
     print(f"  kchannel with batch.size 1000000 (librdkafka's) / confluent-kafka: "
           f"{tuned_cpu:.2f}x per CPU-second, {tuned_s:.2f}x per second")
+    i = results["kchannel-idempotent"]
+    print(f"  kchannel transactional / kchannel idempotent without transactions (flush() per "
+          f"{args.per_transaction} records): "
+          f"{(k['records'] / k['cpu']) / (i['records'] / i['cpu']):.2f}x per CPU-second, "
+          f"{(k['records'] / k['wall']) / (i['records'] / i['wall']):.2f}x per second")
     row(f"Transactional producer vs confluent-kafka at their defaults "
         f"(`txn.py`, Apache Kafka, {args.transactions} transactions of "
         f"{args.per_transaction} x {args.size} B records; tuned: kchannel batch.size 1000000)",
