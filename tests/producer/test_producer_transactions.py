@@ -226,7 +226,8 @@ def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_jav
     """Under transaction version 2 (the broker's default), then version 1
     (the feature downgraded for the test, restored after): Java's
     transactional producer and console consumer and kchannel read each
-    other's committed transactions only."""
+    other's committed transactions only; under version 1 kchannel's offsets
+    go with the commit, not with the abort."""
     plain = kafka_broker.bootstrap("PLAINTEXT")
     from_java = create_topic(plain, topic_name("txn-java"), partitions=1)
     from_kchannel = create_topic(plain, topic_name("txn-kch"), partitions=1)
@@ -246,6 +247,20 @@ def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_jav
         # Version 1: AddPartitionsToTxn, Produce v11, EndTxn v4.
         assert not _kchannel_transactions(plain, from_kchannel, [(b"k4", True), (b"k5", False),
                                                                  (b"k6", True)])
+        # and AddOffsetsToTxn then TxnOffsetCommit v4 for offsets.
+        group, tp = f"g1-{from_java}", TopicPartition(from_java, 0)
+        with _producer(plain, f"offsets-{from_java}") as p:
+            p.init_transactions(30)
+            for offset, commit in ((2, True), (5, False)):
+                p.begin_transaction()
+                p.send_offsets_to_transaction({tp: offset}, group)   # a group id string
+                if commit:
+                    p.commit_transaction(30)
+                else:
+                    p.abort_transaction(30)
+            assert not p._txn.transaction_v2
+        with Consumer({"bootstrap.servers": plain, "group.id": group}) as c:
+            assert c.committed([tp])[tp].offset == 2
     finally:
         second = kafka_java.probe([
             dict(features("upgrade", "--feature", "transaction.version=2"), id="tv2"),
