@@ -190,6 +190,10 @@ class ClusterClient:
         self.metadata.set_fatal_error(exc)
 
     def _check_fatal(self):
+        # Once per poll: most polls have no failed authentication anywhere,
+        # and listing the candidate nodes costs more than asking that.
+        if not self.client.has_authentication_exception():
+            return
         for nid in self._candidate_nodes() + [k[0] for k in list(self._callbacks)]:
             exc = self.client.authentication_exception(nid)
             if exc is not None:

@@ -375,6 +375,14 @@ class NetworkClient:
         node = self._nodes.get(node_id)
         return node.authentication_exception if node is not None else None
 
+    def has_authentication_exception(self):
+        """Whether any node keeps an ``authentication_exception`` (a cheap
+        test before looking for whose: callers run it once per poll)."""
+        for node in self._nodes.values():
+            if node.authentication_exception is not None:
+                return True
+        return False
+
     def connection_failed(self, node_id):
         """The node's connection failed and it is disconnected (Kafka's
         ``connectionFailed``)."""

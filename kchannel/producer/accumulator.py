@@ -115,7 +115,10 @@ class FutureRecordMetadata:
         self._wait(timeout)
         if self._failed is not None:
             return self._failed
-        return self._batch.exception
+        batch = self._batch
+        if batch.split_results is not None:
+            return batch.split_results[self._index][2]
+        return batch.exception
 
     def result(self, timeout=None):
         self._wait(timeout)
@@ -124,6 +127,10 @@ class FutureRecordMetadata:
         batch = self._batch
         if batch.exception is not None:
             raise batch.exception
+        if batch.split_results is not None:
+            exc = batch.split_results[self._index][2]
+            if exc is not None:
+                raise exc
         return batch.metadata(self._index)
 
     get = result
@@ -172,7 +179,8 @@ class ProducerBatch:
     __slots__ = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
                  "allocated", "attempts", "last_attempt_ms", "drained_ms", "producer_id",
                  "producer_epoch", "base_sequence", "encoded", "done_flag", "closed", "retry",
-                 "event", "base_offset", "log_append_time", "exception", "done_callbacks")
+                 "event", "base_offset", "log_append_time", "exception", "done_callbacks",
+                 "parent", "split_results", "split_pending")
 
     def __init__(self, tp, now, allocated):
         self.tp = tp
@@ -200,6 +208,14 @@ class ProducerBatch:
         self.log_append_time = -1
         self.exception = None
         self.done_callbacks = None
+        # A batch split after MESSAGE_TOO_LARGE (see split): its records'
+        # futures still point here; each part is a batch whose ``parent``
+        # is (this batch, index of its first record), and this one
+        # completes once every part has, with a result per record
+        # ``split_results[i] = (offset, log append time, exception)``.
+        self.parent = None
+        self.split_results = None
+        self.split_pending = 0
 
     @property
     def record_count(self):
@@ -239,6 +255,11 @@ class ProducerBatch:
 
     def metadata(self, i):
         topic, partition = self.tp
+        if self.split_results is not None:
+            offset, append_time, _exc = self.split_results[i]
+            ts = append_time if append_time >= 0 else self.records[i][0]
+            ks, vs = self.sizes[i]
+            return RecordMetadata(topic, partition, offset, ts, ks, vs)
         ts = self.log_append_time if self.log_append_time >= 0 else self.records[i][0]
         offset = self.base_offset + i if self.base_offset >= 0 else -1
         ks, vs = self.sizes[i]
@@ -265,7 +286,54 @@ class ProducerBatch:
                 fn(future)
             except Exception:
                 log.exception("Error in a done callback of a record future")
+        if self.parent is not None:
+            self.parent[0]._part_done(self, self.parent[1])
         return True
+
+    def split(self, batch_size, estimate):
+        """Kafka's ``ProducerBatch.split``: this batch's records in batches
+        of at most ``batch_size`` (estimated; one record at least each), in
+        order, with consecutive sequences from this batch's."""
+        parts = []
+        part = None
+        for i, record in enumerate(self.records):
+            size = estimate(record[1], record[2], record[3])
+            if part is None or not part.has_room_for(size, batch_size):
+                if part is not None:
+                    part.closed = True
+                part = ProducerBatch(self.tp, self.created_ms, 0)
+                part.parent = (self, i)
+                parts.append(part)
+            part.records.append(record)
+            part.sizes.append(self.sizes[i])
+            part.estimated_size += size
+        part.closed = True
+        if self.has_sequence():
+            seq = self.base_sequence
+            for part in parts:
+                part.producer_id = self.producer_id
+                part.producer_epoch = self.producer_epoch
+                part.base_sequence = seq
+                seq = (seq + part.record_count) & 0x7FFFFFFF
+        self.split_results = [(-1, -1, None)] * len(self.records)
+        self.split_pending = len(parts)
+        return parts
+
+    def _part_done(self, part, start):
+        results = self.split_results
+        if part.split_results is not None:     # split again
+            results[start:start + len(part.records)] = part.split_results
+        else:
+            base = part.base_offset
+            exc = part.exception
+            for j in range(len(part.records)):
+                results[start + j] = (base + j if base >= 0 else -1, part.log_append_time, exc)
+        self.split_pending -= 1
+        if self.split_pending == 0:
+            failed = [r[2] for r in results if r[2] is not None]
+            # One exception for the batch when every record failed; per
+            # record (split_results) otherwise.
+            self.complete(-1, -1, failed[0] if len(failed) == len(results) else None)
 
     def _run_callbacks(self, exc):
         """Each record's callback, in record order.  Per record, only its
@@ -274,6 +342,14 @@ class ProducerBatch:
         if exc is not None:
             for callback in self.callbacks.values():
                 _call(callback, None, exc)
+            return
+        if self.split_results is not None:
+            for i, callback in self.callbacks.items():
+                record_exc = self.split_results[i][2]
+                if record_exc is not None:
+                    _call(callback, None, record_exc)
+                else:
+                    _call(callback, self.metadata(i), None)
             return
         topic, partition = self.tp
         append_time = self.log_append_time
@@ -301,9 +377,8 @@ class ProducerBatch:
 
 _new_metadata = object.__new__
 
-# An append short of buffer.memory is woken once 1/_WAKE_SHARE of it is free
-# (or its own record's size, if larger), and re-checks every _WAIT_SLICE_MS.
-_WAKE_SHARE = 16
+# An append short of buffer.memory waits in line (see _allocate) and re-checks
+# every _WAIT_SLICE_MS besides being woken.
 _WAIT_SLICE_MS = 50
 
 
@@ -334,7 +409,12 @@ class RecordAccumulator:
         self.flushes_in_progress = 0
         self.closed = False
         self._drain_index = 0
-        self._wake_free = 0       # free bytes the waiting appends are woken at
+        # Appends short of memory, first come first served: [size, Condition]
+        self._memory_waiters = collections.deque()
+        # Whether the Sender may be asleep without having seen the latest
+        # appends: set by each ready() scan (under the lock), cleared by the
+        # Sender when its poll returns (see Sender.wakeup).
+        self.wakeup_needed = True
 
     # -- application side ---------------------------------------------------------
     def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
@@ -362,7 +442,7 @@ class RecordAccumulator:
             last = dq[-1] if dq else None
             if last is not None and last.has_room_for(size, self.batch_size):
                 self.used_memory -= allocation
-                self.memory.notify_all()
+                self._signal_first_waiter()
                 future = last.append(record, size, callback, key_size, value_size)
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if last is not None:
@@ -374,45 +454,58 @@ class RecordAccumulator:
             return future, len(dq) > 1 or batch.is_full(self.batch_size), True
 
     def _allocate(self, size, max_block_ms):
-        if self.used_memory + size <= self.buffer_memory:
+        """Take ``size`` bytes of buffer.memory, waiting up to
+        ``max_block_ms`` for them (Kafka's ``BufferPool.allocate``): appends
+        that must wait are served in arrival order, and only the first in
+        line is woken, once enough memory for it is free (no wake-up per
+        completed batch for a waiter that still would not fit)."""
+        if not self._memory_waiters and self.used_memory + size <= self.buffer_memory:
             self.used_memory += size
             return
         deadline = self.time() + max_block_ms
+        entry = [size, threading.Condition(self.lock)]
+        waiters = self._memory_waiters
+        waiters.append(entry)
         self.waiters += 1
-        # Woken once a share of the buffer is free rather than at every
-        # completed batch: an application producing faster than the broker
-        # acknowledges then appends many batches per wake-up instead of one
-        # (each wake-up is a thread switch).  The re-check every
-        # _WAIT_SLICE_MS still takes memory as soon as it is there if
-        # batches stop completing (a stalled broker).
-        self._wake_free = max(self._wake_free, size, self.buffer_memory // _WAKE_SHARE)
         try:
-            while self.used_memory + size > self.buffer_memory and self.used_memory > 0:
+            # A record larger than all of buffer.memory is refused before
+            # it gets here; used_memory == 0 lets an allocation through
+            # however large (as before: nothing to wait for).
+            while waiters[0] is not entry or (
+                    self.used_memory + size > self.buffer_memory and self.used_memory > 0):
                 left = deadline - self.time()
                 if left <= 0:
                     raise RequestTimeoutError(
                         f"Failed to allocate memory within the configured max blocking time "
                         f"{max_block_ms} ms.")
-                self.memory.wait(min(left, _WAIT_SLICE_MS) / 1000.0)
+                entry[1].wait(min(left, _WAIT_SLICE_MS) / 1000.0)
                 if self.closed:
                     break
             self.used_memory += size
         finally:
             self.waiters -= 1
-            if not self.waiters:
-                self._wake_free = 0
+            waiters.remove(entry)
+            # The next in line may fit in what is left (Kafka signals it too).
+            self._signal_first_waiter()
+
+    def _signal_first_waiter(self):
+        """Wake the first waiting append if its memory is free now (call
+        with the lock held)."""
+        if self._memory_waiters:
+            size, cond = self._memory_waiters[0]
+            if self.used_memory + size <= self.buffer_memory or self.used_memory <= 0:
+                cond.notify()
 
     def deallocate(self, batch):
         with self.lock:
             self.incomplete.discard(batch)
             self.used_memory -= batch.allocated
             batch.allocated = 0
-            # Waiters are appends short of memory (see _allocate) and
-            # flush(): a notify with nobody to wake is a per-batch cost for
-            # nothing.
-            if self.flushes_in_progress or (self.waiters and (
-                    self.buffer_memory - self.used_memory >= self._wake_free or
-                    not self.incomplete)):
+            if self._memory_waiters:
+                self._signal_first_waiter()
+            # flush() waits on ``memory`` for the incomplete batches; a
+            # notify with nobody to wake is a per-batch cost for nothing.
+            if self.flushes_in_progress:
                 self.memory.notify_all()
 
     # -- sender side ------------------------------------------------------------
@@ -451,6 +544,7 @@ class RecordAccumulator:
                     ready.add(leader)
                 else:
                     next_check = min(next_check, max(time_to_wait - waited, 0))
+            self.wakeup_needed = True
         return ready, next_check, unknown
 
     def drain(self, cluster, nodes, max_size, now, can_drain):
@@ -512,6 +606,48 @@ class RecordAccumulator:
             else:
                 dq.appendleft(batch)
 
+    def split_and_reenqueue(self, batch, now):
+        """Kafka's ``splitAndReenqueue``: a batch rejected as too large goes
+        back as smaller batches at the head of its partition, in
+        sequence order, as if never tried; returns how many.  The big batch
+        is released (its records complete through the parts)."""
+        # Java splits by batch.size alone, which splits a batch no larger
+        # than batch.size into the same batch again (batch.size above the
+        # topic's max.message.bytes): at most half the rejected batch each
+        # time, so a split always gets smaller, down to single records.
+        parts = batch.split(min(self.batch_size, batch.estimated_size // 2),
+                            estimate_record_size)
+        with self.lock:
+            dq = self.batches.setdefault(batch.tp, collections.deque())
+            for part in reversed(parts):
+                self.incomplete.add(part)
+                if part.has_sequence():
+                    i = 0
+                    while i < len(dq) and dq[i].has_sequence() and \
+                            dq[i].base_sequence < part.base_sequence:
+                        i += 1
+                    dq.insert(i, part)
+                else:
+                    dq.appendleft(part)
+        self.deallocate(batch)
+        return len(parts)
+
+    def restart_sequences(self, tp, producer_id, epoch):
+        """KIP-360's epoch bump for a partition with nothing in flight: its
+        waiting batches that had sequences (retries) get the new epoch and
+        sequences from 0, in order; returns the next sequence."""
+        seq = 0
+        with self.lock:
+            for b in self.batches.get(tp) or ():
+                if not b.has_sequence():
+                    break
+                b.producer_id = producer_id
+                b.producer_epoch = epoch
+                b.base_sequence = seq
+                b.encoded = None
+                seq = (seq + b.record_count) & 0x7FFFFFFF
+        return seq
+
     def expired_batches(self, now):
         """Batches still waiting that have passed ``delivery.timeout.ms``."""
         out = []
@@ -545,6 +681,8 @@ class RecordAccumulator:
         with self.lock:
             self.closed = True
             self.memory.notify_all()
+            for _, cond in self._memory_waiters:
+                cond.notify()
 
     def abort_undrained(self, exc):
         """Fail every batch still in a deque (forced close)."""

@@ -177,7 +177,7 @@ class Producer:
         while True:
             self.metadata.add_topic(topic, self._time())
             self.metadata.request_update()
-            self._sender.wakeup()
+            self._sender.wakeup_now()
             elapsed = self._time() - start
             left = max_wait_ms - elapsed
             if left <= 0:
@@ -408,7 +408,7 @@ class Producer:
         deadline = None if timeout is None else _time.monotonic() + timeout
         self.accumulator.begin_flush()
         try:
-            self._sender.wakeup()
+            self._sender.wakeup_now()
             with self.accumulator.memory:
                 while self.accumulator.incomplete:
                     if deadline is None:
@@ -439,7 +439,7 @@ class Producer:
             self._sender.force_close = True
         self._sender.running = False
         self.accumulator.close()
-        self._sender.wakeup()
+        self._sender.wakeup_now()
         if threading.current_thread() is self._thread:
             log.warning("Overriding close timeout to 0 ms to avoid a deadlock from the "
                         "producer's own thread")
@@ -448,7 +448,7 @@ class Producer:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self._sender.force_close = True
-            self._sender.wakeup()
+            self._sender.wakeup_now()
             self._thread.join()
         log.debug("Kafka producer has been closed")
 

@@ -20,6 +20,7 @@ import copy
 import re
 import uuid
 
+from kchannel.protocol._codecache import compile_cached
 from kchannel.errors import InvalidRequestError, UnsupportedVersionError
 from kchannel.protocol.wire import Reader, Writer
 
@@ -294,8 +295,10 @@ class _Source:
         return name
 
     def build(self, filename):
-        """Executes the source; returns the namespace holding its functions."""
-        exec(compile("\n".join(self.lines) + "\n", filename, "exec"), self.ns)
+        """Executes the source; returns the namespace holding its functions.
+        The compiled code comes from the codec cache when it has it (see
+        ``_codecache``: compiling is most of a codec's first-use cost)."""
+        exec(compile_cached("\n".join(self.lines) + "\n", filename), self.ns)
         return self.ns
 
 
@@ -331,6 +334,28 @@ class _Layout:
             else:
                 self.min_size += _prim_min_size(f.element_type, f_flex)
         self.tagged.sort(key=lambda e: e[0].tag)
+
+
+def _compile_message_function(fields, version, flexible, part):
+    """Only ``encode_message`` (``part`` "encode") or ``decode_message``
+    ("decode") of (fields, version, flexible), the same function
+    :func:`_compile_struct` makes.  A client encodes requests and decodes
+    responses, a server the reverse: generating and compiling one of the
+    four functions of a message, not all of them, is a quarter of the
+    first-use cost that every process pays per API it uses."""
+    layout = _Layout(fields, version, flexible)
+    src = _Source()
+    if part == "decode":
+        src.add(0, "def decode_message(buf, offset):")
+        src.add(1, "r = Reader(buf, offset)")
+        _gen_decode_struct(src, 1, layout, "d")
+        src.add(1, "return d")
+        return src.build(f"<schema codec v{version}>")["decode_message"]
+    src.add(0, "def encode_message(d):")
+    src.add(1, "w = Writer()")
+    _gen_encode_struct(src, 1, layout, "d", "w")
+    src.add(1, "return w.getvalue()")
+    return src.build(f"<schema codec v{version}>")["encode_message"]
 
 
 def _compile_struct(fields, version, flexible):
@@ -601,13 +626,28 @@ class MessageSpec:
     def is_flexible(self, version):
         return version in self.flexible_versions
 
+    def _check_version(self, version):
+        if version not in self.valid_versions:
+            raise UnsupportedVersionError(
+                f"{self.name} version {version} is not supported "
+                f"(supported: {self.valid_versions.lo}-{self.valid_versions.hi})")
+
+    def _message_function(self, version, part):
+        """``encode_message`` or ``decode_message`` of ``version``, compiled
+        alone on first use (see _compile_message_function)."""
+        c = self._compiled.get(version)
+        if c is not None:
+            return c.encode_message if part == "encode" else c.decode_message
+        self._check_version(version)
+        fn = _compile_message_function(self.fields, version,
+                                       version in self.flexible_versions, part)
+        (self._encoders if part == "encode" else self._decoders)[version] = fn
+        return fn
+
     def _codec(self, version):
         c = self._compiled.get(version)
         if c is None:
-            if version not in self.valid_versions:
-                raise UnsupportedVersionError(
-                    f"{self.name} version {version} is not supported "
-                    f"(supported: {self.valid_versions.lo}-{self.valid_versions.hi})")
+            self._check_version(version)
             c = _compile_struct(self.fields, version, version in self.flexible_versions)
             self._compiled[version] = c
             self._encoders[version] = c.encode_message
@@ -618,11 +658,11 @@ class MessageSpec:
         """Encode ``body`` (a dict) at ``version``.  Raises ValueError for values
         that cannot be represented, UnsupportedVersionError for a bad version."""
         # the generated function straight from the cache (one call per
-        # request fewer); _codec compiles it and checks the version the first
-        # time
+        # request fewer); _message_function compiles it and checks the
+        # version the first time
         encode = self._encoders.get(version)
         if encode is None:
-            encode = self._codec(version).encode_message
+            encode = self._message_function(version, "encode")
         if type(body) is not dict:
             if body is None:
                 body = {}
@@ -638,7 +678,7 @@ class MessageSpec:
         as Kafka does.  Raises InvalidRequestError on truncated/invalid data."""
         decode = self._decoders.get(version)
         if decode is None:
-            decode = self._codec(version).decode_message
+            decode = self._message_function(version, "decode")
         return decode(buf, offset)
 
     def decode_from(self, buf, offset, version):

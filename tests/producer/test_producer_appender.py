@@ -9,6 +9,8 @@ record took, its future and its callback report the partition and offset
 confluent-kafka reads it at, per-partition order is send order, keyed
 records land where Java's partitioner puts them, and null-key records
 stick to one partition for ``batch.size`` bytes and then move on."""
+import time
+
 import pytest
 
 from kchannel import Producer
@@ -112,8 +114,8 @@ def test_closed_producer_and_serializers_take_the_full_path(tansu, impl):
 @pytest.mark.parametrize("buffer_memory", [65536, 1 << 20])
 def test_sends_beyond_buffer_memory_wait_and_keep_order(tansu, impl, buffer_memory):
     """More bytes than ``buffer.memory``: appends wait for acknowledged
-    batches to free memory (woken per share of the buffer, not per batch)
-    and every record lands, in order."""
+    batches to free memory (first come first served, each woken once its
+    memory is free) and every record lands, in order."""
     twin = impl.appender
     topic = create_topic(tansu.bootstrap, topic_name(f"appender-memory-{impl.kind}"),
                          partitions=1)
@@ -129,3 +131,21 @@ def test_sends_beyond_buffer_memory_wait_and_keep_order(tansu, impl, buffer_memo
     assert offsets == list(range(n))
     rows = consume_confluent(tansu.bootstrap, topic, 1, n)
     assert [r[3][:6] for r in rows] == [b"%06d" % i for i in range(n)]
+
+
+def test_a_record_sent_to_an_idle_network_thread_wakes_it(tansu, impl):
+    """The network thread asleep in its poll (nothing to send: it would sleep
+    for minutes) is woken by a record that opens a batch, each time, and
+    records sent while it is awake are not left behind either."""
+    topic = create_topic(tansu.bootstrap, topic_name(f"appender-wake-{impl.kind}"),
+                         partitions=1)
+    with Producer({"bootstrap.servers": tansu.bootstrap}) as p:
+        p._appender = impl.appender.Appender(p.append_path)
+        p.send = p._appender.send
+        p.send(topic, b"first").get(10)
+        offset = 1
+        for burst in (1, 1, 50, 1):
+            time.sleep(0.05)        # the thread goes back to sleep
+            futures = [p.send(topic, b"%d" % i) for i in range(burst)]
+            assert [f.get(10).offset for f in futures] == list(range(offset, offset + burst))
+            offset += burst

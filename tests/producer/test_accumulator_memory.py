@@ -1,0 +1,103 @@
+"""``buffer.memory`` as Kafka's ``BufferPool`` hands it out: appends that
+must wait for memory are served first come first served, the first in line
+is woken once enough memory for it is free, and a later append does not
+take memory ahead of one already waiting."""
+import threading
+import time
+
+import pytest
+
+from kchannel.client import RequestTimeoutError
+from kchannel.client.metadata import TopicPartition
+from kchannel.producer.accumulator import RecordAccumulator
+from kchannel.utils import now_ms
+
+BATCH = 1024
+
+
+def _accumulator(batches):
+    return RecordAccumulator(BATCH, 5, 100, 1000, 120000, batches * BATCH, now_ms)
+
+
+def _new_batch(acc, partition, max_block_ms=10000):
+    """Append a record that opens a batch on ``partition``; the batch."""
+    tp = TopicPartition("t", partition)
+    acc.append(tp, (0, None, b"v", ()), 40, None, -1, 1, max_block_ms)
+    return acc.batches[tp][-1]
+
+
+def _wait_for(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
+def test_waiting_appends_are_served_in_arrival_order():
+    acc = _accumulator(2)
+    first, second = _new_batch(acc, 0), _new_batch(acc, 1)
+    served = []
+
+    def append(partition):
+        _new_batch(acc, partition)
+        served.append(partition)
+
+    a = threading.Thread(target=append, args=(2,))
+    a.start()
+    _wait_for(lambda: acc.waiters == 1)
+    b = threading.Thread(target=append, args=(3,))
+    b.start()
+    _wait_for(lambda: acc.waiters == 2)
+    acc.deallocate(first)           # room for one: the first in line
+    a.join(5)
+    assert served == [2] and acc.waiters == 1
+    # A newcomer queues behind the waiter even when memory is free for it.
+    acc.deallocate(second)
+    b.join(5)
+    assert served == [2, 3] and acc.waiters == 0
+    assert acc.used_memory == 2 * BATCH
+
+
+def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
+    """A large record waits for its whole allocation; a small batch arriving
+    later waits behind it (FIFO), even though it alone would fit."""
+    acc = _accumulator(3)
+    batches = [_new_batch(acc, p) for p in range(3)]
+    served = []
+
+    def big():
+        tp = TopicPartition("t", 9)
+        acc.append(tp, (0, None, b"x" * 1500, ()), 1536, None, -1, 1500, 10000)
+        served.append("big")
+
+    def small():
+        _new_batch(acc, 5)
+        served.append("small")
+
+    t1 = threading.Thread(target=big)
+    t1.start()
+    _wait_for(lambda: acc.waiters == 1)
+    acc.deallocate(batches[0])      # one batch free: not enough for the big one
+    t2 = threading.Thread(target=small)
+    t2.start()
+    _wait_for(lambda: acc.waiters == 2)
+    time.sleep(0.12)                # a few re-check slices: nobody may jump the line
+    assert served == []
+    acc.deallocate(batches[1])
+    t1.join(5)
+    _wait_for(lambda: acc.waiters == 1)
+    assert served == ["big"]
+    acc.deallocate(batches[2])
+    t2.join(5)
+    assert served == ["big", "small"]
+
+
+def test_a_waiting_append_times_out_and_leaves_the_line():
+    acc = _accumulator(1)
+    held = _new_batch(acc, 0)
+    with pytest.raises(RequestTimeoutError, match="max blocking time 50 ms"):
+        _new_batch(acc, 1, max_block_ms=50)
+    assert acc.waiters == 0
+    acc.deallocate(held)
+    _new_batch(acc, 1, max_block_ms=0)   # nobody left in line ahead of it
+    assert acc.used_memory == BATCH
