@@ -267,7 +267,7 @@ class Producer:
     def _wait(self, result, timeout):
         if timeout is None:
             timeout = self.config["max.block.ms"] / 1000.0
-        self._sender.wakeup()
+        self._sender.wakeup_now()
         result.wait(timeout)
 
     def init_transactions(self, timeout=None):
