@@ -57,6 +57,7 @@ SCRIPTS = [
     ("records_clients", [], ["--records", "20000"], "tansu"),
     ("aio_clients", [], ["--records", "20000"], "tansu"),
     ("gateway", [], ["--records", "5000", "--requests", "100"], "tansu"),
+    ("txn", [], ["--transactions", "10"], "kafka"),
     ("spark", [], ["--records", "40000"], "spark"),
 ]
 NAMES = [s[0] for s in SCRIPTS]

@@ -179,3 +179,82 @@ class UnsupportedCompressionTypeError(KafkaError):
 
     def __init__(self, message=""):
         super().__init__(76, "UNSUPPORTED_COMPRESSION_TYPE", message)
+
+
+class IllegalStateError(KChannelError, RuntimeError):
+    """The application called a method in a state that does not allow it
+    (Kafka's ``IllegalStateException``): ``commit_transaction()`` without
+    ``begin_transaction()``, a send outside a transaction of a
+    transactional producer.  The message names the state."""
+
+
+class ProducerFencedError(KafkaError):
+    """Another producer with the same ``transactional.id`` has started
+    (Kafka's ``ProducerFencedException``, PRODUCER_FENCED, 90; an
+    INVALID_PRODUCER_EPOCH answer to a transactional request is reported as
+    this too, as Kafka does).  Fatal: this producer can only be closed."""
+
+    def __init__(self, message=""):
+        super().__init__(90, "PRODUCER_FENCED", message or (
+            "There is a newer producer with the same transactionalId which fences the "
+            "current one."))
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A Produce request carried an old producer epoch (Kafka's
+    ``InvalidProducerEpochException``, INVALID_PRODUCER_EPOCH, 47): another
+    producer with the same ``transactional.id`` took over.  Fatal for a
+    transactional producer."""
+
+    def __init__(self, message=""):
+        super().__init__(47, "INVALID_PRODUCER_EPOCH", message or
+                         "Producer attempted to produce with an old epoch.")
+
+
+class TransactionalIdAuthorizationError(KafkaError):
+    """The principal may not use this ``transactional.id`` (Kafka's
+    ``TransactionalIdAuthorizationException``, 53): grant it WRITE on the
+    TransactionalId resource.  Fatal."""
+
+    def __init__(self, message=""):
+        super().__init__(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", message or
+                         "Transactional Id authorization failed.")
+
+
+class InvalidTxnStateError(KafkaError):
+    """The coordinator's transaction state does not allow the request
+    (Kafka's ``InvalidTxnStateException``, INVALID_TXN_STATE, 48).  Fatal."""
+
+    def __init__(self, message=""):
+        super().__init__(48, "INVALID_TXN_STATE", message or
+                         "The producer attempted a transactional operation in an invalid "
+                         "state.")
+
+
+class TransactionAbortableError(KafkaError):
+    """The broker asks the producer to abort the transaction (Kafka's
+    ``TransactionAbortableException``, TRANSACTION_ABORTABLE, 120):
+    ``abort_transaction()`` and start again."""
+
+    def __init__(self, message=""):
+        super().__init__(120, "TRANSACTION_ABORTABLE", message or (
+            "The server encountered an error with the transaction. The client can abort the "
+            "transaction to continue using this transactional ID."))
+
+
+class TransactionAbortedError(KChannelError):
+    """A record's send failed because its transaction was aborted before the
+    record was sent (Kafka's ``TransactionAbortedException``)."""
+
+
+class CommitFailedError(KChannelError):
+    """Offsets sent to a transaction were rejected because the consumer
+    group moved on (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION; Kafka's
+    ``CommitFailedException``): abort, and rebuild the transaction from the
+    consumer's new assignment."""
+
+
+# Java's names, for code written against Kafka's or kafka-python's clients.
+ProducerFencedException = ProducerFencedError
+InvalidProducerEpochException = InvalidProducerEpochError
+TransactionalIdAuthorizationException = TransactionalIdAuthorizationError

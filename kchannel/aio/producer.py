@@ -85,6 +85,14 @@ class AIOProducer:
     ``kchannel.Producer``'s.  Use ``async with`` or ``await close()``."""
 
     def __init__(self, config=None, **kwargs):
+        given = {**(config or {}), **kwargs}
+        tid = given.get("transactional.id", given.get("transactional_id"))
+        if tid is not None:
+            # The transactional methods wait on the Sender's thread, which
+            # an event loop does not have: kchannel.Producer has them.
+            raise errors.ConfigError("transactional.id: kchannel.aio's AIOProducer has no "
+                              "transactions yet; use kchannel.Producer for a transactional "
+                              "producer", key="transactional.id", value=tid)
         self._loop = None
         self._finished = False       # closed: the Sender is not run again
         self._driver = None          # the task whose greenlet runs the Sender

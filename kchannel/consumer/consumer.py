@@ -11,6 +11,7 @@ import itertools
 from kchannel import errors
 from kchannel.client import ClientResponse, ExponentialBackoff, RequestTimeoutError
 from kchannel.client.cluster_client import ClusterClient
+from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
@@ -828,6 +829,17 @@ class Consumer:
                                                 p.get("metadata") or "")
         self._coordinator_answered()
         return out
+
+    def group_metadata(self):
+        """This consumer's :class:`ConsumerGroupMetadata` (Kafka's
+        ``groupMetadata()``): for ``Producer.send_offsets_to_transaction``.
+        Needs ``group.id``; a consumer that assigns its partitions itself
+        has generation -1 and no member id, as Kafka's."""
+        self._require_group()
+        generation, member = (self._group.generation_and_member() if self._group is not None
+                              else (-1, ""))
+        return ConsumerGroupMetadata(self.group_id, generation, member,
+                                     self.config["group.instance.id"])
 
     def committed(self, partitions, timeout=None):
         """``{tp: OffsetAndMetadata or None}`` committed for the group.

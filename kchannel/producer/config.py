@@ -81,7 +81,7 @@ _ROWS = [
      "If a broker cannot process produce requests from a partition for this time, the "
      "partitioner treats that partition as not available."),
     ("transactional.id", S, None, None, L, "The TransactionalId to use for transactional "
-     "delivery (not supported by kchannel: setting it is an error)."),
+     "delivery; setting it requires enable.idempotence=true (and so acks=all)."),
     ("transaction.timeout.ms", I, 60000, None, L,
      "The maximum amount of time that a transaction remains open."),
     ("key.serializer", S, _BYTE_ARRAY, ValidString(_BYTE_ARRAY, _STRING), H,
@@ -124,6 +124,7 @@ PRODUCER_ALIASES = {
     "max_block_ms": ("max.block.ms", None),
     "metadata_max_age_ms": ("metadata.max.age.ms", None),
     "transactional_id": ("transactional.id", None),
+    "transaction_timeout_ms": ("transaction.timeout.ms", None),
 }
 
 # kafka-python callables (not configuration values Kafka knows).
@@ -140,8 +141,8 @@ def split_producer_configs(configs):
     """``(producer values, client configs, extras)`` from one user dict.
 
     Raises ``ConfigError`` for an invalid producer value, for an alias given
-    together with its Java key with a different value, and for settings
-    kchannel does not support (``transactional.id``)."""
+    together with its Java key with a different value, and for a
+    ``transactional.id`` without idempotence (as Kafka's ProducerConfig)."""
     configs = dict(configs or {})
     level = configs.pop("compression.level", None)
     producer_raw, client, extras = split_configs(
@@ -155,12 +156,16 @@ def split_producer_configs(configs):
         if ctype in ("gzip", "lz4", "zstd"):
             values[f"compression.{ctype}.level"] = PRODUCER_CONFIG_DEF.parse_value(
                 f"compression.{ctype}.level", level)
-    if values.get("transactional.id"):
-        raise ConfigError("transactional.id: transactions are not supported by kchannel's "
-                          "producer yet; leave transactional.id unset",
-                          key="transactional.id", value=values["transactional.id"])
+    if values["transactional.id"] is not None and not values["transactional.id"]:
+        raise ConfigError("Invalid value  for configuration transactional.id: String must be "
+                          "non-empty", key="transactional.id", value="")
     values["acks"] = -1 if values["acks"] == "all" else int(values["acks"])
     _idempotence(values, producer_raw)
+    # Checked after idempotence, which a conflicting setting may have turned
+    # off (Kafka's postProcessAndValidateIdempotenceConfigs).
+    if values["transactional.id"] is not None and not values["enable.idempotence"]:
+        raise ConfigError("Cannot set a transactional.id without also enabling idempotence.",
+                          key="transactional.id", value=values["transactional.id"])
     if values["delivery.timeout.ms"] < values["linger.ms"] + values["request.timeout.ms"]:
         if "delivery.timeout.ms" in producer_raw:
             raise ConfigError(

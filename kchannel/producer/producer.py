@@ -13,6 +13,7 @@ import time as _time
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
 from kchannel.client.cluster_client import ClusterClient
+from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.config import ClientConfig
 from kchannel.log import get_logger
 from kchannel.client.metadata import Metadata, TopicPartition
@@ -22,6 +23,7 @@ from kchannel.producer.config import serializer, split_producer_configs
 from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
 from kchannel.producer.metrics import ProducerMetrics
 from kchannel.producer.sender import Sender
+from kchannel.producer.transaction_manager import State, TransactionManager
 from kchannel.protocol.records import CompressionType, RECORD_BATCH_OVERHEAD, check_codec
 from kchannel._impl import load as _load
 
@@ -128,9 +130,19 @@ class Producer:
             values["max.block.ms"],
             self._key_serializer is not None or self._value_serializer is not None)
         self._appender = _appender.Appender(self.append_path)
-        # The per-record path is the appender's (compiled twin when built):
-        # binding it on the instance saves a Python call per record.
-        self.send = self._appender.send
+        self._txn = None
+        if values["transactional.id"] is not None:
+            self._txn = TransactionManager(values["transactional.id"],
+                                           values["transaction.timeout.ms"],
+                                           values["retry.backoff.ms"], self._client,
+                                           self._sender)
+            self._sender.txn = self._txn
+            # Every record joins the transaction (Kafka's maybeAddPartition).
+            self.send = self._send_transactional
+        else:
+            # The per-record path is the appender's (compiled twin when
+            # built): binding it on the instance saves a Python call per record.
+            self.send = self._appender.send
         self._start_io()
         log.debug("Kafka producer started")
 
@@ -224,6 +236,91 @@ class Producer:
         # this is reached only through ``Producer.send(p, ...)``.
         return self._appender.send(topic, value, key, headers, partition, timestamp_ms,
                                    callback)
+
+    def _send_transactional(self, topic, value=None, key=None, headers=None, partition=None,
+                            timestamp_ms=None, callback=None):
+        """``send`` of a transactional producer: only inside a transaction;
+        the record's partition joins it."""
+        txn = self._txn
+        if txn.state is not State.IN_TRANSACTION:
+            if self._closed:
+                raise errors.KChannelError(
+                    "Cannot perform operation after producer has been closed")
+            txn.check_send_allowed()
+        future = self._appender.send(topic, value, key, headers, partition, timestamp_ms,
+                                     callback)
+        batch = future._batch
+        if batch is not None:
+            txn.maybe_add_partition(batch.tp)
+        return future
+
+    # -- transactions ----------------------------------------------------------------
+    def _require_transactional(self, operation):
+        if self._txn is None:
+            raise errors.IllegalStateError(
+                f"Cannot use transactional methods without enabling transactions by setting "
+                f"the transactional.id configuration property ({operation})")
+        if self._closed:
+            raise errors.IllegalStateError(
+                "Cannot perform operation after producer has been closed")
+
+    def _wait(self, result, timeout):
+        if timeout is None:
+            timeout = self.config["max.block.ms"] / 1000.0
+        self._sender.wakeup_now()
+        result.wait(timeout)
+
+    def init_transactions(self, timeout=None):
+        """Register ``transactional.id`` with its coordinator (Kafka's
+        ``initTransactions``): fences any earlier producer with the same id
+        and completes its open transaction.  Once, before the first
+        transaction; waits up to ``timeout`` seconds (default
+        ``max.block.ms``), after which calling it again waits for the same
+        request."""
+        self._require_transactional("initTransactions")
+        self._wait(self._txn.initialize_transactions(), timeout)
+
+    def begin_transaction(self):
+        """Start a transaction: the records sent and offsets given until
+        ``commit_transaction()`` or ``abort_transaction()`` are written
+        atomically (Kafka's ``beginTransaction``)."""
+        self._require_transactional("beginTransaction")
+        self._txn.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata or offset},
+        the next offsets to read) for the consumer group of
+        ``group_metadata`` (``consumer.group_metadata()``) with this
+        transaction: they are committed if and only if it commits (Kafka's
+        ``sendOffsetsToTransaction``).  A group id string is taken as the
+        metadata of a consumer outside any generation."""
+        self._require_transactional("sendOffsetsToTransaction")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not group_metadata or not getattr(group_metadata, "group_id", None):
+            raise ValueError("Consumer group metadata could not be null")
+        if not offsets:
+            return
+        self._wait(self._txn.send_offsets_to_transaction(offsets, group_metadata), timeout)
+
+    def commit_transaction(self, timeout=None):
+        """Send every buffered record, then commit the transaction (Kafka's
+        ``commitTransaction``).  An abortable error (a record failed)
+        raises here; ``abort_transaction()`` then starts over.  Waits up to
+        ``timeout`` seconds (default ``max.block.ms``)."""
+        self._require_transactional("commitTransaction")
+        self.accumulator.begin_flush()
+        try:
+            self._wait(self._txn.begin_commit(), timeout)
+        finally:
+            self.accumulator.end_flush()
+
+    def abort_transaction(self, timeout=None):
+        """Abort the transaction: records not sent yet fail with
+        TransactionAbortedError, the ones written are never visible to
+        read_committed consumers (Kafka's ``abortTransaction``)."""
+        self._require_transactional("abortTransaction")
+        self._wait(self._txn.begin_abort(), timeout)
 
     def _send_slow(self, topic, value=None, key=None, headers=None, partition=None,
                    timestamp_ms=None, callback=None):

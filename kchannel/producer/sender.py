@@ -71,6 +71,10 @@ class Sender:
         self.retrying = set()                             # idempotent tps with a retry pending
         self.metadata_wait_ms = 0
         self.sensors = sensors        # ProducerMetrics, or None
+        # The TransactionManager of a producer with a transactional.id: it
+        # sets producer_id and producer_epoch (reset_producer_id).
+        self.txn = None
+        self.transactional_id = values["transactional.id"]
 
     # -- thread -----------------------------------------------------------------
     def run(self):
@@ -78,6 +82,7 @@ class Sender:
         while self.running:
             self._run_safely()
         log.debug("Beginning shutdown of Kafka producer I/O thread, sending remaining records.")
+        self._abort_on_shutdown()
         while self.shutdown_pending():
             self._run_safely()
         self.finish_shutdown()
@@ -87,7 +92,20 @@ class Sender:
         """True while a closing producer still has records to send or
         acknowledgements to wait for (and is not closing forcefully)."""
         return not self.force_close and (self.accumulator.has_undrained()
-                                         or self.client.in_flight_count() > 0)
+                                         or self.client.in_flight_count() > 0
+                                         or (self.txn is not None and self.txn.has_pending()))
+
+    def _abort_on_shutdown(self):
+        """Kafka's Sender: a graceful close aborts the transaction under way
+        (its records would otherwise wait for transaction.timeout.ms)."""
+        txn = self.txn
+        if txn is None or self.force_close or not txn.in_open_transaction():
+            return
+        log.info("Aborting incomplete transaction due to shutdown")
+        try:
+            txn.begin_abort()
+        except errors.KChannelError as exc:
+            log.warning("Could not abort the transaction on close: %s", exc)
 
     def finish_shutdown(self):
         """The end of a close: a forced one fails what is left; the
@@ -112,19 +130,52 @@ class Sender:
         if fatal is not None:
             self.client.fatal_error = None
             self._fail_undrained(fatal)
-        if self.idempotent and self.sequences.bump_partitions:
+        txn = self.txn
+        if txn is not None and self._run_transactional(txn, now):
+            return
+        # A transactional producer's epoch moves with its transactions (the
+        # TransactionManager), never by this client-side bump.
+        if self.idempotent and txn is None and self.sequences.bump_partitions:
             self._maybe_bump_epoch()
         if self.idempotent and self.producer_id < 0:
             self.accumulator.wakeup_needed = True
-            if self.fatal_error is None:
+            if self.fatal_error is None and txn is None:
                 self._maybe_init_producer_id(now)
             self.client.poll(min(self.retry_backoff_ms, 100), now)
             return
         timeout = self.send_producer_data(now)
+        if txn is not None and txn.has_pending():
+            # A queued transactional request may be due soon (a retry's
+            # back-off, EndTxn once the last batch is acknowledged).
+            timeout = min(timeout, 10)
         self.client.poll(timeout, now)
         # Until the next ready() scan this thread is awake and will see
         # every append: appends need not wake it (see wakeup).
         self.accumulator.wakeup_needed = False
+
+    def _run_transactional(self, txn, now):
+        """Kafka's maybeSendAndPollTransactionalRequest: True when this pass
+        only polls (a transactional request in flight, or a fatal error)."""
+        if txn.has_fatal_error():
+            if self.accumulator.has_undrained():
+                self._fail_undrained(txn.last_error)
+            self.client.poll(self.retry_backoff_ms, now)
+            return True
+        if (txn.has_error() or txn.is_aborting()) and self.accumulator.has_undrained():
+            # What was not sent yet of an aborted transaction never will be.
+            self._fail_undrained(txn.last_error or errors.TransactionAbortedError(
+                "Failing batch since transaction was aborted"))
+        if txn.run(now, self.accumulator.has_incomplete()):
+            self.client.poll(self.retry_backoff_ms, now)
+            return True
+        return False
+
+    def reset_producer_id(self, producer_id, epoch):
+        """A new producer id or epoch (from the TransactionManager): every
+        partition's sequence starts again at 0."""
+        self.sequences.set_producer_id(producer_id, epoch)
+        # A new epoch renumbers every partition: nothing waits for a bump.
+        self.sequences.bump_partitions.clear()
 
     def wakeup(self):
         """Kafka's ``Sender.wakeup`` as ``send()`` calls it, when a record
@@ -195,6 +246,8 @@ class Sender:
         self.sequences.bump_epoch(self.accumulator.restart_sequences)
 
     def _can_drain(self, tp, batch):
+        if self.txn is not None and not self.txn.send_allowed(tp):
+            return False      # not (yet) added to the transaction
         flight = self.in_flight.get(tp)
         if self.guarantee_order and flight:
             return False
@@ -280,7 +333,7 @@ class Sender:
             batch.encoded = encode_batch(
                 batch.records, compression=self.compression, producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                compression_level=self.compression_level)
+                is_transactional=self.txn is not None, compression_level=self.compression_level)
         return batch.encoded
 
     def _send_produce_request(self, node, batches, now):
@@ -303,7 +356,7 @@ class Sender:
             for b in sendable.values():
                 sensors.records_sent.record(b.record_count, now)
                 sensors.batch_size.record(len(b.encoded), now)
-        body = {"transactional_id": None, "acks": self.acks,
+        body = {"transactional_id": self.transactional_id, "acks": self.acks,
                 "timeout_ms": self.request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
         try:
@@ -313,8 +366,14 @@ class Sender:
                     self._remove_in_flight(b)
                     self._complete(b, -1, None)
                 return
+            # Transaction version 1 must not send Produce v12+, which would
+            # add the partitions to the transaction itself (KIP-890).
+            version = None if self.txn is None else self.txn.produce_max_version()
+            if version is not None:
+                version = min(version, self.client.choose_version(node, _PRODUCE))
             self.client.send(node, _PRODUCE, body,
-                             lambda resp: self._handle_produce_response(resp, sendable))
+                             lambda resp: self._handle_produce_response(resp, sendable),
+                             version=version)
         except errors.KChannelError as exc:
             # Not sendable (version, connection gone): retry like a lost request.
             for b in sendable.values():
@@ -439,7 +498,9 @@ class Sender:
     def _fail_batch(self, batch, exc):
         if self.sensors is not None:
             self.sensors.record_errors.record(batch.record_count)
-        if self.idempotent and batch.has_sequence() and not self.force_close and \
+        if self.txn is not None:
+            self.txn.handle_failed_batch(exc)
+        elif self.idempotent and batch.has_sequence() and not self.force_close and \
                 self.sequences.is_current(batch):
             # Its sequences will never be written: the partition's later
             # batches need a new epoch (Java's handleFailedBatch).

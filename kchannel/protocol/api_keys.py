@@ -211,7 +211,7 @@ API_NAMES = {
 
 # api key -> (lowest, highest) version in Kafka's schema
 API_VALID_VERSIONS = {
-    0: (0, 11),
+    0: (0, 12),     # 12: transaction version 2 (KIP-890); 13 (topic ids) not spoken
     1: (0, 17),
     2: (0, 10),
     3: (0, 12),
@@ -239,7 +239,7 @@ API_VALID_VERSIONS = {
     25: (0, 4),
     26: (0, 5),
     27: (0, 1),
-    28: (0, 4),
+    28: (0, 5),     # 5: transaction version 2 (KIP-890)
     29: (0, 3),
     30: (0, 3),
     31: (0, 3),

@@ -316,6 +316,17 @@ COORDINATOR_ERRORS = frozenset((Errors.COORDINATOR_LOAD_IN_PROGRESS,
                                 Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR))
 
 
+# The transaction errors with an exception class of their own (by name:
+# kchannel.errors defines them).
+_TRANSACTION_ERRORS = {
+    Errors.PRODUCER_FENCED: "ProducerFencedError",
+    Errors.INVALID_PRODUCER_EPOCH: "InvalidProducerEpochError",
+    Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TransactionalIdAuthorizationError",
+    Errors.INVALID_TXN_STATE: "InvalidTxnStateError",
+    Errors.TRANSACTION_ABORTABLE: "TransactionAbortableError",
+}
+
+
 def error_name(code):
     """Kafka's name of ``code`` (``"UNSUPPORTED_VERSION"``); a code this table
     does not know is reported as Kafka's Errors.forCode does: UNKNOWN_SERVER_ERROR."""
@@ -353,6 +364,9 @@ def exception_for(code, message=None):
         return _errors.UnsupportedVersionError(text)
     if code in _DELEGATION_TOKEN_CODES:
         return _errors.DelegationTokenError(code, error_name(code), text)
+    txn_error = _TRANSACTION_ERRORS.get(code)
+    if txn_error is not None:
+        return getattr(_errors, txn_error)(text)
     exc = _errors.KafkaError(code, error_name(code), text)
     if code in RETRIABLE_ERRORS:
         exc.retriable = True

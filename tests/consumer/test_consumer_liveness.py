@@ -9,6 +9,10 @@ min.insync.replicas=2), a SIGKILLed broker must not hold the consumer.
   whichever broker the consumer asks first.
 * While the coordinator is down the consumer sends fewer than 200
   FindCoordinator requests in 10 s (retry back-off).
+* A consume-transform-produce loop (transactional producer,
+  send_offsets_to_transaction) keeps going while the transaction
+  coordinator's broker is killed and restarted, and its output, read with
+  read_committed, holds every input record exactly once.
 
 These are functional bounds, not benchmarks.  Each test restarts what it
 killed.  Kafka fences a dead broker after ``broker.session.timeout.ms``
@@ -175,3 +179,150 @@ def test_find_coordinator_backs_off_while_the_coordinator_is_down(kafka_cluster)
           f"10 s; longest poll(0.5) {longest:.2f} s")
     assert 0 < len(in_window) < 200
     assert longest <= 5
+
+
+def _transaction_coordinator(cluster, transactional_id, timeout=60):
+    from kchannel.client import KafkaClient
+    from kchannel.protocol import ApiKey
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with KafkaClient({"bootstrap.servers": cluster.live_bootstrap()}).connect() as c:
+                entry = c.request(ApiKey.FIND_COORDINATOR, {
+                    "key_type": 1, "coordinator_keys": [transactional_id]})["coordinators"][0]
+            if entry["error_code"] == 0:
+                return entry["node_id"]
+        except Exception:  # a node dying meanwhile: ask again
+            pass
+        if time.time() > deadline:
+            raise AssertionError(f"no transaction coordinator for {transactional_id}")
+        time.sleep(0.5)
+
+
+EOS_RECORDS = 20_000
+
+
+def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster):
+    """Consume-transform-produce with send_offsets_to_transaction over
+    EOS_RECORDS records while the transaction coordinator's broker is
+    SIGKILLed and restarted: the output read with read_committed (kchannel
+    and confluent-kafka) holds every input exactly once."""
+    from kchannel.errors import ProducerFencedError, InvalidProducerEpochError
+    from kchannel.client import RequestTimeoutError
+    t0 = time.monotonic()
+    source = kafka_cluster.create_topic(topic_name("eos-in"), PARTITIONS)
+    sink = kafka_cluster.create_topic(topic_name("eos-out"), PARTITIONS)
+    bootstrap = kafka_cluster.bootstrap()
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                   "batch.size": 262144}) as p:
+        for i in range(EOS_RECORDS):
+            p.send(source, b"%d" % i, key=b"%d" % i)
+        p.flush(120)
+    tid, group = f"eos-{source}", f"g-{source}"
+    tps = [TopicPartition(source, p) for p in range(PARTITIONS)]
+
+    def start():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "max.poll.records": 1000})
+        consumer.assign(tps)
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
+                             "linger.ms": 5, "batch.size": 131072})
+        producer.init_transactions(120)
+        return consumer, producer
+
+    def rewind(consumer):
+        committed = consumer.committed(tps, timeout=60)
+        for tp in tps:
+            om = committed.get(tp)
+            consumer.seek(tp, om.offset if om is not None else 0)
+
+    produced = time.monotonic() - t0
+    consumer, producer = start()
+    victim = _transaction_coordinator(kafka_cluster, tid)
+    initialized = time.monotonic() - t0
+    killed = None
+    processed = commits = aborts = restarts = 0
+    ends = consumer.end_offsets(tps)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            positions = {tp: consumer.position(tp) for tp in tps}
+            if all(positions[tp] >= ends[tp] for tp in tps):
+                break
+            if killed is None and processed >= EOS_RECORDS // 3:
+                kafka_cluster.kill(victim)
+                killed = time.monotonic()
+                print(f"kill at {killed - t0:.1f} s (input written at {produced:.1f} s, "
+                      f"transactions initialized at {initialized:.1f} s)")
+                # Started again at once, from this thread (a node dies with
+                # the thread that launched it); it is up in 10-30 s.
+                kafka_cluster.nodes[victim].launch()
+            records = consumer.poll(1.0)
+            if not records:
+                continue
+            try:
+                producer.begin_transaction()
+                for r in records:
+                    producer.send(sink, b"out-" + r.value, key=r.key)
+                producer.send_offsets_to_transaction(
+                    {tp: consumer.position(tp) for tp in tps}, consumer.group_metadata(),
+                    timeout=120)
+                try:
+                    producer.commit_transaction(120)
+                except RequestTimeoutError:
+                    producer.commit_transaction(120)     # waits for the same commit
+                commits += 1
+                processed += len(records)
+            except (ProducerFencedError, InvalidProducerEpochError):
+                raise
+            except Exception as exc:  # abortable: abort, read again from the commit
+                print("abort after", repr(exc))
+                aborts += 1
+                try:
+                    producer.abort_transaction(120)
+                except Exception as abort_exc:  # fatal: start over, fencing this one
+                    print("restart after", repr(abort_exc))
+                    restarts += 1
+                    producer.close(5)
+                    consumer.close()
+                    consumer, producer = start()
+                    continue
+                rewind(consumer)
+        took = time.monotonic() - killed if killed else None
+    finally:
+        producer.close(30)
+        consumer.close()
+        if killed is not None and kafka_cluster.nodes[victim].alive():
+            # every node up again for the next test
+            kafka_cluster.nodes[victim].wait_started(time.monotonic() + 120)
+        if not kafka_cluster.nodes[victim].alive():
+            kafka_cluster.restart(victim)
+    print(f"killed transaction coordinator node {victim}; {commits} commits, {aborts} aborts, "
+          f"{restarts} restarts; the rest took {took or 0:.1f} s after the kill")
+    assert killed is not None
+    expected = sorted(b"out-%d" % i for i in range(EOS_RECORDS))
+    got = []
+    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                   "isolation.level": "read_committed"}) as c:
+        c.assign([TopicPartition(sink, p) for p in range(PARTITIONS)])
+        end = time.monotonic() + 60
+        while len(got) < EOS_RECORDS and time.monotonic() < end:
+            got.extend(r.value for r in c.poll(1.0))
+        got.extend(r.value for r in c.poll(1.0))   # nothing more may come
+    assert len(got) == EOS_RECORDS and sorted(got) == expected
+    from confluent_kafka import Consumer as CConsumer
+    from confluent_kafka import TopicPartition as CTP
+    cc = CConsumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{sink}",
+                    "isolation.level": "read_committed", "enable.auto.commit": False})
+    cc.assign([CTP(sink, p, 0) for p in range(PARTITIONS)])
+    seen = []
+    end = time.monotonic() + 60
+    try:
+        while len(seen) < EOS_RECORDS and time.monotonic() < end:
+            for m in cc.consume(1000, 0.5):
+                if not m.error():
+                    seen.append(m.value())
+    finally:
+        cc.close()
+    assert sorted(seen) == expected

@@ -28,6 +28,9 @@
  *                                            with Exit's procedures made to throw
  *   errorFlags (no config)               -> errors {code: [retriable, invalidMetadata]}:
  *                                            Errors' exception classes
+ *   transactions topic transactionalId txns [[commit, [value...]]...]
+ *                                        -> count: KafkaProducer (config: its properties)
+ *                                            writes each transaction, committed or aborted
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -181,6 +184,10 @@ public class KafkaProbe {
             errorFlags(result);
             return;
         }
+        if (op.equals("transactions")) {
+            transactions(check, result);
+            return;
+        }
         try (Admin admin = admin(check)) {
             switch (op) {
                 case "describeCluster":
@@ -245,6 +252,37 @@ public class KafkaProbe {
     private static KafkaPrincipal principal(String text) {
         int colon = text.indexOf(':');
         return new KafkaPrincipal(text.substring(0, colon), text.substring(colon + 1));
+    }
+
+    private static void transactions(JsonNode check, ObjectNode result) throws Exception {
+        Properties props = new Properties();
+        for (Map.Entry<String, JsonNode> e : check.path("config").properties()) {
+            props.put(e.getKey(), e.getValue().asText());
+        }
+        props.put("transactional.id", check.path("transactionalId").asText());
+        props.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
+        props.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
+        String topic = check.path("topic").asText();
+        int count = 0;
+        try (org.apache.kafka.clients.producer.KafkaProducer<String, String> producer =
+                 new org.apache.kafka.clients.producer.KafkaProducer<>(props)) {
+            producer.initTransactions();
+            for (JsonNode txn : check.path("txns")) {
+                producer.beginTransaction();
+                for (JsonNode value : txn.get(1)) {
+                    producer.send(new org.apache.kafka.clients.producer.ProducerRecord<>(
+                        topic, value.asText(), value.asText()));
+                    count++;
+                }
+                producer.flush();
+                if (txn.get(0).asBoolean()) {
+                    producer.commitTransaction();
+                } else {
+                    producer.abortTransaction();
+                }
+            }
+        }
+        result.put("count", count);
     }
 
     private static void describeCluster(Admin admin, ObjectNode result) throws Exception {

@@ -66,9 +66,25 @@ def test_delivery_timeout_bound():
     assert values["delivery.timeout.ms"] == 200005
 
 
-def test_transactions_are_refused():
-    with pytest.raises(ConfigError, match="transactions are not supported"):
-        split_producer_configs({"transactional.id": "tx"})
+def test_transactional_id_requires_idempotence():
+    """Kafka's postProcessAndValidateIdempotenceConfigs: a transactional.id
+    keeps the idempotence default; a setting that turns idempotence off
+    (acks=1) or an explicit enable.idempotence=false is an error."""
+    values, _, _ = split_producer_configs({"transactional.id": "tx"})
+    assert (values["transactional.id"], values["enable.idempotence"], values["acks"],
+            values["transaction.timeout.ms"]) == ("tx", True, -1, 60000)
+    for extra in ({"acks": "1"}, {"enable.idempotence": False}, {"retries": 0}):
+        with pytest.raises(ConfigError, match="Cannot set a transactional.id without also "
+                                              "enabling idempotence"):
+            split_producer_configs({"transactional.id": "tx", **extra})
+    with pytest.raises(ConfigError, match="acks to all"):
+        split_producer_configs({"transactional.id": "tx", "enable.idempotence": True,
+                                "acks": 1})
+    with pytest.raises(ConfigError, match="non-empty"):
+        split_producer_configs({"transactional.id": ""})
+    values, _, _ = split_producer_configs({"transactional_id": "t",
+                                           "transaction_timeout_ms": 5000})
+    assert (values["transactional.id"], values["transaction.timeout.ms"]) == ("t", 5000)
 
 
 def test_librdkafka_aliases():
@@ -108,3 +124,31 @@ def test_compression_level_alias():
     values, _, _ = split_producer_configs({"compression.type": "zstd",
                                            "compression.level": 7})
     assert values["compression.zstd.level"] == 7
+
+
+def test_aio_producer_refuses_transactional_id():
+    """AIOProducer has no transactional methods: a transactional.id fails
+    at construction rather than at the first send."""
+    from kchannel.aio import AIOProducer
+    with pytest.raises(ConfigError, match="use kchannel.Producer"):
+        AIOProducer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "tx"})
+
+
+def test_transactional_methods_check_the_state():
+    """Kafka's IllegalStateException cases, before any broker is involved."""
+    from kchannel import Producer
+    from kchannel.errors import IllegalStateError
+    with Producer({"bootstrap.servers": "127.0.0.1:9"}) as plain:
+        with pytest.raises(IllegalStateError, match="transactional.id"):
+            plain.begin_transaction()
+    p = Producer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "tx"})
+    try:
+        with pytest.raises(IllegalStateError, match="UNINITIALIZED to state IN_TRANSACTION"):
+            p.begin_transaction()
+        with pytest.raises(IllegalStateError,
+                           match="UNINITIALIZED to state COMMITTING_TRANSACTION"):
+            p.commit_transaction(1)
+        with pytest.raises(IllegalStateError, match="initTransactions"):
+            p.send("t", b"v")
+    finally:
+        p.close(0)

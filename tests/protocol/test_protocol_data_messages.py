@@ -14,7 +14,7 @@ FETCH = messages.FETCH
 
 def test_supported_ranges():
     # magic v2 only: Produce from v3, Fetch from v4 (as the issue asks)
-    assert (messages.PRODUCE.min_version, messages.PRODUCE.max_version) == (3, 11)
+    assert (messages.PRODUCE.min_version, messages.PRODUCE.max_version) == (3, 12)
     assert (messages.FETCH.min_version, messages.FETCH.max_version) == (4, 17)
     for api in (messages.LIST_OFFSETS, messages.INIT_PRODUCER_ID, messages.JOIN_GROUP,
                 messages.SYNC_GROUP, messages.HEARTBEAT, messages.LEAVE_GROUP,

@@ -1,9 +1,14 @@
-"""Produce (API key 0): request and response schemas, as in Apache Kafka."""
+"""Produce (API key 0): request and response schemas, as in Apache Kafka.
+
+Version 12 is the same as version 11 (KIP-890 part 2): within a
+transaction under transaction.version 2 it also adds the partition to the
+transaction, so only a transaction-version-2 producer sends it (see
+kchannel.producer.sender).  Version 13 (topic ids) is not spoken."""
 from kchannel.protocol.schema import Api, Field, MessageSpec
 
 REQUEST = MessageSpec(
     'ProduceRequest',
-    valid_versions='0-11',
+    valid_versions='0-12',
     flexible_versions='9+',
     api_key=0,
     type='request',
@@ -23,7 +28,7 @@ REQUEST = MessageSpec(
 
 RESPONSE = MessageSpec(
     'ProduceResponse',
-    valid_versions='0-11',
+    valid_versions='0-12',
     flexible_versions='9+',
     api_key=0,
     type='response',

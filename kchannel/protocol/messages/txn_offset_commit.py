@@ -1,9 +1,12 @@
-"""TxnOffsetCommit (API key 28): request and response schemas, as in Apache Kafka."""
+"""TxnOffsetCommit (API key 28): request and response schemas, as in Apache Kafka.
+
+Version 5 is the same as version 4 (KIP-890 part 2): under transaction.version 2
+it also adds the offsets to the transaction (no AddOffsetsToTxn)."""
 from kchannel.protocol.schema import Api, Field, MessageSpec
 
 REQUEST = MessageSpec(
     'TxnOffsetCommitRequest',
-    valid_versions='0-4',
+    valid_versions='0-5',
     flexible_versions='3+',
     api_key=28,
     type='request',
@@ -29,7 +32,7 @@ REQUEST = MessageSpec(
 
 RESPONSE = MessageSpec(
     'TxnOffsetCommitResponse',
-    valid_versions='0-4',
+    valid_versions='0-5',
     flexible_versions='3+',
     api_key=28,
     type='response',

@@ -1,0 +1,34 @@
+"""Kafka's ``ConsumerGroupMetadata``: what a transactional producer needs of
+a consumer to commit its offsets within a transaction (the consumer makes
+it, the producer reads it; both import it from here)."""
+
+__all__ = ["ConsumerGroupMetadata"]
+
+
+class ConsumerGroupMetadata:
+    """A consumer's group id, generation, member id and group instance id
+    (``Consumer.group_metadata()``): given to
+    ``Producer.send_offsets_to_transaction``, it lets the coordinator
+    refuse offsets from a member the group has moved past (zombie
+    fencing)."""
+
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
+
+    def __init__(self, group_id, generation_id=-1, member_id="", group_instance_id=None):
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+
+    def __eq__(self, other):
+        return isinstance(other, ConsumerGroupMetadata) and (
+            self.group_id, self.generation_id, self.member_id, self.group_instance_id) == (
+            other.group_id, other.generation_id, other.member_id, other.group_instance_id)
+
+    def __hash__(self):
+        return hash((self.group_id, self.generation_id, self.member_id))
+
+    def __repr__(self):
+        return (f"GroupMetadata(groupId = {self.group_id}, generationId = "
+                f"{self.generation_id}, memberId = {self.member_id}, groupInstanceId = "
+                f"{self.group_instance_id or ''})")
