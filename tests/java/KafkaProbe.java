@@ -28,6 +28,24 @@
  *                                            with Exit's procedures made to throw
  *   errorFlags (no config)               -> errors {code: [retriable, invalidMetadata]}:
  *                                            Errors' exception classes
+ * Admin methods for kchannel.Admin's differential tests (a partition is
+ * "topic:partition"; an ACL binding or filter is [resourceType, name,
+ * patternType, principal, host, operation, permissionType], enum names,
+ * null for any):
+ *   describeConfigs type name            -> configs {name: [value, source, readOnly, sensitive]}
+ *   listOffsets partitions spec          -> offsets {tp: [offset, timestamp, leaderEpoch|-1]}
+ *                                           (spec earliest|latest|maxTimestamp|<ms>)
+ *   deleteRecords offsets {tp: offset}   -> lowWatermarks {tp: lowWatermark}
+ *   createAcls bindings                  -> (ok)
+ *   describeAcls filter                  -> bindings [binding], sorted
+ *   deleteAcls filters                   -> bindings [deleted binding], sorted
+ *   describeLogDirs brokers              -> dirs {broker: {path: {error, totalBytes, usableBytes,
+ *                                           replicas {tp: [size, offsetLag, isFuture]}}}}
+ *   describeProducers partitions         -> producers {tp: [[id, epoch, lastSequence,
+ *                                           lastTimestamp, coordinatorEpoch|-1, txnStartOffset|-1]]}
+ *   listTransactions [states]            -> transactions [[transactionalId, producerId, state]]
+ *   describeTransactions ids             -> transactions {id: {coordinatorId, state, producerId,
+ *                                           producerEpoch, timeoutMs, startTimeMs|-1, partitions}}
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -218,6 +236,18 @@ public class KafkaProbe {
                     break;
                 case "alterScram":
                     alterScram(admin, check, result);
+                    break;
+                case "describeConfigs":
+                case "listOffsets":
+                case "deleteRecords":
+                case "createAcls":
+                case "describeAcls":
+                case "deleteAcls":
+                case "describeLogDirs":
+                case "describeProducers":
+                case "listTransactions":
+                case "describeTransactions":
+                    AdminOps.run(op, admin, check, result);
                     break;
                 default:
                     throw new IllegalArgumentException("unknown op " + op);

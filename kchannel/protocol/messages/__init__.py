@@ -24,6 +24,9 @@ from kchannel.protocol.messages import (
     describe_configs,
     describe_delegation_token,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     end_txn,
     expire_delegation_token,
@@ -37,6 +40,7 @@ from kchannel.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -92,6 +96,10 @@ LIST_GROUPS = list_groups.API
 OFFSET_DELETE = offset_delete.API
 OFFSET_FOR_LEADER_EPOCH = offset_for_leader_epoch.API
 TXN_OFFSET_COMMIT = txn_offset_commit.API
+DESCRIBE_LOG_DIRS = describe_log_dirs.API
+DESCRIBE_PRODUCERS = describe_producers.API
+DESCRIBE_TRANSACTIONS = describe_transactions.API
+LIST_TRANSACTIONS = list_transactions.API
 
 REQUEST_HEADER = header.REQUEST_HEADER
 RESPONSE_HEADER = header.RESPONSE_HEADER
@@ -141,6 +149,10 @@ API = {
         OFFSET_DELETE,
         OFFSET_FOR_LEADER_EPOCH,
         TXN_OFFSET_COMMIT,
+        DESCRIBE_LOG_DIRS,
+        DESCRIBE_PRODUCERS,
+        DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS,
     )
 }
 
@@ -188,6 +200,10 @@ __all__ = [
     "OFFSET_DELETE",
     "OFFSET_FOR_LEADER_EPOCH",
     "TXN_OFFSET_COMMIT",
+    "DESCRIBE_LOG_DIRS",
+    "DESCRIBE_PRODUCERS",
+    "DESCRIBE_TRANSACTIONS",
+    "LIST_TRANSACTIONS",
     "REQUEST_HEADER",
     "RESPONSE_HEADER",
 ]
