@@ -610,14 +610,16 @@ class Admin:
     # -- SCRAM credentials ---------------------------------------------------
     def describe_user_scram_credentials(self, users=None):
         """{user: :class:`UserScramCredentialsDescription`} of ``users``
-        (None: every user with credentials).  A user without credentials
-        raises RESOURCE_NOT_FOUND, as Kafka's ``all()``."""
+        (None: every user with credentials).  A user asked for who has no
+        credentials (RESOURCE_NOT_FOUND) is there with none, as in Kafka's
+        ``all()``; any other error raises."""
         resp = self._any().request(messages.DESCRIBE_USER_SCRAM_CREDENTIALS.api_key, {
             "users": None if users is None else [{"name": u} for u in users]})
         _raise(resp["error_code"], resp.get("error_message"))
         out = {}
         for r in resp["results"]:
-            _raise(r["error_code"], r.get("error_message"))
+            if r["error_code"] != Errors.RESOURCE_NOT_FOUND:
+                _raise(r["error_code"], r.get("error_message"))
             infos = []
             for c in r["credential_infos"]:
                 mech = scram.MECHANISMS_BY_TYPE.get(c["mechanism"])
