@@ -34,9 +34,11 @@ Linux) one process runs, with a warning.
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 
@@ -103,7 +105,41 @@ def run(args):
         # One process: the file is this process's record, "summed" over one.
         metrics_export.write_atomically(path, metrics_export.combine(
             [metrics_export.record(server.metrics, 1, os.getpid(), now_ms)], now_ms))
-    return _serve(server, closers, write_metrics if path else None)
+    snapshot = None
+    if server.config.get(PROMETHEUS_LISTEN):
+        # The event loop snapshots its metrics every second; scrapes read
+        # the last snapshot (the HTTP thread never touches live stats).
+        latest = []
+
+        def snapshot(now_ms):
+            latest[:] = [metrics_export.record(server.metrics, 1, os.getpid(), now_ms)]
+        snapshot(int(time.time() * 1000))
+        try:
+            closers.append(_prometheus(server.config, lambda: list(latest)).close)
+        except (OSError, errors.KChannelError) as exc:
+            log.error("Cannot start: %s", exc)
+            server.shutdown()
+            for c in closers:
+                c()
+            return 1
+    return _serve(server, closers, write_metrics if path else None, snapshot)
+
+
+# ------------------------------------------------------------------ Prometheus
+PROMETHEUS_LISTEN = "kchannel.metrics.prometheus.listen"
+PROMETHEUS_SNAPSHOT_MS = 1000
+
+
+def _prometheus(config, records):
+    """The endpoint at ``kchannel.metrics.prometheus.listen`` serving the
+    sum of ``records()`` (the workers' last :func:`metrics_export.record` s)."""
+    from ..server.prometheus import PrometheusEndpoint
+
+    def collect():
+        now_ms = int(time.time() * 1000)
+        return metrics_export.prometheus_text(
+            metrics_export.combine(records(), now_ms)["metrics"])
+    return PrometheusEndpoint(config.get(PROMETHEUS_LISTEN), collect)
 
 
 # ------------------------------------------------------------------ metrics
@@ -145,14 +181,34 @@ class _MetricsWriter:
             self._failing = False
 
 
-def _serve(server, closers, write_metrics=None):
+class _Writers:
+    """Several :class:`_MetricsWriter` s polled as one."""
+
+    def __init__(self, writers):
+        self._writers = writers
+
+    def timeout_ms(self, default_ms):
+        return min(w.timeout_ms(default_ms) for w in self._writers)
+
+    def maybe_write(self, force=False):
+        for w in self._writers:
+            w.maybe_write(force)
+
+
+def _serve(server, closers, write_metrics=None, snapshot=None, interval_ms=None):
     """Poll ``server`` until SIGTERM / SIGINT; returns the exit status.
-    ``write_metrics(now_ms)``: called every ``kchannel.metrics.file.interval.ms``
-    and once after the server stopped."""
+    ``write_metrics(now_ms)``: called every ``interval_ms`` (default
+    ``kchannel.metrics.file.interval.ms``) and once after the server
+    stopped; ``snapshot(now_ms)`` every second (the Prometheus endpoint's
+    values)."""
     stop = threading.Event()
-    writer = None
+    writers = []
     if write_metrics is not None:
-        writer = _MetricsWriter(write_metrics, server.config.get(METRICS_INTERVAL))
+        writers.append(_MetricsWriter(write_metrics,
+                                      interval_ms or server.config.get(METRICS_INTERVAL)))
+    if snapshot is not None:
+        writers.append(_MetricsWriter(snapshot, PROMETHEUS_SNAPSHOT_MS))
+    writer = _Writers(writers) if writers else None
 
     def on_signal(signum, _frame):
         log.info("Received %s; shutting down", signal.Signals(signum).name)
@@ -252,6 +308,17 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
     pids = []
     metrics_path = config.get(METRICS_FILE)
     interval_ms = config.get(METRICS_INTERVAL)
+    record_dir = None
+    if config.get(PROMETHEUS_LISTEN):
+        # Scrapes sum the workers' records: they write them every second
+        # (to the metrics file's worker files, or to a private directory).
+        interval_ms = min(interval_ms, PROMETHEUS_SNAPSHOT_MS)
+        if not metrics_path:
+            record_dir = tempfile.mkdtemp(prefix="kchannel-metrics-")
+    record_base = metrics_path or (record_dir and os.path.join(record_dir, "metrics"))
+    record_paths = [_worker_metrics_path(record_base, k) for k in range(workers)] \
+        if record_base else []
+    endpoint = None
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for index in range(workers):
@@ -259,10 +326,15 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                os._exit(_worker_main(props, jaas_text, jaas_file_name, index, workers, held))
+                os._exit(_worker_main(props, jaas_text, jaas_file_name, index, workers, held,
+                                      record_paths[index] if record_paths else None,
+                                      interval_ms))
             pids.append(pid)
         for sock in held:
             sock.close()
+        if config.get(PROMETHEUS_LISTEN):
+            endpoint = _prometheus(config, lambda: [
+                r for r in map(metrics_export.read_record, record_paths) if r])
         log.info("kchannel serve: %d worker processes (pids %s) share the listeners %s",
                  workers, ",".join(map(str, pids)), listeners)
         writer = None
@@ -313,15 +385,21 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
                     pass
         return status
     finally:
+        if endpoint is not None:
+            endpoint.close()
+        if record_dir is not None:
+            shutil.rmtree(record_dir, ignore_errors=True)
         for sock in held:
             sock.close()
         for s, h in old.items():
             signal.signal(s, h)
 
 
-def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
+def _worker_main(props, jaas_text, jaas_file_name, index, workers, held, record_path=None,
+                 interval_ms=None):
     """A worker process: build its own server (listeners shared through
-    SO_REUSEPORT) and serve until SIGTERM.  Returns the exit status."""
+    SO_REUSEPORT) and serve until SIGTERM, writing its metrics record to
+    ``record_path`` every ``interval_ms``.  Returns the exit status."""
     try:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, signal.SIG_DFL)
@@ -333,15 +411,13 @@ def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
             log.error("Worker %d of %d cannot start: %s", index + 1, workers, exc)
             return 1
         log.info("Worker %d of %d (pid %d) serving", index + 1, workers, os.getpid())
-        path = server.config.get(METRICS_FILE)
-        if not path:
+        if not record_path:
             return _serve(server, closers)
-        mine = _worker_metrics_path(path, index)
 
         def write_record(now_ms):
-            metrics_export.write_atomically(mine, metrics_export.record(
+            metrics_export.write_atomically(record_path, metrics_export.record(
                 server.metrics, index + 1, os.getpid(), now_ms))
-        return _serve(server, closers, write_record)
+        return _serve(server, closers, write_record, interval_ms=interval_ms)
     except BaseException:  # noqa: BLE001 - a forked child must never return into the parent's code
         log.exception("Worker %d of %d failed", index + 1, workers)
         return 1

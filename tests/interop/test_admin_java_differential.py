@@ -151,7 +151,7 @@ def world(kafka_broker, kafka_java):
             {"id": "describe-transactions", "op": "describeTransactions", "config": c,
              "ids": [w.tid]},
         ]
-        w.java = kafka_java.probe(checks, timeout=180)
+        w.java = kafka_java.probe([{**c, "shared": True} for c in checks], timeout=180)
         yield w
     finally:
         for name in ("admin", "acl_admin"):

@@ -14,7 +14,8 @@
  * "${otherId.field}" in a check is replaced by that field of an earlier
  * result, so a token created by one check can be renewed by the next.
  *
- * Ops (each takes "config": the AdminClient properties, except "tool"):
+ * Ops (each takes "config": the AdminClient properties, except "tool"; with
+ * "shared": true one Admin per config serves every such check):
  *   describeCluster                      -> clusterId, controller, nodes [[id, host, port]]
  *   createToken  [renewers, owner, maxLifetimeMs] -> token fields (hmac base64)
  *   describeTokens [owners]              -> tokens [token fields]
@@ -96,6 +97,7 @@ public class KafkaProbe {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Pattern REF = Pattern.compile("\\$\\{([^.}]+)\\.([^}]+)\\}");
     private static final Map<String, JsonNode> RESULTS = new HashMap<>();
+    private static final Map<String, Admin> SHARED = new HashMap<>();
 
     /** Thrown by Exit.exit/halt instead of ending the JVM. */
     static final class ExitCalled extends RuntimeException {
@@ -199,7 +201,12 @@ public class KafkaProbe {
             errorFlags(result);
             return;
         }
-        try (Admin admin = admin(check)) {
+        // "shared": true reuses one Admin per config for the JVM's life
+        // (a TLS + SASL login per check costs seconds on a loaded machine).
+        boolean shared = check.path("shared").asBoolean(false);
+        Admin admin = shared ? SHARED.computeIfAbsent(check.path("config").toString(), k -> admin(check))
+                : admin(check);
+        try {
             switch (op) {
                 case "describeCluster":
                     describeCluster(admin, result);
@@ -251,6 +258,10 @@ public class KafkaProbe {
                     break;
                 default:
                     throw new IllegalArgumentException("unknown op " + op);
+            }
+        } finally {
+            if (!shared) {
+                admin.close();
             }
         }
     }
