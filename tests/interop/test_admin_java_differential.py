@@ -7,6 +7,8 @@ SECURITY_DISABLED to both clients) and, for ACLs that exist, an in-process
 ``kchannel serve`` with ``StandardAuthorizer``.  State is made first (an
 open confluent-kafka transaction, records, kchannel's own mutations), then
 the JVM runs its checks, then each test compares one method."""
+import contextlib
+import io
 import tempfile
 import time
 import types
@@ -14,6 +16,7 @@ import types
 import pytest
 
 from kchannel import Admin
+from kchannel.cli import main as cli_main
 from kchannel.client import KafkaClient
 from kchannel.client.admin import (AclBinding, AclBindingFilter, ConfigResource,
                                    OffsetSpec, ScramCredentialInfo,
@@ -28,7 +31,18 @@ from tests.fixtures.records import create_topic, produce, topic_name
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+# consumer-groups --reset-offsets by time: the records' timestamps are
+# BASE_TS + 0..40 ms (2023-11-14T22:13:20.000Z + ...), so a datetime inside
+# them, the same one in another zone, one after them all (no offset: Kafka's
+# "Warn: ... Falling back to latest known offset."), and durations (the
+# records are years old: every partition falls back).
 BASE_TS = 1_700_000_000_000
+RESETS = [("--to-datetime", "2023-11-14T22:13:20.020"),
+          ("--to-datetime", "2023-11-14T23:13:20.020+01:00"),
+          ("--to-datetime", "2023-11-14T22:13:21.000Z"),
+          ("--to-datetime", "2023-11-14T22:13:19.999"),
+          ("--by-duration", "P1DT2H"), ("--by-duration", "PT30M")]
 
 
 def _tp(text):
@@ -101,6 +115,23 @@ def world(kafka_broker, kafka_java):
         for mech, iterations in (("SCRAM-SHA-512", 4096), ("SCRAM-SHA-256", 8192)):
             w.admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
                 w.scram_ours, ScramCredentialInfo(mech, iterations), "ours-secret")])
+        # A group with committed offsets, for the reset-by-time tool runs.
+        w.group = topic_name("adiff-g")
+        with Admin({"bootstrap.servers": plain}) as plain_admin:
+            # (kchannel's Admin does not retry: a fresh broker's offsets
+            # topic may not be there yet.)
+            deadline = time.time() + 30
+            while True:
+                try:
+                    plain_admin.alter_consumer_group_offsets(w.group, {tp: 0 for tp in w.tps})
+                    break
+                except KafkaError as exc:
+                    if exc.error_code not in (Errors.COORDINATOR_NOT_AVAILABLE,
+                                              Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                              Errors.NOT_COORDINATOR) or time.time() > deadline:
+                        raise
+                    time.sleep(0.2)
+        w.plain = plain
         w.token = w.admin.create_delegation_token(renewers=["User:alice"],
                                                   max_lifetime_ms=3_600_000)
         node = w.admin.describe_cluster().nodes[0].id
@@ -150,6 +181,10 @@ def world(kafka_broker, kafka_java):
              "states": ["Ongoing"]},
             {"id": "describe-transactions", "op": "describeTransactions", "config": c,
              "ids": [w.tid]},
+            *({"id": f"reset-{i}", "op": "tool", "main": GROUP_COMMAND,
+               "args": ["--bootstrap-server", plain, "--reset-offsets", "--group", w.group,
+                        "--topic", w.topic, *args, "--dry-run"]}
+              for i, args in enumerate(RESETS)),
         ]
         w.java = kafka_java.probe([{**c, "shared": True} for c in checks], timeout=180)
         yield w
@@ -279,16 +314,25 @@ def test_delegation_tokens(world):
     w = world
     created = _ok(w, "token-create")
     expiry = _ok(w, "token-renew")["expiry"]
+    # Brokers apply token changes from the metadata log: a describe right
+    # after a create or renew (Java's, in the same JVM) may not show it yet.
+    _eventually(lambda: created["tokenId"] in {
+        t.token_info.token_id for t in w.admin.describe_delegation_token()})
     ours = {t.token_info.token_id: _token(t) for t in w.admin.describe_delegation_token()}
     java = {t["tokenId"]: t for t in _ok(w, "tokens")["tokens"]}
-    assert ours[created["tokenId"]] == java[created["tokenId"]]
-    # Java's renewal of kchannel's token (Java's describe right after it may
-    # still show the old expiry: brokers apply it from the metadata log).
     mine = w.token.token_info.token_id
-    assert ours[mine] == {**java[mine], "expiryTimestamp": expiry}
+    # Java's token as Java created it; kchannel's as Java renewed it.
+    assert ours[created["tokenId"]] == {k: v for k, v in created.items()
+                                        if k not in ("id", "ok")}
     assert ours[mine] == {**_token(w.token), "expiryTimestamp": expiry}
-    assert {k: v for k, v in java[created["tokenId"]].items()} == \
-        {k: v for k, v in created.items() if k not in ("id", "ok")}
+    # Every token both describe is described alike (but for that renewal).
+    both = set(ours) & set(java)
+    assert mine in both
+    for token_id in both:
+        assert {**ours[token_id], "expiryTimestamp": None} == \
+            {**java[token_id], "expiryTimestamp": None}
+        if token_id != mine:
+            assert ours[token_id] == java[token_id]
     new_expiry = w.admin.renew_delegation_token(created["hmac"], 60_000)
     assert new_expiry <= created["maxTimestamp"]
     assert w.admin.expire_delegation_token(created["hmac"], -1) <= new_expiry
@@ -340,3 +384,41 @@ def test_list_and_describe_transactions(world):
             "startTimeMs": d.transaction_start_time_ms,
             "partitions": [_name(tp) for tp in d.topic_partitions]} == j
     assert j["partitions"] == [f"{w.txn_topic}:0"] and j["timeoutMs"] == 120000
+
+
+@pytest.mark.parametrize("index", range(len(RESETS)), ids=[" ".join(r) for r in RESETS])
+def test_reset_offsets_by_time_as_kafka_consumer_groups_sh(world, index):
+    w = world
+    theirs = _ok(w, f"reset-{index}")
+    argv = ["consumer-groups", "--bootstrap-server", w.plain, "--reset-offsets", "--group",
+            w.group, "--topic", w.topic, *RESETS[index], "--dry-run"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli_main(argv)
+    assert (code, theirs["exit"]) == (0, 0), theirs
+    # Rows in Kafka's (hash) order may differ: same lines, same warnings.
+    assert sorted(out.getvalue().splitlines()) == sorted(theirs["stdout"].splitlines())
+    assert "NEW-OFFSET" in out.getvalue()
+
+
+def test_reset_offsets_to_datetime_executes(world):
+    w = world
+    argv = ["consumer-groups", "--bootstrap-server", w.plain, "--reset-offsets", "--group",
+            w.group, "--all-topics", "--to-datetime", "2023-11-14T22:13:20.020", "--execute"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli_main(argv) == 0
+    with Admin({"bootstrap.servers": w.plain}) as admin:
+        found = admin.list_offsets({tp: OffsetSpec.for_timestamp(BASE_TS + 20)
+                                    for tp in w.tps})
+        ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in w.tps})
+        got = admin.list_consumer_group_offsets(w.group)
+    # (a partition with no record at or after the time: its end offset)
+    assert {tp: o.offset for tp, o in got.items()} == {
+        tp: ends[tp].offset if r.offset == -1 else r.offset for tp, r in found.items()}
+    assert any(o.offset > 0 for o in got.values())
+    for bad, message in ((("--to-datetime", "2023-11-14"), "does not contain a 'T'"),
+                         (("--by-duration", "1D"), "cannot be parsed to a Duration")):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli_main(argv[:7] + list(bad) + ["--dry-run"]) == 1
+        assert message in out.getvalue()
