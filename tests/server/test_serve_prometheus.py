@@ -3,6 +3,8 @@ serve`` (two worker processes, a SASL_SSL listener), parsed with
 prometheus_client's own text parser, move with a small login storm as the
 JSON metrics file does, summed over the workers the same way."""
 import json
+import os
+import re
 import signal
 import socket
 import sys
@@ -12,7 +14,8 @@ import urllib.request
 import pytest
 
 from kchannel.client import KafkaClient
-from tests.server.test_serve_workers import DEADLINE_S, read_log_until, start, write_config
+from tests.server.test_serve_workers import (DEADLINE_S, ROOT, read_log_until, start,
+                                             write_config)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -102,6 +105,10 @@ def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
         during = _until(lambda: (lambda s: s if total(s, AUTH_OK) == 8 and total(
             s, AUTH_FAILED) == 1 and total(s, CONNECTIONS) == 8 else None)(scrape(prom)),
             "the storm in a scrape")
+        # Every server metric examples/grafana-dashboard.json plots is there.
+        with open(os.path.join(ROOT, "examples", "grafana-dashboard.json")) as f:
+            plotted = set(re.findall(r"kafka_server_[a-z_]+", f.read()))
+        assert plotted and not plotted - set(during), plotted - set(during)
         # One series per metric and tags: the workers' values summed.
         assert len(during[CONNECTIONS]) == len({tuple(sorted(lab.items()))
                                                 for lab, _ in during[CONNECTIONS]})
