@@ -29,8 +29,7 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
 from kchannel.protocol.schema import Field, MessageSpec
-from kchannel.security.authorizer.acl import (AclBinding, AclBindingFilter, AclOperation,
-                                              AclPermissionType, PatternType, ResourceType)
+from kchannel.security.authorizer.acl import AclBinding, AclBindingFilter, PatternType
 from kchannel.security.sasl import scram
 from kchannel.tokens.admin import DelegationTokenAdmin
 
