@@ -28,7 +28,11 @@ keeps its own metrics and its own TLS session ticket keys (a client resumes
 only when it lands on the worker that issued its ticket; otherwise it gets a
 full handshake).  With ``kchannel.metrics.file`` each worker writes its
 metrics to ``<file>.worker-<k>`` and the parent writes ``<file>``: every
-worker's values and their sum (see :mod:`kchannel.metrics_export`).  Without ``SO_REUSEPORT`` load balancing (anything but
+worker's values and their sum (see :mod:`kchannel.metrics_export`).  With
+``kchannel.metrics.prometheus.listen`` the same sum is served to Prometheus
+scrapes from a thread (:mod:`kchannel.server.prometheus`): the event loop
+snapshots its metrics every second (one process), or the workers write
+their records every second and the parent sums them per scrape.  Without ``SO_REUSEPORT`` load balancing (anything but
 Linux) one process runs, with a warning.
 """
 import dataclasses
