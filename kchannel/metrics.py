@@ -17,9 +17,11 @@ by default), so tests can drive windows deterministically.
 ``Metrics.snapshot()`` returns ``{metric name: value}`` (the first metric of
 each name wins when the same name is registered with different tags).
 """
+import json
 import threading
 from dataclasses import dataclass, field
 
+from .metrics_export import prometheus_label, prometheus_name, prometheus_samples
 from .utils import now_ms as _now_ms
 
 __all__ = [
@@ -512,7 +514,6 @@ class StatisticsCallback:
         if now < self._next:
             return
         self._next = now + self.interval_ms
-        import json
         self.stats_cb(json.dumps(self._describe(now)))
 
 
@@ -525,10 +526,9 @@ def register_prometheus(client, registry=None, domain=None):
     client's JMX domain: ``kafka_producer_producer_metrics_record_send_rate
     {clientId="..."}`` (see :mod:`kchannel.metrics_export`).  Needs the
     ``prometheus`` extra (``pip install 'kchannel[prometheus]'``)."""
+    # prometheus_client is an optional dependency (the prometheus extra).
     from prometheus_client import REGISTRY
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-    from .metrics_export import _label, prometheus_name, prometheus_samples
     if domain is None:
         kind = type(client).__name__.lower()
         domain = "producer" if "producer" in kind else "consumer" if "consumer" in kind \
@@ -546,7 +546,7 @@ def register_prometheus(client, registry=None, domain=None):
                     cls = CounterMetricFamily if name.endswith("-total") else GaugeMetricFamily
                     fam = families[key] = cls(
                         fname[:-len("_total")] if cls is CounterMetricFamily else fname,
-                        f"{name} of {group}", labels=[_label(k) for k in labels])
+                        f"{name} of {group}", labels=[prometheus_label(k) for k in labels])
                 fam.add_metric([str(tags[k]) for k in labels],
                                float("nan") if v is None else v)
             return list(families.values())

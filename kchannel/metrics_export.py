@@ -43,7 +43,8 @@ import re
 import tempfile
 
 __all__ = ["record", "combine", "write_atomically", "read_record", "prometheus_name",
-           "prometheus_samples", "prometheus_text", "PROMETHEUS_CONTENT_TYPE"]
+           "prometheus_samples", "prometheus_text", "prometheus_label",
+           "PROMETHEUS_CONTENT_TYPE"]
 
 # Prometheus' text exposition format, version 0.0.4.
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -135,7 +136,8 @@ def prometheus_name(domain, group, name):
     return _INVALID.sub("_", f"kafka_{domain}_{group}_{name}".lower())
 
 
-def _label(tag):
+def prometheus_label(tag):
+    """A tag name as a Prometheus label name (``client-id`` -> ``clientId``)."""
     head, *rest = tag.split("-")
     out = head + "".join(p[:1].upper() + p[1:] for p in rest)
     out = _INVALID.sub("_", out).replace(":", "_")
@@ -195,7 +197,8 @@ def prometheus_text(values, domain="server"):
         lines.append(f"# HELP {fname} {_escape(help_text)}")
         lines.append(f"# TYPE {fname} {kind}")
         for tags, v in sorted(samples, key=lambda s: sorted(s[0].items())):
-            labels = ",".join(f'{_label(k)}="{_escape(tv)}"' for k, tv in sorted(tags.items()))
+            labels = ",".join(f'{prometheus_label(k)}="{_escape(tv)}"'
+                              for k, tv in sorted(tags.items()))
             lines.append(f"{fname}{{{labels}}} {_number(v)}" if labels
                          else f"{fname} {_number(v)}")
     return "\n".join(lines) + "\n"

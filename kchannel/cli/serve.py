@@ -49,6 +49,7 @@ import time
 from .. import _impl, errors, metrics_export
 from ..config import ServerConfig, load_properties
 from ..server.broker import build_server, stable_cluster_id
+from ..server.prometheus import PrometheusEndpoint
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
@@ -137,8 +138,6 @@ PROMETHEUS_SNAPSHOT_MS = 1000
 def _prometheus(config, records):
     """The endpoint at ``kchannel.metrics.prometheus.listen`` serving the
     sum of ``records()`` (the workers' last :func:`metrics_export.record` s)."""
-    from ..server.prometheus import PrometheusEndpoint
-
     def collect():
         now_ms = int(time.time() * 1000)
         return metrics_export.prometheus_text(

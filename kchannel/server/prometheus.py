@@ -9,6 +9,7 @@ or stuck scraper never holds up the network path.  ``GET /metrics`` (or
 anything else 404.
 """
 import http.server
+import socket
 import threading
 
 from kchannel import errors
@@ -38,7 +39,6 @@ class _Server(http.server.ThreadingHTTPServer):
 
     def __init__(self, address, handler):
         if ":" in address[0]:
-            import socket
             self.address_family = socket.AF_INET6
         super().__init__(address, handler)
 
