@@ -5,8 +5,10 @@ JSON metrics file does, summed over the workers the same way."""
 import json
 import os
 import re
+import select
 import signal
 import socket
+import subprocess
 import sys
 import time
 import urllib.request
@@ -14,8 +16,7 @@ import urllib.request
 import pytest
 
 from kchannel.client import KafkaClient
-from tests.server.test_serve_workers import (DEADLINE_S, ROOT, read_log_until, start,
-                                             write_config)
+from kchannel.security.sasl.scram_store import credential_from_password, open_store
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -25,6 +26,50 @@ SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 CONNECTIONS = "kafka_server_socket_server_metrics_connection_count"
 AUTH_OK = "kafka_server_socket_server_metrics_successful_authentication_total"
 AUTH_FAILED = "kafka_server_socket_server_metrics_failed_authentication_total"
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEADLINE_S = 60
+
+
+def write_config(tmp_path, **extra):
+    """Two worker processes on one SASL listener (props in ``extra``);
+    alice/alice-secret in the SCRAM store."""
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    store = open_store(data_dir=str(data))
+    store.put("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "alice-secret"))
+    store.close()
+    props = {"node.id": "1", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+             "sasl.enabled.mechanisms": "SCRAM-SHA-256", "log.dirs": str(data),
+             "num.network.threads": "2", **extra}
+    cfg = tmp_path / "server.properties"
+    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return cfg
+
+
+def start(cfg):
+    return subprocess.Popen([sys.executable, "-m", "kchannel", "serve", "--config", str(cfg)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+
+
+def read_log_until(proc, pattern, buf=b""):
+    deadline = time.monotonic() + DEADLINE_S
+    fd = proc.stderr.fileno()
+    while time.monotonic() < deadline:
+        m = re.search(pattern, buf)
+        if m:
+            return m, buf
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+        elif proc.poll() is not None:
+            break
+    raise AssertionError(f"{pattern!r} not logged: {buf.decode('utf-8', 'replace')}")
 
 
 def _free_port():
@@ -87,9 +132,6 @@ def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.server.keystore_pem_path,
         "kchannel.metrics.file": str(path), "kchannel.metrics.file.interval.ms": "200",
         "kchannel.metrics.prometheus.listen": f"127.0.0.1:{prom}"})
-    # (write_config's SASL_PLAINTEXT listener's own JAAS line goes.)
-    cfg.write_text("".join(line + "\n" for line in cfg.read_text().splitlines()
-                           if not line.startswith("listener.name.sasl_plaintext.")))
     proc = start(cfg)
     clients = []
     try:
