@@ -17,9 +17,11 @@ by default), so tests can drive windows deterministically.
 ``Metrics.snapshot()`` returns ``{metric name: value}`` (the first metric of
 each name wins when the same name is registered with different tags).
 """
+import json
 import threading
 from dataclasses import dataclass, field
 
+from .metrics_export import prometheus_label, prometheus_name, prometheus_samples
 from .utils import now_ms as _now_ms
 
 __all__ = [
@@ -513,3 +515,98 @@ class MetricGroup:
 
     def gauge(self, name, description, fn):
         self.metrics.add_gauge(self.name(name, description), fn)
+
+
+# ------------------------------------------------- librdkafka-style statistics
+def _total(values, name, group_suffix=None):
+    return int(sum(v for mn, v in values.items()
+                   if mn.name == name and v is not None and v == v
+                   and (group_suffix is None or mn.group.endswith(group_suffix))))
+
+
+def librdkafka_statistics(client_type, client_id, values, now_ms, start_ms, msg_cnt=0,
+                          brokers=(), topics=()):
+    """The statistics JSON object librdkafka hands its ``stats_cb``, its
+    top-level fields where kchannel has the value: ``name``, ``client_id``,
+    ``type``, ``ts`` (µs, monotonic here: the ms clock x 1000), ``time``
+    (s), ``age`` (µs), ``msg_cnt``, ``tx``/``tx_bytes``/``rx``/``rx_bytes``
+    (requests, responses and bytes over all brokers, from the selector's
+    ``request-total``... metrics), ``txmsgs``/``rxmsgs`` (records sent /
+    consumed), ``brokers`` {name: {name, nodeid, nodename, state}} and
+    ``topics`` {topic: {topic}}.  ``values``: the client's ``metrics()``."""
+    sent = _total(values, "record-send-total")
+    consumed = _total(values, "records-consumed-total")
+    return {
+        "name": f"{client_id}#{client_type}", "client_id": client_id, "type": client_type,
+        "ts": int(now_ms) * 1000, "time": int(now_ms) // 1000,
+        "age": max(0, int(now_ms - start_ms)) * 1000, "msg_cnt": int(msg_cnt),
+        "tx": _total(values, "request-total"), "tx_bytes": _total(values, "outgoing-byte-total"),
+        "rx": _total(values, "response-total"), "rx_bytes": _total(values, "incoming-byte-total"),
+        "txmsgs": sent, "rxmsgs": consumed,
+        "brokers": {f"{host}:{port}/{node_id}": {
+            "name": f"{host}:{port}/{node_id}", "nodeid": node_id, "nodename": f"{host}:{port}",
+            "state": state} for node_id, host, port, state in brokers},
+        "topics": {t: {"topic": t} for t in sorted(topics)},
+    }
+
+
+class StatisticsCallback:
+    """librdkafka's ``statistics.interval.ms`` + ``stats_cb``: ``maybe_emit()``
+    (called from the client's poll()/flush(), in the user's thread) calls
+    ``stats_cb(json_text)`` at most every ``interval_ms`` (0: never) with
+    ``describe(now_ms)``'s object."""
+
+    def __init__(self, interval_ms, stats_cb, describe, time=None):
+        self.interval_ms = int(interval_ms or 0)
+        self.stats_cb = stats_cb
+        self._describe = describe
+        self._time = time or _now_ms
+        self._next = self._time() + self.interval_ms
+
+    def maybe_emit(self):
+        if self.interval_ms <= 0 or self.stats_cb is None:
+            return
+        now = self._time()
+        if now < self._next:
+            return
+        self._next = now + self.interval_ms
+        self.stats_cb(json.dumps(self._describe(now)))
+
+
+def register_prometheus(client, registry=None, domain=None):
+    """Register a ``prometheus_client`` collector of ``client``'s
+    ``metrics()`` (a Producer, Consumer, or anything with Kafka's
+    ``metrics()``) in ``registry`` (prometheus_client's default registry
+    when None); returns the collector (``registry.unregister`` it when the
+    client closes).  Names as ``kchannel serve``'s endpoint, under the
+    client's JMX domain: ``kafka_producer_producer_metrics_record_send_rate
+    {clientId="..."}`` (see :mod:`kchannel.metrics_export`).  Needs the
+    ``prometheus`` extra (``pip install 'kchannel[prometheus]'``)."""
+    # prometheus_client is an optional dependency (the prometheus extra).
+    from prometheus_client import REGISTRY
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    if domain is None:
+        kind = type(client).__name__.lower()
+        domain = "producer" if "producer" in kind else "consumer" if "consumer" in kind \
+            else "admin"
+
+    class Collector:
+        def collect(self):
+            families = {}
+            for group, name, tags, v in prometheus_samples(client.metrics()):
+                fname = prometheus_name(domain, group, name)
+                labels = sorted(tags)
+                key = (fname, tuple(labels))
+                fam = families.get(key)
+                if fam is None:
+                    cls = CounterMetricFamily if name.endswith("-total") else GaugeMetricFamily
+                    fam = families[key] = cls(
+                        fname[:-len("_total")] if cls is CounterMetricFamily else fname,
+                        f"{name} of {group}", labels=[prometheus_label(k) for k in labels])
+                fam.add_metric([str(tags[k]) for k in labels],
+                               float("nan") if v is None else v)
+            return list(families.values())
+
+    collector = Collector()
+    (registry if registry is not None else REGISTRY).register(collector)
+    return collector

@@ -24,13 +24,30 @@ written as null and left out of sums, maxima and means.
 
 Sans-I/O but for :func:`write_atomically`, which replaces the file with
 ``os.replace`` so a reader never sees half a file.
+
+:func:`prometheus_text` renders the same values in Prometheus' text format
+0.0.4, named as the Prometheus JMX exporter's common Kafka rules name
+Kafka's MBeans: a metric ``name`` of group ``group`` (MBean
+``kafka.<domain>:type=<group>,<tags>``, attribute ``name``) becomes
+``kafka_<domain>_<group>_<name>`` lower-cased with every character outside
+``[a-zA-Z0-9_:]`` made ``_`` (``kafka_server_socket_server_metrics_connection_count``);
+its tags become labels, a hyphenated tag camel-cased as those rules name it
+(``client-id`` -> ``clientId``; ``listener``, ``networkProcessor`` as they
+are).  ``-total`` metrics are counters, the rest gauges; a metric with no
+value yet is NaN, as the exporter shows Kafka's NaN.
 """
 import json
 import math
 import os
+import re
 import tempfile
 
-__all__ = ["record", "combine", "write_atomically", "read_record"]
+__all__ = ["record", "combine", "write_atomically", "read_record", "prometheus_name",
+           "prometheus_samples", "prometheus_text", "prometheus_label",
+           "PROMETHEUS_CONTENT_TYPE"]
+
+# Prometheus' text exposition format, version 0.0.4.
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _value(v):
@@ -107,3 +124,81 @@ def read_record(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+# --------------------------------------------------------------- Prometheus
+_INVALID = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+def prometheus_name(domain, group, name):
+    """``kafka_<domain>_<group>_<name>`` as the JMX exporter's Kafka rules
+    (``lowercaseOutputName``) spell the MBean's attribute."""
+    return _INVALID.sub("_", f"kafka_{domain}_{group}_{name}".lower())
+
+
+def prometheus_label(tag):
+    """A tag name as a Prometheus label name (``client-id`` -> ``clientId``)."""
+    head, *rest = tag.split("-")
+    out = head + "".join(p[:1].upper() + p[1:] for p in rest)
+    out = _INVALID.sub("_", out).replace(":", "_")
+    return out if out and not out[0].isdigit() else "_" + out
+
+
+def _parse_key(key):
+    """``group:name{k=v,...}`` (a :func:`record` key) -> (group, name, tags)."""
+    group, _, rest = key.partition(":")
+    name, brace, tags = rest.partition("{")
+    pairs = {}
+    if brace:
+        for item in tags[:-1].split(","):
+            k, _, v = item.partition("=")
+            if k:
+                pairs[k] = v
+    return group, name, pairs
+
+
+def prometheus_samples(values):
+    """``values``: {"group:name{tags}": value} (:func:`combine`'s
+    ``metrics``) or {MetricName: value} -> [(group, name, tags, value)]."""
+    out = []
+    for key, v in values.items():
+        if isinstance(key, str):
+            group, name, tags = _parse_key(key)
+        else:
+            group, name, tags = key.group, key.name, dict(key.tags)
+        out.append((group, name, tags, _value(v)))
+    return out
+
+
+def _escape(v):
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(v):
+    if v is None:
+        return "NaN"
+    if float(v).is_integer() and abs(v) < 2 ** 53:
+        return str(int(v))
+    return repr(float(v))
+
+
+def prometheus_text(values, domain="server"):
+    """Prometheus text format 0.0.4 of ``values`` (see
+    :func:`prometheus_samples`) under ``kafka_<domain>_...``."""
+    families = {}
+    for group, name, tags, v in prometheus_samples(values):
+        fam = families.setdefault(prometheus_name(domain, group, name),
+                                  ("counter" if name.endswith("-total") else "gauge",
+                                   f"{name} of {group}", []))
+        fam[2].append((tags, v))
+    lines = []
+    for fname in sorted(families):
+        kind, help_text, samples = families[fname]
+        lines.append(f"# HELP {fname} {_escape(help_text)}")
+        lines.append(f"# TYPE {fname} {kind}")
+        for tags, v in sorted(samples, key=lambda s: sorted(s[0].items())):
+            labels = ",".join(f'{prometheus_label(k)}="{_escape(tv)}"'
+                              for k, tv in sorted(tags.items()))
+            lines.append(f"{fname}{{{labels}}} {_number(v)}" if labels
+                         else f"{fname} {_number(v)}")
+    return "\n".join(lines) + "\n"

@@ -5,7 +5,8 @@
         --list [--state [STATES]]
         --describe (--group G ... | --all-groups) [--members | --state | --offsets] [--verbose]
         --reset-offsets (--group G ... | --all-groups) (--topic T[:P,P] ... | --all-topics)
-            (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N)
+            (--to-earliest | --to-latest | --to-current | --to-offset N | --shift-by N
+             | --to-datetime YYYY-MM-DDTHH:mm:SS.sss | --by-duration PnDTnHnMnS)
             [--dry-run | --execute]
         --delete (--group G ... | --all-groups)
         --delete-offsets --group G --topic T[:P,P] ...
@@ -14,7 +15,10 @@ Output is Kafka's, column for column (its ``ConsumerGroupCommand``).  Exit
 status: 0 ok, 1 failure (Kafka's tool prints ``Error: ...`` and still exits
 0; kchannel exits 1 as its other tools do), 2 usage error.
 """
+import datetime
+import re
 import sys
+import time
 
 from kchannel.client.admin import Admin, OffsetSpec
 from kchannel.config.properties import load_properties
@@ -75,6 +79,10 @@ def add_arguments(parser):
     a("--shift-by", type=int, metavar="number-of-offsets",
       help="Reset offsets shifting current offset by 'n', where 'n' can be positive or "
            "negative.")
+    a("--to-datetime", metavar="datetime", help="Reset offsets to offset from datetime. "
+      "Format: 'YYYY-MM-DDTHH:mm:SS.sss'")
+    a("--by-duration", metavar="duration", help="Reset offsets to offset by duration from "
+      "current timestamp. Format: 'PnDTnHnMnS'")
     a("--dry-run", action="store_true", help="Only show results without executing changes "
       "on Consumer Groups. Supported operations: reset-offsets.")
     a("--execute", action="store_true", help="Execute operation. Supported operations: "
@@ -136,10 +144,12 @@ def _run(args):
     if action == "reset_offsets":
         scenarios = [s for s in ("to_earliest", "to_latest", "to_current")
                      if getattr(args, s)] + \
-            [s for s in ("to_offset", "shift_by") if getattr(args, s) is not None]
+            [s for s in ("to_offset", "shift_by", "to_datetime", "by_duration")
+             if getattr(args, s) is not None]
         if len(scenarios) != 1:
             raise _Usage("Option [reset-offsets] takes exactly one of these options: "
-                         "[to-offset], [to-earliest], [to-latest], [to-current], [shift-by]")
+                         "[to-offset], [to-earliest], [to-latest], [to-current], [shift-by], "
+                         "[to-datetime], [by-duration]")
         if not args.topic and not args.all_topics:
             raise _Usage("One of the reset scopes should be defined: --all-topics, --topic.")
         if args.dry_run and args.execute:
@@ -359,6 +369,20 @@ def _prepare(admin, args, group, partitions):
         return {tp: latest[tp] for tp in partitions}
     if args.to_offset is not None:
         return {tp: clamp(tp, args.to_offset) for tp in partitions}
+    if args.to_datetime is not None or args.by_duration is not None:
+        ts = parse_datetime(args.to_datetime) if args.to_datetime is not None \
+            else int(time.time() * 1000) - parse_duration_ms(args.by_duration)
+        found = admin.list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp in partitions})
+        out = {}
+        for tp in partitions:
+            offset = found[tp].offset
+            if offset == -1:
+                # Kafka's getLogTimestampOffsets: no record at or after the time.
+                print(f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. "
+                      "Falling back to latest known offset.")
+                offset = latest[tp]
+            out[tp] = offset
+        return out
     current = admin.list_consumer_group_offsets(group)
     missing = [tp for tp in partitions if tp not in current]
     if missing:
@@ -439,3 +463,45 @@ def _delete_offsets(admin, args):
         sys.stdout.write(f"\n{tp.topic:<{t}} {str(tp.partition):<10} {'Successful':<15}")
     print()
     return 0
+
+
+# -- time arguments (Kafka's Utils.getDateTime and java.time.Duration.parse) --
+_DATETIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})"
+                       r"(Z|[+-]\d{2}(?::?\d{2})?)?")
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.I)
+
+
+def parse_datetime(text):
+    """``YYYY-MM-DDTHH:mm:SS.sss`` with an optional zone (``Z``, ``+01``,
+    ``+0100``, ``+01:00``; none is UTC, as Kafka's tool) -> epoch ms."""
+    if "T" not in text:
+        raise ValueError(f"Error parsing timestamp. It does not contain a 'T' according to "
+                         f"ISO8601 format ({text}).")
+    m = _DATETIME.fullmatch(text.strip())
+    if not m:
+        raise ValueError(f'Unparseable date: "{text}"')
+    y, mo, d, h, mi, sec, ms, zone = m.groups()
+    tz = datetime.timezone.utc
+    if zone and zone != "Z":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        tz = datetime.timezone(sign * datetime.timedelta(hours=int(digits[:2]),
+                                                         minutes=int(digits[2:] or 0)))
+    when = datetime.datetime(int(y), int(mo), int(d), int(h), int(mi), int(sec),
+                             int(ms) * 1000, tzinfo=tz)
+    return int(when.timestamp() * 1000)
+
+
+def parse_duration_ms(text):
+    """ISO-8601 ``PnDTnHnMnS`` (java.time.Duration.parse) -> ms."""
+    m = _DURATION.fullmatch(text.strip())
+    if not m or m.group(3) == "T" or not any(m.group(i) for i in (2, 4, 5, 6)):
+        raise ValueError(f"Text cannot be parsed to a Duration: {text}")
+    neg, days, _, hours, minutes, seconds, frac = m.groups()
+    ms = ((int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)) * 60_000 \
+        + int(seconds or 0) * 1000
+    if frac:
+        part = int((frac + "000")[:3])
+        ms += -part if (seconds or "").startswith("-") else part
+    return -ms if neg == "-" else ms

@@ -28,15 +28,21 @@ keeps its own metrics and its own TLS session ticket keys (a client resumes
 only when it lands on the worker that issued its ticket; otherwise it gets a
 full handshake).  With ``kchannel.metrics.file`` each worker writes its
 metrics to ``<file>.worker-<k>`` and the parent writes ``<file>``: every
-worker's values and their sum (see :mod:`kchannel.metrics_export`).  Without ``SO_REUSEPORT`` load balancing (anything but
+worker's values and their sum (see :mod:`kchannel.metrics_export`).  With
+``kchannel.metrics.prometheus.listen`` the same sum is served to Prometheus
+scrapes from a thread (:mod:`kchannel.server.prometheus`): the event loop
+snapshots its metrics every second (one process), or the workers write
+their records every second and the parent sums them per scrape.  Without ``SO_REUSEPORT`` load balancing (anything but
 Linux) one process runs, with a warning.
 """
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 
@@ -44,6 +50,7 @@ from .. import _impl, errors, metrics_export
 from ..config import ServerConfig, load_properties
 from ..server import Server
 from ..server.broker import stable_cluster_id
+from ..server.prometheus import PrometheusEndpoint
 
 NAME = "serve"
 HELP = "run a Kafka-protocol server (listeners, TLS, SASL) from server.properties"
@@ -92,6 +99,7 @@ def run(args):
             if workers > 1:
                 return _run_workers(config, props, jaas_text, args.jaas_config, workers)
         server = Server.from_properties(props, jaas_text, jaas_file_name=args.jaas_config)
+        closers = []   # what shuts down with the server besides its own stores
     except OSError as exc:
         log.error("Cannot start: %s", exc)
         return 1
@@ -104,7 +112,39 @@ def run(args):
         # One process: the file is this process's record, "summed" over one.
         metrics_export.write_atomically(path, metrics_export.combine(
             [metrics_export.record(server.metrics, 1, os.getpid(), now_ms)], now_ms))
-    return _serve(server, write_metrics if path else None)
+    snapshot = None
+    if server.config.get(PROMETHEUS_LISTEN):
+        # The event loop snapshots its metrics every second; scrapes read
+        # the last snapshot (the HTTP thread never touches live stats).
+        latest = []
+
+        def snapshot(now_ms):
+            latest[:] = [metrics_export.record(server.metrics, 1, os.getpid(), now_ms)]
+        snapshot(int(time.time() * 1000))
+        try:
+            closers.append(_prometheus(server.config, lambda: list(latest)).close)
+        except (OSError, errors.KChannelError) as exc:
+            log.error("Cannot start: %s", exc)
+            server.shutdown()
+            for c in closers:
+                c()
+            return 1
+    return _serve(server, closers, write_metrics if path else None, snapshot)
+
+
+# ------------------------------------------------------------------ Prometheus
+PROMETHEUS_LISTEN = "kchannel.metrics.prometheus.listen"
+PROMETHEUS_SNAPSHOT_MS = 1000
+
+
+def _prometheus(config, records):
+    """The endpoint at ``kchannel.metrics.prometheus.listen`` serving the
+    sum of ``records()`` (the workers' last :func:`metrics_export.record` s)."""
+    def collect():
+        now_ms = int(time.time() * 1000)
+        return metrics_export.prometheus_text(
+            metrics_export.combine(records(), now_ms)["metrics"])
+    return PrometheusEndpoint(config.get(PROMETHEUS_LISTEN), collect)
 
 
 # ------------------------------------------------------------------ metrics
@@ -146,15 +186,34 @@ class _MetricsWriter:
             self._failing = False
 
 
-def _serve(server, write_metrics=None):
-    """Poll ``server`` until SIGTERM / SIGINT, then shut it down (its stores
-    too); returns the exit status.
-    ``write_metrics(now_ms)``: called every ``kchannel.metrics.file.interval.ms``
-    and once after the server stopped."""
+class _Writers:
+    """Several :class:`_MetricsWriter` s polled as one."""
+
+    def __init__(self, writers):
+        self._writers = writers
+
+    def timeout_ms(self, default_ms):
+        return min(w.timeout_ms(default_ms) for w in self._writers)
+
+    def maybe_write(self, force=False):
+        for w in self._writers:
+            w.maybe_write(force)
+
+
+def _serve(server, closers, write_metrics=None, snapshot=None, interval_ms=None):
+    """Poll ``server`` until SIGTERM / SIGINT; returns the exit status.
+    ``write_metrics(now_ms)``: called every ``interval_ms`` (default
+    ``kchannel.metrics.file.interval.ms``) and once after the server
+    stopped; ``snapshot(now_ms)`` every second (the Prometheus endpoint's
+    values)."""
     stop = threading.Event()
-    writer = None
+    writers = []
     if write_metrics is not None:
-        writer = _MetricsWriter(write_metrics, server.config.get(METRICS_INTERVAL))
+        writers.append(_MetricsWriter(write_metrics,
+                                      interval_ms or server.config.get(METRICS_INTERVAL)))
+    if snapshot is not None:
+        writers.append(_MetricsWriter(snapshot, PROMETHEUS_SNAPSHOT_MS))
+    writer = _Writers(writers) if writers else None
 
     def on_signal(signum, _frame):
         log.info("Received %s; shutting down", signal.Signals(signum).name)
@@ -176,6 +235,11 @@ def _serve(server, write_metrics=None):
         if writer is not None:
             # The final values (connections closed by the shutdown included).
             writer.maybe_write(force=True)
+        for c in closers:
+            try:
+                c()
+            except Exception:  # noqa: BLE001
+                pass
         for s, h in old.items():
             signal.signal(s, h)
     return 0
@@ -249,6 +313,17 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
     pids = []
     metrics_path = config.get(METRICS_FILE)
     interval_ms = config.get(METRICS_INTERVAL)
+    record_dir = None
+    if config.get(PROMETHEUS_LISTEN):
+        # Scrapes sum the workers' records: they write them every second
+        # (to the metrics file's worker files, or to a private directory).
+        interval_ms = min(interval_ms, PROMETHEUS_SNAPSHOT_MS)
+        if not metrics_path:
+            record_dir = tempfile.mkdtemp(prefix="kchannel-metrics-")
+    record_base = metrics_path or (record_dir and os.path.join(record_dir, "metrics"))
+    record_paths = [_worker_metrics_path(record_base, k) for k in range(workers)] \
+        if record_base else []
+    endpoint = None
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         for index in range(workers):
@@ -256,10 +331,15 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                os._exit(_worker_main(props, jaas_text, jaas_file_name, index, workers, held))
+                os._exit(_worker_main(props, jaas_text, jaas_file_name, index, workers, held,
+                                      record_paths[index] if record_paths else None,
+                                      interval_ms))
             pids.append(pid)
         for sock in held:
             sock.close()
+        if config.get(PROMETHEUS_LISTEN):
+            endpoint = _prometheus(config, lambda: [
+                r for r in map(metrics_export.read_record, record_paths) if r])
         log.info("kchannel serve: %d worker processes (pids %s) share the listeners %s",
                  workers, ",".join(map(str, pids)), listeners)
         writer = None
@@ -310,15 +390,21 @@ def _run_workers(config, props, jaas_text, jaas_file_name, workers):
                     pass
         return status
     finally:
+        if endpoint is not None:
+            endpoint.close()
+        if record_dir is not None:
+            shutil.rmtree(record_dir, ignore_errors=True)
         for sock in held:
             sock.close()
         for s, h in old.items():
             signal.signal(s, h)
 
 
-def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
+def _worker_main(props, jaas_text, jaas_file_name, index, workers, held, record_path=None,
+                 interval_ms=None):
     """A worker process: build its own server (listeners shared through
-    SO_REUSEPORT) and serve until SIGTERM.  Returns the exit status."""
+    SO_REUSEPORT) and serve until SIGTERM, writing its metrics record to
+    ``record_path`` every ``interval_ms``.  Returns the exit status."""
     try:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, signal.SIG_DFL)
@@ -327,19 +413,18 @@ def _worker_main(props, jaas_text, jaas_file_name, index, workers, held):
         try:
             server = Server.from_properties(props, jaas_text, jaas_file_name=jaas_file_name,
                                             reuse_port=True)
+            closers = []
         except (OSError, errors.KChannelError) as exc:
             log.error("Worker %d of %d cannot start: %s", index + 1, workers, exc)
             return 1
         log.info("Worker %d of %d (pid %d) serving", index + 1, workers, os.getpid())
-        path = server.config.get(METRICS_FILE)
-        if not path:
-            return _serve(server)
-        mine = _worker_metrics_path(path, index)
+        if not record_path:
+            return _serve(server, closers)
 
         def write_record(now_ms):
-            metrics_export.write_atomically(mine, metrics_export.record(
+            metrics_export.write_atomically(record_path, metrics_export.record(
                 server.metrics, index + 1, os.getpid(), now_ms))
-        return _serve(server, write_record)
+        return _serve(server, closers, write_record, interval_ms=interval_ms)
     except BaseException:  # noqa: BLE001 - a forked child must never return into the parent's code
         log.exception("Worker %d of %d failed", index + 1, workers)
         return 1

@@ -1,5 +1,5 @@
 """``kchannel topics``: Kafka's ``kafka-topics.sh`` for create, list,
-describe and delete.
+describe and delete, on :class:`kchannel.client.admin.Admin`.
 
     kchannel topics --bootstrap-server HOST:PORT [--command-config FILE]
         --create --topic T [--partitions N] [--replication-factor R] [--config K=V ...]
@@ -15,10 +15,9 @@ import base64
 import sys
 
 from kchannel.cli.console_common import parse_properties
-from kchannel.client import KafkaClient
+from kchannel.client.admin import Admin, NewTopic
 from kchannel.config.properties import load_properties
-from kchannel.errors import KChannelError
-from kchannel.protocol import messages
+from kchannel.errors import KafkaError, KChannelError
 from kchannel.protocol.errors import Errors, exception_for
 
 NAME = "topics"
@@ -59,13 +58,6 @@ def _fail(message):
     return 1
 
 
-def _metadata(client, topics=None):
-    body = {"topics": None if topics is None else [{"name": t} for t in topics],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False}
-    return client.request(messages.METADATA.api_key, body)
-
-
 def run(args):
     actions = [a for a in ("create", "list", "describe", "delete") if getattr(args, a)]
     if len(actions) != 1:
@@ -82,62 +74,58 @@ def run(args):
     try:
         configs = dict(load_properties(args.command_config)) if args.command_config else {}
         configs["bootstrap.servers"] = args.bootstrap_server
-        with KafkaClient(configs) as client:
-            client.connect()
-            return globals()[f"_{actions[0]}"](client, args)
+        with Admin(configs) as admin:
+            return globals()[f"_{actions[0]}"](admin, args)
+    except KafkaError as exc:
+        return _fail(exc.message or exception_for(exc.error_code).message)
     except (KChannelError, OSError, ValueError) as exc:
         return _fail(f"{exc}")
 
 
-def _create(client, args):
-    topic_configs = parse_properties(args.config)
-    body = {"topics": [{"name": args.topic,
-                        "num_partitions": -1 if args.partitions is None else args.partitions,
-                        "replication_factor": -1 if args.replication_factor is None
-                        else args.replication_factor,
-                        "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in topic_configs.items()]}],
-            "timeout_ms": 30000, "validate_only": False}
-    resp = client.request(messages.CREATE_TOPICS.api_key, body)
-    result = resp["topics"][0]
-    code = result["error_code"]
-    if code == Errors.TOPIC_ALREADY_EXISTS and args.if_not_exists:
-        return 0
-    if code:
-        return _fail(result.get("error_message") or exception_for(code).message)
+def _create(admin, args):
+    try:
+        admin.create_topics([NewTopic(
+            args.topic, -1 if args.partitions is None else args.partitions,
+            -1 if args.replication_factor is None else args.replication_factor,
+            parse_properties(args.config))])
+    except KafkaError as exc:
+        if exc.error_code == Errors.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+            return 0
+        raise
     print(f"Created topic {args.topic}.")
     return 0
 
 
-def _list(client, args):
-    md = _metadata(client)
-    for t in sorted(md["topics"], key=lambda t: t["name"]):
-        if args.exclude_internal and t.get("is_internal"):
-            continue
-        print(t["name"])
+def _list(admin, args):
+    for name in admin.list_topics(list_internal=not args.exclude_internal):
+        print(name)
     return 0
 
 
-def _describe(client, args):
-    md = _metadata(client, [args.topic] if args.topic else None)
+def _describe(admin, args):
+    if args.topic:
+        try:
+            topics = admin.describe_topics([args.topic])
+        except KafkaError as exc:
+            if exc.error_code != Errors.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            topics = {}
+    else:
+        topics = admin.describe_topics(list(admin.list_topics(list_internal=True)))
     shown = 0
-    for t in sorted(md["topics"], key=lambda t: t["name"]):
-        if args.exclude_internal and t.get("is_internal"):
+    for name in sorted(topics):
+        t = topics[name]
+        if args.exclude_internal and t.is_internal:
             continue
-        if t["error_code"] == Errors.UNKNOWN_TOPIC_OR_PARTITION:
-            continue
-        if t["error_code"]:
-            return _fail(exception_for(t["error_code"]).message)
-        parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
-        rf = len(parts[0]["replica_nodes"]) if parts else 0
-        tid = t.get("topic_id")
-        print(f"Topic: {t['name']}\tTopicId: {_topic_id(tid)}\tPartitionCount: {len(parts)}"
+        parts = t.partitions
+        rf = len(parts[0].replicas) if parts else 0
+        print(f"Topic: {name}\tTopicId: {_topic_id(t.topic_id)}\tPartitionCount: {len(parts)}"
               f"\tReplicationFactor: {rf}\tConfigs: ")
         for p in parts:
-            leader = p["leader_id"] if p["leader_id"] >= 0 else "none"
-            print(f"\tTopic: {t['name']}\tPartition: {p['partition_index']}\tLeader: {leader}"
-                  f"\tReplicas: {','.join(map(str, p['replica_nodes']))}"
-                  f"\tIsr: {','.join(map(str, p['isr_nodes']))}\tElr: \tLastKnownElr: ")
+            leader = p.leader if p.leader >= 0 else "none"
+            print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {leader}"
+                  f"\tReplicas: {','.join(map(str, p.replicas))}"
+                  f"\tIsr: {','.join(map(str, p.isr))}\tElr: \tLastKnownElr: ")
         shown += 1
     if args.topic and not shown:
         return _fail(f"Topic '{args.topic}' does not exist as expected")
@@ -151,14 +139,11 @@ def _topic_id(tid):
     return base64.urlsafe_b64encode(tid.bytes).decode().rstrip("=")
 
 
-def _delete(client, args):
-    body = {"topic_names": [args.topic], "topics": [{"name": args.topic}],
-            "timeout_ms": 30000}
-    resp = client.request(messages.DELETE_TOPICS.api_key, body)
-    result = resp["responses"][0]
-    code = result["error_code"]
-    if code == Errors.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
-        return 0
-    if code:
-        return _fail(result.get("error_message") or exception_for(code).message)
+def _delete(admin, args):
+    try:
+        admin.delete_topics([args.topic])
+    except KafkaError as exc:
+        if exc.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION and args.if_exists:
+            return 0
+        raise
     return 0

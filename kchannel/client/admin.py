@@ -29,11 +29,18 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
 from kchannel.protocol.schema import Field, MessageSpec
+from kchannel.security.authorizer.acl import AclBinding, AclBindingFilter, PatternType
+from kchannel.security.sasl import scram
+from kchannel.tokens.admin import DelegationTokenAdmin
 
 __all__ = ["Admin", "NewTopic", "TopicListing", "TopicDescription", "TopicPartitionInfo",
            "Node", "ClusterDescription", "ConsumerGroupListing", "ConsumerGroupDescription",
            "MemberDescription", "OffsetAndMetadata", "OffsetSpec", "ListOffsetsResultInfo",
-           "ConfigResource", "ConfigEntry", "AlterConfigOp", "TopicPartition"]
+           "ConfigResource", "ConfigEntry", "AlterConfigOp", "TopicPartition",
+           "ScramCredentialInfo", "UserScramCredentialsDescription",
+           "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "AclBinding",
+           "AclBindingFilter", "LogDirDescription", "ReplicaInfo", "ProducerState",
+           "TransactionListing", "TransactionDescription"]
 
 log = get_logger("kchannel.client.admin")
 
@@ -62,6 +69,31 @@ ConfigEntry = collections.namedtuple(
     defaults=(None, False, False, False))
 AlterConfigOp = collections.namedtuple("AlterConfigOp", "name value op_type",
                                        defaults=("SET",))
+# SCRAM credentials (Kafka's ScramCredentialInfo & co); ``mechanism`` is the
+# mechanism name ("SCRAM-SHA-256"/"SCRAM-SHA-512").
+ScramCredentialInfo = collections.namedtuple("ScramCredentialInfo", "mechanism iterations")
+UserScramCredentialsDescription = collections.namedtuple("UserScramCredentialsDescription",
+                                                         "name credential_infos")
+UserScramCredentialUpsertion = collections.namedtuple(
+    "UserScramCredentialUpsertion", "user credential_info password salt", defaults=(None,))
+UserScramCredentialDeletion = collections.namedtuple("UserScramCredentialDeletion",
+                                                     "user mechanism")
+# describeLogDirs: {broker: {path: LogDirDescription}}; total/usable bytes
+# None when the broker does not say (Kafka's OptionalLong.empty()).
+ReplicaInfo = collections.namedtuple("ReplicaInfo", "size offset_lag is_future")
+LogDirDescription = collections.namedtuple(
+    "LogDirDescription", "error replica_infos total_bytes usable_bytes")
+# describeProducers: coordinator_epoch/current_transaction_start_offset None
+# when the broker sends -1 (Kafka's OptionalInt/OptionalLong.empty()).
+ProducerState = collections.namedtuple(
+    "ProducerState", "producer_id producer_epoch last_sequence last_timestamp "
+                     "coordinator_epoch current_transaction_start_offset")
+TransactionListing = collections.namedtuple("TransactionListing",
+                                            "transactional_id producer_id state")
+TransactionDescription = collections.namedtuple(
+    "TransactionDescription", "coordinator_id state producer_id producer_epoch "
+                              "transaction_timeout_ms transaction_start_time_ms "
+                              "topic_partitions")
 
 
 class OffsetSpec:
@@ -321,16 +353,18 @@ class Admin:
         return out
 
     # -- consumer groups -----------------------------------------------------
-    def _coordinator(self, group_id):
+    def _coordinator(self, group_id, key_type=0):
+        """(Node, client) of the coordinator of ``group_id`` (key type 0:
+        group, 1: transactional id)."""
         client = self._any()
         version = client.choose_version(messages.FIND_COORDINATOR.api_key)
         if version >= 4:
             resp = client.request(messages.FIND_COORDINATOR.api_key,
-                                  {"key_type": 0, "coordinator_keys": [group_id]})
+                                  {"key_type": key_type, "coordinator_keys": [group_id]})
             c = resp["coordinators"][0]
         else:
             c = client.request(messages.FIND_COORDINATOR.api_key,
-                               {"key": group_id, "key_type": 0})
+                               {"key": group_id, "key_type": key_type})
         _raise(c["error_code"], c.get("error_message"))
         self._nodes.setdefault(c["node_id"], (c["host"], c["port"]))
         return Node(c["node_id"], c["host"], c["port"], None), self._at((c["host"], c["port"]))
@@ -513,3 +547,264 @@ class Admin:
                     "validate_only": validate_only})
             for r in resp["responses"]:
                 _raise(r["error_code"], r.get("error_message"))
+
+    def alter_configs(self, configs, validate_only=False):
+        """Legacy AlterConfigs: ``configs`` {ConfigResource: {name: value}
+        or [ConfigEntry]}; each resource's dynamic configs become exactly
+        these (the others are removed), as Kafka's deprecated
+        ``alterConfigs``.  Raises the first resource's error."""
+        for res, entries in configs.items():
+            res = ConfigResource(*res)
+            if isinstance(entries, dict):
+                pairs = list(entries.items())
+            else:
+                pairs = [(e.name, e.value) for e in entries]
+            resp = self._config_client(res).request(messages.ALTER_CONFIGS.api_key, {
+                "resources": [{"resource_type": RESOURCE_TYPES[res.type],
+                               "resource_name": res.name,
+                               "configs": [{"name": k, "value": v} for k, v in pairs]}],
+                "validate_only": validate_only})
+            for r in resp["responses"]:
+                _raise(r["error_code"], r.get("error_message"))
+
+    # -- records -------------------------------------------------------------
+    def _leaders(self, partitions):
+        """{leader id: {topic: [partition]}} of ``partitions``; raises for a
+        partition that does not exist or has no leader."""
+        partitions = [TopicPartition(*tp) for tp in partitions]
+        leaders = {}
+        for name, desc in self.describe_topics({tp.topic for tp in partitions}).items():
+            for p in desc.partitions:
+                leaders[TopicPartition(name, p.partition)] = p.leader
+        by_leader = collections.defaultdict(lambda: collections.defaultdict(list))
+        for tp in partitions:
+            leader = leaders.get(tp)
+            if leader is None:
+                raise exception_for(Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                    f"Partition {tp.topic}-{tp.partition} does not exist")
+            if leader < 0:
+                raise exception_for(Errors.LEADER_NOT_AVAILABLE,
+                                    f"Partition {tp.topic}-{tp.partition} has no leader")
+            by_leader[leader][tp.topic].append(tp.partition)
+        return by_leader
+
+    def delete_records(self, before_offsets, timeout_ms=30000):
+        """``before_offsets``: {TopicPartition: offset} (-1: the high
+        watermark) -> {TopicPartition: new low watermark}; each partition
+        is sent to its leader, as Kafka's ``deleteRecords``."""
+        before_offsets = {TopicPartition(*tp): int(o) for tp, o in before_offsets.items()}
+        out = {}
+        for leader, topics in self._leaders(before_offsets).items():
+            resp = self._node(leader).request(messages.DELETE_RECORDS.api_key, {
+                "topics": [{"name": t, "partitions": [
+                    {"partition_index": p, "offset": before_offsets[TopicPartition(t, p)]}
+                    for p in ps]} for t, ps in topics.items()],
+                "timeout_ms": timeout_ms})
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    _raise(p["error_code"])
+                    out[TopicPartition(t["name"], p["partition_index"])] = p["low_watermark"]
+        return dict(sorted(out.items()))
+
+    # -- SCRAM credentials ---------------------------------------------------
+    def describe_user_scram_credentials(self, users=None):
+        """{user: :class:`UserScramCredentialsDescription`} of ``users``
+        (None: every user with credentials).  A user asked for who has no
+        credentials (RESOURCE_NOT_FOUND) is there with none, as in Kafka's
+        ``all()``; any other error raises."""
+        resp = self._any().request(messages.DESCRIBE_USER_SCRAM_CREDENTIALS.api_key, {
+            "users": None if users is None else [{"name": u} for u in users]})
+        _raise(resp["error_code"], resp.get("error_message"))
+        out = {}
+        for r in resp["results"]:
+            if r["error_code"] != Errors.RESOURCE_NOT_FOUND:
+                _raise(r["error_code"], r.get("error_message"))
+            infos = []
+            for c in r["credential_infos"]:
+                mech = scram.MECHANISMS_BY_TYPE.get(c["mechanism"])
+                infos.append(ScramCredentialInfo(mech.mechanism_name if mech else "UNKNOWN",
+                                                  c["iterations"]))
+            out[r["user"]] = UserScramCredentialsDescription(r["user"], infos)
+        return out
+
+    def alter_user_scram_credentials(self, alterations):
+        """``alterations``: :class:`UserScramCredentialUpsertion` (user,
+        ScramCredentialInfo, password[, salt]) and
+        :class:`UserScramCredentialDeletion` (user, mechanism).  As Kafka's
+        admin client only the salted password leaves this process.  Raises
+        the first user's error after all were tried."""
+        upsertions, deletions = [], []
+        for a in alterations:
+            if isinstance(a, UserScramCredentialDeletion):
+                deletions.append({"name": a.user,
+                                  "mechanism": scram.mechanism_for(a.mechanism).type})
+                continue
+            info = ScramCredentialInfo(*a.credential_info)
+            mech = scram.mechanism_for(info.mechanism)
+            salt = a.salt if a.salt is not None else scram.generate_salt()
+            password = a.password.encode("utf-8") if isinstance(a.password, str) \
+                else bytes(a.password)
+            upsertions.append({"name": a.user, "mechanism": mech.type,
+                               "iterations": info.iterations, "salt": salt,
+                               "salted_password": scram.hi(mech, password, salt,
+                                                           info.iterations)})
+        resp = self._any().request(messages.ALTER_USER_SCRAM_CREDENTIALS.api_key,
+                                   {"deletions": deletions, "upsertions": upsertions})
+        first = None
+        for r in resp["results"]:
+            if r["error_code"] and first is None:
+                first = exception_for(r["error_code"], r.get("error_message"))
+        if first is not None:
+            raise first
+
+    # -- ACLs ----------------------------------------------------------------
+    def create_acls(self, acls):
+        """Create :class:`AclBinding` s; raises the first one's error
+        (SECURITY_DISABLED without an authorizer, INVALID_REQUEST ...)."""
+        resp = self._any().request(messages.CREATE_ACLS.api_key, {"creations": [
+            {"resource_type": int(b.resource_type), "resource_name": b.name,
+             "resource_pattern_type": int(b.pattern_type), "principal": b.principal,
+             "host": b.host, "operation": int(b.operation),
+             "permission_type": int(b.permission_type)} for b in acls]})
+        for r in resp["results"]:
+            _raise(r["error_code"], r.get("error_message"))
+
+    @staticmethod
+    def _filter_body(f):
+        return {"resource_type_filter": int(f.resource_type), "resource_name_filter": f.name,
+                "pattern_type_filter": int(f.pattern_type), "principal_filter": f.principal,
+                "host_filter": f.host, "operation": int(f.operation),
+                "permission_type": int(f.permission_type)}
+
+    def describe_acls(self, acl_filter=AclBindingFilter()):
+        """[:class:`AclBinding`] matching ``acl_filter``
+        (:class:`AclBindingFilter`; the default matches every ACL)."""
+        resp = self._any().request(messages.DESCRIBE_ACLS.api_key,
+                                   self._filter_body(acl_filter))
+        _raise(resp["error_code"], resp.get("error_message"))
+        out = []
+        for r in resp["resources"]:
+            for a in r["acls"]:
+                out.append(AclBinding.of(r["resource_type"], r["resource_name"],
+                                         r.get("pattern_type", int(PatternType.LITERAL)),
+                                         a["principal"], a["host"], a["operation"],
+                                         a["permission_type"]))
+        return sorted(out)
+
+    def delete_acls(self, filters):
+        """Deletes the ACLs matching each :class:`AclBindingFilter`;
+        returns the deleted :class:`AclBinding` s (Kafka's ``values()``
+        flattened); raises the first filter's error."""
+        resp = self._any().request(messages.DELETE_ACLS.api_key,
+                                   {"filters": [self._filter_body(f) for f in filters]})
+        out = []
+        for r in resp["filter_results"]:
+            _raise(r["error_code"], r.get("error_message"))
+            for m in r["matching_acls"]:
+                _raise(m["error_code"], m.get("error_message"))
+                out.append(AclBinding.of(m["resource_type"], m["resource_name"],
+                                         m.get("pattern_type", int(PatternType.LITERAL)),
+                                         m["principal"], m["host"], m["operation"],
+                                         m["permission_type"]))
+        return sorted(out)
+
+    # -- delegation tokens (kchannel.tokens.admin over the bootstrap broker) --
+    def create_delegation_token(self, renewers=(), max_lifetime_ms=-1, owner=None):
+        """-> :class:`kchannel.tokens.token.DelegationToken`; errors raise
+        :class:`kchannel.errors.DelegationTokenError`."""
+        return DelegationTokenAdmin(self._any()).create(renewers, max_lifetime_ms, owner)
+
+    def renew_delegation_token(self, hmac, renew_time_period_ms=-1):
+        """-> the new expiry timestamp (ms)."""
+        return DelegationTokenAdmin(self._any()).renew(hmac, renew_time_period_ms)
+
+    def expire_delegation_token(self, hmac, expiry_time_period_ms=-1):
+        """-> the new expiry timestamp (ms)."""
+        return DelegationTokenAdmin(self._any()).expire(hmac, expiry_time_period_ms)
+
+    def describe_delegation_token(self, owners=None):
+        """-> [DelegationToken] of ``owners`` (None: all the caller may see)."""
+        return DelegationTokenAdmin(self._any()).describe(owners)
+
+    # -- log dirs, producers, transactions -----------------------------------
+    def describe_log_dirs(self, broker_ids):
+        """{broker id: {path: :class:`LogDirDescription`}} (replica_infos:
+        {TopicPartition: :class:`ReplicaInfo`}), each broker asked itself."""
+        out = {}
+        for broker in broker_ids:
+            resp = self._node(int(broker)).request(messages.DESCRIBE_LOG_DIRS.api_key,
+                                                   {"topics": None})
+            _raise(resp.get("error_code", 0))
+            dirs = {}
+            for r in resp["results"]:
+                replicas = {TopicPartition(t["name"], p["partition_index"]):
+                            ReplicaInfo(p["partition_size"], p["offset_lag"],
+                                        p["is_future_key"])
+                            for t in r["topics"] for p in t["partitions"]}
+                total, usable = r.get("total_bytes", -1), r.get("usable_bytes", -1)
+                dirs[r["log_dir"]] = LogDirDescription(
+                    exception_for(r["error_code"]) if r["error_code"] else None,
+                    dict(sorted(replicas.items())), None if total < 0 else total,
+                    None if usable < 0 else usable)
+            out[int(broker)] = dirs
+        return out
+
+    def describe_producers(self, partitions):
+        """{TopicPartition: [:class:`ProducerState`]} of the partitions'
+        active producers, asked of each leader."""
+        out = {}
+        for leader, topics in self._leaders(partitions).items():
+            resp = self._node(leader).request(messages.DESCRIBE_PRODUCERS.api_key, {
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    _raise(p["error_code"], p.get("error_message"))
+                    out[TopicPartition(t["name"], p["partition_index"])] = [
+                        ProducerState(s["producer_id"], s["producer_epoch"], s["last_sequence"],
+                                      s["last_timestamp"],
+                                      None if s["coordinator_epoch"] < 0
+                                      else s["coordinator_epoch"],
+                                      None if s["current_txn_start_offset"] < 0
+                                      else s["current_txn_start_offset"])
+                        for s in p["active_producers"]]
+        return dict(sorted(out.items()))
+
+    def list_transactions(self, states=(), producer_ids=(), duration_ms=-1):
+        """[:class:`TransactionListing`] of every broker's transaction
+        coordinator, filtered as Kafka's ``ListTransactionsOptions``
+        (``duration_ms`` >= 0 needs ListTransactions v1)."""
+        self._metadata([])
+        out = []
+        for node_id in sorted(self._nodes):
+            client = self._node(node_id)
+            if duration_ms >= 0 and client.choose_version(
+                    messages.LIST_TRANSACTIONS.api_key) < 1:
+                raise errors.UnsupportedVersionError(
+                    f"Broker {node_id} cannot filter transactions by duration "
+                    "(ListTransactions v1)")
+            resp = client.request(messages.LIST_TRANSACTIONS.api_key, {
+                "state_filters": list(states), "producer_id_filters": list(producer_ids),
+                "duration_filter": int(duration_ms)})
+            _raise(resp["error_code"])
+            out.extend(TransactionListing(t["transactional_id"], t["producer_id"],
+                                          t["transaction_state"])
+                       for t in resp["transaction_states"])
+        return sorted(out)
+
+    def describe_transactions(self, transactional_ids):
+        """{transactional id: :class:`TransactionDescription`}, each asked
+        of its transaction coordinator (FindCoordinator key type 1)."""
+        out = {}
+        for tid in transactional_ids:
+            node, client = self._coordinator(tid, key_type=1)
+            resp = client.request(messages.DESCRIBE_TRANSACTIONS.api_key,
+                                  {"transactional_ids": [tid]})
+            s = resp["transaction_states"][0]
+            _raise(s["error_code"])
+            out[tid] = TransactionDescription(
+                node.id, s["transaction_state"], s["producer_id"], s["producer_epoch"],
+                s["transaction_timeout_ms"],
+                None if s["transaction_start_time_ms"] < 0 else s["transaction_start_time_ms"],
+                sorted(TopicPartition(t["topic"], p) for t in s["topics"]
+                       for p in t["partitions"]))
+        return out

@@ -805,6 +805,12 @@ _ROWS = [
      "worker's own values. Unset: no file.", True),
     ("kchannel.metrics.file.interval.ms", LG, 10000, _atl(100), L, "server",
      "kchannel-specific: how often kchannel serve rewrites kchannel.metrics.file.", True),
+    ("kchannel.metrics.prometheus.listen", S, None, NonEmptyString(), L, "server",
+     "kchannel-specific (Kafka is scraped through the Prometheus JMX exporter): HOST:PORT where kchannel "
+     "serve answers Prometheus scrapes (GET /metrics, text format 0.0.4) from a thread of its own, with "
+     "the metrics of kchannel.metrics.file (summed over the worker processes the same way) named as the "
+     "JMX exporter's Kafka rules name them, e.g. kafka_server_socket_server_metrics_connection_count"
+     "{listener=...,networkProcessor=...}; values at most a second old. Unset: no endpoint.", True),
     ("kchannel.ssl.session.resumption.enable", B, True, None, L, "both",
      "kchannel-specific (Java's SSLContext always caches sessions): TLS session resumption. A client keeps "
      "the last resumable session per broker host:port and offers it on its next connection there; a server "

@@ -63,6 +63,9 @@ _ROWS = [
      "to retry a failed request."),
     ("retry.backoff.max.ms", LG, 1000, _atl(0), L, "The maximum amount of time in milliseconds "
      "to wait when retrying a request that has repeatedly failed."),
+    ("statistics.interval.ms", LG, 0, _atl(0), L,
+     "librdkafka's: how often (ms) poll()/flush() call stats_cb with the client's statistics "
+     "as librdkafka's JSON; 0 (the default) turns statistics off."),
     ("metadata.max.age.ms", LG, 300000, _atl(0), L, "The period of time after which we force "
      "a refresh of metadata."),
     ("partition.assignment.strategy", LI, f"{RANGE},{COOPERATIVE_STICKY}",
@@ -125,7 +128,7 @@ CONSUMER_ALIASES = {
     "client_rack": ("client.rack", None),
 }
 
-_CALLABLES = ("key_deserializer", "value_deserializer")
+_CALLABLES = ("key_deserializer", "value_deserializer", "stats_cb")
 
 
 def split_consumer_configs(configs):

@@ -12,6 +12,7 @@ from kchannel import errors
 from kchannel.client import ClientResponse, ExponentialBackoff, RequestTimeoutError
 from kchannel.client.cluster_client import ClusterClient
 from kchannel.client.group_metadata import ConsumerGroupMetadata
+from kchannel.client.statistics import client_statistics
 from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
@@ -124,6 +125,7 @@ class Consumer:
             assigned=lambda: len(self.subscriptions.assignment),
             last_heartbeat_ms=lambda: (self._group.last_heartbeat_ms or None)
             if self._group is not None else None)
+        self._statistics = client_statistics(self, "consumer", values, extras)
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
                                 extras.get("key_deserializer"), extras.get("value_deserializer"),
                                 sensors=self.sensors)
@@ -495,6 +497,7 @@ class Consumer:
                                        "any partitions")
         timeout_ms = 0 if timeout is None else max(0, int(timeout * 1000))
         deadline = self._time() + timeout_ms
+        self._statistics.maybe_emit()
         self._maybe_auto_commit()
         while True:
             # Nothing here waits past the deadline (Kafka's poll timer): a

@@ -68,6 +68,9 @@ _ROWS = [
      "uncompressed record batch size."),
     ("max.block.ms", LG, 60000, _atl(0), M,
      "How long send() and partitionsFor() block waiting for metadata or buffer space."),
+    ("statistics.interval.ms", LG, 0, _atl(0), L,
+     "librdkafka's: how often (ms) poll()/flush() call stats_cb with the client's statistics "
+     "as librdkafka's JSON; 0 (the default) turns statistics off."),
     ("metadata.max.age.ms", LG, 300000, _atl(0), L,
      "The period of time after which we force a refresh of metadata."),
     ("metadata.max.idle.ms", LG, 300000, _atl(5000), L,
@@ -127,8 +130,9 @@ PRODUCER_ALIASES = {
     "transaction_timeout_ms": ("transaction.timeout.ms", None),
 }
 
-# kafka-python callables (not configuration values Kafka knows).
-_CALLABLES = ("key_serializer", "value_serializer")
+# kafka-python callables and librdkafka's stats_cb (not configuration values Kafka
+# knows).
+_CALLABLES = ("key_serializer", "value_serializer", "stats_cb")
 
 
 def _acks(value):

@@ -14,6 +14,7 @@ from kchannel import errors
 from kchannel.client import RequestTimeoutError
 from kchannel.client.cluster_client import ClusterClient
 from kchannel.client.group_metadata import ConsumerGroupMetadata
+from kchannel.client.statistics import client_statistics
 from kchannel.config import ClientConfig
 from kchannel.log import get_logger
 from kchannel.client.metadata import Metadata, TopicPartition
@@ -143,6 +144,7 @@ class Producer:
             # The per-record path is the appender's (compiled twin when
             # built): binding it on the instance saves a Python call per record.
             self.send = self._appender.send
+        self._statistics = client_statistics(self, "producer", values, extras)
         self._start_io()
         log.debug("Kafka producer started")
 
@@ -401,10 +403,18 @@ class Producer:
         return None
 
     # -- flush / close -------------------------------------------------------------
+    def poll(self, timeout=0):
+        """librdkafka's ``poll()``: serves the statistics callback
+        (``stats_cb`` every ``statistics.interval.ms``) in this thread;
+        delivery results are the futures of :meth:`send`.  Returns 0."""
+        self._statistics.maybe_emit()
+        return 0
+
     def flush(self, timeout=None):
         """Send everything buffered now and wait until every record sent so
         far is acknowledged or failed.  ``timeout`` (seconds, optional)
         raises ``RequestTimeoutError`` when it passes first."""
+        self._statistics.maybe_emit()
         deadline = None if timeout is None else _time.monotonic() + timeout
         self.accumulator.begin_flush()
         try:

@@ -14,7 +14,8 @@
  * "${otherId.field}" in a check is replaced by that field of an earlier
  * result, so a token created by one check can be renewed by the next.
  *
- * Ops (each takes "config": the AdminClient properties, except "tool"):
+ * Ops (each takes "config": the AdminClient properties, except "tool"; with
+ * "shared": true one Admin per config serves every such check):
  *   describeCluster                      -> clusterId, controller, nodes [[id, host, port]]
  *   createToken  [renewers, owner, maxLifetimeMs] -> token fields (hmac base64)
  *   describeTokens [owners]              -> tokens [token fields]
@@ -31,6 +32,24 @@
  *   transactions topic transactionalId txns [[commit, [value...]]...]
  *                                        -> count: KafkaProducer (config: its properties)
  *                                            writes each transaction, committed or aborted
+ * Admin methods for kchannel.Admin's differential tests (a partition is
+ * "topic:partition"; an ACL binding or filter is [resourceType, name,
+ * patternType, principal, host, operation, permissionType], enum names,
+ * null for any):
+ *   describeConfigs type name            -> configs {name: [value, source, readOnly, sensitive]}
+ *   listOffsets partitions spec          -> offsets {tp: [offset, timestamp, leaderEpoch|-1]}
+ *                                           (spec earliest|latest|maxTimestamp|<ms>)
+ *   deleteRecords offsets {tp: offset}   -> lowWatermarks {tp: lowWatermark}
+ *   createAcls bindings                  -> (ok)
+ *   describeAcls filter                  -> bindings [binding], sorted
+ *   deleteAcls filters                   -> bindings [deleted binding], sorted
+ *   describeLogDirs brokers              -> dirs {broker: {path: {error, totalBytes, usableBytes,
+ *                                           replicas {tp: [size, offsetLag, isFuture]}}}}
+ *   describeProducers partitions         -> producers {tp: [[id, epoch, lastSequence,
+ *                                           lastTimestamp, coordinatorEpoch|-1, txnStartOffset|-1]]}
+ *   listTransactions [states]            -> transactions [[transactionalId, producerId, state]]
+ *   describeTransactions ids             -> transactions {id: {coordinatorId, state, producerId,
+ *                                           producerEpoch, timeoutMs, startTimeMs|-1, partitions}}
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -81,6 +100,7 @@ public class KafkaProbe {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Pattern REF = Pattern.compile("\\$\\{([^.}]+)\\.([^}]+)\\}");
     private static final Map<String, JsonNode> RESULTS = new HashMap<>();
+    private static final Map<String, Admin> SHARED = new HashMap<>();
 
     /** Thrown by Exit.exit/halt instead of ending the JVM. */
     static final class ExitCalled extends RuntimeException {
@@ -188,7 +208,12 @@ public class KafkaProbe {
             transactions(check, result);
             return;
         }
-        try (Admin admin = admin(check)) {
+        // "shared": true reuses one Admin per config for the JVM's life
+        // (a TLS + SASL login per check costs seconds on a loaded machine).
+        boolean shared = check.path("shared").asBoolean(false);
+        Admin admin = shared ? SHARED.computeIfAbsent(check.path("config").toString(), k -> admin(check))
+                : admin(check);
+        try {
             switch (op) {
                 case "describeCluster":
                     describeCluster(admin, result);
@@ -226,8 +251,24 @@ public class KafkaProbe {
                 case "alterScram":
                     alterScram(admin, check, result);
                     break;
+                case "describeConfigs":
+                case "listOffsets":
+                case "deleteRecords":
+                case "createAcls":
+                case "describeAcls":
+                case "deleteAcls":
+                case "describeLogDirs":
+                case "describeProducers":
+                case "listTransactions":
+                case "describeTransactions":
+                    AdminOps.run(op, admin, check, result);
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown op " + op);
+            }
+        } finally {
+            if (!shared) {
+                admin.close();
             }
         }
     }

@@ -24,6 +24,9 @@ from kchannel.protocol.messages import (
     describe_configs,
     describe_delegation_token,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     end_txn,
     expire_delegation_token,
@@ -37,6 +40,7 @@ from kchannel.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -108,6 +112,10 @@ LIST_GROUPS = list_groups.API
 OFFSET_DELETE = offset_delete.API
 OFFSET_FOR_LEADER_EPOCH = offset_for_leader_epoch.API
 TXN_OFFSET_COMMIT = txn_offset_commit.API
+DESCRIBE_LOG_DIRS = describe_log_dirs.API
+DESCRIBE_PRODUCERS = describe_producers.API
+DESCRIBE_TRANSACTIONS = describe_transactions.API
+LIST_TRANSACTIONS = list_transactions.API
 
 ALTER_CLIENT_QUOTAS = alter_client_quotas.API
 ALTER_PARTITION_REASSIGNMENTS = alter_partition_reassignments.API

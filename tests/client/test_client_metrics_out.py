@@ -1,0 +1,85 @@
+"""Client metrics out, against Apache Kafka: librdkafka's statistics
+callback (``statistics.interval.ms`` + ``stats_cb``, called from
+poll()/flush() in the caller's thread) and the ``prometheus_client``
+collector of :func:`kchannel.metrics.register_prometheus`, both counting
+what the client really sent and consumed."""
+import json
+import threading
+import time
+
+import pytest
+
+from kchannel import Consumer, Producer
+from kchannel.metrics import register_prometheus
+from tests.fixtures.records import create_topic, topic_name
+
+pytestmark = [pytest.mark.kafka]
+prometheus_client = pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+
+def scrape(registry):
+    out = {}
+    for fam in text_string_to_metric_families(
+            prometheus_client.generate_latest(registry).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_stats_cb_and_prometheus_collector(kafka_broker):
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(b, topic_name("stats"), partitions=1)
+    stats, threads = [], []
+
+    def stats_cb(text):
+        stats.append(json.loads(text))
+        threads.append(threading.get_ident())
+
+    registry = prometheus_client.CollectorRegistry()
+    with Producer({"bootstrap.servers": b, "client.id": "stats-p", "linger.ms": 0,
+                   "statistics.interval.ms": 50, "stats_cb": stats_cb}) as p:
+        register_prometheus(p, registry)
+        for i in range(5):
+            p.send(topic, b"v%d" % i)
+        p.flush(30)
+        time.sleep(0.06)
+        assert p.poll(0) == 0
+        s = stats[-1]
+        assert (s["type"], s["client_id"], s["txmsgs"], s["msg_cnt"]) == \
+            ("producer", "stats-p", 5, 0)
+        assert s["tx"] >= 2 and s["rx"] == s["tx"] and s["tx_bytes"] > 0
+        assert topic in s["topics"]
+        port = str(kafka_broker.port("PLAINTEXT"))
+        assert any(v["nodename"].endswith(":" + port) and v["state"] == "READY"
+                   for v in s["brokers"].values())
+        assert threads == [threading.get_ident()] * len(threads)
+        values = scrape(registry)
+        key = ("kafka_producer_producer_metrics_record_send_total", (("clientId", "stats-p"),))
+        assert values[key] == 5
+        count = len(stats)
+        p.poll(0)
+        assert len(stats) == count     # not again within statistics.interval.ms
+
+    # Off by default; on for the consumer from its poll().
+    with Producer({"bootstrap.servers": b, "stats_cb": stats_cb}) as p:
+        p.flush(5)
+        time.sleep(0.06)
+        p.poll(0)
+        assert all(s["client_id"] != p.client_id for s in stats)
+    consumed = []
+    with Consumer({"bootstrap.servers": b, "group.id": topic_name("stats-g"),
+                   "client.id": "stats-c", "auto.offset.reset": "earliest",
+                   "statistics.interval.ms": 50, "stats_cb": stats_cb}) as c:
+        c.subscribe([topic])
+        deadline = time.time() + 30
+        while len(consumed) < 5 and time.time() < deadline:
+            consumed.extend(c.poll(0.2) or [])
+        time.sleep(0.06)
+        c.poll(0)
+        mine = [s for s in stats if s["client_id"] == "stats-c"]
+        assert mine and mine[-1]["type"] == "consumer" and mine[-1]["rxmsgs"] == 5
+        reg = prometheus_client.CollectorRegistry()
+        register_prometheus(c, reg)
+        assert scrape(reg)[("kafka_consumer_consumer_fetch_manager_metrics_records_consumed_total",
+                            (("clientId", "stats-c"),))] == 5
