@@ -160,8 +160,10 @@ def _authentications(client):
 
 def connection_stats():
     """This process's cache: ``pid``, ``tasks`` served, clients created and
-    closed, ``cached`` clients, and ``authentications`` (successful logins
-    of every client this process ever created, live or closed)."""
+    closed, ``cached`` clients, ``authentications`` (successful logins of
+    every client this process ever created, live or closed) and
+    ``token_ids`` (comma-separated ids of the delegation tokens its cached
+    clients log in with)."""
     with _lock:
         live = [c for entries in _consumers.values() for c, _ in entries] + \
             [p for p, _ in _producers.values()]
@@ -169,6 +171,12 @@ def connection_stats():
         out["pid"] = os.getpid()
         out["cached"] = len(live)
         out["authentications"] = _retired_auth[0] + sum(_authentications(c) for c in live)
+        keys = list(_consumers) + list(_producers)
+    # (imported here: tokens imports this module)
+    from kchannel.spark.tokens import token_id_of
+    # Token ids are not secrets (the HMAC is): they show which token this
+    # worker's cached clients log in with.
+    out["token_ids"] = ",".join(sorted({t for t in (token_id_of(dict(k)) for k in keys) if t}))
     return out
 
 
