@@ -18,6 +18,7 @@ and a client idle longer than ``IDLE_S`` is closed on the next checkout.
 Nothing here imports pyspark; pyarrow is imported when a range is read.
 """
 import os
+import re
 import threading
 import time
 
@@ -158,6 +159,15 @@ def _authentications(client):
         return 0
 
 
+def token_id_of(configs):
+    """The delegation token id an executor configuration logs in with, or None."""
+    jaas = str(configs.get("sasl.jaas.config", ""))
+    if 'tokenauth="true"' not in jaas:
+        return None
+    m = re.search(r'username="((?:[^"\\]|\\.)*)"', jaas)
+    return m.group(1) if m else None
+
+
 def connection_stats():
     """This process's cache: ``pid``, ``tasks`` served, clients created and
     closed, ``cached`` clients, ``authentications`` (successful logins of
@@ -172,8 +182,6 @@ def connection_stats():
         out["cached"] = len(live)
         out["authentications"] = _retired_auth[0] + sum(_authentications(c) for c in live)
         keys = list(_consumers) + list(_producers)
-    # (imported here: tokens imports this module)
-    from kchannel.spark.tokens import token_id_of
     # Token ids are not secrets (the HMAC is): they show which token this
     # worker's cached clients log in with.
     out["token_ids"] = ",".join(sorted({t for t in (token_id_of(dict(k)) for k in keys) if t}))

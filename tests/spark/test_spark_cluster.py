@@ -20,7 +20,8 @@ from tests.fixtures.peers import PLAIN_LOGIN_MODULE as PLAIN, InProcessServer, p
 from tests.fixtures.records import consume_confluent, create_topic, produce_confluent, topic_name
 from tests.fixtures.spark_cluster import cmdline, descendants, environ
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+# (timeout: the first test also starts the cluster, four JVMs on two shared cores)
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 BASE_TS = 1_700_000_000_000
 
