@@ -244,7 +244,7 @@ def test_gateway_counts_logins_per_executor_not_per_task(spark_cluster, kafka_br
 def test_worker_added_mid_stream_gets_the_current_token_after_a_renewal(
         spark_cluster, kafka_broker, tmp_path):
     """A streaming query whose driver renews its delegation token in place
-    (renewalRatio 0.0001 of the broker's 24 h expiry: after ~9 s): a Worker
+    (renewalRatio 0.00005 of the broker's 24 h expiry: after ~4 s): a Worker
     started after the renewal gets an executor, whose Python worker reads
     its share of the micro-batches logging in with the current token."""
     session = spark_cluster.session
@@ -253,7 +253,7 @@ def test_worker_added_mid_stream_gets_the_current_token_after_a_renewal(
     target = create_topic(plain, topic_name("cl-renew-out"), partitions=3)
     renewer = "User:cluster-renewal"
     options = driver_options(kafka_broker, renewer)
-    options["kchannel.delegationToken.renewalRatio"] = "0.0001"
+    options["kchannel.delegationToken.renewalRatio"] = "0.00005"
     q = (session.readStream.format("kchannel").options(**options).option("subscribe", source)
          .option("startingOffsets", "earliest").option("minPartitions", "6").load()
          .selectExpr("key", "value").writeStream.format("kchannel")
@@ -275,7 +275,7 @@ def test_worker_added_mid_stream_gets_the_current_token_after_a_renewal(
                  describe_tokens(kafka_broker, renewer)}
         issued = max(i.issue_timestamp for i in first.values())
         # past renewalRatio of its life: the next micro-batch renews it
-        time.sleep(max(0.0, (issued + 0.0001 * 86_400_000) / 1000 - time.time() + 1))
+        time.sleep(max(0.0, (issued + 0.00005 * 86_400_000) / 1000 - time.time() + 1))
         wave(1)
         renewed = [t.token_info for t in describe_tokens(kafka_broker, renewer)
                    if t.token_info.expiry_timestamp
