@@ -55,7 +55,12 @@ other CPU pays tens of microseconds of wake-up and cold caches per round
 trip (the raw ping-pong itself falls from ~50k/s on one CPU to ~17k/s
 split, and its CPU time per round trip triples), so the depth-1 target is
 judged on one CPU, where the figure measures kchannel's own work; the split
-figure is printed beside it.
+figure is printed beside it.  Each side's CPU time per round trip is
+measured too (``time.process_time`` in both processes over the measured
+requests), for kchannel and the raw ping-pong: on a machine shared with
+other work the rates move with everyone else's load, the CPU each side
+spends per round trip far less, and kchannel's added cost per round trip
+is printed from it as well.
 
 Placement (``--placement``, default ``split``): each measurement pins its
 two processes, one CPU each, so every run compares figures taken the same
@@ -486,6 +491,21 @@ CLIENT_ID = "x" * 86          # Metadata v1 {"topics": []} -> 100-byte request
 # (c) targets, round trips/s: one request at a time, and pipelined
 RT_TARGET_DEPTH1 = 10000
 RT_TARGET_PIPELINED = 150000
+# CPU seconds per round trip of the last run of each kind, per side:
+# ("kchannel"|"raw", depth) -> [(client, server), ...].  Processes on a
+# shared machine wait for a CPU as much as for each other, so the rates
+# above move with everyone else's load; the CPU each side spends per round
+# trip moves far less, and kchannel's added cost is the difference of the
+# two sums.
+RT_CPU = {}
+
+
+def _cpu_row(key):
+    runs = RT_CPU.get(key)
+    if not runs:
+        return None
+    # the least disturbed run
+    return min(runs, key=sum)
 
 
 def _rt_server(pipe, batch=None):
@@ -498,7 +518,14 @@ def _rt_server(pipe, batch=None):
         server.selector.max_receives_per_channel = batch
     server.start()
     pipe.send(server.bound_port("PLAINTEXT"))
-    pipe.recv()
+    msg = pipe.recv()
+    while msg == "start":
+        # this process's CPU over the measured requests (its main thread
+        # only waits here)
+        c0 = time.process_time()
+        pipe.recv()
+        pipe.send(time.process_time() - c0)
+        msg = pipe.recv()
     server.shutdown()
 
 
@@ -511,13 +538,17 @@ def _raw_echo(pipe):
     if ep is not None:
         ep.register(conn.fileno(), select.EPOLLIN)
     buf = bytearray(4096)
+    c0 = None
     while True:
         if ep is not None:
             ep.poll()
         n = conn.recv_into(buf)
         if not n:
             break
+        if c0 is None:
+            c0 = time.process_time()
         conn.send(buf[:n])
+    pipe.send(time.process_time() - (c0 or 0))
     conn.close()
     ls.close()
 
@@ -534,14 +565,17 @@ def raw_round_trips(requests):
         ep.register(s.fileno(), select.EPOLLIN)
     msg = b"x" * 104
     buf = bytearray(4096)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(requests):
         s.send(msg)
         if ep is not None:
             ep.poll()
         s.recv_into(buf)
     dt = time.perf_counter() - t0
+    client_cpu = time.process_time() - c0
     s.close()
+    server_cpu = pipe.recv()
+    RT_CPU.setdefault(("raw", 1), []).append((client_cpu / requests, server_cpu / requests))
     _finish(p, pipe)
     return requests / dt
 
@@ -565,7 +599,8 @@ def round_trips(requests, depth, batch=None):
         while net.in_flight_count(0):
             net.poll(100)
     sent = got = 0
-    t0 = time.perf_counter()
+    pipe.send("start")
+    t0, c0 = time.perf_counter(), time.process_time()
     while got < requests:
         while sent < requests and sent - got < depth:
             net.send(0, metadata, {"topics": []}, 1)
@@ -575,6 +610,12 @@ def round_trips(requests, depth, batch=None):
                 raise resp.exception
             got += 1
     dt = time.perf_counter() - t0
+    client_cpu = time.process_time() - c0
+    pipe.send("stop")
+    server_cpu = pipe.recv()
+    if batch is None:
+        RT_CPU.setdefault(("kchannel", depth), []).append(
+            (client_cpu / requests, server_cpu / requests))
     net.close()
     pipe.send("bye")
     _finish(p, pipe)
@@ -720,11 +761,26 @@ def main(argv=None):
                 db = best_of(r, round_trips, rt_requests, args.depth, 1)
                 _row("  same, max_receives_per_channel=1 (Kafka's rule)", db, "/s")
             overhead = (1e6 / d1 - 1e6 / raw1)
+            kc_cpu, raw_cpu = _cpu_row(("kchannel", 1)), _cpu_row(("raw", 1))
+            dn_cpu = _cpu_row(("kchannel", args.depth))
+            print("  CPU per round trip, client + server (least disturbed run of each):")
+            print(f"    raw sockets ping-pong          {raw_cpu[0] * 1e6:6.1f} + "
+                  f"{raw_cpu[1] * 1e6:6.1f} us")
+            print(f"    kchannel depth 1               {kc_cpu[0] * 1e6:6.1f} + "
+                  f"{kc_cpu[1] * 1e6:6.1f} us: kchannel adds "
+                  f"{(sum(kc_cpu) - sum(raw_cpu)) * 1e6:.1f} us of CPU per round trip")
+            print(f"    kchannel depth {args.depth:<3}             {dn_cpu[0] * 1e6:6.1f} + "
+                  f"{dn_cpu[1] * 1e6:6.1f} us (CPU-bound rate, one CPU each: "
+                  f"{1 / max(dn_cpu) / 1e3:.0f} k/s)")
+            results["rt_cpu"] = (kc_cpu, raw_cpu, dn_cpu)
             row("100 B request round trips on one connection, NetworkClient to Server in "
                 "another process (`network_ratio.py`, same run): depth 1"
                 + (", both processes on one CPU" if one_cpu else ""),
                 f"{d1 / 1e3:.1f} k/s (raw-socket ping-pong {raw1 / 1e3:.0f} k/s; kchannel adds "
-                f"{overhead:.0f} us per round trip, both sides)"
+                f"{overhead:.0f} us per round trip, both sides; in CPU time "
+                f"{(sum(kc_cpu) - sum(raw_cpu)) * 1e6:.0f} us: {kc_cpu[0] * 1e6:.0f} + "
+                f"{kc_cpu[1] * 1e6:.0f} us client + server vs {raw_cpu[0] * 1e6:.0f} + "
+                f"{raw_cpu[1] * 1e6:.0f} us raw)"
                 + (f"; on two CPUs {d1p / 1e3:.1f} k/s, raw sockets {raw2 / 1e3:.1f} k/s"
                    if one_cpu else ""),
                 f">= {RT_TARGET_DEPTH1 / 1e3:.0f} k/s", d1 >= RT_TARGET_DEPTH1)

@@ -24,7 +24,7 @@ from .utils import now_ms as _now_ms
 
 __all__ = [
     "MetricName", "MetricConfig", "Metrics", "Sensor", "Rate", "CumulativeSum",
-    "CumulativeCount", "Avg", "Max", "Value", "Gauge", "meter", "MetricGroup",
+    "CumulativeCount", "CumulativeSumCount", "Avg", "Max", "Value", "Gauge", "meter", "MetricGroup",
 ]
 
 
@@ -154,9 +154,21 @@ class Rate(_SampledStat):
             cur[1] = acc
         cur[2] += n
 
+    @classmethod
+    def view_of(cls, stat, count=False, per_ns=False):
+        """A Rate measured from ``stat``'s samples (an :class:`Avg`'s hold
+        each window's sum and event count), never recorded itself: the same
+        value a Rate recorded with the same values at the same times would
+        measure, at no cost per record."""
+        view = cls(stat.config, count=count, per_ns=per_ns)
+        view._samples = stat._samples
+        return view
+
     def measure(self, now):
         live = self._live(now)
-        total = sum(s[1] for s in live)
+        # a count Rate's sample value equals its event count (s[2]), which a
+        # view over an Avg's samples (value = the sum) must use
+        total = sum(s[2] for s in live) if self.count else sum(s[1] for s in live)
         elapsed_ms = now - (live[0][0] if live else now)
         full = elapsed_ms // self.config.time_window_ms
         min_full = self.config.samples - 1
@@ -265,6 +277,42 @@ class CumulativeSum:
         return self.total
 
 
+class CumulativeSumCount(CumulativeSum):
+    """A CumulativeSum that also counts the values recorded; :meth:`count_view`
+    is the CumulativeCount of the same records (one record feeds both)."""
+
+    def __init__(self, initial=0.0):
+        super().__init__(initial)
+        self.count = 0
+
+    def record(self, value, now):
+        self.total += value
+        self.count += 1
+
+    def record_many(self, values, now):
+        total = self.total
+        for v in values:
+            total += v
+        self.total = total
+        self.count += len(values)
+
+    def count_view(self):
+        return _CountView(self)
+
+
+class _CountView:
+    __slots__ = ("stat",)
+
+    def __init__(self, stat):
+        self.stat = stat
+
+    def record(self, value, now):   # fed through the viewed stat
+        pass
+
+    def measure(self, now):
+        return float(self.stat.count)
+
+
 class CumulativeCount(CumulativeSum):
     def record(self, value, now):
         self.total += 1
@@ -312,6 +360,14 @@ class Sensor:
         self._stats.append(stat)
         self._recorders.append(stat.record)
         self._many.append(getattr(stat, "record_many", None) or _one_by_one(stat))
+        return self
+
+    def add_view(self, metric_name, stat):
+        """Register a metric measured from ``stat`` without recording into
+        it from this sensor (a view of a stat fed elsewhere, or an alias of
+        one); removed with the sensor."""
+        self.registry._register(metric_name, stat)
+        self._stats.append(stat)
         return self
 
     def add_meter(self, group, base, description="", tags=None, count=False):

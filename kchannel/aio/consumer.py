@@ -11,7 +11,16 @@ another task waits for a running ``getmany()`` to return.
 Responses that arrive while no call is running are read at once, in a
 bridged ``poll(0)`` of their own (a fetch the last poll pipelined is
 buffered, not left in the socket).
+
+Between calls a keep-alive task does what Kafka's heartbeat thread does:
+it sends the group's heartbeats when they are due, so an application that
+awaits other work between ``getmany`` calls stays in the group for up to
+``max.poll.interval.ms``; past that, it leaves the group ("consumer poll
+timeout has expired") and the next call rejoins, reporting the partitions
+as lost.  A running call heartbeats itself (``Consumer.poll``); the task
+then only waits.
 """
+import asyncio
 import inspect
 import operator
 from itertools import groupby
@@ -101,8 +110,11 @@ class AIOConsumer:
         self._selector = LoopSelector(self._on_event)
         self._selector.bridge = self._bridge
         self._idle_task = None
+        self._keepalive_task = None
         self._consumer = _LoopConsumer(self._selector, config, kwargs)
         self.config = self._consumer.config
+        self._max_poll_interval_s = self.config["max.poll.interval.ms"] / 1000.0
+        self._last_poll = None       # loop time the application last polled
         # Records handed to the iterator but not yet to the application:
         # self._records[self._next:].
         self._records = []
@@ -129,11 +141,75 @@ class AIOConsumer:
         finally:
             self._idle_task = None
 
+    # -- heartbeats between calls ----------------------------------------------------
+    def _start_keepalive(self):
+        if self._keepalive_task is None and not self._closed:
+            self._keepalive_task = self._selector.loop.create_task(self._keepalive())
+
+    async def _keepalive(self):
+        """Kafka's heartbeat thread, as a task: heartbeats while no call runs."""
+        c = self._consumer
+        loop = self._selector.loop
+        try:
+            while not self._closed:
+                group = c._group
+                # (a heartbeat in flight: its response is read by the idle
+                # poll; look again after at most one interval)
+                delay = c.config["heartbeat.interval.ms"] / 1000.0
+                if group is not None and group.active:
+                    delay = min(delay, group.time_to_next_heartbeat(c._time()) / 1000.0)
+                if self._last_poll is not None:
+                    # Wake when the poll timer expires too.
+                    delay = min(delay, max(self._last_poll + self._max_poll_interval_s
+                                           - loop.time(), 0.0))
+                await asyncio.sleep(max(delay, 0.001))
+                if self._closed or self._bridge.busy:
+                    continue
+                group = c._group
+                if group is None or not group.active:
+                    continue
+                if (self._last_poll is not None
+                        and loop.time() - self._last_poll > self._max_poll_interval_s):
+                    # Kafka's heartbeat thread on an expired poll timer.
+                    log.warning(
+                        "consumer poll timeout has expired. This means the time between "
+                        "subsequent calls to poll() was longer than the configured "
+                        "max.poll.interval.ms, which typically implies that the poll loop "
+                        "is spending too much time processing messages. You can address "
+                        "this either by increasing max.poll.interval.ms or by reducing "
+                        "the maximum size of batches returned in poll() with "
+                        "max.poll.records.")
+                    self._last_poll = None
+                    await self._bridge.run(group.leave_group, c.config["request.timeout.ms"],
+                                           "consumer poll timeout has expired.")
+                    continue
+                await self._bridge.run(self._heartbeat)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Error heartbeating between calls")
+        finally:
+            self._keepalive_task = None
+
+    def _heartbeat(self):
+        # In the bridged greenlet: send the heartbeat if due; its response
+        # is read by the idle poll (_on_event) or the next call.
+        c = self._consumer
+        group = c._group
+        if group is not None:
+            group.maybe_heartbeat(c._time())
+        c._client.poll(0)
+
     # -- helpers ------------------------------------------------------------------------
     def _call(self, fn, *args, **kwargs):
         if self._closed:
             raise errors.KChannelError("This consumer has already been closed.")
         return self._bridge.run(fn, *args, **kwargs)
+
+    def _polled(self):
+        """The application polls: the poll timer restarts."""
+        self._last_poll = self._selector.loop.time()
+        self._start_keepalive()
 
     def _rewind(self, tps=None):
         """Seek the partitions (all by default) of the records the
@@ -170,6 +246,9 @@ class AIOConsumer:
         if self._closed:
             return
         self._rewind()
+        task, self._keepalive_task = self._keepalive_task, None
+        if task is not None:
+            task.cancel()
         try:
             await self._bridge.run(self._consumer.close, timeout)
         finally:
@@ -264,6 +343,7 @@ class AIOConsumer:
         """The records ``kchannel.Consumer.poll`` returns (a list, at most
         ``max.poll.records``), waiting up to ``timeout`` seconds on the loop."""
         self._rewind()
+        self._polled()
         return await self._call(self._consumer.poll, timeout)
 
     async def getmany(self, *partitions, timeout_ms=0, max_records=None):
@@ -271,6 +351,7 @@ class AIOConsumer:
         up to ``timeout_ms`` for some; ``partitions`` limits it to those.
         At most ``max_records`` and ``max.poll.records`` records."""
         self._rewind()
+        self._polled()
         return await self._call(self._getmany, _partitions(partitions) if partitions else None,
                                 timeout_ms, max_records)
 
@@ -323,6 +404,7 @@ class AIOConsumer:
         while True:
             if self._closed:
                 raise StopAsyncIteration
+            self._polled()
             records = await self._call(self._consumer.poll, 1.0)
             if records:
                 self._records, self._next = records, 1

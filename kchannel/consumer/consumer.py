@@ -227,6 +227,8 @@ class Consumer:
         tps = [_tp(p) for p in partitions]
         self._fetcher.clear_buffered(set(self.subscriptions.assignment) - set(tps))
         self.subscriptions.assign(tps)
+        if not tps:
+            self._close_fetch_sessions()
         now = self._time()
         for tp in tps:
             self.metadata.add_topic(tp.topic, now)
@@ -241,6 +243,22 @@ class Consumer:
         self.subscriptions.subscription = set()
         self.subscriptions.assign([])
         self._fetcher.clear_buffered()
+        self._close_fetch_sessions()
+
+    def _close_fetch_sessions(self, wait_ms=0):
+        """Close the fetch sessions (KIP-227) on the brokers, waiting up to
+        ``wait_ms`` for their answers, except those queued behind a fetch
+        still in flight (a long poll away: the broker evicts a session it
+        is not told to close in time)."""
+        if not self._fetcher.close_sessions() or not self._fetcher.closing:
+            self._client.poll(0, self._time())      # sends them
+            return
+        deadline = self._time() + wait_ms
+        while True:
+            now = self._time()
+            self._client.poll(max(0, min(deadline - now, 50)), now)
+            if self._time() >= deadline or not self._fetcher.closing:
+                break
 
     def pause(self, partitions):
         for p in partitions:
@@ -931,6 +949,7 @@ class Consumer:
                     log.warning("Failed to commit offsets on close: %s", exc)
             if self._group is not None:
                 self._group.leave_group(self.config["request.timeout.ms"])
+            self._close_fetch_sessions(wait_ms=100)
         finally:
             self._closed = True
             self._client.close()

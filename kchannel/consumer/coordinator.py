@@ -391,14 +391,14 @@ class ConsumerCoordinator:
         return left if left > 0 else self.retry_backoff_ms
 
     # -- leave --------------------------------------------------------------------------
-    def leave_group(self, timeout_ms):
+    def leave_group(self, timeout_ms, reason="the consumer is being closed"):
         if self.generation < 0 or not self.member_id or self.group_instance_id:
             self.generation, self.member_id = -1, ""
             return
         c = self.consumer
         body = {"group_id": self.group_id, "member_id": self.member_id,
                 "members": [{"member_id": self.member_id, "group_instance_id": None,
-                             "reason": "the consumer is being closed"}]}
+                             "reason": reason}]}
         log.info("Member %s sending LeaveGroup request to coordinator", self.member_id)
         try:
             c._coordinator_request(_LEAVE, body, timeout_ms, "the group was left")

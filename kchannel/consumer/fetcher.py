@@ -5,14 +5,16 @@ partitions and their positions), on a
 Fetching is pipelined as in Kafka: a Fetch request goes to every leader
 that has fetchable partitions with nothing buffered, and ``poll`` sends the
 next ones before handing records to the application, so the broker works
-while the application processes.  Fetch requests carry no fetch session
-(``session_id=0``, ``session_epoch=-1``: a full fetch every time, which every
-broker accepts); from Fetch v13 partitions are named by topic id.
+while the application processes.  From Fetch v7 each leader has an
+incremental fetch session (KIP-227, :mod:`kchannel.consumer.fetch_session`):
+a request names only the partitions whose offset changed, joined or left;
+from Fetch v13 partitions are named by topic id.
 """
 import collections
 
 from kchannel import errors
 from kchannel.consumer.config import deserializer
+from kchannel.consumer.fetch_session import FetchSessionHandler
 from kchannel.log import get_logger
 from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
@@ -26,6 +28,11 @@ log = get_logger("kchannel.consumer.fetcher")
 
 _FETCH = messages.FETCH.api_key
 _ZERO_UUID_INT = 0
+_SESSIONS_VERSION = 7       # Fetch v7 brought sessions (KIP-227)
+# Errors about the session, not the request: the next request is a full one.
+_SESSION_ERRORS = frozenset((Errors.FETCH_SESSION_ID_NOT_FOUND,
+                             Errors.INVALID_FETCH_SESSION_EPOCH,
+                             Errors.FETCH_SESSION_TOPIC_ID_ERROR))
 
 
 class ConsumerRecord(collections.namedtuple(
@@ -140,6 +147,8 @@ class Fetcher:
         self.value_deserializer = value_deserializer
         self.completed = collections.deque()
         self.in_flight_nodes = set()
+        self.sessions = {}            # node -> FetchSessionHandler
+        self.closing = 0              # session close requests awaiting an answer
         self.errors = []              # exceptions to raise from poll (Kafka raises them)
         self.sensors = sensors        # ConsumerMetrics, or None
 
@@ -175,34 +184,90 @@ class Fetcher:
                                      for tp in tps):
                 version = 12
             positions = {tp: self.subscriptions.assignment[tp].position for tp in tps}
-            body = self._request(version, positions, cluster)
+            session = None
+            if version >= _SESSIONS_VERSION:
+                handler = self.sessions.get(node)
+                if handler is None:
+                    handler = self.sessions[node] = FetchSessionHandler(node)
+                session = handler.build(positions, version,
+                                        {t: cluster.topic_id(t) for t in {tp.topic for tp in tps}})
+                body = self._request(version, session.to_send, cluster, session)
+            else:
+                body = self._request(version, positions, cluster)
             self.client.send(node, _FETCH, body,
-                             lambda resp, p=positions, n=node: self._handle(resp, p, n),
+                             lambda resp, p=positions, n=node, s=session: self._handle(resp, p, n,
+                                                                                      s),
                              version=version)
             self.in_flight_nodes.add(node)
             sent += 1
         return sent
 
-    def _request(self, version, positions, cluster):
+    def _request(self, version, positions, cluster, session=None):
         topics = collections.OrderedDict()
         for tp, offset in positions.items():
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "last_fetched_epoch": -1, "log_start_offset": -1,
                 "partition_max_bytes": self.partition_max_bytes})
+        forgotten = []
+        if session is not None and session.to_forget:
+            gone = collections.OrderedDict()
+            for tp in session.to_forget:
+                gone.setdefault(tp.topic, []).append(tp.partition)
+            forgotten = [{"topic": t, "topic_id": session.topic_ids.get(t) or cluster.topic_id(t),
+                          "partitions": ps} for t, ps in gone.items()]
         return {
             "replica_id": -1, "max_wait_ms": self.max_wait_ms, "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes, "isolation_level": 1 if self.read_committed else 0,
-            "session_id": 0, "session_epoch": -1,
+            "session_id": 0 if session is None else session.session_id,
+            "session_epoch": -1 if session is None else session.epoch,
             "topics": [{"topic": t, "topic_id": cluster.topic_id(t), "partitions": ps}
                        for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": self.client_rack,
+            "forgotten_topics_data": forgotten, "rack_id": self.client_rack,
         }
 
-    def _handle(self, resp, positions, node):
+    def close_sessions(self):
+        """Close every fetch session (a Fetch with epoch -1 and no
+        partitions, as Kafka's consumer does on close) on the nodes that can
+        take a request now; returns the number of close requests sent."""
+        sent = 0
+        sessions, self.sessions = self.sessions, {}
+        for node, handler in sessions.items():
+            request = handler.close_request()
+            if request is None or handler.version is None or not self.client.is_ready(node):
+                continue
+            session_id, epoch = request
+            body = self._request(handler.version, {}, self.metadata.cluster)
+            body.update(session_id=session_id, session_epoch=epoch, max_wait_ms=0, min_bytes=0)
+            try:
+                # Behind a fetch in flight the answer may be a long poll
+                # away: only the others are waited for (``closing``).
+                counted = node not in self.in_flight_nodes
+                self.client.send(node, _FETCH, body,
+                                 lambda resp, c=counted: self._session_closed(resp, c),
+                                 version=handler.version)
+                sent += 1
+                self.closing += counted
+            except errors.KChannelError as exc:
+                log.debug("Could not close fetch session %s on node %s: %s", session_id, node,
+                          exc)
+        return sent
+
+    def _session_closed(self, resp, counted):
+        self.closing -= counted
+        if resp.exception is None and resp.body.get("error_code"):
+            log.debug("Closing the fetch session on node %s: %s", resp.node_id,
+                      exception_for(resp.body["error_code"]).name)
+
+    def _handle(self, resp, positions, node, session=None):
         self.in_flight_nodes.discard(node)
+        handler = self.sessions.get(node) if session is not None else None
+        if handler is not None and handler.session_id != session.session_id:
+            handler = None      # closed (close_sessions) since the request
         if resp.exception is not None:
             log.debug("Fetch request to node %s failed: %s", node, resp.exception)
+            if handler is not None:
+                handler.handle_error()
             self.metadata.request_update()
             return
         body = resp.body
@@ -213,10 +278,13 @@ class Fetcher:
             sensors.fetch_throttle_time.record(body.get("throttle_time_ms") or 0, now)
             size = 0
         top = body.get("error_code", 0)
+        if handler is not None and not handler.handle_response(body, session) and \
+                top == Errors.FETCH_SESSION_TOPIC_ID_ERROR:
+            self.metadata.request_update()
         if top:
+            if top in _SESSION_ERRORS:
+                return      # the next request is a full one (handle_response)
             log.info("Fetch request to node %s failed: %s", node, exception_for(top))
-            if top in (Errors.FETCH_SESSION_ID_NOT_FOUND, Errors.INVALID_FETCH_SESSION_EPOCH):
-                return
             self.errors.append(exception_for(top))
             return
         names = self.metadata.cluster.topic_names

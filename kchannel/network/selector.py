@@ -80,10 +80,8 @@ exception).  A failure on one channel closes only that channel, is logged once
 (authentication failures at WARNING) and is reported in ``disconnected``.
 An explicit :meth:`close` is not reported (as in Kafka).
 """
-import bisect
 import collections
 import errno
-import heapq
 import logging
 import os
 import selectors
@@ -91,10 +89,13 @@ import socket
 import time as _time
 
 from .. import errors
-from ..metrics import Avg, CumulativeSum, Max, MetricName, Metrics, Rate
-from ..utils import now_ms
+from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Metrics,
+                       Rate)
+from ..utils import now_ms, run_blocking
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_NONE, OP_READ, OP_WRITE
+from .selector_policies import (MAX_LINGER_BYTES, DelayedCloses, LingeringSockets,  # noqa: F401
+                                SetupDeadlines, WriteScheduler, _Linger)
 from ..log import get_logger
 
 log = get_logger("kchannel.network.selector")
@@ -109,13 +110,12 @@ MAX_WRITE_PER_CHANNEL_PER_POLL = 4194304
 # Connections accepted per listener per poll.
 MAX_ACCEPTS_PER_POLL = 256
 # Lingering close (server side): how long a half-closed socket waits for the
-# peer's EOF, and how many bytes it discards at most before closing anyway.
+# peer's EOF (MAX_LINGER_BYTES: how many bytes it discards at most).
 LINGER_MS = 1000
-MAX_LINGER_BYTES = 1048576
 
 
 # Wall time one poll may spend closing idle-expired connections (see
-# _maybe_close_idle).
+# IdleExpiryManager.expire).
 IDLE_CLOSE_BUDGET_S = 0.010
 
 
@@ -129,13 +129,31 @@ _RESOLVE_CACHE_MAX = 256
 _resolved = {}      # (host, port) -> (monotonic expiry, getaddrinfo result)
 
 
+def _is_numeric(host):
+    """An IPv4 or IPv6 address, which resolves without a lookup."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def _resolve(host, port):
     key = (host, port)
     hit = _resolved.get(key)
     now = _time.monotonic()
     if hit is not None and hit[0] > now:
         return hit[1]
-    infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    if _is_numeric(host):
+        infos = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    else:
+        # A host name may need DNS: through the caller's blocking runner,
+        # so that on an event loop (kchannel.aio) the lookup runs on the
+        # loop's default executor, as loop.getaddrinfo does, instead of
+        # holding the loop; a plain call everywhere else.
+        infos = run_blocking(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
     if len(_resolved) >= _RESOLVE_CACHE_MAX:
         _resolved.clear()
     _resolved[key] = (now + RESOLVE_CACHE_TTL_S, infos)
@@ -191,42 +209,76 @@ class SelectorMetrics:
         self.bytes_transferred = sensor("bytes-sent-received").add_meter(
             g, "network-io", "network operations (reads or writes) on all connections", tags,
             count=True)
-        self.bytes_sent = sensor("bytes-sent").add_meter(
-            g, "outgoing-byte", "outgoing bytes sent to all servers", tags)
-        self.requests_sent = sensor("requests-sent").add_meter(
-            g, "request", "requests sent", tags, count=True)
-        self.requests_sent.add(mn("request-size-avg", "The average size of requests sent."),
-                               Avg(metrics.config))
-        self.requests_sent.add(mn("request-size-max", "The maximum size of any request sent."),
-                               Max(metrics.config))
+        # Sends: one Avg (request-size-avg) holds each window's sum and
+        # count of the sizes sent, from which request-rate and
+        # outgoing-byte-rate are measured; one CumulativeSumCount gives
+        # outgoing-byte-total and request-total.  The same values as a
+        # stat per metric recorded with the same sizes, for three records
+        # per send instead of eight (see record_sends).
+        self.bytes_sent = sensor("bytes-sent")
+        self.requests_sent = sensor("requests-sent")
+        self._send_size_avg = Avg(metrics.config)
+        self._send_size_max = Max(metrics.config)
+        self._send_totals = CumulativeSumCount()
+        self.bytes_sent.add_view(mn("outgoing-byte-rate",
+                                    "The number of outgoing bytes sent to all servers per second"),
+                                 Rate.view_of(self._send_size_avg))
+        self.bytes_sent.add_view(mn("outgoing-byte-total",
+                                    "The total number of outgoing bytes sent to all servers"),
+                                 self._send_totals)
+        self.requests_sent.add_view(mn("request-rate", "The number of requests sent per second"),
+                                    Rate.view_of(self._send_size_avg, count=True))
+        self.requests_sent.add_view(mn("request-total", "The total number of requests sent"),
+                                    self._send_totals.count_view())
+        self.requests_sent.add_view(mn("request-size-avg", "The average size of requests sent."),
+                                    self._send_size_avg)
+        self.requests_sent.add_view(mn("request-size-max",
+                                       "The maximum size of any request sent."),
+                                    self._send_size_max)
         self.bytes_received = sensor("bytes-received").add_meter(
             g, "incoming-byte", "bytes read off all sockets", tags)
         self.responses_received = sensor("responses-received").add_meter(
             g, "response", "responses received", tags, count=True)
-        self.select_time = sensor("select-time").add_meter(
-            g, "select", "times the I/O layer checked for new I/O to perform", tags, count=True)
-        self.select_time.add(mn("io-wait-time-ns-avg",
-                                "The average length of time the I/O thread spent waiting for "
-                                "a socket ready for reads or writes in nanoseconds."),
-                             Avg(metrics.config))
-        self.select_time.add(mn("io-wait-ratio",
-                                "The fraction of time the I/O thread spent waiting"),
-                             Rate(metrics.config, per_ns=True))
-        self.select_time.add(mn("io-wait-time-ns-total",
-                                "The total time the I/O thread spent waiting in nanoseconds"),
-                             CumulativeSum())
-        self.select_time.add(mn("io-waittime-total", "*Deprecated* io-wait-time-ns-total"),
-                             CumulativeSum())
+        # Per poll (see record_poll): select-rate, io-wait-time-ns-avg and
+        # io-wait-ratio are measured from one Avg of the wait times,
+        # select-total and io-wait-time-ns-total (and its deprecated alias)
+        # from one CumulativeSumCount; io-time-ns-avg and io-ratio from one
+        # Avg, io-time-ns-total (and alias) from one CumulativeSum: four
+        # records per poll instead of ten, the same values.
+        self.select_time = sensor("select-time")
         self.io_time = sensor("io-time")
-        self.io_time.add(mn("io-time-ns-avg",
-                            "The average length of time for I/O per select call in nanoseconds."),
-                         Avg(metrics.config))
-        self.io_time.add(mn("io-ratio", "The fraction of time the I/O thread spent doing I/O"),
-                         Rate(metrics.config, per_ns=True))
-        self.io_time.add(mn("io-time-ns-total",
-                            "The total time the I/O thread spent doing I/O in nanoseconds"),
-                         CumulativeSum())
-        self.io_time.add(mn("iotime-total", "*Deprecated* io-time-ns-total"), CumulativeSum())
+        self._select_avg = Avg(metrics.config)
+        self._select_totals = CumulativeSumCount()
+        self._io_avg = Avg(metrics.config)
+        self._io_total = CumulativeSum()
+        st = self.select_time
+        st.add_view(mn("select-rate", "The number of times the I/O layer checked for new I/O "
+                                      "to perform per second"),
+                    Rate.view_of(self._select_avg, count=True))
+        st.add_view(mn("select-total", "The total number of times the I/O layer checked for "
+                                       "new I/O to perform"),
+                    self._select_totals.count_view())
+        st.add_view(mn("io-wait-time-ns-avg",
+                       "The average length of time the I/O thread spent waiting for "
+                       "a socket ready for reads or writes in nanoseconds."),
+                    self._select_avg)
+        st.add_view(mn("io-wait-ratio", "The fraction of time the I/O thread spent waiting"),
+                    Rate.view_of(self._select_avg, per_ns=True))
+        st.add_view(mn("io-wait-time-ns-total",
+                       "The total time the I/O thread spent waiting in nanoseconds"),
+                    self._select_totals)
+        st.add_view(mn("io-waittime-total", "*Deprecated* io-wait-time-ns-total"),
+                    self._select_totals)
+        it = self.io_time
+        it.add_view(mn("io-time-ns-avg",
+                       "The average length of time for I/O per select call in nanoseconds."),
+                    self._io_avg)
+        it.add_view(mn("io-ratio", "The fraction of time the I/O thread spent doing I/O"),
+                    Rate.view_of(self._io_avg, per_ns=True))
+        it.add_view(mn("io-time-ns-total",
+                       "The total time the I/O thread spent doing I/O in nanoseconds"),
+                    self._io_total)
+        it.add_view(mn("iotime-total", "*Deprecated* io-time-ns-total"), self._io_total)
         self.expired_connections_killed = sensor("expired-connections-killed-count").add(
             mn("expired-connections-killed-count",
                "The number of connections disconnected on a processor due to a client not "
@@ -235,6 +287,27 @@ class SelectorMetrics:
         if connection_count is not None:
             metrics.add_gauge(mn("connection-count", "The current number of active connections."),
                               connection_count)
+
+
+    def record_poll(self, select_ns, io_ns, now):
+        """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O."""
+        self._select_avg.record(select_ns, now)
+        self._select_totals.record(select_ns, now)
+        self._io_avg.record(io_ns, now)
+        self._io_total.total += io_ns
+
+    def record_sends(self, sizes, now):
+        """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
+        if len(sizes) == 1:
+            size = sizes[0]
+            self._send_size_avg.record(size, now)
+            self._send_size_max.record(size, now)
+            self._send_totals.record(size, now)
+        else:
+            self._send_size_avg.record_many(sizes, now)
+            self._send_size_max.record_many(sizes, now)
+            self._send_totals.record_many(sizes, now)
+        self.bytes_transferred.record_many([1.0] * len(sizes), now)
 
 
 class _Listener:
@@ -249,21 +322,55 @@ class _Wakeup:
     __slots__ = ()
 
 
-def _deadline(entry):
-    return entry.deadline
-
-
-class _Linger:
-    """A half-closed socket being drained before its close."""
-    __slots__ = ("sock", "deadline", "discarded")
-
-    def __init__(self, sock, deadline):
-        self.sock = sock
-        self.deadline = deadline
-        self.discarded = 0
-
-
 _WAKEUP = _Wakeup()
+
+
+class _WakeupPipe:
+    """The socket pair through which :meth:`Selector.wakeup` makes a
+    blocked select return (java.nio's ``Selector.wakeup``)."""
+
+    __slots__ = ("_sel", "_r", "_w", "_pending")
+
+    def __init__(self, os_selector):
+        self._sel = os_selector
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        self._w.setblocking(False)
+        self._pending = False
+        os_selector.register(self._r, selectors.EVENT_READ, _WAKEUP)
+
+    def wakeup(self):
+        # Coalesced: while a wakeup byte is still unread, write nothing.
+        if self._pending:
+            return
+        self._pending = True
+        try:
+            self._w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    def drain(self):
+        try:
+            while self._r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        # Cleared only after draining: a wakeup() that raced with the drain
+        # and wrote nothing happened before this poll returns, and every
+        # caller of poll() looks at its state again before the next select,
+        # so nothing it asked for is missed.  Clearing first could leave the
+        # flag set with no byte left to wake the next select.
+        self._pending = False
+
+    def close(self):
+        try:
+            self._sel.unregister(self._r)
+        except Exception:
+            pass
+        self._r.close()
+        self._w.close()
+_EVENT_READ = selectors.EVENT_READ
+_EVENT_WRITE = selectors.EVENT_WRITE
 
 
 class IdleExpiryManager:
@@ -355,8 +462,11 @@ class Selector:
         self.metrics = metrics if metrics is not None else Metrics(time=self.time)
         self.sensors = SelectorMetrics(self.metrics, metric_group_prefix, metric_tags,
                                        connection_count=lambda: len(self._channels))
+        # The policies, one collaborator each (see selector_policies).
         self._idle_expiry = IdleExpiryManager(connections_max_idle_ms)
-        self.failed_authentication_delay_ms = failed_authentication_delay_ms
+        self._delayed = DelayedCloses(failed_authentication_delay_ms)
+        self._setup_deadlines = SetupDeadlines()
+        self._writes = WriteScheduler()
         self.max_receive_size = max_receive_size
         self.send_buffer_size = send_buffer_size
         self.receive_buffer_size = receive_buffer_size
@@ -374,21 +484,7 @@ class Selector:
         # Server channels not read while responses wait to be written (see
         # _update_backlog).
         self._backlogged = set()
-        self._batched = set()            # ids that delivered several receives this poll
-        self._delayed = []               # heap (due_ms, seq, id)
-        self._delayed_ids = set()
-        self._seq = 0
         self._closed = False
-        self._deferred_sends = []        # (channel, sizes) written by send()
-        # Channels given a first send outside poll() that was not written
-        # through: poll() writes them before it waits (see send()).
-        self._to_flush = []
-        self._deferred_failures = {}     # id -> exception raised in send()
-        self._lingering = []             # _Linger entries, by deadline
-        # Server: heap (deadline ms, seq, id) of channels that must be READY
-        # by then (set_setup_deadline); entries of channels that made it
-        # are dropped when due.
-        self._setup_deadlines = []
         # Called with each channel leaving the selector (server connection
         # accounting, e.g. connections per IP).
         self.on_close = None
@@ -402,18 +498,15 @@ class Selector:
         # ApiVersions exchange without asking every connecting node.
         self.newly_ready = []
 
-        self._wakeup_pending = False
         loop_wakeup = getattr(os_selector, "wakeup", None)
         if loop_wakeup is not None:
             # The loop's own wakeup (a scheduled callback): no socket pair,
             # no syscall per wakeup.
             self.wakeup = loop_wakeup
-            self._wake_r = self._wake_w = None
+            self._waker = None
         else:
-            self._wake_r, self._wake_w = socket.socketpair()
-            self._wake_r.setblocking(False)
-            self._wake_w.setblocking(False)
-            self._sel.register(self._wake_r, selectors.EVENT_READ, _WAKEUP)
+            self._waker = _WakeupPipe(self._sel)
+        self._lingering = LingeringSockets(self._sel)
 
     # ------------------------------------------------------------------ access
     def channel(self, id):
@@ -440,8 +533,7 @@ class Selector:
         """True when the next :meth:`poll` has work no OS event announces
         (buffered input, connections completed at once, failures and sends
         of write-through to report): poll it without waiting."""
-        return bool(self._immediately_connected or self._deferred_failures
-                    or self._deferred_sends or self._to_flush
+        return bool(self._immediately_connected or self._writes.has_pending()
                     or any(i not in self._explicitly_muted for i in self._buffered))
 
     # ------------------------------------------------------------ connections
@@ -538,16 +630,13 @@ class Selector:
         """Close ``id`` at ``deadline_ms`` unless it has completed its TLS
         handshake and authentication by then (reported in ``disconnected``
         as EXPIRED with the reason)."""
-        self._seq += 1
-        heapq.heappush(self._setup_deadlines, (deadline_ms, self._seq, id))
+        self._setup_deadlines.add(id, deadline_ms)
 
     def _expire_setups(self, now):
-        heap = self._setup_deadlines
-        while heap and heap[0][0] <= now:
-            deadline, _, id = heapq.heappop(heap)
+        for id in self._setup_deadlines.pop_due(now):
             ch = self._channels.get(id)
             if (ch is None or ch.successful_authentications > 0 or ch.ready()
-                    or id in self._delayed_ids):
+                    or id in self._delayed.ids):
                 continue
             exc = errors.ChannelConnectionError(
                 f"Connection from {ch.socket_description()} did not complete its TLS handshake "
@@ -591,7 +680,7 @@ class Selector:
             raise errors.KChannelError(
                 f"Attempt to retrieve channel for which there is no connection. "
                 f"Connection id {id} existing connections {list(self._channels)[:10]}")
-        if id in self._delayed_ids:
+        if id in self._delayed.ids:
             return   # closing after an authentication failure: drop silently
         if ch.has_send():
             # Sends already queued: they are written together by the next
@@ -605,7 +694,7 @@ class Selector:
             # the authentication state wants it
             self._sync(ch)
             return
-        if not self._write_through_allowed(ch):
+        if not self._writes.write_through_allowed(ch):
             # Written by the next poll() before it waits (_flush_queued), as
             # Kafka writes a NetworkClient's sends in poll(): every send made
             # until then goes out in one write (a client pipelining
@@ -613,7 +702,7 @@ class Selector:
             # OP_WRITE registration (two epoll modifications) nor extra
             # select wake-up is spent on a socket that is practically always
             # writable.  What the socket does not take waits for OP_WRITE.
-            self._to_flush.append(ch)
+            self._writes.to_flush.append(ch)
             return
         # Write at once instead of registering OP_WRITE and waiting for the
         # next select: the socket is almost always writable, and this saves
@@ -630,11 +719,11 @@ class Selector:
         try:
             done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
         except Exception as exc:  # noqa: BLE001 - reported by poll()
-            self._deferred_failures[ch.id] = exc
+            self._writes.deferred_failures[ch.id] = exc
             return
         if done:
-            self._record_send_metrics(done, self.time())
-            self._deferred_sends.append((ch, done))
+            self.sensors.record_sends(done, self.time())
+            self._writes.deferred_sends.append((ch, done))
         self._settle_ready(ch)
 
     def flush_sends(self):
@@ -647,15 +736,14 @@ class Selector:
         :meth:`poll`, which first lets a due re-authentication begin.
         Completed sends and failures are reported by the next poll, as for
         the write-through of :meth:`send`."""
-        flush = self._to_flush
-        if not flush:
+        writes = self._writes
+        if not writes.to_flush:
             return
-        self._to_flush = []
-        for ch in flush:
+        for ch in writes.take_flush():
             if ch.mode == "server":
                 self.write_queued(ch.id)
             else:
-                self._to_flush.append(ch)
+                writes.to_flush.append(ch)
 
     def write_queued(self, id):
         """Write now what the socket takes of ``id``'s queued sends (a server
@@ -664,20 +752,10 @@ class Selector:
         not lost).  Completed sends and failures are reported by the next
         poll, as for the write-through of :meth:`send`."""
         ch = self._channels.get(id)
-        if (ch is None or id in self._delayed_ids or ch.disconnected or not ch.ready()
+        if (ch is None or id in self._delayed.ids or ch.disconnected or not ch.ready()
                 or not ch.has_send()):
             return
         self._write_now(ch)
-
-    def _write_through_allowed(self, ch):
-        # Server side only: a server answers one request per channel per
-        # poll, so writing at once loses nothing, while clients pipelining
-        # requests gain from coalescing them into one write at the start of
-        # the next poll (and must let a due re-authentication go first).
-        # A channel that delivered several requests in this poll gets its
-        # responses coalesced into one write there too.
-        return (ch.mode == "server" and not ch.disconnected
-                and ch.id not in self._batched)
 
     # -------------------------------------------------------------------- mute
     def mute(self, id):
@@ -728,17 +806,10 @@ class Selector:
         for ch in list(self._channels.values()):
             ch.state = ChannelState.LOCAL_CLOSE
             self._close_channel(ch, notify=False, flush=False)
-        self._to_flush = []
-        for entry in self._lingering:
-            self._end_linger(entry)
-        self._lingering = []
-        if self._wake_r is not None:
-            try:
-                self._sel.unregister(self._wake_r)
-            except Exception:
-                pass
-            self._wake_r.close()
-            self._wake_w.close()
+        self._writes.to_flush = []
+        self._lingering.close_all()
+        if self._waker is not None:
+            self._waker.close()
         self._sel.close()
 
     def wakeup(self):
@@ -748,39 +819,22 @@ class Selector:
         still unread, further calls write nothing (a producer appending to
         a full batch calls this per record; each write is a syscall and
         each extra return of ``select`` a pass of the poll loop)."""
-        if self._wakeup_pending:
-            return
-        self._wakeup_pending = True
-        try:
-            self._wake_w.send(b"\0")
-        except (BlockingIOError, OSError):
-            pass
+        self._waker.wakeup()
 
     def record_expired_connection_killed(self):
         self.sensors.expired_connections_killed.record()
 
     # -------------------------------------------------------------------- poll
-    def _clear(self):
-        self.completed_receives = []
-        self.completed_sends = []
-        self.connected = []
-        self.disconnected = {}
-        if self.newly_ready:
-            self.newly_ready = []
-        if self._batched:
-            self._batched.clear()
-
     def _report_deferred(self, now):
         """Sends completed and failures raised by write-through in
         :meth:`send` since the last poll."""
-        if self._deferred_sends:
-            deferred, self._deferred_sends = self._deferred_sends, []
-            for ch, done in deferred:
+        writes = self._writes
+        if writes.deferred_sends:
+            for ch, done in writes.take_deferred_sends():
                 for size in done:
                     self.completed_sends.append((ch.id, size))
-        if self._deferred_failures:
-            failures, self._deferred_failures = self._deferred_failures, {}
-            for id, exc in failures.items():
+        if writes.deferred_failures:
+            for id, exc in writes.take_deferred_failures().items():
                 ch = self._channels.get(id)
                 if ch is not None:
                     self._handle_channel_error(ch, exc, True, now)
@@ -798,26 +852,33 @@ class Selector:
         await responses: a depth-1 round trip is then one poll)."""
         if self._closed:
             raise errors.KChannelError("Selector is closed")
-        self._clear()
+        # the previous results go
+        self.completed_receives = []
+        self.completed_sends = []
+        self.connected = []
+        self.disconnected = {}
+        if self.newly_ready:
+            self.newly_ready = []
+        writes = self._writes
+        if writes.batched:
+            writes.batched.clear()
         now = self.time()
-        self._report_deferred(now)
-        if self._to_flush:
+        if writes.deferred_sends or writes.deferred_failures:
+            self._report_deferred(now)
+        if writes.to_flush:
             self._flush_queued(now)
             if self.disconnected or (self.completed_sends and not wait_after_flush):
                 timeout_ms = 0
-        ready_buffered = [i for i in self._buffered
-                          if i not in self._explicitly_muted and i in self._channels]
-        if self._immediately_connected or ready_buffered or self._deferred_failures:
+        if self._buffered:
+            muted = self._explicitly_muted
+            channels = self._channels
+            ready_buffered = [i for i in self._buffered if i not in muted and i in channels]
+        else:
+            ready_buffered = ()
+        if self._immediately_connected or ready_buffered or writes.deferred_failures:
             timeout_ms = 0
-        if self._delayed:
-            wait = max(0, self._delayed[0][0] - now)
-            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
-        if self._lingering:
-            wait = max(0, self._lingering[0].deadline - now)
-            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
-        if self._setup_deadlines:
-            wait = max(0, self._setup_deadlines[0][0] - now)
-            timeout_ms = wait if timeout_ms is None or timeout_ms < 0 else min(timeout_ms, wait)
+        elif self._delayed.ids or self._lingering.entries or self._setup_deadlines:
+            timeout_ms = self._timer_timeout(timeout_ms, now)
         if self._idle_expiry.backlog:
             timeout_ms = 0
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
@@ -826,53 +887,77 @@ class Selector:
         events = self._sel.select(timeout)
         end_select = _time.perf_counter_ns()
         now = self.time()
-        self.sensors.select_time.record(end_select - start_select, now)
 
-        seen = set()
-        work = []
+        channels = self._channels
+        if ready_buffered or self._immediately_connected:
+            seen = set()
+            work = []
+        else:
+            # the usual case: only readiness events, each channel once
+            seen = work = None
+        poll_channel = self._poll_channel
         for key, mask in events:
             data = key.data
             if data is _WAKEUP:
-                self._drain_wakeup()
+                self._waker.drain()
                 continue
-            if isinstance(data, _Listener):
+            cls = type(data)
+            if cls is _Listener:
                 try:
                     data.on_acceptable()
                 except Exception:
                     log.exception("Error accepting connections")
                 continue
-            if isinstance(data, _Linger):
-                if self._discard_input(data):
-                    self._end_linger(data)
-                    self._lingering.remove(data)
+            if cls is _Linger:
+                self._lingering.on_readable(data)
                 continue
             ch = data
-            if self._channels.get(ch.id) is not ch:
+            if channels.get(ch.id) is not ch:
+                continue
+            if work is None:
+                poll_channel(ch, mask & _EVENT_READ, mask & _EVENT_WRITE, now)
                 continue
             seen.add(ch.id)
-            work.append((ch, bool(mask & selectors.EVENT_READ), bool(mask & selectors.EVENT_WRITE)))
-        # Channels with buffered data but no event this time.
-        for id in ready_buffered:
-            if id not in seen:
-                ch = self._channels.get(id)
-                if ch is not None:
-                    work.append((ch, False, False))
-                    seen.add(id)
-        for id in list(self._immediately_connected):
-            if id not in seen:
-                ch = self._channels.get(id)
-                if ch is not None:
-                    work.append((ch, False, False))
-        for ch, readable, writable in work:
-            self._poll_channel(ch, readable, writable, now)
+            work.append((ch, mask & _EVENT_READ, mask & _EVENT_WRITE))
+        if work is not None:
+            # Channels with buffered data but no event this time.
+            for id in ready_buffered:
+                if id not in seen:
+                    ch = channels.get(id)
+                    if ch is not None:
+                        work.append((ch, False, False))
+                        seen.add(id)
+            for id in list(self._immediately_connected):
+                if id not in seen:
+                    ch = channels.get(id)
+                    if ch is not None:
+                        work.append((ch, False, False))
+            for ch, readable, writable in work:
+                poll_channel(ch, readable, writable, now)
 
-        self._complete_delayed_closes(now)
+        if self._delayed.ids:
+            self._complete_delayed_closes(now)
         if self._setup_deadlines:
             self._expire_setups(now)
-        self._maybe_close_idle(now)
-        if self._lingering:
-            self._expire_lingering(now)
-        self.sensors.io_time.record(_time.perf_counter_ns() - end_select, now)
+        idle = self._idle_expiry
+        if idle.connections_max_idle_ms is not None and idle.connections_max_idle_ms >= 0:
+            idle.expire(now, self._close_idle)
+        if self._lingering.entries:
+            self._lingering.expire(now)
+        self.sensors.record_poll(end_select - start_select,
+                                 _time.perf_counter_ns() - end_select, now)
+
+    def _timer_timeout(self, timeout_ms, now):
+        """``timeout_ms`` shortened to the next delayed close, lingering
+        socket deadline or setup deadline."""
+        for due in (self._delayed.next_due(),
+                    self._lingering.next_due(),
+                    self._setup_deadlines.next_due()):
+            if due is not None:
+                wait = max(0, due - now)
+                timeout_ms = (wait if timeout_ms is None or timeout_ms < 0
+                              else min(timeout_ms, wait))
+        return timeout_ms
 
     def _flush_queued(self, now):
         """Write the sends queued since the last poll (see :meth:`send`)
@@ -880,11 +965,11 @@ class Selector:
         same client re-authentication check, back-pressure and error
         handling.  Reads stay with the readiness events (one read pass per
         channel per poll)."""
-        flush, self._to_flush = self._to_flush, []
+        flush = self._writes.take_flush()
         channels = self._channels
         for ch in flush:
             id = ch.id
-            if channels.get(id) is not ch or id in self._delayed_ids:
+            if channels.get(id) is not ch or id in self._delayed.ids:
                 continue
             send_failed = False
             try:
@@ -896,7 +981,8 @@ class Selector:
                             self._on_authenticated(ch, True, now)
                     if ready:
                         send_failed = True
-                        self._attempt_write(ch, now)
+                        self._record_sends(
+                            ch, ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL), now)
                         send_failed = False
                 if ready:
                     self._settle_ready(ch)
@@ -907,22 +993,9 @@ class Selector:
             except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
                 self._handle_channel_error(ch, exc, send_failed, now)
 
-    def _drain_wakeup(self):
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-        # Cleared only after draining: a wakeup() that raced with the drain
-        # and wrote nothing happened before this poll returns, and every
-        # caller of poll() looks at its state again before the next select,
-        # so nothing it asked for is missed.  Clearing first could leave the
-        # flag set with no byte left to wake the next select.
-        self._wakeup_pending = False
-
     def _poll_channel(self, ch, readable, writable, now):
         id = ch.id
-        if id in self._delayed_ids:
+        if id in self._delayed.ids:
             return
         max_idle = self._idle_expiry.connections_max_idle_ms
         if max_idle is not None and max_idle >= 0:
@@ -978,7 +1051,8 @@ class Selector:
                             self._on_authenticated(ch, True, now)
                     if ready:
                         send_failed = True
-                        self._attempt_write(ch, now)
+                        self._record_sends(
+                            ch, ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL), now)
                         send_failed = False
                 else:
                     # TLS may still hold encrypted bytes of an earlier write
@@ -1070,32 +1144,24 @@ class Selector:
             self.sensors.bytes_received.record(nbytes, now)
         if not frames:
             return
-        if len(frames) > 1:
-            self._batched.add(ch.id)
         id = ch.id
+        sensors = self.sensors
+        if len(frames) == 1:
+            self.completed_receives.append((id, frames[0]))
+            sensors.responses_received.record(1.0, now)
+            sensors.bytes_transferred.record(1.0, now)
+            return
+        self._writes.batched.add(id)
         self.completed_receives.extend([(id, payload) for payload in frames])
         ones = [1.0] * len(frames)
-        self.sensors.responses_received.record_many(ones, now)
-        self.sensors.bytes_transferred.record_many(ones, now)
-
-    def _attempt_write(self, ch, now):
-        done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
-        self._record_sends(ch, done, now)
+        sensors.responses_received.record_many(ones, now)
+        sensors.bytes_transferred.record_many(ones, now)
 
     def _record_sends(self, ch, done, now):
-        for size in done:
-            self.completed_sends.append((ch.id, size))
-        self._record_send_metrics(done, now)
-
-    def _record_send_metrics(self, done, now):
-        if not done:
-            return
-        # one call per sensor for the whole batch (same result as recording
-        # each send: the sensors are independent and share ``now``)
-        sensors = self.sensors
-        sensors.bytes_sent.record_many(done, now)
-        sensors.requests_sent.record_many(done, now)
-        sensors.bytes_transferred.record_many([1.0] * len(done), now)
+        if done:
+            id = ch.id
+            self.completed_sends.extend([(id, size) for size in done])
+            self.sensors.record_sends(done, now)
 
     def _update_backlog(self, ch):
         """Server side: a channel whose responses the socket did not take
@@ -1219,8 +1285,13 @@ class Selector:
         after ``connection.failed.authentication.delay.ms`` (0: at once); a
         client at once (Kafka gives client selectors no delay; one selector
         here may hold both kinds of channel)."""
-        if ch.mode == "server" and self.failed_authentication_delay_ms > 0:
-            self._delay_close(ch, now)
+        if self._delayed.applies_to(ch):
+            # Kafka's DelayedAuthenticationFailureClose: not read, written
+            # nor expired meanwhile
+            self._delayed.add(ch.id, now)
+            self._idle_expiry.remove(ch.id)
+            self._buffered.discard(ch.id)
+            self._unregister(ch)
         else:
             self._close_on_authentication_failure(ch)
 
@@ -1234,23 +1305,20 @@ class Selector:
                       exc_info=True)
         self._close_channel(ch, notify=True, flush=True)
 
-    def _delay_close(self, ch, now):
-        due = now + self.failed_authentication_delay_ms
-        self._seq += 1
-        heapq.heappush(self._delayed, (due, self._seq, ch.id))
-        self._delayed_ids.add(ch.id)
-        self._idle_expiry.remove(ch.id)
-        self._buffered.discard(ch.id)
-        self._unregister(ch)
-
     def _complete_delayed_closes(self, now):
-        while self._delayed and self._delayed[0][0] <= now:
-            _, _, id = heapq.heappop(self._delayed)
-            self._delayed_ids.discard(id)
+        for id in self._delayed.pop_due(now):
             ch = self._channels.get(id)
             if ch is None:
                 continue
             self._close_on_authentication_failure(ch)
+
+    @property
+    def failed_authentication_delay_ms(self):
+        return self._delayed.delay_ms
+
+    @failed_authentication_delay_ms.setter
+    def failed_authentication_delay_ms(self, value):
+        self._delayed.delay_ms = value
 
     # ----------------------------------------------------------- idle expiry
     @property
@@ -1260,9 +1328,6 @@ class Selector:
     @connections_max_idle_ms.setter
     def connections_max_idle_ms(self, value):
         self._idle_expiry.connections_max_idle_ms = value
-
-    def _maybe_close_idle(self, now):
-        self._idle_expiry.expire(now, self._close_idle)
 
     def _close_idle(self, id, idle_ms):
         ch = self._channels.get(id)
@@ -1278,7 +1343,7 @@ class Selector:
     def _sync(self, ch):
         """Bring the OS selector registration in line with the channel."""
         id = ch.id
-        if self._channels.get(id) is not ch or id in self._delayed_ids:
+        if self._channels.get(id) is not ch or id in self._delayed.ids:
             return
         want = ch.interest_ops()
         if id in self._backlogged:
@@ -1323,80 +1388,14 @@ class Selector:
         self._explicitly_muted.discard(id)
         self._backlogged.discard(id)
         self._idle_expiry.remove(id)
-        if id in self._delayed_ids:
-            self._delayed_ids.discard(id)
-            self._delayed = [d for d in self._delayed if d[2] != id]
-            heapq.heapify(self._delayed)
+        self._delayed.remove(id)
         linger = (flush and ch.mode == "server" and self.linger_ms is not None
                   and self.linger_ms > 0 and not self._closed)
         sock = ch.close(flush=flush, linger=linger)
         if sock is not None:
-            self._linger(sock)
+            self._lingering.start(sock, self.time() + self.linger_ms)
         self.sensors.connection_closed.record()
         if self.on_close is not None:
             self.on_close(ch)
         if notify:
             self.disconnected[id] = ch.state
-
-    # ------------------------------------------------------- lingering close
-    def _linger(self, sock):
-        """Half-close ``sock`` and drain it until the peer's EOF (or
-        ``linger_ms``) before closing it; see the module docstring."""
-        entry = _Linger(sock, self.time() + self.linger_ms)
-        try:
-            # FIN goes out after every byte already handed to the kernel.
-            sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            self._end_linger(entry)   # already reset or not connected
-            return
-        if self._discard_input(entry):
-            self._end_linger(entry)
-            return
-        try:
-            self._sel.register(sock, selectors.EVENT_READ, entry)
-        except (ValueError, KeyError, OSError):
-            self._end_linger(entry)
-            return
-        bisect.insort(self._lingering, entry, key=_deadline)
-
-    @staticmethod
-    def _discard_input(entry):
-        """Read and drop what the peer sent; True when the socket is done
-        (EOF, error, or too much input)."""
-        sock = entry.sock
-        try:
-            for _ in range(16):
-                data = sock.recv(65536)
-                if not data:
-                    return True
-                entry.discarded += len(data)
-                if entry.discarded > MAX_LINGER_BYTES:
-                    return True
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
-            return True
-        return False
-
-    def _end_linger(self, entry):
-        try:
-            self._sel.unregister(entry.sock)
-        except (KeyError, ValueError, OSError):
-            pass
-        try:
-            entry.sock.close()
-        except OSError:
-            pass
-
-    def _expire_lingering(self, now):
-        lingering = self._lingering
-        n = 0
-        while n < len(lingering) and lingering[n].deadline <= now:
-            entry = lingering[n]
-            # whatever arrived meanwhile is dropped first, so the close
-            # itself does not turn into a reset when the peer was just slow
-            self._discard_input(entry)
-            self._end_linger(entry)
-            n += 1
-        if n:
-            del lingering[:n]

@@ -115,7 +115,10 @@ class FutureRecordMetadata:
         self._wait(timeout)
         if self._failed is not None:
             return self._failed
-        return self._batch.exception
+        batch = self._batch
+        if batch.split_results is not None:
+            return batch.split_results[self._index][2]
+        return batch.exception
 
     def result(self, timeout=None):
         self._wait(timeout)
@@ -124,6 +127,10 @@ class FutureRecordMetadata:
         batch = self._batch
         if batch.exception is not None:
             raise batch.exception
+        if batch.split_results is not None:
+            exc = batch.split_results[self._index][2]
+            if exc is not None:
+                raise exc
         return batch.metadata(self._index)
 
     get = result
@@ -172,7 +179,8 @@ class ProducerBatch:
     __slots__ = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
                  "allocated", "attempts", "last_attempt_ms", "drained_ms", "producer_id",
                  "producer_epoch", "base_sequence", "encoded", "done_flag", "closed", "retry",
-                 "event", "base_offset", "log_append_time", "exception", "done_callbacks")
+                 "event", "base_offset", "log_append_time", "exception", "done_callbacks",
+                 "parent", "split_results", "split_pending")
 
     def __init__(self, tp, now, allocated):
         self.tp = tp
@@ -200,6 +208,14 @@ class ProducerBatch:
         self.log_append_time = -1
         self.exception = None
         self.done_callbacks = None
+        # A batch split after MESSAGE_TOO_LARGE (see split): its records'
+        # futures still point here; each part is a batch whose ``parent``
+        # is (this batch, index of its first record), and this one
+        # completes once every part has, with a result per record
+        # ``split_results[i] = (offset, log append time, exception)``.
+        self.parent = None
+        self.split_results = None
+        self.split_pending = 0
 
     @property
     def record_count(self):
@@ -239,6 +255,11 @@ class ProducerBatch:
 
     def metadata(self, i):
         topic, partition = self.tp
+        if self.split_results is not None:
+            offset, append_time, _exc = self.split_results[i]
+            ts = append_time if append_time >= 0 else self.records[i][0]
+            ks, vs = self.sizes[i]
+            return RecordMetadata(topic, partition, offset, ts, ks, vs)
         ts = self.log_append_time if self.log_append_time >= 0 else self.records[i][0]
         offset = self.base_offset + i if self.base_offset >= 0 else -1
         ks, vs = self.sizes[i]
@@ -265,7 +286,54 @@ class ProducerBatch:
                 fn(future)
             except Exception:
                 log.exception("Error in a done callback of a record future")
+        if self.parent is not None:
+            self.parent[0]._part_done(self, self.parent[1])
         return True
+
+    def split(self, batch_size, estimate):
+        """Kafka's ``ProducerBatch.split``: this batch's records in batches
+        of at most ``batch_size`` (estimated; one record at least each), in
+        order, with consecutive sequences from this batch's."""
+        parts = []
+        part = None
+        for i, record in enumerate(self.records):
+            size = estimate(record[1], record[2], record[3])
+            if part is None or not part.has_room_for(size, batch_size):
+                if part is not None:
+                    part.closed = True
+                part = ProducerBatch(self.tp, self.created_ms, 0)
+                part.parent = (self, i)
+                parts.append(part)
+            part.records.append(record)
+            part.sizes.append(self.sizes[i])
+            part.estimated_size += size
+        part.closed = True
+        if self.has_sequence():
+            seq = self.base_sequence
+            for part in parts:
+                part.producer_id = self.producer_id
+                part.producer_epoch = self.producer_epoch
+                part.base_sequence = seq
+                seq = (seq + part.record_count) & 0x7FFFFFFF
+        self.split_results = [(-1, -1, None)] * len(self.records)
+        self.split_pending = len(parts)
+        return parts
+
+    def _part_done(self, part, start):
+        results = self.split_results
+        if part.split_results is not None:     # split again
+            results[start:start + len(part.records)] = part.split_results
+        else:
+            base = part.base_offset
+            exc = part.exception
+            for j in range(len(part.records)):
+                results[start + j] = (base + j if base >= 0 else -1, part.log_append_time, exc)
+        self.split_pending -= 1
+        if self.split_pending == 0:
+            failed = [r[2] for r in results if r[2] is not None]
+            # One exception for the batch when every record failed; per
+            # record (split_results) otherwise.
+            self.complete(-1, -1, failed[0] if len(failed) == len(results) else None)
 
     def _run_callbacks(self, exc):
         """Each record's callback, in record order.  Per record, only its
@@ -274,6 +342,14 @@ class ProducerBatch:
         if exc is not None:
             for callback in self.callbacks.values():
                 _call(callback, None, exc)
+            return
+        if self.split_results is not None:
+            for i, callback in self.callbacks.items():
+                record_exc = self.split_results[i][2]
+                if record_exc is not None:
+                    _call(callback, None, record_exc)
+                else:
+                    _call(callback, self.metadata(i), None)
             return
         topic, partition = self.tp
         append_time = self.log_append_time
@@ -511,6 +587,48 @@ class RecordAccumulator:
                 dq.insert(i, batch)
             else:
                 dq.appendleft(batch)
+
+    def split_and_reenqueue(self, batch, now):
+        """Kafka's ``splitAndReenqueue``: a batch rejected as too large goes
+        back as smaller batches at the head of its partition, in
+        sequence order, as if never tried; returns how many.  The big batch
+        is released (its records complete through the parts)."""
+        # Java splits by batch.size alone, which splits a batch no larger
+        # than batch.size into the same batch again (batch.size above the
+        # topic's max.message.bytes): at most half the rejected batch each
+        # time, so a split always gets smaller, down to single records.
+        parts = batch.split(min(self.batch_size, batch.estimated_size // 2),
+                            estimate_record_size)
+        with self.lock:
+            dq = self.batches.setdefault(batch.tp, collections.deque())
+            for part in reversed(parts):
+                self.incomplete.add(part)
+                if part.has_sequence():
+                    i = 0
+                    while i < len(dq) and dq[i].has_sequence() and \
+                            dq[i].base_sequence < part.base_sequence:
+                        i += 1
+                    dq.insert(i, part)
+                else:
+                    dq.appendleft(part)
+        self.deallocate(batch)
+        return len(parts)
+
+    def restart_sequences(self, tp, producer_id, epoch):
+        """KIP-360's epoch bump for a partition with nothing in flight: its
+        waiting batches that had sequences (retries) get the new epoch and
+        sequences from 0, in order; returns the next sequence."""
+        seq = 0
+        with self.lock:
+            for b in self.batches.get(tp) or ():
+                if not b.has_sequence():
+                    break
+                b.producer_id = producer_id
+                b.producer_epoch = epoch
+                b.base_sequence = seq
+                b.encoded = None
+                seq = (seq + b.record_count) & 0x7FFFFFFF
+        return seq
 
     def expired_batches(self, now):
         """Batches still waiting that have passed ``delivery.timeout.ms``."""

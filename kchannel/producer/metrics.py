@@ -2,6 +2,7 @@
 ``SenderMetricsRegistry``) under Kafka's names, tagged ``client-id``, in the
 registry the producer's selector records into: ``record-send-rate/total``,
 ``record-error-rate/total``, ``record-retry-rate/total``,
+``batch-split-rate/total``,
 ``request-latency-avg/max``, ``batch-size-avg/max``,
 ``records-per-request-avg``, ``produce-throttle-time-avg/max``,
 ``requests-in-flight``.  Recorded per batch and per request, never per
@@ -26,6 +27,7 @@ class ProducerMetrics:
                                      "record sends that resulted in errors")
         self.record_retries = g.meter(g.sensor("record-retry"), "record-retry",
                                       "retried record sends")
+        self.batch_split = g.meter(g.sensor("batch-split"), "batch-split", "batch splits")
         self.request_latency = g.avg_max(g.sensor("request-latency"), "request-latency",
                                          "request latency in ms")
         self.batch_size = g.avg_max(g.sensor("batch-size"), "batch-size",

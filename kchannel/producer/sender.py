@@ -9,6 +9,12 @@ retried batches go back in sequence order, so the broker sees the sequences
 it expects and drops any duplicate of a batch it had already written.
 With ``max.in.flight.requests.per.connection=1`` a partition is muted while
 one of its batches is in flight (Kafka's ``guaranteeMessageOrder``).
+
+A sequence gap (a batch sent and then failed for good) or a broker that lost
+the producer's state bumps the epoch (KIP-360, see
+:mod:`kchannel.producer.idempotence`); a batch of several records rejected
+with MESSAGE_TOO_LARGE is split into smaller batches (at most ``batch.size``) and sent
+again (Kafka's ``splitAndReenqueue``).
 """
 import collections
 
@@ -18,6 +24,7 @@ from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)
+from kchannel.producer.idempotence import ProducerSequences
 from kchannel.protocol.records import CompressionType, encode_batch
 
 __all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS"]
@@ -57,11 +64,9 @@ class Sender:
         self.running = True
         self.force_close = False
         self.fatal_error = None
-        self.producer_id = -1
-        self.producer_epoch = -1
+        self.sequences = ProducerSequences()
         self._pid_in_flight = False
         self._pid_next_attempt_ms = 0
-        self._next_sequence = {}
         self.in_flight = collections.defaultdict(list)   # tp -> batches in flight
         self.retrying = set()                             # idempotent tps with a retry pending
         self.metadata_wait_ms = 0
@@ -107,6 +112,8 @@ class Sender:
         if fatal is not None:
             self.client.fatal_error = None
             self._fail_undrained(fatal)
+        if self.idempotent and self.sequences.bump_partitions:
+            self._maybe_bump_epoch()
         if self.idempotent and self.producer_id < 0:
             if self.fatal_error is None:
                 self._maybe_init_producer_id(now)
@@ -117,6 +124,14 @@ class Sender:
 
     def wakeup(self):
         self.client.wakeup()
+
+    @property
+    def producer_id(self):
+        return self.sequences.producer_id
+
+    @property
+    def producer_epoch(self):
+        return self.sequences.producer_epoch
 
     # -- idempotence ------------------------------------------------------------
     def _maybe_init_producer_id(self, now):
@@ -142,31 +157,40 @@ class Sender:
             return
         code = resp.body["error_code"]
         if code == 0:
-            self.producer_id = resp.body["producer_id"]
-            self.producer_epoch = resp.body["producer_epoch"]
-            log.info("ProducerId set to %d with epoch %d", self.producer_id,
-                     self.producer_epoch)
+            self.sequences.set_producer_id(resp.body["producer_id"], resp.body["producer_epoch"])
         elif code in RETRIABLE_ERRORS:
             self._pid_next_attempt_ms = now + self.retry_backoff_ms
         else:
             self.fatal_error = exception_for(code)
             log.error("InitProducerId failed: %s", self.fatal_error)
 
+    def _maybe_bump_epoch(self):
+        """KIP-360: once the partitions that asked for an epoch bump have
+        nothing in flight, bump the epoch and renumber their waiting batches
+        from sequence 0."""
+        if any(self.in_flight.get(tp) for tp in self.sequences.bump_partitions):
+            return
+        if not self.sequences.has_producer_id():
+            return      # InitProducerId first; bumped (renumbered) after it
+        for tp in self.sequences.bump_partitions:
+            self.retrying.discard(tp)
+        self.sequences.bump_epoch(self.accumulator.restart_sequences)
+
     def _can_drain(self, tp, batch):
         flight = self.in_flight.get(tp)
         if self.guarantee_order and flight:
             return False
         if self.idempotent:
+            if tp in self.sequences.bump_partitions:
+                return False
             if tp in self.retrying:
                 if flight:
                     return False
                 self.retrying.discard(tp)
             if not batch.has_sequence():
-                seq = self._next_sequence.get(tp, 0)
-                batch.producer_id = self.producer_id
-                batch.producer_epoch = self.producer_epoch
-                batch.base_sequence = seq
-                self._next_sequence[tp] = (seq + batch.record_count) & 0x7FFFFFFF
+                return self.sequences.assign(tp, batch, flight)
+            if self.sequences.first_unacked(tp, flight):
+                return False
         return True
 
     # -- produce ------------------------------------------------------------------
@@ -301,7 +325,13 @@ class Sender:
                 code = p["error_code"]
                 if code == 0 or code == Errors.DUPLICATE_SEQUENCE_NUMBER:
                     self._remove_in_flight(batch)
+                    if self.idempotent:
+                        self.sequences.acked(batch)
                     self._complete(batch, p["base_offset"], p.get("log_append_time_ms", -1))
+                    continue
+                if code == Errors.MESSAGE_TOO_LARGE and batch.record_count > 1 and \
+                        not batch.done_flag:
+                    self._split(batch, now)
                     continue
                 message = p.get("error_message")
                 record_errors = p.get("record_errors") or ()
@@ -318,6 +348,24 @@ class Sender:
                     f"The produce response did not include partition {tp.topic}-{tp.partition}"),
                     None, now)
 
+    def _split(self, batch, now):
+        """Kafka's Sender.completeBatch on MESSAGE_TOO_LARGE: split the
+        batch into smaller ones, back at the head of the partition
+        in order with the same sequences (attempts are not counted)."""
+        self._remove_in_flight(batch)
+        n = self.accumulator.split_and_reenqueue(batch, now)
+        log.warning("Got error produce response in correlation id with %d records on "
+                    "topic-partition %s-%s, splitting and retrying (%d attempts left). "
+                    "Error: MESSAGE_TOO_LARGE", batch.record_count, batch.tp.topic,
+                    batch.tp.partition, self.retries - batch.attempts)
+        log.debug("Split a batch of %d records into %d", batch.record_count, n)
+        if self.idempotent:
+            # Batches sent after it fail OUT_OF_ORDER_SEQUENCE_NUMBER; they
+            # come back behind the split ones.
+            self.retrying.add(batch.tp)
+        if self.sensors is not None:
+            self.sensors.batch_split.record(1, now)
+
     def _can_retry(self, batch, exc, code, now):
         if batch.attempts >= self.retries:
             return False
@@ -325,10 +373,20 @@ class Sender:
             return False
         if code is None:
             return getattr(exc, "retriable", False) or isinstance(exc, errors.KafkaConnectionError)
-        if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            # Only after an earlier batch of the partition failed (it is
-            # being retried, in sequence order).
-            return self.idempotent and batch.tp in self.retrying
+        if code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and self.idempotent:
+            # Java's TransactionManager.canRetry: a batch that is not the
+            # next one waits for the earlier ones; the next one failing
+            # means a gap in the sequences: bump the epoch and retry.
+            if self.sequences.is_current(batch) and \
+                    self.sequences.is_next_sequence(batch.tp, batch.base_sequence):
+                self.sequences.request_epoch_bump(batch.tp)
+            return True
+        if code == Errors.UNKNOWN_PRODUCER_ID and self.idempotent:
+            # The broker lost the producer's state: a new epoch from
+            # sequence 0.
+            if self.sequences.is_current(batch):
+                self.sequences.request_epoch_bump(batch.tp)
+            return True
         return code in RETRIABLE_ERRORS
 
     def _complete_or_retry(self, batch, exc, code, now):
@@ -363,6 +421,11 @@ class Sender:
     def _fail_batch(self, batch, exc):
         if self.sensors is not None:
             self.sensors.record_errors.record(batch.record_count)
+        if self.idempotent and batch.has_sequence() and not self.force_close and \
+                self.sequences.is_current(batch):
+            # Its sequences will never be written: the partition's later
+            # batches need a new epoch (Java's handleFailedBatch).
+            self.sequences.request_epoch_bump(batch.tp)
         self.accumulator.deallocate(batch)
         batch.complete(None, None, exc)
 

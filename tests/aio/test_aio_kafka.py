@@ -512,3 +512,85 @@ def test_sync_producer_future_is_awaitable(kafka_broker):
         with Producer({"bootstrap.servers": plain, "linger.ms": 50}) as p:
             return await asyncio.wait_for(p.send(topic, b"x"), 30)
     assert run(scenario()).offset == 0
+
+
+@pytest.mark.slow
+def test_heartbeats_between_calls_and_the_poll_timer(kafka_broker):
+    """Kafka's heartbeat thread, as a task.  Member A awaits other work for
+    8 s between two getmany calls, longer than its 6 s session timeout:
+    it stays in the group (same generation, nothing lost).  Member B
+    (``max.poll.interval.ms`` 2 s) awaits 4 s, within its session timeout
+    but past its poll timer: it leaves the group, and its next call rejoins
+    with its partitions reported lost."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-heartbeat"), partitions=2)
+
+    async def member(group, idle_s, max_poll_interval_ms):
+        events = []
+
+        class Listener:
+            def on_partitions_assigned(self, partitions):
+                events.append("assigned")
+
+            def on_partitions_revoked(self, partitions):
+                events.append("revoked")
+
+            def on_partitions_lost(self, partitions):
+                events.append("lost")
+
+        cfg = {"bootstrap.servers": plain, "group.id": group, "session.timeout.ms": 6000,
+               "heartbeat.interval.ms": 500, "max.poll.interval.ms": max_poll_interval_ms}
+        async with AIOConsumer(cfg) as c:
+            c.subscribe([topic], listener=Listener())
+            deadline = time.monotonic() + 60
+            while len(c.assignment()) < 2 and time.monotonic() < deadline:
+                await c.getmany(timeout_ms=200)
+            generation = c._consumer._group.generation
+            before = list(events)
+            await asyncio.sleep(idle_s)          # the application's other work
+            deadline = time.monotonic() + 30
+            await c.getmany(timeout_ms=200)
+            while len(c.assignment()) < 2 and time.monotonic() < deadline:
+                await c.getmany(timeout_ms=200)
+            return before, events[len(before):], generation, c._consumer._group.generation
+
+    async def scenario():
+        return await asyncio.gather(member(topic + "-a", 8, 300000),
+                                    member(topic + "-b", 4, 2000))
+    (a_before, a_after, a_gen0, a_gen1), (b_before, b_after, b_gen0, b_gen1) = run(scenario())
+    assert a_before == ["assigned"] and b_before == ["assigned"]
+    assert a_after == [] and a_gen1 == a_gen0
+    assert b_after == ["lost", "assigned"] and b_gen1 > b_gen0
+
+
+def test_host_names_are_resolved_off_the_loop(kafka_broker, monkeypatch):
+    """A broker named by host name is looked up on the loop's default
+    executor (as ``loop.getaddrinfo`` does), not on the loop's thread; a
+    numeric address needs no lookup and stays on the loop."""
+    import socket
+
+    from kchannel.network import selector as selector_module
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-resolve"), partitions=1)
+    port = plain.rsplit(":", 1)[1]
+    real = socket.getaddrinfo
+    calls = []
+
+    def spy(host, *args, **kwargs):
+        calls.append((host, threading.current_thread() is threading.main_thread(), args))
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", spy)
+    monkeypatch.setattr(selector_module, "_resolved", {})
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": f"localhost:{port}"}) as p:
+            md = await (await p.send(topic, b"v"))
+        return md
+    md = run(scenario())
+    assert md.offset >= 0
+    lookups = [(host, on_main) for host, on_main, args in calls
+               if host == "localhost"]
+    assert lookups and not any(on_main for _, on_main in lookups)
+    numeric = [on_main for host, on_main, _ in calls if host == "127.0.0.1"]
+    assert numeric and all(numeric)
