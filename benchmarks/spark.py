@@ -173,12 +173,257 @@ def timed(fn):
     return time.perf_counter() - t0, out
 
 
+# -- the JVM yardstick: Spark's own Kafka source (--jvm) ------------------------
+JVM_SPARK = "4.2.0"
+JVM_VENV = os.environ.get("KCHANNEL_SPARK_JVM_VENV", "/tmp/kchannel-spark420")
+JVM_JARS = os.environ.get("KCHANNEL_SPARK_JVM_JARS", "/tmp/kchannel-spark420-jars")
+# What the connector adds to the pyspark wheel's jars (scala-library, slf4j,
+# lz4, snappy and spark-tags are in the wheel already, at Spark's versions).
+JVM_JAR_PREFIXES = ("spark-sql-kafka-0-10_", "spark-token-provider-kafka-0-10_",
+                    "kafka-clients-", "commons-pool2-")
+
+
+def prepare_jvm_environment():
+    """The pyspark 4.2.0 venv (kchannel installed editable from this
+    checkout) and the connector's jars from Maven Central, each made once
+    when missing.  Returns (venv python, [jars])."""
+    import subprocess
+    python = os.path.join(JVM_VENV, "bin", "python")
+    if not os.path.exists(python):
+        print(f"creating {JVM_VENV} (pyspark=={JVM_SPARK}, kchannel editable)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", JVM_VENV], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", f"pyspark=={JVM_SPARK}",
+                        "pyarrow", "-e", ROOT], check=True)
+    jars = sorted(os.path.join(JVM_JARS, j) for j in (os.listdir(JVM_JARS)
+                  if os.path.isdir(JVM_JARS) else ()) if j.startswith(JVM_JAR_PREFIXES))
+    if len(jars) < len(JVM_JAR_PREFIXES):
+        print(f"fetching spark-sql-kafka-0-10_2.13:{JVM_SPARK} into {JVM_JARS}", flush=True)
+        subprocess.run(["mvn", "-q", "-f", os.path.join(ROOT, "benchmarks",
+                                                       "spark-kafka-pom.xml"),
+                        "dependency:copy-dependencies", "-DincludeScope=runtime",
+                        f"-DoutputDirectory={JVM_JARS}"], check=True)
+        jars = sorted(os.path.join(JVM_JARS, j) for j in os.listdir(JVM_JARS)
+                      if j.startswith(JVM_JAR_PREFIXES))
+    return python, jars
+
+
+def _cpu_s(pid):
+    """CPU seconds of ``pid`` (user + system) and of its descendants (live,
+    and the reaped children they waited for)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(p):
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        fields = data[data.rindex(b")") + 2:].split()
+        return int(fields[1]), [int(x) for x in fields[11:15]]    # ppid, ut st cut cst
+    stats = {int(e): stat(e) for e in os.listdir("/proc") if e.isdigit()}
+    stats = {p: s for p, s in stats.items() if s is not None}
+    kids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c, (ppid, _) in stats.items():
+            if ppid == p:
+                kids.append(c)
+                todo.append(c)
+    own = sum(stats[pid][1][:2]) / tick if pid in stats else 0.0
+    python = sum(sum(stats[c][1]) for c in kids if c in stats) / tick
+    return own, python
+
+
+def _spark_jvm_pid():
+    """The driver JVM this Python process started (the local[2] executor)."""
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat", "rb") as f:
+                data = f.read()
+            with open(f"/proc/{e}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if int(data[data.rindex(b")") + 2:].split()[1]) == os.getpid() and \
+                b"SparkSubmit" in cmd:
+            return int(e)
+    raise RuntimeError("no Spark driver JVM under this process")
+
+
+def jvm_child(args):
+    """In the pyspark 4.2.0 venv: format("kafka") vs format("kchannel"),
+    write, read and a groupBy after the read, for each security setting the
+    parent passed; prints one JSON line of results."""
+    import json
+
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    import kchannel.spark
+    with open(args.jvm_child, encoding="utf-8") as f:
+        job = json.load(f)
+    spark = (SparkSession.builder.master(args.master).appName("kchannel-bench-jvm")
+             .config("spark.jars", ",".join(job["jars"]))
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    kchannel.spark.register(spark)
+    jvm = _spark_jvm_pid()
+    n, parts = args.records, args.partitions
+    value = "x" * args.size
+    out = []
+    try:
+        for case in job["cases"]:
+            opts = {f"kafka.{k}": v for k, v in case["configs"].items()}
+            data = spark.range(n, numPartitions=parts).selectExpr(
+                "cast(cast(id as string) as binary) as key",
+                f"cast(concat(cast(id as string), '{value}') as binary) as value")
+            small = data.limit(max(1000, n // 20))
+            res = {"case": case["label"]}
+
+            def measure(fn):
+                c0 = _cpu_s(jvm)
+                t0 = time.perf_counter()
+                got = fn()
+                wall = time.perf_counter() - t0
+                c1 = _cpu_s(jvm)
+                return wall, c1[0] - c0[0], c1[1] - c0[1], got
+
+            # write: a warm-up each (classes, workers, clients), then timed
+            topics = case["write_topics"]
+            for fmt in ("kafka", "kchannel"):
+                small.write.format(fmt).options(**opts).option("topic", topics["warm"]) \
+                    .mode("append").save()
+            for fmt in ("kafka", "kchannel"):
+                wall, jcpu, pcpu, _ = measure(
+                    lambda: data.write.format(fmt).options(**opts)
+                    .option("topic", topics[fmt]).mode("append").save())
+                res[f"write_{fmt}"] = (n / wall, jcpu, pcpu)
+            # read the JVM sink's topic with both sources, then a groupBy
+            src = topics["kafka"]
+
+            def read(fmt):
+                return spark.read.format(fmt).options(**opts).option("subscribe", src).load()
+
+            def count(fmt):
+                return tuple(read(fmt).select(F.count("*"), F.sum(F.length("value")))
+                             .collect()[0])
+
+            def group(fmt):
+                return sorted(tuple(r) for r in read(fmt).groupBy(
+                    F.substring(F.col("value").cast("string"), 1, 2).alias("k"))
+                    .count().collect())
+            for fmt in ("kafka", "kchannel"):
+                count(fmt)      # warm-up
+            results = {}
+            for fmt in ("kafka", "kchannel"):
+                wall, jcpu, pcpu, got = measure(lambda: count(fmt))
+                res[f"read_{fmt}"] = (n / wall, jcpu, pcpu)
+                results[fmt] = got
+                wall, jcpu, pcpu, got = measure(lambda: group(fmt))
+                res[f"group_{fmt}"] = (n / wall, jcpu, pcpu)
+                results[fmt + "-group"] = got
+            assert results["kafka"] == results["kchannel"] and results["kafka"][0] == n, results
+            assert results["kafka-group"] == results["kchannel-group"]
+            out.append(res)
+            for op in ("write", "read", "group"):
+                j, k = res[f"{op}_kafka"], res[f"{op}_kchannel"]
+                print(f"{case['label']} {op}: format(\"kafka\") {j[0] / 1e3:.0f} k rec/s "
+                      f"(CPU s: JVM {j[1]:.1f}, Python {j[2]:.1f}); format(\"kchannel\") "
+                      f"{k[0] / 1e3:.0f} k rec/s (CPU s: JVM {k[1]:.1f}, Python {k[2]:.1f}): "
+                      f"{k[0] / j[0]:.2f}x", flush=True)
+    finally:
+        spark.stop()
+    print("RESULTS " + json.dumps(out), flush=True)
+
+
+def jvm_main(args):
+    """Start Apache Kafka here, run :func:`jvm_child` in the pyspark 4.2.0
+    venv against it (PLAINTEXT and SASL_SSL SCRAM-SHA-512), report."""
+    import json
+    import subprocess
+
+    from tests.fixtures.certs import make_pki
+    from tests.fixtures.kafka import kafka_unavailable_reason, start_kafka_broker
+    from tests.fixtures.records import create_topic
+    reason = kafka_unavailable_reason()
+    if reason:
+        sys.exit(f"benchmarks/spark.py needs Apache Kafka: {reason}")
+    python, jars = prepare_jvm_environment()
+    tmp = tempfile.mkdtemp(prefix="kchannel-bench-spark-jvm-")
+    os.makedirs(os.path.join(tmp, "pki"))
+    os.makedirs(os.path.join(tmp, "kafka"))
+    pki = make_pki(os.path.join(tmp, "pki"))
+    broker = start_kafka_broker(os.path.join(tmp, "kafka"), pki)
+    try:
+        plain = broker.bootstrap("PLAINTEXT")
+        cases = []
+        for label, configs in (("PLAINTEXT", {"bootstrap.servers": plain}),
+                               ("SASL_SSL SCRAM-SHA-512",
+                                broker.client_configs("SASL_SSL", "SCRAM-SHA-512"))):
+            if label not in args.jvm_cases:
+                continue
+            topics = {k: create_topic(plain, f"bench-jvm-{k}-{uuid.uuid4().hex[:6]}",
+                                      partitions=args.partitions)
+                      for k in ("warm", "kafka", "kchannel")}
+            cases.append({"label": label, "configs": configs, "write_topics": topics})
+        job = os.path.join(tmp, "job.json")
+        with open(job, "w", encoding="utf-8") as f:
+            json.dump({"jars": jars, "cases": cases}, f)
+        env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=python,
+                   PYSPARK_DRIVER_PYTHON=python)
+        proc = subprocess.run([python, os.path.abspath(__file__), "--jvm-child", job,
+                               "--records", str(args.records), "--size", str(args.size),
+                               "--partitions", str(args.partitions), "--master", args.master],
+                              env=env, stdout=subprocess.PIPE, text=True)
+        lines = proc.stdout.splitlines()
+        for line in lines:
+            if not line.startswith("RESULTS "):
+                print(line)
+        if proc.returncode:
+            sys.exit(f"the pyspark {JVM_SPARK} run failed (exit {proc.returncode})")
+        results = json.loads([l for l in lines if l.startswith("RESULTS ")][-1][8:])
+    finally:
+        broker.stop()
+        broker.oauth.close()
+    from _results import row
+    for res in results:
+        ratios = {op: res[f"{op}_kchannel"][0] / res[f"{op}_kafka"][0]
+                  for op in ("write", "read", "group")}
+        text = "; ".join(
+            f"{op} {res[f'{op}_kchannel'][0] / 1e3:.0f} k vs {res[f'{op}_kafka'][0] / 1e3:.0f} k "
+            f"rec/s ({ratios[op]:.2f}x; CPU s kchannel JVM {res[f'{op}_kchannel'][1]:.1f} + "
+            f"Python {res[f'{op}_kchannel'][2]:.1f}, kafka JVM {res[f'{op}_kafka'][1]:.1f})"
+            for op in ("write", "read", "group"))
+        print(f"{res['case']}: {text}")
+        row(f"PySpark {JVM_SPARK} `{args.master}`, {args.records} x {args.size} B records, "
+            f"{res['case']}: `format(\"kchannel\")` vs Spark's JVM `format(\"kafka\")` "
+            "(spark-sql-kafka-0-10), write, read (count) and groupBy count after the read "
+            "(`spark.py --jvm`)", text, ">= 0.5x read and write",
+            min(ratios["write"], ratios["read"]) >= 0.5)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=400000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--jvm", action="store_true",
+                    help=f"compare with Spark's own Kafka source in a pyspark {JVM_SPARK} "
+                         f"venv ({JVM_VENV}, made when missing)")
+    ap.add_argument("--jvm-cases", default="PLAINTEXT,SASL_SSL SCRAM-SHA-512",
+                    help="with --jvm: the security settings to measure (comma-separated)")
+    ap.add_argument("--master", default="local[2]", help="with --jvm: Spark's master URL")
+    ap.add_argument("--jvm-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.jvm_child:
+        return jvm_child(args)
+    if args.jvm:
+        args.jvm_cases = [c.strip() for c in args.jvm_cases.split(",")]
+        return jvm_main(args)
 
     from tests.fixtures.certs import make_pki
     from tests.fixtures.kafka import kafka_unavailable_reason, start_kafka_broker

@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.fixtures.kafka_cluster",
     "tests.fixtures.java",
     "tests.fixtures.spark",
+    "tests.fixtures.spark_cluster",
 ]
 
 

@@ -637,7 +637,7 @@ class KChannelStatsDataSource(DataSource):
         return "kchannel_stats"
 
     def schema(self):
-        return ", ".join(f"{f} long" for f in STATS_FIELDS)
+        return ", ".join(f"{f} long" for f in STATS_FIELDS) + ", token_ids string"
 
     def reader(self, schema):
         return _StatsReader(int(self.options.get("numpartitions", 8)))
@@ -652,4 +652,4 @@ class _StatsReader(DataSourceReader):
 
     def read(self, partition):
         s = workers.connection_stats()
-        yield tuple(int(s[f]) for f in STATS_FIELDS)
+        yield tuple(int(s[f]) for f in STATS_FIELDS) + (s["token_ids"],)

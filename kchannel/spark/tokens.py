@@ -23,7 +23,6 @@ record, a moment after CreateDelegationToken answers: :func:`obtain_token`
 waits (up to 30 s) until DescribeDelegationToken lists it, so the first
 executor login never races the broker.
 """
-import re
 import threading
 import time
 
@@ -32,7 +31,7 @@ from kchannel.client import KafkaClient
 from kchannel.config.aliases import jaas_quote
 from kchannel.config.jaas import SCRAM_LOGIN_MODULE
 from kchannel.log import get_logger
-from kchannel.spark.workers import config_key
+from kchannel.spark.workers import config_key, token_id_of
 from kchannel.tokens.admin import DelegationTokenAdmin
 from kchannel.tokens.token import DelegationToken
 
@@ -122,15 +121,6 @@ def _create(driver_configs, renewers, max_lifetime_ms):
     log.info("Obtained delegation token %s for the executors (expires at %s)",
              token_id, token.token_info.expiry_timestamp)
     return token
-
-
-def token_id_of(configs):
-    """The delegation token id an executor configuration logs in with, or None."""
-    jaas = str(configs.get("sasl.jaas.config", ""))
-    if 'tokenauth="true"' not in jaas:
-        return None
-    m = re.search(r'username="((?:[^"\\]|\\.)*)"', jaas)
-    return m.group(1) if m else None
 
 
 def login_failure(configs, exc):

@@ -18,6 +18,7 @@ and a client idle longer than ``IDLE_S`` is closed on the next checkout.
 Nothing here imports pyspark; pyarrow is imported when a range is read.
 """
 import os
+import re
 import threading
 import time
 
@@ -158,10 +159,21 @@ def _authentications(client):
         return 0
 
 
+def token_id_of(configs):
+    """The delegation token id an executor configuration logs in with, or None."""
+    jaas = str(configs.get("sasl.jaas.config", ""))
+    if 'tokenauth="true"' not in jaas:
+        return None
+    m = re.search(r'username="((?:[^"\\]|\\.)*)"', jaas)
+    return m.group(1) if m else None
+
+
 def connection_stats():
     """This process's cache: ``pid``, ``tasks`` served, clients created and
-    closed, ``cached`` clients, and ``authentications`` (successful logins
-    of every client this process ever created, live or closed)."""
+    closed, ``cached`` clients, ``authentications`` (successful logins of
+    every client this process ever created, live or closed) and
+    ``token_ids`` (comma-separated ids of the delegation tokens its cached
+    clients log in with)."""
     with _lock:
         live = [c for entries in _consumers.values() for c, _ in entries] + \
             [p for p, _ in _producers.values()]
@@ -169,6 +181,10 @@ def connection_stats():
         out["pid"] = os.getpid()
         out["cached"] = len(live)
         out["authentications"] = _retired_auth[0] + sum(_authentications(c) for c in live)
+        keys = list(_consumers) + list(_producers)
+    # Token ids are not secrets (the HMAC is): they show which token this
+    # worker's cached clients log in with.
+    out["token_ids"] = ",".join(sorted({t for t in (token_id_of(dict(k)) for k in keys) if t}))
     return out
 
 
