@@ -68,7 +68,9 @@ class PrometheusEndpoint:
                 self.wfile.write(body)
 
             def log_message(self, fmt, *args):
-                log.debug("Prometheus scrape from %s: " + fmt, self.client_address[0], *args)
+                # The request line is the peer's: an argument (escaped by
+                # the log filter), never part of the format string.
+                log.debug("Prometheus scrape from %s: %s", self.client_address[0], fmt % args)
 
         self._httpd = _Server(parse_listen(listen), Handler)
         self.address = self._httpd.server_address[:2]
