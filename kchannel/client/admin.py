@@ -19,7 +19,9 @@ kchannel's Consumer speaks) are described; KIP-848 ``consumer`` groups need
 ConsumerGroupDescribe, which this client does not send yet.
 """
 import collections
+import functools
 import struct
+import time
 import uuid
 
 from kchannel import errors
@@ -27,7 +29,7 @@ from kchannel.client.network_client import KafkaClient, _parse_bootstrap
 from kchannel.log import get_logger
 from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import COORDINATOR_ERRORS, Errors, exception_for
 from kchannel.protocol.schema import Field, MessageSpec
 from kchannel.security.authorizer.acl import AclBinding, AclBindingFilter, PatternType
 from kchannel.security.sasl import scram
@@ -172,25 +174,90 @@ def _raise(code, message=None):
         raise exception_for(code, message)
 
 
+# Kafka's AdminClientConfig keys the Admin itself reads (the rest go to
+# each broker connection), with Kafka's defaults.
+_ADMIN_KEYS = {"default.api.timeout.ms": 60000, "retry.backoff.ms": 100,
+               "retry.backoff.max.ms": 1000}
+
+
+def _admin_setting(configs, key):
+    value = configs.get(key, _ADMIN_KEYS[key])
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        raise errors.ConfigError(f"Invalid value {value!r} for configuration {key}: "
+                                 "Not a number of type LONG", key=key) from None
+    if value < 0:
+        raise errors.ConfigError(f"Invalid value {value} for configuration {key}: "
+                                 "Value must be at least 0", key=key)
+    return value
+
+
+# What Kafka's Admin retries (its coordinator and partition-leader
+# lookups): the coordinator not ready or moved, a leader being elected.
+_RETRIED = COORDINATOR_ERRORS | {Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER}
+
+
+def _retrying(method):
+    """Kafka's Admin call: a coordinator that is loading, not available or
+    has moved, and a partition leader being elected, are looked up again
+    after ``retry.backoff.ms`` (doubling up to ``retry.backoff.max.ms``)
+    until ``default.api.timeout.ms`` has passed; then, or on any other
+    error, the error is raised."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        deadline = time.monotonic() + self._api_timeout_ms / 1000.0
+        backoff_ms = self._retry_backoff_ms
+        while True:
+            try:
+                return method(self, *args, **kwargs)
+            except errors.KafkaError as exc:
+                if (exc.error_code not in _RETRIED
+                        or time.monotonic() + backoff_ms / 1000.0 >= deadline):
+                    raise
+                log.debug("%s: %s; retrying in %d ms", method.__name__, exc, backoff_ms)
+                self._nodes.clear()
+                self._sleep(backoff_ms / 1000.0)
+                backoff_ms = min(backoff_ms * 2, max(self._retry_backoff_max_ms,
+                                                     self._retry_backoff_ms))
+    return call
+
+
 class Admin:
     """``config``: client configs (``bootstrap.servers`` required; security,
-    ``client.id``, ``request.timeout.ms`` ...).  ``default.api.timeout.ms``
-    is not a deadline over retries here: each request waits at most
-    ``request.timeout.ms`` and is not retried."""
+    ``client.id``, ``request.timeout.ms`` ...).  Each request waits at most
+    ``request.timeout.ms``.  As in Kafka's Admin, a call whose coordinator is
+    loading, not available or moved, or whose partition leader is being
+    elected, is retried until ``default.api.timeout.ms`` (60000) has passed,
+    waiting ``retry.backoff.ms`` (100), doubling up to
+    ``retry.backoff.max.ms`` (1000), between attempts."""
 
     def __init__(self, config):
         self.configs = dict(config)
         if not _parse_bootstrap(self.configs.get("bootstrap.servers")):
             raise errors.ConfigError("No bootstrap.servers configured",
                                      key="bootstrap.servers")
+        self._api_timeout_ms = _admin_setting(self.configs, "default.api.timeout.ms")
+        self._retry_backoff_ms = _admin_setting(self.configs, "retry.backoff.ms")
+        self._retry_backoff_max_ms = _admin_setting(self.configs, "retry.backoff.max.ms")
+        self._client_configs = {k: v for k, v in self.configs.items() if k not in _ADMIN_KEYS}
         self._clients = {}          # (host, port) -> connected KafkaClient
         self._bootstrap = None
         self._nodes = {}            # node id -> (host, port) from the last Metadata
 
     # -- connections ---------------------------------------------------------
+    def _new_client(self):
+        """A client for one broker (``kchannel.aio.AIOAdmin`` gives it the
+        event loop's selector)."""
+        return KafkaClient(self._client_configs)
+
+    def _sleep(self, seconds):
+        """The back-off between attempts (``AIOAdmin`` awaits the loop)."""
+        time.sleep(seconds)
+
     def _any(self):
         if self._bootstrap is None:
-            client = KafkaClient(self.configs)
+            client = self._new_client()
             try:
                 client.connect()
             except BaseException:
@@ -216,7 +283,7 @@ class Admin:
             bootstrap = self._any()
             if bootstrap.address == addr:
                 return bootstrap
-            client = KafkaClient(self.configs)
+            client = self._new_client()
             try:
                 client.connect(addr[0], addr[1])
             except BaseException:
@@ -808,3 +875,10 @@ class Admin:
                 sorted(TopicPartition(t["topic"], p) for t in s["topics"]
                        for p in t["partitions"]))
         return out
+
+
+# Every public call retries as Kafka's Admin does (see _retrying).
+for _name, _fn in list(vars(Admin).items()):
+    if not _name.startswith("_") and _name != "close" and callable(_fn):
+        setattr(Admin, _name, _retrying(_fn))
+del _name, _fn

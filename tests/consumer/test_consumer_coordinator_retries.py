@@ -74,3 +74,19 @@ def test_first_group_use_on_a_fresh_broker(fresh_broker):
     finally:
         c.close()
     print(f"first committed() {first:.2f} s; OffsetFetch answers {answers}")
+
+
+def test_admin_retries_a_fresh_brokers_coordinator_errors(fresh_broker):
+    """Kafka's Admin retries retriable errors within default.api.timeout.ms:
+    the first transaction-coordinator lookup on a fresh broker (which
+    creates ``__transaction_state``, 50 partitions) answers
+    COORDINATOR_NOT_AVAILABLE for a moment; the call goes on to the
+    coordinator's own answer for an unknown transactional id."""
+    from kchannel.client.admin import Admin
+    from kchannel.errors import KafkaError
+    from kchannel.protocol.errors import Errors
+
+    with Admin({"bootstrap.servers": fresh_broker.bootstrap("PLAINTEXT")}) as admin:
+        with pytest.raises(KafkaError) as err:
+            admin.describe_transactions(["fresh-transactional-id"])
+    assert err.value.error_code == Errors.TRANSACTIONAL_ID_NOT_FOUND
