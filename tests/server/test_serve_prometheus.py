@@ -5,10 +5,8 @@ JSON metrics file does, summed over the workers the same way."""
 import json
 import os
 import re
-import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -17,6 +15,7 @@ import pytest
 
 from kchannel.client import KafkaClient
 from kchannel.security.sasl.scram_store import credential_from_password, open_store
+from tests.fixtures.serve import read_log_until, start_serve_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -48,28 +47,7 @@ def write_config(tmp_path, **extra):
     return cfg
 
 
-def start(cfg):
-    return subprocess.Popen([sys.executable, "-m", "kchannel", "serve", "--config", str(cfg)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
-
-
-def read_log_until(proc, pattern, buf=b""):
-    deadline = time.monotonic() + DEADLINE_S
-    fd = proc.stderr.fileno()
-    while time.monotonic() < deadline:
-        m = re.search(pattern, buf)
-        if m:
-            return m, buf
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-        elif proc.poll() is not None:
-            break
-    raise AssertionError(f"{pattern!r} not logged: {buf.decode('utf-8', 'replace')}")
+start = start_serve_config
 
 
 def _free_port():
