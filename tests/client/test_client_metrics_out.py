@@ -11,10 +11,11 @@ import pytest
 
 from kchannel import Consumer, Producer
 from kchannel.metrics import register_prometheus
+from tests.fixtures.peers import require_module
 from tests.fixtures.records import create_topic, topic_name
 
 pytestmark = [pytest.mark.kafka]
-prometheus_client = pytest.importorskip("prometheus_client")
+prometheus_client = require_module("prometheus_client", "prometheus-client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 

@@ -15,11 +15,12 @@ import pytest
 
 from kchannel.client import KafkaClient
 from kchannel.security.sasl.scram_store import credential_from_password, open_store
+from tests.fixtures.peers import require_module
 from tests.fixtures.serve import read_log_until, start_serve_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
-parser = pytest.importorskip("prometheus_client.parser")
+parser = require_module("prometheus_client.parser", "prometheus-client")
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 CONNECTIONS = "kafka_server_socket_server_metrics_connection_count"
