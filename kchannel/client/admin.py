@@ -387,27 +387,15 @@ class Admin:
         {TopicPartition: :class:`ListOffsetsResultInfo`}; each partition is
         asked of its leader."""
         specs = {TopicPartition(*tp): int(s) for tp, s in specs.items()}
-        leaders = {}
-        for name, desc in self.describe_topics({tp.topic for tp in specs}).items():
-            for p in desc.partitions:
-                leaders[TopicPartition(name, p.partition)] = p.leader
-        by_leader = collections.defaultdict(dict)
-        for tp, spec in specs.items():
-            leader = leaders.get(tp)
-            if leader is None:
-                raise exception_for(Errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                    f"Partition {tp.topic}-{tp.partition} does not exist")
-            if leader < 0:
-                raise exception_for(Errors.LEADER_NOT_AVAILABLE,
-                                    f"Partition {tp.topic}-{tp.partition} has no leader")
-            by_leader[leader].setdefault(tp.topic, []).append((tp.partition, spec))
+        by_leader = self._leaders(specs)
         iso = 1 if isolation_level == "read_committed" else 0
         out = {}
         for leader, topics in by_leader.items():
             body = {"replica_id": -1, "isolation_level": iso, "timeout_ms": 30000,
                     "topics": [{"name": t, "partitions": [
-                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": s,
-                         "max_num_offsets": 1} for p, s in parts]}
+                        {"partition_index": p, "current_leader_epoch": -1,
+                         "timestamp": specs[TopicPartition(t, p)], "max_num_offsets": 1}
+                        for p in parts]}
                         for t, parts in topics.items()]}
             resp = self._node(leader).request(messages.LIST_OFFSETS.api_key, body)
             for t in resp["topics"]:

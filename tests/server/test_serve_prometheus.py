@@ -5,8 +5,6 @@ JSON metrics file does, summed over the workers the same way."""
 import json
 import os
 import re
-import signal
-import socket
 import sys
 import time
 import urllib.request
@@ -15,8 +13,8 @@ import pytest
 
 from kchannel.client import KafkaClient
 from kchannel.security.sasl.scram_store import credential_from_password, open_store
-from tests.fixtures.peers import require_module
-from tests.fixtures.serve import read_log_until, start_serve_config
+from tests.fixtures.peers import free_port, require_module
+from tests.fixtures.serve import read_log_until, start_serve_config, stop_serve_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -49,12 +47,6 @@ def write_config(tmp_path, **extra):
 
 
 start = start_serve_config
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port):
@@ -102,7 +94,7 @@ def login(pki, port, password):
 
 
 def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
-    prom = _free_port()
+    prom = free_port()
     path = tmp_path / "metrics.json"
     cfg = write_config(tmp_path, **{
         "listeners": "SASL_SSL://127.0.0.1:0",
@@ -150,11 +142,7 @@ def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
     finally:
         for c in clients:
             c.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(30)
-        finally:
-            proc.stderr.close()
+        code = stop_serve_config(proc)
     assert code == 0
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{prom}/metrics", timeout=2)

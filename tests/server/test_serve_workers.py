@@ -15,7 +15,7 @@ from kchannel.client import KafkaClient
 from kchannel.errors import SaslAuthenticationError
 from kchannel.security.sasl.scram_store import credential_from_password, open_store
 from kchannel.tokens.admin import DelegationTokenAdmin
-from tests.fixtures.serve import read_log_until, start_serve_config
+from tests.fixtures.serve import read_log_until, start_serve_config, stop_serve_config
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -189,11 +189,7 @@ def test_metrics_file_per_worker_and_summed(tmp_path):
     finally:
         for c in clients:
             c.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(30)
-        finally:
-            proc.stderr.close()
+        code = stop_serve_config(proc)
     assert code == 0
     import json
     final = json.loads(path.read_text())
@@ -221,9 +217,5 @@ def test_metrics_file_single_process(tmp_path):
         _read_json(path, time.monotonic() + DEADLINE_S, lambda d: _metric(
             d["metrics"], "failed-authentication-total") == 1)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(30)
-        finally:
-            proc.stderr.close()
+        code = stop_serve_config(proc)
     assert code == 0
