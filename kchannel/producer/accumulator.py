@@ -389,6 +389,19 @@ def _call(callback, md, exc):
         log.exception("Error executing user-provided callback on message for topic-partition")
 
 
+def _insert_in_sequence_order(dq, batch):
+    """Kafka's ``insertInSequenceOrder``: a batch that has a sequence goes
+    before the first waiting batch with a higher one (or without one); a
+    batch without a sequence goes to the head."""
+    if not batch.has_sequence():
+        dq.appendleft(batch)
+        return
+    i = 0
+    while i < len(dq) and dq[i].has_sequence() and dq[i].base_sequence < batch.base_sequence:
+        i += 1
+    dq.insert(i, batch)
+
+
 class RecordAccumulator:
     def __init__(self, batch_size, linger_ms, retry_backoff_ms, retry_backoff_max_ms,
                  delivery_timeout_ms, buffer_memory, time):
@@ -596,15 +609,8 @@ class RecordAccumulator:
         batch.last_attempt_ms = now
         batch.retry = True
         with self.lock:
-            dq = self.batches.setdefault(batch.tp, collections.deque())
-            if batch.has_sequence():
-                i = 0
-                while i < len(dq) and dq[i].has_sequence() and \
-                        dq[i].base_sequence < batch.base_sequence:
-                    i += 1
-                dq.insert(i, batch)
-            else:
-                dq.appendleft(batch)
+            _insert_in_sequence_order(
+                self.batches.setdefault(batch.tp, collections.deque()), batch)
 
     def split_and_reenqueue(self, batch, now):
         """Kafka's ``splitAndReenqueue``: a batch rejected as too large goes
@@ -621,14 +627,7 @@ class RecordAccumulator:
             dq = self.batches.setdefault(batch.tp, collections.deque())
             for part in reversed(parts):
                 self.incomplete.add(part)
-                if part.has_sequence():
-                    i = 0
-                    while i < len(dq) and dq[i].has_sequence() and \
-                            dq[i].base_sequence < part.base_sequence:
-                        i += 1
-                    dq.insert(i, part)
-                else:
-                    dq.appendleft(part)
+                _insert_in_sequence_order(dq, part)
         self.deallocate(batch)
         return len(parts)
 
