@@ -29,8 +29,8 @@ from kchannel.client.network_client import KafkaClient, _parse_bootstrap
 from kchannel.log import get_logger
 from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
+from kchannel.protocol.consumer_protocol import ASSIGNMENT
 from kchannel.protocol.errors import COORDINATOR_ERRORS, Errors, exception_for
-from kchannel.protocol.schema import Field, MessageSpec
 from kchannel.security.authorizer.acl import AclBinding, AclBindingFilter, PatternType
 from kchannel.security.sasl import scram
 from kchannel.tokens.admin import DelegationTokenAdmin
@@ -134,22 +134,6 @@ CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CO
                   5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
                   7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 
-# The consumer protocol's assignment (ConsumerProtocolAssignment), read here
-# for MemberDescription.assignment: the consumer layer's copy
-# (kchannel.consumer.assignors) is above this layer.
-_ASSIGNMENT = MessageSpec(
-    'ConsumerProtocolAssignment',
-    valid_versions='0-3',
-    flexible_versions='none',
-    type='data',
-    fields=[
-        Field('AssignedPartitions', '[]TopicPartition', '0+', fields=[
-            Field('Topic', 'string', '0+', entity_type='topicName', map_key=True),
-            Field('Partitions', '[]int32', '0+'),
-        ]),
-        Field('UserData', 'bytes', '0+', nullable_versions='0+', default=None),
-    ],
-)
 _CONSUMER_PROTOCOL = "consumer"
 # Kafka's Uuid.ZERO_UUID: topics named, not identified by id.
 _NO_TOPIC_ID = uuid.UUID(int=0)
@@ -162,7 +146,7 @@ def _decode_assignment(data):
     if version < 0:
         return []
     try:
-        body = _ASSIGNMENT.decode(data, version, 2)
+        body = ASSIGNMENT.decode(data, version, 2)
     except errors.KChannelError:
         return []
     return [TopicPartition(t["topic"], p) for t in body["assigned_partitions"]

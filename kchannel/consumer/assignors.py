@@ -7,7 +7,7 @@ import struct
 
 from kchannel.errors import InvalidRequestError
 from kchannel.client.metadata import TopicPartition
-from kchannel.protocol.schema import Field, MessageSpec
+from kchannel.protocol.consumer_protocol import ASSIGNMENT, SUBSCRIPTION
 
 __all__ = ["SUBSCRIPTION", "ASSIGNMENT", "encode_subscription", "decode_subscription",
            "encode_assignment", "decode_assignment", "RangeAssignor", "RoundRobinAssignor",
@@ -15,37 +15,6 @@ __all__ = ["SUBSCRIPTION", "ASSIGNMENT", "encode_subscription", "decode_subscrip
 
 EAGER = "EAGER"
 COOPERATIVE = "COOPERATIVE"
-
-SUBSCRIPTION = MessageSpec(
-    'ConsumerProtocolSubscription',
-    valid_versions='0-3',
-    flexible_versions='none',
-    type='data',
-    fields=[
-        Field('Topics', '[]string', '0+'),
-        Field('UserData', 'bytes', '0+', nullable_versions='0+', default=None),
-        Field('OwnedPartitions', '[]TopicPartition', '1+', ignorable=True, fields=[
-            Field('Topic', 'string', '1+', entity_type='topicName', map_key=True),
-            Field('Partitions', '[]int32', '1+'),
-        ]),
-        Field('GenerationId', 'int32', '2+', default=-1, ignorable=True),
-        Field('RackId', 'string', '3+', nullable_versions='3+', default=None, ignorable=True),
-    ],
-)
-
-ASSIGNMENT = MessageSpec(
-    'ConsumerProtocolAssignment',
-    valid_versions='0-3',
-    flexible_versions='none',
-    type='data',
-    fields=[
-        Field('AssignedPartitions', '[]TopicPartition', '0+', fields=[
-            Field('Topic', 'string', '0+', entity_type='topicName', map_key=True),
-            Field('Partitions', '[]int32', '0+'),
-        ]),
-        Field('UserData', 'bytes', '0+', nullable_versions='0+', default=None),
-    ],
-)
 
 _VERSION = 3
 _I16 = struct.Struct(">h")
