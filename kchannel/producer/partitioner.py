@@ -44,7 +44,11 @@ class StickyPartitioner:
         if not available:
             count = cluster.partition_count(topic) or 1
             available = list(range(count))
-        if previous is not None and len(available) > 1:
+        if len(available) == 1:
+            # No choice to make (a topic of one partition moves on to the
+            # same one at every batch): no random draw.
+            return available[0]
+        if previous is not None:
             available = [p for p in available if p != previous] or available
         return self._random.choice(available)
 

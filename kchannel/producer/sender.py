@@ -17,6 +17,7 @@ with MESSAGE_TOO_LARGE is split into smaller batches (at most ``batch.size``) an
 again (Kafka's ``splitAndReenqueue``).
 """
 import collections
+import functools
 import struct
 
 from kchannel import errors
@@ -41,16 +42,41 @@ _TRANSACTIONAL = 0x10
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I32_I32 = struct.Struct(">ii")
 _FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
 
 
 def _uvarint(n):
+    if n < 0x80:
+        return _BYTE[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
+@functools.lru_cache(maxsize=256)
+def _produce_head(version, transactional_id, acks, timeout_ms):
+    """The fields before the topics, the same for every request of a
+    producer."""
+    flexible = version >= _FLEXIBLE_PRODUCE
+    if transactional_id is None:
+        head = b"\x00" if flexible else b"\xff\xff"
+    else:
+        tid = transactional_id.encode("utf-8")
+        head = (_uvarint(len(tid) + 1) if flexible else _I16.pack(len(tid))) + tid
+    return head + _ACKS_TIMEOUT.pack(acks, timeout_ms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _string(name, flexible):
+    raw = name.encode("utf-8")
+    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
@@ -60,28 +86,19 @@ def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
     the generic codec's walk over dicts cost more than the few fields it
     has (tests/producer check the bytes against the codec's)."""
     flexible = version >= _FLEXIBLE_PRODUCE
-    out = []
-    if transactional_id is None:
-        out.append(b"\x00" if flexible else b"\xff\xff")
-    else:
-        tid = transactional_id.encode("utf-8")
-        out.append(_uvarint(len(tid) + 1) if flexible else _I16.pack(len(tid)))
-        out.append(tid)
-    out.append(_ACKS_TIMEOUT.pack(acks, timeout_ms))
-    out.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    out = [_produce_head(version, transactional_id, acks, timeout_ms),
+           _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
     for name, partitions in topics.items():
-        raw = name.encode("utf-8")
-        out.append(_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw)))
-        out.append(raw)
+        out.append(_string(name, flexible))
         out.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         for index, records in partitions:
-            out.append(_I32.pack(index))
             if flexible:
-                out.append(_uvarint(len(records) + 1))
+                # index, records' compact length, records, tagged fields
+                out.append(_I32.pack(index) + _uvarint(len(records) + 1))
                 out.append(records)
-                out.append(b"\x00")       # the partition's tagged fields
+                out.append(b"\x00")
             else:
-                out.append(_I32.pack(len(records)))
+                out.append(_I32_I32.pack(index, len(records)))
                 out.append(records)
         if flexible:
             out.append(b"\x00")           # the topic's tagged fields
