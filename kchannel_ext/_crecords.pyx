@@ -6,13 +6,14 @@ Same names, same behaviour and same exceptions as the pure twin (see its
 docstring).  Memory safety: every read checks its length against
 ``end - pos`` first; ``pos <= end <= len(buf)`` always holds.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.list cimport PyList_New
-from cpython.tuple cimport PyTuple_New
+from cpython.tuple cimport PyTuple_New, PyTuple_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
 
@@ -264,6 +265,15 @@ cdef object _as_bytes(object v, str what):
 
 
 cdef int64_t _int64(object v, str what) except? -1:
+    cdef int overflow = 0
+    cdef long long r
+    if type(v) is int:
+        # The common case (every record's timestamp), without int() and
+        # two comparisons of Python ints.
+        r = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if not overflow:
+            return <int64_t>r
+        raise ValueError(f"{v} does not fit in a {what}")
     v = int(v)
     if not -0x8000000000000000 <= v <= 0x7FFFFFFFFFFFFFFF:
         raise ValueError(f"{v} does not fit in a {what}")
@@ -298,8 +308,15 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
     cdef int64_t ts, ts_delta
     cdef Py_ssize_t delta = 0, size, nh = 0, i
     cdef list hdrs
-    cdef object key, value, headers, hk, hv
-    for timestamp, key, value, headers in records:
+    cdef object key, value, headers, hk, hv, rec, timestamp
+    for rec in records:
+        if type(rec) is tuple and PyTuple_GET_SIZE(rec) == 4:
+            timestamp = (<tuple>rec)[0]
+            key = (<tuple>rec)[1]
+            value = (<tuple>rec)[2]
+            headers = (<tuple>rec)[3]
+        else:
+            timestamp, key, value, headers = rec
         if delta > 0x7FFFFFFF:
             raise ValueError(f"{delta} does not fit in a varint")
         key = _as_bytes(key, "key")
@@ -307,8 +324,9 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
         ts = _int64(timestamp, "varlong")
         # Java's long arithmetic wraps; the pure twin refuses a delta
         # that overflows, and so do we.
-        if (base < 0 and ts > base + 0x7FFFFFFFFFFFFFFF) or \
-                (base > 0 and ts < base - 0x7FFFFFFFFFFFFFFF - 1):
+        # (In C: with Python int literals this check cost more than the
+        # rest of the record.)
+        if (base < 0 and ts > base + INT64_MAX) or (base > 0 and ts < base + INT64_MIN):
             raise ValueError(f"{int(timestamp) - base} does not fit in a varlong")
         if ts > max_ts[0]:
             max_ts[0] = ts
