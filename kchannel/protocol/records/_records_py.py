@@ -29,6 +29,7 @@ Both twins expose the same names with the same behaviour:
   ``decode_records``' output.
 """
 import itertools
+import operator
 import struct
 
 from kchannel.errors import CorruptRecordError
@@ -142,6 +143,7 @@ def encode_records(records, base_timestamp):
 _PREFIX = struct.Struct(">qiibI")
 _AFTER_CRC = struct.Struct(">hiqqqhii")
 _BATCH_HEADER = 61
+_first = operator.itemgetter(0)
 
 
 def encode_plain_batch(records, attributes, producer_id, producer_epoch, base_sequence,
@@ -158,7 +160,7 @@ def encode_plain_batch(records, attributes, producer_id, producer_epoch, base_se
     base_timestamp = _int64(records[0][0])
     payload = encode_records(records, base_timestamp)
     if max_timestamp is None:
-        max_timestamp = max(_int64(r[0]) for r in records)
+        max_timestamp = _int64(max(map(_first, records)))
     after = _AFTER_CRC.pack(attributes, len(records) - 1, base_timestamp, max_timestamp,
                             producer_id, producer_epoch, base_sequence, len(records))
     crc = crc32c(payload, crc32c(after))
