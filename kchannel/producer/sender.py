@@ -354,6 +354,7 @@ class Sender:
                                         max(self.client.connection_delay(node, now), 0))
         drained = self.accumulator.drain(cluster, ready, self.max_request_size, now,
                                          self._can_drain)
+        sent = bool(drained)
         for batches in drained.values():
             for b in batches:
                 self.in_flight[b.tp].append(b)
@@ -384,7 +385,15 @@ class Sender:
                     self.in_flight[b.tp].append(b)
                 self._send_produce_request(node, batches, now)
         timeout = min(next_check, not_ready_timeout)
-        if ready:
+        if sent:
+            # More may be sendable at once (Kafka polls with 0 while nodes
+            # are ready).  Not when every ready batch was held back
+            # (_can_drain: a partition's first batch of an epoch in flight,
+            # ordering, a partition not yet in the transaction): what lets
+            # it go is a response, which ends the poll anyway; polling with
+            # 0 meanwhile was a busy loop (a thousand passes per
+            # transaction under transaction.version 2, whose every
+            # transaction starts a new epoch).
             timeout = 0
         return max(0, min(timeout, 2 ** 31 - 1))
 
