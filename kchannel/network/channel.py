@@ -139,6 +139,9 @@ class ChannelMuteState(enum.Enum):
     MUTED_AND_THROTTLED_AND_RESPONSE_PENDING = "MUTED_AND_THROTTLED_AND_RESPONSE_PENDING"
 
 
+_NOT_MUTED = ChannelMuteState.NOT_MUTED
+
+
 class ChannelMuteEvent(enum.Enum):
     """Kafka's KafkaChannel.ChannelMuteEvent (server side)."""
     REQUEST_RECEIVED = "REQUEST_RECEIVED"
@@ -497,6 +500,23 @@ class KafkaChannel:
         if self._sends or self.has_pending_writes():
             ops |= OP_WRITE
         return ops
+
+    def settle_state(self):
+        """What the selector asks after serving a READY channel, in one
+        call: ``(has_pending_writes(), is_muted(), buffered)``, where
+        ``buffered`` is ``has_bytes_buffered()`` -- asked only when it can
+        matter (not muted, and for a server not held back by pending
+        writes), False otherwise."""
+        t = self.transport
+        pending = bool(self._sends) or bool(t.has_pending_writes())
+        if self.mute_state is not _NOT_MUTED:
+            return pending, True, False
+        if pending and self.mode == "server":
+            return True, False, False
+        # has_bytes_buffered(), inlined
+        buffered = (t.has_bytes_buffered() or bool(self._stash) or self._invalid is not None
+                    or (self.decoder.buffered >= 4 and self.has_complete_frame()))
+        return pending, False, buffered
 
     # -- receive -----------------------------------------------------------------
     def has_bytes_buffered(self):

@@ -468,12 +468,12 @@ class IdleExpiryManager:
     recently active order and the closing of those idle for longer than
     ``connections.max.idle.ms`` (None or negative: never)."""
 
-    __slots__ = ("connections_max_idle_ms", "_lru", "_next_check_ms", "backlog")
+    __slots__ = ("connections_max_idle_ms", "_lru", "next_check_ms", "backlog")
 
     def __init__(self, connections_max_idle_ms):
         self.connections_max_idle_ms = connections_max_idle_ms
         self._lru = collections.OrderedDict()   # id -> last activity ms (LRU)
-        self._next_check_ms = 0
+        self.next_check_ms = 0
         self.backlog = False     # expired connections left for the next poll
 
     def update(self, id, now):
@@ -493,7 +493,7 @@ class IdleExpiryManager:
         (oldest first), within ``IDLE_CLOSE_BUDGET_S``; sets ``backlog`` when
         more are due than the budget allowed."""
         max_idle = self.connections_max_idle_ms
-        if max_idle is None or max_idle < 0 or not self._lru or now < self._next_check_ms:
+        if max_idle is None or max_idle < 0 or not self._lru or now < self.next_check_ms:
             return
         lru = self._lru
         # Kafka's Selector closes at most one expired connection per poll
@@ -508,7 +508,7 @@ class IdleExpiryManager:
         while lru:
             id, last = next(iter(lru.items()))
             if now - last <= max_idle:
-                self._next_check_ms = last + max_idle
+                self.next_check_ms = last + max_idle
                 return
             if closed and not closed & 7 and _time.perf_counter() > deadline:
                 self.backlog = True
@@ -516,7 +516,7 @@ class IdleExpiryManager:
             lru.popitem(last=False)
             if close(id, now - last):
                 closed += 1
-        self._next_check_ms = now + max_idle
+        self.next_check_ms = now + max_idle
 
 
 class Selector:
@@ -980,7 +980,7 @@ class Selector:
             ready_buffered = ()
         if self._immediately_connected or ready_buffered or writes.deferred_failures:
             timeout_ms = 0
-        elif self._delayed.ids or self._lingering.entries or self._setup_deadlines:
+        elif self._delayed.ids or self._lingering.entries or self._setup_deadlines.entries:
             timeout_ms = self._timer_timeout(timeout_ms, now)
         if self._idle_expiry.backlog:
             timeout_ms = 0
@@ -1059,10 +1059,12 @@ class Selector:
 
         if self._delayed.ids:
             self._complete_delayed_closes(now)
-        if self._setup_deadlines:
+        if self._setup_deadlines.entries:
             self._expire_setups(now)
         idle = self._idle_expiry
-        if idle.connections_max_idle_ms is not None and idle.connections_max_idle_ms >= 0:
+        if (now >= idle.next_check_ms and idle.connections_max_idle_ms is not None
+                and idle.connections_max_idle_ms >= 0):
+            # (no connection can have expired before next_check_ms)
             idle.expire(now, self._close_idle)
         if self._lingering.entries:
             self._lingering.expire(now)
@@ -1200,8 +1202,7 @@ class Selector:
         channel each question once; the OS registration is touched only
         when the wanted events changed."""
         id = ch.id
-        pending = ch.has_pending_writes()
-        muted = ch.is_muted()
+        pending, muted, buffered = ch.settle_state()
         backlogged = False
         if ch.mode == "server":
             # see _update_backlog
@@ -1210,8 +1211,7 @@ class Selector:
                 self._backlogged.add(id)
             elif id in self._backlogged:
                 self._backlogged.discard(id)
-        if (not backlogged and not muted and id not in self._explicitly_muted
-                and ch.has_bytes_buffered()):
+        if buffered and not backlogged and id not in self._explicitly_muted:
             self._buffered.add(id)
         else:
             self._buffered.discard(id)
