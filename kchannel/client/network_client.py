@@ -320,6 +320,12 @@ class NetworkClient:
         # poll must not wait after writing it (see poll).
         self._sent_without_response = False
         self._request_timeouts = {}   # (node, corr) -> ms, for requests with their own
+        # No request in flight times out before this (ms): poll() looks
+        # through the nodes for timed-out requests only then, not in every
+        # poll (O(nodes) per poll: a gateway's hundreds of upstream
+        # connections).  A lower bound over every request in flight, lowered
+        # by each send, recomputed by the look-through.
+        self._next_request_expiry_ms = _NO_DELAY_LIMIT
         # Connections lost or failed so far (a ClusterClient refreshes its
         # metadata when this moves).
         self.disconnects = 0
@@ -614,6 +620,9 @@ class NetworkClient:
                           expect_response=expect_response)
         if timeout_ms is not None and expect_response:
             self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+            deadline = node.in_flight[corr][2] + int(timeout_ms)
+            if deadline < self._next_request_expiry_ms:
+                self._next_request_expiry_ms = deadline
         return corr
 
     def _send(self, node, api_key, version, body, internal, expect_response=True):
@@ -625,7 +634,10 @@ class NetworkClient:
                 api_key, version, self.client_id, framed=True)
         self.selector.send(node.id, encode(corr, body), True)
         if expect_response:
-            node.in_flight[corr] = (api_key, version, self.time(), internal)
+            now = self.time()
+            node.in_flight[corr] = (api_key, version, now, internal)
+            if now + self.request_timeout_ms < self._next_request_expiry_ms:
+                self._next_request_expiry_ms = now + self.request_timeout_ms
         else:
             self._sent_without_response = True
         return corr
@@ -650,9 +662,15 @@ class NetworkClient:
         version = int.from_bytes(frame[2:4], "big", signed=True)
         self.selector.send(node.id, frame)
         if expect_response:
-            node.in_flight[corr] = (api_key, version, self.time(), _RAW)
+            now = self.time()
+            node.in_flight[corr] = (api_key, version, now, _RAW)
             if timeout_ms is not None:
-                self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+                timeout_ms = int(timeout_ms)
+                self._request_timeouts[(node_id, corr)] = timeout_ms
+            else:
+                timeout_ms = self.request_timeout_ms
+            if now + timeout_ms < self._next_request_expiry_ms:
+                self._next_request_expiry_ms = now + timeout_ms
         else:
             self._sent_without_response = True
         return corr
@@ -731,7 +749,8 @@ class NetworkClient:
                 self._channel_ready(node)
         if now >= self._next_setup_deadline_ms:
             self._expire_connection_setups(now, out)
-        self._expire_requests(now, out)
+        if now >= self._next_request_expiry_ms:
+            self._expire_requests(now, out)
         return out
 
     def _channel_ready(self, node):
@@ -868,17 +887,32 @@ class NetworkClient:
         node.in_flight.clear()
 
     def _expire_requests(self, now, out):
+        """Fail the nodes whose oldest request in flight timed out; the
+        earliest deadline of the requests left is when to look again (every
+        request's, not only the oldest's: a later one may have a shorter
+        timeout and become the oldest)."""
+        timeouts = self._request_timeouts
+        default = self.request_timeout_ms
+        earliest = _NO_DELAY_LIMIT
         for node in list(self._nodes.values()):
             if not node.in_flight:
                 continue
             corr, (api_key, version, sent, internal) = next(iter(node.in_flight.items()))
-            timeout = self._request_timeouts.get((node.id, corr), self.request_timeout_ms)
+            timeout = timeouts.get((node.id, corr), default)
             if now - sent > timeout:
                 exc = RequestTimeoutError(
                     f"Request {corr} to node {node.id} timed out after {timeout} ms")
                 log.info("Disconnecting from node %s due to request timeout.", node.id)
                 self.selector.close(node.id)
                 self._fail_node(node.id, exc, ConnectionState.DISCONNECTED, out)
+                continue
+            nid = node.id
+            for corr, entry in node.in_flight.items():
+                deadline = entry[2] + (timeouts.get((nid, corr), default) if timeouts
+                                       else default)
+                if deadline < earliest:
+                    earliest = deadline
+        self._next_request_expiry_ms = earliest
 
 
 def _parse_bootstrap(value):
