@@ -827,8 +827,18 @@ class Gateway:
         if slot.silent:
             self._silent_answer(ds, slot, resp.body)
             return
+        frame = resp.body
+        if slot.fix is None and slot.api_key not in REWRITTEN_API_KEYS:
+            # _response_frame's pass-through, inlined (nearly every response)
+            out = frame if type(frame) is bytearray else bytearray(frame)
+            out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
+            slot.response = out
+            ds.held_bytes += len(out)
+            self.queued_bytes += len(out)
+            self._flush(ds)
+            return
         try:
-            slot.response = self._response_frame(ds, slot, resp.body)
+            slot.response = self._response_frame(ds, slot, frame)
         except Exception as exc:  # noqa: BLE001 - an undecodable response closes its client
             log.warning("Closing connection %s: cannot rewrite the upstream's %s v%d "
                         "response: %s", ds.cid, API_NAMES.get(slot.api_key), slot.version, exc)
