@@ -1024,7 +1024,7 @@ class Gateway:
         while its responses waiting to be written reach the bound (or any,
         over the total): the broker then waits on that one connection, as
         it waits on a client that does not read."""
-        if total:
+        if total and (self.queued_bytes >= self.total_max_queued_bytes) != self._total_over:
             self._update_total()
         if ds.closed:
             return
