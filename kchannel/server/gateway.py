@@ -372,6 +372,7 @@ class Gateway:
         self._ranges_cache = None
         self._offered_cache = None
         self._bootstrap_index = 0
+        self._next_waiting_scan = 0   # see _waiting_now
         self._sensors = {}
         self._fd = _Fd(self.client.selector.fileno())
         server.selector.add_listener(self._fd, self._upstream_event)
@@ -637,16 +638,48 @@ class Gateway:
         """Upstream I/O after the server's: send what waited for a
         connection, hand responses back to their clients."""
         for _ in range(2):
-            self._drain_waiting()
+            self._drain_waiting(self._waiting_now())
             responses = self.client.poll(0)
             for resp in responses:
                 self._on_response(resp)
             if self.per_client and self.client.selector.disconnected:
                 self._own_upstream_closed(self.client.selector.disconnected)
-            self._drain_waiting()
+            self._drain_waiting(self._waiting_changed())
             if not self.client.has_pending_io():
                 break
         self._check_draining()
+
+    def _waiting_now(self):
+        """The upstream connections with requests waiting to look at now:
+        all of them every TIMER_MS (request timeouts, reconnect back-off,
+        setup timeouts), else none (see _waiting_changed)."""
+        if not self.waiting:
+            return ()
+        now = self.time()
+        if now < self._next_waiting_scan:
+            return ()
+        self._next_waiting_scan = now + TIMER_MS
+        return list(self.waiting)
+
+    def _waiting_changed(self):
+        """The upstream connections with requests waiting whose state the
+        last upstream poll may have changed: a connection becomes ready on
+        a response (ApiVersions, SASL) or on its connection/authentication
+        completing, and fails as a disconnection; anything else is looked at
+        by _waiting_now's periodic pass.  (Looking at every waiting
+        connection after each poll was O(connections being set up) per
+        poll: with hundreds of clients arriving at once, most of the
+        gateway's time.)"""
+        waiting = self.waiting
+        if not waiting:
+            return ()
+        sel = self.client.selector
+        changed = {nid for nid, _ in sel.completed_receives if nid in waiting}
+        for ids in (sel.disconnected, sel.connected, sel.newly_ready):
+            for nid in ids:
+                if nid in waiting:
+                    changed.add(nid)
+        return changed
 
     def _own_upstream_closed(self, disconnected):
         """A client's own upstream connection closed by the broker (an
@@ -750,11 +783,16 @@ class Gateway:
         # else in its reconnect backoff: the requests wait for it (at most
         # the upstream request timeout, see _drain_waiting)
 
-    def _drain_waiting(self):
+    def _drain_waiting(self, uids=None):
+        """Send the requests waiting for the upstream connections ``uids``
+        (default: all) that are ready now; fail those whose connection
+        failed or that waited longer than the request timeout."""
         if not self.waiting:
             return
         client = self.client
-        for uid in list(self.waiting):
+        for uid in list(self.waiting) if uids is None else uids:
+            if uid not in self.waiting:
+                continue
             if client.is_ready(uid):
                 self.connecting.discard(uid)
                 self._learn_versions(uid)
