@@ -147,6 +147,19 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_br
         producer.commit_transaction(30)
         committed = consumer.committed(tps)
         assert {tp: om.offset for tp, om in committed.items()} == offsets
+        # Kafka's KafkaProducerMetrics: the time spent in each call, in ns.
+        names = {"flush-time-ns-total", "metadata-wait-time-ns-total",
+                 *(f"txn-{w}-time-ns-total" for w in
+                   ("init", "begin", "send-offsets", "commit", "abort"))}
+        spent = {m.name: v for m, v in producer.metrics().items()
+                 if m.group == "producer-metrics" and m.name in names}
+        assert set(spent) == names
+        # (no flush() called; the sink's metadata was waited for by the first send)
+        assert spent.pop("flush-time-ns-total") == 0
+        assert all(v > 0 for v in spent.values()), spent
+        producer.flush(10)
+        assert producer.metrics()[next(m for m in producer.metrics()
+                                       if m.name == "flush-time-ns-total")] > 0
     finally:
         producer.close()
         consumer.close()
