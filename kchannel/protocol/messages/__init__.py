@@ -10,6 +10,7 @@ from kchannel.protocol.messages import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_heartbeat,
     create_acls,
     create_delegation_token,
     create_partitions,
@@ -116,6 +117,7 @@ DESCRIBE_LOG_DIRS = describe_log_dirs.API
 DESCRIBE_PRODUCERS = describe_producers.API
 DESCRIBE_TRANSACTIONS = describe_transactions.API
 LIST_TRANSACTIONS = list_transactions.API
+CONSUMER_GROUP_HEARTBEAT = consumer_group_heartbeat.API
 
 ALTER_CLIENT_QUOTAS = alter_client_quotas.API
 ALTER_PARTITION_REASSIGNMENTS = alter_partition_reassignments.API
@@ -178,6 +180,7 @@ API = {
         OFFSET_DELETE,
         OFFSET_FOR_LEADER_EPOCH,
         TXN_OFFSET_COMMIT,
+        CONSUMER_GROUP_HEARTBEAT,
         ALTER_CLIENT_QUOTAS,
         ALTER_PARTITION_REASSIGNMENTS,
         ALTER_REPLICA_LOG_DIRS,
@@ -237,6 +240,7 @@ __all__ = [
     "OFFSET_DELETE",
     "OFFSET_FOR_LEADER_EPOCH",
     "TXN_OFFSET_COMMIT",
+    "CONSUMER_GROUP_HEARTBEAT",
     "ALTER_CLIENT_QUOTAS",
     "ALTER_PARTITION_REASSIGNMENTS",
     "ALTER_REPLICA_LOG_DIRS",
