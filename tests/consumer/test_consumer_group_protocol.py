@@ -177,3 +177,45 @@ def test_member_past_max_poll_interval_loses_its_partitions_and_rejoins(kafka_br
         assert listener.calls == [("assigned", tps), ("lost", tps), ("assigned", tps)]
     finally:
         c.close()
+
+
+def test_fenced_member_rejoins_and_static_member_keeps_its_partitions(kafka_broker):
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("k848-fence"), partitions=4)
+    group = f"g-{topic}"
+    listener = Listener()
+    a = member(plain, group, **{"group.instance.id": "a"})
+    b = member(plain, group)
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic], listener=listener)
+        poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2 and all(
+            c._group.state is MemberState.STABLE for c in (a, b)), 30)
+        mine, theirs = sorted(a.assignment()), sorted(b.assignment())
+        del listener.calls[:]
+        # A heartbeat with an epoch the coordinator never gave is fenced
+        # (FENCED_MEMBER_EPOCH): the partitions are lost and the member
+        # rejoins with epoch 0 (and gets partitions again).
+        b._group.member_epoch += 10
+        b._group.need_join = True     # (heartbeat now)
+        poll_until([a, b], lambda: listener.calls, 10)
+        assert listener.calls[0] == ("lost", theirs)
+        poll_until([a, b], lambda: b._group.state is MemberState.STABLE and
+                   len(b.assignment()) == 2 and len(a.assignment()) == 2, 30)
+        assert [k for k, _ in listener.calls] == ["lost", "assigned"]
+        assert b._group.member_epoch > 0
+        # A static member leaves with epoch -2: its partitions wait for its
+        # return (b does not get them) and it gets them back.
+        mine = sorted(a.assignment())
+        a.close()
+        for _ in range(10):
+            b.poll(0.1)
+        assert len(b.assignment()) == 2
+        a = member(plain, group, **{"group.instance.id": "a"})
+        a.subscribe([topic])
+        poll_until([a, b], lambda: a._group.state is MemberState.STABLE and
+                   sorted(a.assignment()) == mine, 30)
+        assert len(b.assignment()) == 2
+    finally:
+        a.close()
+        b.close()
