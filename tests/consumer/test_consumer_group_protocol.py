@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kchannel import Consumer, Producer
+from kchannel import Admin, Consumer, Producer
 from kchannel.consumer.membership import MemberState
 from kchannel.errors import ConfigError
 from tests.fixtures.java import ConsoleConsumerMember
@@ -103,6 +103,17 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
             c._group.state is MemberState.STABLE for c in (a, b)), 60)
         assert a.assignment().isdisjoint(b.assignment())
         assert a._group.member_epoch > 1 and len(a._group.member_id) == 22
+        # Admin describes the group with ConsumerGroupDescribe (API 69).
+        with Admin({"bootstrap.servers": plain}) as admin:
+            descs = []
+            poll_until([a, b], lambda: descs.append(admin.describe_consumer_groups(
+                [group])[group]) or descs[-1].state == "Stable", 15)
+        desc = descs[-1]
+        assert desc.partition_assignor == "uniform"
+        assigned = {m.consumer_id: set(m.assignment) for m in desc.members}
+        assert len(assigned) == 3 and sum(len(v) for v in assigned.values()) == PARTITIONS
+        assert assigned[a._group.member_id] == a.assignment()
+        assert assigned[b._group.member_id] == b.assignment()
         # Every record of the topic is read once, by the member owning its partition.
         sent = produce_round(plain, topic, "one", 10)
         got = {a: [], b: []}
