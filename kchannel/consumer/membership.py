@@ -171,6 +171,8 @@ class ConsumerMembershipManager:
         error, give up the partitions of a fenced member, join, reconcile."""
         if self._fatal is not None:
             exc, self._fatal = self._fatal, None
+            if self.state is S.FATAL:
+                self._lose_partitions()
             raise exc
         if self.state is S.FENCED:
             self._lose_partitions()
@@ -342,6 +344,7 @@ class ConsumerMembershipManager:
             return
         except errors.KChannelError as exc:
             log.debug("ConsumerGroupHeartbeatRequest not sent: %s", exc)
+            self._retry_later()
             return
         self.heartbeat_in_flight = True
         self._send_now = False

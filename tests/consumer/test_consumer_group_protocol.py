@@ -13,7 +13,8 @@ import pytest
 
 from kchannel import Admin, Consumer, Producer
 from kchannel.consumer.membership import MemberState
-from kchannel.errors import ConfigError
+from kchannel.errors import ConfigError, KafkaError
+from kchannel.protocol.errors import Errors
 from tests.fixtures.java import ConsoleConsumerMember
 from tests.fixtures.records import create_topic, topic_name
 
@@ -230,3 +231,20 @@ def test_fenced_member_rejoins_and_static_member_keeps_its_partitions(kafka_brok
     finally:
         a.close()
         b.close()
+
+
+def test_unknown_remote_assignor_fails_the_member(kafka_broker):
+    # UNSUPPORTED_ASSIGNOR is fatal, as in Kafka's heartbeat manager: poll raises it.
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("k848-assignor"), partitions=1)
+    c = member(plain, f"g-{topic}", **{"group.remote.assignor": "no-such-assignor"})
+    try:
+        c.subscribe([topic])
+        with pytest.raises(KafkaError) as info:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                c.poll(0.1)
+        assert info.value.error_code == Errors.UNSUPPORTED_ASSIGNOR
+        assert c._group.state is MemberState.FATAL and not c.assignment()
+    finally:
+        c.close()
