@@ -346,7 +346,7 @@ def test_kip848_group_survives_a_coordinator_kill(kafka_cluster):
                          "auto.commit.interval.ms": 500}) for _ in range(2)]
     got = {c: [] for c in members}
     java = ConsoleConsumerMember(bootstrap, topic, group, ["group.protocol=consumer"])
-    victim = None
+    victim = restarting = None
 
     def poll_until(done, timeout):
         deadline = time.monotonic() + timeout
@@ -377,13 +377,23 @@ def test_kip848_group_survives_a_coordinator_kill(kafka_cluster):
             p.flush(60)
         after = sorted(b"after-%d-%d" % (p, i) for p in range(PARTITIONS)
                        for i in range(PER_PARTITION))
+        # Once Kafka moved the coordinator the victim restarts, meanwhile.
+        checked = [0.0]
+
+        def moved():
+            if time.monotonic() - checked[0] < 1:
+                return False
+            checked[0] = time.monotonic()
+            return kafka_cluster.coordinator_of(group) != victim
+        poll_until(moved, 60)
+        restarting = threading.Thread(target=kafka_cluster.restart, args=(victim,))
+        restarting.start()
         poll_until(lambda: len(read()) >= len(first) + len(after), 60)
         took = time.monotonic() - killed
         time.sleep(0.5)
         for c in members:
             got[c].extend(r.value for r in c.poll(0.2))
         assert read() == sorted(first + after)
-        assert kafka_cluster.coordinator_of(group) != victim
         # Still the same members (not fenced): the epochs only moved on.
         for c, epoch in zip(members, epochs):
             assert c._group.state is MemberState.STABLE and c._group.member_epoch >= epoch
@@ -394,6 +404,8 @@ def test_kip848_group_survives_a_coordinator_kill(kafka_cluster):
         java.stop()
         for c in members:
             c.close()
-        if victim is not None:
+        if restarting is not None:
+            restarting.join()
+        elif victim is not None:
             kafka_cluster.restart(victim)
 
