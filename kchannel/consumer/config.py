@@ -2,8 +2,8 @@
 (Apache Kafka 4.x) with librdkafka and kafka-python/aiokafka aliases, split
 from the network client's keys as the producer's are."""
 from kchannel.config.aliases import split_configs
-from kchannel.config.definitions import (ConfigDef, ConfigKey, Importance, Range, Type,
-                                         ValidList, ValidString)
+from kchannel.config.definitions import (CaseInsensitiveValidString, ConfigDef, ConfigKey,
+                                         Importance, Range, Type, ValidList, ValidString)
 from kchannel.errors import ConfigError
 from kchannel.log import get_logger
 
@@ -26,7 +26,7 @@ _ROWS = [
      "consumer belongs to."),
     ("group.instance.id", S, None, None, M, "A unique identifier of the consumer instance "
      "provided by the end user (static membership)."),
-    ("group.protocol", S, "classic", ValidString("classic", "consumer"), M,
+    ("group.protocol", S, "classic", CaseInsensitiveValidString("classic", "consumer"), M,
      "The group protocol consumer should use: classic (JoinGroup/SyncGroup) or consumer "
      "(KIP-848, ConsumerGroupHeartbeat with assignment by the broker)."),
     ("group.remote.assignor", S, None, None, M, "The name of the server-side assignor to use "
@@ -110,7 +110,7 @@ CONSUMER_ALIASES = {
     # kafka-python / aiokafka
     "group_id": ("group.id", None),
     "group_instance_id": ("group.instance.id", None),
-    "group_protocol": ("group.protocol", None),
+    "group_protocol": ("group.protocol", lambda v: _normalize("group.protocol", v)),
     "group_remote_assignor": ("group.remote.assignor", None),
     "auto_offset_reset": ("auto.offset.reset", _rd_reset),
     "enable_auto_commit": ("enable.auto.commit", None),
@@ -142,11 +142,19 @@ _CONSUMER_PROTOCOL_UNSUPPORTED = ("partition.assignment.strategy", "heartbeat.in
 _CALLABLES = ("key_deserializer", "value_deserializer", "stats_cb")
 
 
+def _normalize(key, value):
+    if key == "auto.offset.reset":
+        return _rd_reset(value)
+    if key == "group.protocol" and isinstance(value, str):
+        return value.lower()      # (case-insensitive, as Kafka's)
+    return value
+
+
 def split_consumer_configs(configs):
     """``(consumer values, client configs, extras)`` from one user dict."""
     raw, client, extras = split_configs(
         configs, CONSUMER_CONFIG_DEF, CONSUMER_ALIASES, _CALLABLES, SHARED_WITH_CLIENT,
-        normalize=lambda key, value: _rd_reset(value) if key == "auto.offset.reset" else value)
+        normalize=_normalize)
     values = CONSUMER_CONFIG_DEF.parse(raw)
     # Kafka's ConsumerConfig.checkUnsupportedConfigsPostProcess: the keys
     # of the other protocol, when the user set them (not their defaults).

@@ -81,6 +81,9 @@ def test_classic_keys_refused_under_the_consumer_protocol():
                                           "group.protocol=CLASSIC"):
         Consumer({**base, "group.remote.assignor": "uniform"})
     Consumer({**base, "group.protocol": "consumer", "group.remote.assignor": "range"}).close()
+    # group.protocol is case-insensitive, as Kafka's.
+    with Consumer({**base, "group.protocol": "CONSUMER"}) as c:
+        assert c.config["group.protocol"] == "consumer"
 
 
 @pytest.mark.interop
