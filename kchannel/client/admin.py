@@ -434,6 +434,10 @@ class Admin:
         out = {}
         for gid in group_ids:
             coordinator, client = self._coordinator(gid)
+            described = self._describe_kip848_group(gid, coordinator, client)
+            if described is not None:
+                out[gid] = described
+                continue
             resp = client.request(messages.DESCRIBE_GROUPS.api_key,
                                   {"groups": [gid], "include_authorized_operations": False})
             g = resp["groups"][0]
@@ -450,6 +454,27 @@ class Admin:
                 gid, g["protocol_type"] == "", members, g["protocol_data"], g["group_state"],
                 coordinator)
         return out
+
+    def _describe_kip848_group(self, gid, coordinator, client):
+        """A group of the KIP-848 protocol described with
+        ConsumerGroupDescribe, as Kafka's admin client; None for a classic
+        group (GROUP_ID_NOT_FOUND "... is not a consumer group"), an unknown
+        one or a broker without the API: DescribeGroups says."""
+        try:
+            client.choose_version(messages.CONSUMER_GROUP_DESCRIBE.api_key)
+        except errors.UnsupportedVersionError:
+            return None
+        g = client.request(messages.CONSUMER_GROUP_DESCRIBE.api_key, {
+            "group_ids": [gid], "include_authorized_operations": False})["groups"][0]
+        if g["error_code"] == Errors.GROUP_ID_NOT_FOUND:
+            return None
+        _raise(g["error_code"], g.get("error_message"))
+        members = [MemberDescription(
+            m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"],
+            [TopicPartition(t["topic_name"], p) for t in m["assignment"]["topic_partitions"]
+             for p in t["partitions"]]) for m in g["members"]]
+        return ConsumerGroupDescription(gid, False, members, g["assignor_name"],
+                                        g["group_state"], coordinator)
 
     def delete_consumer_groups(self, group_ids):
         """Deletes each group; raises the first group's error

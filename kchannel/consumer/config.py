@@ -2,8 +2,8 @@
 (Apache Kafka 4.x) with librdkafka and kafka-python/aiokafka aliases, split
 from the network client's keys as the producer's are."""
 from kchannel.config.aliases import split_configs
-from kchannel.config.definitions import (ConfigDef, ConfigKey, Importance, Range, Type,
-                                         ValidList, ValidString)
+from kchannel.config.definitions import (CaseInsensitiveValidString, ConfigDef, ConfigKey,
+                                         Importance, Range, Type, ValidList, ValidString)
 from kchannel.errors import ConfigError
 from kchannel.log import get_logger
 
@@ -26,8 +26,12 @@ _ROWS = [
      "consumer belongs to."),
     ("group.instance.id", S, None, None, M, "A unique identifier of the consumer instance "
      "provided by the end user (static membership)."),
-    ("group.protocol", S, "classic", ValidString("classic", "consumer"), M,
-     "The group protocol consumer should use (kchannel implements classic)."),
+    ("group.protocol", S, "classic", CaseInsensitiveValidString("classic", "consumer"), M,
+     "The group protocol consumer should use: classic (JoinGroup/SyncGroup) or consumer "
+     "(KIP-848, ConsumerGroupHeartbeat with assignment by the broker)."),
+    ("group.remote.assignor", S, None, None, M, "The name of the server-side assignor to use "
+     "(group.protocol=consumer). If not specified, the group coordinator's default assignor "
+     "is used."),
     ("auto.offset.reset", S, "latest", ValidString("latest", "earliest", "none"), M,
      "What to do when there is no initial offset in Kafka or if the current offset does not "
      "exist any more on the server."),
@@ -106,6 +110,8 @@ CONSUMER_ALIASES = {
     # kafka-python / aiokafka
     "group_id": ("group.id", None),
     "group_instance_id": ("group.instance.id", None),
+    "group_protocol": ("group.protocol", lambda v: _normalize("group.protocol", v)),
+    "group_remote_assignor": ("group.remote.assignor", None),
     "auto_offset_reset": ("auto.offset.reset", _rd_reset),
     "enable_auto_commit": ("enable.auto.commit", None),
     "auto_commit_interval_ms": ("auto.commit.interval.ms", None),
@@ -128,18 +134,37 @@ CONSUMER_ALIASES = {
     "client_rack": ("client.rack", None),
 }
 
+# Kafka's ConsumerConfig: the keys of the other group protocol.
+_CLASSIC_PROTOCOL_UNSUPPORTED = ("group.remote.assignor",)
+_CONSUMER_PROTOCOL_UNSUPPORTED = ("partition.assignment.strategy", "heartbeat.interval.ms",
+                                  "session.timeout.ms")
+
 _CALLABLES = ("key_deserializer", "value_deserializer", "stats_cb")
+
+
+def _normalize(key, value):
+    if key == "auto.offset.reset":
+        return _rd_reset(value)
+    if key == "group.protocol" and isinstance(value, str):
+        return value.lower()      # (case-insensitive, as Kafka's)
+    return value
 
 
 def split_consumer_configs(configs):
     """``(consumer values, client configs, extras)`` from one user dict."""
     raw, client, extras = split_configs(
         configs, CONSUMER_CONFIG_DEF, CONSUMER_ALIASES, _CALLABLES, SHARED_WITH_CLIENT,
-        normalize=lambda key, value: _rd_reset(value) if key == "auto.offset.reset" else value)
+        normalize=_normalize)
     values = CONSUMER_CONFIG_DEF.parse(raw)
-    if values["group.protocol"] != "classic":
-        raise ConfigError("group.protocol=consumer (KIP-848) is not supported by kchannel; "
-                          "use classic", key="group.protocol", value=values["group.protocol"])
+    # Kafka's ConsumerConfig.checkUnsupportedConfigsPostProcess: the keys
+    # of the other protocol, when the user set them (not their defaults).
+    protocol = values["group.protocol"]
+    unsupported = _CONSUMER_PROTOCOL_UNSUPPORTED if protocol == "consumer" else \
+        _CLASSIC_PROTOCOL_UNSUPPORTED
+    invalid = [k for k in unsupported if raw.get(k) is not None and str(raw[k]).strip()]
+    if invalid:
+        raise ConfigError(f"{', '.join(invalid)} cannot be set when group.protocol="
+                          f"{protocol.upper()}", key=invalid[0], value=raw[invalid[0]])
     if values["heartbeat.interval.ms"] >= values["session.timeout.ms"]:
         raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms",
                           key="heartbeat.interval.ms", value=values["heartbeat.interval.ms"])

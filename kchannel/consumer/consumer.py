@@ -17,6 +17,7 @@ from kchannel.config import ClientConfig
 from kchannel.consumer.config import split_consumer_configs
 from kchannel.consumer.coordinator import ConsumerCoordinator
 from kchannel.consumer.fetcher import Fetcher, SubscriptionState
+from kchannel.consumer.membership import ConsumerMembershipManager
 from kchannel.consumer.metrics import ConsumerMetrics
 from kchannel.log import get_logger
 from kchannel.client.metadata import Metadata, TopicPartition
@@ -209,7 +210,9 @@ class Consumer:
             raise errors.KChannelError("Subscription to topics, partitions and pattern are "
                                        "mutually exclusive")
         if self._group is None:
-            self._group = ConsumerCoordinator(self, self.config, listener)
+            manager = ConsumerMembershipManager if self.config["group.protocol"] == "consumer" \
+                else ConsumerCoordinator
+            self._group = manager(self, self.config, listener)
         else:
             self._group.listener = listener
         if topics != self.subscriptions.subscription:
@@ -498,6 +501,8 @@ class Consumer:
         timeout_ms = 0 if timeout is None else max(0, int(timeout * 1000))
         deadline = self._time() + timeout_ms
         self._statistics.maybe_emit()
+        if group is not None:
+            group.poll_started(self._time())
         self._maybe_auto_commit()
         while True:
             # Nothing here waits past the deadline (Kafka's poll timer): a
@@ -724,10 +729,11 @@ class Consumer:
             # Kafka's sendOffsetCommitRequest: no generation to commit with.
             raise _rebalance_in_progress()
         timeout_ms = self._default_timeout_ms(timeout)
-        body = self._commit_body(offsets)
         what = f"successfully committing offsets {_offsets_text(offsets)}"
         deadline = self._time() + timeout_ms
         while True:
+            # (built for every attempt: a KIP-848 member's epoch may have moved)
+            body = self._commit_body(offsets)
             resp = self._coordinator_request(_OFFSET_COMMIT, body,
                                              max(deadline - self._time(), 0), what)
             if self._commit_errors(resp) is None:
@@ -759,13 +765,15 @@ class Consumer:
                     if self._coordinator is not None:
                         self._mark_coordinator_unknown(exception_for(code))
                     retry = code
-                elif code in RETRIABLE_ERRORS:
+                elif code in RETRIABLE_ERRORS or code == Errors.STALE_MEMBER_EPOCH:
+                    # (STALE_MEMBER_EPOCH: a KIP-848 member retries with the
+                    # epoch its next heartbeat brings)
                     retry = code
                 elif code == Errors.REBALANCE_IN_PROGRESS and self._group is not None:
                     self._group.need_join = True
                     raise _rebalance_in_progress()
-                elif code in (Errors.ILLEGAL_GENERATION,
-                              Errors.UNKNOWN_MEMBER_ID) and self._group is not None:
+                elif code in (Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
+                              Errors.FENCED_MEMBER_EPOCH) and self._group is not None:
                     self._group.need_join = True
                     raise errors.KafkaError(
                         code, "COMMIT_FAILED",
@@ -796,9 +804,15 @@ class Consumer:
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        # OffsetFetch v9: a KIP-848 member names itself (the coordinator
+        # checks its epoch); others send no member.
+        epoch, member = -1, None
+        if isinstance(self._group, ConsumerMembershipManager):
+            epoch, member = self._group.generation_and_member()
+            member = member or None
         return {"group_id": self.group_id, "topics": topics, "require_stable": True,
-                "groups": [{"group_id": self.group_id, "member_id": None, "member_epoch": -1,
-                            "topics": topics}]}
+                "groups": [{"group_id": self.group_id, "member_id": member,
+                            "member_epoch": epoch, "topics": topics}]}
 
     def _offset_fetch_result(self, resp, tps):
         """Kafka's OffsetFetchResponseHandler: ``{tp: OffsetAndMetadata or
@@ -813,7 +827,7 @@ class Consumer:
             if self._coordinator is not None:
                 self._mark_coordinator_unknown(exception_for(code))
             return None
-        if code in RETRIABLE_ERRORS:
+        if code in RETRIABLE_ERRORS or code == Errors.STALE_MEMBER_EPOCH:
             return None
         if code:
             raise exception_for(code)
@@ -851,11 +865,11 @@ class Consumer:
         self._require_group()
         tps = [_tp(p) for p in partitions]
         timeout_ms = self._default_timeout_ms(timeout)
-        body = self._offset_fetch_body(tps)
         what = (f"the last committed offset for partitions {_tps_text(tps)} could be "
                 "determined. Try tuning default.api.timeout.ms larger to relax the threshold.")
         deadline = self._time() + timeout_ms
         while True:
+            body = self._offset_fetch_body(tps)
             resp = self._coordinator_request(_OFFSET_FETCH, body,
                                              max(deadline - self._time(), 0), what)
             out = self._offset_fetch_result(resp, tps)

@@ -102,6 +102,10 @@ class ConsumerCoordinator:
             return self.generation, self.member_id
         return -1, ""
 
+    def poll_started(self, now):
+        """The application polls (the classic member's liveness between
+        polls is its heartbeats: nothing to do here)."""
+
     # -- rebalance --------------------------------------------------------------------
     def ensure_active_group(self, timeout_ms):
         """Join (or rejoin) the group if needed, for up to ``timeout_ms``;

@@ -6,9 +6,13 @@ registry the producer's selector records into: ``record-send-rate/total``,
 ``request-latency-avg/max``, ``batch-size-avg/max``,
 ``records-per-request-avg``, ``produce-throttle-time-avg/max``,
 ``requests-in-flight``.  Recorded per batch and per request, never per
-record.
+record.  Kafka's ``KafkaProducerMetrics`` (same group): the time the
+application's thread spent in the blocking calls, in nanoseconds,
+``flush-time-ns-total``, ``metadata-wait-time-ns-total`` and
+``txn-init/begin/send-offsets/commit-abort-time-ns-total``, recorded when the
+call returns normally as Kafka records them.
 """
-from kchannel.metrics import Avg, MetricGroup
+from kchannel.metrics import Avg, CumulativeSum, MetricGroup
 
 __all__ = ["ProducerMetrics"]
 
@@ -35,6 +39,28 @@ class ProducerMetrics:
         self.throttle_time = g.avg_max(g.sensor("produce-throttle-time"),
                                        "produce-throttle-time",
                                        "time in ms a request was throttled by a broker")
+        self.flush_time = self._ns_total(g, "flush-time-ns-total",
+                                         "Total time producer has spent in flush in nanoseconds.")
+        self.metadata_wait_time = self._ns_total(
+            g, "metadata-wait-time-ns-total",
+            "Total time producer has spent waiting on topic metadata in nanoseconds.")
+        self.txn_init_time = self._txn_total(g, "init", "initTransactions")
+        self.txn_begin_time = self._txn_total(g, "begin", "beginTransaction")
+        self.txn_send_offsets_time = self._txn_total(g, "send-offsets",
+                                                     "sendOffsetsToTransaction")
+        self.txn_commit_time = self._txn_total(g, "commit", "commitTransaction")
+        self.txn_abort_time = self._txn_total(g, "abort", "abortTransaction")
         if in_flight is not None:
             g.gauge("requests-in-flight", "The current number of in-flight requests awaiting "
                     "a response.", in_flight)
+
+    @staticmethod
+    def _ns_total(g, name, description):
+        sensor = g.sensor(name)
+        sensor.add(g.name(name, description), CumulativeSum())
+        return sensor
+
+    @classmethod
+    def _txn_total(cls, g, what, method):
+        return cls._ns_total(g, f"txn-{what}-time-ns-total",
+                             f"Total time producer has spent in {method} in nanoseconds.")

@@ -121,9 +121,10 @@ class Producer:
             values["batch.size"], values["linger.ms"], values["retry.backoff.ms"],
             values["retry.backoff.max.ms"], values["delivery.timeout.ms"],
             values["buffer.memory"], self._time)
+        self._sensors = ProducerMetrics(self._client.client.metrics, self.client_id,
+                                        in_flight=self._client.in_flight_count)
         self._sender = Sender(self._client, self.accumulator, self.metadata, values, self._time,
-                              ProducerMetrics(self._client.client.metrics, self.client_id,
-                                              in_flight=self._client.in_flight_count))
+                              self._sensors)
         self._partitioner = StickyPartitioner(values["batch.size"], lock=self.accumulator.lock)
         self._size_limit = min(values["max.request.size"], values["buffer.memory"])
         self._closed = False
@@ -178,6 +179,7 @@ class Producer:
         return self._wait_for_topic(topic, partition, max_wait_ms, start, count)
 
     def _wait_for_topic(self, topic, partition, max_wait_ms, start, count):
+        began = _time.monotonic_ns()
         while True:
             self.metadata.add_topic(topic, self._time())
             self.metadata.request_update()
@@ -202,6 +204,7 @@ class Producer:
             self._check_topic_metadata(topic, cluster)
             count = cluster.partition_count(topic)
             if count and (partition is None or partition < count):
+                self._sensors.metadata_wait_time.record(_time.monotonic_ns() - began)
                 return cluster, self._time() - start
 
     def metrics(self):
@@ -282,14 +285,18 @@ class Producer:
         ``max.block.ms``), after which calling it again waits for the same
         request."""
         self._require_transactional("initTransactions")
+        began = _time.monotonic_ns()
         self._wait(self._txn.initialize_transactions(), timeout)
+        self._sensors.txn_init_time.record(_time.monotonic_ns() - began)
 
     def begin_transaction(self):
         """Start a transaction: the records sent and offsets given until
         ``commit_transaction()`` or ``abort_transaction()`` are written
         atomically (Kafka's ``beginTransaction``)."""
         self._require_transactional("beginTransaction")
+        began = _time.monotonic_ns()
         self._txn.begin_transaction()
+        self._sensors.txn_begin_time.record(_time.monotonic_ns() - began)
 
     def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
         """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata or offset},
@@ -305,7 +312,9 @@ class Producer:
             raise ValueError("Consumer group metadata could not be null")
         if not offsets:
             return
+        began = _time.monotonic_ns()
         self._wait(self._txn.send_offsets_to_transaction(offsets, group_metadata), timeout)
+        self._sensors.txn_send_offsets_time.record(_time.monotonic_ns() - began)
 
     def commit_transaction(self, timeout=None):
         """Send every buffered record, then commit the transaction (Kafka's
@@ -313,18 +322,22 @@ class Producer:
         raises here; ``abort_transaction()`` then starts over.  Waits up to
         ``timeout`` seconds (default ``max.block.ms``)."""
         self._require_transactional("commitTransaction")
+        began = _time.monotonic_ns()
         self.accumulator.begin_flush()
         try:
             self._wait(self._txn.begin_commit(), timeout)
         finally:
             self.accumulator.end_flush()
+        self._sensors.txn_commit_time.record(_time.monotonic_ns() - began)
 
     def abort_transaction(self, timeout=None):
         """Abort the transaction: records not sent yet fail with
         TransactionAbortedError, the ones written are never visible to
         read_committed consumers (Kafka's ``abortTransaction``)."""
         self._require_transactional("abortTransaction")
+        began = _time.monotonic_ns()
         self._wait(self._txn.begin_abort(), timeout)
+        self._sensors.txn_abort_time.record(_time.monotonic_ns() - began)
 
     def _send_slow(self, topic, value=None, key=None, headers=None, partition=None,
                    timestamp_ms=None, callback=None):
@@ -417,6 +430,7 @@ class Producer:
         far is acknowledged or failed.  ``timeout`` (seconds, optional)
         raises ``RequestTimeoutError`` when it passes first."""
         self._statistics.maybe_emit()
+        began = _time.monotonic_ns()
         deadline = None if timeout is None else _time.monotonic() + timeout
         self.accumulator.begin_flush()
         try:
@@ -436,6 +450,7 @@ class Producer:
                         break
         finally:
             self.accumulator.end_flush()
+        self._sensors.flush_time.record(_time.monotonic_ns() - began)
 
     def close(self, timeout=None):
         """Close the producer: with no ``timeout`` (Kafka's ``close()``)

@@ -13,6 +13,9 @@ min.insync.replicas=2), a SIGKILLed broker must not hold the consumer.
   send_offsets_to_transaction) keeps going while the transaction
   coordinator's broker is killed and restarted, and its output, read with
   read_committed, holds every input record exactly once.
+* A KIP-848 group (group.protocol=consumer) of kchannel members and a Java
+  member survives a SIGKILL of its coordinator: same members, every record
+  written after the kill read once.
 
 These are functional bounds, not benchmarks.  Each test restarts what it
 killed.  Kafka fences a dead broker after ``broker.session.timeout.ms``
@@ -326,3 +329,83 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
     finally:
         cc.close()
     assert sorted(seen) == expected
+
+
+def test_kip848_group_survives_a_coordinator_kill(kafka_cluster):
+    """kchannel members and a Java member on group.protocol=consumer: after
+    the group coordinator's broker is SIGKILLed they go on (heartbeating to
+    the new coordinator, with their epochs) and the records written after
+    the kill are read once, by the owners of their partitions."""
+    from kchannel.consumer.membership import MemberState
+    from tests.fixtures.java import ConsoleConsumerMember
+    topic = _topic_with_records(kafka_cluster)
+    group = f"g-{topic}"
+    bootstrap = kafka_cluster.bootstrap()
+    members = [Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         "auto.commit.interval.ms": 500}) for _ in range(2)]
+    got = {c: [] for c in members}
+    java = ConsoleConsumerMember(bootstrap, topic, group, ["group.protocol=consumer"])
+    victim = restarting = None
+
+    def poll_until(done, timeout):
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, [(c._group.state, sorted(c.assignment()))
+                                                 for c in members]
+            for c in members:
+                got[c].extend(r.value for r in c.poll(0.05))
+
+    def read():
+        return sorted([v for c in members for v in got[c]] +
+                      [v.encode() for _, v in java.records])
+    try:
+        for c in members:
+            c.subscribe([topic])
+        first = sorted(b"%d-%d" % (p, i) for p in range(PARTITIONS) for i in range(PER_PARTITION))
+        poll_until(lambda: len(read()) >= len(first) and all(
+            len(c.assignment()) == 2 and c._group.state is MemberState.STABLE
+            for c in members), 90)
+        victim = kafka_cluster.coordinator_of(group)
+        epochs = [c._group.member_epoch for c in members]
+        kafka_cluster.kill(victim)
+        killed = time.monotonic()
+        with Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}) as p:
+            for part in range(PARTITIONS):
+                for i in range(PER_PARTITION):
+                    p.send(topic, b"after-%d-%d" % (part, i), partition=part)
+            p.flush(60)
+        after = sorted(b"after-%d-%d" % (p, i) for p in range(PARTITIONS)
+                       for i in range(PER_PARTITION))
+        # Once Kafka moved the coordinator the victim restarts, meanwhile.
+        checked = [0.0]
+
+        def moved():
+            if time.monotonic() - checked[0] < 1:
+                return False
+            checked[0] = time.monotonic()
+            return kafka_cluster.coordinator_of(group) != victim
+        poll_until(moved, 60)
+        restarting = threading.Thread(target=kafka_cluster.restart, args=(victim,))
+        restarting.start()
+        poll_until(lambda: len(read()) >= len(first) + len(after), 60)
+        took = time.monotonic() - killed
+        time.sleep(0.5)
+        for c in members:
+            got[c].extend(r.value for r in c.poll(0.2))
+        assert read() == sorted(first + after)
+        # Still the same members (not fenced): the epochs only moved on.
+        for c, epoch in zip(members, epochs):
+            assert c._group.state is MemberState.STABLE and c._group.member_epoch >= epoch
+            assert len(c.assignment()) == 2
+        print(f"KIP-848 group: coordinator node {victim} killed; every record read "
+              f"{took:.1f} s after the kill")
+    finally:
+        java.stop()
+        for c in members:
+            c.close()
+        if restarting is not None:
+            restarting.join()
+        elif victim is not None:
+            kafka_cluster.restart(victim)
+

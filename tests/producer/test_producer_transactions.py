@@ -105,7 +105,10 @@ def test_commit_and_abort_seen_by_read_committed_consumers(kafka_broker):
                                     + [b"d%d" % i for i in range(6)])
 
 
-def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_broker):
+# KIP-848: the group metadata carries the member epoch, which TxnOffsetCommit checks.
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_broker,
+                                                                         group_protocol):
     plain = kafka_broker.bootstrap("PLAINTEXT")
     source = create_topic(plain, topic_name("ctp-in"), partitions=2)
     sink = create_topic(plain, topic_name("ctp-out"), partitions=2)
@@ -116,7 +119,7 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_br
     tps = [TopicPartition(source, 0), TopicPartition(source, 1)]
     consumer = Consumer({"bootstrap.servers": plain, "group.id": group,
                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+                         "isolation.level": "read_committed", "group.protocol": group_protocol})
     producer = _producer(plain, f"ctp-{source}")
     try:
         consumer.subscribe([source])
@@ -147,6 +150,19 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_br
         producer.commit_transaction(30)
         committed = consumer.committed(tps)
         assert {tp: om.offset for tp, om in committed.items()} == offsets
+        # Kafka's KafkaProducerMetrics: the time spent in each call, in ns.
+        names = {"flush-time-ns-total", "metadata-wait-time-ns-total",
+                 *(f"txn-{w}-time-ns-total" for w in
+                   ("init", "begin", "send-offsets", "commit", "abort"))}
+        spent = {m.name: v for m, v in producer.metrics().items()
+                 if m.group == "producer-metrics" and m.name in names}
+        assert set(spent) == names
+        # (no flush() called; the sink's metadata was waited for by the first send)
+        assert spent.pop("flush-time-ns-total") == 0
+        assert all(v > 0 for v in spent.values()), spent
+        producer.flush(10)
+        assert producer.metrics()[next(m for m in producer.metrics()
+                                       if m.name == "flush-time-ns-total")] > 0
     finally:
         producer.close()
         consumer.close()

@@ -26,6 +26,7 @@ def test_every_supported_api_listed():
     expected = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
                 25, 26, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 44, 47, 48, 50, 51,
                 60,
+                68, 69,   # the consumer's KIP-848 group protocol
                 # read and answered by the gateway's ACL checks
                 34, 35, 43, 45, 46, 49, 55, 57, 61, 64, 65, 66}
     assert set(messages.API) == expected

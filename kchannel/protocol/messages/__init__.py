@@ -10,6 +10,8 @@ from kchannel.protocol.messages import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_delegation_token,
     create_partitions,
@@ -116,6 +118,8 @@ DESCRIBE_LOG_DIRS = describe_log_dirs.API
 DESCRIBE_PRODUCERS = describe_producers.API
 DESCRIBE_TRANSACTIONS = describe_transactions.API
 LIST_TRANSACTIONS = list_transactions.API
+CONSUMER_GROUP_HEARTBEAT = consumer_group_heartbeat.API
+CONSUMER_GROUP_DESCRIBE = consumer_group_describe.API
 
 ALTER_CLIENT_QUOTAS = alter_client_quotas.API
 ALTER_PARTITION_REASSIGNMENTS = alter_partition_reassignments.API
@@ -178,6 +182,8 @@ API = {
         OFFSET_DELETE,
         OFFSET_FOR_LEADER_EPOCH,
         TXN_OFFSET_COMMIT,
+        CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
         ALTER_CLIENT_QUOTAS,
         ALTER_PARTITION_REASSIGNMENTS,
         ALTER_REPLICA_LOG_DIRS,
@@ -237,6 +243,8 @@ __all__ = [
     "OFFSET_DELETE",
     "OFFSET_FOR_LEADER_EPOCH",
     "TXN_OFFSET_COMMIT",
+    "CONSUMER_GROUP_HEARTBEAT",
+    "CONSUMER_GROUP_DESCRIBE",
     "ALTER_CLIENT_QUOTAS",
     "ALTER_PARTITION_REASSIGNMENTS",
     "ALTER_REPLICA_LOG_DIRS",
