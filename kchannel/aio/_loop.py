@@ -152,12 +152,18 @@ class LoopSelector(selectors.BaseSelector):
 
     def select(self, timeout=None):
         self.timeout = timeout
-        if not self._events and timeout != 0 and not self._woken:
+        if not self._events and not self._woken:
             bridge = self.bridge
             if bridge is not None and bridge.current is getcurrent():
                 wait = timeout
                 if self.max_wait is not None and (wait is None or wait > self.max_wait):
                     wait = self.max_wait
+                # A zero timeout yields to the loop all the same: the
+                # events of this select are the loop's readers and writers,
+                # which run only when the loop does -- a client polling
+                # with no wait (it has work it cannot do yet, e.g. the
+                # in-flight limit reached) would otherwise never see the
+                # responses it waits for.
                 bridge.wait_io(self, wait)
         self._woken = False
         if self._paused:
