@@ -80,6 +80,7 @@ class _ProducerSelector(LoopSelector):
         super().__init__()
         self.on_metadata = owner._on_metadata
         self.max_wait = _MAX_IDLE_S
+        self.yield_on_zero = True
 
 
 class AIOProducer:
