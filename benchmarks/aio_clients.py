@@ -98,9 +98,14 @@ CFG = {"bootstrap.servers": B}
 if BATCH:
     CFG.update({"acks": "1", "linger.ms": 5, "batch.size": BATCH})
 p = Producer(CFG)
-for _ in range(N):
-    p.send(T, value=V)
-p.flush()
+if EACH:
+    futs = [p.send(T, value=V) for _ in range(N)]
+    for f in futs:
+        f.get()
+else:
+    for _ in range(N):
+        p.send(T, value=V)
+    p.flush()
 p.close()
 """,
 }
