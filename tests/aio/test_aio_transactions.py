@@ -67,6 +67,27 @@ class _Boom(Exception):
     pass
 
 
+def test_transactional_calls_check_the_state():
+    """Kafka's IllegalStateException cases, before any broker is involved."""
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": "127.0.0.1:9"}) as plain:
+            with pytest.raises(IllegalStateError, match="transactional.id"):
+                await plain.begin_transaction()
+            with pytest.raises(IllegalStateError, match="transactional.id"):
+                await plain.commit_transaction()
+        p = _producer("127.0.0.1:9", "tx")
+        try:
+            with pytest.raises(IllegalStateError):
+                p.begin_transaction()
+            with pytest.raises(IllegalStateError, match="initTransactions"):
+                await p.send("t", b"v")
+        finally:
+            await p.close(0)
+        with pytest.raises(IllegalStateError, match="closed"):
+            await p.init_transactions(1)
+    asyncio.run(scenario())
+
+
 def test_commit_abort_cancel_and_the_transaction_block(kafka_broker):
     plain = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(plain, topic_name("aio-txn"), partitions=2)
