@@ -98,9 +98,14 @@ CFG = {"bootstrap.servers": B}
 if BATCH:
     CFG.update({"acks": "1", "linger.ms": 5, "batch.size": BATCH})
 p = Producer(CFG)
-for _ in range(N):
-    p.send(T, value=V)
-p.flush()
+if EACH:
+    futs = [p.send(T, value=V) for _ in range(N)]
+    for f in futs:
+        f.get()
+else:
+    for _ in range(N):
+        p.send(T, value=V)
+    p.flush()
 p.close()
 """,
 }
@@ -204,10 +209,10 @@ LOOPS = {
 }
 
 
-def _with_loop(body, loop, each=True):
+def _with_loop(body, loop, each=True, batch=0):
     # EACH: await every record's future (every record's metadata is taken);
-    # else send them all and flush.
-    return LOOPS[loop] + f"EACH = {each}\n" + body
+    # else send them all and flush.  BATCH: see PRODUCE.
+    return LOOPS[loop] + f"EACH = {each}\nBATCH = {batch}\n" + body
 
 
 def latency(client, bootstrap, topic, loop):
@@ -249,20 +254,18 @@ def main():
             for client in clients:
                 topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
                 create_topic(bootstrap, topic)
-                p = run_child(_with_loop(PRODUCE[client], args.loop), bootstrap, topic, n, size,
-                              0)
-                c = run_child(_with_loop(CONSUME[client], args.loop), bootstrap, topic, n, size,
-                              0)
+                p = run_child(_with_loop(PRODUCE[client], args.loop), bootstrap, topic, n, size)
+                c = run_child(_with_loop(CONSUME[client], args.loop), bootstrap, topic, n, size)
                 results[client] = (n / p["cpu"], n / c["cpu"])
                 topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
                 create_topic(bootstrap, topic)
-                t = run_child(_with_loop(PRODUCE[client], args.loop), bootstrap, topic, n, size,
-                              args.batch_size)
+                t = run_child(_with_loop(PRODUCE[client], args.loop, batch=args.batch_size),
+                              bootstrap, topic, n, size)
                 tuned[client] = n / t["cpu"]
                 topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
                 create_topic(bootstrap, topic)
                 f = run_child(_with_loop(PRODUCE[client], args.loop, each=False), bootstrap,
-                              topic, n, size, 0)
+                              topic, n, size)
                 flushed[client] = n / f["cpu"]
                 print(f"{client:14s} producer {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
                       f"{n / p['wall'] / 1e3:8.0f} k rec/s wall (tuned "

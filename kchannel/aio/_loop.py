@@ -64,7 +64,16 @@ class LoopSelector(selectors.BaseSelector):
         self.timeout = None
         self.bridge = None       # Bridge whose greenlet may wait in select()
         self.max_wait = None     # longest wait in select() (s), whatever it is asked
+        # Whether a zero-timeout select() yields to the loop once.  Its
+        # events are the loop's readers and writers, which run only when
+        # the loop does: a driver that loops on its own polling with no
+        # wait (the producer's Sender, with work it cannot do yet, e.g. the
+        # in-flight limit reached) would otherwise never see the responses
+        # it waits for.  Off for calls that return to the application (the
+        # consumer's), which poll(0) where a cancellation must not land.
+        self.yield_on_zero = False
         self._waiter = None      # future a greenlet waiting in select() awaits
+        self._timer = None       # the loop timer ending such waits (Bridge.wait_io)
 
     @property
     def loop(self):
@@ -73,6 +82,12 @@ class LoopSelector(selectors.BaseSelector):
         return self._loop
 
     # -- loop callbacks --------------------------------------------------------------
+    def _timer_fired(self):
+        self._timer = None
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def _readable(self, fd):
         self._event(fd, _READ)
 
@@ -152,7 +167,7 @@ class LoopSelector(selectors.BaseSelector):
 
     def select(self, timeout=None):
         self.timeout = timeout
-        if not self._events and timeout != 0 and not self._woken:
+        if not self._events and not self._woken and (timeout != 0 or self.yield_on_zero):
             bridge = self.bridge
             if bridge is not None and bridge.current is getcurrent():
                 wait = timeout
@@ -185,6 +200,9 @@ class LoopSelector(selectors.BaseSelector):
         raise NotImplementedError("an event loop's selector has no descriptor of its own")
 
     def close(self):
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._loop is not None and not self._loop.is_closed():
             for fd, key in list(self._keys.items()):
                 if fd not in self._paused:
@@ -211,14 +229,6 @@ class _KeyMap:
         return iter(self._keys)
 
 
-class _Await:
-    """What a bridged greenlet hands its coroutine to await."""
-    __slots__ = ("awaitable",)
-
-    def __init__(self, awaitable):
-        self.awaitable = awaitable
-
-
 class Bridge:
     """Runs synchronous client code in a greenlet, one call at a time,
     awaiting the loop wherever that code waits (see the module docstring)."""
@@ -241,10 +251,12 @@ class Bridge:
             g.gr_context = contextvars.copy_context()
             self.current = g
             try:
+                # Until the greenlet ends, what it switches back is what
+                # it waits for (await_); then it is its return value.
                 value = g.switch()
                 while not g.dead:
                     try:
-                        result = await value.awaitable
+                        result = await value
                     except BaseException as exc:   # CancelledError included
                         value = g.throw(exc)
                     else:
@@ -271,26 +283,33 @@ class Bridge:
         g = getcurrent()
         if g is not self.current:
             raise RuntimeError("await_ called outside a bridged call")
-        return g.parent.switch(_Await(awaitable))
+        return g.parent.switch(awaitable)
 
     def wait_io(self, sel, timeout):
         """From the bridged greenlet, in ``sel.select``: wait until the loop
-        reports an event for ``sel``'s sockets or ``timeout`` s pass."""
-        self.await_(self._wait(sel, timeout))
+        reports an event for ``sel``'s sockets or ``timeout`` s pass.
 
-    @staticmethod
-    async def _wait(sel, timeout):
+        The bridged call awaits the future itself (no coroutine per wait),
+        and one timer serves every wait: it is moved only when a wait must
+        end earlier than it fires.  A timer firing before a later wait's
+        end is a spurious wake-up, which every poll loop above tolerates
+        (it polls again with what is left), as after an OS select."""
         loop = sel.loop
         waiter = sel._waiter = loop.create_future()
-        handle = None
         if timeout is not None:
-            handle = loop.call_later(max(timeout, 0), _done, waiter)
+            if timeout <= 0:
+                loop.call_soon(_done, waiter)
+            else:
+                when = loop.time() + timeout
+                timer = sel._timer
+                if timer is None or timer.when() > when:
+                    if timer is not None:
+                        timer.cancel()
+                    sel._timer = loop.call_at(when, sel._timer_fired)
         try:
-            await waiter
+            self.await_(waiter)
         finally:
             sel._waiter = None
-            if handle is not None:
-                handle.cancel()
 
 
 def _done(fut):

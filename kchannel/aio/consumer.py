@@ -273,6 +273,11 @@ class AIOConsumer:
     def subscription(self):
         return self._consumer.subscription()
 
+    def group_metadata(self):
+        """This consumer's ``ConsumerGroupMetadata`` (Kafka's
+        ``groupMetadata()``), for ``AIOProducer.send_offsets_to_transaction``."""
+        return self._consumer.group_metadata()
+
     def assign(self, partitions):
         self._rewind()
         self._consumer.assign(partitions)

@@ -22,8 +22,10 @@ import time as _time
 from kchannel import errors
 from kchannel.aio._loop import Bridge, LoopSelector
 from kchannel.client import RequestTimeoutError
+from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.log import get_logger
 from kchannel.producer import Producer
+from kchannel.producer.transaction_manager import State
 
 __all__ = ["AIOProducer"]
 
@@ -78,6 +80,7 @@ class _ProducerSelector(LoopSelector):
         super().__init__()
         self.on_metadata = owner._on_metadata
         self.max_wait = _MAX_IDLE_S
+        self.yield_on_zero = True
 
 
 class AIOProducer:
@@ -85,20 +88,15 @@ class AIOProducer:
     ``kchannel.Producer``'s.  Use ``async with`` or ``await close()``."""
 
     def __init__(self, config=None, **kwargs):
-        given = {**(config or {}), **kwargs}
-        tid = given.get("transactional.id", given.get("transactional_id"))
-        if tid is not None:
-            # The transactional methods wait on the Sender's thread, which
-            # an event loop does not have: kchannel.Producer has them.
-            raise errors.ConfigError("transactional.id: kchannel.aio's AIOProducer has no "
-                              "transactions yet; use kchannel.Producer for a transactional "
-                              "producer", key="transactional.id", value=tid)
         self._loop = None
         self._finished = False       # closed: the Sender is not run again
         self._driver = None          # the task whose greenlet runs the Sender
         self._metadata_waiters = []
         self._memory_waiters = []
         self._idle_waiters = []      # flush(): futures set when nothing is incomplete
+        # Transactional operations awaited: [(TransactionalRequestResult,
+        # future)], each future set once the Sender completed its result.
+        self._txn_waiters = []
         self._bridge = Bridge()
         self._selector = _ProducerSelector(self)
         self._selector.bridge = self._bridge
@@ -109,7 +107,8 @@ class AIOProducer:
         self._acc = p.accumulator
         self._sender = p._sender
         self._client = p._client
-        self._send = p.send          # the appender's fast path
+        self._send = p.send          # the appender's fast path (transactional: joins it)
+        self._txn = p._txn
 
     # -- driving the Sender ----------------------------------------------------------
     def _get_loop(self):
@@ -145,6 +144,18 @@ class AIOProducer:
             _release(self._idle_waiters)
         if self._memory_waiters and acc.used_memory + acc.batch_size <= acc.buffer_memory:
             _release(self._memory_waiters)
+        if self._txn_waiters:
+            self._release_txn_waiters()
+
+    def _release_txn_waiters(self):
+        waiting = []
+        for result, fut in self._txn_waiters:
+            if result.is_completed:
+                if not fut.done():
+                    fut.set_result(None)
+            elif not fut.done():
+                waiting.append((result, fut))
+        self._txn_waiters[:] = waiting
 
     def _on_metadata(self):
         if self._metadata_waiters:
@@ -251,6 +262,107 @@ class AIOProducer:
             await self._wait_for_metadata(topic, None)
         return p.metadata.cluster.partitions_for_topic(topic)
 
+    # -- transactions ----------------------------------------------------------------
+    # confluent_kafka.aio's names and signatures (timeouts in seconds,
+    # default max.block.ms); the Sender completes each operation on the loop
+    # and the call awaits it -- no thread, nothing blocking.  A timeout or a
+    # cancellation stops the wait, not the operation: the Sender carries it
+    # on, and calling the same method again awaits the same request (Kafka's
+    # handleCachedTransactionRequestResult).
+    def _require_transactional(self, operation):
+        self._producer._require_transactional(operation)
+
+    async def _await_result(self, result, timeout):
+        """Await a ``TransactionalRequestResult`` the Sender completes;
+        raises its error, or RequestTimeoutError after ``timeout`` s."""
+        if timeout is None:
+            timeout = self.config["max.block.ms"] / 1000.0
+        if not result.is_completed:
+            fut = self._get_loop().create_future()
+            self._txn_waiters.append((result, fut))
+            self._wake()
+            try:
+                await asyncio.wait_for(fut, timeout)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                if not fut.done():
+                    fut.cancel()
+            if not result.is_completed:
+                if self._finished:
+                    raise errors.KChannelError(
+                        "Cannot perform operation after producer has been closed")
+                raise RequestTimeoutError(
+                    f"Timeout expired after {int(timeout * 1000)}ms while awaiting "
+                    f"{result.operation}")
+        if result.error is not None:
+            raise result.error
+
+    async def init_transactions(self, timeout=None):
+        """Register ``transactional.id`` with its coordinator (Kafka's
+        ``initTransactions``): fences any earlier producer with the same id
+        and completes its open transaction.  Once, before the first
+        transaction."""
+        self._require_transactional("initTransactions")
+        if self._driver is None:
+            self._start_driver()
+        await self._await_result(self._txn.initialize_transactions(), timeout)
+
+    def begin_transaction(self):
+        """Start a transaction (Kafka's ``beginTransaction``; no I/O).  Takes
+        effect when called; returns an awaitable, so that both
+        ``await p.begin_transaction()`` (confluent_kafka.aio) and
+        ``p.begin_transaction()`` (aiokafka) work."""
+        self._require_transactional("beginTransaction")
+        self._txn.begin_transaction()
+        return _DONE
+
+    async def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata or offset},
+        the next offsets to read) for the group of ``group_metadata``
+        (``AIOConsumer.group_metadata()``, or a group id string as
+        aiokafka's) with this transaction: committed if and only if it
+        commits (Kafka's ``sendOffsetsToTransaction``)."""
+        self._require_transactional("sendOffsetsToTransaction")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not group_metadata or not getattr(group_metadata, "group_id", None):
+            raise ValueError("Consumer group metadata could not be null")
+        if not offsets:
+            return
+        await self._await_result(
+            self._txn.send_offsets_to_transaction(offsets, group_metadata), timeout)
+
+    async def commit_transaction(self, timeout=None):
+        """Send every buffered record, then commit the transaction (Kafka's
+        ``commitTransaction``).  An abortable error (a record failed)
+        raises here; ``abort_transaction()`` then starts over.  Cancelled
+        or timed out, the commit goes on: await ``commit_transaction()``
+        again for its outcome (the producer accepts nothing else until it
+        is known)."""
+        self._require_transactional("commitTransaction")
+        acc = self._acc
+        acc.begin_flush()
+        try:
+            await self._await_result(self._txn.begin_commit(), timeout)
+        finally:
+            acc.end_flush()
+
+    async def abort_transaction(self, timeout=None):
+        """Abort the transaction: records not sent yet fail with
+        TransactionAbortedError, the ones written are never visible to
+        read_committed consumers (Kafka's ``abortTransaction``).  Cancelled
+        or timed out, as ``commit_transaction``."""
+        self._require_transactional("abortTransaction")
+        await self._await_result(self._txn.begin_abort(), timeout)
+
+    def transaction(self):
+        """aiokafka's ``async with producer.transaction():``: begins a
+        transaction (initializing transactions first if not done yet, as
+        aiokafka's ``start()`` does), commits it when the block ends,
+        aborts it when the block raises."""
+        return _Transaction(self)
+
     # -- flush / close --------------------------------------------------------------------
     async def flush(self, timeout=None):
         """Send everything buffered now and wait until every record sent so
@@ -306,6 +418,10 @@ class AIOProducer:
             _release(self._idle_waiters)
             _release(self._memory_waiters)
             _release(self._metadata_waiters)
+            for _, fut in self._txn_waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self._txn_waiters.clear()
         log.debug("Kafka producer has been closed")
 
     stop = close
@@ -316,6 +432,43 @@ class AIOProducer:
 
     async def __aexit__(self, *exc):
         await self.close()
+
+
+class _Done:
+    """An awaitable already done (``begin_transaction``'s)."""
+    __slots__ = ()
+
+    def __await__(self):
+        return
+        yield
+
+
+_DONE = _Done()
+
+
+class _Transaction:
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer):
+        self._producer = producer
+
+    async def __aenter__(self):
+        p = self._producer
+        p._require_transactional("beginTransaction")
+        if p._txn.state is State.UNINITIALIZED:
+            await p.init_transactions()
+        p.begin_transaction()
+        return p
+
+    async def __aexit__(self, exc_type, exc, tb):
+        p = self._producer
+        if exc_type is None:
+            await p.commit_transaction()
+        elif p._txn.in_open_transaction():
+            # A fatal error (fenced) cannot be aborted: the block's own
+            # exception is what the application sees.
+            await p.abort_transaction()
+        return False
 
 
 def _release(waiters):

@@ -136,7 +136,14 @@ class FutureRecordMetadata:
     get = result
 
     def __await__(self):
-        if self._failed is None and not self._batch.done_flag:
+        batch = self._batch
+        if batch is not None and batch.done_flag and batch.exception is None and \
+                batch.split_results is None:
+            # Acknowledged already, the usual case by the time an
+            # application awaits a record: its metadata, with none of
+            # result()'s checks for the other cases.
+            return batch.metadata(self._index)
+        if self._failed is None and not batch.done_flag:
             loop = asyncio.get_running_loop()
             waiter = loop.create_future()
 

@@ -126,14 +126,6 @@ def test_compression_level_alias():
     assert values["compression.zstd.level"] == 7
 
 
-def test_aio_producer_refuses_transactional_id():
-    """AIOProducer has no transactional methods: a transactional.id fails
-    at construction rather than at the first send."""
-    from kchannel.aio import AIOProducer
-    with pytest.raises(ConfigError, match="use kchannel.Producer"):
-        AIOProducer({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "tx"})
-
-
 def test_transactional_methods_check_the_state():
     """Kafka's IllegalStateException cases, before any broker is involved."""
     from kchannel import Producer
