@@ -34,9 +34,10 @@ import argparse
 import re
 import sys
 
-from kchannel.client import KafkaClient
+from kchannel import errors
+from kchannel.client import admin
+from kchannel.client.admin import Admin
 from kchannel.config.properties import load_properties
-from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors, error_message, error_name
 from kchannel.security.sasl import scram
 from kchannel.server.scram_handlers import (alter_user_scram_credentials,
@@ -255,45 +256,23 @@ def _check_args(args, parser):
 
 # ------------------------------------------------------------ backends
 
-class _ApiBackend:
-    """A running server through APIs 50/51 (kchannel.client.KafkaClient)."""
-
-    def __init__(self, bootstrap, command_config):
-        configs = dict(load_properties(command_config)) if command_config else {}
-        configs["bootstrap.servers"] = bootstrap
-        self._client = None
-        last = None
-        for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                raise CommandError(f"Invalid url in bootstrap.servers: {address}")
-            client = KafkaClient(configs)
-            try:
-                client.connect(host.strip("[]"), int(port))
-            except Exception as exc:  # try the next bootstrap server
-                last = exc
-                try:
-                    client.close()
-                except Exception:
-                    pass
-                continue
-            self._client = client
-            break
-        if self._client is None:
-            raise last or CommandError("No bootstrap server to connect to")
-
-    def describe(self, body):
-        return self._client.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), body)
-
-    def alter(self, body):
-        return self._client.request(int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), body)
-
-    def close(self):
-        self._client.close()
+def _admin(bootstrap, command_config):
+    """:class:`kchannel.Admin` on a running server (the SCRAM credential
+    APIs 50/51), tried on each bootstrap server in turn."""
+    configs = dict(load_properties(command_config)) if command_config else {}
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise CommandError(f"Invalid url in bootstrap.servers: {address}")
+    # A tool's request fails fast, as kafka-configs.sh's (no retrying for
+    # a minute on an unreachable cluster).
+    configs.setdefault("default.api.timeout.ms", 0)
+    return Admin(dict(configs, **{"bootstrap.servers": bootstrap}))
 
 
 class _StoreBackend:
-    """Direct access to a server's SCRAM credential store."""
+    """Direct access to a server's SCRAM credential store, answering the
+    same requests as a server (its handlers) with the Admin's results."""
 
     def __init__(self, server_config):
         try:
@@ -306,11 +285,20 @@ class _StoreBackend:
                                "(kchannel.scram.credential.store=memory); use --bootstrap-server")
         self.store = open_store(server_config=props)
 
-    def describe(self, body):
-        return describe_user_scram_credentials(body, self.store)
+    def describe_user_scram_credentials_results(self, users=None):
+        return admin.describe_scram_results(describe_user_scram_credentials(
+            admin.describe_scram_request(users), self.store))
 
-    def alter(self, body):
-        return alter_user_scram_credentials(body, self.store)
+    def alter_user_scram_credentials(self, alterations):
+        body, failed = admin.alter_scram_request(alterations)
+        results = dict.fromkeys(a.user for a in alterations)
+        results.update(failed)
+        if body["deletions"] or body["upsertions"]:
+            results.update(admin.alter_scram_results(
+                alter_user_scram_credentials(body, self.store)))
+        for exc in results.values():
+            if exc is not None:
+                raise exc
 
     def close(self):
         self.store.close()
@@ -318,7 +306,11 @@ class _StoreBackend:
 
 # ------------------------------------------------------------ commands
 
-def _exception_text(code, message):
+def _exception_text(exc):
+    """Kafka's ``SimpleClassName: message`` for an Admin result's error."""
+    code = Errors.UNSUPPORTED_VERSION if isinstance(exc, errors.UnsupportedVersionError) \
+        else exc.error_code
+    message = exc.message if isinstance(exc, errors.KafkaError) else str(exc)
     name = _EXCEPTION_NAMES.get(code)
     if name is None:
         name = "".join(w.capitalize() for w in error_name(code).split("_")) + "Exception"
@@ -347,21 +339,17 @@ def _alter(backend, user, args):
     if user == "":
         raise CommandError("The use of --entity-default or --user-defaults is not allowed with "
                            "User SCRAM Credentials using --bootstrap-server.")
-    deletions = [{"name": user, "mechanism": scram.mechanism_for(m).type} for m in to_delete]
-    upsertions = []
+    alterations = [admin.UserScramCredentialDeletion(user, m) for m in to_delete]
     for mechanism, value in configs_to_add.items():
         iterations, password = _scram_iterations_and_password(mechanism, value)
-        mech = scram.mechanism_for(mechanism)
-        salt = scram.generate_salt()
-        # As Kafka's admin client: only the salted password is sent.
-        salted = scram.hi(mech, password.encode("utf-8"), salt, iterations)
-        upsertions.append({"name": user, "mechanism": mech.type, "iterations": iterations,
-                           "salt": salt, "salted_password": salted})
-    response = backend.alter({"deletions": deletions, "upsertions": upsertions})
-    for result in response.get("results") or []:
-        if result.get("error_code"):
-            raise _OperationFailed(_exception_text(result["error_code"],
-                                                   result.get("error_message")))
+        alterations.append(admin.UserScramCredentialUpsertion(
+            user, admin.ScramCredentialInfo(mechanism, iterations), password))
+    try:
+        # Kafka's ConfigCommand waits for all(): the first user's error.
+        backend.alter_user_scram_credentials(alterations)
+    except (errors.KafkaError, errors.AuthenticationError,
+            errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
     print(f"Completed updating config for user {user}.")
 
 
@@ -373,26 +361,24 @@ def _describe(backend, names):
     if "" in names:
         # --entity-default / --user-defaults: no SCRAM credentials to show.
         return
-    body = {"users": [{"name": n} for n in names]}
-    response = backend.describe(body)
-    if response.get("error_code"):
-        raise _OperationFailed(_exception_text(response["error_code"],
-                                               response.get("error_message")))
-    for result in response.get("results") or []:
-        code = result.get("error_code", 0)
-        if code == Errors.RESOURCE_NOT_FOUND:  # the admin client leaves these out
+    try:
+        results = backend.describe_user_scram_credentials_results(names)
+    except (errors.KafkaError, errors.AuthenticationError,
+            errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
+    # As ConfigCommand: result.users() (those without credentials left
+    # out), then result.description(user) for each.
+    for user, result in results.items():
+        if isinstance(result, errors.KafkaError) and \
+                result.error_code == Errors.RESOURCE_NOT_FOUND:
             continue
-        user = result.get("user")
-        if code:
+        if isinstance(result, Exception):
             print(f"Error retrieving SCRAM credential configs for user-principal '{user}': "
-                  f"{_exception_text(code, result.get('error_message'))}")
+                  f"{_exception_text(result)}")
             continue
-        infos = []
-        for info in result.get("credential_infos") or []:
-            mech = scram.MECHANISMS_BY_TYPE.get(info.get("mechanism"))
-            name = mech.mechanism_name if mech else "UNKNOWN"
-            infos.append(f"{name}=iterations={info.get('iterations')}")
-        print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
+        infos = ", ".join(f"{i.mechanism}=iterations={i.iterations}"
+                          for i in result.credential_infos)
+        print(f"SCRAM credential configs for user-principal '{user}' are {infos}")
 
 
 def _mask_passwords(text):
@@ -429,8 +415,8 @@ def run(args):
         if args.server_config:
             backend = _StoreBackend(args.server_config)
         else:
-            backend = _ApiBackend(args.bootstrap_server or args.bootstrap_controller,
-                                  args.command_config)
+            backend = _admin(args.bootstrap_server or args.bootstrap_controller,
+                             args.command_config)
         if args.alter:
             _alter(backend, names[0], args)
         else:
