@@ -1,6 +1,8 @@
-"""``kchannel configs``: kafka-configs.sh for SCRAM user credentials.
+"""``kchannel configs``: kafka-configs.sh for SCRAM user credentials, topic
+and broker configs, on :class:`kchannel.Admin`.
 
-Flag for flag as ``kafka-configs.sh`` for the ``users`` entity type::
+Flag for flag as ``kafka-configs.sh`` for the ``users`` (SCRAM credentials),
+``topics`` and ``brokers`` entity types::
 
     kchannel configs --bootstrap-server HOST:PORT [--command-config client.properties] \\
         --alter --entity-type users --entity-name alice --add-config \\
@@ -8,6 +10,13 @@ Flag for flag as ``kafka-configs.sh`` for the ``users`` entity type::
     kchannel configs ... --alter --delete-config 'SCRAM-SHA-512' \\
         --entity-type users --entity-name alice
     kchannel configs ... --describe [--entity-type users] [--entity-name alice]
+    kchannel configs ... --alter --topic orders --add-config retention.ms=86400000
+    kchannel configs ... --describe [--all] --entity-type brokers [--entity-name 1]
+
+Topics and brokers go through DescribeConfigs (with synonyms) and
+IncrementalAlterConfigs, printed as Kafka's tool prints them (``Dynamic
+configs for topic orders are:`` then ``  retention.ms=86400000
+sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}``).
 
 Targets:
 
@@ -45,11 +54,19 @@ from kchannel.server.scram_handlers import (alter_user_scram_credentials,
 from kchannel.security.sasl.scram_store import open_store
 
 NAME = "configs"
-HELP = ("Describe or alter SCRAM credentials of users, as kafka-configs.sh "
+HELP = ("Describe or alter SCRAM credentials of users and configs of topics and brokers, "
+        "as kafka-configs.sh "
         "(via --bootstrap-server or directly in a server's store via --server-config)")
 
 DEFAULT_SCRAM_ITERATIONS = 4096
 USER = "users"
+TOPIC = "topics"
+BROKER = "brokers"
+# What each target serves: a running server all three (through the Admin's
+# DescribeConfigs / IncrementalAlterConfigs for topics and brokers), a
+# server's credential store only SCRAM users.
+_API_TYPES = (USER, TOPIC, BROKER)
+_ADMIN_RESOURCE = {TOPIC: "TOPIC", BROKER: "BROKER"}
 
 # Kafka's simple exception class names for the error codes these APIs return.
 _EXCEPTION_NAMES = {
@@ -60,6 +77,8 @@ _EXCEPTION_NAMES = {
     91: "ResourceNotFoundException",
     92: "DuplicateResourceException",
     93: "UnacceptableCredentialException",
+    Errors.INVALID_CONFIG: "InvalidConfigurationException",
+    Errors.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
 }
 
 
@@ -116,18 +135,23 @@ def add_arguments(parser):
 
     entity = parser.add_argument_group("entity")
     entity.add_argument("--entity-type", action="append", default=[],
-                        help="Type of entity; kchannel supports 'users'.")
+                        help="Type of entity (users/topics/brokers; only users with "
+                             "--server-config).")
     entity.add_argument("--entity-name", action=_Ordered, dest="entity_name_flag",
-                        help="Name of entity (user principal name).")
+                        help="Name of entity (user principal name, topic name or broker id).")
     entity.add_argument("--entity-default", action=_Ordered, nargs=0, dest="entity_default_flag",
-                        help="Default entity name for users (not allowed with SCRAM credentials).")
+                        help="Default entity name for brokers (users: not allowed with SCRAM "
+                             "credentials).")
     entity.add_argument("--user", help="The user's principal name.")
     entity.add_argument("--user-defaults", action="store_true",
                         help="The config defaults for all users.")
-    for flag in ("--topic", "--client", "--broker", "--broker-logger", "--ip", "--group",
-                 "--client-metrics"):
+    entity.add_argument("--topic", help="The topic's name.")
+    entity.add_argument("--broker", help="The broker's ID.")
+    entity.add_argument("--broker-defaults", action="store_true",
+                        help="The config defaults for all brokers.")
+    for flag in ("--client", "--broker-logger", "--ip", "--group", "--client-metrics"):
         entity.add_argument(flag, help=argparse.SUPPRESS)
-    for flag in ("--client-defaults", "--broker-defaults", "--ip-defaults"):
+    for flag in ("--client-defaults", "--ip-defaults"):
         entity.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
 
     configs = parser.add_argument_group("configs")
@@ -232,12 +256,20 @@ def _check_args(args, parser):
                            "--server-config can be specified")
     if not types:
         raise _Usage("At least one entity type must be specified")
+    allowed = (USER,) if args.server_config else _API_TYPES
     for t in types:
-        if t != USER:
+        if t not in allowed:
+            target = ("--server-config (a server's SCRAM credential store)"
+                      if args.server_config else "--bootstrap-server")
             raise _Usage(f"Invalid entity type {t}, the entity type must be one of "
-                               f"{USER} with kchannel configs (SCRAM credentials)")
+                         f"{', '.join(allowed)} with kchannel configs {target}")
+    if len(types) > 1:
+        raise _Usage("Only 'users' and 'clients' entity types may be specified together")
+    if args.alter and types[0] == TOPIC and not [n for n in names if n]:
+        raise _Usage(f"An entity name must be specified with --alter of {TOPIC}")
     if (args.entity_type or getattr(args, "_entity_names", None)) and \
-            (args.user is not None or args.user_defaults):
+            (args.user is not None or args.user_defaults or args.topic is not None
+             or args.broker is not None or args.broker_defaults):
         raise _Usage("--entity-{type,name,default} should not be used in conjunction with "
                            "specific entity flags")
     if args.alter:
@@ -353,6 +385,77 @@ def _alter(backend, user, args):
     print(f"Completed updating config for user {user}.")
 
 
+def _resource(entity_type, name):
+    if entity_type == BROKER and name and not name.isdigit():
+        raise CommandError("The entity name for brokers must be a valid integer broker id, "
+                           f"but it is: {name}")
+    return admin.ConfigResource(_ADMIN_RESOURCE[entity_type], name)
+
+
+def _resource_configs(backend, entity_type, name, describe_all, synonyms=True):
+    """ConfigCommand.getResourceConfig: the resource's entries sorted by
+    name; without ``describe_all`` only its dynamic ones."""
+    res = _resource(entity_type, name)
+    try:
+        entries = backend.describe_configs([res], include_synonyms=synonyms)[res]
+    except (errors.KafkaError, errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
+    if not describe_all:
+        wanted = ("DYNAMIC_TOPIC_CONFIG" if entity_type == TOPIC
+                  else "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        entries = {k: e for k, e in entries.items() if e.source == wanted}
+    return [entries[k] for k in sorted(entries)]
+
+
+def _describe_resources(backend, entity_type, names, describe_all):
+    if names:
+        entities = names
+    elif entity_type == TOPIC:
+        entities = sorted(backend.list_topics(list_internal=True))
+    else:
+        entities = [str(n.id) for n in backend.describe_cluster().nodes] + [""]
+    for entity in entities:
+        if entity == "":
+            print(f"Default configs for {entity_type} in the cluster are:")
+        else:
+            print(f"{'All' if describe_all else 'Dynamic'} configs for {entity_type[:-1]} "
+                  f"{entity} are:")
+        for e in _resource_configs(backend, entity_type, entity, describe_all):
+            synonyms = ", ".join(f"{y.source}:{y.name}={_java_str(y.value)}"
+                                 for y in e.synonyms)
+            print(f"  {e.name}={_java_str(e.value)} sensitive={str(e.is_sensitive).lower()} "
+                  f"synonyms={{{synonyms}}}")
+
+
+def _java_str(value):
+    # Kafka prints a sensitive (hidden) value as Java's "null".
+    return "null" if value is None else value
+
+
+def _alter_resource(backend, entity_type, name, args):
+    to_add = {}
+    if args.add_config_file:
+        try:
+            to_add.update(load_properties(args.add_config_file))
+        except OSError as exc:
+            raise CommandError(f"Cannot read {args.add_config_file}: {exc}") from exc
+    to_add.update(parse_add_config(args.add_config))
+    _validate_keys(to_add)
+    to_delete = [k.strip() for k in args.delete_config]
+    # (Kafka 4's ConfigCommand sends the deletion of a config the resource
+    # does not have; the broker ignores it.)
+    ops = [admin.AlterConfigOp(k, v, "SET") for k, v in to_add.items()]
+    ops += [admin.AlterConfigOp(k, "", "DELETE") for k in to_delete]
+    try:
+        backend.incremental_alter_configs({_resource(entity_type, name): ops})
+    except (errors.KafkaError, errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
+    if name:
+        print(f"Completed updating config for {entity_type[:-1]} {name}.")
+    else:
+        print(f"Completed updating default config for {entity_type} in the cluster.")
+
+
 class _OperationFailed(Exception):
     """Kafka's generic Throwable path: 'Error while executing config command'."""
 
@@ -405,7 +508,7 @@ def run(args):
     backend = None
     parser = getattr(args, "_parser", None)
     try:
-        _types, names = _check_args(args, parser)
+        types, names = _check_args(args, parser)
     except _Usage as exc:
         print(str(exc), file=sys.stderr)
         if parser is not None:
@@ -417,7 +520,12 @@ def run(args):
         else:
             backend = _admin(args.bootstrap_server or args.bootstrap_controller,
                              args.command_config)
-        if args.alter:
+        if types[0] != USER:
+            if args.alter:
+                _alter_resource(backend, types[0], names[0], args)
+            else:
+                _describe_resources(backend, types[0], names, args.all)
+        elif args.alter:
             _alter(backend, names[0], args)
         else:
             _describe(backend, names)

@@ -38,7 +38,7 @@ from kchannel.tokens.admin import DelegationTokenAdmin
 __all__ = ["Admin", "NewTopic", "TopicListing", "TopicDescription", "TopicPartitionInfo",
            "Node", "ClusterDescription", "ConsumerGroupListing", "ConsumerGroupDescription",
            "MemberDescription", "OffsetAndMetadata", "OffsetSpec", "ListOffsetsResultInfo",
-           "ConfigResource", "ConfigEntry", "AlterConfigOp", "TopicPartition",
+           "ConfigResource", "ConfigEntry", "ConfigSynonym", "AlterConfigOp", "TopicPartition",
            "ScramCredentialInfo", "UserScramCredentialsDescription",
            "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "AclBinding",
            "AclBindingFilter", "LogDirDescription", "ReplicaInfo", "ProducerState",
@@ -67,8 +67,11 @@ ListOffsetsResultInfo = collections.namedtuple("ListOffsetsResultInfo",
                                                "offset timestamp leader_epoch")
 ConfigResource = collections.namedtuple("ConfigResource", "type name")
 ConfigEntry = collections.namedtuple(
-    "ConfigEntry", "name value source is_read_only is_sensitive is_default",
-    defaults=(None, False, False, False))
+    "ConfigEntry", "name value source is_read_only is_sensitive is_default synonyms",
+    defaults=(None, False, False, False, ()))
+# One of a ConfigEntry's synonyms (describe_configs(include_synonyms=True)),
+# as Kafka's ConfigEntry.ConfigSynonym; ``source`` named as ConfigEntry's.
+ConfigSynonym = collections.namedtuple("ConfigSynonym", "name value source")
 AlterConfigOp = collections.namedtuple("AlterConfigOp", "name value op_type",
                                        defaults=("SET",))
 # SCRAM credentials (Kafka's ScramCredentialInfo & co); ``mechanism`` is the
@@ -620,24 +623,30 @@ class Admin:
             return self._node(int(resource.name))
         return self._any()
 
-    def describe_configs(self, resources):
+    def describe_configs(self, resources, include_synonyms=False):
         """{ConfigResource: {name: :class:`ConfigEntry`}}; ``resources``
-        are :class:`ConfigResource` ("TOPIC"/"BROKER"/..., name)."""
+        are :class:`ConfigResource` ("TOPIC"/"BROKER"/..., name); with
+        ``include_synonyms`` each entry's ``synonyms`` lists
+        :class:`ConfigSynonym` s, the entry's own source first (Kafka's
+        ``DescribeConfigsOptions.includeSynonyms``)."""
         out = {}
         for res in resources:
             res = ConfigResource(*res)
             resp = self._config_client(res).request(messages.DESCRIBE_CONFIGS.api_key, {
                 "resources": [{"resource_type": RESOURCE_TYPES[res.type],
                                "resource_name": res.name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False})
+                "include_synonyms": bool(include_synonyms), "include_documentation": False})
             r = resp["results"][0]
             _raise(r["error_code"], r.get("error_message"))
             entries = {}
             for c in r["configs"]:
                 source = CONFIG_SOURCES.get(c.get("config_source", 0), "UNKNOWN")
+                synonyms = tuple(ConfigSynonym(y["name"], y["value"],
+                                               CONFIG_SOURCES.get(y["source"], "UNKNOWN"))
+                                 for y in c.get("synonyms") or ()) if include_synonyms else ()
                 entries[c["name"]] = ConfigEntry(c["name"], c["value"], source,
                                                  c["read_only"], c["is_sensitive"],
-                                                 source == "DEFAULT_CONFIG")
+                                                 source == "DEFAULT_CONFIG", synonyms)
             out[res] = entries
         return out
 

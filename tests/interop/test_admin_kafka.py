@@ -226,3 +226,68 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
         assert err.value.error_code == Errors.GROUP_ID_NOT_FOUND
         ours, theirs = tool("--describe", "--group", group)
         assert ours.stdout == theirs.stdout
+
+
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+
+
+def test_configs_topics_and_brokers_as_kafka_configs_sh(kafka_broker, kafka_java, capsys):
+    """``kchannel configs`` for topics and brokers (DescribeConfigs /
+    IncrementalAlterConfigs through the Admin) prints what kafka-configs.sh
+    prints on the same broker, and each sees the other's changes.  Kafka's
+    runs share one JVM (its tools' main() in the probe)."""
+    from kchannel.cli import main
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    ours_topic = create_topic(b, topic_name("cfg-ours"), partitions=1)
+    java_topic = create_topic(b, topic_name("cfg-java"), partitions=1)
+    with Admin({"bootstrap.servers": b}) as admin:
+        node = str(admin.describe_cluster().nodes[0].id)
+
+    def ours(*args):
+        code = main(["configs", "--bootstrap-server", b, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert ours("--alter", "--entity-type", "topics", "--entity-name", ours_topic,
+                "--add-config", "retention.ms=123456,cleanup.policy=[compact,delete]") == \
+        (0, f"Completed updating config for topic {ours_topic}.\n", "")
+    # A harmless per-broker dynamic config, removed again at the end.
+    assert ours("--alter", "--broker", node, "--add-config", "log.cleaner.backoff.ms=15001") \
+        == (0, f"Completed updating config for broker {node}.\n", "")
+    runs = {
+        "topic": ["--describe", "--entity-type", "topics", "--entity-name", ours_topic],
+        "topic-all": ["--describe", "--all", "--topic", ours_topic],
+        "broker": ["--describe", "--entity-type", "brokers", "--entity-name", node],
+        "broker-default": ["--describe", "--entity-type", "brokers", "--entity-default"],
+        "delete-missing": ["--alter", "--topic", ours_topic, "--delete-config", "segment.ms"],
+        "bad-value": ["--alter", "--topic", ours_topic, "--add-config", "retention.ms=x"],
+        "java-alter": ["--alter", "--topic", java_topic, "--add-config", "max.message.bytes=2048"],
+    }
+    try:
+        java = kafka_java.probe([{"id": k, "op": "tool", "main": CONFIG_COMMAND,
+                                  "args": ["--bootstrap-server", b, *args]}
+                                 for k, args in runs.items()], timeout=180)
+        for key in ("topic", "topic-all", "broker", "broker-default"):
+            code, out, err = ours(*runs[key])
+            assert (code, err) == (0, ""), (key, err)
+            assert out == java[key]["stdout"], key
+            assert java[key]["exit"] == 0
+        assert f"  retention.ms=123456 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:" \
+               f"retention.ms=123456" in java["topic"]["stdout"]
+        assert "  log.cleaner.backoff.ms=15001 sensitive=false" in java["broker"]["stdout"]
+        # Deleting a config the topic does not have: done (the broker
+        # ignores it), as Kafka 4's tool; a bad value: the broker's error.
+        code, out, err = ours(*runs["delete-missing"])
+        assert (code, out, err) == (java["delete-missing"]["exit"],
+                                    java["delete-missing"]["stdout"], "")
+        code, out, err = ours(*runs["bad-value"])
+        assert (code, out) == (java["bad-value"]["exit"], java["bad-value"]["stdout"]) == (1, "")
+        # The error line and the cause (Kafka's stack trace follows it).
+        assert err.splitlines() == java["bad-value"]["stderr"].splitlines()[:2], err
+        # Kafka's change, seen by kchannel.
+        assert java["java-alter"]["stdout"] == \
+            f"Completed updating config for topic {java_topic}.\n"
+        code, out, _ = ours("--describe", "--topic", java_topic)
+        assert "  max.message.bytes=2048 sensitive=false" in out
+    finally:
+        ours("--alter", "--broker", node, "--delete-config", "log.cleaner.backoff.ms")
