@@ -231,6 +231,7 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 
 
+@pytest.mark.slow   # a JVM
 def test_configs_topics_and_brokers_as_kafka_configs_sh(kafka_broker, kafka_java, capsys):
     """``kchannel configs`` for topics and brokers (DescribeConfigs /
     IncrementalAlterConfigs through the Admin) prints what kafka-configs.sh
@@ -291,3 +292,42 @@ def test_configs_topics_and_brokers_as_kafka_configs_sh(kafka_broker, kafka_java
         assert "  max.message.bytes=2048 sensitive=false" in out
     finally:
         ours("--alter", "--broker", node, "--delete-config", "log.cleaner.backoff.ms")
+
+
+@pytest.mark.slow   # a JVM
+def test_consumer_groups_of_a_librdkafka_group_as_kafka_tool(kafka_broker, kafka_java, capsys):
+    """A group made by confluent-kafka (librdkafka's member metadata and
+    assignment bytes): ``kchannel consumer-groups --describe`` (offsets,
+    ``--members``, ``--state``) prints what kafka-consumer-groups.sh prints,
+    Kafka's runs in one JVM."""
+    from confluent_kafka import Consumer as CConsumer
+    from kchannel.cli import main
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(b, topic_name("rdk-groups"), partitions=2)
+    group = topic_name("rdk-group")
+    produce(b, topic, [(b"k%d" % i, b"v", [], None) for i in range(12)])
+    consumer = CConsumer({"bootstrap.servers": b, "group.id": group, "client.id": "cg-rdkafka",
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        seen, deadline = 0, time.time() + 60
+        while seen < 8 and time.time() < deadline:
+            msgs = consumer.consume(12, 0.5)
+            seen += len([m for m in msgs if m.error() is None])
+        assert seen >= 8
+        consumer.commit(asynchronous=False)
+        # (librdkafka heartbeats from its own thread: the member stays.)
+        runs = {"offsets": ["--describe", "--group", group],
+                "members": ["--describe", "--group", group, "--members"],
+                "state": ["--describe", "--group", group, "--state"]}
+        java = kafka_java.probe([{"id": k, "op": "tool", "main": GROUP_COMMAND,
+                                  "args": ["--bootstrap-server", b, *args]}
+                                 for k, args in runs.items()], timeout=180)
+        for key, args in runs.items():
+            code = main(["consumer-groups", "--bootstrap-server", b, *args])
+            out, err = capsys.readouterr()
+            assert (code, java[key]["exit"]) == (0, 0), (key, err, java[key])
+            assert out == java[key]["stdout"], key
+        assert "cg-rdkafka" in java["members"]["stdout"]
+    finally:
+        consumer.close()

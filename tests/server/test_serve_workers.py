@@ -231,6 +231,7 @@ sys.exit(serve(dict(load_properties(sys.argv[1]))))
 """
 
 
+@pytest.mark.slow
 def test_server_package_runs_the_workers_without_the_cli(tmp_path):
     """``kchannel.server.serve`` is what ``kchannel serve`` calls: worker
     processes, their summed metrics file and the clean stop on SIGTERM come
