@@ -134,8 +134,11 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
         return ours, theirs
 
     with Admin({"bootstrap.servers": b}) as admin:
+        # kchannel's Consumer heartbeats from poll(), which the tool runs
+        # below hold up: a session longer than they take on a loaded machine
+        # keeps the member in the group.
         with Consumer({"bootstrap.servers": b, "group.id": group, "client.id": "cg-test",
-                       "auto.offset.reset": "earliest",
+                       "auto.offset.reset": "earliest", "session.timeout.ms": 180000,
                        "enable.auto.commit": "false"}) as consumer:
             consumer.subscribe([topic])
             seen = 0
