@@ -320,17 +320,29 @@ def test_consumer_groups_of_a_librdkafka_group_as_kafka_tool(kafka_broker, kafka
         assert seen >= 8
         consumer.commit(asynchronous=False)
         # (librdkafka heartbeats from its own thread: the member stays.)
+        # And a reset executed by Kafka's tool (a group without members),
+        # which kchannel then sees.
+        reset_group = topic_name("rdk-reset")
         runs = {"offsets": ["--describe", "--group", group],
                 "members": ["--describe", "--group", group, "--members"],
-                "state": ["--describe", "--group", group, "--state"]}
+                "state": ["--describe", "--group", group, "--state"],
+                "reset": ["--reset-offsets", "--group", reset_group, "--topic", topic,
+                          "--to-latest", "--execute"],
+                "reset-seen": ["--describe", "--group", reset_group]}
         java = kafka_java.probe([{"id": k, "op": "tool", "main": GROUP_COMMAND,
                                   "args": ["--bootstrap-server", b, *args]}
                                  for k, args in runs.items()], timeout=180)
-        for key, args in runs.items():
-            code = main(["consumer-groups", "--bootstrap-server", b, *args])
+        for key in ("offsets", "members", "state", "reset-seen"):
+            code = main(["consumer-groups", "--bootstrap-server", b, *runs[key]])
             out, err = capsys.readouterr()
             assert (code, java[key]["exit"]) == (0, 0), (key, err, java[key])
-            assert out == java[key]["stdout"], key
+            assert (out, err) == (java[key]["stdout"], java[key]["stderr"]), key
         assert "cg-rdkafka" in java["members"]["stdout"]
+        with Admin({"bootstrap.servers": b}) as admin:
+            tps = [TopicPartition(topic, p) for p in (0, 1)]
+            ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+            assert {tp: o.offset for tp, o in
+                    admin.list_consumer_group_offsets(reset_group).items()} == \
+                {tp: r.offset for tp, r in ends.items()}
     finally:
         consumer.close()
