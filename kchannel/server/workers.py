@@ -48,6 +48,7 @@ import time
 
 from .. import _impl, errors, metrics_export
 from ..config import ServerConfig
+from ..log import get_logger
 from .broker import stable_cluster_id
 from .prometheus import PrometheusEndpoint
 from .server import Server
@@ -56,7 +57,7 @@ __all__ = ["serve", "WORKERS_CONFIG", "METRICS_FILE", "PROMETHEUS_LISTEN"]
 
 # The name it had when this code lived in the CLI (as the other moved
 # modules kept theirs): log lines and filters stay as they were.
-log = logging.getLogger("kchannel.cli.serve")
+log = get_logger("kchannel.cli.serve")
 
 
 def serve(props, jaas_text=None, *, jaas_file_name=None):
