@@ -533,7 +533,8 @@ def librdkafka_statistics(client_type, client_id, values, now_ms, start_ms, msg_
     (requests, responses and bytes over all brokers, from the selector's
     ``request-total``... metrics), ``txmsgs``/``rxmsgs`` (records sent /
     consumed), ``brokers`` {name: {name, nodeid, nodename, state}} and
-    ``topics`` {topic: {topic}}.  ``values``: the client's ``metrics()``."""
+    ``topics`` {topic: {topic}} (:mod:`kchannel.client.statistics` puts
+    fuller ones there).  ``values``: the client's ``metrics()``."""
     sent = _total(values, "record-send-total")
     consumed = _total(values, "records-consumed-total")
     return {

@@ -1,6 +1,8 @@
-"""``kchannel configs``: kafka-configs.sh for SCRAM user credentials.
+"""``kchannel configs``: kafka-configs.sh for SCRAM user credentials, topic
+and broker configs, on :class:`kchannel.Admin`.
 
-Flag for flag as ``kafka-configs.sh`` for the ``users`` entity type::
+Flag for flag as ``kafka-configs.sh`` for the ``users`` (SCRAM credentials),
+``topics`` and ``brokers`` entity types::
 
     kchannel configs --bootstrap-server HOST:PORT [--command-config client.properties] \\
         --alter --entity-type users --entity-name alice --add-config \\
@@ -8,6 +10,13 @@ Flag for flag as ``kafka-configs.sh`` for the ``users`` entity type::
     kchannel configs ... --alter --delete-config 'SCRAM-SHA-512' \\
         --entity-type users --entity-name alice
     kchannel configs ... --describe [--entity-type users] [--entity-name alice]
+    kchannel configs ... --alter --topic orders --add-config retention.ms=86400000
+    kchannel configs ... --describe [--all] --entity-type brokers [--entity-name 1]
+
+Topics and brokers go through DescribeConfigs (with synonyms) and
+IncrementalAlterConfigs, printed as Kafka's tool prints them (``Dynamic
+configs for topic orders are:`` then ``  retention.ms=86400000
+sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}``).
 
 Targets:
 
@@ -34,9 +43,10 @@ import argparse
 import re
 import sys
 
-from kchannel.client import KafkaClient
+from kchannel import errors
+from kchannel.client import admin
+from kchannel.client.admin import Admin
 from kchannel.config.properties import load_properties
-from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors, error_message, error_name
 from kchannel.security.sasl import scram
 from kchannel.server.scram_handlers import (alter_user_scram_credentials,
@@ -44,11 +54,19 @@ from kchannel.server.scram_handlers import (alter_user_scram_credentials,
 from kchannel.security.sasl.scram_store import open_store
 
 NAME = "configs"
-HELP = ("Describe or alter SCRAM credentials of users, as kafka-configs.sh "
+HELP = ("Describe or alter SCRAM credentials of users and configs of topics and brokers, "
+        "as kafka-configs.sh "
         "(via --bootstrap-server or directly in a server's store via --server-config)")
 
 DEFAULT_SCRAM_ITERATIONS = 4096
 USER = "users"
+TOPIC = "topics"
+BROKER = "brokers"
+# What each target serves: a running server all three (through the Admin's
+# DescribeConfigs / IncrementalAlterConfigs for topics and brokers), a
+# server's credential store only SCRAM users.
+_API_TYPES = (USER, TOPIC, BROKER)
+_ADMIN_RESOURCE = {TOPIC: "TOPIC", BROKER: "BROKER"}
 
 # Kafka's simple exception class names for the error codes these APIs return.
 _EXCEPTION_NAMES = {
@@ -59,6 +77,8 @@ _EXCEPTION_NAMES = {
     91: "ResourceNotFoundException",
     92: "DuplicateResourceException",
     93: "UnacceptableCredentialException",
+    Errors.INVALID_CONFIG: "InvalidConfigurationException",
+    Errors.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
 }
 
 
@@ -115,18 +135,23 @@ def add_arguments(parser):
 
     entity = parser.add_argument_group("entity")
     entity.add_argument("--entity-type", action="append", default=[],
-                        help="Type of entity; kchannel supports 'users'.")
+                        help="Type of entity (users/topics/brokers; only users with "
+                             "--server-config).")
     entity.add_argument("--entity-name", action=_Ordered, dest="entity_name_flag",
-                        help="Name of entity (user principal name).")
+                        help="Name of entity (user principal name, topic name or broker id).")
     entity.add_argument("--entity-default", action=_Ordered, nargs=0, dest="entity_default_flag",
-                        help="Default entity name for users (not allowed with SCRAM credentials).")
+                        help="Default entity name for brokers (users: not allowed with SCRAM "
+                             "credentials).")
     entity.add_argument("--user", help="The user's principal name.")
     entity.add_argument("--user-defaults", action="store_true",
                         help="The config defaults for all users.")
-    for flag in ("--topic", "--client", "--broker", "--broker-logger", "--ip", "--group",
-                 "--client-metrics"):
+    entity.add_argument("--topic", help="The topic's name.")
+    entity.add_argument("--broker", help="The broker's ID.")
+    entity.add_argument("--broker-defaults", action="store_true",
+                        help="The config defaults for all brokers.")
+    for flag in ("--client", "--broker-logger", "--ip", "--group", "--client-metrics"):
         entity.add_argument(flag, help=argparse.SUPPRESS)
-    for flag in ("--client-defaults", "--broker-defaults", "--ip-defaults"):
+    for flag in ("--client-defaults", "--ip-defaults"):
         entity.add_argument(flag, action="store_true", help=argparse.SUPPRESS)
 
     configs = parser.add_argument_group("configs")
@@ -231,12 +256,20 @@ def _check_args(args, parser):
                            "--server-config can be specified")
     if not types:
         raise _Usage("At least one entity type must be specified")
+    allowed = (USER,) if args.server_config else _API_TYPES
     for t in types:
-        if t != USER:
+        if t not in allowed:
+            target = ("--server-config (a server's SCRAM credential store)"
+                      if args.server_config else "--bootstrap-server")
             raise _Usage(f"Invalid entity type {t}, the entity type must be one of "
-                               f"{USER} with kchannel configs (SCRAM credentials)")
+                         f"{', '.join(allowed)} with kchannel configs {target}")
+    if len(types) > 1:
+        raise _Usage("Only 'users' and 'clients' entity types may be specified together")
+    if args.alter and types[0] == TOPIC and not [n for n in names if n]:
+        raise _Usage(f"An entity name must be specified with --alter of {TOPIC}")
     if (args.entity_type or getattr(args, "_entity_names", None)) and \
-            (args.user is not None or args.user_defaults):
+            (args.user is not None or args.user_defaults or args.topic is not None
+             or args.broker is not None or args.broker_defaults):
         raise _Usage("--entity-{type,name,default} should not be used in conjunction with "
                            "specific entity flags")
     if args.alter:
@@ -255,45 +288,23 @@ def _check_args(args, parser):
 
 # ------------------------------------------------------------ backends
 
-class _ApiBackend:
-    """A running server through APIs 50/51 (kchannel.client.KafkaClient)."""
-
-    def __init__(self, bootstrap, command_config):
-        configs = dict(load_properties(command_config)) if command_config else {}
-        configs["bootstrap.servers"] = bootstrap
-        self._client = None
-        last = None
-        for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
-                raise CommandError(f"Invalid url in bootstrap.servers: {address}")
-            client = KafkaClient(configs)
-            try:
-                client.connect(host.strip("[]"), int(port))
-            except Exception as exc:  # try the next bootstrap server
-                last = exc
-                try:
-                    client.close()
-                except Exception:
-                    pass
-                continue
-            self._client = client
-            break
-        if self._client is None:
-            raise last or CommandError("No bootstrap server to connect to")
-
-    def describe(self, body):
-        return self._client.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), body)
-
-    def alter(self, body):
-        return self._client.request(int(ApiKey.ALTER_USER_SCRAM_CREDENTIALS), body)
-
-    def close(self):
-        self._client.close()
+def _admin(bootstrap, command_config):
+    """:class:`kchannel.Admin` on a running server (the SCRAM credential
+    APIs 50/51), tried on each bootstrap server in turn."""
+    configs = dict(load_properties(command_config)) if command_config else {}
+    for address in [a.strip() for a in bootstrap.split(",") if a.strip()]:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise CommandError(f"Invalid url in bootstrap.servers: {address}")
+    # A tool's request fails fast, as kafka-configs.sh's (no retrying for
+    # a minute on an unreachable cluster).
+    configs.setdefault("default.api.timeout.ms", 0)
+    return Admin(dict(configs, **{"bootstrap.servers": bootstrap}))
 
 
 class _StoreBackend:
-    """Direct access to a server's SCRAM credential store."""
+    """Direct access to a server's SCRAM credential store, answering the
+    same requests as a server (its handlers) with the Admin's results."""
 
     def __init__(self, server_config):
         try:
@@ -306,11 +317,20 @@ class _StoreBackend:
                                "(kchannel.scram.credential.store=memory); use --bootstrap-server")
         self.store = open_store(server_config=props)
 
-    def describe(self, body):
-        return describe_user_scram_credentials(body, self.store)
+    def describe_user_scram_credentials_results(self, users=None):
+        return admin.describe_scram_results(describe_user_scram_credentials(
+            admin.describe_scram_request(users), self.store))
 
-    def alter(self, body):
-        return alter_user_scram_credentials(body, self.store)
+    def alter_user_scram_credentials(self, alterations):
+        body, failed = admin.alter_scram_request(alterations)
+        results = dict.fromkeys(a.user for a in alterations)
+        results.update(failed)
+        if body["deletions"] or body["upsertions"]:
+            results.update(admin.alter_scram_results(
+                alter_user_scram_credentials(body, self.store)))
+        for exc in results.values():
+            if exc is not None:
+                raise exc
 
     def close(self):
         self.store.close()
@@ -318,7 +338,11 @@ class _StoreBackend:
 
 # ------------------------------------------------------------ commands
 
-def _exception_text(code, message):
+def _exception_text(exc):
+    """Kafka's ``SimpleClassName: message`` for an Admin result's error."""
+    code = Errors.UNSUPPORTED_VERSION if isinstance(exc, errors.UnsupportedVersionError) \
+        else exc.error_code
+    message = exc.message if isinstance(exc, errors.KafkaError) else str(exc)
     name = _EXCEPTION_NAMES.get(code)
     if name is None:
         name = "".join(w.capitalize() for w in error_name(code).split("_")) + "Exception"
@@ -347,22 +371,89 @@ def _alter(backend, user, args):
     if user == "":
         raise CommandError("The use of --entity-default or --user-defaults is not allowed with "
                            "User SCRAM Credentials using --bootstrap-server.")
-    deletions = [{"name": user, "mechanism": scram.mechanism_for(m).type} for m in to_delete]
-    upsertions = []
+    alterations = [admin.UserScramCredentialDeletion(user, m) for m in to_delete]
     for mechanism, value in configs_to_add.items():
         iterations, password = _scram_iterations_and_password(mechanism, value)
-        mech = scram.mechanism_for(mechanism)
-        salt = scram.generate_salt()
-        # As Kafka's admin client: only the salted password is sent.
-        salted = scram.hi(mech, password.encode("utf-8"), salt, iterations)
-        upsertions.append({"name": user, "mechanism": mech.type, "iterations": iterations,
-                           "salt": salt, "salted_password": salted})
-    response = backend.alter({"deletions": deletions, "upsertions": upsertions})
-    for result in response.get("results") or []:
-        if result.get("error_code"):
-            raise _OperationFailed(_exception_text(result["error_code"],
-                                                   result.get("error_message")))
+        alterations.append(admin.UserScramCredentialUpsertion(
+            user, admin.ScramCredentialInfo(mechanism, iterations), password))
+    try:
+        # Kafka's ConfigCommand waits for all(): the first user's error.
+        backend.alter_user_scram_credentials(alterations)
+    except (errors.KafkaError, errors.AuthenticationError,
+            errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
     print(f"Completed updating config for user {user}.")
+
+
+def _resource(entity_type, name):
+    if entity_type == BROKER and name and not name.isdigit():
+        raise CommandError("The entity name for brokers must be a valid integer broker id, "
+                           f"but it is: {name}")
+    return admin.ConfigResource(_ADMIN_RESOURCE[entity_type], name)
+
+
+def _resource_configs(backend, entity_type, name, describe_all, synonyms=True):
+    """ConfigCommand.getResourceConfig: the resource's entries sorted by
+    name; without ``describe_all`` only its dynamic ones."""
+    res = _resource(entity_type, name)
+    try:
+        entries = backend.describe_configs([res], include_synonyms=synonyms)[res]
+    except (errors.KafkaError, errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
+    if not describe_all:
+        wanted = ("DYNAMIC_TOPIC_CONFIG" if entity_type == TOPIC
+                  else "DYNAMIC_BROKER_CONFIG" if name else "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        entries = {k: e for k, e in entries.items() if e.source == wanted}
+    return [entries[k] for k in sorted(entries)]
+
+
+def _describe_resources(backend, entity_type, names, describe_all):
+    if names:
+        entities = names
+    elif entity_type == TOPIC:
+        entities = sorted(backend.list_topics(list_internal=True))
+    else:
+        entities = [str(n.id) for n in backend.describe_cluster().nodes] + [""]
+    for entity in entities:
+        if entity == "":
+            print(f"Default configs for {entity_type} in the cluster are:")
+        else:
+            print(f"{'All' if describe_all else 'Dynamic'} configs for {entity_type[:-1]} "
+                  f"{entity} are:")
+        for e in _resource_configs(backend, entity_type, entity, describe_all):
+            synonyms = ", ".join(f"{y.source}:{y.name}={_java_str(y.value)}"
+                                 for y in e.synonyms)
+            print(f"  {e.name}={_java_str(e.value)} sensitive={str(e.is_sensitive).lower()} "
+                  f"synonyms={{{synonyms}}}")
+
+
+def _java_str(value):
+    # Kafka prints a sensitive (hidden) value as Java's "null".
+    return "null" if value is None else value
+
+
+def _alter_resource(backend, entity_type, name, args):
+    to_add = {}
+    if args.add_config_file:
+        try:
+            to_add.update(load_properties(args.add_config_file))
+        except OSError as exc:
+            raise CommandError(f"Cannot read {args.add_config_file}: {exc}") from exc
+    to_add.update(parse_add_config(args.add_config))
+    _validate_keys(to_add)
+    to_delete = [k.strip() for k in args.delete_config]
+    # (Kafka 4's ConfigCommand sends the deletion of a config the resource
+    # does not have; the broker ignores it.)
+    ops = [admin.AlterConfigOp(k, v, "SET") for k, v in to_add.items()]
+    ops += [admin.AlterConfigOp(k, "", "DELETE") for k in to_delete]
+    try:
+        backend.incremental_alter_configs({_resource(entity_type, name): ops})
+    except (errors.KafkaError, errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
+    if name:
+        print(f"Completed updating config for {entity_type[:-1]} {name}.")
+    else:
+        print(f"Completed updating default config for {entity_type} in the cluster.")
 
 
 class _OperationFailed(Exception):
@@ -373,26 +464,24 @@ def _describe(backend, names):
     if "" in names:
         # --entity-default / --user-defaults: no SCRAM credentials to show.
         return
-    body = {"users": [{"name": n} for n in names]}
-    response = backend.describe(body)
-    if response.get("error_code"):
-        raise _OperationFailed(_exception_text(response["error_code"],
-                                               response.get("error_message")))
-    for result in response.get("results") or []:
-        code = result.get("error_code", 0)
-        if code == Errors.RESOURCE_NOT_FOUND:  # the admin client leaves these out
+    try:
+        results = backend.describe_user_scram_credentials_results(names)
+    except (errors.KafkaError, errors.AuthenticationError,
+            errors.UnsupportedVersionError) as exc:
+        raise _OperationFailed(_exception_text(exc)) from exc
+    # As ConfigCommand: result.users() (those without credentials left
+    # out), then result.description(user) for each.
+    for user, result in results.items():
+        if isinstance(result, errors.KafkaError) and \
+                result.error_code == Errors.RESOURCE_NOT_FOUND:
             continue
-        user = result.get("user")
-        if code:
+        if isinstance(result, Exception):
             print(f"Error retrieving SCRAM credential configs for user-principal '{user}': "
-                  f"{_exception_text(code, result.get('error_message'))}")
+                  f"{_exception_text(result)}")
             continue
-        infos = []
-        for info in result.get("credential_infos") or []:
-            mech = scram.MECHANISMS_BY_TYPE.get(info.get("mechanism"))
-            name = mech.mechanism_name if mech else "UNKNOWN"
-            infos.append(f"{name}=iterations={info.get('iterations')}")
-        print(f"SCRAM credential configs for user-principal '{user}' are {', '.join(infos)}")
+        infos = ", ".join(f"{i.mechanism}=iterations={i.iterations}"
+                          for i in result.credential_infos)
+        print(f"SCRAM credential configs for user-principal '{user}' are {infos}")
 
 
 def _mask_passwords(text):
@@ -419,7 +508,7 @@ def run(args):
     backend = None
     parser = getattr(args, "_parser", None)
     try:
-        _types, names = _check_args(args, parser)
+        types, names = _check_args(args, parser)
     except _Usage as exc:
         print(str(exc), file=sys.stderr)
         if parser is not None:
@@ -429,9 +518,14 @@ def run(args):
         if args.server_config:
             backend = _StoreBackend(args.server_config)
         else:
-            backend = _ApiBackend(args.bootstrap_server or args.bootstrap_controller,
-                                  args.command_config)
-        if args.alter:
+            backend = _admin(args.bootstrap_server or args.bootstrap_controller,
+                             args.command_config)
+        if types[0] != USER:
+            if args.alter:
+                _alter_resource(backend, types[0], names[0], args)
+            else:
+                _describe_resources(backend, types[0], names, args.all)
+        elif args.alter:
             _alter(backend, names[0], args)
         else:
             _describe(backend, names)

@@ -38,7 +38,7 @@ from kchannel.tokens.admin import DelegationTokenAdmin
 __all__ = ["Admin", "NewTopic", "TopicListing", "TopicDescription", "TopicPartitionInfo",
            "Node", "ClusterDescription", "ConsumerGroupListing", "ConsumerGroupDescription",
            "MemberDescription", "OffsetAndMetadata", "OffsetSpec", "ListOffsetsResultInfo",
-           "ConfigResource", "ConfigEntry", "AlterConfigOp", "TopicPartition",
+           "ConfigResource", "ConfigEntry", "ConfigSynonym", "AlterConfigOp", "TopicPartition",
            "ScramCredentialInfo", "UserScramCredentialsDescription",
            "UserScramCredentialUpsertion", "UserScramCredentialDeletion", "AclBinding",
            "AclBindingFilter", "LogDirDescription", "ReplicaInfo", "ProducerState",
@@ -67,8 +67,11 @@ ListOffsetsResultInfo = collections.namedtuple("ListOffsetsResultInfo",
                                                "offset timestamp leader_epoch")
 ConfigResource = collections.namedtuple("ConfigResource", "type name")
 ConfigEntry = collections.namedtuple(
-    "ConfigEntry", "name value source is_read_only is_sensitive is_default",
-    defaults=(None, False, False, False))
+    "ConfigEntry", "name value source is_read_only is_sensitive is_default synonyms",
+    defaults=(None, False, False, False, ()))
+# One of a ConfigEntry's synonyms (describe_configs(include_synonyms=True)),
+# as Kafka's ConfigEntry.ConfigSynonym; ``source`` named as ConfigEntry's.
+ConfigSynonym = collections.namedtuple("ConfigSynonym", "name value source")
 AlterConfigOp = collections.namedtuple("AlterConfigOp", "name value op_type",
                                        defaults=("SET",))
 # SCRAM credentials (Kafka's ScramCredentialInfo & co); ``mechanism`` is the
@@ -156,6 +159,76 @@ def _decode_assignment(data):
 def _raise(code, message=None):
     if code:
         raise exception_for(code, message)
+
+
+# -- SCRAM credential requests and results, shared with the tools that work
+# -- on a server's credential store directly (``kchannel configs --server-config``)
+def describe_scram_request(users=None):
+    """The DescribeUserScramCredentials body for ``users`` (None: all)."""
+    return {"users": None if users is None else [{"name": u} for u in users]}
+
+
+def describe_scram_results(resp):
+    """{user: UserScramCredentialsDescription or exception} of a
+    DescribeUserScramCredentials response; a top-level error raises."""
+    _raise(resp["error_code"], resp.get("error_message"))
+    out = {}
+    for r in resp["results"]:
+        if r["error_code"]:
+            out[r["user"]] = exception_for(r["error_code"], r.get("error_message"))
+            continue
+        infos = []
+        for c in r["credential_infos"]:
+            mech = scram.MECHANISMS_BY_TYPE.get(c["mechanism"])
+            infos.append(ScramCredentialInfo(mech.mechanism_name if mech else "UNKNOWN",
+                                              c["iterations"]))
+        out[r["user"]] = UserScramCredentialsDescription(r["user"], infos)
+    return out
+
+
+def alter_scram_request(alterations):
+    """(AlterUserScramCredentials body, {user: exception} of the users whose
+    alterations Kafka's admin client refuses before sending).  Upsertions
+    carry a salt and the SaltedPassword, never the password."""
+    failed = {}
+    for a in alterations:
+        if not a.user:
+            failed[a.user] = exception_for(Errors.UNACCEPTABLE_CREDENTIAL,
+                                           "Username must not be empty")
+            continue
+        mechanism = a.mechanism if isinstance(a, UserScramCredentialDeletion) \
+            else ScramCredentialInfo(*a.credential_info).mechanism
+        if isinstance(mechanism, scram.ScramMechanism):
+            mechanism = mechanism.mechanism_name
+        if not scram.is_scram(mechanism):
+            failed.setdefault(a.user, exception_for(Errors.UNSUPPORTED_SASL_MECHANISM,
+                                                    "Unknown SCRAM mechanism"))
+        elif not isinstance(a, UserScramCredentialDeletion) and not a.password:
+            failed.setdefault(a.user, exception_for(Errors.UNACCEPTABLE_CREDENTIAL,
+                                                    "Password must not be empty"))
+    upsertions, deletions = [], []
+    for a in alterations:
+        if a.user in failed:
+            continue
+        if isinstance(a, UserScramCredentialDeletion):
+            deletions.append({"name": a.user,
+                              "mechanism": scram.mechanism_for(a.mechanism).type})
+            continue
+        info = ScramCredentialInfo(*a.credential_info)
+        mech = scram.mechanism_for(info.mechanism)
+        salt = a.salt if a.salt is not None else scram.generate_salt()
+        password = a.password.encode("utf-8") if isinstance(a.password, str) \
+            else bytes(a.password)
+        upsertions.append({"name": a.user, "mechanism": mech.type,
+                           "iterations": info.iterations, "salt": salt,
+                           "salted_password": scram.hi(mech, password, salt, info.iterations)})
+    return {"deletions": deletions, "upsertions": upsertions}, failed
+
+
+def alter_scram_results(resp):
+    """{user: None or exception} of an AlterUserScramCredentials response."""
+    return {r["user"]: exception_for(r["error_code"], r.get("error_message"))
+            for r in resp["results"]}
 
 
 # Kafka's AdminClientConfig keys the Admin itself reads (the rest go to
@@ -575,24 +648,30 @@ class Admin:
             return self._node(int(resource.name))
         return self._any()
 
-    def describe_configs(self, resources):
+    def describe_configs(self, resources, include_synonyms=False):
         """{ConfigResource: {name: :class:`ConfigEntry`}}; ``resources``
-        are :class:`ConfigResource` ("TOPIC"/"BROKER"/..., name)."""
+        are :class:`ConfigResource` ("TOPIC"/"BROKER"/..., name); with
+        ``include_synonyms`` each entry's ``synonyms`` lists
+        :class:`ConfigSynonym` s, the entry's own source first (Kafka's
+        ``DescribeConfigsOptions.includeSynonyms``)."""
         out = {}
         for res in resources:
             res = ConfigResource(*res)
             resp = self._config_client(res).request(messages.DESCRIBE_CONFIGS.api_key, {
                 "resources": [{"resource_type": RESOURCE_TYPES[res.type],
                                "resource_name": res.name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False})
+                "include_synonyms": bool(include_synonyms), "include_documentation": False})
             r = resp["results"][0]
             _raise(r["error_code"], r.get("error_message"))
             entries = {}
             for c in r["configs"]:
                 source = CONFIG_SOURCES.get(c.get("config_source", 0), "UNKNOWN")
+                synonyms = tuple(ConfigSynonym(y["name"], y["value"],
+                                               CONFIG_SOURCES.get(y["source"], "UNKNOWN"))
+                                 for y in c.get("synonyms") or ()) if include_synonyms else ()
                 entries[c["name"]] = ConfigEntry(c["name"], c["value"], source,
                                                  c["read_only"], c["is_sensitive"],
-                                                 source == "DEFAULT_CONFIG")
+                                                 source == "DEFAULT_CONFIG", synonyms)
             out[res] = entries
         return out
 
@@ -676,50 +755,50 @@ class Admin:
         (None: every user with credentials).  A user asked for who has no
         credentials (RESOURCE_NOT_FOUND) is there with none, as in Kafka's
         ``all()``; any other error raises."""
-        resp = self._any().request(messages.DESCRIBE_USER_SCRAM_CREDENTIALS.api_key, {
-            "users": None if users is None else [{"name": u} for u in users]})
-        _raise(resp["error_code"], resp.get("error_message"))
         out = {}
-        for r in resp["results"]:
-            if r["error_code"] != Errors.RESOURCE_NOT_FOUND:
-                _raise(r["error_code"], r.get("error_message"))
-            infos = []
-            for c in r["credential_infos"]:
-                mech = scram.MECHANISMS_BY_TYPE.get(c["mechanism"])
-                infos.append(ScramCredentialInfo(mech.mechanism_name if mech else "UNKNOWN",
-                                                  c["iterations"]))
-            out[r["user"]] = UserScramCredentialsDescription(r["user"], infos)
+        for user, result in self.describe_user_scram_credentials_results(users).items():
+            if isinstance(result, Exception):
+                if not (isinstance(result, errors.KafkaError)
+                        and result.error_code == Errors.RESOURCE_NOT_FOUND):
+                    raise result
+                result = UserScramCredentialsDescription(user, [])
+            out[user] = result
         return out
+
+    def describe_user_scram_credentials_results(self, users=None):
+        """Per user, as Kafka's ``DescribeUserScramCredentialsResult
+        .description(user)``: {user: :class:`UserScramCredentialsDescription`
+        or the exception of its error (RESOURCE_NOT_FOUND for a user without
+        credentials)}, in the broker's order.  An error of the whole request
+        (CLUSTER_AUTHORIZATION_FAILED ...) raises."""
+        resp = self._any().request(messages.DESCRIBE_USER_SCRAM_CREDENTIALS.api_key,
+                                   describe_scram_request(users))
+        return describe_scram_results(resp)
 
     def alter_user_scram_credentials(self, alterations):
         """``alterations``: :class:`UserScramCredentialUpsertion` (user,
         ScramCredentialInfo, password[, salt]) and
         :class:`UserScramCredentialDeletion` (user, mechanism).  As Kafka's
         admin client only the salted password leaves this process.  Raises
-        the first user's error after all were tried."""
-        upsertions, deletions = [], []
-        for a in alterations:
-            if isinstance(a, UserScramCredentialDeletion):
-                deletions.append({"name": a.user,
-                                  "mechanism": scram.mechanism_for(a.mechanism).type})
-                continue
-            info = ScramCredentialInfo(*a.credential_info)
-            mech = scram.mechanism_for(info.mechanism)
-            salt = a.salt if a.salt is not None else scram.generate_salt()
-            password = a.password.encode("utf-8") if isinstance(a.password, str) \
-                else bytes(a.password)
-            upsertions.append({"name": a.user, "mechanism": mech.type,
-                               "iterations": info.iterations, "salt": salt,
-                               "salted_password": scram.hi(mech, password, salt,
-                                                           info.iterations)})
-        resp = self._any().request(messages.ALTER_USER_SCRAM_CREDENTIALS.api_key,
-                                   {"deletions": deletions, "upsertions": upsertions})
-        first = None
-        for r in resp["results"]:
-            if r["error_code"] and first is None:
-                first = exception_for(r["error_code"], r.get("error_message"))
-        if first is not None:
-            raise first
+        the first user's error after all were tried (Kafka's ``all()``)."""
+        for exc in self.alter_user_scram_credentials_results(alterations).values():
+            if exc is not None:
+                raise exc
+
+    def alter_user_scram_credentials_results(self, alterations):
+        """Per user, as Kafka's ``AlterUserScramCredentialsResult.values()``:
+        {user: None (done) or the exception of its error}.  As Kafka's admin
+        client, a user whose alterations are invalid here (empty user name or
+        password: UNACCEPTABLE_CREDENTIAL, unknown mechanism:
+        UNSUPPORTED_SASL_MECHANISM) fails without being sent, and its other
+        alterations are not sent either."""
+        body, failed = alter_scram_request(alterations)
+        out = dict.fromkeys(a.user for a in alterations)
+        out.update(failed)
+        if body["deletions"] or body["upsertions"]:
+            resp = self._any().request(messages.ALTER_USER_SCRAM_CREDENTIALS.api_key, body)
+            out.update(alter_scram_results(resp))
+        return out
 
     # -- ACLs ----------------------------------------------------------------
     def create_acls(self, acls):

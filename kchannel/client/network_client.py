@@ -185,6 +185,29 @@ class ClientResponse:
                 f"{'error=' + repr(self.exception) if self.exception else 'ok'})")
 
 
+# Round-trip times kept per node for the statistics callback (the latest).
+RTT_SAMPLES = 1024
+
+
+class NodeStats:
+    """What a node's connections did, for librdkafka-style statistics
+    (``stats_cb``): requests sent and bytes (``tx``/``txbytes``), responses
+    and bytes (``rx``/``rxbytes``), connections started and lost
+    (``connects``/``disconnects``), requests that timed out
+    (``req_timeouts``), the latest round-trip times in ms (``rtts``) and
+    when the connection state last changed (``state_ms``).  Kept across
+    the node's connections."""
+
+    __slots__ = ("tx", "txbytes", "rx", "rxbytes", "connects", "disconnects",
+                 "req_timeouts", "rtts", "state_ms")
+
+    def __init__(self, now):
+        self.tx = self.txbytes = self.rx = self.rxbytes = 0
+        self.connects = self.disconnects = self.req_timeouts = 0
+        self.rtts = collections.deque(maxlen=RTT_SAMPLES)
+        self.state_ms = now
+
+
 class _Node:
     """One node's connection and its ClusterConnectionStates entry (kept
     across connections, so the backoff survives a failure)."""
@@ -193,7 +216,7 @@ class _Node:
                  "api_versions_body", "api_versions_version", "exception",
                  "authentication_exception", "last_connect_attempt_ms", "failed_attempts",
                  "reconnect_backoff_ms", "failed_connect_attempts",
-                 "connection_setup_timeout_ms", "transport_connected")
+                 "connection_setup_timeout_ms", "transport_connected", "stats")
 
     def __init__(self, id, host, port, now, reconnect_backoff_ms, connection_setup_timeout_ms):
         self.id = id
@@ -215,6 +238,7 @@ class _Node:
         self.connection_setup_timeout_ms = connection_setup_timeout_ms
         # TCP connection established (the end of Kafka's CONNECTING state).
         self.transport_connected = False
+        self.stats = NodeStats(now)
 
 
 def client_configs(configs):
@@ -456,6 +480,8 @@ class NetworkClient:
             node = _Node(node_id, host, port, now, self.reconnect_backoff.backoff(0),
                          self.connection_setup_timeout.backoff(0))
             self._nodes[node_id] = node
+        node.stats.connects += 1
+        node.stats.state_ms = now
         # (poll() looks for setup timeouts from then on; "> timeout", as
         # there, so one millisecond after)
         deadline = now + node.connection_setup_timeout_ms + 1
@@ -475,6 +501,7 @@ class NetworkClient:
         else:
             self._reset_connection_setup_timeout(node)
         node.state = ConnectionState.DISCONNECTED
+        node.stats.state_ms = now
 
     def _authentication_failed(self, node, now, exc):
         # Kafka's processDisconnection calls disconnected() and then
@@ -488,6 +515,7 @@ class NetworkClient:
 
     def _ready(self, node):
         node.state = ConnectionState.READY
+        node.stats.state_ms = self.time()
         node.authentication_exception = None
         node.failed_attempts = 0
         node.reconnect_backoff_ms = self.reconnect_backoff.backoff(0)
@@ -635,7 +663,11 @@ class NetworkClient:
         if encode is None:
             encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
                 api_key, version, self.client_id, framed=True)
-        self.selector.send(node.id, encode(corr, body), True)
+        frame = encode(corr, body)
+        stats = node.stats
+        stats.tx += 1
+        stats.txbytes += len(frame)
+        self.selector.send(node.id, frame, True)
         if expect_response:
             sent = self.time()
             node.in_flight[corr] = (api_key, version, sent, internal)
@@ -665,6 +697,8 @@ class NetworkClient:
         frame[4:8] = corr.to_bytes(4, "big", signed=True)
         api_key = int.from_bytes(frame[0:2], "big", signed=True)
         version = int.from_bytes(frame[2:4], "big", signed=True)
+        node.stats.tx += 1
+        node.stats.txbytes += len(frame)
         self.selector.send(node.id, frame)
         if expect_response:
             sent = self.time()
@@ -815,6 +849,10 @@ class NetworkClient:
                 f"Correlation id for response ({corr}) does not match request ({expected})"), out)
             return
         api_key, version, sent, internal = entry
+        stats = node.stats
+        stats.rx += 1
+        stats.rxbytes += len(payload) + 4       # (the size prefix included, as sent)
+        stats.rtts.append(now - sent)
         if self._request_timeouts:
             self._request_timeouts.pop((node.id, corr), None)
         if internal is _RAW:
@@ -876,6 +914,9 @@ class NetworkClient:
         now = self.time()
         if not node.state.is_disconnected():
             self.disconnects += 1
+            node.stats.disconnects += 1
+            if node.state is ConnectionState.READY and isinstance(exc, RequestTimeoutError):
+                node.stats.req_timeouts += 1
             self._disconnected(node, now)
             if state is ConnectionState.AUTHENTICATION_FAILED:
                 self._authentication_failed(node, now, exc)

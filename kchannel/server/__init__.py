@@ -14,10 +14,15 @@
 * :mod:`kchannel.server.broker` -- :func:`~kchannel.server.broker.assemble`:
   all of the above from ``server.properties``, what ``kchannel serve`` runs
   through ``Server.from_properties``.
+* :mod:`kchannel.server.workers` -- :func:`~kchannel.server.workers.serve`:
+  run that broker until SIGTERM / SIGINT, with ``num.network.threads`` worker
+  processes, the metrics file and the Prometheus endpoint (all of
+  ``kchannel serve`` but its argument parsing).
 """
 from kchannel.server.server import Listener, Server
+from kchannel.server.workers import serve
 
-__all__ = ["Server", "Listener", "build_server"]
+__all__ = ["Server", "Listener", "build_server", "serve"]
 
 
 def build_server(props, jaas_text=None, jaas_file_name=None, reuse_port=False):

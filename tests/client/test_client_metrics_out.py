@@ -54,6 +54,22 @@ def test_stats_cb_and_prometheus_collector(kafka_broker):
         port = str(kafka_broker.port("PLAINTEXT"))
         assert any(v["nodename"].endswith(":" + port) and v["state"] == "READY"
                    for v in s["brokers"].values())
+        # Per broker: what went over the connections (the leader's took the
+        # records), all answered, round trips in µs.
+        leader = s["topics"][topic]["partitions"]["0"]["leader"]
+        [broker] = [v for v in s["brokers"].values() if v["nodeid"] == leader]
+        assert broker["state"] == "READY" and broker["connects"] == 1
+        assert broker["tx"] == broker["rx"] >= 1 and broker["waitresp_cnt"] == 0
+        assert broker["txbytes"] > 5 * 2 and broker["rxbytes"] > 0
+        assert (broker["req_timeouts"], broker["disconnects"]) == (0, 0)
+        assert sum(v["tx"] for v in s["brokers"].values()) == s["tx"]
+        assert sum(v["txbytes"] for v in s["brokers"].values()) == s["tx_bytes"]
+        rtt = broker["rtt"]
+        assert rtt["cnt"] >= 1 and 0 <= rtt["min"] <= rtt["p50"] <= rtt["p99"] <= rtt["max"]
+        assert broker["stateage"] >= 0 and "outbuf_cnt" not in broker
+        # Per partition: the leader from metadata, nothing left queued.
+        assert s["topics"][topic]["partitions"]["0"] == {"partition": 0, "leader": leader,
+                                                         "msgq_cnt": 0}
         assert threads == [threading.get_ident()] * len(threads)
         values = scrape(registry)
         key = ("kafka_producer_producer_metrics_record_send_total", (("clientId", "stats-p"),))
@@ -80,6 +96,13 @@ def test_stats_cb_and_prometheus_collector(kafka_broker):
         c.poll(0)
         mine = [s for s in stats if s["client_id"] == "stats-c"]
         assert mine and mine[-1]["type"] == "consumer" and mine[-1]["rxmsgs"] == 5
+        # The assigned partition: read to its end (5 records), no lag.
+        part = mine[-1]["topics"][topic]["partitions"]["0"]
+        assert (part["app_offset"], part["stored_offset"], part["hi_offset"],
+                part["lo_offset"], part["consumer_lag_stored"]) == (5, 5, 5, 0, 0)
+        assert "committed_offset" not in part and "consumer_lag" not in part
+        # rtt covers the responses since the previous statistics only.
+        assert all(b["rtt"]["cnt"] <= b["rx"] for b in mine[-1]["brokers"].values())
         reg = prometheus_client.CollectorRegistry()
         register_prometheus(c, reg)
         assert scrape(reg)[("kafka_consumer_consumer_fetch_manager_metrics_records_consumed_total",

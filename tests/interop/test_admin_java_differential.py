@@ -164,6 +164,14 @@ def world(kafka_broker, kafka_java):
             {"id": "scram-upsert", "op": "alterScram", "config": c,
              "upserts": [{"user": w.scram_java, "mechanism": "SCRAM-SHA-256",
                           "iterations": 8192, "password": "java-secret"}]},
+            # Per-user results (values()): one done, one refused by the
+            # admin client itself, one refused by the broker.
+            {"id": "scram-per-user", "op": "alterScram", "config": c,
+             "upserts": [{"user": w.scram_java + "-2", "mechanism": "SCRAM-SHA-256",
+                          "password": "s"},
+                         {"user": w.scram_java + "-empty", "mechanism": "SCRAM-SHA-512",
+                          "password": ""}],
+             "deletions": [{"user": w.scram_java + "-missing", "mechanism": "SCRAM-SHA-512"}]},
             {"id": "scram", "op": "describeScram", "config": c,
              "users": [w.scram_ours, w.scram_java]},
             {"id": "scram-missing", "op": "describeScram", "config": c,
@@ -294,6 +302,25 @@ def test_scram_credentials(world, kafka_broker):
     java = _ok(w, "scram")["users"]
     assert {u: sorted([i.mechanism, i.iterations] for i in d.credential_infos)
             for u, d in ours.items()} == {u: sorted(v) for u, v in java.items()}
+    # Per-user results, as Java's values(): the same outcome for each role.
+    ours = w.admin.alter_user_scram_credentials_results([
+        UserScramCredentialUpsertion(w.scram_ours + "-2",
+                                     ScramCredentialInfo("SCRAM-SHA-256", 4096), "s"),
+        UserScramCredentialUpsertion(w.scram_ours + "-empty",
+                                     ScramCredentialInfo("SCRAM-SHA-512", 4096), ""),
+        UserScramCredentialDeletion(w.scram_ours + "-missing", "SCRAM-SHA-512")])
+    java = _ok(w, "scram-per-user")["results"]
+    assert {u[len(w.scram_ours):]: "ok" if e is None else f"{exception_name(e.error_code)}: "
+            f"{e.message}" for u, e in ours.items()} == \
+        {u[len(w.scram_java):]: r for u, r in java.items()}
+    assert java[w.scram_java + "-missing"].startswith("ResourceNotFoundException")
+    # And per user for describe (Java's description(user)): a user without
+    # credentials is RESOURCE_NOT_FOUND there, the others described.
+    nobody = topic_name("nobody")
+    results = w.admin.describe_user_scram_credentials_results([w.scram_java, nobody])
+    assert results[nobody].error_code == Errors.RESOURCE_NOT_FOUND
+    assert [(i.mechanism, i.iterations) for i in results[w.scram_java].credential_infos] == \
+        [("SCRAM-SHA-256", 8192)]
     # A user without credentials: there, with none, as in Java's all().
     [(nobody, infos)] = _ok(w, "scram-missing")["users"].items()
     assert infos == []

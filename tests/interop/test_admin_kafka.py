@@ -134,8 +134,11 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
         return ours, theirs
 
     with Admin({"bootstrap.servers": b}) as admin:
+        # kchannel's Consumer heartbeats from poll(), which the tool runs
+        # below hold up: a session longer than they take on a loaded machine
+        # keeps the member in the group.
         with Consumer({"bootstrap.servers": b, "group.id": group, "client.id": "cg-test",
-                       "auto.offset.reset": "earliest",
+                       "auto.offset.reset": "earliest", "session.timeout.ms": 180000,
                        "enable.auto.commit": "false"}) as consumer:
             consumer.subscribe([topic])
             seen = 0
@@ -226,3 +229,120 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
         assert err.value.error_code == Errors.GROUP_ID_NOT_FOUND
         ours, theirs = tool("--describe", "--group", group)
         assert ours.stdout == theirs.stdout
+
+
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+
+
+@pytest.mark.slow   # a JVM
+def test_configs_topics_and_brokers_as_kafka_configs_sh(kafka_broker, kafka_java, capsys):
+    """``kchannel configs`` for topics and brokers (DescribeConfigs /
+    IncrementalAlterConfigs through the Admin) prints what kafka-configs.sh
+    prints on the same broker, and each sees the other's changes.  Kafka's
+    runs share one JVM (its tools' main() in the probe)."""
+    from kchannel.cli import main
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    ours_topic = create_topic(b, topic_name("cfg-ours"), partitions=1)
+    java_topic = create_topic(b, topic_name("cfg-java"), partitions=1)
+    with Admin({"bootstrap.servers": b}) as admin:
+        node = str(admin.describe_cluster().nodes[0].id)
+
+    def ours(*args):
+        code = main(["configs", "--bootstrap-server", b, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert ours("--alter", "--entity-type", "topics", "--entity-name", ours_topic,
+                "--add-config", "retention.ms=123456,cleanup.policy=[compact,delete]") == \
+        (0, f"Completed updating config for topic {ours_topic}.\n", "")
+    # A harmless per-broker dynamic config, removed again at the end.
+    assert ours("--alter", "--broker", node, "--add-config", "log.cleaner.backoff.ms=15001") \
+        == (0, f"Completed updating config for broker {node}.\n", "")
+    runs = {
+        "topic": ["--describe", "--entity-type", "topics", "--entity-name", ours_topic],
+        "topic-all": ["--describe", "--all", "--topic", ours_topic],
+        "broker": ["--describe", "--entity-type", "brokers", "--entity-name", node],
+        "broker-default": ["--describe", "--entity-type", "brokers", "--entity-default"],
+        "delete-missing": ["--alter", "--topic", ours_topic, "--delete-config", "segment.ms"],
+        "bad-value": ["--alter", "--topic", ours_topic, "--add-config", "retention.ms=x"],
+        "java-alter": ["--alter", "--topic", java_topic, "--add-config", "max.message.bytes=2048"],
+    }
+    try:
+        java = kafka_java.probe([{"id": k, "op": "tool", "main": CONFIG_COMMAND,
+                                  "args": ["--bootstrap-server", b, *args]}
+                                 for k, args in runs.items()], timeout=180)
+        for key in ("topic", "topic-all", "broker", "broker-default"):
+            code, out, err = ours(*runs[key])
+            assert (code, err) == (0, ""), (key, err)
+            assert out == java[key]["stdout"], key
+            assert java[key]["exit"] == 0
+        assert f"  retention.ms=123456 sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:" \
+               f"retention.ms=123456" in java["topic"]["stdout"]
+        assert "  log.cleaner.backoff.ms=15001 sensitive=false" in java["broker"]["stdout"]
+        # Deleting a config the topic does not have: done (the broker
+        # ignores it), as Kafka 4's tool; a bad value: the broker's error.
+        code, out, err = ours(*runs["delete-missing"])
+        assert (code, out, err) == (java["delete-missing"]["exit"],
+                                    java["delete-missing"]["stdout"], "")
+        code, out, err = ours(*runs["bad-value"])
+        assert (code, out) == (java["bad-value"]["exit"], java["bad-value"]["stdout"]) == (1, "")
+        # The error line and the cause (Kafka's stack trace follows it).
+        assert err.splitlines() == java["bad-value"]["stderr"].splitlines()[:2], err
+        # Kafka's change, seen by kchannel.
+        assert java["java-alter"]["stdout"] == \
+            f"Completed updating config for topic {java_topic}.\n"
+        code, out, _ = ours("--describe", "--topic", java_topic)
+        assert "  max.message.bytes=2048 sensitive=false" in out
+    finally:
+        ours("--alter", "--broker", node, "--delete-config", "log.cleaner.backoff.ms")
+
+
+@pytest.mark.slow   # a JVM
+def test_consumer_groups_of_a_librdkafka_group_as_kafka_tool(kafka_broker, kafka_java, capsys):
+    """A group made by confluent-kafka (librdkafka's member metadata and
+    assignment bytes): ``kchannel consumer-groups --describe`` (offsets,
+    ``--members``, ``--state``) prints what kafka-consumer-groups.sh prints,
+    Kafka's runs in one JVM."""
+    from confluent_kafka import Consumer as CConsumer
+    from kchannel.cli import main
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(b, topic_name("rdk-groups"), partitions=2)
+    group = topic_name("rdk-group")
+    produce(b, topic, [(b"k%d" % i, b"v", [], None) for i in range(12)])
+    consumer = CConsumer({"bootstrap.servers": b, "group.id": group, "client.id": "cg-rdkafka",
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        seen, deadline = 0, time.time() + 60
+        while seen < 8 and time.time() < deadline:
+            msgs = consumer.consume(12, 0.5)
+            seen += len([m for m in msgs if m.error() is None])
+        assert seen >= 8
+        consumer.commit(asynchronous=False)
+        # (librdkafka heartbeats from its own thread: the member stays.)
+        # And a reset executed by Kafka's tool (a group without members),
+        # which kchannel then sees.
+        reset_group = topic_name("rdk-reset")
+        runs = {"offsets": ["--describe", "--group", group],
+                "members": ["--describe", "--group", group, "--members"],
+                "state": ["--describe", "--group", group, "--state"],
+                "reset": ["--reset-offsets", "--group", reset_group, "--topic", topic,
+                          "--to-latest", "--execute"],
+                "reset-seen": ["--describe", "--group", reset_group]}
+        java = kafka_java.probe([{"id": k, "op": "tool", "main": GROUP_COMMAND,
+                                  "args": ["--bootstrap-server", b, *args]}
+                                 for k, args in runs.items()], timeout=180)
+        for key in ("offsets", "members", "state", "reset-seen"):
+            code = main(["consumer-groups", "--bootstrap-server", b, *runs[key]])
+            out, err = capsys.readouterr()
+            assert (code, java[key]["exit"]) == (0, 0), (key, err, java[key])
+            assert (out, err) == (java[key]["stdout"], java[key]["stderr"]), key
+        assert "cg-rdkafka" in java["members"]["stdout"]
+        with Admin({"bootstrap.servers": b}) as admin:
+            tps = [TopicPartition(topic, p) for p in (0, 1)]
+            ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+            assert {tp: o.offset for tp, o in
+                    admin.list_consumer_group_offsets(reset_group).items()} == \
+                {tp: r.offset for tp, r in ends.items()}
+    finally:
+        consumer.close()

@@ -2,8 +2,9 @@
 
 ``TransportLayer`` and ``Authenticator`` are abstract base classes declaring
 everything the channel and selector use; no code probes a transport or an
-authenticator with ``getattr`` (or ``try: ... except AttributeError``), and
-every transport or authenticator class in kchannel implements its ABC.
+authenticator with ``getattr`` (or ``try: ... except AttributeError``), nor
+an authenticator the channel's ``AuthIO`` it is handed (``io``), and every
+transport or authenticator class in kchannel implements its ABC.
 """
 import ast
 import importlib
@@ -27,6 +28,8 @@ INTERFACE_NAMES = ({n for n in dir(TransportLayer) if not n.startswith("_")}
                    | {n for n in dir(Authenticator) if not n.startswith("_")}
                    | {"transport", "authenticator", "drained"}) - _GENERIC
 _SUSPECT_WORDS = ("transport", "authenticator")
+# What authenticators call the channel's AuthIO they are given.
+_AUTH_IO = {"io", "self._io", "self.io", "auth_io"}
 
 
 def _modules():
@@ -50,7 +53,8 @@ def _probes(path, tree):
             target = ast.unparse(node.args[0]).lower()
             name = node.args[1].value if (len(node.args) > 1 and isinstance(
                 node.args[1], ast.Constant) and isinstance(node.args[1].value, str)) else None
-            if any(w in target for w in _SUSPECT_WORDS) or name in INTERFACE_NAMES:
+            if any(w in target for w in _SUSPECT_WORDS) or name in INTERFACE_NAMES \
+                    or target in _AUTH_IO:
                 found.append(_where(path, node))
         elif isinstance(node, ast.Try):
             catches = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
@@ -75,10 +79,13 @@ def test_the_scan_catches_probes():
         'x = getattr(io, "transport", None)',
         'hasattr(self._authenticator, "reauthenticate")',
         'try:\n    f = self.transport.flush\nexcept AttributeError:\n    f = None',
+        'clock = getattr(io, "now", None)',
+        'getattr(self._io, "listener_name", None)',
     ]
     for sample in samples:
         assert _probes("kchannel/x.py", ast.parse(sample)), sample
     assert not _probes("kchannel/x.py", ast.parse('getattr(builder, "close", None)'))
+    assert not _probes("kchannel/x.py", ast.parse('getattr(ratio, "value", None)'))
 
 
 def _interface_classes():
@@ -102,6 +109,15 @@ def test_every_transport_and_authenticator_implements_its_abc():
         if cls not in (TransportLayer, Authenticator) and name != "StateMachineAuthenticator":
             assert not inspect.isabstract(cls), (
                 f"{module}.{name} leaves {sorted(cls.__abstractmethods__)} unimplemented")
+
+
+def test_auth_io_has_what_authenticators_use():
+    # The members the authenticators use without probing.
+    from kchannel.network.channel import AuthIO
+    for name in ("transport", "client_address", "listener_name", "security_protocol",
+                 "channel_id", "now", "max_receive_size", "set_max_receive_size",
+                 "read_frame", "write_frame", "flush"):
+        assert hasattr(AuthIO, name), name
 
 
 def test_the_abcs_declare_what_the_channel_uses():

@@ -410,6 +410,12 @@ def test_kchannel_configs_against_kafka(kafka_broker, tmp_path, capsys):
                                  "--entity-name", user)
     assert credentials_line(out) == {
         user: {"SCRAM-SHA-256=iterations=8192", "SCRAM-SHA-512=iterations=4096"}}
+    # kafka-configs.sh prints the same (the mechanisms' order is the
+    # broker's, so compared as sets).
+    theirs = kafka_broker.run_java("kafka.admin.ConfigCommand", *common, "--describe",
+                                   "--entity-type", "users", "--entity-name", user)
+    assert theirs.returncode == 0, theirs.stderr
+    assert credentials_line(theirs.stdout) == credentials_line(out)
 
     code, out, err = configs_cli(capsys, *common, "--describe", "--entity-type", "users")
     assert code == 0

@@ -219,3 +219,39 @@ def test_metrics_file_single_process(tmp_path):
     finally:
         code = stop_serve_config(proc)
     assert code == 0
+
+
+# A program embedding the broker: no CLI, just kchannel.server.serve(props).
+EMBEDDED = """
+import logging, sys
+from kchannel.config import load_properties
+from kchannel.server import serve
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+sys.exit(serve(dict(load_properties(sys.argv[1]))))
+"""
+
+
+@pytest.mark.slow
+def test_server_package_runs_the_workers_without_the_cli(tmp_path):
+    """``kchannel.server.serve`` is what ``kchannel serve`` calls: worker
+    processes, their summed metrics file and the clean stop on SIGTERM come
+    with it, no argument parsing involved."""
+    path = tmp_path / "metrics.json"
+    cfg = write_config(tmp_path, **{"kchannel.metrics.file": str(path),
+                                    "kchannel.metrics.file.interval.ms": "100"})
+    proc = subprocess.Popen([sys.executable, "-c", EMBEDDED, str(cfg)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+    try:
+        m, buf = read_log_until(proc, rb"(\d+) worker processes \(pids ([\d,]+)\)")
+        assert m.group(1) == b"2"
+        _, buf = read_log_until(proc, rb"(?s)(Worker \d of 2 \(pid \d+\) serving.*){2}", buf)
+        port = int(re.search(rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.",
+                             buf).group(1))
+        with client(port, "alice", "alice-secret"):
+            pass
+        _read_json(path, time.monotonic() + DEADLINE_S, lambda d: len(d["workers"]) == 2 and
+                   _metric(d["metrics"], "successful-authentication-total") == 1)
+    finally:
+        code = stop_serve_config(proc)
+    assert code == 0

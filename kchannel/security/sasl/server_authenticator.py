@@ -271,18 +271,14 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
                 return OP_READ
             # Judge the frame at the time it was read: it may answer a
             # challenge written earlier in this same call, i.e. after `now`.
-            clock = getattr(io, "now", None)
-            if clock is not None:
-                now = max(now, clock())
+            now = max(now, io.now())
             self._process_frame(bytes(frame), now)
 
     @staticmethod
     def _restore_receive_size(io):
         # The SASL bound applies to authentication frames only; the data phase
         # gets the channel's own limit (socket.request.max.bytes) back.
-        normal = getattr(io, "max_receive_size", None)
-        if normal is not None:
-            io.set_max_receive_size(normal)
+        io.set_max_receive_size(io.max_receive_size)
 
     def reauthenticate(self, io, first_frame, now, previous=None):
         """Begin server-side re-authentication with the SaslHandshake request
@@ -741,17 +737,17 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
     def _listener(self):
         if self._listener_name is not None:
             return self._listener_name
-        return getattr(self._io, "listener_name", None)
+        return self._io.listener_name
 
     def _protocol_name(self):
         if self._security_protocol is not None:
             return self._security_protocol
-        return getattr(self._io, "security_protocol", None) or "SASL_PLAINTEXT"
+        return self._io.security_protocol or "SASL_PLAINTEXT"
 
     def _address(self):
         if self._client_address is not None:
             return self._client_address
-        return getattr(self._io, "client_address", None)
+        return self._io.client_address
 
     def _peer_dn(self):
         if self._ssl_peer_subject_dn is not None:
