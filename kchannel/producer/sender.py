@@ -288,6 +288,7 @@ class Sender:
             self._fail_batch(b, RequestTimeoutError(
                 f"Expiring {b.record_count} record(s) for {b.tp.topic}-{b.tp.partition}:"
                 f"{now - b.created_ms} ms has passed since batch creation"))
+        sent = bool(drained)
         for node, batches in drained.items():
             self._send_produce_request(node, batches, now)
         # A request takes one batch per partition (Kafka's drain).  When
@@ -312,7 +313,18 @@ class Sender:
                 self._send_produce_request(node, batches, now)
         timeout = min(next_check, not_ready_timeout)
         if ready:
-            timeout = 0
+            if sent:
+                timeout = 0
+            else:
+                # Every ready batch was held back by _can_drain (the first
+                # batch of a new epoch in flight, ordering, a partition not
+                # yet in the transaction): what releases them is a response
+                # or a transactional request, which ends the poll anyway.
+                # Polling 0 ms here spun the thread at 100% CPU for a round
+                # trip per transaction (KIP-890 bumps the epoch each one).
+                # retry.backoff.ms bounds it for the partitions that ready()
+                # skipped on a node already found ready.
+                timeout = min(timeout, self.retry_backoff_ms)
         return max(0, min(timeout, 2 ** 31 - 1))
 
     def _more_queued(self, drained):
