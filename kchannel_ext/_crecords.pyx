@@ -6,13 +6,14 @@ Same names, same behaviour and same exceptions as the pure twin (see its
 docstring).  Memory safety: every read checks its length against
 ``end - pos`` first; ``pos <= end <= len(buf)`` always holds.
 """
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN, INT64_MAX
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.list cimport PyList_New
-from cpython.tuple cimport PyTuple_New
+from cpython.tuple cimport PyTuple_New, PyTuple_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
 
@@ -20,7 +21,8 @@ cimport cython
 
 from kchannel.errors import CorruptRecordError
 
-__all__ = ["crc32c", "encode_records", "decode_records", "RecordReader", "make_records"]
+__all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
+           "make_records"]
 
 # -- CRC-32C, slicing-by-8 ---------------------------------------------------
 
@@ -263,6 +265,15 @@ cdef object _as_bytes(object v, str what):
 
 
 cdef int64_t _int64(object v, str what) except? -1:
+    cdef int overflow = 0
+    cdef long long r
+    if type(v) is int:
+        # The common case (every record's timestamp), without int() and
+        # two comparisons of Python ints.
+        r = PyLong_AsLongLongAndOverflow(v, &overflow)
+        if not overflow:
+            return <int64_t>r
+        raise ValueError(f"{v} does not fit in a {what}")
     v = int(v)
     if not -0x8000000000000000 <= v <= 0x7FFFFFFFFFFFFFFF:
         raise ValueError(f"{v} does not fit in a {what}")
@@ -291,68 +302,146 @@ cdef inline void _put_blob(_Buf* b, object v) noexcept:
     b.len += n
 
 
-def encode_records(records, base_timestamp):
-    cdef _Buf b
-    cdef int64_t base = _int64(base_timestamp, "varlong")
+cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) except -1:
+    """Append the v2 records of ``records`` to ``b``; ``max_ts[0]`` is
+    raised to the largest timestamp seen."""
     cdef int64_t ts, ts_delta
     cdef Py_ssize_t delta = 0, size, nh = 0, i
     cdef list hdrs
-    cdef object key, value, headers, hk, hv
+    cdef object key, value, headers, hk, hv, rec, timestamp
+    for rec in records:
+        if type(rec) is tuple and PyTuple_GET_SIZE(rec) == 4:
+            timestamp = (<tuple>rec)[0]
+            key = (<tuple>rec)[1]
+            value = (<tuple>rec)[2]
+            headers = (<tuple>rec)[3]
+        else:
+            timestamp, key, value, headers = rec
+        if delta > 0x7FFFFFFF:
+            raise ValueError(f"{delta} does not fit in a varint")
+        key = _as_bytes(key, "key")
+        value = _as_bytes(value, "value")
+        ts = _int64(timestamp, "varlong")
+        # Java's long arithmetic wraps; the pure twin refuses a delta
+        # that overflows, and so do we.
+        # (In C: with Python int literals this check cost more than the
+        # rest of the record.)
+        if (base < 0 and ts > base + INT64_MAX) or (base > 0 and ts < base + INT64_MIN):
+            raise ValueError(f"{int(timestamp) - base} does not fit in a varlong")
+        if ts > max_ts[0]:
+            max_ts[0] = ts
+        ts_delta = ts - base
+        size = 1 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
+        size += _blob_size(key) + _blob_size(value)
+        hdrs = None
+        if headers:
+            hdrs = []
+            for hk, hv in headers:
+                if not isinstance(hk, str):
+                    raise ValueError(
+                        f"header key must be a str, got {type(hk).__name__}")
+                hk = (<str>hk).encode("utf-8")
+                hv = _as_bytes(hv, "header value")
+                size += _blob_size(hk) + _blob_size(hv)
+                hdrs.append(hk)
+                hdrs.append(hv)
+            nh = len(hdrs) // 2
+            size += _size_uvarint(_zz32(nh))
+        else:
+            size += 1
+        if size > 0x7FFFFFFF:
+            raise ValueError("record larger than 2**31-1 bytes")
+        _reserve(b, size + 5)
+        _put_uvarint(b, _zz32(size))
+        b.data[b.len] = 0
+        b.len += 1
+        _put_uvarint(b, _zz64(ts_delta))
+        _put_uvarint(b, _zz32(delta))
+        _put_blob(b, key)
+        _put_blob(b, value)
+        if hdrs is None:
+            b.data[b.len] = 0
+            b.len += 1
+        else:
+            _put_uvarint(b, _zz32(nh))
+            for i in range(nh):
+                _put_blob(b, hdrs[2 * i])
+                _put_blob(b, hdrs[2 * i + 1])
+        delta += 1
+    return 0
+
+
+def encode_records(records, base_timestamp):
+    cdef _Buf b
+    cdef int64_t base = _int64(base_timestamp, "varlong")
+    cdef int64_t max_ts = INT64_MIN
     b.data = NULL
     b.len = 0
     b.cap = 0
     try:
-        for timestamp, key, value, headers in records:
-            if delta > 0x7FFFFFFF:
-                raise ValueError(f"{delta} does not fit in a varint")
-            key = _as_bytes(key, "key")
-            value = _as_bytes(value, "value")
-            ts = _int64(timestamp, "varlong")
-            # Java's long arithmetic wraps; the pure twin refuses a delta
-            # that overflows, and so do we.
-            if (base < 0 and ts > base + 0x7FFFFFFFFFFFFFFF) or \
-                    (base > 0 and ts < base - 0x7FFFFFFFFFFFFFFF - 1):
-                raise ValueError(f"{int(timestamp) - base} does not fit in a varlong")
-            ts_delta = ts - base
-            size = 1 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
-            size += _blob_size(key) + _blob_size(value)
-            hdrs = None
-            if headers:
-                hdrs = []
-                for hk, hv in headers:
-                    if not isinstance(hk, str):
-                        raise ValueError(
-                            f"header key must be a str, got {type(hk).__name__}")
-                    hk = (<str>hk).encode("utf-8")
-                    hv = _as_bytes(hv, "header value")
-                    size += _blob_size(hk) + _blob_size(hv)
-                    hdrs.append(hk)
-                    hdrs.append(hv)
-                nh = len(hdrs) // 2
-                size += _size_uvarint(_zz32(nh))
-            else:
-                size += 1
-            if size > 0x7FFFFFFF:
-                raise ValueError("record larger than 2**31-1 bytes")
-            _reserve(&b, size + 5)
-            _put_uvarint(&b, _zz32(size))
-            b.data[b.len] = 0
-            b.len += 1
-            _put_uvarint(&b, _zz64(ts_delta))
-            _put_uvarint(&b, _zz32(delta))
-            _put_blob(&b, key)
-            _put_blob(&b, value)
-            if hdrs is None:
-                b.data[b.len] = 0
-                b.len += 1
-            else:
-                _put_uvarint(&b, _zz32(nh))
-                for i in range(nh):
-                    _put_blob(&b, hdrs[2 * i])
-                    _put_blob(&b, hdrs[2 * i + 1])
-            delta += 1
+        _write_records(&b, records, base, &max_ts)
         if b.len == 0:
             return b""
+        return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+    finally:
+        free(b.data)
+
+
+cdef inline void _put_be(uint8_t* p, uint64_t v, int n) noexcept:
+    cdef int i
+    for i in range(n):
+        p[i] = <uint8_t>(v >> (8 * (n - 1 - i)))
+
+
+# The v2 batch header (batch.py's RECORD_BATCH_OVERHEAD and _CRC_START).
+cdef Py_ssize_t _BATCH_HEADER = 61
+cdef Py_ssize_t _CRC_FROM = 21
+
+
+def encode_plain_batch(records, int attributes, int64_t producer_id, int producer_epoch,
+                       int base_sequence, int64_t base_offset=0,
+                       int partition_leader_epoch=-1, max_timestamp=None,
+                       Py_ssize_t size_hint=0):
+    """One uncompressed magic v2 batch of ``records`` (non-empty), header
+    and CRC included, in one buffer: the bytes ``batch.encode_batch``
+    builds (the producer's path for every batch it sends uncompressed).
+    ``max_timestamp`` None: the records' largest; ``size_hint``: the
+    expected size (the producer's estimate, an upper bound), so that the
+    buffer is allocated once."""
+    cdef _Buf b
+    cdef Py_ssize_t n = len(records)
+    cdef int64_t base, max_ts = INT64_MIN
+    cdef uint32_t crc
+    if n == 0:
+        raise ValueError("a record batch needs at least one record")
+    if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
+        raise ValueError("producer epoch and attributes are int16")
+    base = _int64(records[0][0], "varlong")
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+    try:
+        _reserve(&b, size_hint if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n)
+        b.len = _BATCH_HEADER
+        _write_records(&b, records, base, &max_ts)
+        if max_timestamp is not None:
+            max_ts = _int64(max_timestamp, "int64")
+        if b.len - 12 > 0x7FFFFFFF:
+            raise ValueError("record batch larger than 2**31-1 bytes")
+        _put_be(b.data, <uint64_t>base_offset, 8)
+        _put_be(b.data + 8, <uint64_t>(b.len - 12), 4)
+        _put_be(b.data + 12, <uint64_t><uint32_t>partition_leader_epoch, 4)
+        b.data[16] = 2
+        _put_be(b.data + 21, <uint64_t><uint16_t>attributes, 2)
+        _put_be(b.data + 23, <uint64_t><uint32_t>(n - 1), 4)
+        _put_be(b.data + 27, <uint64_t>base, 8)
+        _put_be(b.data + 35, <uint64_t>max_ts, 8)
+        _put_be(b.data + 43, <uint64_t>producer_id, 8)
+        _put_be(b.data + 51, <uint64_t><uint16_t>producer_epoch, 2)
+        _put_be(b.data + 53, <uint64_t><uint32_t>base_sequence, 4)
+        _put_be(b.data + 57, <uint64_t><uint32_t>n, 4)
+        crc = _crc32c(0, b.data + _CRC_FROM, b.len - _CRC_FROM)
+        _put_be(b.data + 17, crc, 4)
         return PyBytes_FromStringAndSize(<char*>b.data, b.len)
     finally:
         free(b.data)

@@ -320,6 +320,11 @@ class NetworkClient:
         # poll must not wait after writing it (see poll).
         self._sent_without_response = False
         self._request_timeouts = {}   # (node, corr) -> ms, for requests with their own
+        # No request in flight times out before this (ms): poll() looks
+        # through the nodes' oldest requests only then.  A lower bound, as
+        # _next_setup_deadline_ms: a request sent lowers it, none that
+        # completes moves a deadline it covers earlier.
+        self._next_request_deadline_ms = _NO_DELAY_LIMIT
         # Connections lost or failed so far (a ClusterClient refreshes its
         # metadata when this moves).
         self.disconnects = 0
@@ -614,7 +619,14 @@ class NetworkClient:
                           expect_response=expect_response)
         if timeout_ms is not None and expect_response:
             self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+            # (its own timeout may be shorter than request.timeout.ms)
+            self._request_sent(node.in_flight[corr][2], int(timeout_ms))
         return corr
+
+    def _request_sent(self, sent, timeout_ms):
+        deadline = sent + timeout_ms + 1
+        if deadline < self._next_request_deadline_ms:
+            self._next_request_deadline_ms = deadline
 
     def _send(self, node, api_key, version, body, internal, expect_response=True):
         corr = self._next_corr          # self._corr(), inlined (once per request)
@@ -625,7 +637,12 @@ class NetworkClient:
                 api_key, version, self.client_id, framed=True)
         self.selector.send(node.id, encode(corr, body), True)
         if expect_response:
-            node.in_flight[corr] = (api_key, version, self.time(), internal)
+            sent = self.time()
+            node.in_flight[corr] = (api_key, version, sent, internal)
+            # ("> timeout" expires it: one millisecond after)
+            deadline = sent + self.request_timeout_ms + 1
+            if deadline < self._next_request_deadline_ms:
+                self._next_request_deadline_ms = deadline
         else:
             self._sent_without_response = True
         return corr
@@ -650,9 +667,12 @@ class NetworkClient:
         version = int.from_bytes(frame[2:4], "big", signed=True)
         self.selector.send(node.id, frame)
         if expect_response:
-            node.in_flight[corr] = (api_key, version, self.time(), _RAW)
+            sent = self.time()
+            node.in_flight[corr] = (api_key, version, sent, _RAW)
             if timeout_ms is not None:
                 self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+            self._request_sent(sent, self.request_timeout_ms if timeout_ms is None
+                               else int(timeout_ms))
         else:
             self._sent_without_response = True
         return corr
@@ -681,7 +701,7 @@ class NetworkClient:
         wait = not self._sent_without_response
         self._sent_without_response = False
         sel.poll(timeout_ms, wait_after_flush=wait)
-        now = self.time()
+        now = sel.poll_time_ms      # (the same clock, read as the wait ended)
         for nid in sel.connected:
             node = self._nodes.get(nid)
             if node is not None:
@@ -731,7 +751,8 @@ class NetworkClient:
                 self._channel_ready(node)
         if now >= self._next_setup_deadline_ms:
             self._expire_connection_setups(now, out)
-        self._expire_requests(now, out)
+        if now >= self._next_request_deadline_ms:
+            self._expire_requests(now, out)
         return out
 
     def _channel_ready(self, node):
@@ -868,17 +889,31 @@ class NetworkClient:
         node.in_flight.clear()
 
     def _expire_requests(self, now, out):
+        """Fail the nodes whose oldest request in flight has timed out; the
+        earliest deadline left is when to look again."""
+        earliest = _NO_DELAY_LIMIT
         for node in list(self._nodes.values()):
             if not node.in_flight:
                 continue
             corr, (api_key, version, sent, internal) = next(iter(node.in_flight.items()))
             timeout = self._request_timeouts.get((node.id, corr), self.request_timeout_ms)
-            if now - sent > timeout:
+            if now - sent <= timeout:
+                # Requests behind the oldest may have shorter timeouts of
+                # their own: the bound covers the earliest of any.
+                for c, entry in node.in_flight.items():
+                    deadline = entry[2] + self._request_timeouts.get(
+                        (node.id, c), self.request_timeout_ms) + 1
+                    if deadline < earliest:
+                        earliest = deadline
+                    if not self._request_timeouts:
+                        break     # all the same timeout: the oldest is the earliest
+            else:
                 exc = RequestTimeoutError(
                     f"Request {corr} to node {node.id} timed out after {timeout} ms")
                 log.info("Disconnecting from node %s due to request timeout.", node.id)
                 self.selector.close(node.id)
                 self._fail_node(node.id, exc, ConnectionState.DISCONNECTED, out)
+        self._next_request_deadline_ms = earliest
 
 
 def _parse_bootstrap(value):

@@ -139,6 +139,9 @@ class ChannelMuteState(enum.Enum):
     MUTED_AND_THROTTLED_AND_RESPONSE_PENDING = "MUTED_AND_THROTTLED_AND_RESPONSE_PENDING"
 
 
+_NOT_MUTED = ChannelMuteState.NOT_MUTED
+
+
 class ChannelMuteEvent(enum.Enum):
     """Kafka's KafkaChannel.ChannelMuteEvent (server side)."""
     REQUEST_RECEIVED = "REQUEST_RECEIVED"
@@ -498,6 +501,23 @@ class KafkaChannel:
             ops |= OP_WRITE
         return ops
 
+    def settle_state(self):
+        """What the selector asks after serving a READY channel, in one
+        call: ``(has_pending_writes(), is_muted(), buffered)``, where
+        ``buffered`` is ``has_bytes_buffered()`` -- asked only when it can
+        matter (not muted, and for a server not held back by pending
+        writes), False otherwise."""
+        t = self.transport
+        pending = bool(self._sends) or bool(t.has_pending_writes())
+        if self.mute_state is not _NOT_MUTED:
+            return pending, True, False
+        if pending and self.mode == "server":
+            return True, False, False
+        # has_bytes_buffered(), inlined
+        buffered = (t.has_bytes_buffered() or bool(self._stash) or self._invalid is not None
+                    or (self.decoder.buffered >= 4 and self.has_complete_frame()))
+        return pending, False, buffered
+
     # -- receive -----------------------------------------------------------------
     def has_bytes_buffered(self):
         """True when data is waiting that no readiness event will announce:
@@ -634,26 +654,33 @@ class KafkaChannel:
                 exc, self._invalid = self._invalid, None
                 raise exc
             # Every complete frame at once (one C loop in the compiled
-            # decoder); what exceeds max_frames waits in the stash.
-            try:
-                got = decoder.frames()
-            except errors.InvalidReceiveError as exc:
-                got = exc.frames
-                exc.frames = []
-                if not got and not frames:
-                    raise
-                self._invalid = exc
-            if got:
-                if len(got) > room:
-                    frames.extend(got[:room])
-                    stash.extend(got[room:])
-                    break
-                frames.extend(got)
-                continue
+            # decoder); what exceeds max_frames waits in the stash.  (Fewer
+            # than 4 bytes hold no frame nor size prefix to reject: no call.)
+            if decoder.buffered >= 4:
+                try:
+                    got = decoder.frames()
+                except errors.InvalidReceiveError as exc:
+                    got = exc.frames
+                    exc.frames = []
+                    if not got and not frames:
+                        raise
+                    self._invalid = exc
+                if got:
+                    if len(got) > room:
+                        frames.extend(got[:room])
+                        stash.extend(got[room:])
+                        break
+                    frames.extend(got)
+                    continue
             if (bytes_read >= max_bytes or self._eof or self._invalid is not None
                     or (drained and not decoder.buffered)):
                 break
-            n = self._fill(max_bytes - bytes_read, True)
+            # self._fill(max_bytes - bytes_read, once=True), inlined: one read
+            try:
+                n = self.transport.receive_into(decoder)
+            except errors.ChannelConnectionError:
+                self._eof = True
+                n = 0
             bytes_read += n
             if n == 0:
                 break
@@ -763,9 +790,29 @@ class KafkaChannel:
     def write_sends(self, max_bytes=4194304):
         """Write queued sends.  Returns the list of completed send sizes
         (only data-phase sends).  Raises on socket errors."""
-        written = 0
         t = self.transport
         sends = self._sends
+        if len(sends) == 1 and not self._accepted:
+            # One frame queued (a request or response at depth 1): the loop
+            # below, unrolled for it.
+            entry = sends[0]
+            mv = entry[0]
+            if entry[3] is None and len(mv) <= max_bytes:
+                self._mid_write = True
+                n = t.write(mv)
+                if n == len(mv) and t.flush():
+                    self._mid_write = False
+                    self._sends = _NO_SENDS
+                    return [entry[1]] if entry[2] else []
+                if n == len(mv):
+                    # written, the transport still holding bytes (TLS):
+                    # accepted, reported once they are flushed
+                    self._retire(n)
+                    return []
+                self._retire(n)
+                t.flush()
+                return []
+        written = 0
         writev = self._write_vectored
         while sends and written < max_bytes:
             entry = sends[0]

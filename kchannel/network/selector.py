@@ -83,7 +83,9 @@ An explicit :meth:`close` is not reported (as in Kafka).
 import collections
 import errno
 import logging
+import math
 import os
+import select
 import selectors
 import socket
 import time as _time
@@ -289,25 +291,111 @@ class SelectorMetrics:
                               connection_count)
 
 
-    def record_poll(self, select_ns, io_ns, now):
-        """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O."""
-        self._select_avg.record(select_ns, now)
-        self._select_totals.record(select_ns, now)
-        self._io_avg.record(io_ns, now)
+        # The stats behind the per-poll records (see record_poll and
+        # record_sends), recorded directly: their sensors' record() would
+        # make two calls per stat.
+        self._in_rate, self._in_total = self.bytes_received._stats
+        self._resp_rate, self._resp_total = self.responses_received._stats
+        self._net_io_rate, self._net_io_total = self.bytes_transferred._stats
+
+    def record_poll(self, select_ns, io_ns, now, bytes_read=0, receives=0):
+        """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O,
+        ``bytes_read`` read off the sockets and ``receives`` complete
+        receives handed over (the ``bytes_received``, ``responses_received``
+        and ``bytes_transferred`` sensors: the same values as recording them
+        per channel, since every channel of a poll is served at the same
+        ``now``).  Everything is recorded here, once per poll: the stats'
+        usual case (the current window still open) inlined, their record()
+        called only to open a window."""
+        window = self._select_avg.config.time_window_ms
+        samples = self._select_avg._samples
+        if samples and now - samples[-1][0] < window:
+            cur = samples[-1]
+            cur[1] += select_ns
+            cur[2] += 1
+        else:
+            self._select_avg.record(select_ns, now)
+        totals = self._select_totals
+        totals.total += select_ns
+        totals.count += 1
+        samples = self._io_avg._samples
+        if samples and now - samples[-1][0] < window:
+            cur = samples[-1]
+            cur[1] += io_ns
+            cur[2] += 1
+        else:
+            self._io_avg.record(io_ns, now)
         self._io_total.total += io_ns
+        if bytes_read:
+            # (one event per poll instead of one per channel read: the
+            # incoming-byte metrics measure sums only)
+            samples = self._in_rate._samples
+            if samples and now - samples[-1][0] < window:
+                cur = samples[-1]
+                cur[1] += bytes_read
+                cur[2] += 1
+            else:
+                self._in_rate.record(bytes_read, now)
+            self._in_total.total += bytes_read
+        if receives:
+            # count Rates: value and event count both grow by one per receive
+            samples = self._resp_rate._samples
+            if samples and now - samples[-1][0] < window:
+                cur = samples[-1]
+                cur[1] += receives
+                cur[2] += receives
+            else:
+                self._resp_rate.record_many([1.0] * receives, now)
+            self._resp_total.total += receives
+            samples = self._net_io_rate._samples
+            if samples and now - samples[-1][0] < window:
+                cur = samples[-1]
+                cur[1] += receives
+                cur[2] += receives
+            else:
+                self._net_io_rate.record_many([1.0] * receives, now)
+            self._net_io_total.total += receives
 
     def record_sends(self, sizes, now):
         """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
-        if len(sizes) == 1:
+        n = len(sizes)
+        if n == 1:
+            # the usual case, the stats' open window inlined (see record_poll)
             size = sizes[0]
-            self._send_size_avg.record(size, now)
-            self._send_size_max.record(size, now)
-            self._send_totals.record(size, now)
-        else:
-            self._send_size_avg.record_many(sizes, now)
-            self._send_size_max.record_many(sizes, now)
-            self._send_totals.record_many(sizes, now)
-        self.bytes_transferred.record_many([1.0] * len(sizes), now)
+            avg = self._send_size_avg
+            samples = avg._samples
+            if samples and now - samples[-1][0] < avg.config.time_window_ms:
+                cur = samples[-1]
+                cur[1] += size
+                cur[2] += 1
+                samples = self._send_size_max._samples
+                cur = samples[-1] if samples else None
+                if cur is not None and now - cur[0] < avg.config.time_window_ms:
+                    if size > cur[1]:
+                        cur[1] = size
+                    cur[2] += 1
+                else:
+                    self._send_size_max.record(size, now)
+                samples = self._net_io_rate._samples
+                cur = samples[-1] if samples else None
+                if cur is not None and now - cur[0] < avg.config.time_window_ms:
+                    cur[1] += 1
+                    cur[2] += 1
+                else:
+                    self._net_io_rate.record(1.0, now)
+            else:
+                avg.record(size, now)
+                self._send_size_max.record(size, now)
+                self._net_io_rate.record(1.0, now)
+            totals = self._send_totals
+            totals.total += size
+            totals.count += 1
+            self._net_io_total.total += 1
+            return
+        self._send_size_avg.record_many(sizes, now)
+        self._send_size_max.record_many(sizes, now)
+        self._send_totals.record_many(sizes, now)
+        self.bytes_transferred.record_many([1.0] * n, now)
 
 
 class _Listener:
@@ -371,6 +459,8 @@ class _WakeupPipe:
         self._w.close()
 _EVENT_READ = selectors.EVENT_READ
 _EVENT_WRITE = selectors.EVENT_WRITE
+_NOT_EPOLLIN = ~getattr(select, "EPOLLIN", 0)
+_NOT_EPOLLOUT = ~getattr(select, "EPOLLOUT", 0)
 
 
 class IdleExpiryManager:
@@ -378,12 +468,12 @@ class IdleExpiryManager:
     recently active order and the closing of those idle for longer than
     ``connections.max.idle.ms`` (None or negative: never)."""
 
-    __slots__ = ("connections_max_idle_ms", "_lru", "_next_check_ms", "backlog")
+    __slots__ = ("connections_max_idle_ms", "_lru", "next_check_ms", "backlog")
 
     def __init__(self, connections_max_idle_ms):
         self.connections_max_idle_ms = connections_max_idle_ms
         self._lru = collections.OrderedDict()   # id -> last activity ms (LRU)
-        self._next_check_ms = 0
+        self.next_check_ms = 0
         self.backlog = False     # expired connections left for the next poll
 
     def update(self, id, now):
@@ -403,7 +493,7 @@ class IdleExpiryManager:
         (oldest first), within ``IDLE_CLOSE_BUDGET_S``; sets ``backlog`` when
         more are due than the budget allowed."""
         max_idle = self.connections_max_idle_ms
-        if max_idle is None or max_idle < 0 or not self._lru or now < self._next_check_ms:
+        if max_idle is None or max_idle < 0 or not self._lru or now < self.next_check_ms:
             return
         lru = self._lru
         # Kafka's Selector closes at most one expired connection per poll
@@ -418,7 +508,7 @@ class IdleExpiryManager:
         while lru:
             id, last = next(iter(lru.items()))
             if now - last <= max_idle:
-                self._next_check_ms = last + max_idle
+                self.next_check_ms = last + max_idle
                 return
             if closed and not closed & 7 and _time.perf_counter() > deadline:
                 self.backlog = True
@@ -426,7 +516,7 @@ class IdleExpiryManager:
             lru.popitem(last=False)
             if close(id, now - last):
                 closed += 1
-        self._next_check_ms = now + max_idle
+        self.next_check_ms = now + max_idle
 
 
 class Selector:
@@ -475,6 +565,13 @@ class Selector:
         self.linger_ms = linger_ms
 
         self._sel = os_selector if os_selector is not None else selectors.DefaultSelector()
+        # The stdlib's epoll selector is waited on directly (its select()
+        # inlined in poll: one Python call and a list less per poll); any
+        # other (an event loop's, another platform's) through its select().
+        self._epoll = self._fd_to_key = None
+        if type(self._sel) is selectors.EpollSelector:
+            self._epoll = self._sel._selector
+            self._fd_to_key = self._sel._fd_to_key
         self._channels = {}              # id -> KafkaChannel
         self._fd_ops = {}                # id -> ops registered with self._sel
         self._fds = {}                   # id -> fileno at registration
@@ -493,6 +590,10 @@ class Selector:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
+        self._poll_bytes_read = self._poll_receives = 0
+        # The clock (``time``) read by the last poll once its wait ended: a
+        # caller handling that poll's results needs no reading of its own.
+        self.poll_time_ms = self.time()
         # Channels that became READY in the last poll (connected, TLS
         # handshake and authentication done): a NetworkClient starts their
         # ApiVersions exchange without asking every connecting node.
@@ -857,6 +958,8 @@ class Selector:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
+        # bytes read and receives completed by this poll (record_poll)
+        self._poll_bytes_read = self._poll_receives = 0
         if self.newly_ready:
             self.newly_ready = []
         writes = self._writes
@@ -877,16 +980,35 @@ class Selector:
             ready_buffered = ()
         if self._immediately_connected or ready_buffered or writes.deferred_failures:
             timeout_ms = 0
-        elif self._delayed.ids or self._lingering.entries or self._setup_deadlines:
+        elif self._delayed.ids or self._lingering.entries or self._setup_deadlines.entries:
             timeout_ms = self._timer_timeout(timeout_ms, now)
         if self._idle_expiry.backlog:
             timeout_ms = 0
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
 
         start_select = _time.perf_counter_ns()
-        events = self._sel.select(timeout)
+        epoll = self._epoll
+        if epoll is not None:
+            # selectors.EpollSelector.select, inlined
+            fd_to_key = self._fd_to_key
+            try:
+                ready = epoll.poll(
+                    -1 if timeout is None else
+                    0 if timeout <= 0 else math.ceil(timeout * 1e3) * 1e-3,
+                    len(fd_to_key) or 1)
+            except InterruptedError:
+                ready = ()
+            events = []
+            for fd, ev in ready:
+                key = fd_to_key.get(fd)
+                if key is not None:
+                    events.append((key, ((_EVENT_WRITE if ev & _NOT_EPOLLIN else 0)
+                                         | (_EVENT_READ if ev & _NOT_EPOLLOUT else 0))
+                                   & key.events))
+        else:
+            events = self._sel.select(timeout)
         end_select = _time.perf_counter_ns()
-        now = self.time()
+        now = self.poll_time_ms = self.time()
 
         channels = self._channels
         if ready_buffered or self._immediately_connected:
@@ -937,15 +1059,18 @@ class Selector:
 
         if self._delayed.ids:
             self._complete_delayed_closes(now)
-        if self._setup_deadlines:
+        if self._setup_deadlines.entries:
             self._expire_setups(now)
         idle = self._idle_expiry
-        if idle.connections_max_idle_ms is not None and idle.connections_max_idle_ms >= 0:
+        if (now >= idle.next_check_ms and idle.connections_max_idle_ms is not None
+                and idle.connections_max_idle_ms >= 0):
+            # (no connection can have expired before next_check_ms)
             idle.expire(now, self._close_idle)
         if self._lingering.entries:
             self._lingering.expire(now)
         self.sensors.record_poll(end_select - start_select,
-                                 _time.perf_counter_ns() - end_select, now)
+                                 _time.perf_counter_ns() - end_select, now,
+                                 self._poll_bytes_read, self._poll_receives)
 
     def _timer_timeout(self, timeout_ms, now):
         """``timeout_ms`` shortened to the next delayed close, lingering
@@ -1077,8 +1202,7 @@ class Selector:
         channel each question once; the OS registration is touched only
         when the wanted events changed."""
         id = ch.id
-        pending = ch.has_pending_writes()
-        muted = ch.is_muted()
+        pending, muted, buffered = ch.settle_state()
         backlogged = False
         if ch.mode == "server":
             # see _update_backlog
@@ -1087,8 +1211,7 @@ class Selector:
                 self._backlogged.add(id)
             elif id in self._backlogged:
                 self._backlogged.discard(id)
-        if (not backlogged and not muted and id not in self._explicitly_muted
-                and ch.has_bytes_buffered()):
+        if buffered and not backlogged and id not in self._explicitly_muted:
             self._buffered.add(id)
         else:
             self._buffered.discard(id)
@@ -1140,22 +1263,18 @@ class Selector:
             for payload in ch.drain_after_eof():
                 self._add_receive(ch, payload, now)
             raise
-        if nbytes:
-            self.sensors.bytes_received.record(nbytes, now)
+        # (recorded by poll, once for every channel: record_poll)
+        self._poll_bytes_read += nbytes
         if not frames:
             return
         id = ch.id
-        sensors = self.sensors
         if len(frames) == 1:
             self.completed_receives.append((id, frames[0]))
-            sensors.responses_received.record(1.0, now)
-            sensors.bytes_transferred.record(1.0, now)
+            self._poll_receives += 1
             return
         self._writes.batched.add(id)
         self.completed_receives.extend([(id, payload) for payload in frames])
-        ones = [1.0] * len(frames)
-        sensors.responses_received.record_many(ones, now)
-        sensors.bytes_transferred.record_many(ones, now)
+        self._poll_receives += len(frames)
 
     def _record_sends(self, ch, done, now):
         if done:

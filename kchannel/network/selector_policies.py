@@ -86,25 +86,27 @@ class SetupDeadlines:
     authentication completed); entries of connections that made it are
     dropped when due."""
 
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("entries", "_seq")
 
     def __init__(self):
-        self._heap = []          # (deadline ms, seq, id)
+        # (deadline ms, seq, id), a heap; empty when there is nothing to
+        # watch (the selector tests it once per poll without a call)
+        self.entries = []
         self._seq = 0
 
     def __len__(self):
-        return len(self._heap)
+        return len(self.entries)
 
     def add(self, id, deadline_ms):
         self._seq += 1
-        heapq.heappush(self._heap, (deadline_ms, self._seq, id))
+        heapq.heappush(self.entries, (deadline_ms, self._seq, id))
 
     def next_due(self):
-        return self._heap[0][0] if self._heap else None
+        return self.entries[0][0] if self.entries else None
 
     def pop_due(self, now):
         """The ids whose deadline has passed at ``now``, earliest first."""
-        heap = self._heap
+        heap = self.entries
         due = []
         while heap and heap[0][0] <= now:
             due.append(heapq.heappop(heap)[2])

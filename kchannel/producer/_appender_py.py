@@ -71,7 +71,8 @@ def _headers(headers):
 
 class Appender:
     __slots__ = ("_acc", "_lock", "_batches", "_batch_size", "_metadata", "_time",
-                 "_partitioner", "_sticky", "_sticky_lock", "_sticky_size", "_sender", "_slow",
+                 "_partitioner", "_sticky", "_sticky_lock", "_sticky_shared", "_sticky_size",
+                 "_sender", "_slow",
                  "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
                  "_cluster", "_count", "_tps", "_dqs", "_sizes")
 
@@ -87,6 +88,9 @@ class Appender:
         self._partitioner = partitioner
         self._sticky = partitioner.state
         self._sticky_lock = partitioner.lock
+        # The producer's partitioner shares the accumulator's lock (see
+        # AppendPath): the sticky count then goes with the append.
+        self._sticky_shared = partitioner.lock is acc.lock
         self._sticky_size = partitioner.sticky_batch_size
         self._sender = path.sender
         self._slow = path.send_slow
@@ -188,6 +192,10 @@ class Appender:
                     batch.estimated_size += size
                     full = batch.estimated_size >= self._batch_size
                     future = FutureRecordMetadata(batch, index)
+                    if sticky is not None and self._sticky_shared and sticky[0] == p and \
+                            sticky[1] + size < self._sticky_size:
+                        sticky[1] += size
+                        sticky = None
         if future is None:
             # A new batch: the accumulator's own append (memory budget,
             # max.block.ms), once per batch.  It is also where the topic is

@@ -424,6 +424,7 @@ class RecordAccumulator:
         self._drain_index = 0
         # Appends short of memory, first come first served: [size, Condition]
         self._memory_waiters = collections.deque()
+        self._wake_slack = buffer_memory // 8     # see _signal_first_waiter
         # Whether the Sender may be asleep without having seen the latest
         # appends: set by each ready() scan (under the lock), cleared by the
         # Sender when its poll returns (see Sender.wakeup).
@@ -510,11 +511,21 @@ class RecordAccumulator:
             self._signal_first_waiter()
 
     def _signal_first_waiter(self):
-        """Wake the first waiting append if its memory is free now (call
-        with the lock held)."""
+        """Wake the first waiting append once its memory and a slack of
+        buffer.memory / 8 are free (call with the lock held).
+
+        The slack: an application that outruns the network waits here for
+        every batch; woken as soon as one batch's memory is free, it would
+        append one batch and wait again, a thread switch (and GIL hand-over)
+        per batch on both threads.  With the slack it appends several
+        batches per wake-up.  The memory waited for is still being freed by
+        batches in flight or queued (they complete or expire); if that
+        stalls, the waiter's own re-check every _WAIT_SLICE_MS takes what
+        fits."""
         if self._memory_waiters:
             size, cond = self._memory_waiters[0]
-            if self.used_memory + size <= self.buffer_memory or self.used_memory <= 0:
+            if self.used_memory + size + self._wake_slack <= self.buffer_memory or \
+                    self.used_memory <= 0:
                 cond.notify()
 
     def deallocate(self, batch):
@@ -541,6 +552,8 @@ class RecordAccumulator:
         ready = set()
         next_check = 2 ** 31 - 1
         unknown = set()
+        linger = self.linger_ms
+        batch_size = self.batch_size
         with self.lock:
             exhausted = self.waiters > 0
             for tp, dq in self.batches.items():
@@ -553,11 +566,16 @@ class RecordAccumulator:
                     continue
                 if leader in ready or tp in self.muted:
                     continue
-                backoff = self.retry_backoff(batch.attempts)
-                backing_off = batch.attempts > 0 and now - batch.last_attempt_ms < backoff
-                waited = now - (batch.last_attempt_ms if batch.attempts > 0 else batch.created_ms)
-                time_to_wait = backoff if backing_off else self.linger_ms
-                full = len(dq) > 1 or batch.is_full(self.batch_size)
+                if batch.attempts > 0:
+                    backoff = self.retry_backoff(batch.attempts)
+                    backing_off = now - batch.last_attempt_ms < backoff
+                    waited = now - batch.last_attempt_ms
+                    time_to_wait = backoff if backing_off else linger
+                else:
+                    backing_off = False
+                    waited = now - batch.created_ms
+                    time_to_wait = linger
+                full = len(dq) > 1 or batch.closed or batch.estimated_size >= batch_size
                 expired = waited >= time_to_wait
                 sendable = (full or expired or exhausted or self.closed
                             or self.flushes_in_progress > 0)
@@ -574,19 +592,24 @@ class RecordAccumulator:
         ``can_drain(tp, batch)`` vetoes a partition (muted, in retry)."""
         out = {}
         with self.lock:
-            by_node = collections.defaultdict(list)
+            by_node = {}
             for tp, dq in self.batches.items():
                 if dq:
                     leader = cluster.leader_for(tp)
                     if leader in nodes:
-                        by_node[leader].append(tp)
+                        tps = by_node.get(leader)
+                        if tps is None:
+                            by_node[leader] = [tp]
+                        else:
+                            tps.append(tp)
             self._drain_index += 1
             for node in nodes:
                 tps = by_node.get(node)
                 if not tps:
                     continue
-                start = self._drain_index % len(tps)
-                tps = tps[start:] + tps[:start]
+                if len(tps) > 1:
+                    start = self._drain_index % len(tps)
+                    tps = tps[start:] + tps[:start]
                 size = 0
                 ready = []
                 for tp in tps:

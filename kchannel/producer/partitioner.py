@@ -24,10 +24,13 @@ class StickyPartitioner:
     sticky partition and adds a record's size under ``lock`` without a call,
     and calls ``partition``/``update`` only to start or move on."""
 
-    def __init__(self, batch_size, rng=None):
+    def __init__(self, batch_size, rng=None, lock=None):
         self.sticky_batch_size = max(1, batch_size)
         self.state = {}           # topic -> [partition, bytes produced]
-        self.lock = threading.Lock()
+        # The producer passes its accumulator's lock: the per-record path
+        # then counts a record's bytes under the lock it appends under,
+        # one lock per record instead of two.
+        self.lock = lock if lock is not None else threading.Lock()
         self._random = rng or random.Random()
 
     def partition(self, topic, cluster):
@@ -44,7 +47,11 @@ class StickyPartitioner:
         if not available:
             count = cluster.partition_count(topic) or 1
             available = list(range(count))
-        if previous is not None and len(available) > 1:
+        if len(available) == 1:
+            # No choice to make (a topic of one partition moves on to the
+            # same one at every batch): no random draw.
+            return available[0]
+        if previous is not None:
             available = [p for p in available if p != previous] or available
         return self._random.choice(available)
 

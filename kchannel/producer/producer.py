@@ -50,7 +50,9 @@ class AppendPath:
     * ``metadata``: ``cluster`` and ``add_topic(topic, now)``; ``time()``
       is the producer's clock (ms) for it.
     * ``partitioner``: the :class:`StickyPartitioner` (``state``, ``lock``,
-      ``sticky_batch_size``, ``partition``, ``update``).
+      ``sticky_batch_size``, ``partition``, ``update``); its ``lock`` is the
+      accumulator's, so a record's sticky bytes are counted in the same
+      critical section as its append.
     * ``sender``: ``fatal_error`` and ``wakeup()``.
     * ``send_slow``: Kafka's whole ``doSend`` (``Producer._send_slow``), for
       what the fast path does not take: metadata not there yet, serializers,
@@ -122,7 +124,7 @@ class Producer:
         self._sender = Sender(self._client, self.accumulator, self.metadata, values, self._time,
                               ProducerMetrics(self._client.client.metrics, self.client_id,
                                               in_flight=self._client.in_flight_count))
-        self._partitioner = StickyPartitioner(values["batch.size"])
+        self._partitioner = StickyPartitioner(values["batch.size"], lock=self.accumulator.lock)
         self._size_limit = min(values["max.request.size"], values["buffer.memory"])
         self._closed = False
         self.append_path = AppendPath(

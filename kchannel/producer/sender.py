@@ -17,6 +17,8 @@ with MESSAGE_TOO_LARGE is split into smaller batches (at most ``batch.size``) an
 again (Kafka's ``splitAndReenqueue``).
 """
 import collections
+import functools
+import struct
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
@@ -26,13 +28,84 @@ from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS,
                                       exception_for)
 from kchannel.producer.idempotence import ProducerSequences
 from kchannel.protocol.records import CompressionType, encode_batch
+from kchannel.protocol.records.batch import encode_plain_batch
 
-__all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS"]
+__all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "encode_produce_request"]
 
 log = get_logger("kchannel.producer.sender")
 
 _PRODUCE = messages.PRODUCE.api_key
 _INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
+
+# Attributes bit of a transactional batch (Kafka's RecordBatch).
+_TRANSACTIONAL = 0x10
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I32_I32 = struct.Struct(">ii")
+_FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
+
+
+def _uvarint(n):
+    if n < 0x80:
+        return _BYTE[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
+@functools.lru_cache(maxsize=256)
+def _produce_head(version, transactional_id, acks, timeout_ms):
+    """The fields before the topics, the same for every request of a
+    producer."""
+    flexible = version >= _FLEXIBLE_PRODUCE
+    if transactional_id is None:
+        head = b"\x00" if flexible else b"\xff\xff"
+    else:
+        tid = transactional_id.encode("utf-8")
+        head = (_uvarint(len(tid) + 1) if flexible else _I16.pack(len(tid))) + tid
+    return head + _ACKS_TIMEOUT.pack(acks, timeout_ms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _string(name, flexible):
+    raw = name.encode("utf-8")
+    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
+    """The body of a ProduceRequest (v3 to v12) as the schema codec writes
+    it, built directly from ``topics`` ({name: [(partition, records
+    bytes)]}): a request per batch sent is on the producer's hot path, and
+    the generic codec's walk over dicts cost more than the few fields it
+    has (tests/producer check the bytes against the codec's)."""
+    flexible = version >= _FLEXIBLE_PRODUCE
+    out = [_produce_head(version, transactional_id, acks, timeout_ms),
+           _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
+    for name, partitions in topics.items():
+        out.append(_string(name, flexible))
+        out.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        for index, records in partitions:
+            if flexible:
+                # index, records' compact length, records, tagged fields
+                out.append(_I32.pack(index) + _uvarint(len(records) + 1))
+                out.append(records)
+                out.append(b"\x00")
+            else:
+                out.append(_I32_I32.pack(index, len(records)))
+                out.append(records)
+        if flexible:
+            out.append(b"\x00")           # the topic's tagged fields
+    if flexible:
+        out.append(b"\x00")               # the request's tagged fields
+    return b"".join(out)
+
 
 # RETRIABLE_ERRORS (Java's RetriableException) and INVALID_METADATA_ERRORS
 # (also InvalidMetadataException: refresh metadata) come from
@@ -281,6 +354,7 @@ class Sender:
                                         max(self.client.connection_delay(node, now), 0))
         drained = self.accumulator.drain(cluster, ready, self.max_request_size, now,
                                          self._can_drain)
+        sent = bool(drained)
         for batches in drained.values():
             for b in batches:
                 self.in_flight[b.tp].append(b)
@@ -288,7 +362,6 @@ class Sender:
             self._fail_batch(b, RequestTimeoutError(
                 f"Expiring {b.record_count} record(s) for {b.tp.topic}-{b.tp.partition}:"
                 f"{now - b.created_ms} ms has passed since batch creation"))
-        sent = bool(drained)
         for node, batches in drained.items():
             self._send_produce_request(node, batches, now)
         # A request takes one batch per partition (Kafka's drain).  When
@@ -312,19 +385,16 @@ class Sender:
                     self.in_flight[b.tp].append(b)
                 self._send_produce_request(node, batches, now)
         timeout = min(next_check, not_ready_timeout)
-        if ready:
-            if sent:
-                timeout = 0
-            else:
-                # Every ready batch was held back by _can_drain (the first
-                # batch of a new epoch in flight, ordering, a partition not
-                # yet in the transaction): what releases them is a response
-                # or a transactional request, which ends the poll anyway.
-                # Polling 0 ms here spun the thread at 100% CPU for a round
-                # trip per transaction (KIP-890 bumps the epoch each one).
-                # retry.backoff.ms bounds it for the partitions that ready()
-                # skipped on a node already found ready.
-                timeout = min(timeout, self.retry_backoff_ms)
+        if sent:
+            # More may be sendable at once (Kafka polls with 0 while nodes
+            # are ready).  Not when every ready batch was held back
+            # (_can_drain: a partition's first batch of an epoch in flight,
+            # ordering, a partition not yet in the transaction): what lets
+            # it go is a response, which ends the poll anyway; polling with
+            # 0 meanwhile was a busy loop (a thousand passes per
+            # transaction under transaction.version 2, whose every
+            # transaction starts a new epoch).
+            timeout = 0
         return max(0, min(timeout, 2 ** 31 - 1))
 
     def _more_queued(self, drained):
@@ -342,6 +412,13 @@ class Sender:
 
     def _encode(self, batch):
         if batch.encoded is None:
+            if self.compression == CompressionType.NONE:
+                # The common case, header and CRC included in one call.
+                batch.encoded = encode_plain_batch(
+                    batch.records, _TRANSACTIONAL if self.txn is not None else 0,
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence, 0, -1,
+                    None, batch.estimated_size)
+                return batch.encoded
             batch.encoded = encode_batch(
                 batch.records, compression=self.compression, producer_id=batch.producer_id,
                 producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
@@ -358,7 +435,7 @@ class Sender:
                 self._remove_in_flight(b)
                 self._fail_batch(b, exc)
                 continue
-            by_topic[b.tp.topic].append({"index": b.tp.partition, "records": records})
+            by_topic[b.tp.topic].append((b.tp.partition, records))
             sendable[b.tp] = b
         if not sendable:
             return
@@ -368,21 +445,23 @@ class Sender:
             for b in sendable.values():
                 sensors.records_sent.record(b.record_count, now)
                 sensors.batch_size.record(len(b.encoded), now)
-        body = {"transactional_id": self.transactional_id, "acks": self.acks,
-                "timeout_ms": self.request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()]}
         try:
+            version = self.client.choose_version(node, _PRODUCE)
+            # Transaction version 1 must not send Produce v12+, which would
+            # add the partitions to the transaction itself (KIP-890).
+            if self.txn is not None:
+                limit = self.txn.produce_max_version()
+                if limit is not None:
+                    version = min(version, limit)
+            body = encode_produce_request(version, self.transactional_id, self.acks,
+                                          self.request_timeout_ms, by_topic)
             if self.acks == 0:
-                self.client.send(node, _PRODUCE, body, None, expect_response=False)
+                self.client.send(node, _PRODUCE, body, None, version=version,
+                                 expect_response=False)
                 for b in sendable.values():
                     self._remove_in_flight(b)
                     self._complete(b, -1, None)
                 return
-            # Transaction version 1 must not send Produce v12+, which would
-            # add the partitions to the transaction itself (KIP-890).
-            version = None if self.txn is None else self.txn.produce_max_version()
-            if version is not None:
-                version = min(version, self.client.choose_version(node, _PRODUCE))
             self.client.send(node, _PRODUCE, body,
                              lambda resp: self._handle_produce_response(resp, sendable),
                              version=version)

@@ -132,6 +132,10 @@ REWRITTEN_API_KEYS = frozenset(int(k) for k in (
 # Later versions put broker addresses into responses that pass untouched.
 VERSION_CAPS = {int(ApiKey.PRODUCE): 9, int(ApiKey.FETCH): 15, int(ApiKey.DESCRIBE_QUORUM): 1}
 NOT_FORWARDED = frozenset(int(k) for k in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE))
+_PRODUCE = int(ApiKey.PRODUCE)
+_FETCH = int(ApiKey.FETCH)
+# the APIs a broker may hold (see _waits_ms)
+_WAITING = frozenset((_PRODUCE, _FETCH, int(ApiKey.JOIN_GROUP)))
 
 BOOTSTRAP_NODE = -1          # upstream connection id of the bootstrap broker
 DEFAULT_MAX_QUEUED = 100
@@ -209,7 +213,7 @@ class _Slot:
 
 class _Downstream:
     __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids",
-                 "req_bytes", "held_bytes", "out_bytes", "unacked_bytes", "up_muted")
+                 "req_bytes", "held_bytes", "out_bytes", "unacked_bytes", "up_muted", "uid")
 
     def __init__(self, cid, listener_name, node):
         self.cid = cid
@@ -227,6 +231,9 @@ class _Downstream:
         self.out_bytes = 0
         self.unacked_bytes = 0
         self.up_muted = False         # its upstream connections are not read
+        # per-client mode, a node port's client: its one upstream
+        # connection id, (node, cid), made once instead of per request
+        self.uid = (node, cid) if node is not None else None
 
     def queued_bytes(self):
         return self.req_bytes + self.held_bytes + self.out_bytes + self.unacked_bytes
@@ -365,6 +372,7 @@ class Gateway:
         self._ranges_cache = None
         self._offered_cache = None
         self._bootstrap_index = 0
+        self._next_waiting_scan = 0   # see _waiting_now
         self._sensors = {}
         self._fd = _Fd(self.client.selector.fileno())
         server.selector.add_listener(self._fd, self._upstream_event)
@@ -544,7 +552,7 @@ class Gateway:
             self._update_flow(ds)
             return True
         version = header.api_version
-        rng = self._offered().get(key)
+        rng = (self._offered_cache or self._offered()).get(key)
         if rng is None or not rng[0] <= version <= rng[1]:
             name = API_NAMES.get(key, str(key))
             log.info("Closing connection %s from %s: %s v%d is not offered by the gateway",
@@ -573,7 +581,7 @@ class Gateway:
                 # connection: a shared one must not carry it (checked for
                 # the APIs kchannel has a codec for).
                 api.request.decode(payload, version, off)
-            if key == int(ApiKey.PRODUCE):
+            if key == _PRODUCE:
                 pos = _acks_offset(payload, off, version)
                 expect = _int(payload, pos, 2) != 0
                 if not expect and not self.per_client:
@@ -582,11 +590,14 @@ class Gateway:
                     # only its own client is closed if it failed.
                     frame[pos:pos + 2] = (1).to_bytes(2, "big")
                     expect = slot.silent = True
-            elif key == int(ApiKey.FETCH) and not self.per_client:
-                pos = _fetch_max_wait_offset(version, off)
-                if _int(payload, pos, 4) > self.shared_fetch_max_wait_ms:
-                    frame[pos:pos + 4] = self.shared_fetch_max_wait_ms.to_bytes(4, "big")
-            wait = _waits_ms(key, version, frame, off)
+                # _waits_ms's Produce timeout_ms, read where acks was found
+                wait = max(_int(payload, pos + 2, 4), 0)
+            else:
+                if key == _FETCH and not self.per_client:
+                    pos = _fetch_max_wait_offset(version, off)
+                    if _int(payload, pos, 4) > self.shared_fetch_max_wait_ms:
+                        frame[pos:pos + 4] = self.shared_fetch_max_wait_ms.to_bytes(4, "big")
+                wait = _waits_ms(key, version, frame, off) if key in _WAITING else 0
             if wait:
                 # Kafka's consumer: JoinGroup gets rebalance timeout + 5 s.
                 timeout_ms = max(self.request_timeout_ms, wait + JOIN_GROUP_TIMEOUT_LAPSE_MS) \
@@ -609,9 +620,12 @@ class Gateway:
             ds.unacked_bytes += len(frame)
             self._draining.add(ds)
         self.queued_bytes += len(frame)
-        uid = self._route(ds.node, ds.cid if self.per_client else None)
-        if self.per_client and uid not in ds.uids:
-            ds.uids = ds.uids + (uid,)
+        if self.per_client:
+            uid = ds.uid or self._route(ds.node, ds.cid)
+            if uid not in ds.uids:
+                ds.uids = ds.uids + (uid,)
+        else:
+            uid = self._route(ds.node)
         if self.client.is_ready(uid):
             self._send(uid, ds, slot, frame, expect)
         else:
@@ -624,16 +638,48 @@ class Gateway:
         """Upstream I/O after the server's: send what waited for a
         connection, hand responses back to their clients."""
         for _ in range(2):
-            self._drain_waiting()
+            self._drain_waiting(self._waiting_now())
             responses = self.client.poll(0)
             for resp in responses:
                 self._on_response(resp)
             if self.per_client and self.client.selector.disconnected:
                 self._own_upstream_closed(self.client.selector.disconnected)
-            self._drain_waiting()
+            self._drain_waiting(self._waiting_changed())
             if not self.client.has_pending_io():
                 break
         self._check_draining()
+
+    def _waiting_now(self):
+        """The upstream connections with requests waiting to look at now:
+        all of them every TIMER_MS (request timeouts, reconnect back-off,
+        setup timeouts), else none (see _waiting_changed)."""
+        if not self.waiting:
+            return ()
+        now = self.time()
+        if now < self._next_waiting_scan:
+            return ()
+        self._next_waiting_scan = now + TIMER_MS
+        return list(self.waiting)
+
+    def _waiting_changed(self):
+        """The upstream connections with requests waiting whose state the
+        last upstream poll may have changed: a connection becomes ready on
+        a response (ApiVersions, SASL) or on its connection/authentication
+        completing, and fails as a disconnection; anything else is looked at
+        by _waiting_now's periodic pass.  (Looking at every waiting
+        connection after each poll was O(connections being set up) per
+        poll: with hundreds of clients arriving at once, most of the
+        gateway's time.)"""
+        waiting = self.waiting
+        if not waiting:
+            return ()
+        sel = self.client.selector
+        changed = {nid for nid, _ in sel.completed_receives if nid in waiting}
+        for ids in (sel.disconnected, sel.connected, sel.newly_ready):
+            for nid in ids:
+                if nid in waiting:
+                    changed.add(nid)
+        return changed
 
     def _own_upstream_closed(self, disconnected):
         """A client's own upstream connection closed by the broker (an
@@ -737,11 +783,16 @@ class Gateway:
         # else in its reconnect backoff: the requests wait for it (at most
         # the upstream request timeout, see _drain_waiting)
 
-    def _drain_waiting(self):
+    def _drain_waiting(self, uids=None):
+        """Send the requests waiting for the upstream connections ``uids``
+        (default: all) that are ready now; fail those whose connection
+        failed or that waited longer than the request timeout."""
         if not self.waiting:
             return
         client = self.client
-        for uid in list(self.waiting):
+        for uid in list(self.waiting) if uids is None else uids:
+            if uid not in self.waiting:
+                continue
             if client.is_ready(uid):
                 self.connecting.discard(uid)
                 self._learn_versions(uid)
@@ -814,8 +865,18 @@ class Gateway:
         if slot.silent:
             self._silent_answer(ds, slot, resp.body)
             return
+        frame = resp.body
+        if slot.fix is None and slot.api_key not in REWRITTEN_API_KEYS:
+            # _response_frame's pass-through, inlined (nearly every response)
+            out = frame if type(frame) is bytearray else bytearray(frame)
+            out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
+            slot.response = out
+            ds.held_bytes += len(out)
+            self.queued_bytes += len(out)
+            self._flush(ds)
+            return
         try:
-            slot.response = self._response_frame(ds, slot, resp.body)
+            slot.response = self._response_frame(ds, slot, frame)
         except Exception as exc:  # noqa: BLE001 - an undecodable response closes its client
             log.warning("Closing connection %s: cannot rewrite the upstream's %s v%d "
                         "response: %s", ds.cid, API_NAMES.get(slot.api_key), slot.version, exc)
@@ -965,14 +1026,19 @@ class Gateway:
             if slot.response is None:
                 break
             q.popleft()
-            if sel.channel(ds.cid) is None:
+            ch = sel.channel(ds.cid)
+            if ch is None:
                 break
             n = len(slot.response)
             sel.send(ds.cid, slot.response)
             slot.response = b""
             ds.held_bytes -= n
-            ds.out_bytes += n
-            self._draining.add(ds)
+            if ch.has_pending_writes():
+                ds.out_bytes += n
+                self._draining.add(ds)
+            else:
+                # written at once (the usual case): nothing left to count
+                self.queued_bytes -= n
             self._record(slot)
         self._update_flow(ds)
 
@@ -996,11 +1062,11 @@ class Gateway:
         while its responses waiting to be written reach the bound (or any,
         over the total): the broker then waits on that one connection, as
         it waits on a client that does not read."""
-        if total:
+        if total and (self.queued_bytes >= self.total_max_queued_bytes) != self._total_over:
             self._update_total()
         if ds.closed:
             return
-        own = ds.queued_bytes()
+        own = ds.req_bytes + ds.held_bytes + ds.out_bytes + ds.unacked_bytes
         over_total = self._total_over
         mute = (len(ds.queue) >= self.max_queued_requests or own >= self.max_queued_bytes
                 or over_total)
@@ -1130,12 +1196,15 @@ class Gateway:
             name = API_NAMES.get(slot.api_key, str(slot.api_key))
             tags = {"request": name}
             sensor = metrics.sensor(f"gateway-request:{name}")
-            sensor.add(MetricName.of("RequestsPerSec", "RequestMetrics",
-                                     "Requests forwarded per second", tags),
-                       Rate(metrics.config, count=True))
+            total = Avg(metrics.config)
+            # the requests per second are the count of TotalTimeMs's
+            # samples: measured from them, one stat less to record
+            sensor.add_view(MetricName.of("RequestsPerSec", "RequestMetrics",
+                                          "Requests forwarded per second", tags),
+                            Rate.view_of(total, count=True))
             sensor.add(MetricName.of("TotalTimeMs", "RequestMetrics",
                                      "Average time from request to response (ms)", tags),
-                       Avg(metrics.config))
+                       total)
             sensor.add(MetricName.of("TotalTimeMs-max", "RequestMetrics",
                                      "Longest time from request to response (ms)", tags),
                        Max(metrics.config))

@@ -294,6 +294,42 @@ def test_connection_setup_timeout_grows_per_failed_connect(unresponsive_port):
         server.shutdown()
 
 
+
+def test_request_timeouts_fire_at_each_requests_deadline():
+    """poll() looks for timed-out requests only once the earliest deadline
+    has passed: a request sent later with a shorter timeout moves that
+    deadline earlier, and each request still times out at its own."""
+    clock = Clock()
+    server = Server(listeners=["PLAINTEXT://127.0.0.1:0"])
+    net = NetworkClient({"request.timeout.ms": 1000}, time=clock)
+    port = server.bound_port("PLAINTEXT")
+    body = {"topics": [], "allow_auto_topic_creation": False}
+    try:
+        for node in ("long", "short"):
+            assert net.connect(node, HOST, port)
+        poll_until(net, lambda: net.is_ready("long") and net.is_ready("short"), server)
+        # the server is not polled from here on: nothing is answered
+        net.send("long", ApiKey.METADATA, body, version=4, timeout_ms=5000)
+        clock.now += 100
+        net.send("short", ApiKey.METADATA, body, version=4)
+        clock.now += 1000
+        assert net.poll(0) == []                          # "short" is due at +1100 ms
+        clock.now += 1
+        failed = net.poll(0)
+        assert [(r.node_id, type(r.exception)) for r in failed] == \
+            [("short", RequestTimeoutError)]
+        assert net.is_ready("long")
+        clock.now += 5000 - 1101
+        assert net.poll(0) == []                          # "long" is due at +5000 ms
+        clock.now += 1
+        failed = net.poll(0)
+        assert [(r.node_id, type(r.exception)) for r in failed] == \
+            [("long", RequestTimeoutError)]
+    finally:
+        net.close()
+        server.shutdown()
+
+
 # ------------------------------------------------ authentication failure blackout
 class Passwords:
     """PLAIN password check the test switches between refusing and accepting."""

@@ -197,6 +197,41 @@ def test_unread_pipelined_fetches_keep_gateway_memory_bounded(kafka_broker,
     others_served()
 
 
+
+def test_written_responses_leave_no_bytes_counted_while_the_client_stays(
+        kafka_broker, kchannel_inprocess_server):
+    """Bytes count against a client until written to it: once all its
+    responses are written the gateway holds nothing for it, though it stays
+    connected (a count left behind would in time mute it for good)."""
+    topic = create_topic(kafka_broker)
+    gw = kchannel_inprocess_server(gateway_props(kafka_broker))
+    gateway = gw.server.gateway
+    s = socket.create_connection(("127.0.0.1", gw.port("PLAINTEXT")), timeout=10)
+    try:
+        for rounds in (1, 20):            # one at a time, then pipelined
+            s.sendall(b"".join(frame(ApiKey.PRODUCE, 9, i, produce_body(topic, 0, 1))
+                               for i in range(rounds)))
+            for i in range(rounds):
+                size = struct.unpack(">i", _recv_exactly(s, 4))[0]
+                assert struct.unpack(">i", _recv_exactly(s, size)[:4])[0] == i
+            deadline = time.monotonic() + 5
+            while gateway.queued_bytes and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert gateway.queued_bytes == 0
+            assert len(gateway.downstreams) == 1
+    finally:
+        s.close()
+
+
+def _recv_exactly(sock, n):
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        assert chunk, "connection closed"
+        out += chunk
+    return out
+
+
 # ------------------------------------------------------------------ poison
 @pytest.mark.parametrize("mode", ["per-client", "shared"])
 @pytest.mark.parametrize("poison", ["acks0-missing-partition", "truncated-frame"])

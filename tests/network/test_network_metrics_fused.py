@@ -1,6 +1,7 @@
 """The Selector's fused per-poll and per-send stats (one Avg and one
-CumulativeSumCount feeding rate/total views) measure exactly what one stat
-per metric, each recorded with every value (Kafka's layout), measures."""
+CumulativeSumCount feeding rate/total views; the reads of a poll recorded
+once, by record_poll) measure exactly what one stat per metric, each
+recorded with every value (Kafka's layout), measures."""
 import math
 
 from hypothesis import given, settings
@@ -35,18 +36,28 @@ def _reference(metrics):
                            ("request-rate", Rate(c, count=True)),
                            ("request-total", CumulativeCount()),
                            ("request-size-avg", Avg(c)), ("request-size-max", Max(c))])
-    return select, io, sent
+    received = sensor("in", [("incoming-byte-rate", Rate(c)),
+                             ("incoming-byte-total", CumulativeSum())])
+    responses = sensor("resp", [("response-rate", Rate(c, count=True)),
+                                ("response-total", CumulativeCount())])
+    network_io = sensor("netio", [("network-io-rate", Rate(c, count=True)),
+                                  ("network-io-total", CumulativeCount())])
+    return select, io, sent, received, responses, network_io
 
 
 NAMES = ["select-rate", "select-total", "io-wait-time-ns-avg", "io-wait-ratio",
          "io-wait-time-ns-total", "io-waittime-total", "io-time-ns-avg", "io-ratio",
          "io-time-ns-total", "iotime-total", "outgoing-byte-rate", "outgoing-byte-total",
-         "request-rate", "request-total", "request-size-avg", "request-size-max"]
+         "request-rate", "request-total", "request-size-avg", "request-size-max",
+         "incoming-byte-rate", "incoming-byte-total", "response-rate", "response-total",
+         "network-io-rate", "network-io-total"]
 
 steps = st.lists(st.tuples(
     st.sampled_from([0, 0, 1, 3, 7, 40]),                       # clock advance, ms
     st.integers(0, 10**7), st.integers(0, 10**7),               # select ns, io ns
-    st.lists(st.integers(0, 10**6), max_size=5)),               # sizes sent
+    st.lists(st.integers(0, 10**6), max_size=5),                # sizes sent
+    st.lists(st.integers(0, 10**5), max_size=3),                # bytes read per channel
+    st.integers(0, 4)),                                         # receives completed
     max_size=30)
 
 
@@ -57,17 +68,26 @@ def test_fused_selector_stats_measure_as_separate_stats(window, samples, polls):
     metrics = Metrics(MetricConfig(samples=samples, time_window_ms=window),
                       time=lambda: clock[0])
     fused = SelectorMetrics(metrics)
-    select, io, sent = _reference(metrics)
-    for dt, select_ns, io_ns, sizes in polls:
+    select, io, sent, received, responses, network_io = _reference(metrics)
+    for dt, select_ns, io_ns, sizes, reads, receives in polls:
         clock[0] += dt
         now = clock[0]
         if sizes:
             fused.record_sends(sizes, now)
             for size in sizes:
                 sent.record(size, now)
-        fused.record_poll(select_ns, io_ns, now)
+                network_io.record(1.0, now)
+        # Kafka records each channel's read as it happens; the Selector
+        # sums a poll's reads (all at the poll's ``now``) into one record.
+        fused.record_poll(select_ns, io_ns, now, sum(reads), receives)
         select.record(select_ns, now)
         io.record(io_ns, now)
+        for nbytes in reads:
+            if nbytes:
+                received.record(nbytes, now)
+        for _ in range(receives):
+            responses.record(1.0, now)
+            network_io.record(1.0, now)
     clock[0] += 1
     for name in NAMES:
         got = metrics.metric(name, group=G)

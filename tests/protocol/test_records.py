@@ -139,6 +139,37 @@ def test_twins_encode_identically_and_round_trip(impl_pair, recs, base_offset):
     assert compiled.records.decode_records(a, len(recs), base_offset, base_ts, None) == want
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=_FIXTURE_OK)
+@given(recs=st.lists(_record, min_size=1, max_size=12), attributes=st.sampled_from([0, 8, 16]),
+       pid=st.integers(-1, 2 ** 62), epoch=st.integers(-1, 2 ** 15 - 1),
+       seq=st.integers(-1, 2 ** 31 - 1), base_offset=st.integers(0, 2 ** 40),
+       max_ts=st.one_of(st.none(), st.integers(-2 ** 40, 2 ** 40)),
+       hint=st.integers(0, 5000))
+def test_twins_encode_whole_plain_batches_identically(impl_pair, recs, attributes, pid, epoch,
+                                                       seq, base_offset, max_ts, hint):
+    """The producer's one-call batch encoder: the same bytes from both
+    twins, and the v2 layout field by field (header, CRC over attributes
+    to the end, the records as encode_records writes them)."""
+    pure, compiled = impl_pair
+    args = (recs, attributes, pid, epoch, seq, base_offset, 7, max_ts, hint)
+    raw = pure.records.encode_plain_batch(*args)
+    assert compiled.records.encode_plain_batch(*args) == raw
+    base_ts = recs[0][0]
+    payload = pure.records.encode_records(recs, base_ts)
+    after = struct.pack(">hiqqqhii", attributes, len(recs) - 1, base_ts,
+                        max(r[0] for r in recs) if max_ts is None else max_ts, pid, epoch, seq,
+                        len(recs))
+    crc = pure.records.crc32c(after + payload)
+    assert raw == struct.pack(">qiibI", base_offset, 49 + len(payload), 7, 2, crc) + after + payload
+
+
+def test_plain_batch_refuses_what_the_header_cannot_hold(impl):
+    with pytest.raises(ValueError, match="at least one record"):
+        impl.records.encode_plain_batch([], 0, -1, -1, -1)
+    with pytest.raises(ValueError, match="int16"):
+        impl.records.encode_plain_batch([(0, None, b"v", ())], 0, -1, 40000, -1)
+
+
 def _outcome(fn, *args):
     try:
         return ("ok", fn(*args))

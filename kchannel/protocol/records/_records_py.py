@@ -29,10 +29,13 @@ Both twins expose the same names with the same behaviour:
   ``decode_records``' output.
 """
 import itertools
+import operator
+import struct
 
 from kchannel.errors import CorruptRecordError
 
-__all__ = ["crc32c", "encode_records", "decode_records", "RecordReader", "make_records"]
+__all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
+           "make_records"]
 
 
 def _crc32c_table():
@@ -133,6 +136,37 @@ def encode_records(records, base_timestamp):
         _varint(out, len(body))
         out += body
     return bytes(out)
+
+
+# The v2 batch header: base offset .. crc, then attributes .. record count
+# (batch.py's _PREFIX and _AFTER_CRC).
+_PREFIX = struct.Struct(">qiibI")
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+_BATCH_HEADER = 61
+_first = operator.itemgetter(0)
+
+
+def encode_plain_batch(records, attributes, producer_id, producer_epoch, base_sequence,
+                       base_offset=0, partition_leader_epoch=-1, max_timestamp=None,
+                       size_hint=0):
+    """One uncompressed magic v2 batch of ``records`` (non-empty), header
+    and CRC included: the bytes ``batch.encode_batch`` builds.
+    ``max_timestamp`` None: the records' largest; ``size_hint`` (the
+    expected size) only sizes the compiled twin's buffer."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
+        raise ValueError("producer epoch and attributes are int16")
+    base_timestamp = _int64(records[0][0])
+    payload = encode_records(records, base_timestamp)
+    if max_timestamp is None:
+        max_timestamp = _int64(max(map(_first, records)))
+    after = _AFTER_CRC.pack(attributes, len(records) - 1, base_timestamp, max_timestamp,
+                            producer_id, producer_epoch, base_sequence, len(records))
+    crc = crc32c(payload, crc32c(after))
+    prefix = _PREFIX.pack(base_offset, _BATCH_HEADER - 12 + len(payload),
+                          partition_leader_epoch, 2, crc)
+    return b"".join((prefix, after, payload))
 
 
 # -- decoding ---------------------------------------------------------------

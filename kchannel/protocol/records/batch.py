@@ -26,6 +26,7 @@ from kchannel.protocol.records.compression import CompressionType, compress, dec
 _twin = _load("kchannel.protocol.records._records_py", "kchannel._crecords")
 crc32c = _twin.crc32c
 encode_records = _twin.encode_records
+encode_plain_batch = _twin.encode_plain_batch
 decode_records = _twin.decode_records
 RecordReader = _twin.RecordReader
 make_records = _twin.make_records
@@ -424,13 +425,6 @@ def encode_batch(records, base_offset=0, compression=CompressionType.NONE,
     if not records:
         raise ValueError("a record batch needs at least one record")
     ctype = CompressionType(compression)
-    base_timestamp = int(records[0][0])
-    if max_timestamp is None:
-        # C-level max over the first field (a batch has hundreds of records).
-        max_timestamp = int(max(map(_first, records)))
-    payload = encode_records(records, base_timestamp)
-    if ctype:
-        payload = compress(ctype, payload, compression_level)
     attributes = int(ctype)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_MASK
@@ -438,6 +432,18 @@ def encode_batch(records, base_offset=0, compression=CompressionType.NONE,
         attributes |= _TRANSACTIONAL_MASK
     if is_control:
         attributes |= _CONTROL_MASK
+    if not ctype:
+        # Header, records and CRC in one pass and one buffer (the
+        # producer's path for every uncompressed batch).
+        return encode_plain_batch(records, attributes, producer_id, producer_epoch,
+                                  base_sequence, base_offset, partition_leader_epoch,
+                                  max_timestamp)
+    base_timestamp = int(records[0][0])
+    if max_timestamp is None:
+        # C-level max over the first field (a batch has hundreds of records).
+        max_timestamp = int(max(map(_first, records)))
+    payload = encode_records(records, base_timestamp)
+    payload = compress(ctype, payload, compression_level)
     after = _AFTER_CRC.pack(attributes, len(records) - 1, base_timestamp, max_timestamp,
                             producer_id, producer_epoch, base_sequence, len(records))
     crc = crc32c(payload, crc32c(after))
