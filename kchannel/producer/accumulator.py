@@ -436,6 +436,12 @@ class RecordAccumulator:
         # appends: set by each ready() scan (under the lock), cleared by the
         # Sender when its poll returns (see Sender.wakeup).
         self.wakeup_needed = True
+        # Called with the partition (under the lock) before a batch is
+        # opened for it: a transactional producer's maybeAddPartition, once
+        # per batch instead of once per record (every record of a
+        # transaction opens or joins a batch opened inside it).  It may
+        # raise to refuse the record.
+        self.on_new_batch = None
 
     # -- application side ---------------------------------------------------------
     def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
@@ -454,6 +460,8 @@ class RecordAccumulator:
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if abort_on_new_batch:
                 return None, False, True
+            if self.on_new_batch is not None:
+                self.on_new_batch(tp)
             allocation = max(self.batch_size, size + RECORD_BATCH_OVERHEAD)
             self._allocate(allocation, max_block_ms)
             if self.closed:

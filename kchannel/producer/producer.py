@@ -141,12 +141,15 @@ class Producer:
                                            values["retry.backoff.ms"], self._client,
                                            self._sender)
             self._sender.txn = self._txn
-            # Every record joins the transaction (Kafka's maybeAddPartition).
-            self.send = self._send_transactional
-        else:
-            # The per-record path is the appender's (compiled twin when
-            # built): binding it on the instance saves a Python call per record.
-            self.send = self._appender.send
+            # Every record joins the transaction (Kafka's maybeAddPartition),
+            # checked when its batch opens: every batch of a transaction is
+            # opened inside it (commit and abort close the open ones, see
+            # _close_open_batches), so a record joining a batch is already
+            # in.  Per record, this check cost a Python call each.
+            self.accumulator.on_new_batch = self._txn.maybe_add_partition
+        # The per-record path is the appender's (compiled twin when built):
+        # binding it on the instance saves a Python call per record.
+        self.send = self._appender.send
         self._statistics = client_statistics(self, "producer", values, extras)
         self._start_io()
         log.debug("Kafka producer started")
@@ -244,23 +247,6 @@ class Producer:
         return self._appender.send(topic, value, key, headers, partition, timestamp_ms,
                                    callback)
 
-    def _send_transactional(self, topic, value=None, key=None, headers=None, partition=None,
-                            timestamp_ms=None, callback=None):
-        """``send`` of a transactional producer: only inside a transaction;
-        the record's partition joins it."""
-        txn = self._txn
-        if txn.state is not State.IN_TRANSACTION:
-            if self._closed:
-                raise errors.KChannelError(
-                    "Cannot perform operation after producer has been closed")
-            txn.check_send_allowed()
-        future = self._appender.send(topic, value, key, headers, partition, timestamp_ms,
-                                     callback)
-        batch = future._batch
-        if batch is not None:
-            txn.maybe_add_partition(batch.tp)
-        return future
-
     # -- transactions ----------------------------------------------------------------
     def _require_transactional(self, operation):
         if self._txn is None:
@@ -325,7 +311,9 @@ class Producer:
         began = _time.monotonic_ns()
         self.accumulator.begin_flush()
         try:
-            self._wait(self._txn.begin_commit(), timeout)
+            result = self._txn.begin_commit()
+            self._close_open_batches()
+            self._wait(result, timeout)
         finally:
             self.accumulator.end_flush()
         self._sensors.txn_commit_time.record(_time.monotonic_ns() - began)
@@ -336,8 +324,21 @@ class Producer:
         read_committed consumers (Kafka's ``abortTransaction``)."""
         self._require_transactional("abortTransaction")
         began = _time.monotonic_ns()
-        self._wait(self._txn.begin_abort(), timeout)
+        result = self._txn.begin_abort()
+        self._close_open_batches()
+        self._wait(result, timeout)
         self._sensors.txn_abort_time.record(_time.monotonic_ns() - began)
+
+    def _close_open_batches(self):
+        """Once a transaction is completing, no record joins its batches:
+        a later ``send()`` opens a new batch, where the transaction manager
+        refuses it (accumulator.on_new_batch) as Kafka's send refuses a
+        record outside a transaction."""
+        acc = self.accumulator
+        with acc.lock:
+            for dq in acc.batches.values():
+                if dq:
+                    dq[-1].closed = True
 
     def _send_slow(self, topic, value=None, key=None, headers=None, partition=None,
                    timestamp_ms=None, callback=None):
@@ -347,6 +348,11 @@ class Producer:
             raise errors.KChannelError("Cannot perform operation after producer has been closed")
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
+        txn = self._txn
+        if txn is not None and txn.state is not State.IN_TRANSACTION:
+            # At once, not after a wait for metadata (the per-batch check
+            # in the accumulator comes after it).
+            txn.check_send_allowed()
         config = self.config
         max_block = config["max.block.ms"]
         cluster, waited = self._wait_on_metadata(topic, partition, max_block)

@@ -328,7 +328,10 @@ class TransactionManager:
             return result
 
     def maybe_add_partition(self, tp):
-        """A record was appended for ``tp`` (Kafka's maybeAddPartition)."""
+        """A batch is opening for ``tp`` (Kafka's maybeAddPartition, which
+        Kafka calls per record: here once per batch, through
+        ``RecordAccumulator.on_new_batch``, under the accumulator's lock).
+        Raises when no record may be sent now."""
         if tp in self.partitions_in_transaction and self.state is State.IN_TRANSACTION:
             return     # the common case, without the lock
         with self.lock:

@@ -69,12 +69,28 @@ def test_commit_and_abort_seen_by_read_committed_consumers(kafka_broker):
         with pytest.raises(IllegalStateError, match="begin_transaction"):
             p.send(topic, b"x")
         epochs = []
+        during_commit = []
+
+        def send_while_committing(metadata, exc):
+            # The network thread acknowledges this record while
+            # commit_transaction waits: no record may join the transaction
+            # now (the check is per batch, the batches are closed).
+            try:
+                during_commit.append(p.send(topic, b"late", partition=0))
+            except IllegalStateError as e:
+                during_commit.append(e)
         for label, commit in ((b"a", True), (b"b", False), (b"c", True), (b"d", False)):
             p.begin_transaction()
-            futures = [p.send(topic, label + b"%d" % i, key=b"%d" % i) for i in range(6)]
+            futures = [p.send(topic, label + b"%d" % i, key=b"%d" % i,
+                              callback=send_while_committing if label == b"a" and i == 0
+                              else None) for i in range(6)]
             if commit:
                 p.commit_transaction(30)
                 assert all(f.get(0).offset >= 0 for f in futures)
+                # The topic's metadata is known now: the fast path refuses
+                # it too (the partition check when its batch opens).
+                with pytest.raises(IllegalStateError, match="begin_transaction"):
+                    p.send(topic, b"x", partition=0)
             else:
                 p.flush(30)    # written to the log, then aborted
                 p.abort_transaction(30)
@@ -88,6 +104,8 @@ def test_commit_and_abort_seen_by_read_committed_consumers(kafka_broker):
         p.begin_transaction()
         p.send(topic, END, partition=1)
         p.commit_transaction(30)
+        assert len(during_commit) == 1 and isinstance(during_commit[0], IllegalStateError), \
+            during_commit
         if p._txn.transaction_v2:
             # KIP-890: every EndTxn bumps the epoch.
             assert epochs == sorted(set(epochs))
