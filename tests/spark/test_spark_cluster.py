@@ -12,6 +12,8 @@ One cluster serves the module; the streaming tests share queries where a
 second one would only repeat the first (the suite runs on two cores)."""
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -407,3 +409,47 @@ def test_worker_added_mid_stream_gets_the_current_token_after_a_renewal(
     assert readers and all(s["token_ids"] == info.token_id for s in readers), (info, mine)
     assert all(s["authentications"] for s in readers), "the new executor never logged in"
     assert sorted(topic_values(plain, target, 3)) == sorted(want)
+
+
+def test_example_pipeline_submitted_to_the_cluster(spark_cluster, kafka_broker, tmp_path):
+    """``examples/spark/pipeline.py`` as an application of its own on the
+    cluster: the README's command with ``--master spark://...`` (and the
+    executors' ``PYTHONPATH`` as ``--conf``), streaming with
+    ``--exactly-once`` and a delegation token for the executors.  The
+    output, read with read_committed, is the transformed input exactly
+    once.  (Last in the module: it stops the tests' session to free the
+    Workers' cores.)"""
+    from kchannel.config.properties import format_properties
+    from tests.spark.test_spark_examples import PIPELINE, ROOT, readme_command
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    source = create_topic(plain, topic_name("cl-pipe-in"), partitions=2)
+    target = create_topic(plain, topic_name("cl-pipe-out"), partitions=2)
+    produce_confluent(plain, source, [(b"k%d" % i, b"value %d" % i, [], BASE_TS + i)
+                                      for i in range(40)], "none")
+    configs = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
+    bootstrap = configs.pop("bootstrap.servers")
+    props = tmp_path / "client.properties"
+    props.write_text(format_properties(configs), encoding="latin-1")
+    subst = {"broker:9093": bootstrap, "client.properties": str(props), "events": source,
+             "events-upper": target}
+    argv = [subst.get(a, a) for a in readme_command()]
+    argv += ["--master", spark_cluster.master_url, "--streaming", "--exactly-once",
+             "--checkpoint", str(tmp_path / "ckpt")]
+    for key, value in (("spark.executorEnv.PYTHONPATH", ROOT),
+                       ("spark.executorEnv.KCHANNEL_NO_EXTENSIONS",
+                        os.environ.get("KCHANNEL_NO_EXTENSIONS", "")),
+                       ("spark.pyspark.python", sys.executable),
+                       ("spark.driver.host", "127.0.0.1"),
+                       ("spark.driver.bindAddress", "127.0.0.1"),
+                       ("spark.executor.memory", "512m"),
+                       ("spark.executor.extraJavaOptions",
+                        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")):
+        argv += ["--conf", f"{key}={value}"]
+    spark_cluster.release()
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, PIPELINE, *argv], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"wrote 40 records from {source} to {target}" in out.stdout
+    got = committed_values(plain, target, 2)
+    assert sorted(got) == sorted(b"VALUE %d" % i for i in range(40))
