@@ -629,8 +629,9 @@ def test_rejects_bad_arguments(impl):
 # An unknown SCRAM user costs the server the work a real one costs.
 # 
 # No timed assertions here (benchmarks/scram_timing.py prints the two timing
-# distributions): these tests check the means.  The server derives the
-# stand-in credential for every login, existing user or not; the stand-in is a
+# distributions): these tests check the means.  The server looks up the
+# stand-in credential for every login, existing user or not (derived at a
+# name's first login, cached alike for every name); the stand-in is a
 # deterministic function of (secret, mechanism, user name); and the SQLite
 # store reads and decodes one real row for every lookup, hit or miss, whatever
 # the name's place in key order.
@@ -639,13 +640,13 @@ def test_rejects_bad_arguments(impl):
 @pytest.fixture
 def stand_in_calls(monkeypatch):
     calls = []
-    original = scram._fake_credential
+    original = scram.stand_in_credential
 
     def spy(mech, username, secret=None):
         calls.append((mech.mechanism_name, username, secret))
         return original(mech, username, secret)
 
-    monkeypatch.setattr(scram, "_fake_credential", spy)
+    monkeypatch.setattr(scram, "stand_in_credential", spy)
     return calls
 
 
@@ -664,6 +665,36 @@ def test_stand_in_is_derived_for_existing_and_unknown_users(stand_in_calls, tmp_
         assert (first.salt == real.salt) == (user == "alice")
     assert stand_in_calls == [("SCRAM-SHA-512", "alice", store.secret()),
                               ("SCRAM-SHA-512", "nobody", store.secret())]
+    store.close()
+
+
+def test_stand_in_cache_treats_existing_and_unknown_users_alike(tmp_path, monkeypatch):
+    # Each name's stand-in is derived at its first login and looked up at the
+    # next ones, whether or not the user exists; the cache stays bounded.
+    derived = []
+    original = scram._fake_credential
+    monkeypatch.setattr(scram, "_fake_credential",
+                        lambda mech, user, secret=None: derived.append(user)
+                        or original(mech, user, secret))
+    monkeypatch.setattr(scram, "_STAND_INS", scram.OrderedDict())
+    store = SqliteScramCredentialStore(tmp_path / "c.db")
+    store.put("alice", "SCRAM-SHA-512", credential_from_password("SCRAM-SHA-512", "pw"))
+    callbacks = ServerCallbacks.default(store=store)
+    salts = {}
+    for _ in range(3):
+        for user in ("alice", "nobody"):
+            server = create_server("SCRAM-SHA-512", callbacks=callbacks)
+            first = scram.ServerFirstMessage.parse(
+                server.evaluate_response(f"n,,n={user},r=abc".encode(), 0))
+            salts.setdefault(user, set()).add(first.salt)
+    assert derived == ["alice", "nobody"]
+    # the unknown user is shown one salt, however often it asks
+    assert len(salts["nobody"]) == 1
+    assert salts["nobody"] == {original(scram.SCRAM_SHA_512, "nobody", store.secret()).salt}
+    monkeypatch.setattr(scram, "_STAND_INS_MAX", 4)
+    for i in range(10):
+        scram.stand_in_credential(scram.SCRAM_SHA_512, f"user{i}", b"s")
+    assert len(scram._STAND_INS) == 4
     store.close()
 
 

@@ -469,6 +469,7 @@ class ScramSaslClient(SaslClientMechanism):
         self._server_first = None
         self._client_final = None
         self._server_key = None
+        self._auth_message = None
         self.state = self.SEND_CLIENT_FIRST_MESSAGE
 
     def __repr__(self):
@@ -522,9 +523,11 @@ class ScramSaslClient(SaslClientMechanism):
             self._server_key = sk
             self._client_final = ClientFinalMessage(
                 channel_binding=self._client_first.gs2_header().encode("ascii"), nonce=nonce)
-            signature = _hmac(self.mech, stored_key(self.mech, ck),
-                              auth_message(self._client_first, self._server_first,
-                                           self._client_final))
+            # The server signature is over the same AuthMessage: kept for
+            # the final step rather than built twice.
+            self._auth_message = auth_message(self._client_first, self._server_first,
+                                              self._client_final)
+            signature = _hmac(self.mech, stored_key(self.mech, ck), self._auth_message)
             self._client_final.proof = _xor(ck, signature)
             self._set_state(self.RECEIVE_SERVER_FINAL_MESSAGE)
             return self._client_final.to_bytes()
@@ -539,12 +542,11 @@ class ScramSaslClient(SaslClientMechanism):
                 # code said.
                 self._fail(f"Sasl authentication using {self.mech} failed with error: "
                            f"{final.error}")
-            expected = _hmac(self.mech, self._server_key,
-                             auth_message(self._client_first, self._server_first,
-                                          self._client_final))
+            expected = _hmac(self.mech, self._server_key, self._auth_message)
             if not hmac.compare_digest(final.server_signature, expected):
                 self._fail("Invalid server signature in server final message")
             self._server_key = None
+            self._auth_message = None
             self._set_state(self.COMPLETE)
             return None
 
@@ -553,6 +555,7 @@ class ScramSaslClient(SaslClientMechanism):
 
     def dispose(self):
         self._server_key = None
+        self._auth_message = None
         self._password = None
 
 
@@ -575,6 +578,31 @@ def _keyed_mac(secret):
     return mac
 
 
+# (secret, mechanism, user name) -> stand-in credential: a server answering
+# logins derives the same stand-in for the same user over and over (one per
+# login), which costs an HMAC, two hashes and a base-36 conversion.  Kept for
+# every user name alike, existing or not, so the cache does not tell them
+# apart either: the first login of any name pays the derivation, the next
+# ones a lookup.  Bounded: a client trying many names only evicts (the
+# oldest first) and pays what it paid without the cache.
+_STAND_INS = OrderedDict()
+_STAND_INS_MAX = 1024
+_STAND_INS_LOCK = threading.Lock()
+
+
+def stand_in_credential(mech, username, secret=None):
+    """:func:`_fake_credential` through a bounded cache (see ``_STAND_INS``)."""
+    key = (secret, mech.mechanism_name, username)
+    credential = _STAND_INS.get(key)
+    if credential is None:
+        credential = _fake_credential(mech, username, secret)
+        with _STAND_INS_LOCK:
+            _STAND_INS[key] = credential
+            while len(_STAND_INS) > _STAND_INS_MAX:
+                _STAND_INS.popitem(last=False)
+    return credential
+
+
 def _fake_credential(mech, username, secret=None):
     """A credential for a user that does not exist.
 
@@ -586,8 +614,10 @@ def _fake_credential(mech, username, secret=None):
     without one a per-process secret is used.  No password matches the keys
     (and the server fails an unknown user whatever the proof).
 
-    The server derives this for every login, existing user or not, so that
-    both paths do the same work before the server-first message.
+    The server looks this up for every login, existing user or not, so that
+    both paths do the same work before the server-first message (through
+    :func:`stand_in_credential`: derived at a name's first login, then
+    cached, whether or not the name exists).
     """
     mac = _keyed_mac(secret or _PROCESS_SECRET).copy()
     mac.update(f"{mech.mechanism_name}\0{username}".encode("utf-8"))
@@ -711,8 +741,8 @@ class ScramSaslServer(SaslServerMechanism):
         # The stand-in is derived whether or not the user exists: the two
         # paths do the same work, so the time to the server-first message
         # does not tell them apart (benchmarks/scram_timing.py).
-        stand_in = _fake_credential(self.mech, username,
-                                    getattr(self._callbacks, "scram_secret", None))
+        stand_in = stand_in_credential(self.mech, username,
+                                       getattr(self._callbacks, "scram_secret", None))
         if credential is not None and credential.iterations < self.mech.min_iterations:
             log.warning("SASL/%s: stored credential has %d iterations, less than the minimum "
                         "%d", self.mechanism_name, credential.iterations,
