@@ -420,7 +420,7 @@ def test_example_pipeline_submitted_to_the_cluster(spark_cluster, kafka_broker, 
     once.  (Last in the module: it stops the tests' session to free the
     Workers' cores.)"""
     from kchannel.config.properties import format_properties
-    from tests.spark.test_spark_examples import PIPELINE, ROOT, readme_command
+    from tests.fixtures.spark import PIPELINE, ROOT, readme_command
     plain = kafka_broker.bootstrap("PLAINTEXT")
     source = create_topic(plain, topic_name("cl-pipe-in"), partitions=2)
     target = create_topic(plain, topic_name("cl-pipe-out"), partitions=2)
