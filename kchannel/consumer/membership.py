@@ -164,7 +164,7 @@ class ConsumerMembershipManager:
         last, self._last_poll_ms = self._last_poll_ms, now
         if last is not None and now - last > self.rebalance_timeout_ms and \
                 self.state in _IN_GROUP and self.member_epoch > 0:
-            log.warning(_POLL_TIMEOUT)
+            log.warning("%s", _POLL_TIMEOUT)
             self.leave_group(self.consumer.config["request.timeout.ms"], _POLL_TIMEOUT)
 
     def ensure_active_group(self, timeout_ms):
