@@ -10,14 +10,14 @@ from kchannel.protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from kchannel.protocol.schema import Field, MessageSpec, snake_case
 from tests.fixtures.strategies import SPEC_VERSION_IDS as IDS
 from tests.fixtures.strategies import SPEC_VERSIONS as CASES
-from tests.fixtures.strategies import body_strategy
+from tests.fixtures.strategies import body_strategy, examples
 
 
 def _body(spec, version):
     return body_strategy(spec.fields, version)
 
 
-_SETTINGS = settings(max_examples=25, deadline=None,
+_SETTINGS = settings(max_examples=examples(25), deadline=None,
                      suppress_health_check=[HealthCheck.too_slow,
                                             HealthCheck.data_too_large])
 
@@ -101,7 +101,7 @@ def test_defaults_encode_and_decode(spec, version):
 
 
 @pytest.mark.parametrize("spec,version", CASES, ids=IDS)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.binary(max_size=80))
 def test_any_bytes_fail_closed(spec, version, data):
     try:
@@ -112,7 +112,7 @@ def test_any_bytes_fail_closed(spec, version, data):
 
 
 @pytest.mark.parametrize("spec,version", CASES, ids=IDS)
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data())
 def test_mutated_encodings_fail_closed(spec, version, data):
     body = data.draw(_body(spec, version))

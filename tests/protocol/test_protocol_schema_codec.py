@@ -16,6 +16,7 @@ from kchannel.protocol.wire import Reader, Writer
 from tests.fixtures.schema_reference import compile_struct
 from tests.fixtures.strategies import SPEC_VERSION_IDS as IDS
 from tests.fixtures.strategies import SPEC_VERSIONS as CASES
+from tests.fixtures.strategies import examples
 
 
 _JUNK = ("x", 1.5, None, {}, [1], [{}], b"\x01", 2 ** 70, -1, object(), True)
@@ -117,7 +118,7 @@ def _fast_decode(spec, version):
     return decode
 
 
-_SETTINGS = settings(max_examples=12, deadline=None,
+_SETTINGS = settings(max_examples=examples(12), deadline=None,
                      suppress_health_check=[HealthCheck.too_slow,
                                             HealthCheck.data_too_large])
 
