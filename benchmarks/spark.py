@@ -234,6 +234,23 @@ def _cpu_s(pid):
     return own, python
 
 
+def _executor_pids(app_id):
+    """The executor JVMs of application ``app_id`` on a standalone cluster."""
+    out = []
+    for e in os.listdir("/proc"):
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in cmd and \
+                app_id.encode() in cmd:
+            out.append(int(e))
+    return sorted(out)
+
+
 def _spark_jvm_pid():
     """The driver JVM this Python process started (the local[2] executor)."""
     for e in os.listdir("/proc"):
@@ -264,14 +281,35 @@ def jvm_child(args):
     import kchannel.spark
     with open(args.jvm_child, encoding="utf-8") as f:
         job = json.load(f)
-    spark = (SparkSession.builder.master(args.master).appName("kchannel-bench-jvm")
-             .config("spark.jars", ",".join(job["jars"]))
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("kchannel-bench-jvm")
+               .config("spark.jars", ",".join(job["jars"]))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2"))
+    cluster = args.master.startswith("spark://")
+    if cluster:
+        # Executors in JVMs of their own (the Workers'), each 1 core; their
+        # Python is this venv's, kchannel from this checkout.
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.executor.memory", "768m")
+                   .config("spark.executor.cores", "1")
+                   .config("spark.pyspark.python", sys.executable)
+                   .config("spark.executorEnv.PYTHONPATH", ROOT))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kchannel.spark.register(spark)
-    jvm = _spark_jvm_pid()
+    if cluster:
+        app = spark.sparkContext.applicationId
+        deadline = time.monotonic() + 120
+        while len(_executor_pids(app)) < args.executors:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {args.executors} executors for {app}")
+            time.sleep(0.5)
+        pids = _executor_pids(app)
+        print(f"{len(pids)} executors: {pids}", flush=True)
+    else:
+        pids = [_spark_jvm_pid()]       # local: the driver JVM is the executor
     n, parts = args.records, args.partitions
     value = "x" * args.size
     out = []
@@ -284,12 +322,18 @@ def jvm_child(args):
             small = data.limit(max(1000, n // 20))
             res = {"case": case["label"]}
 
+            def cpu():
+                per = [_cpu_s(p) for p in pids]
+                return sum(j for j, _ in per), sum(py for _, py in per)
+
             def measure(fn):
-                c0 = _cpu_s(jvm)
+                # CPU seconds of the executors (their JVMs, their Python
+                # workers), summed over the executors
+                c0 = cpu()
                 t0 = time.perf_counter()
                 got = fn()
                 wall = time.perf_counter() - t0
-                c1 = _cpu_s(jvm)
+                c1 = cpu()
                 return wall, c1[0] - c0[0], c1[1] - c0[1], got
 
             # write: a warm-up each (classes, workers, clients), then timed
@@ -354,6 +398,20 @@ def jvm_main(args):
         sys.exit(f"benchmarks/spark.py needs Apache Kafka: {reason}")
     python, jars = prepare_jvm_environment()
     tmp = tempfile.mkdtemp(prefix="kchannel-bench-spark-jvm-")
+    cluster = None
+    if args.cluster:
+        # A standalone cluster of the venv's pyspark (the JVM connector is
+        # built for it): Master and --executors 1-core Workers.
+        import subprocess
+        from tests.fixtures.spark_cluster import SparkCluster
+        home = subprocess.run([python, "-c", "import os, pyspark; "
+                               "print(os.path.dirname(pyspark.__file__))"],
+                              check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+        os.makedirs(os.path.join(tmp, "cluster"))
+        cluster = SparkCluster(os.path.join(tmp, "cluster"), pyspark_home=home, python=python)
+        cluster.start(workers=args.executors, connect=False)
+        args.master = cluster.master_url
+        print(f"standalone cluster {cluster.master_url} ({home})", flush=True)
     os.makedirs(os.path.join(tmp, "pki"))
     os.makedirs(os.path.join(tmp, "kafka"))
     pki = make_pki(os.path.join(tmp, "pki"))
@@ -377,7 +435,8 @@ def jvm_main(args):
                    PYSPARK_DRIVER_PYTHON=python)
         proc = subprocess.run([python, os.path.abspath(__file__), "--jvm-child", job,
                                "--records", str(args.records), "--size", str(args.size),
-                               "--partitions", str(args.partitions), "--master", args.master],
+                               "--partitions", str(args.partitions), "--master", args.master,
+                               "--executors", str(args.executors)],
                               env=env, stdout=subprocess.PIPE, text=True)
         lines = proc.stdout.splitlines()
         for line in lines:
@@ -387,19 +446,26 @@ def jvm_main(args):
             sys.exit(f"the pyspark {JVM_SPARK} run failed (exit {proc.returncode})")
         results = json.loads([l for l in lines if l.startswith("RESULTS ")][-1][8:])
     finally:
+        if cluster is not None:
+            cluster.stop()
         broker.stop()
         broker.oauth.close()
+    load = os.getloadavg()
+    print(f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    where = (f"standalone cluster (Master + {args.executors} 1-core Workers)" if args.cluster
+             else f"`{args.master}`")
     from _results import row
     for res in results:
         ratios = {op: res[f"{op}_kchannel"][0] / res[f"{op}_kafka"][0]
                   for op in ("write", "read", "group")}
         text = "; ".join(
             f"{op} {res[f'{op}_kchannel'][0] / 1e3:.0f} k vs {res[f'{op}_kafka'][0] / 1e3:.0f} k "
-            f"rec/s ({ratios[op]:.2f}x; CPU s kchannel JVM {res[f'{op}_kchannel'][1]:.1f} + "
-            f"Python {res[f'{op}_kchannel'][2]:.1f}, kafka JVM {res[f'{op}_kafka'][1]:.1f})"
+            f"rec/s ({ratios[op]:.2f}x; executors' CPU s kchannel JVM "
+            f"{res[f'{op}_kchannel'][1]:.1f} + Python {res[f'{op}_kchannel'][2]:.1f}, kafka JVM "
+            f"{res[f'{op}_kafka'][1]:.1f} + Python {res[f'{op}_kafka'][2]:.1f})"
             for op in ("write", "read", "group"))
         print(f"{res['case']}: {text}")
-        row(f"PySpark {JVM_SPARK} `{args.master}`, {args.records} x {args.size} B records, "
+        row(f"PySpark {JVM_SPARK} {where}, {args.records} x {args.size} B records, "
             f"{res['case']}: `format(\"kchannel\")` vs Spark's JVM `format(\"kafka\")` "
             "(spark-sql-kafka-0-10), write, read (count) and groupBy count after the read "
             "(`spark.py --jvm`)", text, ">= 0.5x read and write",
@@ -417,6 +483,11 @@ def main():
     ap.add_argument("--jvm-cases", default="PLAINTEXT,SASL_SSL SCRAM-SHA-512",
                     help="with --jvm: the security settings to measure (comma-separated)")
     ap.add_argument("--master", default="local[2]", help="with --jvm: Spark's master URL")
+    ap.add_argument("--cluster", action="store_true",
+                    help="with --jvm: start a standalone cluster of the pyspark 4.2.0 venv "
+                         "(Master and --executors 1-core Workers) and run there")
+    ap.add_argument("--executors", type=int, default=2,
+                    help="with --jvm --cluster: Workers, one 1-core executor each")
     ap.add_argument("--jvm-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.jvm_child:

@@ -304,6 +304,15 @@ class RecordsModule(Protocol):
                        base_timestamp: int) -> bytes:
         """The records section of an uncompressed v2 batch."""
 
+    def encode_plain_batch(self, records: List[Tuple[int, Optional[bytes], Optional[bytes],
+                                                    Iterable[Header]]],
+                           attributes: int, producer_id: int, producer_epoch: int,
+                           base_sequence: int, base_offset: int = 0,
+                           partition_leader_epoch: int = -1,
+                           max_timestamp: Optional[int] = None, size_hint: int = 0) -> bytes:
+        """One whole uncompressed magic v2 batch (header, CRC-32C, records)
+        of non-empty ``records``; ``size_hint`` only sizes a buffer."""
+
     def decode_records(self, buf: bytes, count: int, base_offset: int, base_timestamp: int,
                        log_append_time: Optional[int]
                        ) -> List[Tuple[int, int, Optional[bytes], Optional[bytes],

@@ -5,7 +5,7 @@ token the driver obtained with its own credentials.
     python examples/spark/pipeline.py --bootstrap-server broker:9093 \\
         --command-config client.properties --input-topic events \\
         --output-topic events-upper [--delegation-token] [--master local[2]] \\
-        [--streaming --checkpoint DIR]
+        [--conf spark.key=value ...] [--streaming --checkpoint DIR [--exactly-once]]
 
 ``client.properties`` is a Kafka client configuration as the Java tools take
 it (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``,
@@ -14,7 +14,13 @@ it (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``,
 key, headers and partition.  Batch by default (the whole input topic, from
 earliest to latest); ``--streaming`` runs a streaming query that writes
 what is in the input topic now and stops (``trigger(availableNow=True)``),
-resuming from ``--checkpoint`` next time.
+resuming from ``--checkpoint`` next time; with ``--exactly-once`` it writes
+each micro-batch in Kafka transactions (``kchannel.exactlyOnce``), so a
+run killed and started again writes no record twice for read_committed
+readers.  ``--master`` and ``--conf`` are spark-submit's: on a standalone
+cluster, ``--master spark://host:7077`` and, where kchannel is not
+installed on the executors' Python, ``--conf
+spark.executorEnv.PYTHONPATH=/path/to/kchannel-checkout``.
 
 Exit status 0 when the output was written, 1 on failure, 2 on bad usage.
 """
@@ -48,6 +54,7 @@ def run(spark, args):
     if args.streaming:
         q = (upper.writeStream.format("kchannel").options(**options)
              .option("topic", args.output_topic)
+             .option("kchannel.exactlyOnce", str(args.exactly_once).lower())
              .option("checkpointLocation", args.checkpoint)
              .trigger(availableNow=True).start())
         q.awaitTermination()
@@ -70,18 +77,33 @@ def main(argv=None):
     ap.add_argument("--delegation-token", action="store_true",
                     help="executors log in with a delegation token the driver obtains")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark configuration property (as spark-submit's --conf)")
     ap.add_argument("--streaming", action="store_true")
     ap.add_argument("--checkpoint", help="checkpoint directory (with --streaming)")
+    ap.add_argument("--exactly-once", action="store_true",
+                    help="transactional streaming writes (kchannel.exactlyOnce)")
     args = ap.parse_args(argv)
     if args.streaming and not args.checkpoint:
         ap.error("--streaming needs --checkpoint")
+    if args.exactly_once and not args.streaming:
+        ap.error("--exactly-once needs --streaming")
+    confs = []
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--conf {item}: expected KEY=VALUE")
+        confs.append((key, value))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import kchannel.spark
-    spark = (SparkSession.builder.master(args.master).appName("kchannel-pipeline")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    builder = (SparkSession.builder.master(args.master).appName("kchannel-pipeline")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in confs:
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     kchannel.spark.register(spark)
     try:

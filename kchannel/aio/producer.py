@@ -324,10 +324,7 @@ class AIOProducer:
         aiokafka's) with this transaction: committed if and only if it
         commits (Kafka's ``sendOffsetsToTransaction``)."""
         self._require_transactional("sendOffsetsToTransaction")
-        if isinstance(group_metadata, str):
-            group_metadata = ConsumerGroupMetadata(group_metadata)
-        if not group_metadata or not getattr(group_metadata, "group_id", None):
-            raise ValueError("Consumer group metadata could not be null")
+        group_metadata = ConsumerGroupMetadata.coerce(group_metadata)
         if not offsets:
             return
         await self._await_result(

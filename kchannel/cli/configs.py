@@ -349,16 +349,22 @@ def _exception_text(exc):
     return f"{name}: {message or error_message(code)}"
 
 
-def _alter(backend, user, args):
-    configs_to_add = {}
+def _changes(args):
+    """``--add-config-file`` then ``--add-config`` (which wins), validated,
+    and the ``--delete-config`` names, as Kafka's ConfigCommand reads them."""
+    to_add = {}
     if args.add_config_file:
         try:
-            configs_to_add.update(load_properties(args.add_config_file))
+            to_add.update(load_properties(args.add_config_file))
         except OSError as exc:
             raise CommandError(f"Cannot read {args.add_config_file}: {exc}") from exc
-    configs_to_add.update(parse_add_config(args.add_config))
-    _validate_keys(configs_to_add)
-    to_delete = [k.strip() for k in args.delete_config]
+    to_add.update(parse_add_config(args.add_config))
+    _validate_keys(to_add)
+    return to_add, [k.strip() for k in args.delete_config]
+
+
+def _alter(backend, user, args):
+    configs_to_add, to_delete = _changes(args)
     unknown_add = [k for k in configs_to_add if not scram.is_scram(k)]
     unknown_delete = [k for k in to_delete if not scram.is_scram(k)]
     if unknown_add:
@@ -433,15 +439,7 @@ def _java_str(value):
 
 
 def _alter_resource(backend, entity_type, name, args):
-    to_add = {}
-    if args.add_config_file:
-        try:
-            to_add.update(load_properties(args.add_config_file))
-        except OSError as exc:
-            raise CommandError(f"Cannot read {args.add_config_file}: {exc}") from exc
-    to_add.update(parse_add_config(args.add_config))
-    _validate_keys(to_add)
-    to_delete = [k.strip() for k in args.delete_config]
+    to_add, to_delete = _changes(args)
     # (Kafka 4's ConfigCommand sends the deletion of a config the resource
     # does not have; the broker ignores it.)
     ops = [admin.AlterConfigOp(k, v, "SET") for k, v in to_add.items()]

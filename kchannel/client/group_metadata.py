@@ -20,6 +20,17 @@ class ConsumerGroupMetadata:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
 
+    @classmethod
+    def coerce(cls, group_metadata):
+        """What ``send_offsets_to_transaction`` accepts: the metadata, or a
+        group id string taken as the metadata of a consumer outside any
+        generation.  Kafka's message when there is no group."""
+        if isinstance(group_metadata, str):
+            group_metadata = cls(group_metadata)
+        if not group_metadata or not getattr(group_metadata, "group_id", None):
+            raise ValueError("Consumer group metadata could not be null")
+        return group_metadata
+
     def __eq__(self, other):
         return isinstance(other, ConsumerGroupMetadata) and (
             self.group_id, self.generation_id, self.member_id, self.group_instance_id) == (

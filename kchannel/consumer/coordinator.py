@@ -19,6 +19,8 @@ JoinGroup or SyncGroup in flight when the time is up is waited for by the
 next ``poll``.  The coordinator is found (and found again when it moves or
 dies) by the consumer, with the retry back-off.
 """
+import logging
+
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
 from kchannel.consumer.assignors import (ASSIGNORS, COOPERATIVE, EAGER, decode_assignment,
@@ -45,6 +47,30 @@ _RESET_MEMBER = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION,
 # right one, still loading; retry after the back-off).
 _MOVED = COORDINATOR_ERRORS - {Errors.COORDINATOR_LOAD_IN_PROGRESS}
 
+
+
+def commit_before_revoking(owner, deadline, logger, timeout_message, failure_level,
+                           failure_message):
+    """The auto-commit of the positions before partitions are revoked, shared
+    by the classic coordinator (Kafka's onJoinPrepare) and the KIP-848
+    membership manager (its reconciliation): False while the commit is not
+    done by ``deadline`` (the poll's) and the rebalance timeout, counted
+    from ``owner``'s first try, has not passed (the next poll tries again);
+    True when it is done or given up (logged with Kafka's messages)."""
+    c = owner.consumer
+    now = c._time()
+    if owner._prepare_deadline is None:
+        owner._prepare_deadline = now + owner.rebalance_timeout_ms
+    until = min(deadline, owner._prepare_deadline)
+    try:
+        c.commit(timeout=max(until - now, 0) / 1000)
+    except RequestTimeoutError:
+        if c._time() < owner._prepare_deadline:
+            return False
+        logger.error(timeout_message)
+    except errors.KChannelError as exc:
+        logger.log(failure_level, failure_message, exc)
+    return True
 
 class ConsumerCoordinator:
     def __init__(self, consumer, values, listener=None):
@@ -167,20 +193,12 @@ class ConsumerCoordinator:
         if not owned:
             return True
         lost = self.generation < 0
-        if c.config["enable.auto.commit"] and not lost:
-            now = c._time()
-            if self._prepare_deadline is None:
-                self._prepare_deadline = now + self.rebalance_timeout_ms
-            until = min(deadline, self._prepare_deadline)
-            try:
-                c.commit(timeout=max(until - now, 0) / 1000)
-            except RequestTimeoutError:
-                if c._time() < self._prepare_deadline:
-                    return False
-                log.error("Asynchronous auto-commit of offsets failed: joinPrepare timeout. "
-                          "Will continue to join group")
-            except errors.KChannelError as exc:
-                log.warning("Offset commit before rebalance failed: %s", exc)
+        if c.config["enable.auto.commit"] and not lost and not commit_before_revoking(
+                self, deadline, log,
+                "Asynchronous auto-commit of offsets failed: joinPrepare timeout. "
+                "Will continue to join group",
+                logging.WARNING, "Offset commit before rebalance failed: %s"):
+            return False
         self._prepare_deadline = None
         if lost:
             # Fenced or expired: another member may own them already

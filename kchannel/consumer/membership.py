@@ -33,11 +33,12 @@ application that does not poll for the broker's
 """
 import base64
 import enum
+import logging
 import uuid
 
 from kchannel import errors
-from kchannel.client import RequestTimeoutError
 from kchannel.client.metadata import TopicPartition
+from kchannel.consumer.coordinator import commit_before_revoking
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
@@ -163,7 +164,7 @@ class ConsumerMembershipManager:
         last, self._last_poll_ms = self._last_poll_ms, now
         if last is not None and now - last > self.rebalance_timeout_ms and \
                 self.state in _IN_GROUP and self.member_epoch > 0:
-            log.warning(_POLL_TIMEOUT)
+            log.warning("%s", _POLL_TIMEOUT)
             self.leave_group(self.consumer.config["request.timeout.ms"], _POLL_TIMEOUT)
 
     def ensure_active_group(self, timeout_ms):
@@ -255,21 +256,15 @@ class ConsumerMembershipManager:
             return True
         revoked = [tp for tp in c.subscriptions.assignment if tp not in assigned]
         added = sorted(assigned - owned)
-        if c.config["enable.auto.commit"] and c.subscriptions.positions():
-            now = c._time()
-            if self._prepare_deadline is None:
-                self._prepare_deadline = now + self.rebalance_timeout_ms
-            until = min(deadline, self._prepare_deadline)
-            try:
-                c.commit(timeout=max(until - now, 0) / 1000)
-            except RequestTimeoutError:
-                if c._time() < self._prepare_deadline:
-                    return False
-                log.error("Auto-commit request before reconciling new assignment failed. "
-                          "Will proceed with the reconciliation anyway.")
-            except errors.KChannelError as exc:
-                log.error("Auto-commit request before reconciling new assignment failed: %s. "
-                          "Will proceed with the reconciliation anyway.", exc)
+        if c.config["enable.auto.commit"] and c.subscriptions.positions() and \
+                not commit_before_revoking(
+                    self, deadline, log,
+                    "Auto-commit request before reconciling new assignment failed. "
+                    "Will proceed with the reconciliation anyway.",
+                    logging.ERROR,
+                    "Auto-commit request before reconciling new assignment failed: %s. "
+                    "Will proceed with the reconciliation anyway."):
+            return False
         self._prepare_deadline = None
         if self.state is not S.RECONCILING:
             return True       # fenced or left meanwhile (the commit polled)

@@ -292,10 +292,7 @@ class Producer:
         ``sendOffsetsToTransaction``).  A group id string is taken as the
         metadata of a consumer outside any generation."""
         self._require_transactional("sendOffsetsToTransaction")
-        if isinstance(group_metadata, str):
-            group_metadata = ConsumerGroupMetadata(group_metadata)
-        if not group_metadata or not getattr(group_metadata, "group_id", None):
-            raise ValueError("Consumer group metadata could not be null")
+        group_metadata = ConsumerGroupMetadata.coerce(group_metadata)
         if not offsets:
             return
         began = _time.monotonic_ns()

@@ -40,6 +40,14 @@ Options and columns are those of Spark's Kafka source
   of each task.  At-least-once: a task fails if any of its records failed
   and Spark's retry writes them again; an aborted job leaves what was
   already acknowledged in Kafka (no retraction).
+* streaming write with ``kchannel.exactlyOnce`` = ``true``: each task
+  writes its part of a micro-batch in a Kafka transaction of its own
+  (transactional id ``<prefix>-<partition id>``, prefix
+  ``kchannel.transactionalIdPrefix`` or ``kchannel-<query id>``) that also
+  commits the micro-batch id as an offset of a group named like the
+  transactional id; a retried or replayed task that finds its micro-batch
+  committed writes nothing, so read_committed readers see every record once
+  (:func:`kchannel.spark.workers.write_exactly_once`).
 * every ``kafka.``-prefixed option goes to the kchannel client with the
   prefix dropped (``kafka.security.protocol``, ``kafka.sasl.jaas.config``,
   ``kafka.ssl.truststore.location``...); Spark's refused keys

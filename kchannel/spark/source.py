@@ -39,6 +39,8 @@ READ_FETCH_MAX_WAIT_MS = 10
 _READ_DEFAULTS = {"fetch.max.wait.ms": str(READ_FETCH_MAX_WAIT_MS), "auto.offset.reset": "none"}
 
 _TOKEN_OPTION = "kchannel.delegationtoken"
+EXACTLY_ONCE = "kchannel.exactlyOnce"
+TRANSACTIONAL_ID_PREFIX = "kchannel.transactionalIdPrefix"
 
 
 def _token_settings(options):
@@ -501,15 +503,25 @@ def _topic_partitions(configs, o, client=None):
 
 
 class KafkaCommitMessage(WriterCommitMessage):
-    def __init__(self, records):
+    """A task's result: ``records`` written; ``skipped`` True when an
+    exactly-once task found its part of the micro-batch already in Kafka."""
+
+    def __init__(self, records, skipped=False):
         self.records = records
+        self.skipped = skipped
 
 
 class _KafkaWriting:
     """Writes each task's rows with the worker's shared producer, flushing
     at the end of the task.  At-least-once: a task fails when any of its
     records failed, and Spark's retry writes its rows again; ``abort`` does
-    not retract what a task already wrote (Kafka has no way to)."""
+    not retract what a task already wrote (Kafka has no way to).
+
+    Streaming writes with ``kchannel.exactlyOnce`` instead write each task's
+    rows in a Kafka transaction of their own (see
+    :func:`kchannel.spark.workers.write_exactly_once`)."""
+
+    streaming = False
 
     def __init__(self, options, schema):
         options = {str(k).lower(): v for k, v in dict(options).items()}
@@ -529,59 +541,107 @@ class _KafkaWriting:
                 raise errors.ConfigError(
                     f"{col} attribute type must be a " + " or ".join(
                         "int" if a == "integer" else a for a in allowed), key=col)
+        if "transactional.id" in client:
+            raise errors.ConfigError(
+                "Kafka option 'transactional.id' is not supported: set the sink option "
+                "'kchannel.exactlyOnce' to 'true' for transactional (exactly-once) streaming "
+                "writes; each task then gets a transactional id of its own",
+                key="kafka.transactional.id")
+        self.exactly_once = opts._bool(options, EXACTLY_ONCE, False)
+        self.transactional_id_prefix = options.get(TRANSACTIONAL_ID_PREFIX.lower())
+        if self.exactly_once and not self.streaming:
+            raise errors.ConfigError(
+                "Option 'kchannel.exactlyOnce' is for streaming writes (writeStream): a batch "
+                "write has no micro-batch id to make its retries idempotent",
+                key=EXACTLY_ONCE)
         _, executor = _split_configs(options, client)
         self.executor_configs = executor
 
     def write(self, iterator):
+        if self.exactly_once:
+            return self._write_exactly_once(iterator)
         producer = workers.producer_for(self.executor_configs)
+        try:
+            count = self._send_rows(producer, iterator)[0]
+        except errors.KChannelError as exc:
+            if getattr(producer, "_closed", False):
+                workers.drop_producer(self.executor_configs, producer)
+            raise self._naming_the_token(exc)
+        return KafkaCommitMessage(count)
+
+    def _naming_the_token(self, exc):
+        if isinstance(exc, errors.AuthenticationError):
+            failure = tokens.login_failure(self.executor_configs, exc)
+            if failure is not exc:
+                failure.__cause__ = exc
+                return failure
+        return exc
+
+    def _write_exactly_once(self, iterator):
+        # Spark sets these local properties on every task of a micro-batch
+        # (StreamExecution's query id, stable across restarts from the same
+        # checkpoint, and MicroBatchExecution's batch id).
+        from pyspark import TaskContext
+        task = TaskContext.get()
+        batch_id = task.getLocalProperty("streaming.sql.batchId")
+        query_id = task.getLocalProperty("sql.streaming.queryId")
+        if batch_id is None or query_id is None:
+            raise errors.KChannelError("kchannel.exactlyOnce: this task belongs to no "
+                                       "micro-batch of a streaming query")
+        prefix = self.transactional_id_prefix or f"kchannel-{query_id}"
+        transactional_id = f"{prefix}-{task.partitionId()}"
+
+        def drain():
+            for _ in iterator:
+                pass
+        try:
+            count = workers.write_exactly_once(
+                self.executor_configs, transactional_id, int(batch_id),
+                lambda producer: self._send_rows(producer, iterator), drain)
+        except errors.KChannelError as exc:
+            raise self._naming_the_token(exc)
+        return KafkaCommitMessage(count or 0, skipped=count is None)
+
+    def _send_rows(self, producer, iterator):
+        """Send the task's rows; (count, a topic written or None).  Raises
+        the first record's failure after flushing."""
         failures = []
 
         def on_done(md, exc):
             if exc is not None and not failures:
                 failures.append(exc)
         count = 0
-        try:
-            for batch in iterator:
-                cols = {name.lower(): batch.column(i).to_pylist()
-                        for i, name in enumerate(batch.schema.names)}
-                n = batch.num_rows
-                values = cols["value"]
-                keys = cols.get("key") or [None] * n
-                topics = cols.get("topic") or [None] * n
-                parts = cols.get("partition") or [None] * n
-                headers = cols.get("headers") or [None] * n
-                for i in range(n):
-                    topic = self.topic if self.topic is not None else topics[i]
-                    if topic is None:
-                        raise errors.KChannelError("Null topic present in the data. Use the "
-                                                   "topic option for setting a topic.")
-                    h = headers[i]
-                    if h:
-                        h = [(x["key"], x["value"]) if isinstance(x, dict) else tuple(x)
-                             for x in h]
-                    # A record that fails at once (too large...) calls on_done too.
-                    producer.send(topic, value=_bytes(values[i]), key=_bytes(keys[i]),
-                                  headers=h or None, partition=parts[i], callback=on_done)
-                    count += 1
-                if failures:
-                    break
-            producer.flush()
-        except errors.KChannelError as exc:
-            if getattr(producer, "_closed", False):
-                workers.drop_producer(self.executor_configs, producer)
-            if isinstance(exc, errors.AuthenticationError):
-                failure = tokens.login_failure(self.executor_configs, exc)
-                if failure is not exc:
-                    raise failure from exc
-            raise exc
+        first_topic = None
+        for batch in iterator:
+            cols = {name.lower(): batch.column(i).to_pylist()
+                    for i, name in enumerate(batch.schema.names)}
+            n = batch.num_rows
+            values = cols["value"]
+            keys = cols.get("key") or [None] * n
+            topics = cols.get("topic") or [None] * n
+            parts = cols.get("partition") or [None] * n
+            headers = cols.get("headers") or [None] * n
+            for i in range(n):
+                topic = self.topic if self.topic is not None else topics[i]
+                if topic is None:
+                    raise errors.KChannelError("Null topic present in the data. Use the "
+                                               "topic option for setting a topic.")
+                h = headers[i]
+                if h:
+                    h = [(x["key"], x["value"]) if isinstance(x, dict) else tuple(x)
+                         for x in h]
+                # A record that fails at once (too large...) calls on_done too.
+                producer.send(topic, value=_bytes(values[i]), key=_bytes(keys[i]),
+                              headers=h or None, partition=parts[i], callback=on_done)
+                if first_topic is None:
+                    first_topic = topic
+                count += 1
+            if failures:
+                break
+        producer.flush()
         if failures:
-            exc = failures[0]
-            if isinstance(exc, errors.AuthenticationError):
-                failure = tokens.login_failure(self.executor_configs, exc)
-                if failure is not exc:
-                    raise failure from exc
-            raise exc
-        return KafkaCommitMessage(count)
+            raise failures[0]
+        return count, first_topic
 
 
 class KChannelWriter(_KafkaWriting, DataSourceArrowWriter):
@@ -598,15 +658,24 @@ class KChannelWriter(_KafkaWriting, DataSourceArrowWriter):
 
 
 class KChannelStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
-    """``df.writeStream.format("kchannel")``: each micro-batch's tasks write
+    """Spark creates one for every micro-batch on the driver, so each
+    micro-batch's tasks get the driver's current delegation token (renewed
+    or replaced as it ages, see :mod:`kchannel.spark.tokens`).
+
+    ``df.writeStream.format("kchannel")``: each micro-batch's tasks write
     as a batch write does (Spark's KafkaStreamingWrite).  At-least-once: a
     micro-batch whose task failed is aborted and, after a restart, run
     again from the checkpoint, so its records may be written twice; nothing
     is retracted."""
 
+    streaming = True
+
     def commit(self, messages, batchId):
-        log.info("Micro-batch %s: wrote %d records to Kafka", batchId,
-                 sum(m.records for m in messages if m is not None))
+        done = [m for m in messages if m is not None]
+        log.info("Micro-batch %s: wrote %d records to Kafka%s", batchId,
+                 sum(m.records for m in done),
+                 "".join(f" ({n} tasks found theirs already written)" for n in
+                         [sum(1 for m in done if getattr(m, "skipped", False))] if n))
 
     def abort(self, messages, batchId):
         log.warning("Micro-batch %s failed after %d records were acknowledged by Kafka; "

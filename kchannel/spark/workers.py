@@ -15,6 +15,15 @@ held, so no half-read fetch is ever handed to the next task.  The cache is
 bounded (``MAX_CONFIGS`` configurations; the least recently used is closed)
 and a client idle longer than ``IDLE_S`` is closed on the next checkout.
 
+Exactly-once streaming writes (:func:`write_exactly_once`) use a
+transactional producer per transactional id, cached the same way, and an
+:class:`~kchannel.client.admin.Admin` per configuration to read the
+micro-batch marker committed with each transaction.
+
+A new delegation token is a new configuration: when a task takes a client
+for it, the cached clients of the same cluster and settings that log in
+with an older token are closed (they would only idle until evicted).
+
 Nothing here imports pyspark; pyarrow is imported when a range is read.
 """
 import os
@@ -23,14 +32,16 @@ import threading
 import time
 
 from kchannel import errors
+from kchannel.client.admin import Admin
 from kchannel.protocol.errors import Errors
 from kchannel.consumer import Consumer
+from kchannel.consumer.consumer import OffsetAndMetadata
 from kchannel.log import get_logger
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer import Producer
 
 __all__ = ["checkout_consumer", "checkin_consumer", "producer_for", "connection_stats",
-           "read_range", "close_all", "config_key"]
+           "read_range", "close_all", "config_key", "write_exactly_once"]
 
 log = get_logger("kchannel.spark")
 
@@ -40,8 +51,12 @@ IDLE_S = 540.0      # Kafka's connections.max.idle.ms (9 minutes)
 _lock = threading.Lock()
 _consumers = {}     # config key -> [(consumer, last_used)]
 _producers = {}     # config key -> [producer, last_used]
+# (config key, transactional.id) -> [producer, last_used, marker]: marker is
+# the next micro-batch id this producer's last commit recorded (None: none yet)
+_txn_producers = {}
+_admins = {}        # config key -> [Admin, last_used]
 _stats = {"consumers_created": 0, "producers_created": 0, "tasks": 0,
-          "consumers_closed": 0, "producers_closed": 0}
+          "consumers_closed": 0, "producers_closed": 0, "batches_skipped": 0}
 _retired_auth = [0]     # authentications of clients already closed
 
 
@@ -68,6 +83,14 @@ def _evict_locked(now):
         if now - last > IDLE_S:
             del _producers[key]
             _close(p, "producers_closed")
+    for cache in (_txn_producers, _admins):
+        for key in list(cache):
+            if now - cache[key][1] > IDLE_S:
+                _close(cache.pop(key)[0], "producers_closed" if cache is _txn_producers
+                       else "admins_closed")
+    while len(_txn_producers) > MAX_CONFIGS:
+        oldest = min(_txn_producers, key=lambda k: _txn_producers[k][1])
+        _close(_txn_producers.pop(oldest)[0], "producers_closed")
     while len(_consumers) > MAX_CONFIGS:
         oldest = min(_consumers, key=lambda k: max(last for _, last in _consumers[k]))
         for c, _ in _consumers.pop(oldest):
@@ -79,11 +102,40 @@ def _evict_locked(now):
 
 def _close(client, counter):
     _retired_auth[0] += _authentications(client)
-    _stats[counter] += 1
+    _stats[counter] = _stats.get(counter, 0) + 1
     try:
         client.close(0) if counter == "producers_closed" else client.close()
     except Exception:   # closing is best effort: the client is dropped either way
         log.debug("Closing a cached kchannel client failed", exc_info=True)
+
+
+def _same_cluster(key):
+    """``key`` without its login: the cluster and settings a token serves."""
+    return tuple(kv for kv in key if kv[0] != "sasl.jaas.config")
+
+
+def _retire_superseded_locked(key):
+    """Close the cached clients of ``key``'s cluster and settings that log
+    in with another delegation token than ``key``'s: the driver replaced
+    that token (it may be expired or cancelled soon), so they would only
+    idle until evicted."""
+    token = token_id_of(dict(key))
+    if token is None:
+        return
+    cluster = _same_cluster(key)
+
+    def superseded(k):
+        return k != key and _same_cluster(k) == cluster and token_id_of(dict(k)) not in \
+            (None, token)
+    for k in [k for k in _consumers if superseded(k)]:
+        for c, _ in _consumers.pop(k):
+            _close(c, "consumers_closed")
+    for k in [k for k in _producers if superseded(k)]:
+        _close(_producers.pop(k)[0], "producers_closed")
+    for k in [k for k in _txn_producers if superseded(k[0])]:
+        _close(_txn_producers.pop(k)[0], "producers_closed")
+    for k in [k for k in _admins if superseded(k)]:
+        _close(_admins.pop(k)[0], "admins_closed")
 
 
 def checkout_consumer(configs):
@@ -96,6 +148,7 @@ def checkout_consumer(configs):
         entries = _consumers.get(key)
         if entries:
             return entries.pop()[0]
+        _retire_superseded_locked(key)
         _stats["consumers_created"] += 1
     return Consumer(dict(configs))
 
@@ -130,6 +183,7 @@ def producer_for(configs):
         if entry is not None:
             entry[1] = now
             return entry[0]
+        _retire_superseded_locked(key)
         _stats["producers_created"] += 1
         producer = Producer(dict(configs))
         _producers[key] = [producer, now]
@@ -143,6 +197,136 @@ def drop_producer(configs, producer):
         if entry is not None and entry[0] is producer:
             del _producers[config_key(configs)]
         _close(producer, "producers_closed")
+
+
+# Connection and security settings an Admin takes from a writer's
+# configuration (the producer's own keys would only be warned about).
+_ADMIN_PREFIXES = ("bootstrap.servers", "security.protocol", "ssl.", "sasl.", "client.dns.",
+                   "client.id", "request.timeout.ms", "socket.", "reconnect.", "retry.",
+                   "connections.max.idle.ms")
+MARKER_WAIT_S = 60.0
+
+
+def _admin_locked(configs, now):
+    key = config_key(configs)
+    entry = _admins.get(key)
+    if entry is None:
+        admin = Admin({k: v for k, v in configs.items() if k.startswith(_ADMIN_PREFIXES)})
+        entry = _admins[key] = [admin, now]
+    entry[1] = now
+    return entry[0]
+
+
+def committed_marker(configs, transactional_id):
+    """The next micro-batch id recorded by the last committed transaction
+    of ``transactional_id`` (the highest offset its group holds), or None.
+    Waits while a transaction of it is being completed (Kafka answers
+    UNSTABLE_OFFSET_COMMIT until its markers are written)."""
+    with _lock:
+        admin = _admin_locked(configs, time.monotonic())
+    deadline = time.monotonic() + MARKER_WAIT_S
+    while True:
+        try:
+            offsets = admin.list_consumer_group_offsets(transactional_id, None,
+                                                        require_stable=True)
+            break
+        except errors.KafkaError as exc:
+            if exc.error_code != Errors.UNSTABLE_OFFSET_COMMIT or \
+                    time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    return max((o.offset for o in offsets.values()), default=None)
+
+
+def _txn_producer(configs, transactional_id):
+    """[producer, last_used, marker] for ``transactional_id``: a cached one,
+    or a new one registered with init_transactions (which fences every
+    earlier producer of that id and completes its open transaction)."""
+    key = (config_key(configs), transactional_id)
+    now = time.monotonic()
+    with _lock:
+        _evict_locked(now)
+        _stats["tasks"] += 1
+        entry = _txn_producers.get(key)
+        if entry is not None:
+            entry[1] = now
+            return entry
+        _retire_superseded_locked(key[0])
+        _stats["producers_created"] += 1
+    producer = Producer(dict(configs, **{"transactional.id": transactional_id}))
+    try:
+        producer.init_transactions()
+    except BaseException:
+        with _lock:
+            _close(producer, "producers_closed")
+        raise
+    entry = [producer, now, None]
+    with _lock:
+        _txn_producers[key] = entry
+    return entry
+
+
+def _drop_txn_producer(configs, transactional_id, entry):
+    key = (config_key(configs), transactional_id)
+    with _lock:
+        if _txn_producers.get(key) is entry:
+            del _txn_producers[key]
+        _close(entry[0], "producers_closed")
+
+
+def write_exactly_once(configs, transactional_id, batch_id, send_rows, drain):
+    """Write one task's rows of micro-batch ``batch_id`` in one Kafka
+    transaction of ``transactional_id``, exactly once across task retries,
+    zombies and micro-batches replayed after a restart.
+
+    ``send_rows(producer)`` sends the task's rows and returns (count, a
+    topic written); ``drain()`` consumes them without writing.  The
+    transaction carries, besides the records, a marker: the offset
+    ``batch_id + 1`` committed for the consumer group named
+    ``transactional_id`` (TxnOffsetCommit, on partition 0 of a topic
+    written), so the records and the marker become visible together or not
+    at all.  A task first reads the marker: at or past ``batch_id + 1``, this
+    partition of the micro-batch is already in Kafka and nothing is written
+    again.  Returns the count written, or None when skipped."""
+    entry = _txn_producer(configs, transactional_id)
+    done = committed_marker(configs, transactional_id)
+    if entry[2] is not None and done != entry[2]:
+        # Another producer committed for this id since our last commit: it
+        # fenced ours.  A new one fences it in turn and completes whatever it
+        # left open; the marker is read again after that.
+        _drop_txn_producer(configs, transactional_id, entry)
+        entry = _txn_producer(configs, transactional_id)
+        done = committed_marker(configs, transactional_id)
+    if done is not None and done > batch_id:
+        drain()
+        with _lock:
+            _stats["batches_skipped"] += 1
+        log.info("Micro-batch %s of %s is already in Kafka (marker %s): not written again",
+                 batch_id, transactional_id, done)
+        return None
+    producer = entry[0]
+    try:
+        producer.begin_transaction()
+        count, topic = send_rows(producer)
+        if topic is not None:
+            producer.send_offsets_to_transaction(
+                {TopicPartition(topic, 0): OffsetAndMetadata(
+                    batch_id + 1, f"kchannel exactly-once: micro-batch {batch_id} written")},
+                transactional_id)
+        producer.commit_transaction()
+    except BaseException:
+        # Whatever this transaction wrote is never visible to read_committed
+        # readers; a producer in doubt is not reused.
+        try:
+            if producer._txn.in_open_transaction() and not producer._txn.has_fatal_error():
+                producer.abort_transaction(10)
+        except Exception:   # the producer is dropped below either way
+            log.debug("Aborting the transaction of %s failed", transactional_id, exc_info=True)
+        _drop_txn_producer(configs, transactional_id, entry)
+        raise
+    if topic is not None:
+        entry[2] = batch_id + 1
+    return count
 
 
 def _authentications(client):
@@ -176,12 +360,12 @@ def connection_stats():
     clients log in with)."""
     with _lock:
         live = [c for entries in _consumers.values() for c, _ in entries] + \
-            [p for p, _ in _producers.values()]
+            [p for p, _ in _producers.values()] + [e[0] for e in _txn_producers.values()]
         out = dict(_stats)
         out["pid"] = os.getpid()
         out["cached"] = len(live)
         out["authentications"] = _retired_auth[0] + sum(_authentications(c) for c in live)
-        keys = list(_consumers) + list(_producers)
+        keys = list(_consumers) + list(_producers) + [k for k, _ in _txn_producers]
     # Token ids are not secrets (the HMAC is): they show which token this
     # worker's cached clients log in with.
     out["token_ids"] = ",".join(sorted({t for t in (token_id_of(dict(k)) for k in keys) if t}))
@@ -197,6 +381,12 @@ def close_all():
         for p, _ in _producers.values():
             _close(p, "producers_closed")
         _producers.clear()
+        for e in _txn_producers.values():
+            _close(e[0], "producers_closed")
+        _txn_producers.clear()
+        for a, _ in _admins.values():
+            _close(a, "admins_closed")
+        _admins.clear()
 
 
 _TIMESTAMP_TYPES = {"CreateTime": 0, "LogAppendTime": 1}

@@ -153,8 +153,8 @@ def test_header_round_trip_any_api(key, version, corr, client_id):
 def test_decode_request_unsupported():
     # An API Kafka defines but kchannel does not implement.
     with pytest.raises(UnsupportedVersionError) as info:
-        decode_request(encode_request(RequestHeader(68, 0, 1, "c"), b""))
-    assert info.value.header == RequestHeader(68, 0, 1, "c")
+        decode_request(encode_request(RequestHeader(67, 0, 1, "c"), b""))
+    assert info.value.header == RequestHeader(67, 0, 1, "c")
     with pytest.raises(InvalidRequestError) as info:
         decode_request(encode_request(RequestHeader(17, 1, 8, "c"), b"\x00\x05PL"))
     assert info.value.header.correlation_id == 8

@@ -4,12 +4,16 @@ own with their own Python workers) against the session's Apache Kafka
 broker: batch and streaming reads and writes, delegation tokens as the
 executors' only credential (checked in the executors' processes), an
 executor killed mid-stream, a Worker added mid-stream after a token
-renewal, and logins counted by a ``kchannel serve`` gateway.
+renewal, logins counted by a ``kchannel serve`` gateway, exactly-once
+streaming writes through an executor kill and a replayed micro-batch, and
+the example pipeline submitted to the cluster.
 
 One cluster serves the module; the streaming tests share queries where a
 second one would only repeat the first (the suite runs on two cores)."""
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -190,6 +194,112 @@ def test_streaming_survives_a_killed_executor_and_restarts_from_its_checkpoint(
     assert len(got) == n_before + len(want4)
 
 
+def committed_values(bootstrap, topic, partitions):
+    """Every value in ``topic`` as read_committed readers see it, read by
+    kchannel and by confluent-kafka (librdkafka) to the partitions' ends."""
+    from confluent_kafka import Consumer as CKConsumer, KafkaError, TopicPartition as CKTp
+
+    from kchannel import Consumer
+    from kchannel.client.metadata import TopicPartition
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    ours = []
+    with Consumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed",
+                   "auto.offset.reset": "earliest"}) as c:
+        ends = c.end_offsets(tps)
+        c.assign(tps)
+        deadline = time.monotonic() + 60
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "kchannel never reached the end offsets"
+            ours.extend(r.value for r in c.poll(0.5))
+    theirs = []
+    c = CKConsumer({"bootstrap.servers": bootstrap, "group.id": "kchannel-test",
+                    "enable.auto.commit": False, "isolation.level": "read_committed",
+                    "enable.partition.eof": True})
+    c.assign([CKTp(topic, p, 0) for p in range(partitions)])
+    at_end = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, "confluent-kafka never reached the ends"
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                continue
+            theirs.append(m.value())
+    finally:
+        c.close()
+    assert sorted(ours) == sorted(theirs)
+    return ours
+
+
+def test_exactly_once_streaming_write_through_a_killed_executor_and_a_replayed_batch(
+        spark_cluster, kafka_broker, tmp_path):
+    """``kchannel.exactlyOnce``: a streaming read-transform-write query
+    whose executor is SIGKILLed mid-stream, then stopped and restarted after
+    its last commit log entry was removed (what a driver that dies between
+    its tasks' commits and its checkpoint's commit leaves behind: Spark runs
+    that micro-batch again).  Read with read_committed, by kchannel and
+    confluent-kafka, the output holds every input record exactly once."""
+    session = spark_cluster.session
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    source = create_topic(plain, topic_name("eos-in"), partitions=2)
+    target = create_topic(plain, topic_name("eos-out"), partitions=2)
+    ckpt = tmp_path / "ckpt"
+
+    def start():
+        return (session.readStream.format("kchannel")
+                .option("kafka.bootstrap.servers", plain).option("subscribe", source)
+                .option("startingOffsets", "earliest").option("minPartitions", "4").load()
+                .selectExpr("key", "upper(cast(value as string)) as value")
+                .writeStream.format("kchannel").option("kafka.bootstrap.servers", plain)
+                .option("topic", target).option("kchannel.exactlyOnce", "true")
+                .option("checkpointLocation", str(ckpt))
+                .trigger(processingTime="500 milliseconds").start())
+
+    def wave(w, n=100):
+        recs = [(b"k%d" % i, b"e%d-%d" % (w, i), [], BASE_TS + i) for i in range(n)]
+        produce_confluent(plain, source, recs, "none")
+        return [v.upper() for _, v, _, _ in recs]
+
+    want = []
+    q = start()
+    try:
+        want += wave(0)
+        q.processAllAvailable()
+        victim = spark_cluster.executors()[0]
+        want += wave(1)
+        os.kill(victim[0], signal.SIGKILL)      # while wave 1 is being written
+        want += wave(2)
+        q.processAllAvailable()
+        assert q.exception() is None
+    finally:
+        q.stop()
+    spark_cluster.wait_executors(2)
+    # The driver "died" after the last micro-batch's transactions committed
+    # but before its commit log entry: the restarted query runs it again.
+    commits = ckpt / "commits"
+    last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+    (commits / str(last)).unlink()
+    crc = commits / f".{last}.crc"
+    if crc.exists():
+        crc.unlink()
+    q = start()
+    try:
+        want += wave(3)
+        q.processAllAvailable()
+        assert q.exception() is None
+        replayed = [p for p in q.recentProgress if p["batchId"] == last]
+    finally:
+        q.stop()
+    assert replayed and replayed[0]["numInputRows"] > 0, q.recentProgress
+    got = committed_values(plain, target, 2)
+    assert len(got) == len(set(got)), "a record was written twice"
+    assert sorted(got) == sorted(want)
+
+
 def test_gateway_counts_logins_per_executor_not_per_task(spark_cluster, kafka_broker,
                                                           tmp_path):
     """A 40-task read and a 40-task write through a ``kchannel serve``
@@ -299,3 +409,47 @@ def test_worker_added_mid_stream_gets_the_current_token_after_a_renewal(
     assert readers and all(s["token_ids"] == info.token_id for s in readers), (info, mine)
     assert all(s["authentications"] for s in readers), "the new executor never logged in"
     assert sorted(topic_values(plain, target, 3)) == sorted(want)
+
+
+def test_example_pipeline_submitted_to_the_cluster(spark_cluster, kafka_broker, tmp_path):
+    """``examples/spark/pipeline.py`` as an application of its own on the
+    cluster: the README's command with ``--master spark://...`` (and the
+    executors' ``PYTHONPATH`` as ``--conf``), streaming with
+    ``--exactly-once`` and a delegation token for the executors.  The
+    output, read with read_committed, is the transformed input exactly
+    once.  (Last in the module: it stops the tests' session to free the
+    Workers' cores.)"""
+    from kchannel.config.properties import format_properties
+    from tests.fixtures.spark import PIPELINE, ROOT, readme_command
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    source = create_topic(plain, topic_name("cl-pipe-in"), partitions=2)
+    target = create_topic(plain, topic_name("cl-pipe-out"), partitions=2)
+    produce_confluent(plain, source, [(b"k%d" % i, b"value %d" % i, [], BASE_TS + i)
+                                      for i in range(40)], "none")
+    configs = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
+    bootstrap = configs.pop("bootstrap.servers")
+    props = tmp_path / "client.properties"
+    props.write_text(format_properties(configs), encoding="latin-1")
+    subst = {"broker:9093": bootstrap, "client.properties": str(props), "events": source,
+             "events-upper": target}
+    argv = [subst.get(a, a) for a in readme_command()]
+    argv += ["--master", spark_cluster.master_url, "--streaming", "--exactly-once",
+             "--checkpoint", str(tmp_path / "ckpt")]
+    for key, value in (("spark.executorEnv.PYTHONPATH", ROOT),
+                       ("spark.executorEnv.KCHANNEL_NO_EXTENSIONS",
+                        os.environ.get("KCHANNEL_NO_EXTENSIONS", "")),
+                       ("spark.pyspark.python", sys.executable),
+                       ("spark.driver.host", "127.0.0.1"),
+                       ("spark.driver.bindAddress", "127.0.0.1"),
+                       ("spark.executor.memory", "512m"),
+                       ("spark.executor.extraJavaOptions",
+                        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")):
+        argv += ["--conf", f"{key}={value}"]
+    spark_cluster.release()
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, PIPELINE, *argv], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"wrote 40 records from {source} to {target}" in out.stdout
+    got = committed_values(plain, target, 2)
+    assert sorted(got) == sorted(b"VALUE %d" % i for i in range(40))

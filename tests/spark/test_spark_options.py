@@ -7,6 +7,7 @@ import pytest
 
 from kchannel import errors
 from kchannel.spark import options as o
+from tests.fixtures.spark import require_spark
 
 BOOT = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -126,3 +127,24 @@ def test_rate_limit_as_spark():
     assert o.rate_limit(10, {a0: 3, a1: 9}, {a0: 3, a1: 4}, {}) == {a0: 3, a1: 4}
     # a limit above the backlog never goes past the end
     assert o.rate_limit(1000, {a0: 0, a1: 0}, {a0: 3, a1: 1}, {}) == {a0: 3, a1: 1}
+
+
+def test_exactly_once_options():
+    """``kchannel.exactlyOnce`` is a streaming sink option; batch writes
+    and a ``kafka.transactional.id`` of the user's are refused, saying why."""
+    require_spark()
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from kchannel.spark.source import KChannelStreamWriter, KChannelWriter
+    schema = StructType([StructField("value", BinaryType())])
+    base = {"kafka.bootstrap.servers": "localhost:9092", "topic": "t"}
+    with pytest.raises(errors.ConfigError, match="is for streaming writes"):
+        KChannelWriter(dict(base, **{"kchannel.exactlyOnce": "true"}), schema)
+    with pytest.raises(errors.ConfigError, match="'kchannel.exactlyOnce' to 'true'"):
+        KChannelStreamWriter(dict(base, **{"kafka.transactional.id": "mine"}), schema)
+    with pytest.raises(errors.ConfigError, match="must be true or false"):
+        KChannelStreamWriter(dict(base, **{"kchannel.exactlyOnce": "yes"}), schema)
+    assert not KChannelStreamWriter(dict(base), schema).exactly_once
+    w = KChannelStreamWriter(dict(base, **{"kchannel.exactlyOnce": "TRUE",
+                                            "kchannel.transactionalIdPrefix": "etl"}), schema)
+    assert w.exactly_once and w.transactional_id_prefix == "etl"
