@@ -395,8 +395,8 @@ class Admin:
         md = self._metadata(list(topics))
         out = {}
         for t in md["topics"]:
-            _raise(t["error_code"], None if t["error_code"] != Errors.UNKNOWN_TOPIC_OR_PARTITION
-                   else f"This server does not host this topic-partition: {t['name']}")
+            # (Kafka's message, without the topic's name, as Java's all())
+            _raise(t["error_code"])
             parts = [TopicPartitionInfo(p["partition_index"], p["leader_id"],
                                         list(p["replica_nodes"]), list(p["isr_nodes"]))
                      for p in sorted(t["partitions"], key=lambda p: p["partition_index"])]

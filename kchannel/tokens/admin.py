@@ -22,16 +22,38 @@ from kchannel.tokens.token import DelegationToken, TokenInformation
 
 __all__ = ["DelegationTokenAdmin", "exception_name", "raise_for_error"]
 
-# Errors.java: the exception class each token error code maps to.
+# Errors.java: the exception class of each error code whose class name is not
+# the code's name in CamelCase + "Exception" (the Admin's errors too, not
+# only the token APIs').
 _EXCEPTIONS = {
+    Errors.UNKNOWN_SERVER_ERROR: "UnknownServerException",
+    Errors.CORRUPT_MESSAGE: "CorruptRecordException",
+    Errors.REQUEST_TIMED_OUT: "TimeoutException",
+    Errors.MESSAGE_TOO_LARGE: "RecordTooLargeException",
+    Errors.STALE_CONTROLLER_EPOCH: "ControllerMovedException",
+    Errors.OFFSET_METADATA_TOO_LARGE: "OffsetMetadataTooLarge",
+    Errors.NETWORK_EXCEPTION: "NetworkException",
+    Errors.INVALID_TOPIC_EXCEPTION: "InvalidTopicException",
+    Errors.RECORD_LIST_TOO_LARGE: "RecordBatchTooLargeException",
+    Errors.TOPIC_AUTHORIZATION_FAILED: "TopicAuthorizationException",
+    Errors.GROUP_AUTHORIZATION_FAILED: "GroupAuthorizationException",
+    Errors.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+    Errors.TOPIC_ALREADY_EXISTS: "TopicExistsException",
+    Errors.INVALID_CONFIG: "InvalidConfigurationException",
+    Errors.OUT_OF_ORDER_SEQUENCE_NUMBER: "OutOfOrderSequenceException",
+    Errors.DUPLICATE_SEQUENCE_NUMBER: "DuplicateSequenceException",
+    Errors.INVALID_PRODUCER_ID_MAPPING: "InvalidPidMappingException",
+    Errors.INVALID_TRANSACTION_TIMEOUT: "InvalidTxnTimeoutException",
+    Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TransactionalIdAuthorizationException",
+    Errors.KAFKA_STORAGE_ERROR: "KafkaStorageException",
+    Errors.SASL_AUTHENTICATION_FAILED: "SaslAuthenticationException",
     Errors.DELEGATION_TOKEN_AUTH_DISABLED: "DelegationTokenDisabledException",
-    Errors.DELEGATION_TOKEN_NOT_FOUND: "DelegationTokenNotFoundException",
-    Errors.DELEGATION_TOKEN_OWNER_MISMATCH: "DelegationTokenOwnerMismatchException",
     Errors.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: "UnsupportedByAuthenticationException",
     Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED: "DelegationTokenAuthorizationException",
-    Errors.DELEGATION_TOKEN_EXPIRED: "DelegationTokenExpiredException",
-    Errors.INVALID_PRINCIPAL_TYPE: "InvalidPrincipalTypeException",
-    Errors.UNSUPPORTED_VERSION: "UnsupportedVersionException",
+    Errors.NON_EMPTY_GROUP: "GroupNotEmptyException",
+    Errors.PRINCIPAL_DESERIALIZATION_FAILURE: "PrincipalDeserializationException",
+    Errors.FETCH_SESSION_TOPIC_ID_ERROR: "FetchSessionTopicIdException",
+    Errors.INVALID_REGULAR_EXPRESSION: "InvalidRegularExpression",
 }
 
 

@@ -7,6 +7,7 @@ SECURITY_DISABLED to both clients) and, for ACLs that exist, an in-process
 ``kchannel serve`` with ``StandardAuthorizer``.  State is made first (an
 open confluent-kafka transaction, records, kchannel's own mutations), then
 the JVM runs its checks, then each test compares one method."""
+import base64
 import contextlib
 import io
 import tempfile
@@ -18,7 +19,7 @@ import pytest
 from kchannel import Admin
 from kchannel.cli import main as cli_main
 from kchannel.client import KafkaClient
-from kchannel.client.admin import (AclBinding, AclBindingFilter, ConfigResource,
+from kchannel.client.admin import (AclBinding, AclBindingFilter, ConfigResource, NewTopic,
                                    OffsetSpec, ScramCredentialInfo,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from kchannel.client.metadata import TopicPartition
@@ -57,6 +58,33 @@ def _name(tp):
 def _binding(b):
     return [b.resource_type.name, b.name, b.pattern_type.name, b.principal, b.host,
             b.operation.name, b.permission_type.name]
+
+
+def _uuid(topic_id):
+    """A topic id as Kafka's ``Uuid.toString()`` (URL-safe base64)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def _outcome(call):
+    """One name's result as the JVM prints it: "ok" or "Class: message"."""
+    try:
+        call()
+    except KafkaError as exc:
+        return f"{exception_name(exc.error_code)}: {exc.message}"
+    return "ok"
+
+
+def _described(d):
+    return {"name": d.name, "internal": d.is_internal, "topicId": _uuid(d.topic_id),
+            "partitions": [[p.partition, p.leader, p.replicas, p.isr] for p in d.partitions]}
+
+
+def _led(admin, topic, count):
+    try:
+        d = admin.describe_topics([topic])[topic]
+    except KafkaError:
+        return False
+    return len(d.partitions) == count and all(p.leader >= 0 for p in d.partitions)
 
 
 def _token(t):
@@ -132,6 +160,30 @@ def world(kafka_broker, kafka_java):
                         raise
                     time.sleep(0.2)
         w.plain = plain
+        # Topics: kchannel's creations, growth and deletion (seen by Java),
+        # Java's (seen by kchannel), and requests both refuse alike.
+        w.ours_new, w.java_new = topic_name("adiff-new"), topic_name("adiff-new")
+        w.ours_grow = create_topic(plain, topic_name("adiff-grow"), partitions=1)
+        w.java_grow = create_topic(plain, topic_name("adiff-grow"), partitions=1)
+        w.ours_gone = create_topic(plain, topic_name("adiff-gone"), partitions=1)
+        w.java_gone = create_topic(plain, topic_name("adiff-gone"), partitions=1)
+        w.missing = topic_name("adiff-missing")
+        w.admin.create_topics([NewTopic(w.ours_new, 3, 1, {"retention.ms": "7200000"})])
+        w.admin.create_partitions({w.ours_grow: 2})
+        w.admin.delete_topics([w.ours_gone])
+        _eventually(lambda: _led(w.admin, w.ours_new, 3) and _led(w.admin, w.ours_grow, 2)
+                    and w.ours_gone not in w.admin.list_topics(), 30)
+        # (one name per refusal: a request names a topic once)
+        w.refused_topics = [[w.topic, 1, 1, {}],                  # TOPIC_ALREADY_EXISTS
+                            ["bad name!", 1, 1, {}],              # INVALID_TOPIC_EXCEPTION
+                            [topic_name("adiff-rf"), 1, 3, {}],   # INVALID_REPLICATION_FACTOR
+                            [topic_name("adiff-p0"), 0, 1, {}],   # INVALID_PARTITIONS
+                            [topic_name("adiff-cfg"), 1, 1, {"no.such.config": "1"}],
+                            [topic_name("adiff-val"), 1, 1, {"retention.ms": "x"}]]
+        w.validated = topic_name("adiff-validate")
+        # Both listings just before Java's own changes.
+        w.listed = w.admin.list_topics()
+        w.listed_internal = w.admin.list_topics(list_internal=True)
         w.token = w.admin.create_delegation_token(renewers=["User:alice"],
                                                   max_lifetime_ms=3_600_000)
         node = w.admin.describe_cluster().nodes[0].id
@@ -139,6 +191,22 @@ def world(kafka_broker, kafka_java):
         tp_names = [_name(tp) for tp in w.tps]
         c, a = w.config, w.acl_config
         checks = [
+            {"id": "list-topics", "op": "listTopics", "config": c},
+            {"id": "list-topics-internal", "op": "listTopics", "config": c, "listInternal": True},
+            {"id": "cluster", "op": "describeCluster", "config": c},
+            {"id": "create-topics", "op": "createTopics", "config": c,
+             "topics": [[w.java_new, 3, 1, {"retention.ms": "7200000"}],
+                        [w.ours_new, 1, 1, {}], *w.refused_topics]},
+            {"id": "create-topics-validate", "op": "createTopics", "config": c,
+             "validateOnly": True, "topics": [[w.validated, 2, 1, {}]]},
+            {"id": "create-partitions", "op": "createPartitions", "config": c,
+             "counts": {w.java_grow: 2, w.ours_grow: 2, w.topic: 1, w.missing: 3}},
+            {"id": "create-partitions-validate", "op": "createPartitions", "config": c,
+             "validateOnly": True, "counts": {w.topic: 5}},
+            {"id": "delete-topics", "op": "deleteTopics", "config": c,
+             "topics": [w.java_gone, w.ours_gone, w.missing]},
+            {"id": "describe-topics", "op": "describeTopics", "config": c,
+             "topics": [w.topic, w.ours_new, w.ours_grow, w.missing]},
             {"id": "configs", "op": "describeConfigs", "config": c, "type": "TOPIC",
              "name": w.cfg_topic},
             {"id": "broker-configs", "op": "describeConfigs", "config": c, "type": "BROKER",
@@ -218,6 +286,88 @@ def _ok(w, check):
     r = w.java[check]
     assert r["ok"], r
     return r
+
+
+def test_describe_cluster(world):
+    w = world
+    ours = w.admin.describe_cluster()
+    java = _ok(w, "cluster")
+    assert [ours.cluster_id, ours.controller.id, [[n.id, n.host, n.port] for n in ours.nodes]] \
+        == [java["clusterId"], java["controller"], java["nodes"]]
+    assert java["nodes"] and java["controller"] == w.node
+
+
+def test_list_topics(world):
+    w = world
+    for check, ours in (("list-topics", w.listed), ("list-topics-internal", w.listed_internal)):
+        assert {n: [_uuid(t.topic_id), t.is_internal] for n, t in ours.items()} == \
+            _ok(w, check)["topics"], check
+    java = _ok(w, "list-topics-internal")["topics"]
+    assert java["__consumer_offsets"][1] is True and "__consumer_offsets" not in w.listed
+    assert java[w.ours_new][1] is False and w.ours_gone not in java
+
+
+def test_create_topics(world):
+    w = world
+    java = _ok(w, "create-topics")["results"]
+    assert java[w.java_new] == "ok"
+    for name, partitions, rf, configs in w.refused_topics:
+        ours = _outcome(lambda: w.admin.create_topics([NewTopic(name, partitions, rf, configs)]))
+        assert ours == java[name] and ours != "ok", name
+    # Each side's creation refused to the other as the other refuses it.
+    ours = _outcome(lambda: w.admin.create_topics([NewTopic(w.java_new, 1, 1)]))
+    assert ours == java[w.ours_new].replace(w.ours_new, w.java_new)
+    assert ours.startswith("TopicExistsException: ")
+    # validate_only: accepted by both, created by neither.
+    assert _ok(w, "create-topics-validate")["results"] == {w.validated: "ok"}
+    assert w.admin.create_topics([NewTopic(w.validated, 2, 1)], validate_only=True) is None
+    assert w.validated not in w.admin.list_topics()
+    # Java's topic, as kchannel sees it.
+    _eventually(lambda: _led(w.admin, w.java_new, 3))
+    res = ConfigResource("TOPIC", w.java_new)
+    entry = w.admin.describe_configs([res])[res]["retention.ms"]
+    assert (entry.value, entry.source) == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+
+
+def test_create_partitions(world):
+    w = world
+    java = _ok(w, "create-partitions")["results"]
+    assert java[w.java_grow] == "ok"
+    for topic, count in ((w.topic, 1), (w.missing, 3)):
+        ours = _outcome(lambda: w.admin.create_partitions({topic: count}))
+        assert ours == java[topic] and ours != "ok", topic
+    # Each side's growth: the other's request for the same count is refused alike.
+    ours = _outcome(lambda: w.admin.create_partitions({w.java_grow: 2}))
+    assert ours == java[w.ours_grow].replace(w.ours_grow, w.java_grow)
+    assert ours.startswith("InvalidPartitionsException: ")
+    assert _ok(w, "create-partitions-validate")["results"] == {w.topic: "ok"}
+    w.admin.create_partitions({w.topic: 5}, validate_only=True)
+    assert len(w.admin.describe_topics([w.topic])[w.topic].partitions) == 2
+    _eventually(lambda: _led(w.admin, w.java_grow, 2))
+
+
+def test_delete_topics(world):
+    w = world
+    java = _ok(w, "delete-topics")["results"]
+    assert java[w.java_gone] == "ok"
+    ours = _outcome(lambda: w.admin.delete_topics([w.missing]))
+    assert ours == java[w.missing] and ours.startswith("UnknownTopicOrPartitionException: ")
+    # kchannel's deletion, seen by Java; Java's, seen by kchannel.
+    assert java[w.ours_gone] == java[w.missing].replace(w.missing, w.ours_gone)
+    _eventually(lambda: w.java_gone not in w.admin.list_topics())
+    assert _outcome(lambda: w.admin.delete_topics([w.java_gone])) == \
+        java[w.missing].replace(w.missing, w.java_gone)
+
+
+def test_describe_topics(world):
+    w = world
+    java = _ok(w, "describe-topics")["topics"]
+    ours = w.admin.describe_topics([w.topic, w.ours_new, w.ours_grow])
+    assert {n: _described(d) for n, d in ours.items()} == \
+        {n: java[n] for n in (w.topic, w.ours_new, w.ours_grow)}
+    assert [len(java[n]["partitions"]) for n in (w.topic, w.ours_new, w.ours_grow)] == [2, 3, 2]
+    assert _outcome(lambda: w.admin.describe_topics([w.missing])) == java[w.missing]
+    assert java[w.missing].startswith("UnknownTopicOrPartitionException: ")
 
 
 def test_describe_configs_and_legacy_alter_configs(world):

@@ -346,3 +346,86 @@ def test_consumer_groups_of_a_librdkafka_group_as_kafka_tool(kafka_broker, kafka
                 {tp: r.offset for tp, r in ends.items()}
     finally:
         consumer.close()
+
+
+@pytest.mark.slow   # two JVMs (the member's and the tools')
+def test_consumer_groups_of_a_java_group_as_kafka_tool(kafka_broker, kafka_java, capsys):
+    """A group made by Kafka's Java consumer (ConsoleConsumer, classic
+    protocol): ``kchannel consumer-groups --describe`` (offsets, ``--members``,
+    ``--state``) prints what kafka-consumer-groups.sh prints for the live
+    member, with a lag (the member reads committed records only, an open
+    transaction's are past its position); then, the member gone, a reset
+    executed by kchannel is what Kafka's tool describes."""
+    from confluent_kafka import Producer as CProducer
+    from kchannel.cli import main
+    from tests.fixtures.java import ConsoleConsumerMember
+    b = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(b, topic_name("java-groups"), partitions=2)
+    group = topic_name("java-group")
+    tps = [TopicPartition(topic, p) for p in (0, 1)]
+    produce(b, topic, [(b"k%d" % i, b"v%d" % i, [], None) for i in range(10)])
+    txn = CProducer({"bootstrap.servers": b, "transactional.id": topic_name("java-groups-tx"),
+                     "transaction.timeout.ms": 120000})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(3):
+        txn.produce(topic, b"open%d" % i, partition=0)
+    assert txn.flush(30) == 0
+    member = ConsoleConsumerMember(b, topic, group, ["isolation.level=read_committed",
+                                                     "auto.commit.interval.ms=200",
+                                                     "client.id=cg-java"])
+
+    def ours(*args):
+        code = main(["consumer-groups", "--bootstrap-server", b, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    try:
+        with Admin({"bootstrap.servers": b}) as admin:
+            ends = {tp: r.offset for tp, r in admin.list_offsets(
+                {tp: OffsetSpec.latest() for tp in tps}).items()}
+            stable = {tp: r.offset for tp, r in admin.list_offsets(
+                {tp: OffsetSpec.latest() for tp in tps}, "read_committed").items()}
+            assert ends[tps[0]] == stable[tps[0]] + 3 and sum(stable.values()) == 10
+            # The member has read every committed record and committed its
+            # position (the last stable offset) in a Stable group.
+            _wait(lambda: len(member.records) == 10 and {
+                tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()}
+                == stable and admin.describe_consumer_groups([group])[group].state == "Stable",
+                "the Java member's commits", timeout=60)
+            assert member.proc.poll() is None, member.stderr()
+            runs = {"offsets": ["--describe", "--group", group],
+                    "members": ["--describe", "--group", group, "--members"],
+                    "state": ["--describe", "--group", group, "--state"]}
+            java = kafka_java.probe([{"id": k, "op": "tool", "main": GROUP_COMMAND,
+                                      "args": ["--bootstrap-server", b, *args]}
+                                     for k, args in runs.items()], timeout=180)
+            for key, args in runs.items():
+                code, out, err = ours(*args)
+                assert (code, java[key]["exit"]) == (0, 0), (key, err, java[key])
+                assert (out, err) == (java[key]["stdout"], java[key]["stderr"]), key
+            # Rows: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+            # CONSUMER-ID HOST CLIENT-ID, the open transaction's 3 as lag.
+            rows = sorted(line.split() for line in java["offsets"]["stdout"].splitlines()[2:])
+            assert [r[:6] for r in rows] == [
+                [group, topic, str(tp.partition), str(stable[tp]), str(ends[tp]),
+                 str(ends[tp] - stable[tp])] for tp in tps]
+            assert {r[-1] for r in rows} == {"cg-java"}
+            assert "Stable" in java["state"]["stdout"]
+
+            member.stop()
+            _wait(lambda: admin.describe_consumer_groups([group])[group].state == "Empty",
+                  "the group to empty")
+            code, out, err = ours("--reset-offsets", "--group", group, "--topic", topic,
+                                  "--to-earliest", "--execute")
+            assert code == 0, out + err
+            theirs = kafka_java.run_main(GROUP_COMMAND, "--bootstrap-server", b, "--describe",
+                                         "--group", group)
+            assert theirs.returncode == 0, theirs.stderr
+            rows = [line.split() for line in theirs.stdout.splitlines()[2:]]
+            assert sorted((r[1], r[2], r[3]) for r in rows) == [(topic, "0", "0"),
+                                                                (topic, "1", "0")]
+            assert ours("--describe", "--group", group)[1:] == (theirs.stdout, theirs.stderr)
+    finally:
+        member.stop()
+        txn.abort_transaction(30)

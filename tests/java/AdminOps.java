@@ -11,19 +11,28 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.CreatePartitionsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DeletedRecords;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.ListTransactionsOptions;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.admin.TransactionDescription;
 import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AccessControlEntryFilter;
@@ -44,6 +53,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ExecutionException;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
@@ -209,9 +219,110 @@ final class AdminOps {
                 }
                 break;
             }
+            case "createTopics": {
+                List<NewTopic> topics = new ArrayList<>();
+                for (JsonNode t : check.path("topics")) {
+                    Map<String, String> configs = new HashMap<>();
+                    for (Map.Entry<String, JsonNode> c : t.path(3).properties()) {
+                        configs.put(c.getKey(), c.getValue().asText());
+                    }
+                    topics.add(new NewTopic(t.get(0).asText(), t.get(1).asInt(),
+                            (short) t.get(2).asInt()).configs(configs));
+                }
+                CreateTopicsOptions options = new CreateTopicsOptions()
+                        .validateOnly(check.path("validateOnly").asBoolean(false));
+                outcomes(result, admin.createTopics(topics, options).values());
+                break;
+            }
+            case "deleteTopics": {
+                List<String> names = new ArrayList<>();
+                for (JsonNode n : check.path("topics")) {
+                    names.add(n.asText());
+                }
+                outcomes(result, admin.deleteTopics(names).topicNameValues());
+                break;
+            }
+            case "createPartitions": {
+                Map<String, NewPartitions> counts = new HashMap<>();
+                for (Map.Entry<String, JsonNode> e : check.path("counts").properties()) {
+                    counts.put(e.getKey(), NewPartitions.increaseTo(e.getValue().asInt()));
+                }
+                CreatePartitionsOptions options = new CreatePartitionsOptions()
+                        .validateOnly(check.path("validateOnly").asBoolean(false));
+                outcomes(result, admin.createPartitions(counts, options).values());
+                break;
+            }
+            case "listTopics": {
+                ListTopicsOptions options = new ListTopicsOptions()
+                        .listInternal(check.path("listInternal").asBoolean(false));
+                ObjectNode topics = result.putObject("topics");
+                for (TopicListing t : admin.listTopics(options).listings().get()) {
+                    ArrayNode a = topics.putArray(t.name());
+                    a.add(t.topicId().toString());
+                    a.add(t.isInternal());
+                }
+                break;
+            }
+            case "describeTopics": {
+                List<String> names = new ArrayList<>();
+                for (JsonNode n : check.path("topics")) {
+                    names.add(n.asText());
+                }
+                ObjectNode topics = result.putObject("topics");
+                for (Map.Entry<String, KafkaFuture<TopicDescription>> e
+                        : admin.describeTopics(names).topicNameValues().entrySet()) {
+                    TopicDescription d;
+                    try {
+                        d = e.getValue().get();
+                    } catch (ExecutionException ex) {
+                        topics.put(e.getKey(), outcome(ex));
+                        continue;
+                    }
+                    ObjectNode t = topics.putObject(e.getKey());
+                    t.put("name", d.name());
+                    t.put("internal", d.isInternal());
+                    t.put("topicId", d.topicId().toString());
+                    ArrayNode parts = t.putArray("partitions");
+                    for (TopicPartitionInfo p : d.partitions()) {
+                        ArrayNode a = parts.addArray();
+                        a.add(p.partition());
+                        a.add(p.leader() == null ? -1 : p.leader().id());
+                        a.add(ids(p.replicas()));
+                        a.add(ids(p.isr()));
+                    }
+                }
+                break;
+            }
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
+    }
+
+    // Per-name outcomes (the result's values()): "ok" or "Class: message".
+    private static void outcomes(ObjectNode result, Map<String, ? extends KafkaFuture<?>> futures)
+            throws InterruptedException {
+        ObjectNode out = result.putObject("results");
+        for (Map.Entry<String, ? extends KafkaFuture<?>> e : futures.entrySet()) {
+            try {
+                e.getValue().get();
+                out.put(e.getKey(), "ok");
+            } catch (ExecutionException ex) {
+                out.put(e.getKey(), outcome(ex));
+            }
+        }
+    }
+
+    private static String outcome(ExecutionException ex) {
+        Throwable cause = ex.getCause() == null ? ex : ex.getCause();
+        return cause.getClass().getSimpleName() + ": " + cause.getMessage();
+    }
+
+    private static ArrayNode ids(List<Node> nodes) {
+        ArrayNode a = JSON.createArrayNode();
+        for (Node n : nodes) {
+            a.add(n.id());
+        }
+        return a;
     }
 
     private static TopicPartition tp(String text) {

@@ -50,6 +50,14 @@
  *   listTransactions [states]            -> transactions [[transactionalId, producerId, state]]
  *   describeTransactions ids             -> transactions {id: {coordinatorId, state, producerId,
  *                                           producerEpoch, timeoutMs, startTimeMs|-1, partitions}}
+ *   createTopics topics [[name, partitions, replicationFactor, {config: value}]] [validateOnly]
+ *                                        -> results {name: "ok" | "Class: message"} (values())
+ *   deleteTopics topics                  -> results {name: "ok" | "Class: message"}
+ *   createPartitions counts {topic: n} [validateOnly] -> results {topic: "ok" | "Class: message"}
+ *   listTopics [listInternal]            -> topics {name: [topicId, internal]}
+ *   describeTopics topics                -> topics {name: {name, internal, topicId, partitions
+ *                                           [[partition, leader|-1, replicas, isr]]}
+ *                                           | "Class: message"}
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -261,6 +269,11 @@ public class KafkaProbe {
                 case "describeProducers":
                 case "listTransactions":
                 case "describeTransactions":
+                case "createTopics":
+                case "deleteTopics":
+                case "createPartitions":
+                case "listTopics":
+                case "describeTopics":
                     AdminOps.run(op, admin, check, result);
                     break;
                 default:
