@@ -245,8 +245,24 @@ def test_no_in_package_import_error_fallbacks():
 
 _ISOLATED = textwrap.dedent("""
     import importlib, os, sys
+    # One forked child per module, as many at once as there are CPUs (each
+    # child is independent: it imports one module into the parent's clean
+    # state and exits).
     failed = []
-    for name in sys.argv[1:]:
+    running = {}
+    names = sys.argv[1:]
+    width = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1)
+
+    def reap():
+        pid, status = os.wait()
+        name = running.pop(pid)
+        if status:
+            failed.append(name)
+
+    for name in names:
+        while len(running) >= width:
+            reap()
         pid = os.fork()
         if pid == 0:
             try:
@@ -255,9 +271,9 @@ _ISOLATED = textwrap.dedent("""
                 print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
                 os._exit(1)
             os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        if status:
-            failed.append(name)
+        running[pid] = name
+    while running:
+        reap()
     sys.exit(1 if failed else 0)
 """)
 
