@@ -135,7 +135,7 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
         # b leaves: a and the Java member take its partitions.
         b.close()
         poll_until([a], lambda: len(a.assignment()) == 3 and
-                   a._group.state is MemberState.STABLE, 30)
+                   a._group.state is MemberState.STABLE, 60)
         more = produce_round(plain, topic, "two", 5)
         got = {a: []}
         seen = len(java.records)

@@ -69,7 +69,10 @@ def test_admin_topics_partitions_configs_cluster(kafka_broker):
         assert entries["cleanup.policy"].is_default
         admin.incremental_alter_configs({res: [AlterConfigOp("cleanup.policy", "compact"),
                                                AlterConfigOp("retention.ms", None, "DELETE")]})
-        entries = admin.describe_configs([res])[res]
+        # (KRaft applies an alteration through the controller: a describe
+        # right after it may still see the old value)
+        entries = _wait(lambda: (lambda e: e if e["cleanup.policy"].value == "compact" else None)(
+            admin.describe_configs([res])[res]), "the altered cleanup.policy")
         assert entries["cleanup.policy"].value == "compact"
         assert entries["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"
         broker = ConfigResource("BROKER", str(node))
