@@ -29,6 +29,7 @@ from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS,
 from kchannel.producer.idempotence import ProducerSequences
 from kchannel.protocol.records import CompressionType, encode_batch
 from kchannel.protocol.records.batch import encode_plain_batch
+from kchannel.protocol.wire import encode_unsigned_varint
 
 __all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "encode_produce_request"]
 
@@ -46,19 +47,6 @@ _I32_I32 = struct.Struct(">ii")
 _FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
 
 
-def _uvarint(n):
-    if n < 0x80:
-        return _BYTE[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_BYTE = [bytes((i,)) for i in range(0x80)]
-
 
 @functools.lru_cache(maxsize=256)
 def _produce_head(version, transactional_id, acks, timeout_ms):
@@ -69,14 +57,14 @@ def _produce_head(version, transactional_id, acks, timeout_ms):
         head = b"\x00" if flexible else b"\xff\xff"
     else:
         tid = transactional_id.encode("utf-8")
-        head = (_uvarint(len(tid) + 1) if flexible else _I16.pack(len(tid))) + tid
+        head = (encode_unsigned_varint(len(tid) + 1) if flexible else _I16.pack(len(tid))) + tid
     return head + _ACKS_TIMEOUT.pack(acks, timeout_ms)
 
 
 @functools.lru_cache(maxsize=1024)
 def _string(name, flexible):
     raw = name.encode("utf-8")
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (encode_unsigned_varint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
@@ -87,14 +75,14 @@ def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
     has (tests/producer check the bytes against the codec's)."""
     flexible = version >= _FLEXIBLE_PRODUCE
     out = [_produce_head(version, transactional_id, acks, timeout_ms),
-           _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
+           encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
     for name, partitions in topics.items():
         out.append(_string(name, flexible))
-        out.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        out.append(encode_unsigned_varint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         for index, records in partitions:
             if flexible:
                 # index, records' compact length, records, tagged fields
-                out.append(_I32.pack(index) + _uvarint(len(records) + 1))
+                out.append(_I32.pack(index) + encode_unsigned_varint(len(records) + 1))
                 out.append(records)
                 out.append(b"\x00")
             else:
