@@ -26,3 +26,24 @@ def run_blocking(fn, *args):
     if runner is None:
         return fn(*args)
     return runner(fn, *args)
+
+
+def set_wal_journal(db, wait_s=30.0):
+    """``PRAGMA journal_mode=WAL`` on the sqlite3 connection ``db``, retried.
+
+    Switching the journal mode does not go through SQLite's busy handler:
+    several server processes (``kchannel serve`` workers) opening the same
+    new file at the same moment get "database is locked" at once instead of
+    waiting, so retry for as long as ``connect()``'s own timeout would have
+    waited.  Any other error, or a lock that outlasts ``wait_s``, is raised.
+    """
+    import sqlite3  # only the stores need it; keep `import kchannel` light
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)

@@ -29,6 +29,7 @@ import threading
 
 from kchannel.tokens.token import token_info_from_json, token_info_to_json
 from kchannel.log import get_logger
+from kchannel.utils import set_wal_journal
 
 log = get_logger("kchannel.tokens.store")
 
@@ -96,7 +97,7 @@ class SqliteTokenStore(TokenStore):
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            set_wal_journal(self._db)
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute("CREATE TABLE IF NOT EXISTS delegation_tokens ("
                              "token_id TEXT PRIMARY KEY, info BLOB NOT NULL)")

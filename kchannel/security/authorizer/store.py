@@ -22,9 +22,9 @@ import os
 import sqlite3
 import struct
 import threading
-import time
 
 from kchannel.log import get_logger
+from kchannel.utils import set_wal_journal
 from kchannel.security.authorizer.acl import AclBinding
 
 log = get_logger("kchannel.security.authorizer.store")
@@ -83,21 +83,6 @@ class InMemoryAclStore(AclStore):
 class SqliteAclStore(AclStore):
     """ACLs in one SQLite file; see the module docstring."""
 
-    def _set_wal(self, wait=30.0):
-        # Switching the journal mode does not go through SQLite's busy
-        # handler: worker processes (num.network.threads > 1) opening the same
-        # new file at the same moment get "database is locked" at once, so
-        # retry for as long as connect()'s own timeout would have waited.
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-
     def __init__(self, path):
         self.path = str(path)
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
@@ -105,7 +90,7 @@ class SqliteAclStore(AclStore):
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                    check_same_thread=False)
         try:
-            self._set_wal()
+            set_wal_journal(self._db)
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS acls (resource_type INTEGER NOT NULL, "

@@ -25,6 +25,7 @@ import sqlite3
 import threading
 
 from kchannel.log import get_logger
+from kchannel.utils import set_wal_journal
 from kchannel.security.sasl import scram
 from kchannel.security.sasl.scram_credential import (
     DEFAULT_ITERATIONS,
@@ -185,7 +186,7 @@ class SqliteScramCredentialStore(ScramCredentialStore):
                                      isolation_level=None, check_same_thread=False)
         with self._lock:
             self._conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            set_wal_journal(self._conn, busy_timeout_ms / 1000.0)
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
         self._secret = None
