@@ -302,12 +302,54 @@ cdef inline void _put_blob(_Buf* b, object v) noexcept:
     b.len += n
 
 
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+
+
+cdef Py_ssize_t _tuple_headers_size(tuple headers) except -2:
+    """The encoded size of ``headers`` (the count excluded) when each is a
+    ``(str, bytes or None)`` tuple, as the producer's appender passes them;
+    -1 for anything else (the general path's checks and errors then
+    apply).  A str's UTF-8 form is read in place (CPython keeps it, and an
+    ASCII str is its own), no bytes object per header per record."""
+    cdef Py_ssize_t size = 0, n
+    cdef object h, k, v
+    for h in headers:
+        if type(h) is not tuple or PyTuple_GET_SIZE(h) != 2:
+            return -1
+        k = (<tuple>h)[0]
+        v = (<tuple>h)[1]
+        if type(k) is not str or (v is not None and type(v) is not bytes):
+            return -1
+        PyUnicode_AsUTF8AndSize(k, &n)
+        if n > 0x7FFFFFFF:
+            raise ValueError("record field longer than 2**31-1 bytes")
+        size += _size_uvarint(_zz32(n)) + n + _blob_size(v)
+    return size
+
+
+cdef int _put_tuple_headers(_Buf* b, tuple headers) except -1:
+    """Write what _tuple_headers_size measured (room reserved)."""
+    cdef Py_ssize_t n
+    cdef const char* u
+    cdef object h
+    for h in headers:
+        u = PyUnicode_AsUTF8AndSize((<tuple>h)[0], &n)
+        _put_uvarint(b, _zz32(n))
+        memcpy(b.data + b.len, u, n)
+        b.len += n
+        _put_blob(b, (<tuple>h)[1])
+    return 0
+
+
 cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) except -1:
     """Append the v2 records of ``records`` to ``b``; ``max_ts[0]`` is
     raised to the largest timestamp seen."""
     cdef int64_t ts, ts_delta
     cdef Py_ssize_t delta = 0, size, nh = 0, i
     cdef list hdrs
+    cdef bint tuple_headers
+    cdef Py_ssize_t hsize
     cdef object key, value, headers, hk, hv, rec, timestamp
     for rec in records:
         if type(rec) is tuple and PyTuple_GET_SIZE(rec) == 4:
@@ -334,7 +376,13 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
         size = 1 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
         size += _blob_size(key) + _blob_size(value)
         hdrs = None
-        if headers:
+        hsize = _tuple_headers_size(<tuple>headers) if headers and type(headers) is tuple \
+            else -1
+        tuple_headers = hsize >= 0
+        if tuple_headers:
+            nh = PyTuple_GET_SIZE(headers)
+            size += hsize + _size_uvarint(_zz32(nh))
+        elif headers:
             hdrs = []
             for hk, hv in headers:
                 if not isinstance(hk, str):
@@ -359,7 +407,10 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
         _put_uvarint(b, _zz32(delta))
         _put_blob(b, key)
         _put_blob(b, value)
-        if hdrs is None:
+        if tuple_headers:
+            _put_uvarint(b, _zz32(nh))
+            _put_tuple_headers(b, <tuple>headers)
+        elif hdrs is None:
             b.data[b.len] = 0
             b.len += 1
         else:

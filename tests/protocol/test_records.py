@@ -111,6 +111,8 @@ def test_null_key_value_and_header_value(impl):
     [(0, "str key", b"v", [])],
     [(0, b"k", 5, [])],
     [(0, b"k", b"v", [(b"bytes header key", b"x")])],
+    [(0, b"k", b"v", ((b"bytes header key", b"x"),))],
+    [(0, b"k", b"v", (("h", 5),))],
     [(2 ** 63, b"k", b"v", [])],
 ])
 def test_encode_refuses_unrepresentable(impl, bad):
@@ -122,8 +124,9 @@ _record = st.tuples(
     st.integers(-2 ** 40, 2 ** 40),
     st.one_of(st.none(), st.binary(max_size=40)),
     st.one_of(st.none(), st.binary(max_size=300)),
+    # a list, or a tuple of pairs as the producer's appender passes them
     st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=10))),
-             max_size=3),
+             max_size=3).flatmap(lambda hs: st.sampled_from([hs, tuple(hs)])),
 )
 
 
