@@ -10,9 +10,11 @@ min.insync.replicas=2), a SIGKILLed broker must not hold the consumer.
 * While the coordinator is down the consumer sends fewer than 200
   FindCoordinator requests in 10 s (retry back-off).
 * A consume-transform-produce loop (transactional producer,
-  send_offsets_to_transaction) keeps going while the transaction
-  coordinator's broker is killed and restarted, and its output, read with
-  read_committed, holds every input record exactly once.
+  send_offsets_to_transaction) over 100,000 records keeps going while the
+  broker of both its transaction and group coordinators, then the one its
+  transaction coordinator moved to, are killed and restarted, and its
+  output, read with read_committed, holds every input record exactly once
+  and nothing of its aborted transactions.
 * A KIP-848 group (group.protocol=consumer) of kchannel members and a Java
   member survives a SIGKILL of its coordinator: same members, every record
   written after the kill read once.
