@@ -277,7 +277,7 @@ def _int(payload, off, size):
 
 def _acks(payload, off, version):
     """The ``acks`` of a Produce request (v3+: after transactional_id)."""
-    return _int(payload, _skip_string(payload, off, version >= 9), 2)
+    return _int(payload, _acks_offset(payload, off, version), 2)
 
 
 def _fetch_max_wait_offset(version, off):
@@ -288,6 +288,12 @@ def _fetch_max_wait_offset(version, off):
 
 def _acks_offset(payload, off, version):
     """Where a Produce request's acks is (after transactional_id)."""
+    if version >= 9:
+        # a compact transactional_id with a one-byte length (null, or under
+        # 127 bytes: in practice always), without _skip_string's loop
+        b = payload[off]
+        if b < 0x80:
+            return off + (b or 1)
     return _skip_string(payload, off, version >= 9)
 
 
