@@ -15,12 +15,12 @@ relied upon.
 from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
 from cpython.ref cimport PyObject, _Py_REFCNT
 from cpython.unicode cimport PyUnicode_GET_LENGTH
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
-from kchannel.producer.accumulator import FutureRecordMetadata
+from kchannel.producer.accumulator import FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["Appender"]
@@ -30,9 +30,17 @@ _new_future = object.__new__
 cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
 
-cdef Py_ssize_t _RECORD_OVERHEAD_MAX = 36
-cdef Py_ssize_t _HEADER_OVERHEAD_MAX = 10
+cdef Py_ssize_t _OVERHEAD_EXTRA_MAX = RECORD_OVERHEAD_EXTRA_MAX
 cdef tuple _NO_HEADERS = ()
+
+
+cdef inline Py_ssize_t _varint_size(uint64_t zigzag) noexcept:
+    """Bytes of the varint of a zigzag-encoded value (accumulator's)."""
+    cdef Py_ssize_t n = 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        n += 1
+    return n
 
 
 cdef inline int64_t _now_ms() noexcept:
@@ -42,12 +50,13 @@ cdef inline int64_t _now_ms() noexcept:
 
 
 cdef Py_ssize_t _headers_size(object headers, bint *convert):
-    """The estimated size of ``headers`` (a list or tuple), or -1 when a
-    header needs the full path (see the pure twin); ``convert[0]`` is set
+    """The exact encoded size of ``headers`` (a list or tuple), their count
+    included, or -1 when a header needs the full path (see the pure twin); ``convert[0]`` is set
     when an item is a pair but not a tuple."""
-    cdef Py_ssize_t size = 0
+    cdef Py_ssize_t size = 0, n = 0, ks
     cdef object k, v, h
     for h in headers:
+        n += 1
         if type(h) is tuple and len(<tuple>h) == 2:
             k = (<tuple>h)[0]
             v = (<tuple>h)[1]
@@ -60,16 +69,17 @@ cdef Py_ssize_t _headers_size(object headers, bint *convert):
         if type(k) is not str:
             return -1
         if v is None:
-            size += _HEADER_OVERHEAD_MAX
+            size += 1
         elif type(v) is bytes:
-            size += _HEADER_OVERHEAD_MAX + len(<bytes>v)
+            size += _varint_size(<uint64_t>len(<bytes>v) << 1) + len(<bytes>v)
         else:
             return -1
         if PyUnicode_IS_ASCII(k):
-            size += PyUnicode_GET_LENGTH(k)
+            ks = PyUnicode_GET_LENGTH(k)
         else:
-            size += len((<str>k).encode("utf-8"))
-    return size
+            ks = len((<str>k).encode("utf-8"))
+        size += _varint_size(<uint64_t>ks << 1) + ks
+    return size + _varint_size(<uint64_t>n << 1)
 
 
 cdef class Appender:
@@ -123,7 +133,8 @@ cdef class Appender:
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
-        cdef Py_ssize_t ks, vs, size, hsize, p, index
+        cdef Py_ssize_t ks, vs, size, body, hsize, p, index, rs
+        cdef int64_t ts, td
         cdef list sticky = None
         cdef list records
         cdef object hs
@@ -148,7 +159,10 @@ cdef class Appender:
             self._dqs = [None] * count
         ks = len(<bytes>key) if key is not None else -1
         vs = len(<bytes>value) if value is not None else -1
-        size = _RECORD_OVERHEAD_MAX + (ks if ks > 0 else 0) + (vs if vs > 0 else 0)
+        # The exact size but for the offset and timestamp deltas and the
+        # length (see the pure twin): attributes, key, value, headers.
+        body = 1 + (ks + _varint_size(<uint64_t>ks << 1) if ks > 0 else 1) + \
+            (vs + _varint_size(<uint64_t>vs << 1) if vs > 0 else 1)
         if headers:
             if type(headers) is not list and type(headers) is not tuple:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
@@ -158,7 +172,7 @@ cdef class Appender:
             if hsize < 0:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
-            size += hsize
+            body += hsize
             # A tuple of (key, value) tuples, as the pure twin says.
             if convert:
                 hs = tuple([(k, v) for k, v in headers])
@@ -168,6 +182,9 @@ cdef class Appender:
                 hs = PyList_AsTuple(headers)
         else:
             hs = _NO_HEADERS
+            body += 1
+        # The upper bound: the size limits and the sticky partitioner's count.
+        size = body + _OVERHEAD_EXTRA_MAX
         if size + RECORD_BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         if partition is not None:
@@ -184,7 +201,8 @@ cdef class Appender:
                 sticky = self._sticky[topic]
             else:
                 p = sticky[0]
-        record = (_now_ms() if timestamp_ms is None else timestamp_ms, key, value, hs)
+        ts = _now_ms() if timestamp_ms is None else timestamp_ms
+        record = (ts if timestamp_ms is None else timestamp_ms, key, value, hs)
         future = None
         self._acquire()
         try:
@@ -197,10 +215,20 @@ cdef class Appender:
                     dq = self._batches.get(self._tps[p])
                     self._dqs[p] = dq
                 batch = dq[-1] if dq else None
-                if batch is not None and not batch.closed and \
-                        <Py_ssize_t>batch.estimated_size + size <= self._batch_size:
+                rs = self._batch_size + 1
+                index = 0
+                if batch is not None and not batch.closed:
+                    # The record's exact size in this batch (see the pure
+                    # twin): offset delta the records so far, timestamp
+                    # delta from the first record's.
                     records = batch.records
                     index = PyList_GET_SIZE(records)
+                    td = ts - <int64_t>(<tuple>records[0])[0] if index else 0
+                    rs = body + _varint_size(<uint64_t>index << 1) + \
+                        _varint_size((<uint64_t>td << 1) ^ <uint64_t>(td >> 63))
+                    rs += _varint_size(<uint64_t>rs << 1)
+                if batch is not None and not batch.closed and \
+                        <Py_ssize_t>batch.estimated_size + rs <= self._batch_size:
                     records.append(record)
                     # Records of one shape share their (key, value) sizes
                     # tuple (immutable).
@@ -213,7 +241,7 @@ cdef class Appender:
                         if batch.callbacks is None:
                             batch.callbacks = {}
                         batch.callbacks[index] = callback
-                    batch.estimated_size += size
+                    batch.estimated_size += rs
                     full = <Py_ssize_t>batch.estimated_size >= self._batch_size
                     # Most callers drop the future send() returns (send
                     # without get()).  When the one returned last is no
@@ -243,7 +271,7 @@ cdef class Appender:
                                   callback)
             self._add_topic(topic, self._time())
             future, full_, new_batch = self._acc_append(
-                self._tps[p], record, size, callback, ks, vs, self._max_block_ms)
+                self._tps[p], record, body, callback, ks, vs, self._max_block_ms)
             full = full_ or new_batch
         if sticky is not None:
             self._sticky_acquire()

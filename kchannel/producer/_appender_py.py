@@ -22,23 +22,20 @@ work per ``send()``, not the wire (see README, Benchmarks).
 """
 import time as _time
 
-from kchannel.producer.accumulator import FutureRecordMetadata
+from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX,
+                                          _varint_size)
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer._partitioner_py import partition_for_key
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["Appender"]
 
-# Kafka's DefaultRecord.sizeInBytes upper bound for a record without headers
-# (accumulator._RECORD_OVERHEAD_MAX), and per header (estimate_record_size).
-_RECORD_OVERHEAD_MAX = 36
-_HEADER_OVERHEAD_MAX = 10
 _NO_HEADERS = ()
 
 
 def _headers(headers):
-    """``(headers as a tuple of (key, value) tuples, their estimated
-    size)``, or ``(None, 0)`` when a header needs the full path (a value
+    """``(headers as a tuple of (key, value) tuples, their exact encoded
+    size, count included)``, or ``(None, 0)`` when a header needs the full path (a value
     that is not bytes or None, a key that is not str, not a pair).
 
     A tuple: a record tuple holding only tuples, str and bytes is untracked
@@ -46,24 +43,27 @@ def _headers(headers):
     the accumulator do not make every collection longer.  The caller's
     tuples are shared (they are immutable); a list is copied."""
     size = 0
+    n = 0
     convert = False
     try:
         for h in headers:
+            n += 1
             if type(h) is not tuple:
                 convert = True
             k, v = h
             if type(k) is not str:
                 return None, 0
             if v is None:
-                vs = 0
+                size += 1
             elif type(v) is bytes:
-                vs = len(v)
+                size += _varint_size(len(v) << 1) + len(v)
             else:
                 return None, 0
-            size += _HEADER_OVERHEAD_MAX + (len(k) if k.isascii() else len(k.encode("utf-8"))) \
-                + vs
+            ks = len(k) if k.isascii() else len(k.encode("utf-8"))
+            size += _varint_size(ks << 1) + ks
     except (TypeError, ValueError):
         return None, 0
+    size += _varint_size(n << 1)
     if convert:
         return tuple([(k, v) for k, v in headers]), size
     return (headers if type(headers) is tuple else tuple(headers)), size
@@ -127,7 +127,12 @@ class Appender:
             self._dqs = [None] * count
         ks = len(key) if key is not None else -1
         vs = len(value) if value is not None else -1
-        size = _RECORD_OVERHEAD_MAX + (ks if ks > 0 else 0) + (vs if vs > 0 else 0)
+        # The record's exact size but for its offset and timestamp deltas and
+        # its length (accumulator.record_body_size): attributes, key, value
+        # (a null's length -1 and lengths below 64 take one byte), headers.
+        body = 1 + (ks + (1 if ks < 64 else _varint_size(ks << 1)) if ks > 0 else 1) + \
+            (vs + (1 if vs < 64 else 2 if vs < 8192 else _varint_size(vs << 1))
+             if vs > 0 else 1)
         if headers:
             # A list or tuple only: the full path must still see every
             # header if this one bails out (a generator would be spent).
@@ -135,9 +140,12 @@ class Appender:
             if hs is None:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
-            size += hsize
+            body += hsize
         else:
             hs = _NO_HEADERS
+            body += 1
+        # The upper bound: the size limits and the sticky partitioner's count.
+        size = body + RECORD_OVERHEAD_EXTRA_MAX
         if size + RECORD_BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         sticky = None
@@ -171,13 +179,21 @@ class Appender:
                 if dq is None:
                     dq = self._dqs[p] = self._batches.get(self._tps[p])
                 batch = dq[-1] if dq else None
-                if batch is None or batch.closed or \
-                        batch.estimated_size + size > self._batch_size:
-                    future = None
-                else:
-                    # ProducerBatch.append, inlined.
+                future = None
+                room = False
+                if batch is not None and not batch.closed:
+                    # ProducerBatch.next_record_size and has_room_for,
+                    # inlined: the record's exact size at its offset delta
+                    # (the records so far) and timestamp delta.
                     records = batch.records
                     index = len(records)
+                    td = timestamp_ms - records[0][0] if index else 0
+                    rs = body + (1 if index < 64 else _varint_size(index << 1)) + \
+                        (1 if -64 <= td < 64 else _varint_size((td << 1) ^ (td >> 63)))
+                    rs += 1 if rs < 64 else 2 if rs < 8192 else _varint_size(rs << 1)
+                    room = batch.estimated_size + rs <= self._batch_size
+                if room:
+                    # ProducerBatch.append, inlined.
                     records.append(record)
                     # Records of one shape share their (key, value) sizes
                     # tuple (immutable).
@@ -189,7 +205,7 @@ class Appender:
                         if batch.callbacks is None:
                             batch.callbacks = {}
                         batch.callbacks[index] = callback
-                    batch.estimated_size += size
+                    batch.estimated_size += rs
                     full = batch.estimated_size >= self._batch_size
                     future = FutureRecordMetadata(batch, index)
                     if sticky is not None and self._sticky_shared and sticky[0] == p and \
@@ -206,7 +222,7 @@ class Appender:
                                   callback)
             self._metadata.add_topic(topic, self._time())
             future, full, new_batch = self._acc.append(
-                self._tps[p], record, size, callback, ks, vs, self._max_block_ms)
+                self._tps[p], record, body, callback, ks, vs, self._max_block_ms)
             full = full or new_batch
         if sticky is not None:
             with self._sticky_lock:

@@ -16,7 +16,8 @@ from kchannel.log import get_logger
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAccumulator",
-           "estimate_record_size"]
+           "estimate_record_size", "record_body_size", "record_size",
+           "RECORD_OVERHEAD_EXTRA_MAX"]
 
 log = get_logger("kchannel.producer.accumulator")
 
@@ -27,24 +28,48 @@ log = get_logger("kchannel.producer.accumulator")
 # is made only when a future waits (see ProducerBatch.wait).
 _DONE_LOCK = threading.Lock()
 
-# Upper bound of a v2 record's fixed part: length (5), attributes (1),
-# timestamp delta (10), offset delta (5), key and value lengths (5 + 5),
-# header count (5).
-_RECORD_OVERHEAD_MAX = 36
+# What a v2 record's length, timestamp delta and offset delta take at most
+# beyond their smallest (1 byte each, counted by record_size): Kafka's
+# DefaultRecord.MAX_RECORD_OVERHEAD (21) less the attributes byte, which
+# record_body_size counts.  Used for the upper bound only (memory,
+# max.request.size), never to fill a batch.
+RECORD_OVERHEAD_EXTRA_MAX = 20
+
+
+def _varint_size(zigzag):
+    """Bytes of the varint of a non-negative (zigzag-encoded) value."""
+    return (zigzag.bit_length() + 6) // 7 or 1
+
+
+def record_body_size(key, value, headers):
+    """The exact size of the part of a v2 record that does not depend on
+    its place in a batch: attributes, key, value and headers (Kafka's
+    ``DefaultRecord.sizeOf`` plus the attributes byte)."""
+    size = 1
+    size += 1 if key is None else _varint_size(len(key) << 1) + len(key)
+    size += 1 if value is None else _varint_size(len(value) << 1) + len(value)
+    size += _varint_size(len(headers) << 1) if headers else 1
+    if headers:
+        for k, v in headers:
+            n = len(k.encode("utf-8"))
+            size += _varint_size(n << 1) + n
+            size += 1 if v is None else _varint_size(len(v) << 1) + len(v)
+    return size
+
+
+def record_size(body, offset_delta, timestamp_delta):
+    """A v2 record's exact encoded size (Kafka's
+    ``DefaultRecord.sizeInBytes``): ``body`` from record_body_size, the
+    record's offset and timestamp deltas from its batch's first record."""
+    size = body + _varint_size(offset_delta << 1) + \
+        _varint_size((timestamp_delta << 1) ^ (timestamp_delta >> 63))
+    return size + _varint_size(size << 1)
 
 
 def estimate_record_size(key, value, headers):
-    """Upper bound of one record's encoded size (Kafka's
-    ``DefaultRecord.sizeInBytes`` bound)."""
-    size = _RECORD_OVERHEAD_MAX
-    if key is not None:
-        size += len(key)
-    if value is not None:
-        size += len(value)
-    if headers:
-        for k, v in headers:
-            size += 10 + len(k.encode("utf-8")) + (len(v) if v is not None else 0)
-    return size
+    """Upper bound of one record's encoded size, wherever it lands in a
+    batch (Kafka's ``DefaultRecord.recordSizeUpperBound``)."""
+    return record_body_size(key, value, headers) + RECORD_OVERHEAD_EXTRA_MAX
 
 
 class RecordMetadata:
@@ -228,7 +253,18 @@ class ProducerBatch:
     def record_count(self):
         return len(self.records)
 
+    def next_record_size(self, record, body):
+        """The exact size ``record`` (``body`` from record_body_size) takes
+        appended to this batch: offset delta the records so far, timestamp
+        delta from the first record's (Kafka's ``hasRoomFor``)."""
+        records = self.records
+        if not records:
+            return record_size(body, 0, 0)
+        return record_size(body, len(records), record[0] - records[0][0])
+
     def has_room_for(self, size, batch_size):
+        # ``size`` from next_record_size: the bytes written so far plus it
+        # within batch.size, or the batch's first record (which always fits).
         return not self.closed and (not self.records or
                                     self.estimated_size + size <= batch_size)
 
@@ -299,18 +335,22 @@ class ProducerBatch:
 
     def split(self, batch_size, estimate):
         """Kafka's ``ProducerBatch.split``: this batch's records in batches
-        of at most ``batch_size`` (estimated; one record at least each), in
+        of at most ``batch_size`` (exact sizes, ``estimate`` giving a
+        record's record_body_size; one record at least each), in
         order, with consecutive sequences from this batch's."""
         parts = []
         part = None
         for i, record in enumerate(self.records):
-            size = estimate(record[1], record[2], record[3])
+            body = estimate(record[1], record[2], record[3])
+            size = part.next_record_size(record, body) if part is not None else 0
             if part is None or not part.has_room_for(size, batch_size):
                 if part is not None:
                     part.closed = True
                 part = ProducerBatch(self.tp, self.created_ms, 0)
                 part.parent = (self, i)
                 parts.append(part)
+            if not part.records:
+                size = record_size(body, 0, 0)
             part.records.append(record)
             part.sizes.append(self.sizes[i])
             part.estimated_size += size
@@ -444,10 +484,17 @@ class RecordAccumulator:
         self.on_new_batch = None
 
     # -- application side ---------------------------------------------------------
-    def append(self, tp, record, size, callback, key_size, value_size, max_block_ms,
+    def append(self, tp, record, body, callback, key_size, value_size, max_block_ms,
                abort_on_new_batch=False):
-        """Add one record; returns ``(future, batch_full, new_batch)``.
-        Blocks up to ``max_block_ms`` for buffer memory."""
+        """Add one record (``body``: its record_body_size); returns
+        ``(future, batch_full, new_batch)``.  Blocks up to ``max_block_ms``
+        for buffer memory.
+
+        Batches fill as Kafka's do: a record joins the last batch if the
+        batch's exact size plus the record's exact size (its offset and
+        timestamp deltas in that batch) is within batch.size.  Memory is
+        taken per batch, max(batch.size, the record's upper bound), as
+        Kafka's BufferPool does."""
         with self.lock:
             if self.closed:
                 raise RuntimeError("Cannot send after the producer is closed.")
@@ -455,6 +502,7 @@ class RecordAccumulator:
             if dq is None:
                 dq = self.batches[tp] = collections.deque()
             last = dq[-1] if dq else None
+            size = last.next_record_size(record, body) if last is not None else 0
             if last is not None and last.has_room_for(size, self.batch_size):
                 future = last.append(record, size, callback, key_size, value_size)
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
@@ -462,13 +510,15 @@ class RecordAccumulator:
                 return None, False, True
             if self.on_new_batch is not None:
                 self.on_new_batch(tp)
-            allocation = max(self.batch_size, size + RECORD_BATCH_OVERHEAD)
+            allocation = max(self.batch_size,
+                             body + RECORD_OVERHEAD_EXTRA_MAX + RECORD_BATCH_OVERHEAD)
             self._allocate(allocation, max_block_ms)
             if self.closed:
                 self.used_memory -= allocation
                 raise RuntimeError("Cannot send after the producer is closed.")
             # Re-read the deque: another thread may have appended meanwhile.
             last = dq[-1] if dq else None
+            size = last.next_record_size(record, body) if last is not None else 0
             if last is not None and last.has_room_for(size, self.batch_size):
                 self.used_memory -= allocation
                 self._signal_first_waiter()
@@ -477,7 +527,8 @@ class RecordAccumulator:
             if last is not None:
                 last.closed = True
             batch = ProducerBatch(tp, self.time(), allocation)
-            future = batch.append(record, size, callback, key_size, value_size)
+            future = batch.append(record, record_size(body, 0, 0), callback, key_size,
+                                  value_size)
             dq.append(batch)
             self.incomplete.add(batch)
             return future, len(dq) > 1 or batch.is_full(self.batch_size), True
@@ -660,7 +711,7 @@ class RecordAccumulator:
         # topic's max.message.bytes): at most half the rejected batch each
         # time, so a split always gets smaller, down to single records.
         parts = batch.split(min(self.batch_size, batch.estimated_size // 2),
-                            estimate_record_size)
+                            record_body_size)
         with self.lock:
             dq = self.batches.setdefault(batch.tp, collections.deque())
             for part in reversed(parts):

@@ -19,7 +19,7 @@ from kchannel.config import ClientConfig
 from kchannel.log import get_logger
 from kchannel.client.metadata import Metadata, TopicPartition
 from kchannel.producer.accumulator import (FutureRecordMetadata, RecordAccumulator,
-                                          estimate_record_size)
+                                          RECORD_OVERHEAD_EXTRA_MAX, record_body_size)
 from kchannel.producer.config import serializer, split_producer_configs
 from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
 from kchannel.producer.metrics import ProducerMetrics
@@ -369,11 +369,13 @@ class Producer:
             # collector untracks such a record; see _appender_py).
             headers = tuple([(k, serializer(v, None, None, "header value"))
                              for k, v in headers])
-            size = estimate_record_size(key_bytes, value_bytes, headers)
         else:
             headers = ()
-            size = 36 + (len(key_bytes) if key_bytes is not None else 0) + \
-                (len(value_bytes) if value_bytes is not None else 0)
+        # Exact but for the offset and timestamp deltas and the length,
+        # which the accumulator adds for the batch the record joins; the
+        # upper bound (``size``) checks the size limits, as Kafka's.
+        body = record_body_size(key_bytes, value_bytes, headers)
+        size = body + RECORD_OVERHEAD_EXTRA_MAX
         count = cluster.partition_count(topic)
         sticky = False
         if partition is not None:
@@ -398,7 +400,7 @@ class Producer:
                 callback(None, error)
             return future
         future, full, new_batch = self.accumulator.append(
-            tp, (timestamp_ms, key_bytes, value_bytes, headers), size, callback, ks, vs,
+            tp, (timestamp_ms, key_bytes, value_bytes, headers), body, callback, ks, vs,
             remaining)
         if sticky:
             self._partitioner.update(topic, partition, size, cluster)
