@@ -8,7 +8,7 @@ import pytest
 from kchannel import Producer
 from kchannel.client.metadata import TopicPartition
 from kchannel.errors import KafkaError
-from kchannel.producer.accumulator import RecordAccumulator, estimate_record_size
+from kchannel.producer.accumulator import RecordAccumulator, record_body_size
 from kchannel.producer.idempotence import MAX_EPOCH, ProducerSequences
 from kchannel.protocol import records as R
 from kchannel.protocol.api_keys import ApiKey
@@ -29,7 +29,7 @@ def _append(acc, tp, n, size=100):
     for i in range(n):
         value = b"%d-" % i + b"v" * size
         record = (0, None, value, ())
-        f, _, _ = acc.append(tp, record, estimate_record_size(None, value, ()), None, 0,
+        f, _, _ = acc.append(tp, record, record_body_size(None, value, ()), None, 0,
                              len(value), 1000)
         futures.append(f)
     return futures
@@ -98,7 +98,7 @@ def test_split_keeps_order_sequences_and_per_record_results():
     for i in range(40):
         value = b"r%d" % i
         record = (0, None, value, ())
-        f, _, _ = acc.append(TP, record, estimate_record_size(None, value, ()),
+        f, _, _ = acc.append(TP, record, record_body_size(None, value, ()),
                              lambda md, exc, i=i: got.append((i, md, exc)), 0, len(value), 1000)
         futures.append(f)
     big = acc.batches[TP].popleft()

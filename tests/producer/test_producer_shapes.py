@@ -5,8 +5,8 @@ both twins), against Apache Kafka itself (the session's ``kafka_broker``).
   and their combinations) builds, on the fast path, what the full path
   (``doSend``; forced here by identity serializers, which send every record
   there) builds for the same records: per partition the same encoded bytes
-  once the clock-given timestamps are aligned, every batch with Kafka's
-  size estimate of its records (where a batch ends depends on it).  The fast
+  once the clock-given timestamps are aligned, every batch with its exact
+  encoded size tracked (where a batch ends depends on it).  The fast
   path is checked to be the one taken.
 * Interleaved shapes on one partition, with small batches (the fast path
   opens most of them) and records that must take the full path mixed in,
@@ -18,8 +18,7 @@ import pytest
 
 from kchannel import Producer
 from kchannel.producer.partitioner import partition_for_key
-from kchannel.producer.accumulator import estimate_record_size
-from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, encode_batch
+from kchannel.protocol.records import encode_batch
 from tests.fixtures.records import consume_confluent, create_topic, topic_name
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
@@ -92,15 +91,14 @@ def _aligned(batches, explicit):
 
 
 def _check_estimates(futures):
-    """Every batch's size estimate is Kafka's bound for its records."""
+    """Every batch's tracked size is its records' exact encoded size."""
     seen = set()
     for f in futures:
         b = f._batch
         if id(b) in seen:
             continue
         seen.add(id(b))
-        assert b.estimated_size == RECORD_BATCH_OVERHEAD + sum(
-            estimate_record_size(k, v, h) for _, k, v, h in b.records)
+        assert b.estimated_size == len(encode_batch(b.records))
         assert b.sizes == [(len(k) if k is not None else -1, len(v) if v is not None else -1)
                            for _, k, v, _ in b.records]
 
