@@ -81,7 +81,7 @@ def _sends():
     for i in range(260):
         # Mostly forward by up to 3 s, sometimes back a little.
         ts += rng.choice((0, 1, 40, 700, 3000, -90))
-        kw = dict(value=bytes(rng.choice((100, 100, 1024, 1, 63, 64, 8191))),
+        kw = dict(value=bytes(rng.choice((100, 100, 1024, 1, 63, 64, 300))),
                   partition=0, timestamp_ms=ts)
         if i % 3 == 0:
             kw["key"] = b"key-%d" % i
