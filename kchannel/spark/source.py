@@ -208,6 +208,8 @@ def _naming_the_token(configs, batches):
     delegation token it used (see tokens.login_failure)."""
     try:
         yield from batches
+    except workers.TokenExpiredError:
+        raise
     except errors.AuthenticationError as exc:
         failure = tokens.login_failure(configs, exc)
         if failure is exc:

@@ -178,12 +178,17 @@ def newest_token_configs(configs, now_ms):
     return dict(max(valid)[1]) if valid else None
 
 
+class TokenExpiredError(errors.SaslAuthenticationError):
+    """An executor's delegation token reached its expiry while it read (the
+    message names the token already)."""
+
+
 def token_expired(configs, expiry_ms):
     """The error of an executor whose delegation token reached its expiry
     while it read, naming the token (never its HMAC)."""
     token = token_id_of(configs)
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiry_ms / 1000))
-    return errors.SaslAuthenticationError(
+    return TokenExpiredError(
         f"Delegation token {token} expired at {at} while the executor read with it, and this "
         f"executor holds no newer token of the driver's: the broker ends a token's sessions at "
         f"its expiry (KIP-368). Run the query again (the driver obtains a new token), or give "
