@@ -270,20 +270,29 @@ def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
     newer, newer_part = _reader(kafka_broker, topic, "expiry-moving", 60_000, "User:expiry-b2")
     renewed, renewed_part = _reader(kafka_broker, topic, "expiry-renewed", 120_000,
                                     "User:expiry-c")
-    alone, alone_part = _reader(kafka_broker, topic, "expiry-alone", 3000, "User:expiry-a")
-    moving, moving_part = _reader(kafka_broker, topic, "expiry-moving", 3000, "User:expiry-b")
-    # (c) the driver has set its renewable token's expiry 3 s ahead
     token_id = tokens.token_id_of(renewed.executor_configs)
     with KafkaClient(dict(_driver(kafka_broker))) as c:
         c.connect()
-        admin = DelegationTokenAdmin(c)
-        (token,) = [t for t in admin.describe() if t.token_info.token_id == token_id]
-        renewed.token_expiry_ms = admin.renew(token.hmac, 3000)
+        (token,) = [t for t in DelegationTokenAdmin(c).describe()
+                    if t.token_info.token_id == token_id]
+    reads = []
+
+    def start_reading(reader, part):
+        # each read logs in and reads its first record right after its
+        # token's expiry was set 3 s ahead (however loaded the machine)
+        reads.append(reader.read(part))
+        assert _values([next(reads[-1])]) == values[:1]
     try:
-        reads = [r.read(p) for r, p in ((alone, alone_part), (moving, moving_part),
-                                          (renewed, renewed_part))]
-        firsts = [_values([next(it)]) for it in reads]
-        assert firsts == [values[:1]] * 3
+        alone, alone_part = _reader(kafka_broker, topic, "expiry-alone", 3000, "User:expiry-a")
+        start_reading(alone, alone_part)
+        moving, moving_part = _reader(kafka_broker, topic, "expiry-moving", 3000,
+                                      "User:expiry-b")
+        start_reading(moving, moving_part)
+        # (c) the driver has set its renewable token's expiry 3 s ahead
+        with KafkaClient(dict(_driver(kafka_broker))) as c:
+            c.connect()
+            renewed.token_expiry_ms = DelegationTokenAdmin(c).renew(token.hmac, 3000)
+        start_reading(renewed, renewed_part)
         # (b) the process gets a newer token of "moving"'s cluster and settings
         assert _values(newer.read(newer_part)) == values
         # (c) the driver renews its token (its expiry moves on by 2 minutes)
