@@ -508,13 +508,16 @@ class KafkaChannel:
         matter (not muted, and for a server not held back by pending
         writes), False otherwise."""
         t = self.transport
-        pending = bool(self._sends) or bool(t.has_pending_writes())
+        # (a transport that holds no bytes of its own is not asked)
+        holds = t.holds_bytes
+        pending = bool(self._sends) or (holds and bool(t.has_pending_writes()))
         if self.mute_state is not _NOT_MUTED:
             return pending, True, False
         if pending and self.mode == "server":
             return True, False, False
         # has_bytes_buffered(), inlined
-        buffered = (t.has_bytes_buffered() or bool(self._stash) or self._invalid is not None
+        buffered = ((holds and t.has_bytes_buffered()) or bool(self._stash)
+                    or self._invalid is not None
                     or (self.decoder.buffered >= 4 and self.has_complete_frame()))
         return pending, False, buffered
 
@@ -522,7 +525,8 @@ class KafkaChannel:
     def has_bytes_buffered(self):
         """True when data is waiting that no readiness event will announce:
         decrypted TLS bytes, or complete frames already in the decoder."""
-        if self.transport.has_bytes_buffered():
+        t = self.transport
+        if t.holds_bytes and t.has_bytes_buffered():
             return True
         return self.has_complete_frame()
 
@@ -724,7 +728,8 @@ class KafkaChannel:
     def has_pending_writes(self):
         if self._sends:
             return True
-        return bool(self.transport.has_pending_writes())
+        t = self.transport
+        return t.holds_bytes and bool(t.has_pending_writes())
 
     def set_send(self, payload, already_framed=False):
         """Queue one frame (``payload`` without size prefix unless
@@ -732,19 +737,26 @@ class KafkaChannel:
         queue up behind each other; each is reported once fully written.
 
         A large ``bytes`` payload (immutable, so it can be kept as it is) is
-        not copied into a frame when the transport writes buffer lists."""
+        not copied into a frame when the transport writes buffer lists.
+
+        Returns True when sends were already queued (this one waits behind
+        them), False when it is the only one: the selector's question
+        before queuing, answered without a call of its own."""
+        sends = self._sends
         if (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
                 and len(payload) >= (SEPARATE_FROM if self._write_vectored is not None
                                      else SEPARATE_FROM_UNGATHERED)):
             n = len(payload)
             self._send_queue().append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
-            return
+            return bool(sends)
         data = payload if already_framed else encode_frame(payload)
         # _enqueue(data, report=True), inlined: one send per request
-        sends = self._sends
         if sends is _NO_SENDS:
-            sends = self._sends = collections.deque()
+            self._sends = collections.deque(([memoryview(data), len(data), True, None],))
+            return False
+        had = bool(sends)
         sends.append([memoryview(data), len(data), True, None])
+        return had
 
     def _send_queue(self):
         """The send queue, made if there is none (see ``_NO_SENDS``)."""
@@ -800,7 +812,7 @@ class KafkaChannel:
             if entry[3] is None and len(mv) <= max_bytes:
                 self._mid_write = True
                 n = t.write(mv)
-                if n == len(mv) and t.flush():
+                if n == len(mv) and (not t.holds_bytes or t.flush()):
                     self._mid_write = False
                     self._sends = _NO_SENDS
                     return [entry[1]] if entry[2] else []
@@ -851,7 +863,7 @@ class KafkaChannel:
             self._retire(n)
             if n < total:
                 break
-        pending = not t.flush()
+        pending = t.holds_bytes and not t.flush()
         if not self._sends and not pending:
             self._mid_write = False
             # Everything is written: the queue goes (see _NO_SENDS), so an
@@ -978,14 +990,16 @@ class KafkaChannel:
     def maybe_begin_client_reauthentication(self, now):
         """Client: re-authenticate when the session's re-auth time has come,
         the channel is unmuted and no write is in progress."""
+        # The session's re-authentication time first: None for every
+        # connection without an expiring SASL session (asked on each write).
+        at = self.authenticator.client_session_reauth_ms()
+        if at is None or now < at:
+            return False
         if not self.ready():
             return False
         # Kafka: only a write already in progress (midWrite) holds it back; a
         # queued request waits behind the re-authentication frames.
         if self.is_muted() or self._mid_write:
-            return False
-        at = self.authenticator.client_session_reauth_ms()
-        if at is None or now < at:
             return False
         self._swap_authenticators_and_begin_reauthentication(None, now)
         return True
