@@ -967,7 +967,11 @@ class KafkaChannel:
                     sends.append(held.pop())
 
     def take_accepted(self):
-        done, self._accepted = self._accepted, []
+        """The sizes of the sends completed since they were last taken (an
+        empty list, not to be changed, when there are none)."""
+        done = self._accepted
+        if done:
+            self._accepted = []
         return done
 
     # -- re-authentication (KIP-368) ---------------------------------------------

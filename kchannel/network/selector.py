@@ -94,7 +94,7 @@ from .. import errors
 from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Metrics,
                        Rate)
 from ..utils import now_ms, run_blocking
-from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
+from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelMuteState, ChannelState, State
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from .selector_policies import (MAX_LINGER_BYTES, DelayedCloses, LingeringSockets,  # noqa: F401
                                 SetupDeadlines, WriteScheduler, _Linger)
@@ -458,6 +458,7 @@ class _WakeupPipe:
         self._r.close()
         self._w.close()
 _EVENT_READ = selectors.EVENT_READ
+_NOT_MUTED = ChannelMuteState.NOT_MUTED
 _EVENT_WRITE = selectors.EVENT_WRITE
 _NOT_EPOLLIN = ~getattr(select, "EPOLLIN", 0)
 _NOT_EPOLLOUT = ~getattr(select, "EPOLLOUT", 0)
@@ -1100,7 +1101,8 @@ class Selector:
         same client re-authentication check, back-pressure and error
         handling.  Reads stay with the readiness events (one read pass per
         channel per poll)."""
-        flush = self._writes.take_flush()
+        writes = self._writes
+        flush, writes.to_flush = writes.to_flush, []     # (writes.take_flush())
         channels = self._channels
         for ch in flush:
             id = ch.id
@@ -1186,8 +1188,9 @@ class Selector:
                 self.newly_ready.append(id)
 
             if ready:
+                # (ch.is_muted(), read off its mute state)
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
-                        and not ch.is_muted() and id not in self._backlogged):
+                        and ch.mute_state is _NOT_MUTED and id not in self._backlogged):
                     self._attempt_read(ch, now)
                 if ch.has_send():
                     # Kafka's attemptWrite: queued requests wait behind a
@@ -1206,8 +1209,11 @@ class Selector:
                         send_failed = False
                 else:
                     # TLS may still hold encrypted bytes of an earlier write
+                    # (a transport holding no bytes has none); sends an
+                    # authenticator's flush completed wait to be reported
                     send_failed = True
-                    done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
+                    done = (ch.write_sends() if ch.transport.holds_bytes and ch.has_pending_writes()
+                            else ch.take_accepted())
                     send_failed = False
                     if done:
                         self._record_sends(ch, done, now)
