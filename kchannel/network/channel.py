@@ -325,10 +325,12 @@ class KafkaChannel:
         # frames: raised once those frames (stashed) are handed out, as if
         # the frames had been taken one at a time.
         self._invalid = None
-        # send queue: deque of [memoryview, size, report, head]; size = frame
-        # size reported in completed sends; report=False for authentication
-        # frames; head = size prefix still to be written before the
-        # memoryview when the payload was queued without copying, else None.
+        # send queue: deque of [data, size, report, head]; data = what is
+        # left to write (a frame as queued, a memoryview once partly
+        # written); size = frame size reported in completed sends;
+        # report=False for authentication frames; head = size prefix still
+        # to be written before the data when the payload was queued without
+        # copying, else None.
         # _NO_SENDS while nothing is queued (see _NO_SENDS).
         self._sends = _NO_SENDS
         self._write_vectored = transport.write_vectored
@@ -750,12 +752,14 @@ class KafkaChannel:
             self._send_queue().append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
             return bool(sends)
         data = payload if already_framed else encode_frame(payload)
-        # _enqueue(data, report=True), inlined: one send per request
+        # _enqueue(data, report=True), inlined: one send per request.  The
+        # frame is queued as it is: a memoryview is made only if a write
+        # takes part of it (_retire), not for every request.
         if sends is _NO_SENDS:
-            self._sends = collections.deque(([memoryview(data), len(data), True, None],))
+            self._sends = collections.deque(([data, len(data), True, None],))
             return False
         had = bool(sends)
-        sends.append([memoryview(data), len(data), True, None])
+        sends.append([data, len(data), True, None])
         return had
 
     def _send_queue(self):
@@ -931,10 +935,12 @@ class KafkaChannel:
                     return
                 n -= hl
                 e[3] = None
-            ln = len(e[0])
+            data = e[0]
+            ln = len(data)
             if n < ln:
                 if n:
-                    e[0] = e[0][n:]
+                    # the rest, without copying it
+                    e[0] = (data if type(data) is memoryview else memoryview(data))[n:]
                 return
             n -= ln
             sends.popleft()
