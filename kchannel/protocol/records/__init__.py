@@ -20,6 +20,7 @@ from kchannel.protocol.records.batch import (
     encode_records,
     iter_batches,
     read_records,
+    track_records,
 )
 from kchannel.protocol.records.compression import (
     CompressionType,
@@ -34,6 +35,7 @@ __all__ = [
     "NO_TIMESTAMP", "RECORD_BATCH_OVERHEAD", "LegacyBatch", "RecordBatch", "TimestampType",
     "RecordReader", "crc32c", "decode_records", "make_records", "encode_batch",
     "encode_legacy_message", "encode_records",
-    "iter_batches", "read_records", "CompressionType", "check_codec", "codec_available",
+    "iter_batches", "read_records", "track_records", "CompressionType", "check_codec",
+    "codec_available",
     "compress", "decompress", "CorruptRecordError", "UnsupportedCompressionTypeError",
 ]

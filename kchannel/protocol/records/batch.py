@@ -30,10 +30,12 @@ encode_plain_batch = _twin.encode_plain_batch
 decode_records = _twin.decode_records
 RecordReader = _twin.RecordReader
 make_records = _twin.make_records
+track_records = _twin.track_records
 
 __all__ = [
     "TimestampType", "RecordBatch", "LegacyBatch", "encode_batch", "iter_batches",
     "read_records", "crc32c", "encode_records", "decode_records", "RecordReader",
+    "track_records",
     "RECORD_BATCH_OVERHEAD", "LOG_OVERHEAD", "NO_TIMESTAMP", "NO_PRODUCER_ID",
     "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "CURRENT_MAGIC",
 ]
@@ -328,6 +330,11 @@ class _ListReader:
         i = self._index
         self._index = min(len(self._records), i + max(0, n))
         return self._records[i:self._index]
+
+    def read_into(self, out, n):
+        records = self.read(n)
+        out += records
+        return len(records)
 
 
 def _legacy_bytes(buf, pos, end, what):
