@@ -21,6 +21,7 @@ from cpython.object cimport PyObject, PyTypeObject
 cimport cython
 
 from kchannel.errors import CorruptRecordError
+from kchannel.protocol.records.record import DecodedRecord
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
            "make_records", "track_records"]
@@ -490,6 +491,20 @@ cdef object _record(cls, topic, partition, offset, timestamp, timestamp_type, ke
     return obj
 
 
+cdef object _decoded(offset, timestamp, key, value, headers):
+    # DecodedRecord(offset, timestamp, key, value, headers), allocated and
+    # filled as tuple.__new__ does (see _record).
+    cdef PyObject* raw = _kc_tp_alloc(<PyTypeObject*>DecodedRecord, 5)
+    cdef object obj = <object>raw
+    Py_DECREF_raw(raw)
+    _set(obj, 0, offset)
+    _set(obj, 1, timestamp)
+    _set(obj, 2, key)
+    _set(obj, 3, value)
+    _set(obj, 4, headers)
+    return obj
+
+
 @cython.final
 cdef class _Cursor:
     # Final: its methods are called directly (no vtable), so the C compiler
@@ -783,7 +798,7 @@ cdef class RecordReader:
                     timestamp = log_append_time
                 offset = self._base_off + offset_delta
             if cls is None:
-                out.append((offset, timestamp, key, value, headers))
+                out.append(_decoded(offset, timestamp, key, value, headers))
             else:
                 out.append(_record(cls, self._topic, self._partition, offset, timestamp,
                                    self._ttype, key, value, headers, True))

@@ -20,7 +20,7 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)
-from kchannel.protocol.records import TimestampType, iter_batches, track_records
+from kchannel.protocol.records import iter_batches, track_records
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 
@@ -436,19 +436,20 @@ class Fetcher:
 
     def _next_batch(self, cf, st):
         """Make the next batch's reader current in ``cf``; False at the end."""
+        tp = cf.tp
         for batch in cf.batches:
             if self.check_crcs:
                 batch.ensure_valid()
-            if batch.next_offset <= st.position:
+            next_offset = batch.next_offset
+            if next_offset <= st.position:
                 continue
             if self.read_committed and batch.producer_id >= 0:
                 while cf.aborted and cf.aborted[0]["first_offset"] <= batch.last_offset:
                     cf.aborted_pids.add(cf.aborted.pop(0)["producer_id"])
                 if batch.is_control:
                     # An ABORT marker (control key type 0) ends the aborted transaction.
-                    # batch.records(): (offset, timestamp, key, value, headers)
                     recs = batch.records()
-                    key = recs[0][2] if recs else None
+                    key = recs[0].key if recs else None
                     if key is not None and len(key) >= 4 and \
                             int.from_bytes(key[2:4], "big") == 0:
                         cf.aborted_pids.discard(batch.producer_id)
@@ -458,14 +459,13 @@ class Fetcher:
                     st.position = max(st.position, batch.next_offset)
                     continue
             if batch.is_control:
-                st.position = max(st.position, batch.next_offset)
+                st.position = max(st.position, next_offset)
                 continue
-            ttype = batch.timestamp_type
-            ttype = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE else "NoTimestampType"
-            reader = batch.reader(ConsumerRecord, cf.tp.topic, cf.tp.partition, ttype)
+            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition,
+                                  str(batch.timestamp_type))
             if not reader.remaining:
                 reader.read(0)  # checks that the batch holds nothing more
-                st.position = max(st.position, batch.next_offset)
+                st.position = max(st.position, next_offset)
                 continue
             cf.reader = reader
             return True

@@ -12,7 +12,8 @@ Both twins expose the same names with the same behaviour:
   that cannot be represented.
 * ``decode_records(buf, count, base_offset, base_timestamp, log_append_time)``:
   the ``count`` records that make up ``buf`` (all of it), as a list of
-  ``(offset, timestamp, key, value, headers)`` tuples, ``headers`` a list of
+  ``DecodedRecord(offset, timestamp, key, value, headers)`` (a named
+  tuple, ``kchannel.protocol.records.record``), ``headers`` a list of
   ``(str, bytes or None)``.  ``log_append_time`` is None, or the batch's max
   timestamp that replaces every record's own (LogAppendTime batches).  Any
   malformed input raises ``CorruptRecordError`` (Kafka's
@@ -40,6 +41,9 @@ import operator
 import struct
 
 from kchannel.errors import CorruptRecordError
+from kchannel.protocol.records.record import DecodedRecord
+
+_new = tuple.__new__
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
            "make_records", "track_records"]
@@ -185,7 +189,10 @@ def _corrupt(msg):
 def decode_records(buf, count, base_offset, base_timestamp, log_append_time):
     buf = bytes(buf)
     _check_count(buf, count)
-    return list(_records(buf, count, base_offset, base_timestamp, log_append_time))
+    # (Named here, not in _records: RecordReader, the consumer's path,
+    # unpacks the plain tuples straight into its records.)
+    return [_new(DecodedRecord, r)
+            for r in _records(buf, count, base_offset, base_timestamp, log_append_time)]
 
 
 def _check_count(buf, count):
