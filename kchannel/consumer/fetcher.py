@@ -461,8 +461,7 @@ class Fetcher:
             if batch.is_control:
                 st.position = max(st.position, next_offset)
                 continue
-            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition,
-                                  str(batch.timestamp_type))
+            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition)
             if not reader.remaining:
                 reader.read(0)  # checks that the batch holds nothing more
                 st.position = max(st.position, next_offset)

@@ -172,11 +172,15 @@ class RecordBatch:
         return decode_records(self._payload(), self.record_count, self.base_offset,
                               self.base_timestamp, self._log_append_time())
 
-    def reader(self, cls, topic, partition, timestamp_type):
+    def reader(self, cls, topic, partition, timestamp_type=None):
         """A :class:`RecordReader` of the records, as ``make_records(cls,
         ...)`` builds them: ``cls(topic, partition, offset, timestamp,
-        timestamp_type, key, value, headers, None)``, ``read(n)`` at a time."""
+        timestamp_type, key, value, headers, None)``, ``read(n)`` at a time;
+        ``timestamp_type`` by default the name of the batch's own."""
         attributes = self.attributes
+        if timestamp_type is None:
+            timestamp_type = "LogAppendTime" if attributes & _TIMESTAMP_TYPE_MASK \
+                else "CreateTime"
         if attributes & _COMPRESSION_MASK:
             payload = self._payload()
         else:
@@ -263,8 +267,10 @@ class LegacyBatch:
     def record_count(self):
         return len(self.records())
 
-    def reader(self, cls, topic, partition, timestamp_type):
+    def reader(self, cls, topic, partition, timestamp_type=None):
         """As :meth:`RecordBatch.reader` (the records are decoded at once)."""
+        if timestamp_type is None:
+            timestamp_type = str(self.timestamp_type)
         records = self.records()
         return _ListReader(make_records(cls, records, 0, len(records), topic, partition,
                                         timestamp_type))
