@@ -21,7 +21,6 @@ from cpython.object cimport PyObject, PyTypeObject
 cimport cython
 
 from kchannel.errors import CorruptRecordError
-from kchannel.protocol.records.record import DecodedRecord
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
            "make_records", "track_records"]
@@ -491,10 +490,23 @@ cdef object _record(cls, topic, partition, offset, timestamp, timestamp_type, ke
     return obj
 
 
-cdef object _decoded(offset, timestamp, key, value, headers):
-    # DecodedRecord(offset, timestamp, key, value, headers), allocated and
-    # filled as tuple.__new__ does (see _record).
-    cdef PyObject* raw = _kc_tp_alloc(<PyTypeObject*>DecodedRecord, 5)
+cdef object _DecodedRecord = None
+
+
+cdef object _decoded_type():
+    # Imported on first use: kchannel.protocol.records (the type's package)
+    # loads this module while it is being imported itself.
+    global _DecodedRecord
+    if _DecodedRecord is None:
+        from kchannel.protocol.records.record import DecodedRecord
+        _DecodedRecord = DecodedRecord
+    return _DecodedRecord
+
+
+cdef object _decoded(dtype, offset, timestamp, key, value, headers):
+    # dtype(offset, timestamp, key, value, headers) (dtype: DecodedRecord),
+    # allocated and filled as tuple.__new__ does (see _record).
+    cdef PyObject* raw = _kc_tp_alloc(<PyTypeObject*>dtype, 5)
     cdef object obj = <object>raw
     Py_DECREF_raw(raw)
     _set(obj, 0, offset)
@@ -741,6 +753,7 @@ cdef class RecordReader:
         cdef object cls = self._cls
         cdef bint fast = self._fast
         cdef bint untracked = cls is not None
+        cdef object dtype = None if untracked else _decoded_type()
         cdef list headers
         for i in range(n):
             size = c.varint()
@@ -798,7 +811,7 @@ cdef class RecordReader:
                     timestamp = log_append_time
                 offset = self._base_off + offset_delta
             if cls is None:
-                out.append(_decoded(offset, timestamp, key, value, headers))
+                out.append(_decoded(dtype, offset, timestamp, key, value, headers))
             else:
                 out.append(_record(cls, self._topic, self._partition, offset, timestamp,
                                    self._ttype, key, value, headers, True))
