@@ -201,7 +201,13 @@ cdef class Appender:
                 sticky = self._sticky[topic]
             else:
                 p = sticky[0]
-        ts = _now_ms() if timestamp_ms is None else timestamp_ms
+        if timestamp_ms is None:
+            ts = _now_ms()
+        elif -0x8000000000000000 <= timestamp_ms <= 0x7FFFFFFFFFFFFFFF:
+            ts = timestamp_ms
+        else:
+            # Not an int64: the full path's encoder refuses it, as before.
+            return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         record = (ts if timestamp_ms is None else timestamp_ms, key, value, hs)
         future = None
         self._acquire()
