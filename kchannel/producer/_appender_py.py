@@ -188,8 +188,10 @@ class Appender:
                     records = batch.records
                     index = len(records)
                     td = timestamp_ms - records[0][0] if index else 0
-                    rs = body + (1 if index < 64 else _varint_size(index << 1)) + \
-                        (1 if -64 <= td < 64 else _varint_size((td << 1) ^ (td >> 63)))
+                    rs = body + (1 if index < 64 else 2 if index < 8192 else
+                                 _varint_size(index << 1)) + \
+                        (1 if -64 <= td < 64 else 2 if -8192 <= td < 8192 else
+                         _varint_size((td << 1) ^ (td >> 63)))
                     rs += 1 if rs < 64 else 2 if rs < 8192 else _varint_size(rs << 1)
                     room = batch.estimated_size + rs <= self._batch_size
                 if room:

@@ -9,8 +9,8 @@ batch's bytes so far (61 of header plus its records) plus the record's exact siz
 delta from the batch's first record; key, value and header lengths; its own
 length) is within batch.size, and the batch is not already full; the first
 record of a batch always fits.  The producer's batch boundaries, for a mix of
-100 B and 1 KiB values, keys, headers, a record larger than batch.size and
-timestamps spread over seconds (some going back), must be exactly these, and
+100 B and 1 KiB values, keys, headers, a record larger than batch.size, batches of
+hundreds of tiny records and timestamps spread over seconds (some going back), must be exactly these, and
 every batch's encoded size must be its tracked size and within batch.size (a
 single record larger than batch.size apart).
 """
@@ -78,7 +78,7 @@ def _sends():
     rng = random.Random(5)
     ts = TS
     out = []
-    for i in range(260):
+    for i in range(460):
         # Mostly forward by up to 3 s, sometimes back a little.
         ts += rng.choice((0, 1, 40, 700, 3000, -90))
         kw = dict(value=bytes(rng.choice((100, 100, 1024, 1, 63, 64, 300))),
@@ -87,6 +87,10 @@ def _sends():
             kw["key"] = b"key-%d" % i
         if i % 5 == 0:
             kw["headers"] = [("h", b"v" * (i % 70)), ("n\u00e9", None)]
+        if i >= 260:
+            # Tiny records: batches of more than 64 and 128 records (offset
+            # deltas of 2 bytes) spanning many seconds (3-byte deltas).
+            kw["value"] = bytes(i % 3)
         if i == 100:
             kw["value"] = bytes(BATCH_SIZE + 500)   # alone in its batch, as Kafka's
         out.append(kw)
