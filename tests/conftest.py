@@ -64,12 +64,43 @@ TWIN_INDEPENDENT = frozenset({
 })
 
 
+# .ci/test runs each pass with pytest-xdist (``-n 2 --dist loadgroup
+# --no-loadscope-reorder``).  Every module is one work unit (its
+# module-scoped servers, brokers and clusters start once, on one worker, and
+# its tests keep their order); the modules below share one unit, so they run
+# one after another on one worker: each would start its own Spark JVM (local
+# session, cluster master and workers, a few hundred MB and a core each), and
+# the cluster tests take the process's only SparkContext from the local one.
+XDIST_GROUPS = {
+    "tests/spark/": "spark",
+}
+
+
+def _xdist_group(rel):
+    for prefix, group in XDIST_GROUPS.items():
+        if rel.startswith(prefix):
+            return group
+    return rel
+
+
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
+    grouped = config.getoption("dist", "no") == "loadgroup"
+    group_of = {}
+    slow_in = {}
     for item in items:
         try:
             rel = item.path.relative_to(root).as_posix()
         except ValueError:
-            continue
+            rel = item.nodeid.split("::")[0]
         if rel in TWIN_INDEPENDENT:
             item.add_marker(pytest.mark.twin_independent)
+        if grouped:
+            group = group_of[item.nodeid] = _xdist_group(rel)
+            item.add_marker(pytest.mark.xdist_group(group))
+            slow_in[group] = slow_in.get(group, 0) + bool(item.get_closest_marker("slow"))
+    if grouped:
+        # Longest work first, so that no long unit starts last while the
+        # other workers idle: units with the most slow tests lead, the others
+        # keep their order (the sort is stable, every worker sorts alike).
+        items.sort(key=lambda i: -slow_in[group_of[i.nodeid]])

@@ -18,7 +18,15 @@ from tests.fixtures.peers import free_ports, start_kchannel_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
-SESSION_MS = 1000
+# Kafka's broker (and kchannel's) starts at most one re-authentication per
+# connection a second (KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS) and
+# answers a SaslHandshake sooner than that ILLEGAL_SASL_STATE.  Clients
+# re-authenticate at 85-95 % (kafka-python) or 90 % (librdkafka) of the
+# session, so a 1 s session had every second re-authentication of a
+# connection refused: the client dropped the connection, and a request
+# caught behind it failed with ILLEGAL_SASL_STATE (seen under load).  1.5 s
+# sessions space them at least 1.27 s apart.
+SESSION_MS = 1500
 
 
 @pytest.fixture(scope="module")
