@@ -86,11 +86,11 @@ def test_twin_independent_modules_exist():
 
 def test_xdist_groups_name_existing_paths_and_ci_uses_them():
     # .ci/test's parallel passes keep each module, and each group of modules
-    # tests/conftest.py names, on one worker only with --dist loadgroup; a
+    # tests/conftest.py names, on one worker only with --dist loadfile; a
     # stale prefix would let those modules spread over workers unnoticed.
     from tests.conftest import XDIST_GROUPS
     root = pathlib.Path(__file__).resolve().parents[2]
     missing = sorted(p for p in XDIST_GROUPS if not (root / p).exists())
     assert not missing, missing
     ci_test = (root / ".ci" / "test").read_text(encoding="utf-8")
-    assert "--dist loadgroup" in ci_test and "--no-loadscope-reorder" in ci_test
+    assert "--dist loadfile" in ci_test and "--no-loadscope-reorder" in ci_test
