@@ -293,6 +293,10 @@ class _Upstream:
         self.bootstrap = bootstrap
         self._broker = broker
 
+    @property
+    def proc(self):
+        return self._broker.proc
+
     def stop(self):
         self._broker.stop()
         self._broker.oauth.close()
@@ -413,15 +417,19 @@ def main():
             sides = [("direct", direct, None), ("gateway", kc_via, gw)]
             if kc_acl is not None:
                 sides.append(("gateway+ACLs", kc_acl, acl_gw))
-            # requests, (p50, p99) per round, peak RSS, gateway CPU seconds
-            tot = {name: [0.0, [], 0, 0.0] for name, _, _ in sides}
+            # requests, (p50, p99) per round, peak RSS, gateway CPU seconds,
+            # client (this process) and upstream broker CPU seconds
+            tot = {name: [0.0, [], 0, 0.0, 0.0, 0.0] for name, _, _ in sides}
             before = {name: rss_bytes(g.pid) for name, _, g in sides if g is not None}
             for _ in range(max(args.rounds, 1)):
                 for name, conf, g in sides:
                     cpu0 = cpu_seconds(g.pid) if g is not None else 0.0
+                    me0, up0 = time.process_time(), cpu_seconds(tansu.proc.pid)
                     rate, p50, p99, peak = concurrent(
                         conf, conc_topic, args.clients, args.seconds,
                         None if g is None else (lambda g=g: rss_bytes(g.pid)))
+                    tot[name][4] += time.process_time() - me0
+                    tot[name][5] += cpu_seconds(tansu.proc.pid) - up0
                     if g is not None:
                         tot[name][3] += cpu_seconds(g.pid) - cpu0
                     tot[name][0] += rate * args.seconds
@@ -430,14 +438,19 @@ def main():
             secs = args.seconds * max(args.rounds, 1)
 
             def figs(name):
-                n, lat, peak, _ = tot[name]
+                n, lat, peak = tot[name][:3]
                 return (n / secs, sorted(p for p, _ in lat)[len(lat) // 2],
                         sorted(p for _, p in lat)[len(lat) // 2], peak)
+            def cpu_per_request(name):
+                """us of client, upstream broker and gateway CPU per request."""
+                n = max(tot[name][0], 1)
+                return tot[name][4] / n * 1e6, tot[name][5] / n * 1e6, tot[name][3] / n * 1e6
             drate, d50, d99, _ = figs("direct")
+            dc, du, _ = cpu_per_request("direct")
             print(f"  {args.clients} concurrent clients, 1-record Produce, one in flight each, "
                   f"{args.rounds} x {args.seconds:g} s per side, alternating: direct "
-                  f"{drate:.0f} req/s (p50 {d50 * 1e3:.2f} ms, p99 {d99 * 1e3:.2f} ms)",
-                  flush=True)
+                  f"{drate:.0f} req/s (p50 {d50 * 1e3:.2f} ms, p99 {d99 * 1e3:.2f} ms; CPU per "
+                  f"request: client {dc:.0f} us, {upstream_name} {du:.0f} us)", flush=True)
             results = {}
             for name, _, g in sides[1:]:
                 grate, g50, g99, peak = figs(name)
@@ -450,7 +463,17 @@ def main():
                       f"{(g50 - d50) * 1e3:+.2f} ms p99 {(g99 - d99) * 1e3:+.2f} ms; memory "
                       f"per client connection {per_client / 1024:.0f} KiB (RSS "
                       f"{before[name] / 2**20:.0f} -> {peak / 2**20:.0f} MiB)", flush=True)
+                # Client, broker and gateway share this machine's cores: were
+                # the cores the only limit, gateway/direct would be the CPU
+                # a request costs direct over what it costs through the gateway.
+                gc, gu, gg = cpu_per_request(name)
+                print(f"    {'':12s} CPU per request: client {gc:.0f} us, {upstream_name} "
+                      f"{gu:.0f} us, gateway {gg:.0f} us; CPU-bound gateway/direct "
+                      f"(direct {dc + du:.0f} us / {gc + gu + gg:.0f} us) "
+                      f"{(dc + du) / max(gc + gu + gg, 1e-9):.2f}", flush=True)
             ratio, a50, a99, per_client = results["gateway"]
+            gc, gu, gg = cpu_per_request("gateway")
+            bound = (dc + du) / max(gc + gu + gg, 1e-9)
             extra = ""
             if "gateway+ACLs" in results:
                 acl_ratio, acl50, acl99, _ = results["gateway+ACLs"]
@@ -468,7 +491,9 @@ def main():
                 f"(`gateway.py`, {args.rounds} alternating rounds): gateway/direct requests per "
                 "second, added p50/p99, gateway memory per client connection; with "
                 f"{args.acls} ACLs",
-                f"{ratio:.2f}; p50 {a50 * 1e3:+.2f} ms, p99 {a99 * 1e3:+.2f} ms; "
+                f"{ratio:.2f} (CPU-bound {bound:.2f}: {dc + du:.0f} us of client and broker "
+                f"CPU per request direct, {gc + gu + gg:.0f} us through the gateway); "
+                f"p50 {a50 * 1e3:+.2f} ms, p99 {a99 * 1e3:+.2f} ms; "
                 f"{per_client / 1024:.0f} KiB per connection{extra}", ">= 0.70",
                 ratio >= 0.70)
     finally:

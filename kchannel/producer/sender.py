@@ -205,10 +205,12 @@ class Sender:
             self.client.poll(min(self.retry_backoff_ms, 100), now)
             return
         timeout = self.send_producer_data(now)
-        if txn is not None and txn.has_pending():
-            # A queued transactional request may be due soon (a retry's
-            # back-off, EndTxn once the last batch is acknowledged).
-            timeout = min(timeout, 10)
+        if txn is not None:
+            # A queued transactional request may be due before that (a
+            # retry's back-off, a coordinator lookup).
+            limit = txn.poll_timeout(now)
+            if limit is not None:
+                timeout = min(timeout, limit)
         self.client.poll(timeout, now)
         # Until the next ready() scan this thread is awake and will see
         # every append: appends need not wake it (see wakeup).

@@ -186,6 +186,7 @@ class TransactionManager:
         self._seq = itertools.count()
         self._in_flight = None
         self._next_send_ms = 0
+        self._end_txn_waits = False          # EndTxn queued behind unacknowledged batches
         self._coordinator = None             # (node id, host, port)
         self._group_coordinators = {}        # group id -> (node id, host, port)
         self._results = {}                   # pending state -> result (cached, as Kafka's)
@@ -399,13 +400,16 @@ class TransactionManager:
         if self._in_flight is not None:
             return True
         with self.lock:
+            self._end_txn_waits = False
             if self.new_partitions and not self.transaction_v2:
                 self._enqueue_add_partitions()
             if not self._pending or now < self._next_send_ms:
                 return False
             handler = self._pending[0][2]
             if handler.is_end_txn and has_incomplete:
-                return False       # EndTxn waits until every batch is acknowledged
+                # EndTxn waits until every batch is acknowledged.
+                self._end_txn_waits = True
+                return False
             heapq.heappop(self._pending)
             if handler.result is not None and handler.result.is_completed:
                 return False
@@ -443,6 +447,25 @@ class TransactionManager:
                 return False
             self._in_flight = handler
             return True
+
+    def poll_timeout(self, now):
+        """How long the Sender may poll before ``run`` has something to
+        send (None: no limit from here).  A response ends the poll anyway:
+        an EndTxn waiting for its batches is released by their responses
+        (or, at the latest, looked at again after retry.backoff.ms), a
+        request in back-off when it is due; otherwise (a coordinator being
+        looked up or connected) every 10 ms; partitions to add to the
+        transaction (version 1) at once.  (A fixed 10 ms for all of
+        them woke the Sender every 10 ms of every commit whose Produce
+        responses took longer: on a loaded machine, several passes of its
+        loop per transaction for nothing.)"""
+        if self.new_partitions and not self.transaction_v2:
+            return 0       # run() queues their AddPartitionsToTxn
+        if self._in_flight is not None or not self._pending:
+            return None
+        if self._end_txn_waits:
+            return self.retry_backoff_ms
+        return max(self._next_send_ms - now, 10)
 
     def _target(self, handler, now):
         """The node to send ``handler`` to, or None (re-queued, after a

@@ -10,9 +10,11 @@ min.insync.replicas=2), a SIGKILLed broker must not hold the consumer.
 * While the coordinator is down the consumer sends fewer than 200
   FindCoordinator requests in 10 s (retry back-off).
 * A consume-transform-produce loop (transactional producer,
-  send_offsets_to_transaction) keeps going while the transaction
-  coordinator's broker is killed and restarted, and its output, read with
-  read_committed, holds every input record exactly once.
+  send_offsets_to_transaction) over 100,000 records keeps going while the
+  broker of both its transaction and group coordinators, then the one its
+  transaction coordinator moved to, are killed and restarted, and its
+  output, read with read_committed, holds every input record exactly once
+  and nothing of its aborted transactions.
 * A KIP-848 group (group.protocol=consumer) of kchannel members and a Java
   member survives a SIGKILL of its coordinator: same members, every record
   written after the kill read once.
@@ -184,32 +186,58 @@ def test_find_coordinator_backs_off_while_the_coordinator_is_down(kafka_cluster)
     assert longest <= 5
 
 
-def _transaction_coordinator(cluster, transactional_id, timeout=60):
+def _coordinators(cluster, key_type, keys, timeout=60):
+    """{key: coordinator node id} from one FindCoordinator (v4: keys
+    batched) to a live node, asked again while a coordinator loads."""
     from kchannel.client import KafkaClient
     from kchannel.protocol import ApiKey
     deadline = time.time() + timeout
     while True:
         try:
             with KafkaClient({"bootstrap.servers": cluster.live_bootstrap()}).connect() as c:
-                entry = c.request(ApiKey.FIND_COORDINATOR, {
-                    "key_type": 1, "coordinator_keys": [transactional_id]})["coordinators"][0]
-            if entry["error_code"] == 0:
-                return entry["node_id"]
+                entries = c.request(ApiKey.FIND_COORDINATOR, {
+                    "key_type": key_type, "coordinator_keys": list(keys)})["coordinators"]
+            if all(e["error_code"] == 0 for e in entries):
+                return {e["key"]: e["node_id"] for e in entries}
         except Exception:  # a node dying meanwhile: ask again
             pass
         if time.time() > deadline:
-            raise AssertionError(f"no transaction coordinator for {transactional_id}")
+            raise AssertionError(f"no coordinator for {keys}")
         time.sleep(0.5)
 
 
-EOS_RECORDS = 20_000
+def _wait_in_sync(cluster, timeout=120):
+    """Until every partition (the transaction and offsets logs included)
+    has its three replicas in sync: a restarted node caught up, so that
+    killing another one leaves min.insync.replicas=2."""
+    from confluent_kafka.admin import AdminClient
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = AdminClient({"bootstrap.servers": cluster.live_bootstrap()}).list_topics(
+                timeout=10)
+            if all(len(p.isrs) == 3 and p.leader >= 0
+                   for t in md.topics.values() for p in t.partitions.values()):
+                return
+        except Exception:  # KafkaException: a node still starting
+            pass
+        assert time.monotonic() < deadline, "replicas not in sync"
+        time.sleep(0.5)
+
+
+EOS_RECORDS = 100_000
+EOS_PER_TRANSACTION = 5_000
 
 
 def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster):
     """Consume-transform-produce with send_offsets_to_transaction over
-    EOS_RECORDS records while the transaction coordinator's broker is
-    SIGKILLed and restarted: the output read with read_committed (kchannel
-    and confluent-kafka) holds every input exactly once."""
+    EOS_RECORDS records while brokers are SIGKILLed and restarted: first the
+    node that is both the transaction coordinator and the group coordinator,
+    then (once it is back in sync) the node the transaction coordinator moved
+    to.  Two transactions are aborted on purpose after their records were
+    written.  The output read with read_committed (kchannel and
+    confluent-kafka) holds every input exactly once and nothing aborted,
+    which read_uncommitted does see."""
     from kchannel.errors import ProducerFencedError, InvalidProducerEpochError
     from kchannel.client import RequestTimeoutError
     t0 = time.monotonic()
@@ -221,16 +249,24 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
         for i in range(EOS_RECORDS):
             p.send(source, b"%d" % i, key=b"%d" % i)
         p.flush(120)
-    tid, group = f"eos-{source}", f"g-{source}"
+    tid = f"eos-{source}"
+    # A group coordinated by the transaction coordinator's node, so that
+    # the first kill takes both coordinators at once.
+    txn_node = _coordinators(kafka_cluster, 1, [tid])[tid]
+    candidates = _coordinators(kafka_cluster, 0, [f"g-{source}-{i}" for i in range(24)])
+    group = next(g for g, node in candidates.items() if node == txn_node)
     tps = [TopicPartition(source, p) for p in range(PARTITIONS)]
 
     def start():
+        # What a pipeline after throughput sets: transactions of a few
+        # thousand records (max.poll.records) and larger batches.
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                             "isolation.level": "read_committed", "max.poll.records": 1000})
+                             "isolation.level": "read_committed",
+                             "max.poll.records": EOS_PER_TRANSACTION})
         consumer.assign(tps)
         producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
-                             "linger.ms": 5, "batch.size": 131072})
+                             "linger.ms": 5, "batch.size": 262144})
         producer.init_transactions(120)
         return consumer, producer
 
@@ -242,35 +278,55 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
 
     produced = time.monotonic() - t0
     consumer, producer = start()
-    victim = _transaction_coordinator(kafka_cluster, tid)
     initialized = time.monotonic() - t0
-    killed = None
-    processed = commits = aborts = restarts = 0
+    kills = []          # (node, records committed before the kill, what it coordinated)
+    processed = commits = aborts = restarts = deliberate = aborted_records = 0
     ends = consumer.end_offsets(tps)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + 300
+
+    def kill(node, what):
+        kafka_cluster.kill(node)
+        kills.append((node, processed, what))
+        print(f"killed node {node} ({what}) at {time.monotonic() - t0:.1f} s, "
+              f"{processed} records committed")
+        # Started again at once, from this thread (a node dies with the
+        # thread that launched it); it is up in 10-30 s.
+        kafka_cluster.nodes[node].launch()
     try:
         while time.monotonic() < deadline:
             positions = {tp: consumer.position(tp) for tp in tps}
             if all(positions[tp] >= ends[tp] for tp in tps):
                 break
-            if killed is None and processed >= EOS_RECORDS // 3:
-                kafka_cluster.kill(victim)
-                killed = time.monotonic()
-                print(f"kill at {killed - t0:.1f} s (input written at {produced:.1f} s, "
-                      f"transactions initialized at {initialized:.1f} s)")
-                # Started again at once, from this thread (a node dies with
-                # the thread that launched it); it is up in 10-30 s.
-                kafka_cluster.nodes[victim].launch()
+            if not kills and processed >= EOS_RECORDS // 5:
+                kill(txn_node, "transaction and group coordinator")
+            elif len(kills) == 1 and processed >= EOS_RECORDS * 3 // 5:
+                first = kafka_cluster.nodes[kills[0][0]]
+                first.wait_started(time.monotonic() + 120)
+                _wait_in_sync(kafka_cluster)
+                node = _coordinators(kafka_cluster, 1, [tid])[tid]
+                kill(node, "transaction coordinator")
             records = consumer.poll(1.0)
             if not records:
                 continue
+            # Twice (at a tenth of the input, then after the first kill): a
+            # transaction written, then aborted; its input is read again from
+            # the committed offsets.
+            abort_this = deliberate < 2 and processed >= EOS_RECORDS * (deliberate * 2 + 1) // 10
             try:
                 producer.begin_transaction()
                 for r in records:
-                    producer.send(sink, b"out-" + r.value, key=r.key)
+                    producer.send(sink, (b"aborted-" if abort_this else b"out-") + r.value,
+                                  key=r.key)
                 producer.send_offsets_to_transaction(
                     {tp: consumer.position(tp) for tp in tps}, consumer.group_metadata(),
                     timeout=120)
+                if abort_this:
+                    producer.flush(120)       # in the log, then aborted
+                    producer.abort_transaction(120)
+                    deliberate += 1
+                    aborted_records += len(records)
+                    rewind(consumer)
+                    continue
                 try:
                     producer.commit_transaction(120)
                 except RequestTimeoutError:
@@ -292,22 +348,26 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
                     consumer, producer = start()
                     continue
                 rewind(consumer)
-        took = time.monotonic() - killed if killed else None
+        took = time.monotonic() - t0
     finally:
         producer.close(30)
         consumer.close()
-        if killed is not None and kafka_cluster.nodes[victim].alive():
-            # every node up again for the next test
-            kafka_cluster.nodes[victim].wait_started(time.monotonic() + 120)
-        if not kafka_cluster.nodes[victim].alive():
-            kafka_cluster.restart(victim)
-    print(f"killed transaction coordinator node {victim}; {commits} commits, {aborts} aborts, "
-          f"{restarts} restarts; the rest took {took or 0:.1f} s after the kill")
-    assert killed is not None
+        for node, _, _ in kills:
+            if kafka_cluster.nodes[node].alive():
+                # every node up again for the next test
+                kafka_cluster.nodes[node].wait_started(time.monotonic() + 120)
+            else:
+                kafka_cluster.restart(node)
+    print(f"{commits} commits, {aborts} aborts after errors, {deliberate} deliberate aborts, "
+          f"{restarts} restarts; input written at {produced:.1f} s, transactions initialized "
+          f"at {initialized:.1f} s, all committed at {took:.1f} s")
+    # Both kills landed mid-run: records were committed before and after each.
+    assert [k[1] > 0 for k in kills] == [True, True], kills
+    assert kills[-1][1] < EOS_RECORDS and deliberate == 2
     expected = sorted(b"out-%d" % i for i in range(EOS_RECORDS))
     got = []
     with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
-                   "isolation.level": "read_committed"}) as c:
+                   "isolation.level": "read_committed", "max.poll.records": 10_000}) as c:
         c.assign([TopicPartition(sink, p) for p in range(PARTITIONS)])
         end = time.monotonic() + 60
         while len(got) < EOS_RECORDS and time.monotonic() < end:
@@ -316,19 +376,27 @@ def test_exactly_once_while_the_transaction_coordinator_is_killed(kafka_cluster)
     assert len(got) == EOS_RECORDS and sorted(got) == expected
     from confluent_kafka import Consumer as CConsumer
     from confluent_kafka import TopicPartition as CTP
-    cc = CConsumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{sink}",
-                    "isolation.level": "read_committed", "enable.auto.commit": False})
-    cc.assign([CTP(sink, p, 0) for p in range(PARTITIONS)])
-    seen = []
-    end = time.monotonic() + 60
-    try:
-        while len(seen) < EOS_RECORDS and time.monotonic() < end:
-            for m in cc.consume(1000, 0.5):
-                if not m.error():
-                    seen.append(m.value())
-    finally:
-        cc.close()
-    assert sorted(seen) == expected
+    seen = {}
+    for isolation, done in (
+            ("read_committed", lambda values: len(values) >= EOS_RECORDS),
+            ("read_uncommitted", lambda values: len(values) >= EOS_RECORDS + aborted_records)):
+        cc = CConsumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{sink}",
+                        "isolation.level": isolation, "enable.auto.commit": False})
+        cc.assign([CTP(sink, p, 0) for p in range(PARTITIONS)])
+        seen[isolation] = values = []
+        end = time.monotonic() + 60
+        try:
+            while not done(values) and time.monotonic() < end:
+                values.extend(m.value() for m in cc.consume(10_000, 0.5) if not m.error())
+            values.extend(m.value() for m in cc.consume(10_000, 1.0) if not m.error())
+        finally:
+            cc.close()
+    assert sorted(seen["read_committed"]) == expected
+    # The aborted transactions were written (read_uncommitted sees them, and
+    # every committed record) and are invisible to read_committed.
+    uncommitted = seen["read_uncommitted"]
+    assert sum(v.startswith(b"aborted-") for v in uncommitted) >= aborted_records > 0
+    assert set(uncommitted).issuperset(expected)
 
 
 def test_kip848_group_survives_a_coordinator_kill(kafka_cluster):

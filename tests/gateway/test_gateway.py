@@ -323,6 +323,9 @@ def test_per_client_upstream_connections(upstream, kchannel_inprocess_server):
                                     "timeout_ms": 1234, "topic_data": []}, 1234),
     (ApiKey.PRODUCE, range(3, 12), {"transactional_id": None, "acks": 0,
                                     "timeout_ms": 99, "topic_data": []}, 99),
+    # a transactional id of 200 bytes: a two-byte compact length
+    (ApiKey.PRODUCE, range(3, 12), {"transactional_id": "t" * 200, "acks": 1,
+                                    "timeout_ms": 4321, "topic_data": []}, 4321),
 ])
 def test_waits_and_acks_read_from_the_raw_request(key, versions, body, expected):
     # The gateway never decodes a forwarded request; these few fields it

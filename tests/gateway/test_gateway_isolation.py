@@ -219,6 +219,11 @@ def test_written_responses_leave_no_bytes_counted_while_the_client_stays(
                 time.sleep(0.01)
             assert gateway.queued_bytes == 0
             assert len(gateway.downstreams) == 1
+        # the responses written straight from the upstream poll (one in
+        # flight) are timed like the others: arrival to response, in ms
+        m, tags = gw.server.metrics, {"request": "Produce"}
+        assert m.metric("RequestsPerSec", group="RequestMetrics", tags=tags) > 0
+        assert 0 <= m.metric("TotalTimeMs-max", group="RequestMetrics", tags=tags) < 10000
     finally:
         s.close()
 
