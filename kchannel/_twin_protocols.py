@@ -292,6 +292,11 @@ class RecordReader(Protocol):
     def read(self, n: int) -> List[Any]:
         """The next (up to) ``n`` records; CorruptRecordError otherwise."""
 
+    def read_into(self, out: List[Any], n: int) -> int:
+        """``read(n)``'s records appended to ``out`` (none when it raises),
+        possibly untracked by the garbage collector until
+        ``track_records(out, start)``; returns how many."""
+
 
 class RecordsModule(Protocol):
     RecordReader: type[RecordReader]
@@ -323,6 +328,10 @@ class RecordsModule(Protocol):
                      partition: int, timestamp_type: str) -> List[Any]:
         """``cls(topic, partition, offset, timestamp, timestamp_type, key,
         value, headers, None)`` per decoded record of records[start:stop]."""
+
+    def track_records(self, records: List[Any], start: int = 0) -> None:
+        """Tracks ``records[start:]`` that ``RecordReader.read_into`` left
+        untracked by the garbage collector (the pure twin: nothing to do)."""
 
 
 # ---------------------------------------------------------------------------

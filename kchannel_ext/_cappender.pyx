@@ -13,6 +13,7 @@ allocation here can run arbitrary finalizers, so the GIL alone is not
 relied upon.
 """
 from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
+from cpython.ref cimport PyObject, _Py_REFCNT
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
@@ -82,6 +83,8 @@ cdef class Appender:
     cdef list _tps, _dqs
     cdef object _sizes
     cdef Py_ssize_t _sizes_ks, _sizes_vs
+    # The future returned last; see send.
+    cdef object _spare
 
     def __init__(self, path):
         acc = path.accumulator
@@ -116,6 +119,7 @@ cdef class Appender:
         self._dqs = None
         self._sizes = None
         self._sizes_ks = self._sizes_vs = -2
+        self._spare = None
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -211,7 +215,18 @@ cdef class Appender:
                         batch.callbacks[index] = callback
                     batch.estimated_size += size
                     full = <Py_ssize_t>batch.estimated_size >= self._batch_size
-                    future = _new_future(FutureRecordMetadata)
+                    # Most callers drop the future send() returns (send
+                    # without get()).  When the one returned last is no
+                    # longer held by anyone but this appender, it is
+                    # reused (no weak reference can point at it: no
+                    # __weakref__ slot), saving an allocation, its
+                    # deallocation and the garbage collector's count per
+                    # record; a future still held is never touched.
+                    if self._spare is not None and _Py_REFCNT(<PyObject *>self._spare) == 1:
+                        future = self._spare
+                    else:
+                        future = _new_future(FutureRecordMetadata)
+                        self._spare = future
                     future._batch = batch
                     future._index = index
                     future._failed = None

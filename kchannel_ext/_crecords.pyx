@@ -12,7 +12,8 @@ from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.list cimport PyList_New
-from cpython.tuple cimport PyTuple_New, PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_New, PyTuple_GET_SIZE, PyTuple_Check
+from cpython.list cimport PyList_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
@@ -22,7 +23,7 @@ cimport cython
 from kchannel.errors import CorruptRecordError
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
-           "make_records"]
+           "make_records", "track_records"]
 
 # -- CRC-32C, slicing-by-8 ---------------------------------------------------
 
@@ -302,12 +303,54 @@ cdef inline void _put_blob(_Buf* b, object v) noexcept:
     b.len += n
 
 
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+
+
+cdef Py_ssize_t _tuple_headers_size(tuple headers) except -2:
+    """The encoded size of ``headers`` (the count excluded) when each is a
+    ``(str, bytes or None)`` tuple, as the producer's appender passes them;
+    -1 for anything else (the general path's checks and errors then
+    apply).  A str's UTF-8 form is read in place (CPython keeps it, and an
+    ASCII str is its own), no bytes object per header per record."""
+    cdef Py_ssize_t size = 0, n
+    cdef object h, k, v
+    for h in headers:
+        if type(h) is not tuple or PyTuple_GET_SIZE(h) != 2:
+            return -1
+        k = (<tuple>h)[0]
+        v = (<tuple>h)[1]
+        if type(k) is not str or (v is not None and type(v) is not bytes):
+            return -1
+        PyUnicode_AsUTF8AndSize(k, &n)
+        if n > 0x7FFFFFFF:
+            raise ValueError("record field longer than 2**31-1 bytes")
+        size += _size_uvarint(_zz32(n)) + n + _blob_size(v)
+    return size
+
+
+cdef int _put_tuple_headers(_Buf* b, tuple headers) except -1:
+    """Write what _tuple_headers_size measured (room reserved)."""
+    cdef Py_ssize_t n
+    cdef const char* u
+    cdef object h
+    for h in headers:
+        u = PyUnicode_AsUTF8AndSize((<tuple>h)[0], &n)
+        _put_uvarint(b, _zz32(n))
+        memcpy(b.data + b.len, u, n)
+        b.len += n
+        _put_blob(b, (<tuple>h)[1])
+    return 0
+
+
 cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) except -1:
     """Append the v2 records of ``records`` to ``b``; ``max_ts[0]`` is
     raised to the largest timestamp seen."""
     cdef int64_t ts, ts_delta
     cdef Py_ssize_t delta = 0, size, nh = 0, i
     cdef list hdrs
+    cdef bint tuple_headers
+    cdef Py_ssize_t hsize
     cdef object key, value, headers, hk, hv, rec, timestamp
     for rec in records:
         if type(rec) is tuple and PyTuple_GET_SIZE(rec) == 4:
@@ -334,7 +377,13 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
         size = 1 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
         size += _blob_size(key) + _blob_size(value)
         hdrs = None
-        if headers:
+        hsize = _tuple_headers_size(<tuple>headers) if headers and type(headers) is tuple \
+            else -1
+        tuple_headers = hsize >= 0
+        if tuple_headers:
+            nh = PyTuple_GET_SIZE(headers)
+            size += hsize + _size_uvarint(_zz32(nh))
+        elif headers:
             hdrs = []
             for hk, hv in headers:
                 if not isinstance(hk, str):
@@ -359,7 +408,10 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
         _put_uvarint(b, _zz32(delta))
         _put_blob(b, key)
         _put_blob(b, value)
-        if hdrs is None:
+        if tuple_headers:
+            _put_uvarint(b, _zz32(nh))
+            _put_tuple_headers(b, <tuple>headers)
+        elif hdrs is None:
             b.data[b.len] = 0
             b.len += 1
         else:
@@ -489,6 +541,33 @@ cdef object _record(cls, topic, partition, offset, timestamp, timestamp_type, ke
     return obj
 
 
+cdef object _DecodedRecord = None
+
+
+cdef object _decoded_type():
+    # Imported on first use: kchannel.protocol.records (the type's package)
+    # loads this module while it is being imported itself.
+    global _DecodedRecord
+    if _DecodedRecord is None:
+        from kchannel.protocol.records.record import DecodedRecord
+        _DecodedRecord = DecodedRecord
+    return _DecodedRecord
+
+
+cdef object _decoded(dtype, offset, timestamp, key, value, headers):
+    # dtype(offset, timestamp, key, value, headers) (dtype: DecodedRecord),
+    # allocated and filled as tuple.__new__ does (see _record).
+    cdef PyObject* raw = _kc_tp_alloc(<PyTypeObject*>dtype, 5)
+    cdef object obj = <object>raw
+    Py_DECREF_raw(raw)
+    _set(obj, 0, offset)
+    _set(obj, 1, timestamp)
+    _set(obj, 2, key)
+    _set(obj, 3, value)
+    _set(obj, 4, headers)
+    return obj
+
+
 @cython.final
 cdef class _Cursor:
     # Final: its methods are called directly (no vtable), so the C compiler
@@ -596,6 +675,12 @@ cdef class RecordReader:
         """The next (up to) ``n`` records, as a list."""
         return self._read(n)
 
+    def read_into(self, list out, n):
+        """See the pure twin: the next (up to) ``n`` records appended to
+        ``out``, left untracked by the garbage collector until
+        ``track_records(out, start)``; returns how many."""
+        return self._read_into(out, n)
+
     cdef int _open(self, buf, count, base_offset, base_timestamp,
                    log_append_time) except -1:
         cdef _Cursor c = _Cursor()
@@ -628,6 +713,42 @@ cdef class RecordReader:
         self._error = None
         self._checked = False
         return 0
+
+    cdef Py_ssize_t _read_into(self, list out, Py_ssize_t n) except -1:
+        # As _read, into the caller's list and without tracking: a caller
+        # that gathers several batches' records into one list (the
+        # consumer's poll) tracks them all once it is done, so that a
+        # collection set off by a later batch's allocations does not find
+        # the earlier ones tracked, alive and young (and promote them).
+        cdef Py_ssize_t start = len(out)
+        if self._cls is None:
+            raise TypeError("read_into needs a reader of cls records")
+        if self._error is not None:
+            raise self._error
+        if n > self._remaining:
+            n = self._remaining
+        if n < 0:
+            n = 0
+        try:
+            self._decode_into(out, n)
+            self._remaining -= n
+            if self._remaining == 0 and not self._checked:
+                self._checked = True
+                if self._c.pos != self._c.end:
+                    raise CorruptRecordError(
+                        "Incorrect declared batch size, records still remaining in file")
+        except CorruptRecordError as exc:
+            # Nothing of a failed read is handed out (as _read).
+            _track_records(out, start)
+            del out[start:]
+            self._error = exc
+            self._remaining = 0
+            raise
+        except BaseException:
+            _track_records(out, start)
+            del out[start:]
+            raise
+        return n
 
     cdef list _read(self, Py_ssize_t n):
         if self._error is not None:
@@ -671,7 +792,7 @@ cdef class RecordReader:
             self._decode_into(out, n)
         finally:
             if self._cls is not None:
-                _track_records(out)
+                _track_records(out, 0)
         return out
 
     cdef int _decode_into(self, list out, Py_ssize_t n) except -1:
@@ -683,6 +804,7 @@ cdef class RecordReader:
         cdef object cls = self._cls
         cdef bint fast = self._fast
         cdef bint untracked = cls is not None
+        cdef object dtype = None if untracked else _decoded_type()
         cdef list headers
         for i in range(n):
             size = c.varint()
@@ -740,24 +862,39 @@ cdef class RecordReader:
                     timestamp = log_append_time
                 offset = self._base_off + offset_delta
             if cls is None:
-                out.append((offset, timestamp, key, value, headers))
+                out.append(_decoded(dtype, offset, timestamp, key, value, headers))
             else:
                 out.append(_record(cls, self._topic, self._partition, offset, timestamp,
                                    self._ttype, key, value, headers, True))
         return 0
 
 
-cdef void _track_records(list records) noexcept:
-    # Track what _decode built untracked: each record and its headers list.
-    cdef object r
+cdef void _track_records(list records, Py_ssize_t start) noexcept:
+    # Track what _decode built untracked: each record and its headers list
+    # (records[start:]; anything else in the list, such as records that
+    # deserializers made, is tracked already or left alone).
+    cdef Py_ssize_t i
     cdef PyObject* o
-    for r in records:
-        o = _tuple_item(r, 7)  # borrowed
+    cdef PyObject* h
+    for i in range(start, len(records)):
+        o = <PyObject*>records[i]
+        if not PyTuple_Check(<object>o) or PyTuple_GET_SIZE(<object>o) != 9:
+            continue
+        # (Also under a record a deserializer remade: it holds the same
+        # headers list.)
+        h = _tuple_item(<object>o, 7)  # borrowed
+        if PyList_CheckExact(<object>h) and not _gc_is_tracked(h):
+            _gc_track(h)
         if not _gc_is_tracked(o):
             _gc_track(o)
-        o = <PyObject*>r
-        if not _gc_is_tracked(o):
-            _gc_track(o)
+
+
+def track_records(list records, Py_ssize_t start=0):
+    """See the pure twin: tracks ``records[start:]`` that ``read_into``
+    left untracked."""
+    if start < 0:
+        start = 0
+    _track_records(records, start)
 
 
 def make_records(cls, records, Py_ssize_t start, Py_ssize_t stop, topic, partition,

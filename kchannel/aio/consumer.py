@@ -35,6 +35,8 @@ __all__ = ["AIOConsumer"]
 
 log = get_logger("kchannel.aio.consumer")
 
+# A ConsumerRecord's (topic, partition): its first two fields, read in C by
+# groupby over every record of a poll.
 _TOPIC_PARTITION = operator.itemgetter(0, 1)
 
 
@@ -222,9 +224,9 @@ class AIOConsumer:
             return
         first = {}
         for r in records[i:]:
-            tp = TopicPartition(r[0], r[1])
+            tp = TopicPartition(r.topic, r.partition)
             if tp not in first and (tps is None or tp in tps):
-                first[tp] = r[2]
+                first[tp] = r.offset
         c = self._consumer
         for tp, offset in first.items():
             if c.subscriptions.is_assigned(tp):
@@ -232,7 +234,8 @@ class AIOConsumer:
         if tps is None:
             self._records, self._next = [], 0
         else:
-            self._records = [r for r in records[i:] if TopicPartition(r[0], r[1]) not in tps]
+            self._records = [r for r in records[i:]
+                             if TopicPartition(r.topic, r.partition) not in tps]
             self._next = 0
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -387,7 +390,7 @@ class AIOConsumer:
             return out
         if len(c.subscriptions.assignment) == 1:
             first = records[0]
-            out[TopicPartition(first[0], first[1])] = records
+            out[TopicPartition(first.topic, first.partition)] = records
             return out
         for (topic, partition), run in groupby(records, _TOPIC_PARTITION):
             out.setdefault(TopicPartition(topic, partition), []).extend(run)

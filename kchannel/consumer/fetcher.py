@@ -20,7 +20,7 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)
-from kchannel.protocol.records import TimestampType, iter_batches
+from kchannel.protocol.records import iter_batches, track_records
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 
@@ -338,6 +338,14 @@ class Fetcher:
         """Up to ``max.poll.records`` records from the buffered fetches;
         advances the positions past what is returned."""
         out = []
+        try:
+            return self._fetched_records(out)
+        finally:
+            # Before anyone else sees them: the records that read_into left
+            # untracked by the garbage collector (see _drain).
+            track_records(out)
+
+    def _fetched_records(self, out):
         budget = self.max_poll_records
         while budget > 0 and self.completed:
             cf = self.completed[0]
@@ -382,58 +390,66 @@ class Fetcher:
                     break
                 continue
             position = st.position
+            start = len(out)
             try:
                 # Decoded now, as many as this poll hands out: the records
                 # die with the application's use of them instead of a whole
                 # batch outliving polls (the garbage collector's cost).
-                records = reader.read(budget - taken)
+                # Straight into the poll's list, untracked until the poll
+                # ends (fetched_records): with Kafka's default 16 KiB
+                # batches a poll gathers dozens of batches, and a collection
+                # set off while decoding a later one would otherwise find
+                # the earlier ones' records alive and promote them.
+                n = reader.read_into(out, budget - taken)
             except errors.CorruptRecordError:
                 # Done with this batch: the next poll goes on after it.
                 cf.reader = None
                 raise
-            n = len(records)
+            if not n:
+                continue
             # Records before the position (a seek into the middle of a
             # batch): offsets grow within a batch, so they are a prefix.
-            i = 0
-            while i < n and records[i].offset < position:
-                i += 1
-            if i >= n:
-                continue
+            if out[start].offset < position:
+                i = start
+                end = start + n
+                while i < end and out[i].offset < position:
+                    i += 1
+                del out[start:i]
+                n = end - i
+                if not n:
+                    continue
             if decode_keys or decode_values:
                 topic, partition = cf.tp
-                for r in records[i:]:
+                for j in range(start, start + n):
                     # Unpacking names the fields at no cost (it is faster
                     # than indexing them one by one).
-                    _t, _p, offset, timestamp, ttype, key, value, headers, _e = r
+                    _t, _p, offset, timestamp, ttype, key, value, headers, _e = out[j]
                     if decode_keys:
                         key = deserializer(key, self.key_type, kd)
                     if decode_values:
                         value = deserializer(value, self.value_type, vd)
-                    out.append(_new_record(ConsumerRecord, (topic, partition, offset, timestamp,
-                                                            ttype, key, value, headers, None)))
-            elif i:
-                out += records[i:]
-            else:
-                out += records
-            st.position = records[-1].offset + 1
-            taken += n - i
+                    out[j] = _new_record(ConsumerRecord, (topic, partition, offset, timestamp,
+                                                          ttype, key, value, headers, None))
+            st.position = out[-1].offset + 1
+            taken += n
         return taken
 
     def _next_batch(self, cf, st):
         """Make the next batch's reader current in ``cf``; False at the end."""
+        tp = cf.tp
         for batch in cf.batches:
             if self.check_crcs:
                 batch.ensure_valid()
-            if batch.next_offset <= st.position:
+            next_offset = batch.next_offset
+            if next_offset <= st.position:
                 continue
             if self.read_committed and batch.producer_id >= 0:
                 while cf.aborted and cf.aborted[0]["first_offset"] <= batch.last_offset:
                     cf.aborted_pids.add(cf.aborted.pop(0)["producer_id"])
                 if batch.is_control:
                     # An ABORT marker (control key type 0) ends the aborted transaction.
-                    # batch.records(): (offset, timestamp, key, value, headers)
                     recs = batch.records()
-                    key = recs[0][2] if recs else None
+                    key = recs[0].key if recs else None
                     if key is not None and len(key) >= 4 and \
                             int.from_bytes(key[2:4], "big") == 0:
                         cf.aborted_pids.discard(batch.producer_id)
@@ -443,14 +459,12 @@ class Fetcher:
                     st.position = max(st.position, batch.next_offset)
                     continue
             if batch.is_control:
-                st.position = max(st.position, batch.next_offset)
+                st.position = max(st.position, next_offset)
                 continue
-            ttype = batch.timestamp_type
-            ttype = str(ttype) if ttype != TimestampType.NO_TIMESTAMP_TYPE else "NoTimestampType"
-            reader = batch.reader(ConsumerRecord, cf.tp.topic, cf.tp.partition, ttype)
+            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition)
             if not reader.remaining:
                 reader.read(0)  # checks that the batch holds nothing more
-                st.position = max(st.position, batch.next_offset)
+                st.position = max(st.position, next_offset)
                 continue
             cf.reader = reader
             return True

@@ -325,10 +325,12 @@ class KafkaChannel:
         # frames: raised once those frames (stashed) are handed out, as if
         # the frames had been taken one at a time.
         self._invalid = None
-        # send queue: deque of [memoryview, size, report, head]; size = frame
-        # size reported in completed sends; report=False for authentication
-        # frames; head = size prefix still to be written before the
-        # memoryview when the payload was queued without copying, else None.
+        # send queue: deque of [data, size, report, head]; data = what is
+        # left to write (a frame as queued, a memoryview once partly
+        # written); size = frame size reported in completed sends;
+        # report=False for authentication frames; head = size prefix still
+        # to be written before the data when the payload was queued without
+        # copying, else None.
         # _NO_SENDS while nothing is queued (see _NO_SENDS).
         self._sends = _NO_SENDS
         self._write_vectored = transport.write_vectored
@@ -508,13 +510,16 @@ class KafkaChannel:
         matter (not muted, and for a server not held back by pending
         writes), False otherwise."""
         t = self.transport
-        pending = bool(self._sends) or bool(t.has_pending_writes())
+        # (a transport that holds no bytes of its own is not asked)
+        holds = t.holds_bytes
+        pending = bool(self._sends) or (holds and bool(t.has_pending_writes()))
         if self.mute_state is not _NOT_MUTED:
             return pending, True, False
         if pending and self.mode == "server":
             return True, False, False
         # has_bytes_buffered(), inlined
-        buffered = (t.has_bytes_buffered() or bool(self._stash) or self._invalid is not None
+        buffered = ((holds and t.has_bytes_buffered()) or bool(self._stash)
+                    or self._invalid is not None
                     or (self.decoder.buffered >= 4 and self.has_complete_frame()))
         return pending, False, buffered
 
@@ -522,7 +527,8 @@ class KafkaChannel:
     def has_bytes_buffered(self):
         """True when data is waiting that no readiness event will announce:
         decrypted TLS bytes, or complete frames already in the decoder."""
-        if self.transport.has_bytes_buffered():
+        t = self.transport
+        if t.holds_bytes and t.has_bytes_buffered():
             return True
         return self.has_complete_frame()
 
@@ -724,7 +730,8 @@ class KafkaChannel:
     def has_pending_writes(self):
         if self._sends:
             return True
-        return bool(self.transport.has_pending_writes())
+        t = self.transport
+        return t.holds_bytes and bool(t.has_pending_writes())
 
     def set_send(self, payload, already_framed=False):
         """Queue one frame (``payload`` without size prefix unless
@@ -732,19 +739,28 @@ class KafkaChannel:
         queue up behind each other; each is reported once fully written.
 
         A large ``bytes`` payload (immutable, so it can be kept as it is) is
-        not copied into a frame when the transport writes buffer lists."""
+        not copied into a frame when the transport writes buffer lists.
+
+        Returns True when sends were already queued (this one waits behind
+        them), False when it is the only one: the selector's question
+        before queuing, answered without a call of its own."""
+        sends = self._sends
         if (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
                 and len(payload) >= (SEPARATE_FROM if self._write_vectored is not None
                                      else SEPARATE_FROM_UNGATHERED)):
             n = len(payload)
             self._send_queue().append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
-            return
+            return bool(sends)
         data = payload if already_framed else encode_frame(payload)
-        # _enqueue(data, report=True), inlined: one send per request
-        sends = self._sends
+        # _enqueue(data, report=True), inlined: one send per request.  The
+        # frame is queued as it is: a memoryview is made only if a write
+        # takes part of it (_retire), not for every request.
         if sends is _NO_SENDS:
-            sends = self._sends = collections.deque()
-        sends.append([memoryview(data), len(data), True, None])
+            self._sends = collections.deque(([data, len(data), True, None],))
+            return False
+        had = bool(sends)
+        sends.append([data, len(data), True, None])
+        return had
 
     def _send_queue(self):
         """The send queue, made if there is none (see ``_NO_SENDS``)."""
@@ -800,7 +816,7 @@ class KafkaChannel:
             if entry[3] is None and len(mv) <= max_bytes:
                 self._mid_write = True
                 n = t.write(mv)
-                if n == len(mv) and t.flush():
+                if n == len(mv) and (not t.holds_bytes or t.flush()):
                     self._mid_write = False
                     self._sends = _NO_SENDS
                     return [entry[1]] if entry[2] else []
@@ -822,8 +838,16 @@ class KafkaChannel:
                 # One gather write (sendmsg) of several frames: size
                 # prefixes and large payloads as they are, runs of small
                 # frames joined.
-                bufs, total = self._gather()
+                bufs, total, count = self._gather()
                 n = writev(bufs) if len(bufs) > 1 else t.write(bufs[0])
+                if n == total and count == len(sends):
+                    # All of the queue went out (the usual case of a
+                    # pipelining client or a batch of responses): retired
+                    # in one pass instead of entry by entry.
+                    self._accepted.extend([e[1] for e in sends if e[2]])
+                    sends.clear()
+                    written += n
+                    break
             elif entry[3] is not None:
                 # A separately queued large payload over a transport without
                 # gather writes: its size prefix joined to the payload's
@@ -851,7 +875,7 @@ class KafkaChannel:
             self._retire(n)
             if n < total:
                 break
-        pending = not t.flush()
+        pending = t.holds_bytes and not t.flush()
         if not self._sends and not pending:
             self._mid_write = False
             # Everything is written: the queue goes (see _NO_SENDS), so an
@@ -863,11 +887,12 @@ class KafkaChannel:
 
     def _gather(self):
         """Buffers for one gather write from the front of the send queue,
-        and their total size."""
+        their total size and the number of queued sends they cover."""
         bufs = []
         run = []
         run_bytes = 0
         total = 0
+        count = 0
         for e in self._sends:
             mv = e[0]
             head = e[3]
@@ -875,6 +900,7 @@ class KafkaChannel:
             if total and total + ln > GATHER_MAX:
                 break
             total += ln
+            count += 1
             if head is None and ln < COALESCE_BELOW:
                 run.append(mv)
                 run_bytes += ln
@@ -892,7 +918,7 @@ class KafkaChannel:
                 break
         if run:
             bufs.append(run[0] if len(run) == 1 else b"".join(run))
-        return bufs, total
+        return bufs, total, count
 
     def _retire(self, n):
         """Drop ``n`` written bytes from the front of the send queue; fully
@@ -909,10 +935,12 @@ class KafkaChannel:
                     return
                 n -= hl
                 e[3] = None
-            ln = len(e[0])
+            data = e[0]
+            ln = len(data)
             if n < ln:
                 if n:
-                    e[0] = e[0][n:]
+                    # the rest, without copying it
+                    e[0] = (data if type(data) is memoryview else memoryview(data))[n:]
                 return
             n -= ln
             sends.popleft()
@@ -955,7 +983,11 @@ class KafkaChannel:
                     sends.append(held.pop())
 
     def take_accepted(self):
-        done, self._accepted = self._accepted, []
+        """The sizes of the sends completed since they were last taken (an
+        empty list, not to be changed, when there are none)."""
+        done = self._accepted
+        if done:
+            self._accepted = []
         return done
 
     # -- re-authentication (KIP-368) ---------------------------------------------
@@ -978,14 +1010,16 @@ class KafkaChannel:
     def maybe_begin_client_reauthentication(self, now):
         """Client: re-authenticate when the session's re-auth time has come,
         the channel is unmuted and no write is in progress."""
+        # The session's re-authentication time first: None for every
+        # connection without an expiring SASL session (asked on each write).
+        at = self.authenticator.client_session_reauth_ms()
+        if at is None or now < at:
+            return False
         if not self.ready():
             return False
         # Kafka: only a write already in progress (midWrite) holds it back; a
         # queued request waits behind the re-authentication frames.
         if self.is_muted() or self._mid_write:
-            return False
-        at = self.authenticator.client_session_reauth_ms()
-        if at is None or now < at:
             return False
         self._swap_authenticators_and_begin_reauthentication(None, now)
         return True

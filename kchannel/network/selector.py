@@ -94,7 +94,7 @@ from .. import errors
 from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Metrics,
                        Rate)
 from ..utils import now_ms, run_blocking
-from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
+from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelMuteState, ChannelState, State
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from .selector_policies import (MAX_LINGER_BYTES, DelayedCloses, LingeringSockets,  # noqa: F401
                                 SetupDeadlines, WriteScheduler, _Linger)
@@ -458,6 +458,7 @@ class _WakeupPipe:
         self._r.close()
         self._w.close()
 _EVENT_READ = selectors.EVENT_READ
+_NOT_MUTED = ChannelMuteState.NOT_MUTED
 _EVENT_WRITE = selectors.EVENT_WRITE
 _NOT_EPOLLIN = ~getattr(select, "EPOLLIN", 0)
 _NOT_EPOLLOUT = ~getattr(select, "EPOLLOUT", 0)
@@ -783,19 +784,17 @@ class Selector:
                 f"Connection id {id} existing connections {list(self._channels)[:10]}")
         if id in self._delayed.ids:
             return   # closing after an authentication failure: drop silently
-        if ch.has_send():
+        if ch.set_send(payload, already_framed):
             # Sends already queued: they are written together by the next
             # poll (flushed before it waits, or on OP_WRITE), or wait for a
             # re-authentication to complete; one more changes nothing.
-            ch.set_send(payload, already_framed)
             return
-        ch.set_send(payload, already_framed)
         if not ch.ready():
             # (re-)authenticating: data sends wait for READY, interest as
             # the authentication state wants it
             self._sync(ch)
             return
-        if not self._writes.write_through_allowed(ch):
+        if ch.mode == "client" or not self._writes.write_through_allowed(ch):
             # Written by the next poll() before it waits (_flush_queued), as
             # Kafka writes a NetworkClient's sends in poll(): every send made
             # until then goes out in one write (a client pipelining
@@ -810,13 +809,14 @@ class Selector:
         # two epoll modifications and a select per response.  What the
         # socket does not take waits for OP_WRITE as usual; results and
         # failures are reported by the next poll().
-        self._write_now(ch)
+        self._write_now(ch, True)
 
-    def _write_now(self, ch):
+    def _write_now(self, ch, only=False):
         """Write what the socket takes of ``ch``'s queued sends outside
         poll: failures and completed sends are reported by the next poll,
         send metrics are recorded now (they must not wait for a poll that
-        may never come)."""
+        may never come).  ``only``: the send just queued is the only one
+        (nothing was pending before it)."""
         try:
             done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
         except Exception as exc:  # noqa: BLE001 - reported by poll()
@@ -825,6 +825,12 @@ class Selector:
         if done:
             self.sensors.record_sends(done, self.time())
             self._writes.deferred_sends.append((ch, done))
+            if only and not ch.transport.holds_bytes:
+                # It went out and the transport holds nothing: no write was
+                # pending before (``only``) nor is now, and a write changes
+                # nothing else the last settle decided (interest, backlog,
+                # buffered input).
+                return
         self._settle_ready(ch)
 
     def flush_sends(self):
@@ -931,9 +937,14 @@ class Selector:
         :meth:`send` since the last poll."""
         writes = self._writes
         if writes.deferred_sends:
-            for ch, done in writes.take_deferred_sends():
-                for size in done:
-                    self.completed_sends.append((ch.id, size))
+            # (writes.take_deferred_sends(), inlined)
+            deferred, writes.deferred_sends = writes.deferred_sends, []
+            completed = self.completed_sends
+            for ch, done in deferred:
+                if len(done) == 1:
+                    completed.append((ch.id, done[0]))
+                else:
+                    completed.extend([(ch.id, size) for size in done])
         if writes.deferred_failures:
             for id, exc in writes.take_deferred_failures().items():
                 ch = self._channels.get(id)
@@ -1090,7 +1101,8 @@ class Selector:
         same client re-authentication check, back-pressure and error
         handling.  Reads stay with the readiness events (one read pass per
         channel per poll)."""
-        flush = self._writes.take_flush()
+        writes = self._writes
+        flush, writes.to_flush = writes.to_flush, []     # (writes.take_flush())
         channels = self._channels
         for ch in flush:
             id = ch.id
@@ -1099,17 +1111,27 @@ class Selector:
             send_failed = False
             try:
                 ready = ch.ready()
+                done = None
                 if ready and ch.has_send():
                     if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                        done = False    # (the channel's state changed: settle)
                         ready = ch.ready()
                         if ready:
                             self._on_authenticated(ch, True, now)
                     if ready:
                         send_failed = True
-                        self._record_sends(
-                            ch, ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL), now)
+                        written = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
                         send_failed = False
+                        self._record_sends(ch, written, now)
+                        if done is None:
+                            done = written
                 if ready:
+                    if done and not ch.transport.holds_bytes:
+                        # Everything went out, nothing is held: as in
+                        # _write_now, nothing the last settle decided
+                        # changed (the channel was queued here by the send
+                        # that found its queue empty).
+                        continue
                     self._settle_ready(ch)
                 else:
                     if ch.mode == "server":
@@ -1122,9 +1144,14 @@ class Selector:
         id = ch.id
         if id in self._delayed.ids:
             return
-        max_idle = self._idle_expiry.connections_max_idle_ms
+        idle = self._idle_expiry
+        max_idle = idle.connections_max_idle_ms
         if max_idle is not None and max_idle >= 0:
-            self._idle_expiry.update(id, now)
+            # idle.update(id, now), inlined (once per ready channel per poll)
+            lru = idle._lru
+            if id in lru:
+                lru.move_to_end(id)
+            lru[id] = now
         send_failed = False
         try:
             connected_now = False
@@ -1161,8 +1188,9 @@ class Selector:
                 self.newly_ready.append(id)
 
             if ready:
+                # (ch.is_muted(), read off its mute state)
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
-                        and not ch.is_muted() and id not in self._backlogged):
+                        and ch.mute_state is _NOT_MUTED and id not in self._backlogged):
                     self._attempt_read(ch, now)
                 if ch.has_send():
                     # Kafka's attemptWrite: queued requests wait behind a
@@ -1181,8 +1209,11 @@ class Selector:
                         send_failed = False
                 else:
                     # TLS may still hold encrypted bytes of an earlier write
+                    # (a transport holding no bytes has none); sends an
+                    # authenticator's flush completed wait to be reported
                     send_failed = True
-                    done = ch.write_sends() if ch.has_pending_writes() else ch.take_accepted()
+                    done = (ch.write_sends() if ch.transport.holds_bytes and ch.has_pending_writes()
+                            else ch.take_accepted())
                     send_failed = False
                     if done:
                         self._record_sends(ch, done, now)
@@ -1279,7 +1310,10 @@ class Selector:
     def _record_sends(self, ch, done, now):
         if done:
             id = ch.id
-            self.completed_sends.extend([(id, size) for size in done])
+            if len(done) == 1:
+                self.completed_sends.append((id, done[0]))
+            else:
+                self.completed_sends.extend([(id, size) for size in done])
             self.sensors.record_sends(done, now)
 
     def _update_backlog(self, ch):

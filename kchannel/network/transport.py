@@ -30,6 +30,10 @@ Contract shared by every transport (the TLS one in ``ssl_transport`` too):
 * ``defer_handshake_flush``: None where the transport has no handshake flight
   to hold back; TLS: a bool the channel sets (see ``KafkaChannel``).
 * ``drained``: True when the last ``receive_into`` emptied the socket.
+* ``holds_bytes``: False for a transport that never keeps bytes of its own
+  (plaintext: ``has_pending_writes()`` and ``has_bytes_buffered()`` are
+  always False, ``flush()`` always True), so the channel's per-request
+  paths need not ask; True (the default) for any other.
 * ``write(data) -> int``: consumes a prefix of ``data`` and returns its length;
   0 means "not now" (outgoing buffers full: wait for ``OP_WRITE``, ``flush()``
   and offer the rest again).  Consumed bytes belong to the transport;
@@ -103,6 +107,7 @@ class TransportLayer(abc.ABC):
     # Optional capabilities, declared so that callers never probe for them.
     write_vectored = None
     defer_handshake_flush = None
+    holds_bytes = True
 
     def __init__(self, sock):
         try:
@@ -247,6 +252,10 @@ class TransportLayer(abc.ABC):
 
 class PlaintextTransportLayer(TransportLayer):
     """Kafka's PlaintextTransportLayer: bytes straight to and from the socket."""
+
+    # write() never keeps bytes and nothing is read ahead (see the module
+    # docstring): the channel skips asking, a few calls per request.
+    holds_bytes = False
 
     def __init__(self, sock, read_buffer_size=DEFAULT_READ_BUFFER_SIZE):
         super().__init__(sock)

@@ -219,6 +219,20 @@ def decode_response(payload, api_key, api_version):
 # then costs one call and one join instead of a header object, two header
 # version look-ups and an API table look-up on each side.
 
+def _message_function(spec, version, part):
+    """The schema's generated ``encode_message(body)`` or
+    ``decode_message(buf, offset)`` of ``version``, called straight by the
+    codecs below (``spec.encode``/``spec.decode`` cost one more call per
+    request); a version the schema does not have raises its
+    ``UnsupportedVersionError`` when used, as ``spec.encode``/``decode`` do."""
+    try:
+        return spec._message_function(version, part)
+    except UnsupportedVersionError:
+        if part == "encode":
+            return lambda body: spec.encode(body, version)
+        return lambda buf, offset=0: spec.decode(buf, version, offset)
+
+
 def request_encoder(api_key, api_version, client_id, framed=False):
     """A function ``(correlation_id, body) -> bytes`` equal to
     ``encode_request(RequestHeader(api_key, api_version, correlation_id,
@@ -234,11 +248,12 @@ def request_encoder(api_key, api_version, client_id, framed=False):
     if api is None:
         raise UnsupportedVersionError(f"Unsupported API key {api_key}")
     encode = api.request.encode
+    encode_dict = _message_function(api.request, api_version, "encode")
     join = b"".join
 
     def encode_request_fast(correlation_id, body):
         if type(body) is dict:
-            data = encode(body, api_version)
+            data = encode_dict(body)
         elif isinstance(body, (bytes, bytearray, memoryview)):
             data = bytes(body)
         else:
@@ -264,12 +279,16 @@ def response_encoder(api_key, api_version, framed=False):
     hv = response_header_version(api_key, api_version)
     api = API.get(api_key)
     encode = api.response.encode if api is not None else None
+    encode_dict = (_message_function(api.response, api_version, "encode")
+                   if api is not None else None)
     tail = b"\x00" if hv == 1 else b""
     fixed = 4 + len(tail)
     join = b"".join
 
     def encode_response_fast(correlation_id, body):
-        if isinstance(body, (bytes, bytearray, memoryview)):
+        if type(body) is dict and encode_dict is not None:
+            data = encode_dict(body)
+        elif isinstance(body, (bytes, bytearray, memoryview)):
             data = bytes(body)
         elif encode is None:
             raise UnsupportedVersionError(f"Unsupported API key {api_key}")
@@ -300,17 +319,17 @@ def response_decoder(api_key, api_version):
         def decode_api_versions(payload):
             return decode_response(payload, api_key, api_version)[1]
         return decode_api_versions
-    decode = api.response.decode
+    decode = _message_function(api.response, api_version, "decode")
     if response_header_version(api_key, api_version) == 0:
         def decode_v0(payload):
             if len(payload) < 4:
                 _decode_response_header(payload, 0)     # raises the usual error
-            return decode(payload, api_version, 4)
+            return decode(payload, 4)
         return decode_v0
 
     def decode_v1(payload):
         # an empty tagged-field section (one zero byte) is the usual case
         if len(payload) > 4 and payload[4] == 0:
-            return decode(payload, api_version, 5)
-        return decode(payload, api_version, _decode_response_header(payload, 1)[1])
+            return decode(payload, 5)
+        return decode(payload, _decode_response_header(payload, 1)[1])
     return decode_v1

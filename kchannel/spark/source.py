@@ -71,11 +71,13 @@ def _split_configs(options, client):
 
 
 def _executor_split(settings, client):
+    """(driver configs, executor configs, the token's expiry in ms or None)."""
     if settings is None:
-        return client, client
+        return client, client, None
     token = tokens.obtain_token(client, settings["renewers"], settings["max_lifetime_ms"],
                                 settings["renewal_ratio"])
-    return client, tokens.executor_configs(client, token, settings["mechanism"])
+    return (client, tokens.executor_configs(client, token, settings["mechanism"]),
+            token.token_info.expiry_timestamp)
 
 
 class KChannelDataSource(DataSource):
@@ -138,7 +140,7 @@ class KafkaInputPartition(InputPartition):
     """Offsets ``[start, end)`` of one topic partition (Spark's
     ``KafkaOffsetRange``)."""
 
-    def __init__(self, topic, partition, start, end, configs=None):
+    def __init__(self, topic, partition, start, end, configs=None, token_expiry_ms=None):
         super().__init__((topic, partition, start, end))
         self.topic = topic
         self.partition = partition
@@ -147,6 +149,8 @@ class KafkaInputPartition(InputPartition):
         # A streaming micro-batch's executor configuration (its current
         # delegation token); None: the reader's.
         self.configs = configs
+        # That token's expiry as the driver knew it (None: the reader's).
+        self.token_expiry_ms = token_expiry_ms
 
     def __repr__(self):
         return f"KafkaInputPartition({self.topic}-{self.partition}, [{self.start}, {self.end}))"
@@ -165,9 +169,10 @@ class _KafkaReading:
         self.schema = schema
         client = dict(self.options.client)
         self._token = _token_settings(options)
-        driver, executor = _executor_split(self._token, client)
+        driver, executor, expiry = _executor_split(self._token, client)
         self._driver_configs = driver
         self.executor_configs = dict(_READ_DEFAULTS, **executor)
+        self.token_expiry_ms = expiry
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -188,10 +193,14 @@ class _KafkaReading:
         from pyspark.sql.pandas.types import to_arrow_schema
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         o = self.options
-        configs = getattr(partition, "configs", None) or self.executor_configs
+        configs = getattr(partition, "configs", None)
+        expiry = getattr(partition, "token_expiry_ms", None)
+        if configs is None:
+            configs, expiry = self.executor_configs, getattr(self, "token_expiry_ms", None)
         return _naming_the_token(configs, workers.read_range(
             configs, arrow_schema, partition.topic, partition.partition, partition.start,
-            partition.end, o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss))
+            partition.end, o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss,
+            token_expiry_ms=expiry))
 
 
 def _naming_the_token(configs, batches):
@@ -199,6 +208,8 @@ def _naming_the_token(configs, batches):
     delegation token it used (see tokens.login_failure)."""
     try:
         yield from batches
+    except workers.TokenExpiredError:
+        raise
     except errors.AuthenticationError as exc:
         failure = tokens.login_failure(configs, exc)
         if failure is exc:
@@ -370,13 +381,13 @@ class KChannelStreamReader(_KafkaReading, DataSourceStreamReader, SupportsTrigge
             ranges.append((topic, part, s, e))
         ranges = opts.split_ranges(ranges, o.min_partitions, o.max_records_per_partition)
         log.debug("Planned %d offset ranges for a micro-batch", len(ranges))
-        configs = None
+        configs = expiry = None
         if self._token is not None:
             # Every micro-batch: the current token (renewed or replaced on
             # the driver as it ages), shipped with the partitions.
-            _, executor = _executor_split(self._token, self._driver_configs)
+            _, executor, expiry = _executor_split(self._token, self._driver_configs)
             configs = dict(_READ_DEFAULTS, **executor)
-        return [KafkaInputPartition(*r, configs=configs) for r in ranges]
+        return [KafkaInputPartition(*r, configs=configs, token_expiry_ms=expiry) for r in ranges]
 
     def commit(self, end):
         # Spark's Kafka source keeps its progress in the checkpoint only.
@@ -554,7 +565,7 @@ class _KafkaWriting:
                 "Option 'kchannel.exactlyOnce' is for streaming writes (writeStream): a batch "
                 "write has no micro-batch id to make its retries idempotent",
                 key=EXACTLY_ONCE)
-        _, executor = _split_configs(options, client)
+        _, executor, _ = _split_configs(options, client)
         self.executor_configs = executor
 
     def write(self, iterator):

@@ -58,6 +58,11 @@ _admins = {}        # config key -> [Admin, last_used]
 _stats = {"consumers_created": 0, "producers_created": 0, "tasks": 0,
           "consumers_closed": 0, "producers_closed": 0, "batches_skipped": 0}
 _retired_auth = [0]     # authentications of clients already closed
+# Delegation tokens this process was given with its tasks: token id ->
+# [latest expiry (ms) the driver reported, config key].  A renewed token keeps
+# its id and gets a later expiry; a replacement is another id of the same
+# cluster and settings.
+_tokens = {}
 
 
 def config_key(configs):
@@ -136,6 +141,60 @@ def _retire_superseded_locked(key):
         _close(_txn_producers.pop(k)[0], "producers_closed")
     for k in [k for k in _admins if superseded(k)]:
         _close(_admins.pop(k)[0], "admins_closed")
+
+
+def note_token(configs, expiry_ms):
+    """Record the delegation token ``configs`` log in with and its expiry as
+    the driver knew it (None: no token or unknown).  Returns the latest
+    expiry this process knows for that token, or None."""
+    token = token_id_of(configs)
+    if token is None:
+        return None
+    now_ms = time.time() * 1000
+    with _lock:
+        # Tokens long expired are forgotten (a query that replaces its token
+        # every few seconds would otherwise grow this without bound).
+        for t in [t for t, (e, _) in _tokens.items() if now_ms - e > IDLE_S * 1000]:
+            del _tokens[t]
+        entry = _tokens.get(token)
+        if expiry_ms is not None:
+            if entry is None:
+                entry = _tokens[token] = [expiry_ms, config_key(configs)]
+            else:
+                entry[0] = max(entry[0], expiry_ms)
+        return entry[0] if entry is not None else None
+
+
+def newest_token_configs(configs, now_ms):
+    """The configuration of the newest delegation token this process holds
+    for ``configs``' cluster and settings that has not expired at
+    ``now_ms`` and is another token than ``configs``', or None."""
+    key = config_key(configs)
+    cluster = _same_cluster(key)
+    own = token_id_of(configs)
+    with _lock:
+        valid = [(e, k) for t, (e, k) in _tokens.items()
+                 if t != own and e > now_ms and _same_cluster(k) == cluster]
+    return dict(max(valid)[1]) if valid else None
+
+
+class TokenExpiredError(errors.SaslAuthenticationError):
+    """An executor's delegation token reached its expiry while it read (the
+    message names the token already)."""
+
+
+def token_expired(configs, expiry_ms):
+    """The error of an executor whose delegation token reached its expiry
+    while it read, naming the token (never its HMAC)."""
+    token = token_id_of(configs)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiry_ms / 1000))
+    return TokenExpiredError(
+        f"Delegation token {token} expired at {at} while the executor read with it, and this "
+        f"executor holds no newer token of the driver's: the broker ends a token's sessions at "
+        f"its expiry (KIP-368). Run the query again (the driver obtains a new token), or give "
+        f"tokens a longer life (kchannel.delegationToken.maxLifetimeMs, the broker's "
+        f"delegation.token.expiry.time.ms) or renew them sooner "
+        f"(kchannel.delegationToken.renewalRatio).")
 
 
 def checkout_consumer(configs):
@@ -394,17 +453,29 @@ BATCH_ROWS = 8192
 
 
 def read_range(configs, arrow_schema, topic, partition, start, end, include_headers,
-               poll_timeout_ms, fail_on_data_loss):
+               poll_timeout_ms, fail_on_data_loss, token_expiry_ms=None):
     """Yield ``pyarrow.RecordBatch`` es of Spark's Kafka schema for offsets
     ``[start, end)`` of one partition, on a cached consumer.
 
     Executor consumers run with ``auto.offset.reset=none`` (as Spark's): an
     offset no longer in the log (deleted by retention since the query was
     planned) raises OFFSET_OUT_OF_RANGE instead of silently moving the
-    position, and is reported as data loss (``failOnDataLoss``)."""
+    position, and is reported as data loss (``failOnDataLoss``).
+
+    ``token_expiry_ms``: the expiry of the delegation token ``configs`` log
+    in with, as the driver knew it.  Past it, Kafka still accepts a login
+    with the token (until it purges expired tokens, hourly by default) but
+    grants a session of 0 ms and closes the connection at its next request,
+    so the consumer would reconnect in a loop and return nothing until
+    ``pollTimeoutMs``.  A read that stalls past the expiry while its
+    consumer logs in afresh goes on with the newest unexpired token of the
+    same cluster this process holds, or fails at once naming the token
+    (:func:`token_expired`).  A renewed token is not stalled: the client
+    re-authenticates (KIP-368) and the broker grants the renewed expiry."""
     # pyarrow comes with pyspark, an optional dependency: only executors need it.
     import pyarrow as pa
     tp = TopicPartition(topic, partition)
+    expiry = note_token(configs, token_expiry_ms)
     consumer = checkout_consumer(configs)
     clean = False
     try:
@@ -412,10 +483,16 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
         consumer.seek(tp, start)
         cols = _new_cols(include_headers)
         last_progress = time.monotonic()
+        logins = _authentications(consumer)
         position = start
         while position < end:
             try:
                 records = consumer.poll(min(1.0, poll_timeout_ms / 1000))
+            except errors.AuthenticationError:
+                # (a re-authentication refused near the token's expiry)
+                if expiry is None or time.time() * 1000 < expiry - 5000:
+                    raise
+                records, logins = None, -1
             except errors.KafkaError as exc:
                 if exc.error_code != Errors.OFFSET_OUT_OF_RANGE:
                     raise
@@ -427,6 +504,7 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
                 break
             if records:
                 last_progress = time.monotonic()
+                logins = _authentications(consumer)
                 for r in records:
                     if r.offset >= end:
                         break
@@ -434,6 +512,28 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
                 if len(cols[0]) >= BATCH_ROWS:
                     yield _batch(pa, arrow_schema, cols, include_headers)
                     cols = _new_cols(include_headers)
+            elif expiry is not None:
+                now_ms = time.time() * 1000
+                expiry = note_token(configs, None) or expiry    # (renewed meanwhile?)
+                if now_ms >= expiry and _authentications(consumer) != logins:
+                    # Stalled past the token's expiry while logging in
+                    # afresh: the broker is ending every session at once.
+                    newer = newest_token_configs(configs, now_ms)
+                    if newer is None:
+                        raise token_expired(configs, expiry)
+                    log.info("Delegation token %s expired while reading %s-%s; going on "
+                             "with token %s", token_id_of(configs), tp.topic, tp.partition,
+                             token_id_of(newer))
+                    position = consumer.position(tp)
+                    checkin_consumer(configs, consumer, False)
+                    configs, consumer = newer, None
+                    expiry = note_token(configs, None) or expiry
+                    consumer = checkout_consumer(configs)
+                    consumer.assign([tp])
+                    consumer.seek(tp, position)
+                    logins = _authentications(consumer)
+                    last_progress = time.monotonic()
+                    continue
             position = consumer.position(tp)
             if position < end and time.monotonic() - last_progress > poll_timeout_ms / 1000:
                 _lost(fail_on_data_loss,
@@ -447,7 +547,8 @@ def read_range(configs, arrow_schema, topic, partition, start, end, include_head
         # A consumer that stopped early may have a reset or fetch pending: not reused.
         clean = position >= end
     finally:
-        checkin_consumer(configs, consumer, clean)
+        if consumer is not None:
+            checkin_consumer(configs, consumer, clean)
 
 
 def _lost(fail, message, cause=None):

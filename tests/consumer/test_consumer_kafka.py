@@ -91,3 +91,37 @@ def test_commit_and_committed_on_kafka(kafka_broker):
     with Consumer({"bootstrap.servers": plain, "group.id": group}) as c2:
         c2.assign([(topic, 0), (topic, 1)])
         assert {p: c2.position((topic, p)) for p in (0, 1)} == positions
+
+
+def test_one_poll_over_many_small_batches(kafka_broker):
+    # batch.size 100: a batch a record or two, as Kafka's default 16 KiB
+    # batches hold 1 KiB records; one poll gathers dozens of them.  Its
+    # records reach the application tracked by the garbage collector
+    # (the compiled reader builds them untracked until the poll is done),
+    # also where a deserializer remade them; a seek into the middle of a
+    # batch drops the records before it.
+    import gc
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("small-batches"), partitions=1)
+    base = 1_700_000_000_000
+    records = [(None, b"v%d" % i, [("h", b"%d" % i)] if i % 2 else [], base + i)
+               for i in range(60)]
+    produce(plain, topic, records, **{"batch.size": 100})
+    tp = TopicPartition(topic, 0)
+    for deserializer in ("ByteArrayDeserializer", "StringDeserializer"):
+        cfg = {"bootstrap.servers": plain,
+               "value.deserializer": "org.apache.kafka.common.serialization." + deserializer}
+        with Consumer(cfg) as c:
+            c.assign([tp])
+            c.seek(tp, 7)
+            got = []
+            deadline = time.time() + 30
+            while len(got) < 53 and time.time() < deadline:
+                got += c.poll(1.0)
+            assert c.position(tp) == 60
+        want = [(i, b"v%d" % i, [("h", b"%d" % i)] if i % 2 else [], base + i)
+                for i in range(7, 60)]
+        if deserializer == "StringDeserializer":
+            want = [(o, v.decode(), h, ts) for o, v, h, ts in want]
+        assert [(r.offset, r.value, r.headers, r.timestamp) for r in got] == want
+        assert all(gc.is_tracked(r) and gc.is_tracked(r.headers) for r in got)

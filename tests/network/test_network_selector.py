@@ -309,6 +309,34 @@ def test_mute_stops_reading_socket(pair):
     raw.close()
 
 
+def test_response_written_through_to_a_muted_channel_leaves_it_unread(pair):
+    # A server answering a lone request writes the response at once; over
+    # plaintext the selector then skips re-deriving the channel's interest
+    # (nothing was pending, nothing is): a mute made before the response
+    # must still hold, and an unmute after it must read again.
+    raw = raw_connect(pair.address)
+    pair.poll_until(lambda: pair.accepted)
+    sid = pair.accepted[0]
+    raw.sendall(encode_frame(b"req1"))
+    pair.poll_until(lambda: pair.server_receives)
+    pair.server.mute(sid)
+    pair.server.send(sid, b"resp1")
+    assert raw.recv(64) == encode_frame(b"resp1")
+    raw.sendall(encode_frame(b"req2"))
+    sends = []
+    for _ in range(5):
+        pair.server.poll(10)
+        assert pair.server.completed_receives == []
+        sends += pair.server.completed_sends
+    assert sends == [(sid, 9)]      # resp1 with its size prefix, reported once
+    pair.server.unmute(sid)
+    pair.server.send(sid, b"resp2")
+    assert raw.recv(64) == encode_frame(b"resp2")
+    pair.poll_until(lambda: len(pair.server_receives) == 2)
+    assert pair.server_receives[1] == (sid, b"req2")
+    raw.close()
+
+
 @pytest.mark.parametrize("junk,exc", [
     (b"\xff\xff\xff\xff", "Invalid receive (size = -1)"),
     (struct.pack(">i", 104857601), "Invalid receive (size = 104857601 larger than 104857600)"),

@@ -4,7 +4,7 @@ schema codec writes for the same request, and what the codec reads back."""
 import pytest
 
 from kchannel.protocol import messages
-from kchannel.producer.sender import encode_produce_request
+from kchannel.producer.sender import encode_produce_request, encode_produce_request_one
 
 PRODUCE = messages.API[messages.PRODUCE.api_key]
 
@@ -32,3 +32,19 @@ def test_produce_body_equals_the_codec(version, transactional_id):
         assert (back["acks"], back["timeout_ms"]) == (acks, 30000)
         if version >= 3:
             assert back["transactional_id"] == transactional_id
+
+
+@pytest.mark.parametrize("version", range(PRODUCE.min_version, PRODUCE.max_version + 1))
+@pytest.mark.parametrize("transactional_id", [None, "tx-é-1"])
+def test_one_partition_request_equals_the_codec(version, transactional_id):
+    # The writer's path for one partition of one topic (a request per batch
+    # to a single-partition leader); records lengths on both sides of a
+    # one-byte varint.
+    for topic, records in (("t", b""), ("t", b"r" * 126), ("tö" * 70, b"r" * 127),
+                           ("x", b"z" * 16384)):
+        want = bytes(PRODUCE.request.encode(
+            _codec_body(transactional_id, -1, 30000, {topic: [(7, records)]}), version))
+        assert encode_produce_request_one(version, transactional_id, -1, 30000, topic, 7,
+                                          records) == want
+        assert encode_produce_request(version, transactional_id, -1, 30000,
+                                      {topic: [(7, records)]}) == want

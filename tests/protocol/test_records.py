@@ -111,6 +111,8 @@ def test_null_key_value_and_header_value(impl):
     [(0, "str key", b"v", [])],
     [(0, b"k", 5, [])],
     [(0, b"k", b"v", [(b"bytes header key", b"x")])],
+    [(0, b"k", b"v", ((b"bytes header key", b"x"),))],
+    [(0, b"k", b"v", (("h", 5),))],
     [(2 ** 63, b"k", b"v", [])],
 ])
 def test_encode_refuses_unrepresentable(impl, bad):
@@ -122,8 +124,9 @@ _record = st.tuples(
     st.integers(-2 ** 40, 2 ** 40),
     st.one_of(st.none(), st.binary(max_size=40)),
     st.one_of(st.none(), st.binary(max_size=300)),
+    # a list, or a tuple of pairs as the producer's appender passes them
     st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=10))),
-             max_size=3),
+             max_size=3).flatmap(lambda hs: st.sampled_from([hs, tuple(hs)])),
 )
 
 
@@ -644,3 +647,59 @@ def test_compiled_reader_hands_out_gc_tracked_records(impl_pair):
     with pytest.raises(CorruptRecordError):
         r.read(10)
     gc.collect()
+
+
+def test_read_into_appends_what_read_returns_and_nothing_when_it_fails(impl):
+    recs = sample_records(10)
+    data = impl.records.encode_records(recs, recs[0][0])
+    want = _reader(impl, data, 10, 100, recs[0][0]).read(10)
+    r = _reader(impl, data, 10, 100, recs[0][0])
+    out = ["before"]
+    assert r.read_into(out, 4) == 4 and r.remaining == 6
+    assert r.read_into(out, 100) == 6 and r.remaining == 0
+    assert r.read_into(out, 5) == 0
+    impl.records.track_records(out, 1)
+    assert out == ["before"] + want
+    # A truncated last record: the read that reaches it appends nothing (as
+    # read returns nothing) and the error sticks.
+    bad = data[:-1]
+    r = _reader(impl, bad, 10)
+    out = []
+    assert r.read_into(out, 2) == 2
+    with pytest.raises(CorruptRecordError):
+        r.read_into(out, 10)
+    assert len(out) == 2 and r.remaining == 0
+    with pytest.raises(CorruptRecordError):
+        r.read_into(out, 1)
+    impl.records.track_records(out)
+    assert [x.offset for x in out] == [0, 1]
+
+
+def test_compiled_read_into_leaves_records_untracked_until_track_records(impl_pair):
+    import gc
+    _, compiled = impl_pair
+    recs = sample_records(6)
+    data = compiled.records.encode_records(recs, 0)
+    out = []
+    _reader(compiled, data, 6).read_into(out, 6)
+    assert not any(gc.is_tracked(x) or gc.is_tracked(x.headers) for x in out)
+    # A record remade by a deserializer holds the same (untracked) headers.
+    out[1] = tuple.__new__(type(out[1]), tuple(out[1]))
+    compiled.records.track_records(out, 0)
+    assert all(gc.is_tracked(x) and gc.is_tracked(x.headers) for x in out)
+    out[0].headers.append(("self", out[0]))   # a cycle the collector must see
+    del out
+    gc.collect()
+
+
+def test_decoded_records_are_named(impl):
+    recs = sample_records(3)
+    data = impl.records.encode_records(recs, recs[0][0])
+    got = impl.records.decode_records(data, 3, 7, recs[0][0], None)
+    assert [type(x) for x in got] == [R.DecodedRecord] * 3
+    assert [(x.offset, x.timestamp, x.key, x.value, x.headers) for x in got] == \
+        [tuple(x) for x in got]
+    assert [x.offset for x in got] == [7, 8, 9] and got[0].key == recs[0][1]
+    legacy = R.encode_legacy_message(5, b"k", b"v", magic=1, timestamp=42)
+    (batch,) = R.iter_batches(legacy)
+    assert batch.records() == [R.DecodedRecord(5, 42, b"k", b"v", [])]

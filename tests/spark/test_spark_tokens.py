@@ -110,9 +110,8 @@ def test_streaming_query_outlives_its_first_token(spark, kafka_broker, tmp_path)
     tokens only (the writers too moved on to the new ones).
 
     (Tokens that live long after they are replaced: the broker ties a
-    token-authenticated session to the token's expiry (KIP-368), and
-    reads near that expiry stall instead of failing, see the README's
-    known limitations.)"""
+    token-authenticated session to the token's expiry (KIP-368); a read
+    reaching it is test_executor_read_past_its_token_expiry's subject.)"""
     plain = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(plain, topic_name("token-rotation"), partitions=2)
     target = create_topic(plain, topic_name("token-rotation-out"), partitions=2)
@@ -210,3 +209,116 @@ def test_driver_login_with_any_mechanism_gives_executors_a_token(kafka_broker, m
         while len(got) < 7 and time.time() < deadline:
             got.extend(r.value for r in consumer.poll(0.5))
     assert sorted(got) == sorted(b"v%d" % i for i in range(7))
+
+
+def _reader(kafka_broker, topic, client_id, max_lifetime_ms, renewers):
+    """The driver's planning of a read of ``topic`` whose executors log in
+    with a delegation token of ``max_lifetime_ms``, one record per fetch
+    (each record is its own batch) and, with workers.BATCH_ROWS patched to
+    1, one record per Arrow batch: a read can be paused between records."""
+    from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField,
+                                   StructType, TimestampType)
+
+    from kchannel.spark.source import KChannelDataSource
+    options = {f"kafka.{k}": v for k, v in _driver(kafka_broker).items()}
+    options.update({"kchannel.delegationToken": "true", "subscribe": topic,
+                    "kchannel.delegationToken.maxLifetimeMs": str(max_lifetime_ms),
+                    "kchannel.delegationToken.renewers": renewers,
+                    # its own cluster settings: tokens of other readers are not its own
+                    "kafka.client.id": client_id,
+                    "kafka.max.partition.fetch.bytes": "1",
+                    # the stall this guards against lasted until pollTimeoutMs
+                    "kafkaConsumer.pollTimeoutMs": "60000"})
+    schema = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                         StructField("topic", StringType()), StructField("partition", IntegerType()),
+                         StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+                         StructField("timestampType", IntegerType())])   # source.schema()
+    reader = KChannelDataSource(options).reader(schema)
+    (part,) = reader.partitions()
+    return reader, part
+
+
+def _values(batches):
+    return [v for batch in batches for v in batch.column(1).to_pylist()]
+
+
+def _sleep_until(ms):
+    time.sleep(max(0.0, ms / 1000 - time.time()))
+
+
+@pytest.mark.slow
+def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
+    """An executor's read whose delegation token reaches its expiry
+    mid-read: Kafka still accepts a login with the expired token (until it
+    purges expired tokens, hourly) but grants a 0 ms session and closes the
+    connection at the next request, so the consumer used to reconnect in a
+    loop and the task failed after kafkaConsumer.pollTimeoutMs as data loss.
+    Now: (a) with no newer token in the process, the read fails at once
+    with a login error naming the token (never its HMAC); (b) with a newer
+    token of the same cluster and settings in the process, the read goes on
+    with it and loses nothing; (c) a token the driver renewed mid-read keeps
+    its read going (the client re-authenticates, KIP-368)."""
+    require_spark()
+    from kchannel.spark import workers
+    monkeypatch.setattr(workers, "BATCH_ROWS", 1)
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("token-expiry-read"), partitions=1)
+    values = [b"v%d" % i for i in range(4)]
+    produce(plain, topic, [(None, v, [], None) for v in values], **{"batch.size": 1,
+                                                                       "linger.ms": 0})
+    # Tokens that outlive the test first: (b)'s newer token, (c)'s renewable one.
+    newer, newer_part = _reader(kafka_broker, topic, "expiry-moving", 60_000, "User:expiry-b2")
+    renewed, renewed_part = _reader(kafka_broker, topic, "expiry-renewed", 120_000,
+                                    "User:expiry-c")
+    token_id = tokens.token_id_of(renewed.executor_configs)
+    with KafkaClient(dict(_driver(kafka_broker))) as c:
+        c.connect()
+        (token,) = [t for t in DelegationTokenAdmin(c).describe()
+                    if t.token_info.token_id == token_id]
+    reads = []
+
+    def start_reading(reader, part):
+        # each read logs in and reads its first record right after its
+        # token's expiry was set 3 s ahead (however loaded the machine)
+        reads.append(reader.read(part))
+        assert _values([next(reads[-1])]) == values[:1]
+    try:
+        alone, alone_part = _reader(kafka_broker, topic, "expiry-alone", 3000, "User:expiry-a")
+        start_reading(alone, alone_part)
+        moving, moving_part = _reader(kafka_broker, topic, "expiry-moving", 3000,
+                                      "User:expiry-b")
+        start_reading(moving, moving_part)
+        # (c) the driver has set its renewable token's expiry 3 s ahead
+        with KafkaClient(dict(_driver(kafka_broker))) as c:
+            c.connect()
+            renewed.token_expiry_ms = DelegationTokenAdmin(c).renew(token.hmac, 3000)
+        start_reading(renewed, renewed_part)
+        # (b) the process gets a newer token of "moving"'s cluster and settings
+        assert _values(newer.read(newer_part)) == values
+        # (c) the driver renews its token (its expiry moves on by 2 minutes)
+        with KafkaClient(dict(_driver(kafka_broker))) as c:
+            c.connect()
+            DelegationTokenAdmin(c).renew(token.hmac)
+        expiries = [_broker_view(_driver(kafka_broker), tokens.token_id_of(
+            r.executor_configs)).token_info.expiry_timestamp for r in (alone, moving)]
+        # past both expiries and the renewed token's first one
+        _sleep_until(max(expiries + [renewed.token_expiry_ms]) + 500)
+
+        started = time.monotonic()
+        with pytest.raises(errors.SaslAuthenticationError) as info:
+            _values(reads[0])
+        waited = time.monotonic() - started
+        message = str(info.value)
+        alone_id = tokens.token_id_of(alone.executor_configs)
+        assert message.startswith(f"Delegation token {alone_id} expired at ") and \
+            "Run the query again" in message, message
+        hmac = alone.executor_configs["sasl.jaas.config"].split('password="')[1].split('"')[0]
+        assert hmac not in message
+        # at once: not after kafkaConsumer.pollTimeoutMs (60 s)
+        assert waited < 20, waited
+        print(f"failed {waited:.1f} s after the expiry was reached")
+
+        assert _values(reads[1]) == values[1:]
+        assert _values(reads[2]) == values[1:]
+    finally:
+        workers.close_all()

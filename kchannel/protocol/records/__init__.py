@@ -2,6 +2,7 @@
 from kchannel.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from kchannel.protocol.records.batch import (
     CURRENT_MAGIC,
+    DecodedRecord,
     LOG_OVERHEAD,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -20,6 +21,7 @@ from kchannel.protocol.records.batch import (
     encode_records,
     iter_batches,
     read_records,
+    track_records,
 )
 from kchannel.protocol.records.compression import (
     CompressionType,
@@ -32,8 +34,9 @@ from kchannel.protocol.records.compression import (
 __all__ = [
     "CURRENT_MAGIC", "LOG_OVERHEAD", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE",
     "NO_TIMESTAMP", "RECORD_BATCH_OVERHEAD", "LegacyBatch", "RecordBatch", "TimestampType",
-    "RecordReader", "crc32c", "decode_records", "make_records", "encode_batch",
+    "DecodedRecord", "RecordReader", "crc32c", "decode_records", "make_records", "encode_batch",
     "encode_legacy_message", "encode_records",
-    "iter_batches", "read_records", "CompressionType", "check_codec", "codec_available",
+    "iter_batches", "read_records", "track_records", "CompressionType", "check_codec",
+    "codec_available",
     "compress", "decompress", "CorruptRecordError", "UnsupportedCompressionTypeError",
 ]

@@ -22,6 +22,7 @@ import zlib
 from kchannel._impl import load as _load
 from kchannel.errors import CorruptRecordError
 from kchannel.protocol.records.compression import CompressionType, compress, decompress
+from kchannel.protocol.records.record import DecodedRecord
 
 _twin = _load("kchannel.protocol.records._records_py", "kchannel._crecords")
 crc32c = _twin.crc32c
@@ -30,10 +31,13 @@ encode_plain_batch = _twin.encode_plain_batch
 decode_records = _twin.decode_records
 RecordReader = _twin.RecordReader
 make_records = _twin.make_records
+track_records = _twin.track_records
 
 __all__ = [
-    "TimestampType", "RecordBatch", "LegacyBatch", "encode_batch", "iter_batches",
+    "TimestampType", "RecordBatch", "LegacyBatch", "DecodedRecord", "encode_batch",
+    "iter_batches",
     "read_records", "crc32c", "encode_records", "decode_records", "RecordReader",
+    "track_records",
     "RECORD_BATCH_OVERHEAD", "LOG_OVERHEAD", "NO_TIMESTAMP", "NO_PRODUCER_ID",
     "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "CURRENT_MAGIC",
 ]
@@ -76,13 +80,17 @@ class TimestampType(enum.IntEnum):
     LOG_APPEND_TIME = 1
 
     def __str__(self):
-        return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[int(self)]
+        return _TIMESTAMP_TYPE_NAMES[self._value_]
+
+
+# (A module constant: the consumer names every batch's timestamp type.)
+_TIMESTAMP_TYPE_NAMES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 
 
 class RecordBatch:
     """One magic v2 batch read from a buffer.  The header fields are plain
     attributes; ``records()`` decompresses and decodes the records (a list of
-    ``(offset, timestamp, key, value, headers)`` tuples)."""
+    ``DecodedRecord(offset, timestamp, key, value, headers)``)."""
 
     __slots__ = ("base_offset", "batch_length", "partition_leader_epoch", "magic", "crc",
                  "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
@@ -128,16 +136,20 @@ class RecordBatch:
         return self.last_offset + 1
 
     def compute_checksum(self):
-        return crc32c(memoryview(self._buf)[self._start + _CRC_START:self._end])
+        buf = self._buf
+        if type(buf) is not memoryview:
+            buf = memoryview(buf)
+        return crc32c(buf[self._start + _CRC_START:self._end])
 
     def is_valid(self):
         return (self.size_in_bytes >= RECORD_BATCH_OVERHEAD
                 and self.crc == self.compute_checksum())
 
     def ensure_valid(self):
-        if self.size_in_bytes < RECORD_BATCH_OVERHEAD:
+        size = self._end - self._start
+        if size < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
-                f"Record batch is corrupt (the size of the batch {self.size_in_bytes} is "
+                f"Record batch is corrupt (the size of the batch {size} is "
                 f"less than the minimum {RECORD_BATCH_OVERHEAD})")
         computed = self.compute_checksum()
         if computed != self.crc:
@@ -160,13 +172,27 @@ class RecordBatch:
         return decode_records(self._payload(), self.record_count, self.base_offset,
                               self.base_timestamp, self._log_append_time())
 
-    def reader(self, cls, topic, partition, timestamp_type):
+    def reader(self, cls, topic, partition, timestamp_type=None):
         """A :class:`RecordReader` of the records, as ``make_records(cls,
         ...)`` builds them: ``cls(topic, partition, offset, timestamp,
-        timestamp_type, key, value, headers, None)``, ``read(n)`` at a time."""
-        return RecordReader(self._payload(), self.record_count, self.base_offset,
-                            self.base_timestamp, self._log_append_time(), cls, topic,
-                            partition, timestamp_type)
+        timestamp_type, key, value, headers, None)``, ``read(n)`` at a time;
+        ``timestamp_type`` by default the name of the batch's own."""
+        attributes = self.attributes
+        if timestamp_type is None:
+            timestamp_type = "LogAppendTime" if attributes & _TIMESTAMP_TYPE_MASK \
+                else "CreateTime"
+        if attributes & _COMPRESSION_MASK:
+            payload = self._payload()
+        else:
+            # (_payload and _log_append_time inlined: the consumer opens
+            # a reader per batch, dozens a poll at Kafka's default 16 KiB.)
+            payload = self._buf
+            if type(payload) is not memoryview:
+                payload = memoryview(payload)
+            payload = payload[self._start + RECORD_BATCH_OVERHEAD:self._end]
+        return RecordReader(payload, self.record_count, self.base_offset, self.base_timestamp,
+                            self.max_timestamp if attributes & _TIMESTAMP_TYPE_MASK else None,
+                            cls, topic, partition, timestamp_type)
 
     def __repr__(self):
         return (f"RecordBatch(magic=2, offsets={self.base_offset}-{self.last_offset}, "
@@ -241,8 +267,10 @@ class LegacyBatch:
     def record_count(self):
         return len(self.records())
 
-    def reader(self, cls, topic, partition, timestamp_type):
+    def reader(self, cls, topic, partition, timestamp_type=None):
         """As :meth:`RecordBatch.reader` (the records are decoded at once)."""
+        if timestamp_type is None:
+            timestamp_type = str(self.timestamp_type)
         records = self.records()
         return _ListReader(make_records(cls, records, 0, len(records), topic, partition,
                                         timestamp_type))
@@ -250,7 +278,7 @@ class LegacyBatch:
     def _base_offset(self):
         if not self.compression_type:
             return self.offset
-        return self.records()[0][0]
+        return self.records()[0].offset
 
     def compute_checksum(self):
         return zlib.crc32(memoryview(self._buf)[self._msg + 4:self._end]) & 0xFFFFFFFF
@@ -267,7 +295,7 @@ class LegacyBatch:
     def records(self, check_crcs=True):
         ctype = self.compression_type
         if not ctype:
-            return [(self.offset, self.timestamp, self.key, self.value, [])]
+            return [DecodedRecord(self.offset, self.timestamp, self.key, self.value, [])]
         if self.value is None:
             raise CorruptRecordError("Compressed legacy message has a null value")
         inner = decompress(ctype, self.value, self.magic)
@@ -303,7 +331,7 @@ class LegacyBatch:
             shift = 0
         for e in entries:
             ts = self.timestamp if log_append else e.timestamp
-            out.append((e.offset + shift, ts, e.key, e.value, []))
+            out.append(DecodedRecord(e.offset + shift, ts, e.key, e.value, []))
         return out
 
     def __repr__(self):
@@ -328,6 +356,11 @@ class _ListReader:
         i = self._index
         self._index = min(len(self._records), i + max(0, n))
         return self._records[i:self._index]
+
+    def read_into(self, out, n):
+        records = self.read(n)
+        out += records
+        return len(records)
 
 
 def _legacy_bytes(buf, pos, end, what):
