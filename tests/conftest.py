@@ -64,12 +64,60 @@ TWIN_INDEPENDENT = frozenset({
 })
 
 
+# .ci/test runs each pass on pytest-xdist workers with ``--dist loadfile
+# --no-loadscope-reorder``.  Every module is one work unit (its module-scoped
+# servers, brokers and clusters start once, on one worker, and its tests keep
+# their order); the modules under a prefix below share one unit, so they run
+# one after another on one worker: each would start its own Spark JVM (local
+# session, cluster master and workers, a few hundred MB and a core each), and
+# the cluster tests take the process's only SparkContext from the local one.
+# (xdist_group marks with --dist loadgroup would say the same, but
+# pytest-xdist 3.8 puts them in the node id, which pytest 9.2 no longer lets
+# it change: the groups were silently ignored.)
+XDIST_GROUPS = {
+    "tests/spark/": "spark",
+}
+
+
+def _xdist_group(rel):
+    for prefix, group in XDIST_GROUPS.items():
+        if rel.startswith(prefix):
+            return group
+    return rel
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleGroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return _xdist_group(nodeid.split("::", 1)[0])
+    return ModuleGroupScheduling(config, log)
+
+
+# tryfirst: before -m deselects by the marker added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
+    worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+    group_of = {}
+    slow_in = {}
     for item in items:
         try:
             rel = item.path.relative_to(root).as_posix()
         except ValueError:
-            continue
+            rel = item.nodeid.split("::")[0]
         if rel in TWIN_INDEPENDENT:
             item.add_marker(pytest.mark.twin_independent)
+        if worker:
+            group = group_of[item.nodeid] = _xdist_group(rel)
+            slow_in[group] = slow_in.get(group, 0) + bool(item.get_closest_marker("slow"))
+    if worker:
+        # Longest work first, so that no long unit starts last while the
+        # other workers idle: units with the most slow tests lead, the others
+        # keep their order (the sort is stable, every worker sorts alike, and
+        # the scheduler hands units out in this order).
+        items.sort(key=lambda i: -slow_in[group_of[i.nodeid]])

@@ -139,7 +139,7 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
         more = produce_round(plain, topic, "two", 5)
         got = {a: []}
         seen = len(java.records)
-        poll_until([a], lambda: len(got[a]) + len(java.records) - seen >= len(more), 30, got)
+        poll_until([a], lambda: len(got[a]) + len(java.records) - seen >= len(more), 60, got)
         assert sorted([v for _, v in got[a]] + [v for _, v in java.records[seen:]]) == \
             sorted(more)
         assert {p for p, _ in java.records[seen:]}.isdisjoint(

@@ -82,3 +82,15 @@ def test_twin_independent_modules_exist():
     root = pathlib.Path(__file__).resolve().parents[2]
     missing = sorted(p for p in TWIN_INDEPENDENT if not (root / p).is_file())
     assert not missing, missing
+
+
+def test_xdist_groups_name_existing_paths_and_ci_uses_them():
+    # .ci/test's parallel passes keep each module, and each group of modules
+    # tests/conftest.py names, on one worker only with --dist loadfile; a
+    # stale prefix would let those modules spread over workers unnoticed.
+    from tests.conftest import XDIST_GROUPS
+    root = pathlib.Path(__file__).resolve().parents[2]
+    missing = sorted(p for p in XDIST_GROUPS if not (root / p).exists())
+    assert not missing, missing
+    ci_test = (root / ".ci" / "test").read_text(encoding="utf-8")
+    assert "--dist loadfile" in ci_test and "--no-loadscope-reorder" in ci_test
