@@ -35,6 +35,8 @@ def pytest_configure(config):
                                        "source, configuration parsing and validation); the "
                                        "pure pass of .ci/test leaves these out, the compiled "
                                        "pass runs them")
+    config.addinivalue_line("markers", "serial: .ci/test runs it in a serial pytest run after "
+                                       "the parallel (pytest-xdist) one")
 
 
 # Modules whose tests never reach a twin's code path with anything the twin

@@ -88,6 +88,11 @@ def test_classic_keys_refused_under_the_consumer_protocol():
 
 @pytest.mark.interop
 @pytest.mark.slow
+# In two whole runs on pytest-xdist workers the Java member had not printed
+# the records of the second round within 60 s (it does in 10-20 s run alone,
+# beside the 3-broker liveness module too, and in serial whole runs); cause
+# not found, so .ci/test runs it serially after the parallel run.
+@pytest.mark.serial
 def test_kchannel_and_java_members_share_partitions(kafka_broker):
     plain = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(plain, topic_name("k848"), partitions=PARTITIONS)
@@ -139,7 +144,12 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
         more = produce_round(plain, topic, "two", 5)
         got = {a: []}
         seen = len(java.records)
-        poll_until([a], lambda: len(got[a]) + len(java.records) - seen >= len(more), 60, got)
+        try:
+            poll_until([a], lambda: len(got[a]) + len(java.records) - seen >= len(more), 60,
+                       got)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; Java member printed {java.records[seen:]}; its "
+                                 f"log ends: {java.stderr()[-3000:]}") from None
         assert sorted([v for _, v in got[a]] + [v for _, v in java.records[seen:]]) == \
             sorted(more)
         assert {p for p, _ in java.records[seen:]}.isdisjoint(
