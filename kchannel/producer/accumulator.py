@@ -349,7 +349,6 @@ class ProducerBatch:
                 part = ProducerBatch(self.tp, self.created_ms, 0)
                 part.parent = (self, i)
                 parts.append(part)
-            if not part.records:
                 size = record_size(body, 0, 0)
             part.records.append(record)
             part.sizes.append(self.sizes[i])
