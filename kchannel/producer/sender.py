@@ -49,7 +49,6 @@ _FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
 _BYTE = [bytes((i,)) for i in range(0x80)]
 
 
-
 @functools.lru_cache(maxsize=256)
 def _produce_head(version, transactional_id, acks, timeout_ms):
     """The fields before the topics, the same for every request of a
