@@ -298,8 +298,33 @@ class RecordReader(Protocol):
         ``track_records(out, start)``; returns how many."""
 
 
+class PartitionReader(Protocol):
+    """Every batch of one partition's fetched records, walked for the
+    consumer (see ``kchannel.protocol.records._records_py``)."""
+
+    def __init__(self, buf: bytes, cls: type, topic: str, partition: int,
+                 check_crcs: bool = True, read_committed: bool = False) -> None: ...
+
+    @property
+    def position(self) -> int:
+        """The position reached by the last ``read_into``."""
+
+    @property
+    def special(self) -> Optional[Tuple[int, int]]:
+        """The span in ``buffer`` of a batch left to the caller, else None."""
+
+    @property
+    def buffer(self) -> Any:
+        """The records (bytes, or a memoryview of bytes)."""
+
+    def read_into(self, out: List[Any], n: int, position: int) -> int:
+        """Up to ``n`` records at ``position`` and after appended to ``out``
+        (possibly untracked until ``track_records``); returns how many."""
+
+
 class RecordsModule(Protocol):
     RecordReader: type[RecordReader]
+    PartitionReader: type[PartitionReader]
 
     def crc32c(self, data: bytes, crc: int = 0) -> int:
         """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``."""

@@ -20,7 +20,7 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.protocol import messages
 from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)
-from kchannel.protocol.records import iter_batches, track_records
+from kchannel.protocol.records import PartitionReader, batch_at, track_records
 
 __all__ = ["ConsumerRecord", "Fetcher", "SubscriptionState", "PartitionState"]
 
@@ -117,13 +117,16 @@ class SubscriptionState:
 class _CompletedFetch:
     __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "reader", "done")
 
-    def __init__(self, tp, fetch_offset, records, aborted):
+    def __init__(self, tp, fetch_offset, records, aborted, check_crcs, read_committed):
         self.tp = tp
         self.fetch_offset = fetch_offset
-        self.batches = iter_batches(records)
+        # Walks the plain batches itself (one call a poll, not a dozen a
+        # batch); stops at the others for _open_batch.
+        self.batches = PartitionReader(records, ConsumerRecord, tp.topic, tp.partition,
+                                       check_crcs, read_committed)
         self.aborted = sorted(aborted or (), key=lambda a: a["first_offset"])
         self.aborted_pids = set()
-        self.reader = None        # RecordReader of the current batch's ConsumerRecords
+        self.reader = None        # reader of a batch that self.batches left to _open_batch
         self.done = False
 
 
@@ -311,7 +314,8 @@ class Fetcher:
                         size += len(records)
                     if records:
                         self.completed.append(_CompletedFetch(
-                            tp, requested, records, p.get("aborted_transactions")))
+                            tp, requested, records, p.get("aborted_transactions"),
+                            self.check_crcs, self.read_committed))
                 elif code == Errors.OFFSET_OUT_OF_RANGE:
                     if self.subscriptions.default_reset == "none":
                         self.errors.append(errors.KafkaError(
@@ -382,16 +386,11 @@ class Fetcher:
         kd, vd = self.key_deserializer, self.value_deserializer
         decode_keys = kd is not None or self.key_type.endswith("StringDeserializer")
         decode_values = vd is not None or self.value_type.endswith("StringDeserializer")
+        batches = cf.batches
         while taken < budget:
-            reader = cf.reader
-            if reader is None or not reader.remaining:
-                if not self._next_batch(cf, st):
-                    cf.done = True
-                    break
-                continue
-            position = st.position
             start = len(out)
-            try:
+            reader = cf.reader
+            if reader is None:
                 # Decoded now, as many as this poll hands out: the records
                 # die with the application's use of them instead of a whole
                 # batch outliving polls (the garbage collector's cost).
@@ -400,25 +399,47 @@ class Fetcher:
                 # batches a poll gathers dozens of batches, and a collection
                 # set off while decoding a later one would otherwise find
                 # the earlier ones' records alive and promote them.
-                n = reader.read_into(out, budget - taken)
-            except errors.CorruptRecordError:
-                # Done with this batch: the next poll goes on after it.
+                try:
+                    n = batches.read_into(out, budget - taken, st.position)
+                finally:
+                    st.position = batches.position
+                special = batches.special
+                if special is not None:
+                    try:
+                        batch = batch_at(batches.buffer, *special)
+                    except errors.CorruptRecordError:
+                        cf.done = True      # as iter_batches: the walk ends there
+                        raise
+                    self._open_batch(cf, st, batch)
+                elif not n:
+                    cf.done = True
+                    break
+            elif not reader.remaining:
                 cf.reader = None
-                raise
-            if not n:
                 continue
-            # Records before the position (a seek into the middle of a
-            # batch): offsets grow within a batch, so they are a prefix.
-            if out[start].offset < position:
-                i = start
-                end = start + n
-                while i < end and out[i].offset < position:
-                    i += 1
-                del out[start:i]
-                n = end - i
+            else:
+                position = st.position
+                try:
+                    n = reader.read_into(out, budget - taken)
+                except errors.CorruptRecordError:
+                    # Done with this batch: the next poll goes on after it.
+                    cf.reader = None
+                    raise
                 if not n:
                     continue
-            if decode_keys or decode_values:
+                # Records before the position (a seek into the middle of a
+                # batch): offsets grow within a batch, so they are a prefix.
+                if out[start].offset < position:
+                    i = start
+                    end = start + n
+                    while i < end and out[i].offset < position:
+                        i += 1
+                    del out[start:i]
+                    n = end - i
+                    if not n:
+                        continue
+                st.position = out[-1].offset + 1
+            if n and (decode_keys or decode_values):
                 topic, partition = cf.tp
                 for j in range(start, start + n):
                     # Unpacking names the fields at no cost (it is faster
@@ -430,45 +451,43 @@ class Fetcher:
                         value = deserializer(value, self.value_type, vd)
                     out[j] = _new_record(ConsumerRecord, (topic, partition, offset, timestamp,
                                                           ttype, key, value, headers, None))
-            st.position = out[-1].offset + 1
             taken += n
         return taken
 
-    def _next_batch(self, cf, st):
-        """Make the next batch's reader current in ``cf``; False at the end."""
+    def _open_batch(self, cf, st, batch):
+        """Make the reader of ``batch`` (one that ``cf.batches`` left to
+        this: legacy, compressed, or transactional under read_committed)
+        current in ``cf``, unless the batch is to be skipped."""
         tp = cf.tp
-        for batch in cf.batches:
-            if self.check_crcs:
-                batch.ensure_valid()
-            next_offset = batch.next_offset
-            if next_offset <= st.position:
-                continue
-            if self.read_committed and batch.producer_id >= 0:
-                while cf.aborted and cf.aborted[0]["first_offset"] <= batch.last_offset:
-                    cf.aborted_pids.add(cf.aborted.pop(0)["producer_id"])
-                if batch.is_control:
-                    # An ABORT marker (control key type 0) ends the aborted transaction.
-                    recs = batch.records()
-                    key = recs[0].key if recs else None
-                    if key is not None and len(key) >= 4 and \
-                            int.from_bytes(key[2:4], "big") == 0:
-                        cf.aborted_pids.discard(batch.producer_id)
-                    st.position = max(st.position, batch.next_offset)
-                    continue
-                if batch.is_transactional and batch.producer_id in cf.aborted_pids:
-                    st.position = max(st.position, batch.next_offset)
-                    continue
+        if self.check_crcs:
+            batch.ensure_valid()
+        next_offset = batch.next_offset
+        if next_offset <= st.position:
+            return
+        if self.read_committed and batch.producer_id >= 0:
+            while cf.aborted and cf.aborted[0]["first_offset"] <= batch.last_offset:
+                cf.aborted_pids.add(cf.aborted.pop(0)["producer_id"])
             if batch.is_control:
-                st.position = max(st.position, next_offset)
-                continue
-            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition)
-            if not reader.remaining:
-                reader.read(0)  # checks that the batch holds nothing more
-                st.position = max(st.position, next_offset)
-                continue
-            cf.reader = reader
-            return True
-        return False
+                # An ABORT marker (control key type 0) ends the aborted transaction.
+                recs = batch.records()
+                key = recs[0].key if recs else None
+                if key is not None and len(key) >= 4 and \
+                        int.from_bytes(key[2:4], "big") == 0:
+                    cf.aborted_pids.discard(batch.producer_id)
+                st.position = max(st.position, batch.next_offset)
+                return
+            if batch.is_transactional and batch.producer_id in cf.aborted_pids:
+                st.position = max(st.position, batch.next_offset)
+                return
+        if batch.is_control:
+            st.position = max(st.position, next_offset)
+            return
+        reader = batch.reader(ConsumerRecord, tp.topic, tp.partition)
+        if not reader.remaining:
+            reader.read(0)  # checks that the batch holds nothing more
+            st.position = max(st.position, next_offset)
+            return
+        cf.reader = reader
 
     def clear_buffered(self, tps=None):
         if tps is None:

@@ -35,6 +35,23 @@ Both twins expose the same names with the same behaviour:
   when it fails, before anyone else sees the list: a consumer poll that
   gathers many small batches then sets off no collection that finds the
   first batches' records alive and promotes them to older generations.
+* ``PartitionReader(buf, cls, topic, partition, check_crcs=True,
+  read_committed=False)``: every batch of one partition's fetched records
+  ``buf`` (the consumer's walk of a Fetch response's records).
+  ``read_into(out, n, position)`` appends up to ``n`` records of offset
+  ``position`` and above to ``out`` (as ``RecordReader.read_into``),
+  returns how many, and leaves in ``position`` the position after them:
+  batches checked as ``iter_batches`` and ``RecordBatch.ensure_valid``
+  (``check_crcs``) do, with the same errors; batches wholly below the
+  position and control batches skipped (the position moved past control
+  and empty batches); a batch cut short at the end ends the walk.  It stops
+  before a batch that it leaves to the caller (legacy magic v0/v1,
+  compressed, or with a producer id under ``read_committed``) and then
+  says ``special = (start, end)``, the batch's span in ``buffer``; the next
+  call goes on after it.  A ``CorruptRecordError`` met after records were
+  appended is raised by the next call instead; after it the walk goes on
+  with the next batch (a bad CRC or record) or ends (a bad batch size or
+  magic).
 """
 import itertools
 import operator
@@ -46,7 +63,7 @@ from kchannel.protocol.records.record import DecodedRecord
 _new = tuple.__new__
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
-           "make_records", "track_records"]
+           "PartitionReader", "make_records", "track_records"]
 
 
 def _crc32c_table():
@@ -358,3 +375,146 @@ class RecordReader:
 
 def track_records(records, start=0):
     """Nothing to do in the pure twin (see the module docstring)."""
+
+
+# Batch header fields that PartitionReader reads (see batch.py's _HEADER).
+_BATCH_SIZE = struct.Struct(">i")
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
+_LOG_OVERHEAD = 12
+_MIN_RECORD_OVERHEAD = 14
+_BATCH_HEADER = 61
+_CRC_FROM = 21
+_LIMIT = 1 << 62
+
+
+class PartitionReader:
+    """See the module docstring: the batches of one partition's records."""
+
+    def __init__(self, buf, cls, topic, partition, check_crcs=True, read_committed=False):
+        if not (isinstance(cls, type) and issubclass(cls, tuple)):
+            raise TypeError("cls must be a tuple subclass")
+        self._buffer = buf if type(buf) is bytes else memoryview(buf).cast("B")
+        self._fields = (cls, topic, partition)
+        self._check_crcs = check_crcs
+        self._read_committed = read_committed
+        self._pos = 0
+        self._reader = None
+        self._prefix = False
+        self._deferred = None
+        self._position = 0
+        self._special = None
+
+    @property
+    def position(self):
+        """The position reached by the last ``read_into``."""
+        return self._position
+
+    @property
+    def special(self):
+        """``(start, end)`` in ``buffer`` of the batch the last
+        ``read_into`` stopped at for the caller to read, else None."""
+        return self._special
+
+    @property
+    def buffer(self):
+        """The records (bytes, or a memoryview of bytes)."""
+        return self._buffer
+
+    def read_into(self, out, n, position):
+        start = len(out)
+        self._position = position
+        self._special = None
+        if self._deferred is not None:
+            exc, self._deferred = self._deferred, None
+            raise exc
+        try:
+            while len(out) - start < n:
+                if self._reader is not None:
+                    self._read_batch(out, n - (len(out) - start))
+                elif not self._next_batch():
+                    break
+        except CorruptRecordError as exc:
+            self._reader = None
+            if len(out) > start:
+                self._deferred = exc
+                return len(out) - start
+            raise
+        return len(out) - start
+
+    def _read_batch(self, out, n):
+        reader = self._reader
+        if self._prefix:
+            # A seek into the middle of the batch: the records before the
+            # position are decoded and dropped (offsets grow in a batch).
+            self._prefix = False
+            while reader.remaining:
+                record = reader.read(1)[0]
+                if record[2] >= self._position:
+                    out.append(record)
+                    self._position = record[2] + 1
+                    break
+        elif reader.read_into(out, n):
+            self._position = out[-1][2] + 1
+        if not reader.remaining:
+            self._reader = None
+
+    def _next_batch(self):
+        buf = self._buffer
+        n = len(buf)
+        while True:
+            pos = self._pos
+            if n - pos < _LOG_OVERHEAD:
+                return False
+            size = _BATCH_SIZE.unpack_from(buf, pos + 8)[0]
+            if size < _MIN_RECORD_OVERHEAD:
+                self._pos = n
+                raise _corrupt(f"Record size {size} is less than the minimum record overhead "
+                               f"({_MIN_RECORD_OVERHEAD})")
+            if n - pos < 17:
+                return False
+            magic = buf[pos + 16]
+            if magic > 2:
+                self._pos = n
+                raise _corrupt(f"Invalid magic found in record: {magic}")
+            end = pos + _LOG_OVERHEAD + size
+            if end > n:
+                return False    # partial trailing batch: normal at the end of a fetch
+            if magic == 2 and size + _LOG_OVERHEAD < _BATCH_HEADER:
+                self._pos = n
+                raise _corrupt(f"Record batch is corrupt (the size of the batch "
+                               f"{size + _LOG_OVERHEAD} is less than the minimum "
+                               f"{_BATCH_HEADER})")
+            self._pos = end
+            if magic != 2:
+                self._special = (pos, end)
+                return False
+            (base_offset, _size, _epoch, _magic, stored, attributes, last_delta, base_ts,
+             max_ts, producer_id, _pepoch, _seq, count) = _BATCH_HEAD.unpack_from(buf, pos)
+            if attributes & 0x07 or (self._read_committed and producer_id >= 0) or \
+                    not -_LIMIT <= base_offset <= _LIMIT:
+                self._special = (pos, end)
+                return False
+            if self._check_crcs:
+                computed = crc32c(memoryview(buf)[pos + _CRC_FROM:end])
+                if computed != stored:
+                    raise _corrupt(f"Record is corrupt (stored crc = {stored}, computed crc = "
+                                   f"{computed})")
+            next_offset = base_offset + last_delta + 1
+            if next_offset <= self._position:
+                continue
+            if attributes & 0x20:
+                self._position = max(self._position, next_offset)
+                continue
+            cls, topic, partition = self._fields
+            log_append = attributes & 0x08
+            reader = RecordReader(memoryview(buf)[pos + _BATCH_HEADER:end], count, base_offset,
+                                  base_ts, max_ts if log_append else None, cls, topic,
+                                  partition, "LogAppendTime" if log_append else "CreateTime")
+            if not count:
+                reader.read(0)  # checks that the batch holds nothing more
+                self._position = max(self._position, next_offset)
+                continue
+            self._reader = reader
+            self._prefix = base_offset < self._position
+            return True
+

@@ -30,6 +30,7 @@ encode_records = _twin.encode_records
 encode_plain_batch = _twin.encode_plain_batch
 decode_records = _twin.decode_records
 RecordReader = _twin.RecordReader
+PartitionReader = _twin.PartitionReader
 make_records = _twin.make_records
 track_records = _twin.track_records
 
@@ -37,7 +38,7 @@ __all__ = [
     "TimestampType", "RecordBatch", "LegacyBatch", "DecodedRecord", "encode_batch",
     "iter_batches",
     "read_records", "crc32c", "encode_records", "decode_records", "RecordReader",
-    "track_records",
+    "PartitionReader", "batch_at", "track_records",
     "RECORD_BATCH_OVERHEAD", "LOG_OVERHEAD", "NO_TIMESTAMP", "NO_PRODUCER_ID",
     "NO_PRODUCER_EPOCH", "NO_SEQUENCE", "CURRENT_MAGIC",
 ]
@@ -427,6 +428,17 @@ def iter_batches(buf, max_message_size=0x7FFFFFFF):
             else:
                 yield LegacyBatch(buf, pos, end)
         pos = end
+
+
+def batch_at(buf, start, end):
+    """The batch at ``buf[start:end]`` (a span that ``iter_batches`` would
+    yield, such as ``PartitionReader.special``), as ``iter_batches`` makes
+    it."""
+    if buf[start + MAGIC_OFFSET] == 2:
+        return RecordBatch(buf, start, end)
+    if isinstance(buf, memoryview):
+        return LegacyBatch(bytes(buf[start:end]), 0, end - start)
+    return LegacyBatch(buf, start, end)
 
 
 def read_records(buf, check_crcs=True, skip_control=True):
