@@ -1,0 +1,238 @@
+"""PartitionReader (both twins, ``impl.records``): the consumer's walk of one
+partition's fetched batches, held to what ``iter_batches`` and the batch
+objects say about the same bytes, and the twins to each other on mutated
+input."""
+import collections
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kchannel.errors import CorruptRecordError
+from kchannel.protocol import records as R
+
+_FIXTURE_OK = [HealthCheck.function_scoped_fixture]
+
+Rec = collections.namedtuple("Rec", "topic partition offset timestamp timestamp_type key value "
+                                    "headers leader_epoch")
+
+
+def _batch(base, n, **kw):
+    recs = [(1_700_000_000_000 + base + i, b"k%d" % (base + i) if i % 2 else None,
+             b"v" * ((base + i) % 40), [("h", b"x")] if i % 3 == 0 else [])
+            for i in range(n)]
+    return R.encode_batch(recs, base_offset=base, **kw)
+
+
+def _plain_batches(sizes, start=0):
+    out, base = [], start
+    for n in sizes:
+        out.append(_batch(base, n))
+        base += n
+    return b"".join(out)
+
+
+def _oracle(buf, position):
+    """What the batch objects say the consumer reads from ``position`` on:
+    (offset, key, value, timestamp type) of every data record at or past
+    it, and the position after the walk."""
+    out = []
+    for batch in R.iter_batches(buf):
+        batch.ensure_valid()
+        if batch.next_offset <= position:
+            continue
+        if batch.is_control:
+            position = max(position, batch.next_offset)
+            continue
+        for r in batch.records():
+            if r.offset >= position:
+                out.append((r.offset, r.key, r.value, str(batch.timestamp_type)))
+                position = r.offset + 1
+    return out, position
+
+
+def _walk(mod, buf, position, sizes, check_crcs=True, read_committed=False, steps=400):
+    """Every call's outcome until the walk ends: ("ok", records, position,
+    special) or ("corrupt", message, position); special batches skipped."""
+    reader = mod.records.PartitionReader(buf, Rec, "t", 3, check_crcs, read_committed)
+    trace = []
+    for i in range(steps):
+        out = []
+        try:
+            k = reader.read_into(out, sizes[i % len(sizes)], position)
+        except CorruptRecordError as exc:
+            mod.records.track_records(out)
+            assert out == []
+            position = reader.position
+            trace.append(("corrupt", str(exc), position))
+            continue
+        mod.records.track_records(out)
+        assert k == len(out) <= sizes[i % len(sizes)]
+        position = reader.position
+        trace.append(("ok", [tuple(r) for r in out], position, reader.special))
+        if not k and reader.special is None:
+            break
+    return trace
+
+
+def _records_of(trace):
+    return [(r[2], r[5], r[6], r[4]) for step in trace if step[0] == "ok" for r in step[1]]
+
+
+@pytest.mark.parametrize("position", [0, 1, 7, 13, 29, 30, 31])
+@pytest.mark.parametrize("sizes", [[1], [4], [500], [3, 11]])
+def test_reads_what_the_batch_objects_read(impl, position, sizes):
+    # Batches of 1, 5, 7, 0 (a compacted-away batch still moves offsets)
+    # and 17 records; position 7 and 13 fall inside batches (a seek).
+    buf = _plain_batches([1, 5, 7]) + _batch(13, 17)
+    want, end = _oracle(buf, position)
+    trace = _walk(impl, buf, position, sizes)
+    assert _records_of(trace) == want
+    assert trace[-1][0] == "ok" and trace[-1][2] == end and trace[-1][3] is None
+    records = [r for step in trace for r in step[1]]
+    assert all(r[0] == "t" and r[1] == 3 and r[8] is None and r[7] in ([], [("h", b"x")])
+               for r in records)
+
+
+def test_records_are_consumer_records_of_each_batch_timestamp_type(impl):
+    buf = (_batch(0, 2) + R.encode_batch([(5, None, b"a", [])], base_offset=2,
+                                         timestamp_type=R.TimestampType.LOG_APPEND_TIME,
+                                         max_timestamp=99))
+    out = []
+    reader = impl.records.PartitionReader(buf, Rec, "t", 3)
+    assert reader.read_into(out, 10, 0) == 3
+    impl.records.track_records(out)
+    assert all(type(r) is Rec for r in out)
+    assert [(r.offset, r.timestamp_type) for r in out] == [
+        (0, "CreateTime"), (1, "CreateTime"), (2, "LogAppendTime")]
+    assert out[2].timestamp == 99       # LogAppendTime: the batch's max timestamp
+    assert out[0].headers == [("h", b"x")] and out[1].key == b"k1"
+
+
+def test_control_and_empty_batches_move_the_position(impl):
+    marker = R.encode_batch([(10, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 5), [])],
+                            base_offset=3, producer_id=7, producer_epoch=0,
+                            is_transactional=True, is_control=True)
+    data = R.encode_batch([(1, None, b"a", [])] * 3, base_offset=0, producer_id=7,
+                          producer_epoch=0, base_sequence=0, is_transactional=True)
+    out = []
+    reader = impl.records.PartitionReader(data + marker, Rec, "t", 0)
+    assert reader.read_into(out, 10, 0) == 3 and reader.position == 4
+    assert reader.special is None
+    # A batch of no records (all compacted away) with a last offset delta.
+    empty = bytearray(_batch(4, 1))
+    empty[23:27] = struct.pack(">i", 5)
+    header = bytes(empty[:61])
+    empty = bytearray(header)
+    empty[8:12] = struct.pack(">i", 61 - 12)
+    empty[57:61] = struct.pack(">i", 0)
+    empty[17:21] = struct.pack(">I", R.crc32c(bytes(empty[21:])))
+    reader = impl.records.PartitionReader(bytes(empty) + _batch(10, 2), Rec, "t", 0)
+    out = []
+    assert reader.read_into(out, 1, 4) == 1 and out[0].offset == 10 and reader.position == 11
+
+
+@pytest.mark.parametrize("kind", ["gzip", "legacy", "transactional"])
+def test_stops_at_what_it_leaves_to_the_caller(impl, kind):
+    if kind == "gzip":
+        odd = R.encode_batch([(1, None, b"z", [])] * 2, base_offset=3,
+                             compression=R.CompressionType.GZIP)
+    elif kind == "legacy":
+        odd = R.encode_legacy_message(3, None, b"z", magic=1)
+    else:
+        odd = R.encode_batch([(1, None, b"z", [])] * 2, base_offset=3, producer_id=9,
+                             producer_epoch=0, base_sequence=0, is_transactional=True)
+    before, after = _plain_batches([3]), _batch(5, 2)
+    buf = before + odd + after
+    reader = impl.records.PartitionReader(buf, Rec, "t", 0, True, True)
+    out = []
+    assert reader.read_into(out, 100, 0) == 3
+    start, end = reader.special
+    assert (start, end) == (len(before), len(before) + len(odd))
+    batch = R.batch_at(reader.buffer, start, end)
+    assert bytes(reader.buffer[start:end]) == odd and batch.ensure_valid() is None
+    # The next call goes on after it.
+    assert reader.read_into(out, 100, 5) == 2 and reader.special is None
+    assert [r.offset for r in out] == [0, 1, 2, 5, 6] and reader.position == 7
+    assert reader.read_into(out, 100, 7) == 0 and reader.special is None
+
+
+def test_corrupt_batch_after_records_is_raised_by_the_next_call(impl):
+    good, bad, last = _batch(0, 3), bytearray(_batch(3, 2)), _batch(5, 1)
+    bad[-2] ^= 1
+    buf = good + bytes(bad) + last
+    reader = impl.records.PartitionReader(buf, Rec, "t", 0)
+    out = []
+    assert reader.read_into(out, 100, 0) == 3 and reader.position == 3
+    with pytest.raises(CorruptRecordError, match="stored crc"):
+        reader.read_into(out, 100, 3)
+    # The walk goes on after the bad batch, as the consumer does.
+    assert reader.read_into(out, 100, 3) == 1 and out[-1].offset == 5
+    # check.crcs=false reads it.
+    reader = impl.records.PartitionReader(buf, Rec, "t", 0, False)
+    out = []
+    assert reader.read_into(out, 100, 0) == 6
+
+
+@pytest.mark.parametrize("field,value,match", [
+    (slice(8, 12), struct.pack(">i", 13), "minimum record overhead"),
+    (slice(8, 12), struct.pack(">i", 30), "size of the batch 42 is less than the minimum 61"),
+    (slice(16, 17), b"\x03", "Invalid magic found in record: 3"),
+])
+def test_framing_errors_end_the_walk_as_iter_batches_does(impl, field, value, match):
+    bad = bytearray(_batch(0, 2))
+    bad[field] = value
+    with pytest.raises(CorruptRecordError, match=match):
+        list(R.iter_batches(bytes(bad)))
+    reader = impl.records.PartitionReader(bytes(bad) + _batch(2, 1), Rec, "t", 0)
+    with pytest.raises(CorruptRecordError, match=match):
+        reader.read_into([], 10, 0)
+    assert reader.read_into([], 10, 0) == 0 and reader.special is None
+
+
+def test_partial_trailing_batch_ends_the_walk(impl):
+    a, b = _batch(0, 2), _batch(2, 3)
+    for cut in (1, 11, 12, 16, 17, 60, len(b) - 1):
+        out = []
+        reader = impl.records.PartitionReader(memoryview(a + b[:cut]), Rec, "t", 0)
+        assert reader.read_into(out, 10, 0) == 2 and reader.position == 2
+        assert reader.read_into(out, 10, 2) == 0 and reader.special is None
+
+
+_batch_spec = st.tuples(st.integers(0, 6), st.sampled_from(["plain", "control", "gzip", "lat"]))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=_FIXTURE_OK)
+@given(specs=st.lists(_batch_spec, min_size=1, max_size=5), position=st.integers(0, 25),
+       sizes=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+       mutate=st.booleans(), pos=st.integers(0, 10 ** 6), byte=st.integers(0, 255),
+       cut=st.integers(0, 40), check=st.booleans(), committed=st.booleans())
+def test_twins_agree_on_any_walk(impl_pair, specs, position, sizes, mutate, pos, byte, cut,
+                                 check, committed):
+    pure, compiled = impl_pair
+    parts, base = [], 0
+    for n, kind in specs:
+        n = max(n, 1)
+        if kind == "control":
+            parts.append(R.encode_batch([(1, b"\x00\x00\x00\x01", b"\x00" * 6, [])],
+                                        base_offset=base, producer_id=4, producer_epoch=0,
+                                        is_transactional=True, is_control=True))
+            n = 1
+        elif kind == "gzip":
+            parts.append(_batch(base, n, compression=R.CompressionType.GZIP))
+        elif kind == "lat":
+            parts.append(_batch(base, n, timestamp_type=R.TimestampType.LOG_APPEND_TIME))
+        else:
+            parts.append(_batch(base, n))
+        base += n
+    buf = bytearray(b"".join(parts))
+    if mutate:
+        buf[pos % len(buf)] = byte
+    buf = bytes(buf[:max(0, len(buf) - cut)])
+    a = _walk(pure, buf, position, sizes, check, committed)
+    b = _walk(compiled, buf, position, sizes, check, committed)
+    assert a == b
+    if not mutate and not cut and all(k in ("plain", "lat", "control") for _, k in specs):
+        want, end = _oracle(buf, position)
+        assert _records_of(a) == want and a[-1][2] == end
