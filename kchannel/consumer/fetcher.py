@@ -160,12 +160,15 @@ class Fetcher:
         """Send a Fetch to each leader of fetchable partitions that has no
         fetch in flight and whose partitions have nothing buffered; returns
         the number sent."""
+        tps = self.subscriptions.fetchable()
+        if self.completed:
+            buffered = {c.tp for c in self.completed}
+            tps = [tp for tp in tps if tp not in buffered]
+            if not tps:
+                return 0    # (most polls: every partition's last fetch is still being read)
         cluster = self.metadata.cluster
-        buffered = {c.tp for c in self.completed}
         by_node = collections.defaultdict(list)
-        for tp in self.subscriptions.fetchable():
-            if tp in buffered:
-                continue
+        for tp in tps:
             leader = cluster.leader_for(tp)
             if leader is None:
                 self.metadata.add_topic(tp.topic, now)

@@ -70,10 +70,12 @@ def test_crc32c_hardware_loop_is_used_where_the_cpu_has_it(impl_pair):
     assert compiled.records.crc32c(big[3:]) == compiled.records._crc32c_software(big[3:])
 
 
-@pytest.mark.parametrize("n", [6143, 6144, 6145, 6151, 12288, 12289 + 7, 100_003])
+@pytest.mark.parametrize("n", [767, 768, 769, 1536 + 5, 6143, 6144, 6145, 6151, 6144 + 768,
+                               12288, 12289 + 7, 16323, 100_003])
 def test_crc32c_three_streams_join_correctly(impl_pair, n):
     # From 3 blocks of 2 KiB on, the hardware loop runs three CRCs side by
-    # side and joins them: lengths around the block multiples, every
+    # side and joins them, and then the rest in blocks of 256 bytes (from
+    # 768 bytes on): lengths around the block multiples, every
     # alignment, continuing from a previous value; the table loop is the
     # reference (the pure twin too, on the shortest).
     pure, compiled = impl_pair
