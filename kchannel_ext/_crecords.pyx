@@ -865,6 +865,9 @@ cdef class RecordReader:
         cdef bint untracked = cls is not None
         cdef object dtype = None if untracked else _decoded_type()
         cdef list headers
+        cdef bint same_ts = False
+        cdef int64_t last_delta = 0
+        timestamp = None
         for i in range(n):
             size = c.varint()
             if size < 0 or size > c.end - c.pos:
@@ -908,11 +911,17 @@ cdef class RecordReader:
                     f"but instead read {c.pos - start}")
             if fast and -(1 << 61) <= ts_delta <= (1 << 61):
                 if log_append_time is None:
-                    timestamp = self._c_base_ts + ts_delta
+                    # Records of one batch often share a millisecond: the
+                    # previous record's int then serves (ints are immutable).
+                    if not same_ts or ts_delta != last_delta:
+                        timestamp = self._c_base_ts + ts_delta
+                        last_delta = ts_delta
+                        same_ts = True
                 else:
                     timestamp = log_append_time
                 offset = self._c_base_off + offset_delta
             else:
+                same_ts = False
                 if log_append_time is None:
                     timestamp = self._base_ts + ts_delta
                     if not -0x8000000000000000 <= timestamp <= 0x7FFFFFFFFFFFFFFF:

@@ -239,3 +239,16 @@ def test_twins_agree_on_any_walk(impl_pair, specs, position, sizes, mutate, pos,
             all(k in ("plain", "lat", "control") for _, k in specs):
         want, end = _oracle(buf, position)
         assert _records_of(a) == want and a[-1][2] == end
+
+
+def test_records_sharing_a_millisecond_keep_their_own_timestamps(impl):
+    # (The compiled decoder reuses the previous record's timestamp int when
+    # the delta repeats.)
+    stamps = [5, 5, 6, 5, 5, 9, 9]
+    buf = R.encode_batch([(t, None, b"v", []) for t in stamps], base_offset=0)
+    for n in (1, 2, 7):
+        out, reader, position = [], impl.records.PartitionReader(buf, Rec, "t", 0), 0
+        while reader.read_into(out, n, position):
+            position = reader.position
+        impl.records.track_records(out)
+        assert [r.timestamp for r in out] == stamps
