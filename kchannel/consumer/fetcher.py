@@ -117,13 +117,14 @@ class SubscriptionState:
 class _CompletedFetch:
     __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "reader", "done")
 
-    def __init__(self, tp, fetch_offset, records, aborted, check_crcs, read_committed):
+    def __init__(self, tp, fetch_offset, records, aborted, check_crcs, read_committed,
+                 tuple_headers):
         self.tp = tp
         self.fetch_offset = fetch_offset
         # Walks the plain batches itself (one call a poll, not a dozen a
         # batch); stops at the others for _open_batch.
         self.batches = PartitionReader(records, ConsumerRecord, tp.topic, tp.partition,
-                                       check_crcs, read_committed)
+                                       check_crcs, read_committed, tuple_headers)
         self.aborted = sorted(aborted or (), key=lambda a: a["first_offset"])
         self.aborted_pids = set()
         self.reader = None        # reader of a batch that self.batches left to _open_batch
@@ -148,6 +149,9 @@ class Fetcher:
         self.value_type = values["value.deserializer"]
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
+        # Records' headers as a tuple of (key, value) pairs instead of a list
+        # (kchannel.aio's, as aiokafka's): see RecordReader.
+        self.tuple_headers = False
         self.completed = collections.deque()
         self.in_flight_nodes = set()
         self.sessions = {}            # node -> FetchSessionHandler
@@ -318,7 +322,7 @@ class Fetcher:
                     if records:
                         self.completed.append(_CompletedFetch(
                             tp, requested, records, p.get("aborted_transactions"),
-                            self.check_crcs, self.read_committed))
+                            self.check_crcs, self.read_committed, self.tuple_headers))
                 elif code == Errors.OFFSET_OUT_OF_RANGE:
                     if self.subscriptions.default_reset == "none":
                         self.errors.append(errors.KafkaError(
@@ -485,7 +489,8 @@ class Fetcher:
         if batch.is_control:
             st.position = max(st.position, next_offset)
             return
-        reader = batch.reader(ConsumerRecord, tp.topic, tp.partition)
+        reader = batch.reader(ConsumerRecord, tp.topic, tp.partition, None,
+                              self.tuple_headers)
         if not reader.remaining:
             reader.read(0)  # checks that the batch holds nothing more
             st.position = max(st.position, next_offset)

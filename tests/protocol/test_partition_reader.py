@@ -52,10 +52,12 @@ def _oracle(buf, position):
     return out, position
 
 
-def _walk(mod, buf, position, sizes, check_crcs=True, read_committed=False, steps=400):
+def _walk(mod, buf, position, sizes, check_crcs=True, read_committed=False, steps=400,
+          tuple_headers=False):
     """Every call's outcome until the walk ends: ("ok", records, position,
     special) or ("corrupt", message, position); special batches skipped."""
-    reader = mod.records.PartitionReader(buf, Rec, "t", 3, check_crcs, read_committed)
+    reader = mod.records.PartitionReader(buf, Rec, "t", 3, check_crcs, read_committed,
+                                         tuple_headers)
     trace = []
     for i in range(steps):
         out = []
@@ -207,9 +209,10 @@ _batch_spec = st.tuples(st.integers(0, 6), st.sampled_from(["plain", "control", 
 @given(specs=st.lists(_batch_spec, min_size=1, max_size=5), position=st.integers(0, 25),
        sizes=st.lists(st.integers(1, 9), min_size=1, max_size=3),
        mutate=st.booleans(), pos=st.integers(0, 10 ** 6), byte=st.integers(0, 255),
-       cut=st.integers(0, 40), check=st.booleans(), committed=st.booleans())
+       cut=st.integers(0, 40), check=st.booleans(), committed=st.booleans(),
+       tuple_headers=st.booleans())
 def test_twins_agree_on_any_walk(impl_pair, specs, position, sizes, mutate, pos, byte, cut,
-                                 check, committed):
+                                 check, committed, tuple_headers):
     pure, compiled = impl_pair
     parts, base = [], 0
     for n, kind in specs:
@@ -230,9 +233,11 @@ def test_twins_agree_on_any_walk(impl_pair, specs, position, sizes, mutate, pos,
     if mutate:
         buf[pos % len(buf)] = byte
     buf = bytes(buf[:max(0, len(buf) - cut)])
-    a = _walk(pure, buf, position, sizes, check, committed)
-    b = _walk(compiled, buf, position, sizes, check, committed)
+    a = _walk(pure, buf, position, sizes, check, committed, tuple_headers=tuple_headers)
+    b = _walk(compiled, buf, position, sizes, check, committed, tuple_headers=tuple_headers)
     assert a == b
+    if tuple_headers:
+        assert all(type(r[7]) is tuple for step in a if step[0] == "ok" for r in step[1])
     # (Under read_committed the control batches, which carry a producer id,
     # are the caller's: the oracle is the read_uncommitted walk.)
     if not mutate and not cut and not committed and \
@@ -252,3 +257,15 @@ def test_records_sharing_a_millisecond_keep_their_own_timestamps(impl):
             position = reader.position
         impl.records.track_records(out)
         assert [r.timestamp for r in out] == stamps
+
+
+def test_tuple_headers_are_the_list_headers_as_tuples(impl):
+    # (kchannel.aio's records: headers a tuple of pairs, as aiokafka's.)
+    buf = _plain_batches([4, 3])
+    lists, tuples = [], []
+    impl.records.PartitionReader(buf, Rec, "t", 0).read_into(lists, 10, 0)
+    impl.records.PartitionReader(buf, Rec, "t", 0, True, False, True).read_into(tuples, 10, 0)
+    impl.records.track_records(lists)
+    impl.records.track_records(tuples)
+    assert [r.headers for r in tuples] == [tuple(r.headers) for r in lists]
+    assert [r[:7] for r in tuples] == [r[:7] for r in lists]

@@ -36,10 +36,11 @@ Both twins expose the same names with the same behaviour:
   gathers many small batches then sets off no collection that finds the
   first batches' records alive and promotes them to older generations.
 * ``PartitionReader(buf, cls, topic, partition, check_crcs=True,
-  read_committed=False)``: every batch of one partition's fetched records
+  read_committed=False, tuple_headers=False)``: every batch of one partition's fetched records
   ``buf`` (the consumer's walk of a Fetch response's records).
   ``read_into(out, n, position)`` appends up to ``n`` records of offset
-  ``position`` and above to ``out`` (as ``RecordReader.read_into``),
+  ``position`` and above to ``out`` (as ``RecordReader.read_into``, with
+  its ``tuple_headers``),
   returns how many, and leaves in ``position`` the position after them:
   batches checked as ``iter_batches`` and ``RecordBatch.ensure_valid``
   (``check_crcs``) do, with the same errors; batches wholly below the
@@ -321,20 +322,24 @@ class RecordReader:
     """The ``count`` records of ``buf`` (as ``decode_records`` reads them,
     with the same checks and errors), ``read(n)`` at a time, as
     ``make_records`` builds them: ``cls(topic, partition, offset, timestamp,
-    timestamp_type, key, value, headers, None)``.  The check that the batch
-    holds nothing more runs in the ``read`` that reaches ``remaining == 0``
-    (a batch of 0 records: the first ``read``).  After a
+    timestamp_type, key, value, headers, None)``, ``headers`` a list of
+    ``(str, bytes or None)`` pairs, or with ``tuple_headers`` a tuple of
+    them (the compiled twin then leaves records of such fields untracked by
+    the garbage collector: see its ``_track_records``).  The check that the
+    batch holds nothing more runs in the ``read`` that reaches ``remaining
+    == 0`` (a batch of 0 records: the first ``read``).  After a
     ``CorruptRecordError`` ``remaining`` is 0 and every ``read`` raises it
     again."""
 
     def __init__(self, buf, count, base_offset, base_timestamp, log_append_time, cls, topic,
-                 partition, timestamp_type):
+                 partition, timestamp_type, tuple_headers=False):
         if not (isinstance(cls, type) and issubclass(cls, tuple)):
             raise TypeError("cls must be a tuple subclass")
         buf = bytes(buf)
         _check_count(buf, count)
         self._it = _records(buf, count, base_offset, base_timestamp, log_append_time)
         self._fields = (cls, topic, partition, timestamp_type)
+        self._tuple_headers = bool(tuple_headers)
         self._remaining = count
         self._error = None
         self._checked = False
@@ -352,8 +357,13 @@ class RecordReader:
         cls, topic, partition, ttype = self._fields
         new = tuple.__new__
         try:
-            out = [new(cls, (topic, partition, offset, ts, ttype, key, value, headers, None))
-                   for offset, ts, key, value, headers in itertools.islice(self._it, n)]
+            if self._tuple_headers:
+                out = [new(cls, (topic, partition, offset, ts, ttype, key, value,
+                                 tuple(headers), None))
+                       for offset, ts, key, value, headers in itertools.islice(self._it, n)]
+            else:
+                out = [new(cls, (topic, partition, offset, ts, ttype, key, value, headers, None))
+                       for offset, ts, key, value, headers in itertools.islice(self._it, n)]
             self._remaining -= n
             if self._remaining == 0 and not self._checked:
                 self._checked = True
@@ -390,11 +400,12 @@ _LIMIT = 1 << 62
 class PartitionReader:
     """See the module docstring: the batches of one partition's records."""
 
-    def __init__(self, buf, cls, topic, partition, check_crcs=True, read_committed=False):
+    def __init__(self, buf, cls, topic, partition, check_crcs=True, read_committed=False,
+                 tuple_headers=False):
         if not (isinstance(cls, type) and issubclass(cls, tuple)):
             raise TypeError("cls must be a tuple subclass")
         self._buffer = buf if type(buf) is bytes else memoryview(buf).cast("B")
-        self._fields = (cls, topic, partition)
+        self._fields = (cls, topic, partition, bool(tuple_headers))
         self._check_crcs = check_crcs
         self._read_committed = read_committed
         self._pos = 0
@@ -505,11 +516,12 @@ class PartitionReader:
             if attributes & 0x20:
                 self._position = max(self._position, next_offset)
                 continue
-            cls, topic, partition = self._fields
+            cls, topic, partition, tuple_headers = self._fields
             log_append = attributes & 0x08
             reader = RecordReader(memoryview(buf)[pos + _BATCH_HEADER:end], count, base_offset,
                                   base_ts, max_ts if log_append else None, cls, topic,
-                                  partition, "LogAppendTime" if log_append else "CreateTime")
+                                  partition, "LogAppendTime" if log_append else "CreateTime",
+                                  tuple_headers)
             if not count:
                 reader.read(0)  # checks that the batch holds nothing more
                 self._position = max(self._position, next_offset)
