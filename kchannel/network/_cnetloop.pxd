@@ -41,3 +41,14 @@ cdef class SelectorLoop:
     cdef public object poll_time_ms
     cdef public object max_receives_per_channel
     cdef public object max_read_per_channel
+
+    # The per-channel steps of a poll: C calls from poll, send and
+    # write_queued (nothing overrides them; Selector's Python code calls
+    # only the public methods).
+    cdef _write_now(self, ch, bint only=*)
+    cdef _report_deferred(self, now)
+    cdef _flush_queued(self, now)
+    cdef _poll_channel(self, ch, readable, writable, now)
+    cdef _settle_ready(self, ch)
+    cdef _attempt_read(self, ch, now)
+    cdef _record_sends(self, ch, done, now)

@@ -63,6 +63,23 @@ class SelectorLoop:
     class; see the module docstring).  Not used on its own: ``Selector``'s
     ``__init__`` sets up the state these methods use."""
 
+    # The state the loop reads on every poll: slots here, C fields of the
+    # compiled twin (_cnetloop.pxd declares the same names, typed), so both
+    # twins lay out and expose the same attributes.  __dict__ holds the
+    # rest of a Selector's attributes.
+    __slots__ = ("__dict__", "__weakref__",
+                 "_channels", "_fd_ops", "_buffered", "_explicitly_muted", "_backlogged",
+                 "_immediately_connected", "_writes", "_delayed", "_idle_expiry",
+                 "_setup_deadlines", "_lingering", "_epoll", "_fd_to_key", "_sel", "_waker",
+                 "sensors", "time", "_closed", "completed_receives", "completed_sends",
+                 "connected", "newly_ready", "disconnected", "_poll_bytes_read",
+                 "_poll_receives", "poll_time_ms", "max_receives_per_channel",
+                 "max_read_per_channel")
+
+    def __init__(self):
+        # (Selector.__init__ sets the state up; nothing to do here)
+        pass
+
     # ------------------------------------------------------------------- sends
     def send(self, id, payload, already_framed=False):
         """Queue ``payload`` (a frame without its size prefix, unless
@@ -122,6 +139,37 @@ class SelectorLoop:
                 # buffered input).
                 return
         self._settle_ready(ch)
+
+    def flush_sends(self):
+        """Write now what the sockets take of the server channels' sends
+        queued since the last poll (a server's responses to a batch of
+        pipelined requests, coalesced into one write per channel): a server
+        calls this once it has handled a poll's requests, so that the
+        responses go out in the poll that read the requests instead of
+        waiting for the next one.  Client channels are left to
+        :meth:`poll`, which first lets a due re-authentication begin.
+        Completed sends and failures are reported by the next poll, as for
+        the write-through of :meth:`send`."""
+        writes = self._writes
+        if not writes.to_flush:
+            return
+        for ch in writes.take_flush():
+            if ch.mode == "server":
+                self.write_queued(ch.id)
+            else:
+                writes.to_flush.append(ch)
+
+    def write_queued(self, id):
+        """Write now what the socket takes of ``id``'s queued sends (a server
+        does so before closing a connection over a bad request, so that the
+        responses to the requests before it, handled in the same poll, are
+        not lost).  Completed sends and failures are reported by the next
+        poll, as for the write-through of :meth:`send`."""
+        ch = self._channels.get(id)
+        if (ch is None or id in self._delayed.ids or ch.disconnected or not ch.ready()
+                or not ch.has_send()):
+            return
+        self._write_now(ch)
 
     # -------------------------------------------------------------------- poll
     def _report_deferred(self, now):
@@ -220,7 +268,6 @@ class SelectorLoop:
         else:
             # the usual case: only readiness events, each channel once
             seen = work = None
-        poll_channel = self._poll_channel
         for key, mask in events:
             data = key.data
             if data is _WAKEUP:
@@ -240,7 +287,7 @@ class SelectorLoop:
             if channels.get(ch.id) is not ch:
                 continue
             if work is None:
-                poll_channel(ch, mask & _EVENT_READ, mask & _EVENT_WRITE, now)
+                self._poll_channel(ch, mask & _EVENT_READ, mask & _EVENT_WRITE, now)
                 continue
             seen.add(ch.id)
             work.append((ch, mask & _EVENT_READ, mask & _EVENT_WRITE))
@@ -258,7 +305,7 @@ class SelectorLoop:
                     if ch is not None:
                         work.append((ch, False, False))
             for ch, readable, writable in work:
-                poll_channel(ch, readable, writable, now)
+                self._poll_channel(ch, readable, writable, now)
 
         if self._delayed.ids:
             self._complete_delayed_closes(now)

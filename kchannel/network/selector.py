@@ -760,36 +760,7 @@ class Selector(SelectorLoop):
             pass
 
     # ------------------------------------------------------------------- sends
-    def flush_sends(self):
-        """Write now what the sockets take of the server channels' sends
-        queued since the last poll (a server's responses to a batch of
-        pipelined requests, coalesced into one write per channel): a server
-        calls this once it has handled a poll's requests, so that the
-        responses go out in the poll that read the requests instead of
-        waiting for the next one.  Client channels are left to
-        :meth:`poll`, which first lets a due re-authentication begin.
-        Completed sends and failures are reported by the next poll, as for
-        the write-through of :meth:`send`."""
-        writes = self._writes
-        if not writes.to_flush:
-            return
-        for ch in writes.take_flush():
-            if ch.mode == "server":
-                self.write_queued(ch.id)
-            else:
-                writes.to_flush.append(ch)
-
-    def write_queued(self, id):
-        """Write now what the socket takes of ``id``'s queued sends (a server
-        does so before closing a connection over a bad request, so that the
-        responses to the requests before it, handled in the same poll, are
-        not lost).  Completed sends and failures are reported by the next
-        poll, as for the write-through of :meth:`send`."""
-        ch = self._channels.get(id)
-        if (ch is None or id in self._delayed.ids or ch.disconnected or not ch.ready()
-                or not ch.has_send()):
-            return
-        self._write_now(ch)
+    # send, flush_sends, write_queued: SelectorLoop (kchannel.network._netloop_py)
 
     # -------------------------------------------------------------------- mute
     def mute(self, id):
@@ -859,6 +830,8 @@ class Selector(SelectorLoop):
         self.sensors.expired_connections_killed.record()
 
     # -------------------------------------------------------------------- poll
+    # poll and the per-channel work of a poll: SelectorLoop
+    # (kchannel.network._netloop_py)
     def _timer_timeout(self, timeout_ms, now):
         """``timeout_ms`` shortened to the next delayed close, lingering
         socket deadline or setup deadline."""
