@@ -53,6 +53,7 @@ ClientLoop = _clientloop.ClientLoop
 ClientResponse = _clientloop.ClientResponse
 NodeStats = _clientloop.NodeStats
 RTT_SAMPLES = _clientloop.RTT_SAMPLES
+# in_flight marker of a request sent by send_raw (response handed over undecoded).
 _RAW = _clientloop._RAW
 
 log = get_logger("kchannel.client")
@@ -62,8 +63,6 @@ __all__ = ["KafkaClient", "NetworkClient", "ClientResponse", "ConnectionState",
 
 CLIENT_SOFTWARE_NAME = "kchannel"
 _API_VERSIONS = messages.API_VERSIONS.api_key
-
-# in_flight marker of a request sent by send_raw (response handed over undecoded).
 
 # Client-side defaults (Kafka's CommonClientConfigs).
 _DEFAULTS = {

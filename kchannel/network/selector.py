@@ -403,7 +403,6 @@ class SelectorMetrics:
         self.bytes_transferred.record_many([1.0] * n, now)
 
 
-
 class _WakeupPipe:
     """The socket pair through which :meth:`Selector.wakeup` makes a
     blocked select return (java.nio's ``Selector.wakeup``)."""
