@@ -86,11 +86,7 @@ def _serve(pipe, pki, log_dir):
             pipe.send((rss_kb(), fds(), len(sel)))
         elif cmd.startswith("idle "):
             longest[0] = 0.0
-            sel.connections_max_idle_ms = int(cmd.split()[1])
-            # The next idle check was scheduled with the day-long setting:
-            # due now (the setter does not reschedule it; the Selector's
-            # IdleExpiryManager keeps it since the policies were split).
-            sel._idle_expiry.next_check_ms = 0
+            sel.connections_max_idle_ms = int(cmd.split()[1])   # checked at the next poll
             pipe.send(True)
         elif cmd == "longest":
             pipe.send(longest[0])

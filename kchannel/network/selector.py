@@ -1039,7 +1039,9 @@ class Selector(SelectorLoop):
 
     @connections_max_idle_ms.setter
     def connections_max_idle_ms(self, value):
+        # The next check was scheduled under the old setting: due now.
         self._idle_expiry.connections_max_idle_ms = value
+        self._idle_expiry.next_check_ms = 0
 
     def _close_idle(self, id, idle_ms):
         ch = self._channels.get(id)
