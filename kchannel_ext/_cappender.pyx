@@ -18,6 +18,8 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
+from kchannel._crecords cimport QueuedRecord
+
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer.accumulator import FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX
@@ -138,6 +140,7 @@ cdef class Appender:
         cdef list sticky = None
         cdef list records
         cdef object hs
+        cdef QueuedRecord record
         cdef bint full = False
         cdef bint convert
         if (not self._enabled or
@@ -208,7 +211,13 @@ cdef class Appender:
         else:
             # Not an int64: the full path's encoder refuses it, as before.
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
-        record = (ts if timestamp_ms is None else timestamp_ms, key, value, hs)
+        # Made without its __init__ (a Python call): the fields are set
+        # here, at C level (kchannel._crecords.pxd).
+        record = QueuedRecord.__new__(QueuedRecord)
+        record.timestamp = ts if timestamp_ms is None else timestamp_ms
+        record.key = key
+        record.value = value
+        record.headers = hs
         future = None
         self._acquire()
         try:
@@ -229,7 +238,7 @@ cdef class Appender:
                     # delta from the first record's.
                     records = batch.records
                     index = PyList_GET_SIZE(records)
-                    td = ts - <int64_t>(<tuple>records[0])[0] if index else 0
+                    td = ts - <int64_t>(<QueuedRecord?>records[0]).timestamp if index else 0
                     rs = body + _varint_size(<uint64_t>index << 1) + \
                         _varint_size((<uint64_t>td << 1) ^ <uint64_t>(td >> 63))
                     rs += _varint_size(<uint64_t>rs << 1)

@@ -26,7 +26,7 @@ from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD
                                           _varint_size)
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer._partitioner_py import partition_for_key
-from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
+from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
 
 __all__ = ["Appender"]
 
@@ -38,10 +38,10 @@ def _headers(headers):
     size, count included)``, or ``(None, 0)`` when a header needs the full path (a value
     that is not bytes or None, a key that is not str, not a pair).
 
-    A tuple: a record tuple holding only tuples, str and bytes is untracked
-    by the garbage collector at its first pass, so the records waiting in
-    the accumulator do not make every collection longer.  The caller's
-    tuples are shared (they are immutable); a list is copied."""
+    A tuple of tuples holding only str and bytes is untracked by the
+    garbage collector at its first pass, so the headers of the records
+    waiting in the accumulator do not make every collection longer.  The
+    caller's tuples are shared (they are immutable); a list is copied."""
     size = 0
     n = 0
     convert = False
@@ -166,7 +166,7 @@ class Appender:
                 p = sticky[0]
         if timestamp_ms is None:
             timestamp_ms = int(_time.time() * 1000)
-        record = (timestamp_ms, key, value, hs)
+        record = QueuedRecord(timestamp_ms, key, value, hs)
         full = False
         with self._lock:
             if self._acc.closed:
@@ -182,12 +182,12 @@ class Appender:
                 future = None
                 room = False
                 if batch is not None and not batch.closed:
-                    # ProducerBatch.next_record_size and has_room_for,
-                    # inlined: the record's exact size at its offset delta
-                    # (the records so far) and timestamp delta.
+                    # ProducerBatch.room_for, inlined: the record's exact
+                    # size at its offset delta (the records so far) and
+                    # timestamp delta.
                     records = batch.records
                     index = len(records)
-                    td = timestamp_ms - records[0][0] if index else 0
+                    td = timestamp_ms - records[0].timestamp if index else 0
                     rs = body + (1 if index < 64 else 2 if index < 8192 else
                                  _varint_size(index << 1)) + \
                         (1 if -64 <= td < 64 else 2 if -8192 <= td < 8192 else

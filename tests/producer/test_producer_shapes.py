@@ -85,7 +85,8 @@ def _aligned(batches, explicit):
     paths compare byte for byte.  (Where one batch ends depends on when the
     Sender drains: Kafka's drain takes a partition's open batch as soon as
     another partition of the same leader is ready.)"""
-    return {part: encode_batch([(r[0] if (r[1], r[2]) in explicit else TS, r[1], r[2], r[3])
+    return {part: encode_batch([(r.timestamp if (r.key, r.value) in explicit else TS, r.key,
+                                 r.value, r.headers)
                                 for b in bs for r in b])
             for part, bs in batches.items() if bs}
 
@@ -99,8 +100,8 @@ def _check_estimates(futures):
             continue
         seen.add(id(b))
         assert b.estimated_size == len(encode_batch(b.records))
-        assert b.sizes == [(len(k) if k is not None else -1, len(v) if v is not None else -1)
-                           for _, k, v, _ in b.records]
+        assert b.sizes == [(len(r.key) if r.key is not None else -1,
+                            len(r.value) if r.value is not None else -1) for r in b.records]
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -143,8 +144,8 @@ def test_each_shape_builds_the_full_paths_batches(kafka_broker, impl, shape):
         for bs in fbatches.values():
             for b in bs:
                 for r in b:
-                    if (r[1], r[2]) not in explicit:
-                        assert t0 <= r[0] <= t1
+                    if (r.key, r.value) not in explicit:
+                        assert t0 <= r.timestamp <= t1
         for futures, log in ((ffut, flog), (sfut, slog)):
             mds = [f.get(30) for f in futures]
             for i, (kw, md) in enumerate(zip(sent, mds)):
