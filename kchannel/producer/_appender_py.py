@@ -69,12 +69,26 @@ def _headers(headers):
     return (headers if type(headers) is tuple else tuple(headers)), size
 
 
+def _same_items(headers, cached):
+    """Whether the list or tuple ``headers`` holds exactly the objects of
+    ``cached`` (identity: the items are tuples of str and bytes, immutable,
+    so the same objects are the same headers)."""
+    if headers is cached:
+        return True
+    if len(headers) != len(cached):
+        return False
+    for a, b in zip(headers, cached):
+        if a is not b:
+            return False
+    return True
+
+
 class Appender:
     __slots__ = ("_acc", "_lock", "_batches", "_batch_size", "_metadata", "_time",
                  "_partitioner", "_sticky", "_sticky_lock", "_sticky_shared", "_sticky_size",
                  "_sender", "_slow",
                  "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
-                 "_cluster", "_count", "_tps", "_dqs", "_sizes")
+                 "_cluster", "_count", "_tps", "_dqs", "_sizes", "_headers", "_headers_size")
 
     def __init__(self, path):
         acc = path.accumulator
@@ -105,6 +119,13 @@ class Appender:
         self._tps = None
         self._dqs = None
         self._sizes = (-2, -2)
+        # The headers tuple made last and its size: an application that
+        # sends the same headers again (a constant list, or the same
+        # header tuples in a new list) shares that tuple, with no walk,
+        # no sizing and no new tuple per record.  Only tuples of the
+        # caller's own (immutable) header tuples are kept.
+        self._headers = None
+        self._headers_size = 0
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -136,10 +157,20 @@ class Appender:
         if headers:
             # A list or tuple only: the full path must still see every
             # header if this one bails out (a generator would be spent).
-            hs, hsize = _headers(headers) if type(headers) in (list, tuple) else (None, 0)
-            if hs is None:
+            if type(headers) is not list and type(headers) is not tuple:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
+            if self._headers is not None and _same_items(headers, self._headers):
+                hs = self._headers
+                hsize = self._headers_size
+            else:
+                hs, hsize = _headers(headers)
+                if hs is None:
+                    return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                      callback)
+                if all(a is b for a, b in zip(hs, headers)):
+                    self._headers = hs
+                    self._headers_size = hsize
             body += hsize
         else:
             hs = _NO_HEADERS
