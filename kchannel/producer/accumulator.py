@@ -476,6 +476,11 @@ class RecordAccumulator:
         # appends: set by each ready() scan (under the lock), cleared by the
         # Sender when its poll returns (see Sender.wakeup).
         self.wakeup_needed = True
+        # Whether the last ready() scan saw a partition's oldest batch past
+        # delivery.timeout.ms: the Sender then collects the expired batches
+        # (expired_batches), instead of a second scan under the lock each
+        # pass.
+        self.expiry_due = False
         # Called with the partition (under the lock) before a batch is
         # opened for it: a transactional producer's maybeAddPartition, once
         # per batch instead of once per record (every record of a
@@ -612,12 +617,16 @@ class RecordAccumulator:
         unknown = set()
         linger = self.linger_ms
         batch_size = self.batch_size
+        expire_before = now - self.delivery_timeout_ms
+        expiry_due = False
         with self.lock:
             exhausted = self.waiters > 0
             for tp, dq in self.batches.items():
                 if not dq:
                     continue
                 batch = dq[0]
+                if batch.created_ms <= expire_before:
+                    expiry_due = True
                 leader = cluster.leader_for(tp)
                 if leader is None:
                     unknown.add(tp.topic)
@@ -642,6 +651,7 @@ class RecordAccumulator:
                 else:
                     next_check = min(next_check, max(time_to_wait - waited, 0))
             self.wakeup_needed = True
+            self.expiry_due = expiry_due
         return ready, next_check, unknown
 
     def drain(self, cluster, nodes, max_size, now, can_drain):
@@ -737,7 +747,8 @@ class RecordAccumulator:
         return seq
 
     def expired_batches(self, now):
-        """Batches still waiting that have passed ``delivery.timeout.ms``."""
+        """Batches still waiting that have passed ``delivery.timeout.ms``
+        (``expiry_due`` says whether the last ready() scan saw one)."""
         out = []
         with self.lock:
             for tp, dq in self.batches.items():
