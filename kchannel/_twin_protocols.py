@@ -406,8 +406,22 @@ class RecordReader(Protocol):
         ``track_records(out, start)``; returns how many."""
 
 
+class QueuedRecord(Protocol):
+    """A record waiting in a producer batch (read-only fields; unpacks as
+    ``(timestamp, key, value, headers)``)."""
+
+    timestamp: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Tuple[Header, ...]
+
+    def __init__(self, timestamp: int, key: Optional[bytes], value: Optional[bytes],
+                 headers: Tuple[Header, ...]) -> None: ...
+
+
 class RecordsModule(Protocol):
     RecordReader: type[RecordReader]
+    QueuedRecord: type[QueuedRecord]
 
     def crc32c(self, data: bytes, crc: int = 0) -> int:
         """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``."""
