@@ -10,6 +10,8 @@ found by two conventions, so a new compiled twin needs no change here:
 * a hand-written ``kchannel_ext/<stem>.pyx`` becomes ``kchannel.<stem>``
   (kept only where the pure-mode build is measurably slower; the README's
   twin section says which and by how much).
+  Its ``.pxd``, when other compiled twins cimport its C types, is
+  ``kchannel_ext/include/kchannel/<stem>.pxd`` (on the include path).
 
 The extensions are optional: each has a pure-Python twin that is used when it
 is missing.  A failed Cython or C compile therefore only prints a warning and
@@ -113,6 +115,7 @@ class OptionalBuildExt(build_ext):
                     [ext],
                     language_level=3,
                     quiet=True,
+                    include_path=[os.path.join(HERE, EXT_DIR, "include")],
                     # binding: def functions and methods become
                     # cyfunctions that inspect.signature() reads like
                     # Python functions; embedsignature: a cdef class's

@@ -2,6 +2,8 @@
 
     python benchmarks/report.py [--only NAME,...] [--skip NAME,...] [--quick]
                                 [--no-readme] [--readme README.md] [--log-dir DIR]
+    python benchmarks/report.py --from-log-dir DIR [--from-log-dir DIR ...]
+                                [--only/--skip ...] [--no-readme] [--readme README.md]
 
 Each script of ``SCRIPTS`` runs as its own process, one after the other, with
 the options listed there (``--quick``: smaller runs, for trying the report
@@ -10,7 +12,17 @@ table to ``benchmarks/_results.row`` (see that module); this script collects
 them and writes the table between the ``benchmarks-table`` markers of the
 README, every row with its target and met / MISSED, and a header line saying
 when, where and how loaded the machine was.  The whole output of every script
-goes to ``--log-dir`` (default: a new temporary directory), named after it.
+goes to ``--log-dir`` (default: a new temporary directory), named after it,
+with its rows (``NAME.rows.jsonl``) and how it ran (``NAME.meta.json``:
+options, seconds, load average before and after, error).
+
+``--from-log-dir`` runs nothing: it rebuilds the table from those files, so
+that runs made one script at a time (``--only NAME``, each into its own or a
+shared log directory, e.g. interleaved with another tree's runs so that each
+pair shares the machine's load) still make one table.  A script found in
+several directories is taken from the last one named; one found in none is
+"not measured".  The header then says so, with the span of the runs, their
+load averages and which scripts ran ``--quick``.
 
 Only ratios measured within one script's run mean much on a shared machine;
 the load average before and after each script is printed and written to the
@@ -160,6 +172,62 @@ def write_readme(path, text):
         f.write(readme[:start] + "\n" + text + readme[end:])
 
 
+def _run_info(rows, error):
+    return {"rows": rows, "error": error, "error_short": (error or "").split(" (see ")[0]}
+
+
+def _save(log_dir, name, rows, meta):
+    """Keep one script's rows and how it ran beside its log (what
+    ``--from-log-dir`` reads back)."""
+    with open(os.path.join(log_dir, f"{name}.rows.jsonl"), "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    with open(os.path.join(log_dir, f"{name}.meta.json"), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+
+
+def from_log_dirs(dirs, names):
+    """(runs, header) rebuilt from the files ``_save`` wrote in ``dirs``."""
+    found = {}
+    for d in dirs:
+        for name in names:
+            meta_path = os.path.join(d, f"{name}.meta.json")
+            if os.path.exists(meta_path):
+                found[name] = (d, meta_path)
+    runs, metas = [], []
+    for name in names:
+        if name not in found:
+            runs.append((name, _run_info([], "no run in the log directories")))
+            continue
+        d, meta_path = found[name]
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+        with open(os.path.join(d, f"{name}.rows.jsonl"), encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        error = meta.get("error")
+        if error is None and not rows:
+            error = "no row produced"
+        runs.append((name, _run_info(rows, error)))
+        metas.append((name, meta))
+    if not metas:
+        raise SystemExit(f"no {'/'.join(n + '.meta.json' for n in names[:2])}... in "
+                         f"{', '.join(dirs)}: nothing to rebuild")
+    times = sorted(datetime.datetime.fromisoformat(m["started"]) for _, m in metas)
+    loads = [x for _, m in metas for x in m["load"]]
+    impls = sorted({m["implementation"] for _, m in metas})
+    quick = [n for n, m in metas if m.get("quick")]
+    span = f"{times[0]:%Y-%m-%d %H:%M}-{times[-1]:%H:%M} UTC"
+    if times[-1].date() != times[0].date():
+        span = f"{times[0]:%Y-%m-%d %H:%M} to {times[-1]:%Y-%m-%d %H:%M} UTC"
+    header = (f"One sitting of `python benchmarks/report.py --only NAME` runs, one script at a "
+              f"time ({span}; table rebuilt with `--from-log-dir`), {' and '.join(impls)} "
+              f"twins, {metas[0][1]['machine']}; load average {min(loads):.1f}-{max(loads):.1f} "
+              f"while they ran"
+              + (f"; QUICK (small runs, not for comparison): {', '.join(quick)}" if quick else "")
+              + ".")
+    return runs, header
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help=f"comma-separated scripts to run (of {','.join(NAMES)})")
@@ -169,12 +237,21 @@ def main(argv=None):
     ap.add_argument("--no-readme", action="store_true", help="print the table only")
     ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
     ap.add_argument("--log-dir", help="where each script's output goes (default: a temp dir)")
+    ap.add_argument("--from-log-dir", action="append", metavar="DIR",
+                    help="run nothing: rebuild the table from the rows and run records an "
+                         "earlier run left in DIR (repeatable; the last DIR holding a script wins)")
     args = ap.parse_args(argv)
     wanted = args.only.split(",") if args.only else list(NAMES)
     skip = [s for s in args.skip.split(",") if s]
     unknown = [n for n in wanted + skip if n not in NAMES]
     if unknown:
         ap.error(f"unknown script(s): {', '.join(unknown)} (known: {', '.join(NAMES)})")
+    if args.from_log_dir:
+        if args.quick or args.log_dir:
+            ap.error("--from-log-dir runs nothing: --quick and --log-dir do not apply")
+        names = [n for n in NAMES if n in wanted and n not in skip]
+        runs, header = from_log_dirs(args.from_log_dir, names)
+        return _finish(args, runs, header, any(info["error"] for _, info in runs))
     log_dir = args.log_dir or tempfile.mkdtemp(prefix="kchannel-bench-")
     os.makedirs(log_dir, exist_ok=True)
     results_path = os.path.join(log_dir, "rows.jsonl")
@@ -194,12 +271,19 @@ def main(argv=None):
         print(f"[{k}/{len(todo)}] {name}.py: {len(rows)} row(s) in {seconds:.0f} s"
               + (f"; FAILED: {error}" if error else ""), flush=True)
         failed = failed or error is not None
-        runs.append((name, {"rows": rows, "error": error,
-                            "error_short": (error or "").split(" (see ")[0]}))
+        _save(log_dir, name, rows, {
+            "options": opts, "quick": args.quick, "seconds": seconds, "load": [load0, load1],
+            "error": error, "implementation": impl, "machine": machine(),
+            "started": started.isoformat()})
+        runs.append((name, _run_info(rows, error)))
     header = (f"One run of `python benchmarks/report.py{' --quick' if args.quick else ''}` "
               f"on {started:%Y-%m-%d}, {impl} twins, {machine()}; load average "
               f"{min(loads):.1f}-{max(loads):.1f} while it ran"
               + (" (QUICK: small runs, not for comparison)" if args.quick else "") + ".")
+    return _finish(args, runs, header, failed)
+
+
+def _finish(args, runs, header, failed):
     text = table(runs, header)
     print()
     print(text)

@@ -86,8 +86,7 @@ def _serve(pipe, pki, log_dir):
             pipe.send((rss_kb(), fds(), len(sel)))
         elif cmd.startswith("idle "):
             longest[0] = 0.0
-            sel.connections_max_idle_ms = int(cmd.split()[1])
-            sel._next_idle_check_ms = 0
+            sel.connections_max_idle_ms = int(cmd.split()[1])   # checked at the next poll
             pipe.send(True)
         elif cmd == "longest":
             pipe.send(longest[0])

@@ -27,6 +27,8 @@ TWINS = {
     "framing": ("kchannel._framing_py", "kchannel._cframing"),
     "wire": ("kchannel.protocol._wire_py", "kchannel._cwire"),
     "tlspump": ("kchannel.network._tlspump_py", "kchannel.network._ctlspump"),
+    "netloop": ("kchannel.network._netloop_py", "kchannel.network._cnetloop"),
+    "clientloop": ("kchannel.client._clientloop_py", "kchannel.client._cclientloop"),
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
     "partitioner": ("kchannel.producer._partitioner_py", "kchannel._cpartitioner"),

@@ -261,6 +261,112 @@ class TlsPumpModule(Protocol):
 
 
 # ---------------------------------------------------------------------------
+# netloop: kchannel.network._netloop_py / kchannel.network._cnetloop (the same .py compiled)
+# ---------------------------------------------------------------------------
+class SelectorLoop(Protocol):
+    """The per-poll hot path of ``kchannel.network.selector.Selector`` (its
+    base class; ``Selector.__init__`` sets the state up).  The attributes
+    are slots of the pure twin and C fields of the compiled one."""
+
+    sensors: Any
+    time: Callable[[], int]
+    completed_receives: List[Tuple[Any, memoryview]]
+    completed_sends: List[Tuple[Any, int]]
+    connected: List[Any]
+    newly_ready: List[Any]
+    disconnected: dict
+    poll_time_ms: int
+    max_receives_per_channel: int
+    max_read_per_channel: int
+
+    def __init__(self) -> None: ...
+
+    def send(self, id: Any, payload: Any, already_framed: bool = False) -> None:
+        """Queue one frame on ``id`` (``Selector.send``)."""
+
+    def flush_sends(self) -> None:
+        """Write the server channels' queued sends now."""
+
+    def write_queued(self, id: Any) -> None:
+        """Write ``id``'s queued sends now."""
+
+    def poll(self, timeout_ms: Optional[float], wait_after_flush: bool = False) -> None:
+        """One poll (``Selector.poll``)."""
+
+
+class NetloopModule(Protocol):
+    MAX_WRITE_PER_CHANNEL_PER_POLL: int = 4194304
+    SelectorLoop: type[SelectorLoop]
+
+
+# ---------------------------------------------------------------------------
+# clientloop: kchannel.client._clientloop_py / kchannel.client._cclientloop (the same .py compiled)
+# ---------------------------------------------------------------------------
+class ClientResponse(Protocol):
+    """One completed (or failed) request of a ``NetworkClient``."""
+
+    node_id: Any
+    api_key: int
+    api_version: int
+    correlation_id: int
+    body: Any
+    exception: Optional[BaseException]
+    request_time_ms: int
+    receive_time_ms: int
+
+    def __init__(self, node_id: Any, api_key: int, api_version: int, correlation_id: int,
+                 body: Any = None, exception: Optional[BaseException] = None,
+                 request_time_ms: int = 0, receive_time_ms: int = 0) -> None: ...
+
+    @property
+    def disconnected(self) -> bool:
+        """True when the request failed with the connection."""
+
+    def __repr__(self) -> str: ...
+
+
+class NodeStats(Protocol):
+    """A node's request, byte and connection counters (statistics)."""
+
+    tx: int
+    txbytes: int
+    rx: int
+    rxbytes: int
+    connects: int
+    disconnects: int
+    req_timeouts: int
+    rtts: Any
+    state_ms: int
+
+    def __init__(self, now: int) -> None: ...
+
+
+class ClientLoop(Protocol):
+    """The per-request hot path of ``kchannel.client.NetworkClient`` (its
+    base class; ``NetworkClient.__init__`` sets the state up)."""
+
+    selector: Any
+    request_timeout_ms: int
+    time: Callable[[], int]
+
+    def __init__(self) -> None: ...
+
+    def send(self, node_id: Any, api_key: int, body: Any, version: Optional[int] = None,
+             expect_response: bool = True, timeout_ms: Optional[int] = None) -> int:
+        """``NetworkClient.send``: the request's correlation id."""
+
+    def poll(self, timeout_ms: Optional[float]) -> List[ClientResponse]:
+        """``NetworkClient.poll``: the responses completed by one poll."""
+
+
+class ClientloopModule(Protocol):
+    RTT_SAMPLES: int = 1024
+    ClientResponse: type[ClientResponse]
+    NodeStats: type[NodeStats]
+    ClientLoop: type[ClientLoop]
+
+
+# ---------------------------------------------------------------------------
 # scram: kchannel.security.sasl._scram_py / kchannel._cscram
 # ---------------------------------------------------------------------------
 class ScramModule(Protocol):
@@ -325,9 +431,23 @@ class PartitionReader(Protocol):
         (possibly untracked until ``track_records``); returns how many."""
 
 
+class QueuedRecord(Protocol):
+    """A record waiting in a producer batch (read-only fields; unpacks as
+    ``(timestamp, key, value, headers)``)."""
+
+    timestamp: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Tuple[Header, ...]
+
+    def __init__(self, timestamp: int, key: Optional[bytes], value: Optional[bytes],
+                 headers: Tuple[Header, ...]) -> None: ...
+
+
 class RecordsModule(Protocol):
     RecordReader: type[RecordReader]
     PartitionReader: type[PartitionReader]
+    QueuedRecord: type[QueuedRecord]
 
     def crc32c(self, data: bytes, crc: int = 0) -> int:
         """CRC-32C (Castagnoli) of ``data``, continuing from ``crc``."""
@@ -401,6 +521,8 @@ CONTRACTS = {
     "framing": FramingModule,
     "wire": WireModule,
     "tlspump": TlsPumpModule,
+    "netloop": NetloopModule,
+    "clientloop": ClientloopModule,
     "scram": ScramModule,
     "records": RecordsModule,
     "partitioner": PartitionerModule,

@@ -13,10 +13,13 @@ allocation here can run arbitrary finalizers, so the GIL alone is not
 relied upon.
 """
 from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.ref cimport PyObject, _Py_REFCNT
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
+
+from kchannel._crecords cimport QueuedRecord
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
@@ -82,6 +85,28 @@ cdef Py_ssize_t _headers_size(object headers, bint *convert):
     return size + _varint_size(<uint64_t>n << 1)
 
 
+cdef inline bint _same_items(object headers, tuple cached):
+    """Whether the list or tuple ``headers`` holds exactly the objects of
+    ``cached`` (identity: the items are tuples of str and bytes, immutable,
+    so the same objects are the same headers)."""
+    cdef Py_ssize_t i, n = PyTuple_GET_SIZE(cached)
+    if type(headers) is tuple:
+        if headers is cached:
+            return True
+        if PyTuple_GET_SIZE(headers) != n:
+            return False
+        for i in range(n):
+            if (<tuple>headers)[i] is not cached[i]:
+                return False
+        return True
+    if PyList_GET_SIZE(headers) != n:
+        return False
+    for i in range(n):
+        if (<list>headers)[i] is not cached[i]:
+            return False
+    return True
+
+
 cdef class Appender:
     cdef object _acc, _acquire, _release, _sticky_acquire, _sticky_release
     cdef object _partitioner, _time, _acc_append, _add_topic
@@ -95,6 +120,9 @@ cdef class Appender:
     cdef Py_ssize_t _sizes_ks, _sizes_vs
     # The future returned last; see send.
     cdef object _spare
+    # The headers converted last and their size (see the pure twin).
+    cdef tuple _headers
+    cdef Py_ssize_t _headers_size
 
     def __init__(self, path):
         acc = path.accumulator
@@ -130,6 +158,8 @@ cdef class Appender:
         self._sizes = None
         self._sizes_ks = self._sizes_vs = -2
         self._spare = None
+        self._headers = None
+        self._headers_size = 0
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -138,6 +168,7 @@ cdef class Appender:
         cdef list sticky = None
         cdef list records
         cdef object hs
+        cdef QueuedRecord record
         cdef bint full = False
         cdef bint convert
         if (not self._enabled or
@@ -167,19 +198,23 @@ cdef class Appender:
             if type(headers) is not list and type(headers) is not tuple:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
-            convert = False
-            hsize = _headers_size(headers, &convert)
-            if hsize < 0:
-                return self._slow(topic, value, key, headers, partition, timestamp_ms,
-                                  callback)
-            body += hsize
-            # A tuple of (key, value) tuples, as the pure twin says.
-            if convert:
-                hs = tuple([(k, v) for k, v in headers])
-            elif type(headers) is tuple:
-                hs = headers
+            if self._headers is not None and _same_items(headers, self._headers):
+                hs = self._headers
+                hsize = self._headers_size
             else:
-                hs = PyList_AsTuple(headers)
+                convert = False
+                hsize = _headers_size(headers, &convert)
+                if hsize < 0:
+                    return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                      callback)
+                # A tuple of (key, value) tuples, as the pure twin says.
+                if convert:
+                    hs = tuple([(k, v) for k, v in headers])
+                else:
+                    hs = headers if type(headers) is tuple else PyList_AsTuple(headers)
+                    self._headers = hs
+                    self._headers_size = hsize
+            body += hsize
         else:
             hs = _NO_HEADERS
             body += 1
@@ -208,7 +243,13 @@ cdef class Appender:
         else:
             # Not an int64: the full path's encoder refuses it, as before.
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
-        record = (ts if timestamp_ms is None else timestamp_ms, key, value, hs)
+        # Made without its __init__ (a Python call): the fields are set
+        # here, at C level (kchannel._crecords.pxd).
+        record = QueuedRecord.__new__(QueuedRecord)
+        record.timestamp = ts if timestamp_ms is None else timestamp_ms
+        record.key = key
+        record.value = value
+        record.headers = hs
         future = None
         self._acquire()
         try:
@@ -229,7 +270,7 @@ cdef class Appender:
                     # delta from the first record's.
                     records = batch.records
                     index = PyList_GET_SIZE(records)
-                    td = ts - <int64_t>(<tuple>records[0])[0] if index else 0
+                    td = ts - <int64_t>(<QueuedRecord?>records[0]).timestamp if index else 0
                     rs = body + _varint_size(<uint64_t>index << 1) + \
                         _varint_size((<uint64_t>td << 1) ^ <uint64_t>(td >> 63))
                     rs += _varint_size(<uint64_t>rs << 1)

@@ -23,7 +23,42 @@ cimport cython
 from kchannel.errors import CorruptRecordError
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
-           "PartitionReader", "make_records", "track_records"]
+           "PartitionReader", "make_records", "track_records", "QueuedRecord"]
+
+
+# Fields declared in kchannel._crecords.pxd.  Not tracked by the garbage
+# collector: the producer fills them with an int, bytes or None and a tuple
+# of (str, bytes or None) tuples, which cannot form a reference cycle, and
+# a batch holds thousands of them while it waits.
+@cython.no_gc
+@cython.final
+cdef class QueuedRecord:
+    """One record waiting in a producer batch: ``timestamp`` (ms, int),
+    ``key`` and ``value`` (bytes or None), ``headers`` (a tuple of
+    ``(str, bytes or None)`` tuples)."""
+
+    def __init__(self, timestamp, key, value, headers):
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __iter__(self):
+        return iter((self.timestamp, self.key, self.value, self.headers))
+
+    def __repr__(self):
+        return (f"QueuedRecord(timestamp={self.timestamp!r}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+
+cdef inline object _timestamp(object record):
+    """A record's timestamp: a QueuedRecord's (either twin's), or a tuple's
+    first field."""
+    if type(record) is QueuedRecord:
+        return (<QueuedRecord>record).timestamp
+    if isinstance(record, (tuple, list)):
+        return record[0]
+    return record.timestamp
 
 # -- CRC-32C, slicing-by-8 ---------------------------------------------------
 
@@ -382,7 +417,12 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
     cdef Py_ssize_t hsize
     cdef object key, value, headers, hk, hv, rec, timestamp
     for rec in records:
-        if type(rec) is tuple and PyTuple_GET_SIZE(rec) == 4:
+        if type(rec) is QueuedRecord:
+            timestamp = (<QueuedRecord>rec).timestamp
+            key = (<QueuedRecord>rec).key
+            value = (<QueuedRecord>rec).value
+            headers = (<QueuedRecord>rec).headers
+        elif type(rec) is tuple and PyTuple_GET_SIZE(rec) == 4:
             timestamp = (<tuple>rec)[0]
             key = (<tuple>rec)[1]
             value = (<tuple>rec)[2]
@@ -497,7 +537,7 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
         raise ValueError("a record batch needs at least one record")
     if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
         raise ValueError("producer epoch and attributes are int16")
-    base = _int64(records[0][0], "varlong")
+    base = _int64(_timestamp(records[0]), "varlong")
     b.data = NULL
     b.len = 0
     b.cap = 0

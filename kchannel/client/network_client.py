@@ -31,21 +31,30 @@ Per-node connection bookkeeping follows Kafka's ``ClusterConnectionStates``:
   ``socket.connection.setup.timeout.max.ms``, with the same jitter.
 """
 import collections
-import enum
 import math
 import random as _random
 
 from .. import __version__, errors
 from ..config import ClientConfig
-from ..network.channel import State
 from ..network.selector import Selector
 from ..protocol import messages
 from ..protocol.api_versions import choose_api_versions_version
 from ..protocol.errors import Errors, exception_for
-from ..protocol.headers import request_encoder, response_decoder
 from ..security.channel_builders import create_channel_builder
 from ..utils import now_ms
 from ..log import get_logger
+from .. import _impl
+from .connection_state import ConnectionState
+
+# The per-request hot path (NetworkClient's base class) and the objects it
+# makes, a compiled twin when built.
+_clientloop = _impl.load_twin("clientloop")
+ClientLoop = _clientloop.ClientLoop
+ClientResponse = _clientloop.ClientResponse
+NodeStats = _clientloop.NodeStats
+RTT_SAMPLES = _clientloop.RTT_SAMPLES
+# in_flight marker of a request sent by send_raw (response handed over undecoded).
+_RAW = _clientloop._RAW
 
 log = get_logger("kchannel.client")
 
@@ -54,9 +63,6 @@ __all__ = ["KafkaClient", "NetworkClient", "ClientResponse", "ConnectionState",
 
 CLIENT_SOFTWARE_NAME = "kchannel"
 _API_VERSIONS = messages.API_VERSIONS.api_key
-
-# in_flight marker of a request sent by send_raw (response handed over undecoded).
-_RAW = "raw"
 
 # Client-side defaults (Kafka's CommonClientConfigs).
 _DEFAULTS = {
@@ -89,30 +95,6 @@ CONNECTION_SETUP_TIMEOUT_JITTER = 0.2
 MAX_RECEIVES_PER_CHANNEL = 64
 # Kafka's Long.MAX_VALUE: "wait until something else wakes the client up".
 _NO_DELAY_LIMIT = 2 ** 63 - 1
-
-
-class ConnectionState(enum.Enum):
-    """Kafka's ConnectionState names.
-
-    kchannel's CONNECTING lasts until the channel is ready (TCP connect, TLS
-    handshake and SASL authentication); CHECKING_API_VERSIONS is the
-    ApiVersions exchange that follows."""
-    DISCONNECTED = "DISCONNECTED"
-    CONNECTING = "CONNECTING"
-    CHECKING_API_VERSIONS = "CHECKING_API_VERSIONS"
-    READY = "READY"
-    AUTHENTICATION_FAILED = "AUTHENTICATION_FAILED"
-
-    def is_disconnected(self):
-        return self is ConnectionState.DISCONNECTED or \
-            self is ConnectionState.AUTHENTICATION_FAILED
-
-    def is_connected(self):
-        return self is ConnectionState.CHECKING_API_VERSIONS or self is ConnectionState.READY
-
-
-_DISCONNECTED = ConnectionState.DISCONNECTED
-_AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
 
 
 class ExponentialBackoff:
@@ -155,57 +137,6 @@ class ExponentialBackoff:
     def __repr__(self):
         return (f"ExponentialBackoff(multiplier={self.multiplier}, exp_max={self.exp_max}, "
                 f"initial_interval={self.initial_interval}, jitter={self.jitter})")
-
-
-class ClientResponse:
-    """One completed (or failed) request: ``body`` is the decoded response
-    dict, or None with ``exception`` set when the connection failed first."""
-
-    __slots__ = ("node_id", "api_key", "api_version", "correlation_id", "body",
-                 "exception", "request_time_ms", "receive_time_ms")
-
-    def __init__(self, node_id, api_key, api_version, correlation_id, body=None,
-                 exception=None, request_time_ms=0, receive_time_ms=0):
-        self.node_id = node_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.body = body
-        self.exception = exception
-        self.request_time_ms = request_time_ms
-        self.receive_time_ms = receive_time_ms
-
-    @property
-    def disconnected(self):
-        return self.exception is not None
-
-    def __repr__(self):
-        return (f"ClientResponse(node={self.node_id!r}, api_key={self.api_key}, "
-                f"v{self.api_version}, corr={self.correlation_id}, "
-                f"{'error=' + repr(self.exception) if self.exception else 'ok'})")
-
-
-# Round-trip times kept per node for the statistics callback (the latest).
-RTT_SAMPLES = 1024
-
-
-class NodeStats:
-    """What a node's connections did, for librdkafka-style statistics
-    (``stats_cb``): requests sent and bytes (``tx``/``txbytes``), responses
-    and bytes (``rx``/``rxbytes``), connections started and lost
-    (``connects``/``disconnects``), requests that timed out
-    (``req_timeouts``), the latest round-trip times in ms (``rtts``) and
-    when the connection state last changed (``state_ms``).  Kept across
-    the node's connections."""
-
-    __slots__ = ("tx", "txbytes", "rx", "rxbytes", "connects", "disconnects",
-                 "req_timeouts", "rtts", "state_ms")
-
-    def __init__(self, now):
-        self.tx = self.txbytes = self.rx = self.rxbytes = 0
-        self.connects = self.disconnects = self.req_timeouts = 0
-        self.rtts = collections.deque(maxlen=RTT_SAMPLES)
-        self.state_ms = now
 
 
 class _Node:
@@ -258,7 +189,7 @@ def client_configs(configs):
     return out
 
 
-class NetworkClient:
+class NetworkClient(ClientLoop):
     """Non-blocking multi-connection client (see module docstring).
 
     ``configs``: client configs (``security.protocol``, ``ssl.*``,
@@ -630,54 +561,11 @@ class NetworkClient:
         self._next_corr = (c + 1) & 0x7FFFFFFF
         return c
 
-    def send(self, node_id, api_key, body, version=None, expect_response=True,
-             timeout_ms=None):
-        """Send a request; returns its correlation id.  ``version`` defaults
-        to the highest both sides support.  ``expect_response=False`` is for
-        a request the broker does not answer (Produce with acks=0): it is not
-        tracked in flight and no ClientResponse follows.  ``timeout_ms``
-        overrides ``request.timeout.ms`` for this request (Kafka gives
-        JoinGroup the rebalance timeout)."""
-        node = self._nodes.get(node_id)
-        if node is None or node.state is not ConnectionState.READY:
-            raise errors.KChannelError(f"Node {node_id} is not ready")
-        if version is None:
-            version = self.choose_version(node_id, api_key)
-        corr = self._send(node, int(api_key), int(version), body, internal=False,
-                          expect_response=expect_response)
-        if timeout_ms is not None and expect_response:
-            self._request_timeouts[(node_id, corr)] = int(timeout_ms)
-            # (its own timeout may be shorter than request.timeout.ms)
-            self._request_sent(node.in_flight[corr][2], int(timeout_ms))
-        return corr
-
+    # send and _send: ClientLoop (kchannel.client._clientloop_py)
     def _request_sent(self, sent, timeout_ms):
         deadline = sent + timeout_ms + 1
         if deadline < self._next_request_deadline_ms:
             self._next_request_deadline_ms = deadline
-
-    def _send(self, node, api_key, version, body, internal, expect_response=True):
-        corr = self._next_corr          # self._corr(), inlined (once per request)
-        self._next_corr = (corr + 1) & 0x7FFFFFFF
-        encode = self._request_encoders.get((api_key << 16) | version)
-        if encode is None:
-            encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
-                api_key, version, self.client_id, framed=True)
-        frame = encode(corr, body)
-        stats = node.stats
-        stats.tx += 1
-        stats.txbytes += len(frame)
-        self.selector.send(node.id, frame, True)
-        if expect_response:
-            sent = self.time()
-            node.in_flight[corr] = (api_key, version, sent, internal)
-            # ("> timeout" expires it: one millisecond after)
-            deadline = sent + self.request_timeout_ms + 1
-            if deadline < self._next_request_deadline_ms:
-                self._next_request_deadline_ms = deadline
-        else:
-            self._sent_without_response = True
-        return corr
 
     def send_raw(self, node_id, payload, expect_response=True, timeout_ms=None):
         """Send an already-encoded request frame (a gateway forwarding a
@@ -723,72 +611,7 @@ class NetworkClient:
         return sum(len(n.in_flight) for n in self._nodes.values())
 
     # ----------------------------------------------------------------- poll
-    def poll(self, timeout_ms):
-        """Do I/O; returns the ClientResponses completed by it."""
-        out, self._pending = self._pending, []
-        if out:
-            timeout_ms = 0
-        sel = self.selector
-        # The selector may wait after writing this poll's requests unless
-        # one of them expects no response (its completed send is its
-        # result, reported by this poll without delay).
-        wait = not self._sent_without_response
-        self._sent_without_response = False
-        sel.poll(timeout_ms, wait_after_flush=wait)
-        now = sel.poll_time_ms      # (the same clock, read as the wait ended)
-        for nid in sel.connected:
-            node = self._nodes.get(nid)
-            if node is not None:
-                node.transport_connected = True
-                log.debug("Completed connection to node %s", nid)
-        receives = sel.completed_receives
-        if receives:
-            nodes = self._nodes
-            handle = self._handle_response
-            for nid, payload in receives:
-                node = nodes.get(nid)
-                if node is None:
-                    continue
-                st = node.state       # node.state.is_disconnected(), inlined
-                if st is _DISCONNECTED or st is _AUTHENTICATION_FAILED:
-                    # (a protocol failure earlier in this poll's batch closed it)
-                    continue
-                handle(node, payload, now, out)
-        for nid, state in sel.disconnected.items():
-            node = self._nodes.get(nid)
-            if node is None:
-                continue
-            exc = state.exception
-            if state == State.AUTHENTICATION_FAILED:
-                st = ConnectionState.AUTHENTICATION_FAILED
-                if exc is None:
-                    exc = errors.AuthenticationError(
-                        f"Authentication failed with node {nid}")
-                log.error("Connection to node %s (%s:%s) failed authentication due to: %s",
-                          nid, node.host, node.port, exc)
-                if self._authentication_failed_callback is not None:
-                    self._authentication_failed_callback(nid, exc)
-            else:
-                st = ConnectionState.DISCONNECTED
-                if exc is None:
-                    exc = errors.ChannelConnectionError(
-                        f"Connection to node {nid} ({node.host}:{node.port}) was "
-                        f"disconnected ({state.name})")
-            self._fail_node(nid, exc, st, out)
-        # Channels that became ready: start ApiVersions negotiation.  The
-        # selector names them, so a storm of connections is not looked
-        # through after every poll (that was O(nodes) per poll).
-        for nid in sel.newly_ready:
-            node = self._nodes.get(nid)
-            if (node is not None and node.state is ConnectionState.CONNECTING
-                    and sel.is_channel_ready(nid)):
-                self._channel_ready(node)
-        if now >= self._next_setup_deadline_ms:
-            self._expire_connection_setups(now, out)
-        if now >= self._next_request_deadline_ms:
-            self._expire_requests(now, out)
-        return out
-
+    # poll: ClientLoop (kchannel.client._clientloop_py)
     def _channel_ready(self, node):
         if self.negotiate_api_versions:
             node.state = ConnectionState.CHECKING_API_VERSIONS
@@ -829,49 +652,7 @@ class NetworkClient:
         node.api_versions_version = version
         self._send(node, _API_VERSIONS, version, body, internal=True)
 
-    def _handle_response(self, node, payload, now, out):
-        if len(payload) < 4:
-            self._protocol_failure(node, errors.InvalidRequestError(
-                f"Response of {len(payload)} bytes has no correlation id"), out)
-            return
-        corr = int.from_bytes(payload[:4], "big", signed=True)
-        if not node.in_flight:
-            self._protocol_failure(node, errors.InvalidRequestError(
-                f"Received a response (correlation id {corr}) with no request in flight"), out)
-            return
-        # the oldest request in flight, taken out in one call; put back in
-        # front on a mismatch (the failure then reports it with the rest)
-        expected, entry = node.in_flight.popitem(last=False)
-        if corr != expected:
-            node.in_flight[expected] = entry
-            node.in_flight.move_to_end(expected, last=False)
-            self._protocol_failure(node, errors.InvalidRequestError(
-                f"Correlation id for response ({corr}) does not match request ({expected})"), out)
-            return
-        api_key, version, sent, internal = entry
-        stats = node.stats
-        stats.rx += 1
-        stats.rxbytes += len(payload) + 4       # (the size prefix included, as sent)
-        stats.rtts.append(now - sent)
-        if self._request_timeouts:
-            self._request_timeouts.pop((node.id, corr), None)
-        if internal is _RAW:
-            out.append(ClientResponse(node.id, api_key, version, corr, payload, None, sent, now))
-            return
-        try:
-            decode = self._response_decoders.get((api_key << 16) | version)
-            if decode is None:
-                decode = self._response_decoders[(api_key << 16) | version] = \
-                    response_decoder(api_key, version)
-            body = decode(payload)
-        except errors.KChannelError as exc:
-            self._protocol_failure(node, exc, out)
-            return
-        if internal and api_key == _API_VERSIONS:
-            self._handle_api_versions_response(node, version, body, out)
-            return
-        out.append(ClientResponse(node.id, api_key, version, corr, body, None, sent, now))
-
+    # _handle_response: ClientLoop (kchannel.client._clientloop_py)
     def _handle_api_versions_response(self, node, version, body, out):
         code = body.get("error_code", 0)
         if code == Errors.UNSUPPORTED_VERSION:

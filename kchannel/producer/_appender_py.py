@@ -26,7 +26,7 @@ from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD
                                           _varint_size)
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer._partitioner_py import partition_for_key
-from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
+from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
 
 __all__ = ["Appender"]
 
@@ -38,10 +38,10 @@ def _headers(headers):
     size, count included)``, or ``(None, 0)`` when a header needs the full path (a value
     that is not bytes or None, a key that is not str, not a pair).
 
-    A tuple: a record tuple holding only tuples, str and bytes is untracked
-    by the garbage collector at its first pass, so the records waiting in
-    the accumulator do not make every collection longer.  The caller's
-    tuples are shared (they are immutable); a list is copied."""
+    A tuple of tuples holding only str and bytes is untracked by the
+    garbage collector at its first pass, so the headers of the records
+    waiting in the accumulator do not make every collection longer.  The
+    caller's tuples are shared (they are immutable); a list is copied."""
     size = 0
     n = 0
     convert = False
@@ -69,12 +69,26 @@ def _headers(headers):
     return (headers if type(headers) is tuple else tuple(headers)), size
 
 
+def _same_items(headers, cached):
+    """Whether the list or tuple ``headers`` holds exactly the objects of
+    ``cached`` (identity: the items are tuples of str and bytes, immutable,
+    so the same objects are the same headers)."""
+    if headers is cached:
+        return True
+    if len(headers) != len(cached):
+        return False
+    for a, b in zip(headers, cached):
+        if a is not b:
+            return False
+    return True
+
+
 class Appender:
     __slots__ = ("_acc", "_lock", "_batches", "_batch_size", "_metadata", "_time",
                  "_partitioner", "_sticky", "_sticky_lock", "_sticky_shared", "_sticky_size",
                  "_sender", "_slow",
                  "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
-                 "_cluster", "_count", "_tps", "_dqs", "_sizes")
+                 "_cluster", "_count", "_tps", "_dqs", "_sizes", "_headers", "_headers_size")
 
     def __init__(self, path):
         acc = path.accumulator
@@ -105,6 +119,13 @@ class Appender:
         self._tps = None
         self._dqs = None
         self._sizes = (-2, -2)
+        # The headers tuple made last and its size: an application that
+        # sends the same headers again (a constant list, or the same
+        # header tuples in a new list) shares that tuple, with no walk,
+        # no sizing and no new tuple per record.  Only tuples of the
+        # caller's own (immutable) header tuples are kept.
+        self._headers = None
+        self._headers_size = 0
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -136,10 +157,20 @@ class Appender:
         if headers:
             # A list or tuple only: the full path must still see every
             # header if this one bails out (a generator would be spent).
-            hs, hsize = _headers(headers) if type(headers) in (list, tuple) else (None, 0)
-            if hs is None:
+            if type(headers) is not list and type(headers) is not tuple:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
+            if self._headers is not None and _same_items(headers, self._headers):
+                hs = self._headers
+                hsize = self._headers_size
+            else:
+                hs, hsize = _headers(headers)
+                if hs is None:
+                    return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                      callback)
+                if all(a is b for a, b in zip(hs, headers)):
+                    self._headers = hs
+                    self._headers_size = hsize
             body += hsize
         else:
             hs = _NO_HEADERS
@@ -166,7 +197,7 @@ class Appender:
                 p = sticky[0]
         if timestamp_ms is None:
             timestamp_ms = int(_time.time() * 1000)
-        record = (timestamp_ms, key, value, hs)
+        record = QueuedRecord(timestamp_ms, key, value, hs)
         full = False
         with self._lock:
             if self._acc.closed:
@@ -182,12 +213,12 @@ class Appender:
                 future = None
                 room = False
                 if batch is not None and not batch.closed:
-                    # ProducerBatch.next_record_size and has_room_for,
-                    # inlined: the record's exact size at its offset delta
-                    # (the records so far) and timestamp delta.
+                    # ProducerBatch.room_for, inlined: the record's exact
+                    # size at its offset delta (the records so far) and
+                    # timestamp delta.
                     records = batch.records
                     index = len(records)
-                    td = timestamp_ms - records[0][0] if index else 0
+                    td = timestamp_ms - records[0].timestamp if index else 0
                     rs = body + (1 if index < 64 else 2 if index < 8192 else
                                  _varint_size(index << 1)) + \
                         (1 if -64 <= td < 64 else 2 if -8192 <= td < 8192 else

@@ -13,9 +13,10 @@ import threading
 
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
-from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
+from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
 
 __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAccumulator",
+           "QueuedRecord",
            "estimate_record_size", "record_body_size", "record_size",
            "RECORD_OVERHEAD_EXTRA_MAX"]
 
@@ -253,20 +254,20 @@ class ProducerBatch:
     def record_count(self):
         return len(self.records)
 
-    def next_record_size(self, record, body):
-        """The exact size ``record`` (``body`` from record_body_size) takes
-        appended to this batch: offset delta the records so far, timestamp
-        delta from the first record's (Kafka's ``hasRoomFor``)."""
+    def room_for(self, record, body, batch_size):
+        """The exact size the QueuedRecord ``record`` (``body`` from
+        record_body_size) takes appended to this batch, offset delta the
+        records so far and timestamp delta from the first record's, if the
+        bytes written so far plus it are within ``batch_size`` (Kafka's
+        ``hasRoomFor``; a batch's first record always fits); -1 if it has
+        no room or is closed.  (The appenders' fast paths inline it.)"""
+        if self.closed:
+            return -1
         records = self.records
         if not records:
             return record_size(body, 0, 0)
-        return record_size(body, len(records), record[0] - records[0][0])
-
-    def has_room_for(self, size, batch_size):
-        # ``size`` from next_record_size: the bytes written so far plus it
-        # within batch.size, or the batch's first record (which always fits).
-        return not self.closed and (not self.records or
-                                    self.estimated_size + size <= batch_size)
+        size = record_size(body, len(records), record.timestamp - records[0].timestamp)
+        return size if self.estimated_size + size <= batch_size else -1
 
     def append(self, record, size, callback, key_size, value_size):
         index = len(self.records)
@@ -300,10 +301,10 @@ class ProducerBatch:
         topic, partition = self.tp
         if self.split_results is not None:
             offset, append_time, _exc = self.split_results[i]
-            ts = append_time if append_time >= 0 else self.records[i][0]
+            ts = append_time if append_time >= 0 else self.records[i].timestamp
             ks, vs = self.sizes[i]
             return RecordMetadata(topic, partition, offset, ts, ks, vs)
-        ts = self.log_append_time if self.log_append_time >= 0 else self.records[i][0]
+        ts = self.log_append_time if self.log_append_time >= 0 else self.records[i].timestamp
         offset = self.base_offset + i if self.base_offset >= 0 else -1
         ks, vs = self.sizes[i]
         return RecordMetadata(topic, partition, offset, ts, ks, vs)
@@ -341,9 +342,9 @@ class ProducerBatch:
         parts = []
         part = None
         for i, record in enumerate(self.records):
-            body = estimate(record[1], record[2], record[3])
-            size = part.next_record_size(record, body) if part is not None else 0
-            if part is None or not part.has_room_for(size, batch_size):
+            body = estimate(record.key, record.value, record.headers)
+            size = part.room_for(record, body, batch_size) if part is not None else -1
+            if size < 0:
                 if part is not None:
                     part.closed = True
                 part = ProducerBatch(self.tp, self.created_ms, 0)
@@ -408,7 +409,7 @@ class ProducerBatch:
             md.topic = topic
             md.partition = partition
             md.offset = base + i if base >= 0 else -1
-            md.timestamp = append_time if append_time >= 0 else records[i][0]
+            md.timestamp = append_time if append_time >= 0 else records[i].timestamp
             md.serialized_key_size, md.serialized_value_size = sizes[i]
             try:
                 callback(md, None)
@@ -475,6 +476,11 @@ class RecordAccumulator:
         # appends: set by each ready() scan (under the lock), cleared by the
         # Sender when its poll returns (see Sender.wakeup).
         self.wakeup_needed = True
+        # Whether the last ready() scan saw a partition's oldest batch past
+        # delivery.timeout.ms: the Sender then collects the expired batches
+        # (expired_batches), instead of a second scan under the lock each
+        # pass.
+        self.expiry_due = False
         # Called with the partition (under the lock) before a batch is
         # opened for it: a transactional producer's maybeAddPartition, once
         # per batch instead of once per record (every record of a
@@ -501,8 +507,8 @@ class RecordAccumulator:
             if dq is None:
                 dq = self.batches[tp] = collections.deque()
             last = dq[-1] if dq else None
-            size = last.next_record_size(record, body) if last is not None else 0
-            if last is not None and last.has_room_for(size, self.batch_size):
+            size = last.room_for(record, body, self.batch_size) if last is not None else -1
+            if size >= 0:
                 future = last.append(record, size, callback, key_size, value_size)
                 return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if abort_on_new_batch:
@@ -517,8 +523,8 @@ class RecordAccumulator:
                 raise RuntimeError("Cannot send after the producer is closed.")
             # Re-read the deque: another thread may have appended meanwhile.
             last = dq[-1] if dq else None
-            size = last.next_record_size(record, body) if last is not None else 0
-            if last is not None and last.has_room_for(size, self.batch_size):
+            size = last.room_for(record, body, self.batch_size) if last is not None else -1
+            if size >= 0:
                 self.used_memory -= allocation
                 self._signal_first_waiter()
                 future = last.append(record, size, callback, key_size, value_size)
@@ -611,12 +617,16 @@ class RecordAccumulator:
         unknown = set()
         linger = self.linger_ms
         batch_size = self.batch_size
+        expire_before = now - self.delivery_timeout_ms
+        expiry_due = False
         with self.lock:
             exhausted = self.waiters > 0
             for tp, dq in self.batches.items():
                 if not dq:
                     continue
                 batch = dq[0]
+                if batch.created_ms <= expire_before:
+                    expiry_due = True
                 leader = cluster.leader_for(tp)
                 if leader is None:
                     unknown.add(tp.topic)
@@ -641,6 +651,7 @@ class RecordAccumulator:
                 else:
                     next_check = min(next_check, max(time_to_wait - waited, 0))
             self.wakeup_needed = True
+            self.expiry_due = expiry_due
         return ready, next_check, unknown
 
     def drain(self, cluster, nodes, max_size, now, can_drain):
@@ -736,7 +747,8 @@ class RecordAccumulator:
         return seq
 
     def expired_batches(self, now):
-        """Batches still waiting that have passed ``delivery.timeout.ms``."""
+        """Batches still waiting that have passed ``delivery.timeout.ms``
+        (``expiry_due`` says whether the last ready() scan saw one)."""
         out = []
         with self.lock:
             for tp, dq in self.batches.items():

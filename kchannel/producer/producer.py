@@ -25,7 +25,8 @@ from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
 from kchannel.producer.metrics import ProducerMetrics
 from kchannel.producer.sender import Sender
 from kchannel.producer.transaction_manager import State, TransactionManager
-from kchannel.protocol.records import CompressionType, RECORD_BATCH_OVERHEAD, check_codec
+from kchannel.protocol.records import (CompressionType, QueuedRecord, RECORD_BATCH_OVERHEAD,
+                                       check_codec)
 from kchannel._impl import load as _load
 
 _appender = _load("kchannel.producer._appender_py", "kchannel._cappender")
@@ -366,7 +367,7 @@ class Producer:
                                      self._value_serializer, "value")
         if headers:
             # A tuple of tuples, as the fast path builds it (the garbage
-            # collector untracks such a record; see _appender_py).
+            # collector untracks such headers; see _appender_py).
             headers = tuple([(k, serializer(v, None, None, "header value"))
                              for k, v in headers])
         else:
@@ -400,8 +401,8 @@ class Producer:
                 callback(None, error)
             return future
         future, full, new_batch = self.accumulator.append(
-            tp, (timestamp_ms, key_bytes, value_bytes, headers), body, callback, ks, vs,
-            remaining)
+            tp, QueuedRecord(timestamp_ms, key_bytes, value_bytes, headers), body, callback,
+            ks, vs, remaining)
         if sticky:
             self._partitioner.update(topic, partition, size, cluster)
         if full or new_batch:

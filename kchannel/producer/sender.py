@@ -379,7 +379,9 @@ class Sender:
         for batches in drained.values():
             for b in batches:
                 self.in_flight[b.tp].append(b)
-        for b in self.accumulator.expired_batches(now):
+        # The ready() scan above saw whether any is due: no second scan of
+        # every partition under the lock per pass for none.
+        for b in self.accumulator.expired_batches(now) if self.accumulator.expiry_due else ():
             self._fail_batch(b, RequestTimeoutError(
                 f"Expiring {b.record_count} record(s) for {b.tp.topic}-{b.tp.partition}:"
                 f"{now - b.created_ms} ms has passed since batch creation"))

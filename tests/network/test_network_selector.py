@@ -414,6 +414,22 @@ def test_idle_expiry_with_injected_time():
         p.close()
 
 
+def test_lowering_connections_max_idle_ms_applies_at_the_next_poll():
+    clock = Clock()
+    p = Pair(server_kwargs={"time": clock, "connections_max_idle_ms": 86_400_000})
+    try:
+        a = raw_connect(p.address)
+        p.poll_until(lambda: len(p.accepted) == 1)
+        p.server.poll(0)         # the next idle check is now a day out
+        clock.now += 2_000
+        p.server.connections_max_idle_ms = 1_000
+        p.server.poll(0)
+        assert p.server.disconnected == {p.accepted[0]: State.EXPIRED}
+        a.close()
+    finally:
+        p.close()
+
+
 def test_mass_idle_expiry_is_spread_over_polls_that_do_not_wait(monkeypatch):
     """Many connections expiring together: each poll closes them for at
     most IDLE_CLOSE_BUDGET_S (0 here: 8 per poll) and the next poll does

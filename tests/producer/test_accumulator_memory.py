@@ -9,7 +9,7 @@ import pytest
 
 from kchannel.client import RequestTimeoutError
 from kchannel.client.metadata import TopicPartition
-from kchannel.producer.accumulator import RecordAccumulator
+from kchannel.producer.accumulator import QueuedRecord, RecordAccumulator
 from kchannel.utils import now_ms
 
 BATCH = 1024
@@ -22,7 +22,7 @@ def _accumulator(batches):
 def _new_batch(acc, partition, max_block_ms=10000):
     """Append a record that opens a batch on ``partition``; the batch."""
     tp = TopicPartition("t", partition)
-    acc.append(tp, (0, None, b"v", ()), 40, None, -1, 1, max_block_ms)
+    acc.append(tp, QueuedRecord(0, None, b"v", ()), 40, None, -1, 1, max_block_ms)
     return acc.batches[tp][-1]
 
 
@@ -67,7 +67,7 @@ def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
 
     def big():
         tp = TopicPartition("t", 9)
-        acc.append(tp, (0, None, b"x" * 1500, ()), 1536, None, -1, 1500, 10000)
+        acc.append(tp, QueuedRecord(0, None, b"x" * 1500, ()), 1536, None, -1, 1500, 10000)
         served.append("big")
 
     def small():

@@ -8,7 +8,7 @@ import pytest
 from kchannel import Producer
 from kchannel.client.metadata import TopicPartition
 from kchannel.errors import KafkaError
-from kchannel.producer.accumulator import RecordAccumulator, record_body_size
+from kchannel.producer.accumulator import QueuedRecord, RecordAccumulator, record_body_size
 from kchannel.producer.idempotence import MAX_EPOCH, ProducerSequences
 from kchannel.protocol import records as R
 from kchannel.protocol.api_keys import ApiKey
@@ -28,7 +28,7 @@ def _append(acc, tp, n, size=100):
     futures = []
     for i in range(n):
         value = b"%d-" % i + b"v" * size
-        record = (0, None, value, ())
+        record = QueuedRecord(0, None, value, ())
         f, _, _ = acc.append(tp, record, record_body_size(None, value, ()), None, 0,
                              len(value), 1000)
         futures.append(f)
@@ -97,7 +97,7 @@ def test_split_keeps_order_sequences_and_per_record_results():
     futures = []
     for i in range(40):
         value = b"r%d" % i
-        record = (0, None, value, ())
+        record = QueuedRecord(0, None, value, ())
         f, _, _ = acc.append(TP, record, record_body_size(None, value, ()),
                              lambda md, exc, i=i: got.append((i, md, exc)), 0, len(value), 1000)
         futures.append(f)

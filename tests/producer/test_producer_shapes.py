@@ -26,6 +26,13 @@ pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 TS = 1_700_000_000_000
 
 
+# Header tuples an application keeps as constants: sent as one list object
+# again and again, or as new lists of the same tuples (the appender then
+# reuses the tuple it made last, see _appender_py).
+_HT = (("trace", b"abc"), ("n\u00e9", None), ("z", b""))
+_REUSED = [_HT[0], _HT[1]]
+
+
 def _cb(log, i):
     return lambda md, exc: log.append((i, md, exc))
 
@@ -38,6 +45,9 @@ SHAPES = {
     "headers": lambda i, log: dict(value=b"h%04d" % i,
                                    headers=[("h", b"%d" % i), ("n\u00e9", None)]),
     "tuple-headers": lambda i, log: dict(value=b"t%04d" % i, headers=(("a", b"1"),)),
+    "reused-headers": lambda i, log: dict(value=b"r%04d" % i, headers=_REUSED),
+    "same-header-tuples": lambda i, log: dict(value=b"u%04d" % i,
+                                              headers=list(_HT[:1 + i % 3 // 2 * 2])),
     "timestamp": lambda i, log: dict(value=b"s%04d" % i, timestamp_ms=TS + i),
     "callback": lambda i, log: dict(value=b"c%04d" % i, callback=_cb(log, i)),
     "all": lambda i, log: dict(value=b"a%04d" % i, key=b"x", partition=1,
@@ -85,7 +95,8 @@ def _aligned(batches, explicit):
     paths compare byte for byte.  (Where one batch ends depends on when the
     Sender drains: Kafka's drain takes a partition's open batch as soon as
     another partition of the same leader is ready.)"""
-    return {part: encode_batch([(r[0] if (r[1], r[2]) in explicit else TS, r[1], r[2], r[3])
+    return {part: encode_batch([(r.timestamp if (r.key, r.value) in explicit else TS, r.key,
+                                 r.value, r.headers)
                                 for b in bs for r in b])
             for part, bs in batches.items() if bs}
 
@@ -99,8 +110,8 @@ def _check_estimates(futures):
             continue
         seen.add(id(b))
         assert b.estimated_size == len(encode_batch(b.records))
-        assert b.sizes == [(len(k) if k is not None else -1, len(v) if v is not None else -1)
-                           for _, k, v, _ in b.records]
+        assert b.sizes == [(len(r.key) if r.key is not None else -1,
+                            len(r.value) if r.value is not None else -1) for r in b.records]
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
@@ -143,8 +154,8 @@ def test_each_shape_builds_the_full_paths_batches(kafka_broker, impl, shape):
         for bs in fbatches.values():
             for b in bs:
                 for r in b:
-                    if (r[1], r[2]) not in explicit:
-                        assert t0 <= r[0] <= t1
+                    if (r.key, r.value) not in explicit:
+                        assert t0 <= r.timestamp <= t1
         for futures, log in ((ffut, flog), (sfut, slog)):
             mds = [f.get(30) for f in futures]
             for i, (kw, md) in enumerate(zip(sent, mds)):
@@ -171,6 +182,33 @@ def test_each_shape_builds_the_full_paths_batches(kafka_broker, impl, shape):
     finally:
         fast.close()
         slow.close()
+
+
+def test_headers_list_changed_in_place_between_sends(kafka_broker, impl):
+    """One list object sent again and again, its items replaced (not
+    mutated: header tuples are immutable) between some sends: each record
+    carries the headers it was sent with."""
+    bootstrap = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(bootstrap, topic_name(f"headers-in-place-{impl.kind}"), partitions=1)
+    p, calls = _producer(bootstrap, impl.appender, **{"linger.ms": 5})
+    headers = [("h", b"0")]
+    want = []
+    with p:
+        p.partitions_for(topic)
+        del calls[:]
+        for i in range(40):
+            if i % 3 == 0:
+                headers[0] = ("h", b"%d" % i)
+            if i % 10 == 5:
+                headers.append(("x", None))
+            if i % 10 == 9:
+                del headers[1:]
+            p.send(topic, b"v", headers=headers)
+            want.append(list(headers))
+        p.flush(30)
+    assert calls == []
+    rows = consume_confluent(bootstrap, topic, 1, len(want))
+    assert [r[4] for r in rows] == want
 
 
 def test_interleaved_shapes_on_one_partition_keep_order(kafka_broker, impl):

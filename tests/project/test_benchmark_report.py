@@ -34,7 +34,10 @@ def test_readme_table_is_the_generated_one():
         text = f.read()
     assert text.count(BEGIN) == 1 and text.count(END) == 1
     table = _table(text)
-    assert "One run of `python benchmarks/report.py" in table
+    # One run, or runs of one script at a time rebuilt with --from-log-dir.
+    assert ("One run of `python benchmarks/report.py" in table
+            or ("One sitting of `python benchmarks/report.py --only NAME` runs" in table
+                and "--from-log-dir" in table))
     rows = [line for line in table.splitlines() if line.startswith("| ")][1:]
     assert len(rows) >= 10
     for line in rows:
@@ -91,6 +94,16 @@ def test_one_script_run_rewrites_only_the_table(tmp_path):
     assert line.rstrip().endswith("| met |" if ratio >= 4 else "| MISSED |")
     assert "framing_ratio.log" in os.listdir(tmp_path / "logs")
     assert "targets: " in res.stdout
+    # --from-log-dir runs nothing and rebuilds the same row from what the run
+    # left in its log directory; a script with no run there is not measured.
+    res = _run(["--from-log-dir", str(tmp_path / "logs"), "--only", "framing_ratio,bench_scram",
+                "--no-readme"], tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert line in res.stdout
+    assert "table rebuilt with `--from-log-dir`" in res.stdout
+    assert "QUICK (small runs, not for comparison): framing_ratio" in res.stdout
+    assert "| `bench_scram.py` | not measured: no run in the log directories |" in res.stdout
+    assert not (tmp_path / "logs" / "bench_scram.log").exists()
 
 
 def test_failing_script_is_not_measured_and_exits_1(tmp_path):

@@ -24,6 +24,7 @@ loader) are not imports of the importing module and are not checked here.
 """
 import ast
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -289,3 +290,46 @@ def test_every_module_imports_on_its_own():
     result = subprocess.run([sys.executable, "-c", _ISOLATED, *names], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# The repository (README.md, tests/) beside this test, whichever kchannel
+# is imported.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _architecture():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    start = readme.index("\n## Architecture\n")
+    return readme[start:readme.index("\n## ", start + 1)]
+
+
+def test_readme_architecture_is_drawn_from_the_tree():
+    """The README's "Architecture" names every layer of LAYERS in its
+    diagram, every package of kchannel, every module of the client and
+    server packages, and every folder of tests/: a package, module or test
+    folder added without redrawing it fails here."""
+    text = _architecture()
+    diagram = text[text.index("```text"):text.index("```", text.index("```text") + 3)]
+    drawn = {part.strip() for line in diagram.splitlines()[1:] if line[:1].isalpha()
+             for part in line[:20].split("|")}
+    missing = [f"layer {name}" for name, _rank, _prefixes in LAYERS if name not in drawn]
+    for dirpath, dirnames, filenames in os.walk(PACKAGE_DIR):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        if "__init__.py" in filenames and dirpath != PACKAGE_DIR:
+            rel = os.path.relpath(dirpath, os.path.dirname(PACKAGE_DIR)).replace(os.sep, "/")
+            top = rel.count("/") == 1
+            if (f"{rel}/" if top else f"{os.path.basename(dirpath)}/") not in text:
+                missing.append(f"package {rel}")
+    for package in ("client", "server"):
+        for name in sorted(os.listdir(os.path.join(PACKAGE_DIR, package))):
+            stem = name[:-3]
+            if name.endswith(".py") and stem != "__init__" and not re.search(
+                    rf"\b{stem}\b", text):
+                missing.append(f"module kchannel/{package}/{name}")
+    tests = os.path.join(REPO, "tests")
+    for folder in sorted(os.listdir(tests)):
+        if os.path.isdir(os.path.join(tests, folder)) and folder != "__pycache__" and not (
+                f"`{folder}`" in text or f"`tests/{folder}`" in text):
+            missing.append(f"tests/{folder}")
+    assert not missing, "README \"Architecture\" does not name: " + ", ".join(missing)

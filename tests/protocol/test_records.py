@@ -159,6 +159,13 @@ def test_twins_encode_whole_plain_batches_identically(impl_pair, recs, attribute
     args = (recs, attributes, pid, epoch, seq, base_offset, 7, max_ts, hint)
     raw = pure.records.encode_plain_batch(*args)
     assert compiled.records.encode_plain_batch(*args) == raw
+    # The producer's queued records (each twin's QueuedRecord, read by
+    # field; the other twin's unpacked as a tuple is): the same bytes.
+    for twin in (pure, compiled):
+        queued = [twin.records.QueuedRecord(*r) for r in recs]
+        assert [tuple(q) for q in queued] == [tuple(r) for r in recs]
+        assert pure.records.encode_plain_batch(queued, *args[1:]) == raw
+        assert compiled.records.encode_plain_batch(queued, *args[1:]) == raw
     base_ts = recs[0][0]
     payload = pure.records.encode_records(recs, base_ts)
     after = struct.pack(">hiqqqhii", attributes, len(recs) - 1, base_ts,
@@ -166,6 +173,17 @@ def test_twins_encode_whole_plain_batches_identically(impl_pair, recs, attribute
                         len(recs))
     crc = pure.records.crc32c(after + payload)
     assert raw == struct.pack(">qiibI", base_offset, 49 + len(payload), 7, 2, crc) + after + payload
+
+
+def test_compressed_batch_of_queued_records():
+    """encode_batch's compressed path reads QueuedRecord timestamps by name."""
+    recs = [(1_700_000_000_000 + d, b"k%d" % d, b"v" * d, (("h", b"x"),)) for d in (5, 0, 9)]
+    want = R.encode_batch(recs, compression=R.CompressionType.GZIP)
+    got = R.encode_batch([R.QueuedRecord(*r) for r in recs], compression=R.CompressionType.GZIP)
+    assert got == want
+    assert [tuple(r)[:4] for r in R.read_records(got)] == [
+        (0, recs[0][0], b"k5", b"v" * 5), (1, recs[1][0], b"k0", b""),
+        (2, recs[2][0], b"k9", b"v" * 9)]
 
 
 def test_plain_batch_refuses_what_the_header_cannot_hold(impl):

@@ -11,6 +11,7 @@ from kchannel.protocol.records.batch import (
     RECORD_BATCH_OVERHEAD,
     LegacyBatch,
     PartitionReader,
+    QueuedRecord,
     RecordBatch,
     RecordReader,
     TimestampType,
@@ -36,6 +37,7 @@ from kchannel.protocol.records.compression import (
 __all__ = [
     "CURRENT_MAGIC", "LOG_OVERHEAD", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE",
     "NO_TIMESTAMP", "RECORD_BATCH_OVERHEAD", "LegacyBatch", "RecordBatch", "TimestampType",
+    "QueuedRecord",
     "DecodedRecord", "RecordReader", "crc32c", "decode_records", "make_records", "encode_batch",
     "encode_legacy_message", "encode_records",
     "iter_batches", "read_records", "track_records", "PartitionReader", "batch_at",

@@ -28,6 +28,13 @@ Both twins expose the same names with the same behaviour:
 * ``make_records(cls, records, start, stop, topic, partition,
   timestamp_type)``: those ``cls`` records for ``records[start:stop]`` of
   ``decode_records``' output.
+* ``QueuedRecord(timestamp, key, value, headers)``: a record as the producer
+  queues it in a batch until it is encoded (read-only attributes of those
+  names; unpacks like the ``(timestamp, key, value, headers)`` tuple the
+  encoders also take).  Here a ``__slots__`` class; the compiled twin's is a
+  C type the garbage collector does not track (its fields are an int, bytes
+  and a tuple of str/bytes pairs: no reference cycle possible), which the
+  encoders read without an attribute lookup.
 * ``RecordReader.read_into(out, n)``: ``read(n)``'s records appended to the
   list ``out`` (nothing appended when it raises); returns how many.  The
   compiled twin leaves them untracked by the garbage collector until
@@ -55,7 +62,6 @@ Both twins expose the same names with the same behaviour:
   magic).
 """
 import itertools
-import operator
 import struct
 
 from kchannel.errors import CorruptRecordError
@@ -64,7 +70,34 @@ from kchannel.protocol.records.record import DecodedRecord
 _new = tuple.__new__
 
 __all__ = ["crc32c", "encode_records", "encode_plain_batch", "decode_records", "RecordReader",
-           "PartitionReader", "make_records", "track_records"]
+           "PartitionReader", "make_records", "track_records", "QueuedRecord"]
+
+
+class QueuedRecord:
+    """One record waiting in a producer batch: ``timestamp`` (ms, int),
+    ``key`` and ``value`` (bytes or None), ``headers`` (a tuple of
+    ``(str, bytes or None)`` tuples)."""
+
+    __slots__ = ("timestamp", "key", "value", "headers")
+
+    def __init__(self, timestamp, key, value, headers):
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __iter__(self):
+        return iter((self.timestamp, self.key, self.value, self.headers))
+
+    def __repr__(self):
+        return (f"QueuedRecord(timestamp={self.timestamp!r}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+
+def _timestamp(record):
+    """A record's timestamp: a QueuedRecord's (either twin's), or a tuple's
+    first field."""
+    return record[0] if isinstance(record, (tuple, list)) else record.timestamp
 
 
 def _crc32c_table():
@@ -128,7 +161,14 @@ def encode_records(records, base_timestamp):
     base_timestamp = _int64(base_timestamp)
     out = bytearray()
     body = bytearray()
-    for delta, (timestamp, key, value, headers) in enumerate(records):
+    for delta, record in enumerate(records):
+        if type(record) is QueuedRecord:
+            timestamp = record.timestamp
+            key = record.key
+            value = record.value
+            headers = record.headers
+        else:
+            timestamp, key, value, headers = record
         key = _bytes(key, "key")
         value = _bytes(value, "value")
         body.clear()
@@ -172,7 +212,6 @@ def encode_records(records, base_timestamp):
 _PREFIX = struct.Struct(">qiibI")
 _AFTER_CRC = struct.Struct(">hiqqqhii")
 _BATCH_HEADER = 61
-_first = operator.itemgetter(0)
 
 
 def encode_plain_batch(records, attributes, producer_id, producer_epoch, base_sequence,
@@ -186,10 +225,10 @@ def encode_plain_batch(records, attributes, producer_id, producer_epoch, base_se
         raise ValueError("a record batch needs at least one record")
     if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
         raise ValueError("producer epoch and attributes are int16")
-    base_timestamp = _int64(records[0][0])
+    base_timestamp = _int64(_timestamp(records[0]))
     payload = encode_records(records, base_timestamp)
     if max_timestamp is None:
-        max_timestamp = _int64(max(map(_first, records)))
+        max_timestamp = _int64(max(map(_timestamp, records)))
     after = _AFTER_CRC.pack(attributes, len(records) - 1, base_timestamp, max_timestamp,
                             producer_id, producer_epoch, base_sequence, len(records))
     crc = crc32c(payload, crc32c(after))

@@ -33,6 +33,7 @@ RecordReader = _twin.RecordReader
 PartitionReader = _twin.PartitionReader
 make_records = _twin.make_records
 track_records = _twin.track_records
+QueuedRecord = _twin.QueuedRecord
 
 __all__ = [
     "TimestampType", "RecordBatch", "LegacyBatch", "DecodedRecord", "encode_batch",
@@ -462,6 +463,11 @@ def read_records(buf, check_crcs=True, skip_control=True):
 _first = operator.itemgetter(0)
 
 
+def _timestamp(record):
+    """A QueuedRecord's timestamp, or a tuple's first field."""
+    return record[0] if isinstance(record, (tuple, list)) else record.timestamp
+
+
 def encode_batch(records, base_offset=0, compression=CompressionType.NONE,
                  timestamp_type=TimestampType.CREATE_TIME, producer_id=NO_PRODUCER_ID,
                  producer_epoch=NO_PRODUCER_EPOCH, base_sequence=NO_SEQUENCE,
@@ -469,7 +475,7 @@ def encode_batch(records, base_offset=0, compression=CompressionType.NONE,
                  partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, compression_level=None,
                  max_timestamp=None):
     """Encode one magic v2 batch of ``records`` (a non-empty sequence of
-    ``(timestamp, key, value, headers)``): the bytes Kafka's
+    ``(timestamp, key, value, headers)`` tuples or ``QueuedRecord``): the bytes Kafka's
     ``MemoryRecordsBuilder`` writes for them."""
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -487,10 +493,11 @@ def encode_batch(records, base_offset=0, compression=CompressionType.NONE,
         return encode_plain_batch(records, attributes, producer_id, producer_epoch,
                                   base_sequence, base_offset, partition_leader_epoch,
                                   max_timestamp)
-    base_timestamp = int(records[0][0])
+    base_timestamp = int(_timestamp(records[0]))
     if max_timestamp is None:
         # C-level max over the first field (a batch has hundreds of records).
-        max_timestamp = int(max(map(_first, records)))
+        max_timestamp = int(max(map(_first if type(records[0]) is tuple else _timestamp,
+                                    records)))
     payload = encode_records(records, base_timestamp)
     payload = compress(ctype, payload, compression_level)
     after = _AFTER_CRC.pack(attributes, len(records) - 1, base_timestamp, max_timestamp,

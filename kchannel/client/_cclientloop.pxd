@@ -1,0 +1,51 @@
+# Types for compiling _clientloop_py.py itself as kchannel.client._cclientloop
+# (Cython's pure-Python mode: this file augments the .py, which stays the one
+# source of both twins; see setup.py).  Pure Python never reads it.
+#
+# The pure twin's __slots__ name the same fields: both twins expose the same
+# attributes.
+cimport cython
+
+
+cdef class ClientResponse:
+    cdef public object node_id
+    cdef public object api_key
+    cdef public object api_version
+    cdef public object correlation_id
+    cdef public object body
+    cdef public object exception
+    cdef public object request_time_ms
+    cdef public object receive_time_ms
+
+
+cdef class NodeStats:
+    cdef public object tx
+    cdef public object txbytes
+    cdef public object rx
+    cdef public object rxbytes
+    cdef public object connects
+    cdef public object disconnects
+    cdef public object req_timeouts
+    cdef public object rtts
+    cdef public object state_ms
+
+
+cdef class ClientLoop:
+    cdef dict __dict__
+    cdef object __weakref__
+    cdef public dict _nodes
+    cdef public list _pending
+    cdef public object selector
+    cdef public bint _sent_without_response
+    cdef public dict _request_timeouts
+    cdef public dict _request_encoders
+    cdef public dict _response_decoders
+    cdef public object _next_corr
+    cdef public object _next_request_deadline_ms
+    cdef public object _next_setup_deadline_ms
+    cdef public object request_timeout_ms
+    cdef public object time
+
+    # (NetworkClient's ApiVersions exchange calls _send too)
+    cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
+    cdef _handle_response(self, node, payload, now, list out)

@@ -1,0 +1,260 @@
+"""The per-request hot path of :class:`kchannel.client.NetworkClient`.
+
+``NetworkClient`` derives from :class:`ClientLoop`, which holds what runs
+for every request and every response: ``send`` (encode, queue, track in
+flight), ``poll`` (one selector poll and the handing out of what it
+completed) and the correlation of each response with its request.  The
+rest (connections, backoff, ApiVersions, timeouts, failures) stays in
+``network_client.py`` and is called through ``self``.  :class:`ClientResponse`
+and :class:`NodeStats`, made once per response and updated per request,
+live here too.
+
+This module is a twin (see ``kchannel._impl``): the same source is compiled
+by Cython in pure-Python mode as ``kchannel.client._cclientloop``, where
+``_cclientloop.pxd`` makes the three classes extension types whose fields
+are C fields (a response object is made without a Python ``__init__``
+frame, the in-flight map and counters are read without attribute lookups).
+Pure Python runs the same code with ``__slots__``.
+"""
+import collections
+
+from .. import errors
+from ..log import get_logger
+from ..network.channel import State
+from ..protocol import messages
+from ..protocol.headers import request_encoder, response_decoder
+from .connection_state import ConnectionState
+
+# NetworkClient's logger: these methods are NetworkClient's.
+log = get_logger("kchannel.client")
+
+__all__ = ["ClientLoop", "ClientResponse", "NodeStats", "RTT_SAMPLES"]
+
+_API_VERSIONS = messages.API_VERSIONS.api_key
+# The marker of a request forwarded by send_raw (its response is not decoded).
+_RAW = "raw"
+_DISCONNECTED = ConnectionState.DISCONNECTED
+_AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
+
+
+class ClientResponse:
+    """One completed (or failed) request: ``body`` is the decoded response
+    dict, or None with ``exception`` set when the connection failed first."""
+
+    __slots__ = ("node_id", "api_key", "api_version", "correlation_id", "body",
+                 "exception", "request_time_ms", "receive_time_ms")
+
+    def __init__(self, node_id, api_key, api_version, correlation_id, body=None,
+                 exception=None, request_time_ms=0, receive_time_ms=0):
+        self.node_id = node_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.body = body
+        self.exception = exception
+        self.request_time_ms = request_time_ms
+        self.receive_time_ms = receive_time_ms
+
+    @property
+    def disconnected(self):
+        return self.exception is not None
+
+    def __repr__(self):
+        return (f"ClientResponse(node={self.node_id!r}, api_key={self.api_key}, "
+                f"v{self.api_version}, corr={self.correlation_id}, "
+                f"{'error=' + repr(self.exception) if self.exception else 'ok'})")
+
+
+# Round-trip times kept per node for the statistics callback (the latest).
+RTT_SAMPLES = 1024
+
+
+class NodeStats:
+    """What a node's connections did, for librdkafka-style statistics
+    (``stats_cb``): requests sent and bytes (``tx``/``txbytes``), responses
+    and bytes (``rx``/``rxbytes``), connections started and lost
+    (``connects``/``disconnects``), requests that timed out
+    (``req_timeouts``), the latest round-trip times in ms (``rtts``) and
+    when the connection state last changed (``state_ms``).  Kept across
+    the node's connections."""
+
+    __slots__ = ("tx", "txbytes", "rx", "rxbytes", "connects", "disconnects",
+                 "req_timeouts", "rtts", "state_ms")
+
+    def __init__(self, now):
+        self.tx = self.txbytes = self.rx = self.rxbytes = 0
+        self.connects = self.disconnects = self.req_timeouts = 0
+        self.rtts = collections.deque(maxlen=RTT_SAMPLES)
+        self.state_ms = now
+
+
+class ClientLoop:
+    """The hot path of :class:`kchannel.client.NetworkClient` (its base
+    class; see the module docstring).  Not used on its own:
+    ``NetworkClient.__init__`` sets up the state these methods use."""
+
+    # The state read per request: slots here, C fields of the compiled twin
+    # (_cclientloop.pxd declares the same names); __dict__ holds the rest.
+    __slots__ = ("__dict__", "__weakref__",
+                 "_nodes", "_pending", "selector", "_sent_without_response",
+                 "_request_timeouts", "_request_encoders", "_response_decoders", "_next_corr",
+                 "_next_request_deadline_ms", "_next_setup_deadline_ms", "request_timeout_ms",
+                 "time")
+
+    def __init__(self):
+        # (NetworkClient.__init__ sets the state up; nothing to do here)
+        pass
+
+    # ----------------------------------------------------------------- send
+    def send(self, node_id, api_key, body, version=None, expect_response=True,
+             timeout_ms=None):
+        """Send a request; returns its correlation id.  ``version`` defaults
+        to the highest both sides support.  ``expect_response=False`` is for
+        a request the broker does not answer (Produce with acks=0): it is not
+        tracked in flight and no ClientResponse follows.  ``timeout_ms``
+        overrides ``request.timeout.ms`` for this request (Kafka gives
+        JoinGroup the rebalance timeout)."""
+        node = self._nodes.get(node_id)
+        if node is None or node.state is not ConnectionState.READY:
+            raise errors.KChannelError(f"Node {node_id} is not ready")
+        if version is None:
+            version = self.choose_version(node_id, api_key)
+        corr = self._send(node, int(api_key), int(version), body, internal=False,
+                          expect_response=expect_response)
+        if timeout_ms is not None and expect_response:
+            self._request_timeouts[(node_id, corr)] = int(timeout_ms)
+            # (its own timeout may be shorter than request.timeout.ms)
+            self._request_sent(node.in_flight[corr][2], int(timeout_ms))
+        return corr
+
+    def _send(self, node, api_key, version, body, internal, expect_response=True):
+        corr = self._next_corr          # self._corr(), inlined (once per request)
+        self._next_corr = (corr + 1) & 0x7FFFFFFF
+        encode = self._request_encoders.get((api_key << 16) | version)
+        if encode is None:
+            encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
+                api_key, version, self.client_id, framed=True)
+        frame = encode(corr, body)
+        stats = node.stats
+        stats.tx += 1
+        stats.txbytes += len(frame)
+        self.selector.send(node.id, frame, True)
+        if expect_response:
+            sent = self.time()
+            node.in_flight[corr] = (api_key, version, sent, internal)
+            # ("> timeout" expires it: one millisecond after)
+            deadline = sent + self.request_timeout_ms + 1
+            if deadline < self._next_request_deadline_ms:
+                self._next_request_deadline_ms = deadline
+        else:
+            self._sent_without_response = True
+        return corr
+
+    # ----------------------------------------------------------------- poll
+    def poll(self, timeout_ms):
+        """Do I/O; returns the ClientResponses completed by it."""
+        out, self._pending = self._pending, []
+        if out:
+            timeout_ms = 0
+        sel = self.selector
+        # The selector may wait after writing this poll's requests unless
+        # one of them expects no response (its completed send is its
+        # result, reported by this poll without delay).
+        wait = not self._sent_without_response
+        self._sent_without_response = False
+        sel.poll(timeout_ms, wait_after_flush=wait)
+        now = sel.poll_time_ms      # (the same clock, read as the wait ended)
+        for nid in sel.connected:
+            node = self._nodes.get(nid)
+            if node is not None:
+                node.transport_connected = True
+                log.debug("Completed connection to node %s", nid)
+        receives = sel.completed_receives
+        if receives:
+            nodes = self._nodes
+            for nid, payload in receives:
+                node = nodes.get(nid)
+                if node is None:
+                    continue
+                st = node.state       # node.state.is_disconnected(), inlined
+                if st is _DISCONNECTED or st is _AUTHENTICATION_FAILED:
+                    # (a protocol failure earlier in this poll's batch closed it)
+                    continue
+                self._handle_response(node, payload, now, out)
+        for nid, state in sel.disconnected.items():
+            node = self._nodes.get(nid)
+            if node is None:
+                continue
+            exc = state.exception
+            if state == State.AUTHENTICATION_FAILED:
+                st = ConnectionState.AUTHENTICATION_FAILED
+                if exc is None:
+                    exc = errors.AuthenticationError(
+                        f"Authentication failed with node {nid}")
+                log.error("Connection to node %s (%s:%s) failed authentication due to: %s",
+                          nid, node.host, node.port, exc)
+                if self._authentication_failed_callback is not None:
+                    self._authentication_failed_callback(nid, exc)
+            else:
+                st = ConnectionState.DISCONNECTED
+                if exc is None:
+                    exc = errors.ChannelConnectionError(
+                        f"Connection to node {nid} ({node.host}:{node.port}) was "
+                        f"disconnected ({state.name})")
+            self._fail_node(nid, exc, st, out)
+        # Channels that became ready: start ApiVersions negotiation.  The
+        # selector names them, so a storm of connections is not looked
+        # through after every poll (that was O(nodes) per poll).
+        for nid in sel.newly_ready:
+            node = self._nodes.get(nid)
+            if (node is not None and node.state is ConnectionState.CONNECTING
+                    and sel.is_channel_ready(nid)):
+                self._channel_ready(node)
+        if now >= self._next_setup_deadline_ms:
+            self._expire_connection_setups(now, out)
+        if now >= self._next_request_deadline_ms:
+            self._expire_requests(now, out)
+        return out
+
+    def _handle_response(self, node, payload, now, out):
+        if len(payload) < 4:
+            self._protocol_failure(node, errors.InvalidRequestError(
+                f"Response of {len(payload)} bytes has no correlation id"), out)
+            return
+        corr = int.from_bytes(payload[:4], "big", signed=True)
+        if not node.in_flight:
+            self._protocol_failure(node, errors.InvalidRequestError(
+                f"Received a response (correlation id {corr}) with no request in flight"), out)
+            return
+        # the oldest request in flight, taken out in one call; put back in
+        # front on a mismatch (the failure then reports it with the rest)
+        expected, entry = node.in_flight.popitem(last=False)
+        if corr != expected:
+            node.in_flight[expected] = entry
+            node.in_flight.move_to_end(expected, last=False)
+            self._protocol_failure(node, errors.InvalidRequestError(
+                f"Correlation id for response ({corr}) does not match request ({expected})"), out)
+            return
+        api_key, version, sent, internal = entry
+        stats = node.stats
+        stats.rx += 1
+        stats.rxbytes += len(payload) + 4       # (the size prefix included, as sent)
+        stats.rtts.append(now - sent)
+        if self._request_timeouts:
+            self._request_timeouts.pop((node.id, corr), None)
+        if internal is _RAW:
+            out.append(ClientResponse(node.id, api_key, version, corr, payload, None, sent, now))
+            return
+        try:
+            decode = self._response_decoders.get((api_key << 16) | version)
+            if decode is None:
+                decode = self._response_decoders[(api_key << 16) | version] = \
+                    response_decoder(api_key, version)
+            body = decode(payload)
+        except errors.KChannelError as exc:
+            self._protocol_failure(node, exc, out)
+            return
+        if internal and api_key == _API_VERSIONS:
+            self._handle_api_versions_response(node, version, body, out)
+            return
+        out.append(ClientResponse(node.id, api_key, version, corr, body, None, sent, now))
