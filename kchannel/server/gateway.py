@@ -45,7 +45,12 @@ Upstream connections
     broker serves a connection's requests one at a time and closes a
     connection over a bad request, so nothing one client sends delays,
     breaks or disconnects another's.  When the broker closes a client's own
-    upstream connection, the client's connection is closed too.  With
+    upstream connection, the client's connection is closed too.  These
+    connections are channels of the upstream client's selector that the
+    gateway drives itself (:class:`_Up`), not NetworkClient nodes: its
+    ApiVersions opens each, the client's frames go out unchanged behind it
+    (the client's correlation id too), and the responses, in request
+    order, go back undecoded.  With
     ``shared`` (trusted clients only) one connection per upstream node
     serves every client: a Fetch's max_wait_ms is lowered to
     ``kchannel.gateway.shared.fetch.max.wait.ms``, requests are checked to
