@@ -1,8 +1,8 @@
 """Transactional producer throughput: kchannel's Producer against
 confluent-kafka's, same Apache Kafka broker, same run.
 
-    python benchmarks/txn.py [--bootstrap HOST:PORT] [--transactions 50]
-                             [--per-transaction 1000] [--size 100]
+    python benchmarks/txn.py [--bootstrap HOST:PORT] [--transactions 100]
+                             [--per-transaction 1000] [--size 100] [--rounds 3]
 
 Without ``--bootstrap`` an Apache Kafka broker (the test fixture's, single
 node, transaction.version 2) is started in a temporary directory and stopped
@@ -17,7 +17,11 @@ idempotence for both), and kchannel again with librdkafka's batch size
 without transactions (``flush()`` where the others commit) for the cost of
 the transactions themselves.  Prints records per CPU-second and per second, and
 kchannel's ratio to confluent-kafka's (target: >= 0.75x per CPU-second).
-Absolute figures on a shared machine swing; the ratios are of one run.
+The clients run in ``--rounds`` interleaved rounds (the order reversed every
+other round, so a drift of the machine's speed weighs on all alike); a ratio
+is the median of the rounds' ratios, each taken within its round, and the
+load average is printed before and after.  Absolute figures on a shared
+machine swing; the ratios are of one run.
 """
 import argparse
 import json
@@ -97,12 +101,29 @@ def run_child(client, bootstrap, topic, txns, per, size):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+CLIENTS = ("kchannel", "confluent", "kchannel-tuned", "kchannel-idempotent")
+NAMES = {"kchannel": "kchannel", "confluent": "confluent-kafka",
+         "kchannel-tuned": "kchannel, batch.size 1000000",
+         "kchannel-idempotent": "kchannel, no transactions"}
+
+
+def _median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def _load():
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap")
-    ap.add_argument("--transactions", type=int, default=50)
+    ap.add_argument("--transactions", type=int, default=100)
     ap.add_argument("--per-transaction", type=int, default=1000)
     ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     broker = None
     bootstrap = args.bootstrap
@@ -115,49 +136,65 @@ def main():
         broker = start_kafka_broker(os.path.join(tmp.name, "kafka"),
                                     make_pki(os.path.join(tmp.name, "pki")))
         bootstrap = broker.bootstrap("PLAINTEXT")
+    load_before = _load()
     try:
         from tests.fixtures.records import create_topic
-        results = {}
-        for client in ("kchannel", "confluent", "kchannel-tuned", "kchannel-idempotent"):
-            topic = create_topic(bootstrap, f"txn-bench-{client}-{uuid.uuid4().hex[:8]}",
-                                 partitions=1)
-            results[client] = run_child(client, bootstrap, topic, args.transactions,
-                                        args.per_transaction, args.size)
+        rounds = []
+        for i in range(args.rounds):
+            results = {}
+            for client in (CLIENTS if i % 2 == 0 else CLIENTS[::-1]):
+                topic = create_topic(bootstrap, f"txn-bench-{client}-{uuid.uuid4().hex[:8]}",
+                                     partitions=1)
+                results[client] = run_child(client, bootstrap, topic, args.transactions,
+                                            args.per_transaction, args.size)
+            rounds.append(results)
     finally:
         if broker is not None:
             broker.stop()
             broker.oauth.close()
             tmp.cleanup()
+    load_after = _load()
+
+    def per_cpu(r):
+        return r["records"] / r["cpu"]
+
+    def per_s(r):
+        return r["records"] / r["wall"]
+
+    def ratio(a, b, rate):
+        return _median([rate(r[a]) / rate(r[b]) for r in rounds])
+
     print(f"Transactional producer, {args.transactions} transactions x "
-          f"{args.per_transaction} records of {args.size} B, each committed:")
-    for client, r in results.items():
-        name = {"kchannel": "kchannel", "confluent": "confluent-kafka",
-                "kchannel-tuned": "kchannel, batch.size 1000000",
-                "kchannel-idempotent": "kchannel, no transactions"}[client]
-        print(f"  {name:30s} {r['records'] / r['cpu']:10,.0f} records/CPU-s  "
-              f"{r['records'] / r['wall']:10,.0f} records/s  (cpu {r['cpu']:.2f} s, "
-              f"wall {r['wall']:.2f} s)")
-    k, c = results["kchannel"], results["confluent"]
-    per_cpu = (k["records"] / k["cpu"]) / (c["records"] / c["cpu"])
-    per_s = (k["records"] / k["wall"]) / (c["records"] / c["wall"])
-    t = results["kchannel-tuned"]
-    tuned_cpu = (t["records"] / t["cpu"]) / (c["records"] / c["cpu"])
-    tuned_s = (t["records"] / t["wall"]) / (c["records"] / c["wall"])
-    print(f"  kchannel / confluent-kafka at their defaults: {per_cpu:.2f}x per CPU-second "
-          f"(target >= 0.75x), {per_s:.2f}x per second")
+          f"{args.per_transaction} records of {args.size} B, each committed; "
+          f"{args.rounds} interleaved rounds, medians:")
+    print(f"  before: {load_before}; after: {load_after}")
+    for client in CLIENTS:
+        cpu = _median([r[client]["cpu"] for r in rounds])
+        wall = _median([r[client]["wall"] for r in rounds])
+        print(f"  {NAMES[client]:30s} {_median([per_cpu(r[client]) for r in rounds]):10,.0f} "
+              f"records/CPU-s  {_median([per_s(r[client]) for r in rounds]):10,.0f} records/s  "
+              f"(cpu {cpu:.2f} s, wall {wall:.2f} s; "
+              f"{cpu * 1000 / args.transactions:.2f} ms CPU per transaction)")
+    k_cpu, k_s = ratio("kchannel", "confluent", per_cpu), ratio("kchannel", "confluent", per_s)
+    t_cpu = ratio("kchannel-tuned", "confluent", per_cpu)
+    t_s = ratio("kchannel-tuned", "confluent", per_s)
+    print(f"  kchannel / confluent-kafka at their defaults: {k_cpu:.2f}x per CPU-second "
+          f"(target >= 0.75x), {k_s:.2f}x per second")
     print(f"  kchannel with batch.size 1000000 (librdkafka's) / confluent-kafka: "
-          f"{tuned_cpu:.2f}x per CPU-second, {tuned_s:.2f}x per second")
-    i = results["kchannel-idempotent"]
+          f"{t_cpu:.2f}x per CPU-second, {t_s:.2f}x per second")
     print(f"  kchannel transactional / kchannel idempotent without transactions (flush() per "
           f"{args.per_transaction} records): "
-          f"{(k['records'] / k['cpu']) / (i['records'] / i['cpu']):.2f}x per CPU-second, "
-          f"{(k['records'] / k['wall']) / (i['records'] / i['wall']):.2f}x per second")
+          f"{ratio('kchannel', 'kchannel-idempotent', per_cpu):.2f}x per CPU-second, "
+          f"{ratio('kchannel', 'kchannel-idempotent', per_s):.2f}x per second")
+    print("  per round, kchannel / confluent-kafka per CPU-second: " + ", ".join(
+        f"{per_cpu(r['kchannel']) / per_cpu(r['confluent']):.2f}x" for r in rounds))
     row(f"Transactional producer vs confluent-kafka at their defaults "
         f"(`txn.py`, Apache Kafka, {args.transactions} transactions of "
-        f"{args.per_transaction} x {args.size} B records; tuned: kchannel batch.size 1000000)",
-        f"{per_cpu:.2f}x per CPU-second, {per_s:.2f}x per second; tuned {tuned_cpu:.2f}x "
-        f"per CPU-second, {tuned_s:.2f}x per second", ">= 0.75x per CPU-second",
-        per_cpu >= 0.75)
+        f"{args.per_transaction} x {args.size} B records, median of {args.rounds} "
+        f"interleaved rounds; tuned: kchannel batch.size 1000000)",
+        f"{k_cpu:.2f}x per CPU-second, {k_s:.2f}x per second; tuned {t_cpu:.2f}x "
+        f"per CPU-second, {t_s:.2f}x per second", ">= 0.75x per CPU-second",
+        k_cpu >= 0.75)
 
 
 if __name__ == "__main__":

@@ -283,7 +283,9 @@ class RecordReader(Protocol):
 
     def __init__(self, buf: bytes, count: int, base_offset: int, base_timestamp: int,
                  log_append_time: Optional[int], cls: type, topic: str, partition: int,
-                 timestamp_type: str) -> None: ...
+                 timestamp_type: str, tuple_headers: bool = False) -> None:
+        """``tuple_headers``: each record's headers a tuple of pairs
+        rather than a list."""
 
     @property
     def remaining(self) -> int:

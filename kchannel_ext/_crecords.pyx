@@ -12,8 +12,8 @@ from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.list cimport PyList_New
-from cpython.tuple cimport PyTuple_New, PyTuple_GET_SIZE, PyTuple_Check
-from cpython.list cimport PyList_CheckExact
+from cpython.tuple cimport PyTuple_New, PyTuple_GET_SIZE, PyTuple_Check, PyTuple_CheckExact
+from cpython.list cimport PyList_CheckExact, PyList_AsTuple
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject, PyTypeObject
@@ -508,6 +508,7 @@ cdef extern from "Python.h":
     void _gc_track "PyObject_GC_Track"(PyObject* o)
     void _gc_untrack "PyObject_GC_UnTrack"(PyObject* o)
     int _gc_is_tracked "PyObject_GC_IsTracked"(PyObject* o)
+    int _PyObject_IS_GC "PyObject_IS_GC"(PyObject* o)
     PyObject* _tuple_item "PyTuple_GET_ITEM"(object t, Py_ssize_t i)
 
 
@@ -655,9 +656,10 @@ cdef class RecordReader:
     cdef Py_ssize_t _remaining
     cdef object _error
     cdef bint _checked
+    cdef bint _tuple_headers
 
     def __init__(self, buf, count, base_offset, base_timestamp, log_append_time, cls, topic,
-                 partition, timestamp_type):
+                 partition, timestamp_type, tuple_headers=False):
         if not (isinstance(cls, type) and issubclass(cls, tuple)):
             raise TypeError("cls must be a tuple subclass")
         self._open(buf, count, base_offset, base_timestamp, log_append_time)
@@ -665,6 +667,7 @@ cdef class RecordReader:
         self._topic = topic
         self._partition = partition
         self._ttype = timestamp_type
+        self._tuple_headers = bool(tuple_headers)
 
     @property
     def remaining(self):
@@ -804,8 +807,10 @@ cdef class RecordReader:
         cdef object cls = self._cls
         cdef bint fast = self._fast
         cdef bint untracked = cls is not None
+        cdef bint as_tuple = untracked and self._tuple_headers
         cdef object dtype = None if untracked else _decoded_type()
-        cdef list headers
+        cdef object headers
+        cdef object pair
         for i in range(n):
             size = c.varint()
             if size < 0 or size > c.end - c.pos:
@@ -828,9 +833,12 @@ cdef class RecordReader:
                 raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
             if nheaders > (stop - c.pos) // 2:
                 raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
-            headers = []
-            if untracked:
-                _gc_untrack(<PyObject*>headers)
+            if as_tuple and nheaders == 0:
+                headers = ()
+            else:
+                headers = []
+                if untracked:
+                    _gc_untrack(<PyObject*>headers)
             for h in range(nheaders):
                 hsize = c.varint()
                 if hsize < 0:
@@ -841,7 +849,17 @@ cdef class RecordReader:
                 hk = PyUnicode_DecodeUTF8(<const char*>(c.p + c.pos), hsize, "replace")
                 c.pos += hsize
                 hv = c.blob(stop, "header value")
-                headers.append((hk, hv))
+                pair = (hk, hv)
+                if as_tuple:
+                    # (str, bytes or None): nothing in it can refer back,
+                    # so untracked for good (what the collector itself
+                    # does with such a tuple at its first pass).
+                    _gc_untrack(<PyObject*>pair)
+                (<list>headers).append(pair)
+            if as_tuple and nheaders:
+                # A tuple of those: as immutable (see _track_records).
+                headers = PyList_AsTuple(headers)
+                _gc_untrack(<PyObject*>headers)
             c.end = saved_end
             if c.pos != stop:
                 raise CorruptRecordError(
@@ -873,9 +891,22 @@ cdef void _track_records(list records, Py_ssize_t start) noexcept:
     # Track what _decode built untracked: each record and its headers list
     # (records[start:]; anything else in the list, such as records that
     # deserializers made, is tracked already or left alone).
-    cdef Py_ssize_t i
+    #
+    # A record whose headers are a tuple (tuple_headers) and whose every
+    # field is an object the collector does not track (str, bytes, int,
+    # None, those untracked tuples) stays untracked for good: no reference
+    # cycle can pass through it, since nothing it holds can refer to
+    # anything.  It is the rule CPython applies to plain tuples at their
+    # first collection (_PyTuple_MaybeUntrack); a record is a tuple
+    # subclass, which the collector never untracks itself, so it would
+    # otherwise be traversed (and promoted, while an application holds its
+    # poll's list) by every collection.  A field a deserializer made (a
+    # dict, any object the collector can track) keeps the record tracked.
+    cdef Py_ssize_t i, f
     cdef PyObject* o
     cdef PyObject* h
+    cdef PyObject* item
+    cdef bint track
     for i in range(start, len(records)):
         o = <PyObject*>records[i]
         if not PyTuple_Check(<object>o) or PyTuple_GET_SIZE(<object>o) != 9:
@@ -883,9 +914,25 @@ cdef void _track_records(list records, Py_ssize_t start) noexcept:
         # (Also under a record a deserializer remade: it holds the same
         # headers list.)
         h = _tuple_item(<object>o, 7)  # borrowed
-        if PyList_CheckExact(<object>h) and not _gc_is_tracked(h):
-            _gc_track(h)
-        if not _gc_is_tracked(o):
+        if PyList_CheckExact(<object>h):
+            if not _gc_is_tracked(h):
+                _gc_track(h)
+            if not _gc_is_tracked(o):
+                _gc_track(o)
+            continue
+        if _gc_is_tracked(o):
+            continue
+        track = False
+        for f in range(9):
+            item = _tuple_item(<object>o, f)  # borrowed
+            # CPython's _PyObject_GC_MAY_BE_TRACKED: any object the
+            # collector can track (a dict it untracked for now may hold a
+            # container tomorrow) but an untracked plain tuple.
+            if _PyObject_IS_GC(item) and (not PyTuple_CheckExact(<object>item)
+                                          or _gc_is_tracked(item)):
+                track = True
+                break
+        if track:
             _gc_track(o)
 
 

@@ -46,6 +46,13 @@ class _LoopConsumer(Consumer):
     def __init__(self, os_selector, configs, kwargs):
         self._loop_selector = os_selector
         super().__init__(configs, **kwargs)
+        # Headers as a tuple of (key, value) pairs, as aiokafka's records':
+        # a record holding nothing the garbage collector tracks cannot be
+        # part of a reference cycle, so the compiled decoder leaves it
+        # untracked for good -- applications hold a poll's records while
+        # the next poll decodes, and every collection would otherwise
+        # traverse and promote them (see README, AIOConsumer).
+        self._fetcher.tuple_headers = True
 
     def _new_os_selector(self):
         return self._loop_selector

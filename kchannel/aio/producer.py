@@ -105,6 +105,7 @@ class AIOProducer:
         self.config = p.config
         self.client_id = p.client_id
         self._acc = p.accumulator
+        self._memory_slack = self._acc.buffer_memory // 8   # see _run_once
         self._sender = p._sender
         self._client = p._client
         self._send = p.send          # the appender's fast path (transactional: joins it)
@@ -142,7 +143,14 @@ class AIOProducer:
         acc = self._acc
         if self._idle_waiters and not acc.incomplete:
             _release(self._idle_waiters)
-        if self._memory_waiters and acc.used_memory + acc.batch_size <= acc.buffer_memory:
+        # Memory waiters are woken once a batch and a slack of
+        # buffer.memory / 8 are free, as the sync producer's waiting
+        # appends: woken per completed batch, an application outrunning the
+        # network would append one batch and wait again, a future and a
+        # task wake-up per batch.
+        if self._memory_waiters and (
+                acc.used_memory + acc.batch_size + self._memory_slack <= acc.buffer_memory
+                or acc.used_memory <= 0):
             _release(self._memory_waiters)
         if self._txn_waiters:
             self._release_txn_waiters()
@@ -163,24 +171,26 @@ class AIOProducer:
 
     async def _wait(self, waiters, deadline):
         """Wait on the loop until ``_run`` releases ``waiters`` or the
-        monotonic ``deadline`` passes (False then)."""
+        monotonic ``deadline`` passes (False then); the Sender makes a pass
+        at once (what is waited for may be done by one).
+
+        A future and a loop timer, not ``asyncio.wait_for`` (a task per
+        wait)."""
         left = deadline - _time.monotonic()
         if left <= 0:
             return False
-        fut = self._get_loop().create_future()
+        loop = self._get_loop()
+        fut = loop.create_future()
         waiters.append(fut)
+        timer = None if left == float("inf") else loop.call_later(left, _expire, fut)
         self._wake()
         try:
-            if left == float("inf"):
-                await fut
-            else:
-                await asyncio.wait_for(fut, left)
-        except asyncio.TimeoutError:
-            return False
+            return await fut
         finally:
+            if timer is not None:
+                timer.cancel()
             if fut in waiters:
                 waiters.remove(fut)
-        return True
 
     # -- send ----------------------------------------------------------------------------
     async def start(self):
@@ -226,7 +236,15 @@ class AIOProducer:
             if self._producer._closed:
                 raise errors.KChannelError(
                     "Cannot perform operation after producer has been closed")
-            if not await self._wait(self._memory_waiters, deadline):
+            # Counted with the accumulator's waiters: every batch is
+            # sendable meanwhile (Kafka's ready() with the pool exhausted),
+            # which the Sender's pass woken here sees.
+            acc.waiters += 1
+            try:
+                waited = await self._wait(self._memory_waiters, deadline)
+            finally:
+                acc.waiters -= 1
+            if not waited:
                 raise RequestTimeoutError(
                     f"Failed to allocate memory within the configured max blocking time "
                     f"{max_block} ms.")
@@ -471,5 +489,11 @@ class _Transaction:
 def _release(waiters):
     for fut in waiters:
         if not fut.done():
-            fut.set_result(None)
+            fut.set_result(True)
     waiters.clear()
+
+
+def _expire(fut):
+    # The deadline of AIOProducer._wait.
+    if not fut.done():
+        fut.set_result(False)

@@ -145,6 +145,9 @@ class Fetcher:
         self.value_type = values["value.deserializer"]
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
+        # Records' headers as a tuple of (key, value) pairs instead of a list
+        # (kchannel.aio's, as aiokafka's): see RecordReader.
+        self.tuple_headers = False
         self.completed = collections.deque()
         self.in_flight_nodes = set()
         self.sessions = {}            # node -> FetchSessionHandler
@@ -461,7 +464,8 @@ class Fetcher:
             if batch.is_control:
                 st.position = max(st.position, next_offset)
                 continue
-            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition)
+            reader = batch.reader(ConsumerRecord, tp.topic, tp.partition, None,
+                                  self.tuple_headers)
             if not reader.remaining:
                 reader.read(0)  # checks that the batch holds nothing more
                 st.position = max(st.position, next_offset)

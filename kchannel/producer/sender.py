@@ -259,7 +259,7 @@ class Sender:
             # What was not sent yet of an aborted transaction never will be.
             self._fail_undrained(txn.last_error or errors.TransactionAbortedError(
                 "Failing batch since transaction was aborted"))
-        if txn.run(now, self.accumulator.has_incomplete()):
+        if txn.run(now, self.accumulator.has_incomplete):
             self.client.poll(self.retry_backoff_ms, now)
             return True
         return False
@@ -424,10 +424,27 @@ class Sender:
             timeout = min(timeout, again_check)
             for node in again:
                 if self.client.ready(node, now) and \
-                        self.client.can_send_more(node, self.max_in_flight):
+                        self.client.can_send_more(node, self.max_in_flight) and \
+                        not self._all_held_back(cluster, node):
                     timeout = 0
                     break
         return max(0, min(timeout, 2 ** 31 - 1))
+
+    def _all_held_back(self, cluster, node):
+        """Whether every partition of ``node`` with a batch waiting must
+        wait for a response first (a read without the lock: a stale answer
+        costs one pass of the loop or waits for a response that was coming
+        anyway)."""
+        if not self.idempotent:
+            return False
+        in_flight = self.in_flight
+        first_unacked = self.sequences.first_unacked
+        for tp, dq in list(self.accumulator.batches.items()):
+            if dq and cluster.leader_for(tp) == node:
+                flight = in_flight.get(tp)
+                if not flight or not first_unacked(tp, flight):
+                    return False
+        return True
 
     def _more_queued(self, drained):
         """Whether a partition just drained has another full batch waiting

@@ -28,6 +28,7 @@ when it may have moved.
 import enum
 import heapq
 import itertools
+import logging
 import threading
 
 from kchannel import errors
@@ -74,6 +75,11 @@ _FENCED = frozenset((Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED))
 
 class State(enum.Enum):
     """Kafka's ``TransactionManager.State``."""
+    # Enum's own __hash__ is a Python function (hash of the name), called
+    # at every lookup of a state in a dict: several per transaction.  A
+    # member is its only instance, so identity hashes the same way.
+    __hash__ = object.__hash__
+
     UNINITIALIZED = 0
     INITIALIZING = 1
     READY = 2
@@ -202,7 +208,7 @@ class TransactionManager:
             self.last_error = error
         elif target not in (State.ABORTABLE_ERROR, State.FATAL_ERROR):
             self.last_error = None
-        if target is not source:
+        if target is not source and log.isEnabledFor(logging.DEBUG):
             log.debug("[TransactionalId %s] Transition from state %s to %s",
                       self.transactional_id, source.name, target.name)
         self.state = target
@@ -396,9 +402,18 @@ class TransactionManager:
     def run(self, now, has_incomplete):
         """Send the next transactional request if one is due; True when one
         is in flight (the Sender then only polls, as Kafka's
-        maybeSendAndPollTransactionalRequest)."""
+        maybeSendAndPollTransactionalRequest).  ``has_incomplete()``: whether
+        a batch is still unacknowledged (asked only of an EndTxn that is
+        due)."""
         if self._in_flight is not None:
             return True
+        if not self._pending and not self.new_partitions:
+            # Nothing queued (most passes of the Sender's loop, all those
+            # inside a transaction): no lock.  A request queued meanwhile by
+            # the application's thread wakes the Sender, whose next pass
+            # sees it.
+            self._end_txn_waits = False
+            return False
         with self.lock:
             self._end_txn_waits = False
             if self.new_partitions and not self.transaction_v2:
@@ -406,7 +421,7 @@ class TransactionManager:
             if not self._pending or now < self._next_send_ms:
                 return False
             handler = self._pending[0][2]
-            if handler.is_end_txn and has_incomplete:
+            if handler.is_end_txn and has_incomplete():
                 # EndTxn waits until every batch is acknowledged.
                 self._end_txn_waits = True
                 return False

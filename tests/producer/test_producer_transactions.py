@@ -310,3 +310,39 @@ def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_jav
     # Java's consumer: the committed records, then nothing before its timeout.
     assert second["consume"]["stdout"].split() == ["k1", "k3", "k4", "k6"], second["consume"]
     assert _read_committed_kchannel(plain, from_java, 1) == [b"j1", b"j2", b"end"]
+
+
+def test_a_transaction_takes_about_one_sender_pass_per_request(kafka_broker):
+    """Every pass of the Sender's loop costs CPU (a ready() scan, a poll,
+    the transaction manager's turn): a committed transaction of several
+    batches takes about a pass per request it sends (its Produce requests
+    and EndTxn, a response ending each poll), not a busy loop while its
+    batches wait for the first one of the epoch (every transaction's under
+    transaction version 2) or its EndTxn waits for their responses."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("txn-passes"), partitions=1)
+    counts = {"passes": 0, "requests": 0}
+    # Kafka's defaults (batch.size 16384): about seven batches a transaction.
+    with Producer({"bootstrap.servers": plain, "transactional.id": f"passes-{topic}"}) as p:
+        p.init_transactions(30)
+        sender, client = p._sender, p._client
+        run_once, send = sender.run_once, client.send
+
+        def counted_run_once():
+            counts["passes"] += 1
+            return run_once()
+
+        def counted_send(*args, **kwargs):
+            counts["requests"] += 1
+            return send(*args, **kwargs)
+        sender.run_once, client.send = counted_run_once, counted_send
+        value = b"x" * 100
+        for _ in range(5):
+            p.begin_transaction()
+            for _ in range(1000):
+                p.send(topic, value)
+            p.commit_transaction(30)
+        assert p._txn.transaction_v2
+        sender.run_once, client.send = run_once, send
+    assert counts["requests"] >= 5 * 7, counts
+    assert counts["passes"] <= 3 * counts["requests"], counts

@@ -304,20 +304,24 @@ class RecordReader:
     """The ``count`` records of ``buf`` (as ``decode_records`` reads them,
     with the same checks and errors), ``read(n)`` at a time, as
     ``make_records`` builds them: ``cls(topic, partition, offset, timestamp,
-    timestamp_type, key, value, headers, None)``.  The check that the batch
-    holds nothing more runs in the ``read`` that reaches ``remaining == 0``
-    (a batch of 0 records: the first ``read``).  After a
+    timestamp_type, key, value, headers, None)``, ``headers`` a list of
+    ``(str, bytes or None)`` pairs, or with ``tuple_headers`` a tuple of
+    them (the compiled twin then leaves records of such fields untracked by
+    the garbage collector: see its ``_track_records``).  The check that the
+    batch holds nothing more runs in the ``read`` that reaches ``remaining
+    == 0`` (a batch of 0 records: the first ``read``).  After a
     ``CorruptRecordError`` ``remaining`` is 0 and every ``read`` raises it
     again."""
 
     def __init__(self, buf, count, base_offset, base_timestamp, log_append_time, cls, topic,
-                 partition, timestamp_type):
+                 partition, timestamp_type, tuple_headers=False):
         if not (isinstance(cls, type) and issubclass(cls, tuple)):
             raise TypeError("cls must be a tuple subclass")
         buf = bytes(buf)
         _check_count(buf, count)
         self._it = _records(buf, count, base_offset, base_timestamp, log_append_time)
         self._fields = (cls, topic, partition, timestamp_type)
+        self._tuple_headers = bool(tuple_headers)
         self._remaining = count
         self._error = None
         self._checked = False
@@ -335,8 +339,13 @@ class RecordReader:
         cls, topic, partition, ttype = self._fields
         new = tuple.__new__
         try:
-            out = [new(cls, (topic, partition, offset, ts, ttype, key, value, headers, None))
-                   for offset, ts, key, value, headers in itertools.islice(self._it, n)]
+            if self._tuple_headers:
+                out = [new(cls, (topic, partition, offset, ts, ttype, key, value,
+                                 tuple(headers), None))
+                       for offset, ts, key, value, headers in itertools.islice(self._it, n)]
+            else:
+                out = [new(cls, (topic, partition, offset, ts, ttype, key, value, headers, None))
+                       for offset, ts, key, value, headers in itertools.islice(self._it, n)]
             self._remaining -= n
             if self._remaining == 0 and not self._checked:
                 self._checked = True

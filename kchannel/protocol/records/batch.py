@@ -172,11 +172,12 @@ class RecordBatch:
         return decode_records(self._payload(), self.record_count, self.base_offset,
                               self.base_timestamp, self._log_append_time())
 
-    def reader(self, cls, topic, partition, timestamp_type=None):
+    def reader(self, cls, topic, partition, timestamp_type=None, tuple_headers=False):
         """A :class:`RecordReader` of the records, as ``make_records(cls,
         ...)`` builds them: ``cls(topic, partition, offset, timestamp,
         timestamp_type, key, value, headers, None)``, ``read(n)`` at a time;
-        ``timestamp_type`` by default the name of the batch's own."""
+        ``timestamp_type`` by default the name of the batch's own;
+        ``tuple_headers``: headers as a tuple of pairs, not a list."""
         attributes = self.attributes
         if timestamp_type is None:
             timestamp_type = "LogAppendTime" if attributes & _TIMESTAMP_TYPE_MASK \
@@ -192,7 +193,7 @@ class RecordBatch:
             payload = payload[self._start + RECORD_BATCH_OVERHEAD:self._end]
         return RecordReader(payload, self.record_count, self.base_offset, self.base_timestamp,
                             self.max_timestamp if attributes & _TIMESTAMP_TYPE_MASK else None,
-                            cls, topic, partition, timestamp_type)
+                            cls, topic, partition, timestamp_type, tuple_headers)
 
     def __repr__(self):
         return (f"RecordBatch(magic=2, offsets={self.base_offset}-{self.last_offset}, "
@@ -267,11 +268,14 @@ class LegacyBatch:
     def record_count(self):
         return len(self.records())
 
-    def reader(self, cls, topic, partition, timestamp_type=None):
+    def reader(self, cls, topic, partition, timestamp_type=None, tuple_headers=False):
         """As :meth:`RecordBatch.reader` (the records are decoded at once)."""
         if timestamp_type is None:
             timestamp_type = str(self.timestamp_type)
         records = self.records()
+        if tuple_headers:
+            # (Legacy records have no headers.)
+            records = [r._replace(headers=()) for r in records]
         return _ListReader(make_records(cls, records, 0, len(records), topic, partition,
                                         timestamp_type))
 
