@@ -26,7 +26,10 @@ latency added, and the gateway's CPU seconds per forwarded MB (from
 
 Then ``--clients`` connections (one kchannel NetworkClient, one request in
 flight per connection) send single-record Produce requests for
-``--seconds``, directly and through the gateway: requests per second both
+``--seconds``, directly and through the gateway, after an unmeasured
+``--warmup`` (1 s) of the same on every side (a JIT-compiled upstream, Apache
+Kafka, would otherwise count its warm-up against whichever side runs first):
+requests per second both
 ways (ratio), p50/p99 per request, and the gateway's memory per client
 connection (its RSS with the clients connected and busy, less its RSS
 before, per connection; with per-client upstream connections that includes
@@ -313,6 +316,7 @@ def main():
     ap.add_argument("--upstream-connections", default="per-client",
                     choices=("per-client", "shared"))
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--acls", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--upstream", default="tansu", choices=("tansu", "kafka"))
@@ -421,6 +425,9 @@ def main():
             # client (this process) and upstream broker CPU seconds
             tot = {name: [0.0, [], 0, 0.0, 0.0, 0.0] for name, _, _ in sides}
             before = {name: rss_bytes(g.pid) for name, _, g in sides if g is not None}
+            if args.warmup > 0:
+                for name, conf, g in sides:
+                    concurrent(conf, conc_topic, args.clients, args.warmup)
             for _ in range(max(args.rounds, 1)):
                 for name, conf, g in sides:
                     cpu0 = cpu_seconds(g.pid) if g is not None else 0.0

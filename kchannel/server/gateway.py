@@ -45,7 +45,12 @@ Upstream connections
     broker serves a connection's requests one at a time and closes a
     connection over a bad request, so nothing one client sends delays,
     breaks or disconnects another's.  When the broker closes a client's own
-    upstream connection, the client's connection is closed too.  With
+    upstream connection, the client's connection is closed too.  These
+    connections are channels of the upstream client's selector that the
+    gateway drives itself (:class:`_Up`), not NetworkClient nodes: its
+    ApiVersions opens each, the client's frames go out unchanged behind it
+    (the client's correlation id too), and the responses, in request
+    order, go back undecoded.  With
     ``shared`` (trusted clients only) one connection per upstream node
     serves every client: a Fetch's max_wait_ms is lowered to
     ``kchannel.gateway.shared.fetch.max.wait.ms``, requests are checked to
@@ -94,15 +99,18 @@ import collections
 from dataclasses import dataclass
 
 from .. import errors
-from ..client.network_client import NetworkClient, _parse_bootstrap
+from .. import __version__
+from ..client.network_client import (CLIENT_SOFTWARE_NAME, NetworkClient, RequestTimeoutError,
+                                      _parse_bootstrap)
 from ..config.definitions import resolve_class
 from ..log import get_logger
 from ..metrics import Avg, Max, MetricName, Rate
+from ..network.channel import State
 from ..principal import KafkaPrincipal
 from ..protocol import messages
 from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from ..protocol.errors import Errors
-from ..protocol.headers import decode_response, encode_response
+from ..protocol.headers import decode_response, encode_response, request_encoder
 from ..security.authorizer.requests import RequestAuthorizer
 
 log = get_logger("kchannel.gateway")
@@ -237,6 +245,23 @@ class _Downstream:
 
     def queued_bytes(self):
         return self.req_bytes + self.held_bytes + self.out_bytes + self.unacked_bytes
+
+
+class _Up:
+    """A client's own upstream connection (per-client mode): a channel of
+    the upstream selector that the gateway drives itself, not a
+    NetworkClient node.  The broker answers a connection's requests in
+    order, so ``in_flight`` (the slots of the requests sent, in order;
+    None: the gateway's own ApiVersions) says whose every response is: the
+    frame passes back with the client's own correlation id, never
+    decoded, never copied into a ClientResponse."""
+    __slots__ = ("uid", "ds", "in_flight", "ready")
+
+    def __init__(self, uid, ds):
+        self.uid = uid
+        self.ds = ds
+        self.in_flight = collections.deque()
+        self.ready = False
 
 
 class _Fd:
@@ -374,6 +399,10 @@ class Gateway:
         self.in_flight = {}           # (upstream id, corr) -> (_Downstream, _Slot)
         self.waiting = {}             # upstream id -> deque[(ds, slot, frame, expect)]
         self.connecting = set()       # upstream ids connected on behalf of waiting requests
+        self.ups = {}                 # per-client mode: upstream id -> _Up
+        self._up_in_flight = 0        # requests in flight on them
+        self._next_up_timeout_scan = 0
+        self._api_versions_frame = None
         self.upstream_versions = None  # {api_key: (min, max)} of the upstream
         self._ranges_cache = None
         self._offered_cache = None
@@ -506,17 +535,20 @@ class Gateway:
         self.queued_bytes -= ds.queued_bytes()
         ds.req_bytes = ds.held_bytes = ds.out_bytes = ds.unacked_bytes = 0
         self._draining.discard(ds)
+        usel = self.client.selector
         for uid in ds.uids:
             # its own upstream connection (per-client mode) goes with it
-            self.client.remove(uid)
-            self.waiting.pop(uid, None)
-            self.connecting.discard(uid)
+            up = self.ups.pop(uid, None)
+            if up is not None:
+                self._up_in_flight -= len(up.in_flight)
+                up.in_flight.clear()
+            usel.close(uid)
         self._update_total()
 
     def poll_timeout(self, timeout_ms):
         if self.client.has_pending_io():
             return 0
-        if self.in_flight or self.waiting or self._draining:
+        if self.in_flight or self.waiting or self._draining or self._up_in_flight:
             if timeout_ms is None or timeout_ms < 0 or timeout_ms > TIMER_MS:
                 return TIMER_MS
         return timeout_ms
@@ -579,7 +611,10 @@ class Gateway:
                 return True       # answered, refused or closed by the ACL check
         expect = True
         timeout_ms = None
-        frame = bytearray(payload)
+        # per-client: forwarded as it is (the client's own correlation id
+        # too, its connection being the client's alone); shared: the copy
+        # the changes below and the upstream correlation id are written to
+        frame = payload if self.per_client else bytearray(payload)
         try:
             api = messages.API.get(key) if not self.per_client else None
             if api is not None and api.min_version <= version <= api.max_version:
@@ -628,10 +663,28 @@ class Gateway:
         self.queued_bytes += len(frame)
         if self.per_client:
             uid = ds.uid or self._route(ds.node, ds.cid)
-            if uid not in ds.uids:
-                ds.uids = ds.uids + (uid,)
-        else:
-            uid = self._route(ds.node)
+            up = self.ups.get(uid)
+            if up is None:
+                up = self._open_upstream(ds, uid)
+                if up is None:
+                    return True
+            try:
+                # queued on the channel even while it connects: written
+                # once it is ready, behind the gateway's ApiVersions
+                self.client.selector.send(uid, frame)
+            except errors.KChannelError as exc:
+                self._fail_downstream(ds, exc)
+                return True
+            if expect:
+                up.in_flight.append(slot)
+                self._up_in_flight += 1
+            if (ds.muted or len(ds.queue) >= self.max_queued_requests or self._total_over
+                    or ds.req_bytes + ds.held_bytes + ds.out_bytes + ds.unacked_bytes
+                    >= self.max_queued_bytes
+                    or self.queued_bytes >= self.total_max_queued_bytes):
+                self._update_flow(ds)
+            return True
+        uid = self._route(ds.node)
         client = self.client
         if client.is_ready(uid):
             # _send, inlined (once per forwarded request)
@@ -659,16 +712,29 @@ class Gateway:
     def after_poll(self):
         """Upstream I/O after the server's: send what waited for a
         connection, hand responses back to their clients."""
+        usel = self.client.selector
         for _ in range(2):
             self._drain_waiting(self._waiting_now())
             responses = self.client.poll(0)
             for resp in responses:
                 self._on_response(resp)
-            if self.per_client and self.client.selector.disconnected:
-                self._own_upstream_closed(self.client.selector.disconnected)
+            if self.ups:
+                # the clients' own connections: not NetworkClient nodes
+                # (it skips them), their results read off the selector
+                if usel.completed_receives:
+                    self._up_receives(usel.completed_receives)
+                if usel.newly_ready:
+                    self._up_ready(usel.newly_ready)
+            if self.per_client and usel.disconnected:
+                self._own_upstream_closed(usel.disconnected)
             self._drain_waiting(self._waiting_changed())
             if not self.client.has_pending_io():
                 break
+        if self._up_in_flight:
+            now = self.time()
+            if now >= self._next_up_timeout_scan:
+                self._next_up_timeout_scan = now + TIMER_MS
+                self._expire_up_requests(now)
         self._check_draining()
 
     def _waiting_now(self):
@@ -708,13 +774,144 @@ class Gateway:
         acks=0 Produce that failed, a request it could not parse, its idle
         timeout): the client's connection is closed too, as the broker
         would have closed it, and no one else is affected."""
-        for uid in list(disconnected):
+        for uid, state in list(disconnected.items()):
             if not isinstance(uid, tuple):
                 continue
+            up = self.ups.pop(uid, None)
+            if up is not None:
+                self._up_in_flight -= len(up.in_flight)
+                up.in_flight.clear()
             ds = self.downstreams.get(uid[1])
-            if ds is not None and uid in ds.uids:
-                self._fail_downstream(ds, errors.ChannelConnectionError(
-                    f"its upstream connection to node {uid[0]} was closed by the broker"))
+            if ds is None or uid not in ds.uids:
+                continue
+            if up is not None and not up.ready:
+                host, port = self._address(uid)
+                exc = state.exception or errors.ChannelConnectionError(
+                    f"Connection to upstream node {uid[0]} ({host}:{port}) failed "
+                    f"({state.name})")
+                if state == State.AUTHENTICATION_FAILED:
+                    log.error("Upstream connection %s (%s:%s) failed authentication: %s", uid,
+                              host, port, exc)
+                else:
+                    log.warning("Upstream connection %s (%s:%s) failed: %s", uid, host, port,
+                                exc)
+                self._fail_downstream(ds, exc)
+                continue
+            self._fail_downstream(ds, errors.ChannelConnectionError(
+                f"its upstream connection to node {uid[0]} was closed by the broker"))
+
+    # -------------------------------------------- per-client upstream connections
+    def _open_upstream(self, ds, uid):
+        """Start ``ds``'s own upstream connection ``uid`` with the gateway's
+        ApiVersions queued first (as Kafka's clients open a connection);
+        None (the client failed) when it cannot be started."""
+        usel = self.client.selector
+        host, port = self._address(uid)
+        try:
+            usel.connect(uid, (host, port))
+        except errors.KChannelError as exc:
+            log.warning("Cannot connect to upstream node %s (%s:%s): %s", uid[0], host, port,
+                        exc)
+            if self._is_bootstrap(uid):
+                self._next_bootstrap()
+            self._fail_downstream(ds, exc)
+            return None
+        # the TCP connection, TLS handshake and SASL authentication within
+        # socket.connection.setup.timeout.ms (reported as a disconnection)
+        usel.set_setup_deadline(uid, self.time() + self.client.connection_setup_timeout_for(uid))
+        up = self.ups[uid] = _Up(uid, ds)
+        if uid not in ds.uids:
+            ds.uids = ds.uids + (uid,)
+        frame = self._api_versions_frame
+        if frame is None:
+            frame = self._api_versions_frame = self._encode_api_versions()
+        usel.send(uid, frame, True)
+        up.in_flight.append(None)
+        self._up_in_flight += 1
+        return up
+
+    def _encode_api_versions(self):
+        """The ApiVersions request opening each per-client upstream
+        connection (the upstream learns the client software, as from any
+        Kafka client), at the highest version both sides have."""
+        key = int(ApiKey.API_VERSIONS)
+        version = messages.API_VERSIONS.max_version
+        if self.upstream_versions and key in self.upstream_versions:
+            version = min(version, self.upstream_versions[key][1])
+        encode = request_encoder(key, version, self.client.client_id, framed=True)
+        return encode(0, {"client_software_name": CLIENT_SOFTWARE_NAME,
+                          "client_software_version": __version__})
+
+    def _up_ready(self, newly_ready):
+        for uid in newly_ready:
+            up = self.ups.get(uid)
+            if up is None:
+                continue
+            up.ready = True
+            if up.ds.up_muted:
+                self.client.selector.mute(uid)    # held back before it was ready
+
+    def _up_receives(self, receives):
+        """Responses on the clients' own upstream connections, each
+        handed to its client in the order of the requests."""
+        ups = self.ups
+        now = self.client.selector.poll_time_ms
+        for uid, frame in receives:
+            if type(uid) is not tuple:
+                continue
+            up = ups.get(uid)
+            if up is None:
+                continue
+            ds = up.ds
+            q = up.in_flight
+            if not q:
+                self._up_protocol_failure(up, "a response with no request in flight")
+                continue
+            slot = q.popleft()
+            self._up_in_flight -= 1
+            if slot is None:
+                # the gateway's ApiVersions: its error code (bytes 4-6 of
+                # a v0 response header's frame) is all that matters
+                if len(frame) < 6 or frame[4] or frame[5]:
+                    self._up_protocol_failure(up, "its ApiVersions request failed")
+                continue
+            if ds.closed:
+                continue
+            corr = slot.corr.to_bytes(4, "big", signed=True)
+            if frame[0:4] != corr:
+                self._up_protocol_failure(
+                    up, f"a response with correlation id "
+                        f"{int.from_bytes(frame[0:4], 'big', signed=True)}, not {slot.corr}")
+                continue
+            ds.req_bytes -= slot.req_bytes
+            self.queued_bytes -= slot.req_bytes
+            slot.req_bytes = 0
+            self._deliver(ds, slot, frame, now)
+
+    def _up_protocol_failure(self, up, what):
+        log.warning("Closing upstream connection %s: %s", up.uid, what)
+        self._fail_downstream(up.ds, errors.InvalidRequestError(
+            f"its upstream connection to node {up.uid[0]} returned {what}"))
+
+    def _expire_up_requests(self, now):
+        """Kafka's request timeout on the clients' own upstream
+        connections: a connection whose oldest request waited too long is
+        closed, and its client with it."""
+        for up in list(self.ups.values()):
+            q = up.in_flight
+            if not q:
+                continue
+            slot = q[0]
+            if slot is None:
+                if len(q) == 1:
+                    continue    # nothing of the client's waits on it
+                slot = q[1]
+            timeout = slot.timeout_ms if slot.timeout_ms is not None else self.request_timeout_ms
+            if now - slot.start > timeout:
+                log.info("Disconnecting from upstream node %s due to request timeout.", up.uid)
+                self._fail_downstream(up.ds, RequestTimeoutError(
+                    f"Request {slot.corr} to upstream node {up.uid[0]} timed out after "
+                    f"{timeout} ms"))
 
     def _check_draining(self):
         """Bytes handed to a client's socket (or, acks=0, to its upstream
@@ -889,9 +1086,16 @@ class Gateway:
             return
         frame = resp.body
         if slot.fix is None and slot.api_key not in REWRITTEN_API_KEYS:
+            frame = frame if type(frame) is bytearray else bytearray(frame)
+            frame[0:4] = slot.corr.to_bytes(4, "big", signed=True)
+        self._deliver(ds, slot, frame, resp.receive_time_ms)
+
+    def _deliver(self, ds, slot, frame, receive_time_ms):
+        """The upstream's response ``frame`` to ``slot`` (its correlation
+        id the client's) on its way to the client, in its turn."""
+        if slot.fix is None and slot.api_key not in REWRITTEN_API_KEYS:
             # _response_frame's pass-through, inlined (nearly every response)
-            out = frame if type(frame) is bytearray else bytearray(frame)
-            out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
+            out = frame
             q = ds.queue
             if len(q) == 1 and q[0] is slot:
                 # _flush of a client's only request (one in flight: the
@@ -911,7 +1115,7 @@ class Gateway:
                         held = True
                     # the response's arrival (the upstream poll's clock,
                     # the server's) is when it was queued for the client
-                    self._record(slot, resp.receive_time_ms)
+                    self._record(slot, receive_time_ms)
                 if held or ds.muted or ds.up_muted or self._total_over:
                     self._update_flow(ds)
                 return
@@ -1129,7 +1333,8 @@ class Gateway:
                 ds.up_muted = up_mute
                 usel = self.client.selector
                 for uid in ds.uids:
-                    if usel.channel(uid) is not None and self.client.is_ready(uid):
+                    # (one not ready yet is muted once it is: _up_ready)
+                    if usel.is_channel_ready(uid):
                         if up_mute:
                             usel.mute(uid)
                         else:

@@ -298,11 +298,32 @@ def test_per_client_upstream_connections(upstream, kchannel_inprocess_server):
     def upstream_connections():
         return m.metric("connection-count", group="kchannel-upstream-metrics")
     start = upstream_connections()          # the gateway's own, from start-up
-    clients = [sasl_client(gw) for _ in range(2)]
+    # What each upstream connection carries, in order: the gateway opens a
+    # client's own connection with its ApiVersions, as a Kafka client does,
+    # then forwards the client's frames unchanged (its client id too).
+    first = {}
+    handler = upstream.server.handlers.get(ApiKey.API_VERSIONS)
+    quotas = upstream.server.handlers.get(ApiKey.DESCRIBE_CLIENT_QUOTAS)
+
+    def api_versions(ctx):
+        first.setdefault(ctx.channel_id, (ctx.header.client_id,
+                                          ctx.body.get("client_software_name")))
+        return handler.fn(ctx)
+
+    def describe_quotas(ctx):
+        first.setdefault(ctx.channel_id, "DescribeClientQuotas first")
+        return quotas.fn(ctx)
+    upstream.server.register_handler(ApiKey.API_VERSIONS, api_versions, handler.min_version,
+                                     handler.max_version)
+    upstream.server.register_handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, describe_quotas,
+                                     quotas.min_version, quotas.max_version)
+    clients = [sasl_client(gw, **{"client.id": f"app-{i}"}) for i in range(2)]
     for c in clients:
         c.connect()
         c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
     assert upstream_connections() == start + 2
+    assert sorted(first.values()) == [("kchannel-gateway", "kchannel")] * 2
+    assert upstream.seen[-2:] == [("User:ANONYMOUS", "app-0"), ("User:ANONYMOUS", "app-1")]
     for c in clients:
         c.close()
     deadline = time.monotonic() + 10
