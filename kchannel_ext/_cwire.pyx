@@ -24,6 +24,7 @@ import uuid as _uuid
 from operator import index as _index
 
 from kchannel.errors import InvalidRequestError
+from kchannel.protocol.api_keys import ApiKey
 
 __all__ = [
     "Reader",
@@ -663,7 +664,7 @@ def size_of_unsigned_varint(v):
 # ---------------------------------------------------------------------------
 # headers (same results and messages as the pure twin's)
 # ---------------------------------------------------------------------------
-cdef int _CONTROLLED_SHUTDOWN = 7
+cdef int _CONTROLLED_SHUTDOWN = ApiKey.CONTROLLED_SHUTDOWN
 
 
 cdef Py_ssize_t _skip_tagged_fields(object payload, Py_ssize_t off) except -1:

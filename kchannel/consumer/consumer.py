@@ -471,7 +471,7 @@ class Consumer:
             strategy = st.reset_strategy or self.subscriptions.default_reset
             if strategy == "none":
                 raise errors.KafkaError(
-                    -1, "NO_OFFSET_FOR_PARTITION",
+                    Errors.UNKNOWN_SERVER_ERROR, "NO_OFFSET_FOR_PARTITION",
                     f"Undefined offset with no reset policy for partitions: [{tp}]")
             query[tp] = EARLIEST_TIMESTAMP if strategy == "earliest" else LATEST_TIMESTAMP
         if query:
@@ -541,7 +541,7 @@ class Consumer:
     def _require_group(self):
         if not self.group_id:
             raise errors.KafkaError(
-                24, "INVALID_GROUP_ID",
+                Errors.INVALID_GROUP_ID, "INVALID_GROUP_ID",
                 "To use the group management or offset commit APIs, you must provide a valid "
                 "group.id in the consumer configuration.")
 

@@ -326,7 +326,7 @@ class Fetcher:
                 elif code == Errors.OFFSET_OUT_OF_RANGE:
                     if self.subscriptions.default_reset == "none":
                         self.errors.append(errors.KafkaError(
-                            1, "OFFSET_OUT_OF_RANGE",
+                            Errors.OFFSET_OUT_OF_RANGE, "OFFSET_OUT_OF_RANGE",
                             f"Fetch position FetchPosition{{offset={requested}}} is out of "
                             f"range for partition {tp.topic}-{tp.partition}"))
                     else:

@@ -225,9 +225,7 @@ def create_ssl_principal_mapper(configs):
     rules = str(rules).strip()
     if rules in ("", "DEFAULT"):
         return None
-    if hasattr(SslPrincipalMapper, "from_rules"):
-        return SslPrincipalMapper.from_rules(rules)
-    return SslPrincipalMapper(rules)
+    return SslPrincipalMapper.from_rules(rules)
 
 
 class DefaultAuthenticator(Authenticator):

@@ -14,7 +14,6 @@ right one from ``security.protocol`` (it lives in the security layer because
 it needs the SASL builder, and the network layer never imports upwards).
 """
 
-from . import ssl_transport as _st
 from .authenticator import (
     DefaultAuthenticator,
     create_principal_builder,
@@ -117,12 +116,5 @@ class SslChannelBuilder(ChannelBuilder):
 def create_ssl_transport(ssl_factory, sock, peer_host, peer_port):
     """A TLS transport over ``sock`` from ``ssl_factory`` (also used by the
     SASL_SSL builder)."""
-    build = getattr(ssl_factory, "create_transport", None)
-    if build is not None:
-        return build(sock, peer_host, peer_port)
-    make = getattr(_st, "create_transport", None)
-    if make is not None:
-        return make(ssl_factory, sock, peer_host, peer_port)
-    engine = ssl_factory.create_engine(peer_host, peer_port)
-    return _st.SslTransportLayer(sock, engine)
+    return ssl_factory.create_transport(sock, peer_host, peer_port)
 

@@ -25,6 +25,7 @@ from kchannel.producer.partitioner import StickyPartitioner, partition_for_key
 from kchannel.producer.metrics import ProducerMetrics
 from kchannel.producer.sender import Sender
 from kchannel.producer.transaction_manager import State, TransactionManager
+from kchannel.protocol.errors import Errors
 from kchannel.protocol.records import (CompressionType, QueuedRecord, RECORD_BATCH_OVERHEAD,
                                        check_codec)
 from kchannel._impl import load as _load
@@ -219,10 +220,11 @@ class Producer:
     def _check_topic_metadata(self, topic, cluster):
         """Raise what ends a wait for ``topic``'s metadata early."""
         if topic in cluster.unauthorized_topics:
-            raise errors.KafkaError(29, "TOPIC_AUTHORIZATION_FAILED",
+            raise errors.KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED,
+                                    "TOPIC_AUTHORIZATION_FAILED",
                                     f"Not authorized to access topics: [{topic}]")
         if topic in cluster.invalid_topics:
-            raise errors.KafkaError(17, "INVALID_TOPIC_EXCEPTION",
+            raise errors.KafkaError(Errors.INVALID_TOPIC_EXCEPTION, "INVALID_TOPIC_EXCEPTION",
                                     f"Invalid topics: [{topic}]")
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
@@ -412,13 +414,13 @@ class Producer:
     def _check_size(self, size):
         if size > self.config["max.request.size"]:
             return errors.KafkaError(
-                10, "MESSAGE_TOO_LARGE",
+                Errors.MESSAGE_TOO_LARGE, "MESSAGE_TOO_LARGE",
                 f"The message is {size} bytes when serialized which is larger than "
                 f"{self.config['max.request.size']}, which is the value of the "
                 f"max.request.size configuration.")
         if size > self.config["buffer.memory"]:
             return errors.KafkaError(
-                10, "MESSAGE_TOO_LARGE",
+                Errors.MESSAGE_TOO_LARGE, "MESSAGE_TOO_LARGE",
                 f"The message is {size} bytes when serialized which is larger than the total "
                 f"memory buffer you have configured with the buffer.memory configuration.")
         return None

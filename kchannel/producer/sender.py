@@ -203,7 +203,8 @@ class Sender:
         """The end of a close: a forced one fails what is left; the
         connections are closed."""
         if self.force_close:
-            exc = errors.KafkaError(-1, "PRODUCER_CLOSED", "Producer is closed forcefully.")
+            exc = errors.KafkaError(Errors.UNKNOWN_SERVER_ERROR, "PRODUCER_CLOSED",
+                                     "Producer is closed forcefully.")
             self._fail_all(exc)
         try:
             self.client.close()
@@ -563,7 +564,7 @@ class Sender:
         for tp, b in batches.items():
             if tp not in seen:
                 self._complete_or_retry(b, errors.KafkaError(
-                    -1, "UNKNOWN_SERVER_ERROR",
+                    Errors.UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR",
                     f"The produce response did not include partition {tp.topic}-{tp.partition}"),
                     None, now)
 

@@ -5,12 +5,14 @@ An AST scan of kchannel/ flags an integer literal (other than 0, NONE, and
 within the range of Kafka's codes and keys) where it stands for an error code
 or an API key: compared (``==``, ``!=``, ``in``, ``not in``) with a name
 containing ``error``, ``code`` or ``api_key``; passed as a keyword argument so
-named; or assigned to a name spelt as an ``ApiKey``/``Errors`` member
+named; passed first to a call of a name ending in ``Error``
+(``KafkaError(29, ...)``); or assigned to a name spelt as an ``ApiKey``/``Errors`` member
 (``API_VERSIONS = 18``) or ending in ``_ERRORS``/``_ERROR_CODES``/
 ``API_KEY(S)`` or containing ``retriable``.  Lengths, offsets, timestamps and
 ordering comparisons (``code <= 255``) are not flagged.
 """
 import ast
+import builtins
 import os
 import re
 
@@ -109,6 +111,10 @@ def bare_numbers(source, path="kchannel/x.py"):
             sides = [node.left, *node.comparators]
             hit = (any(_COMPARED.search(_name(s)) for s in sides)
                    and any(_bare(s) for s in sides))
+        elif (isinstance(node, ast.Call) and node.args and _name(node.func).endswith("Error")
+              and not hasattr(builtins, _name(node.func))):
+            # KafkaError(29, "TOPIC_AUTHORIZATION_FAILED", ...): the code first
+            hit = _bare(node.args[0])
         elif isinstance(node, ast.keyword) and node.arg:
             hit = bool(_COMPARED.search(node.arg)) and _bare(node.value)
         elif isinstance(node, ast.Dict):
@@ -150,7 +156,9 @@ def test_the_scan_catches_bare_numbers():
                    "RETRIABLE = frozenset({3, 5, 6})",
                    "_COORDINATOR_ERRORS = frozenset({14, 15, 16})",
                    "API_VERSIONS = 18",
-                   "_SASL_HANDSHAKE = 17"):
+                   "_SASL_HANDSHAKE = 17",
+                   "raise errors.KafkaError(29, 'TOPIC_AUTHORIZATION_FAILED')",
+                   "e = KafkaError(-1, 'UNKNOWN_SERVER_ERROR', 'x')"):
         assert bare_numbers(sample), sample
     for sample in ("if code == 0: pass",
                    "if code <= 255: pass",
@@ -161,5 +169,7 @@ def test_the_scan_catches_bare_numbers():
                    "if code == Errors.NOT_COORDINATOR: pass",
                    "class Errors:\n    NOT_COORDINATOR = 16",
                    "class ApiKey:\n    METADATA = 3",
-                   "class AclOperation:\n    DESCRIBE_CONFIGS = 10"):
+                   "class AclOperation:\n    DESCRIBE_CONFIGS = 10",
+                   "raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, 'x')",
+                   "raise ValueError(3)"):
         assert not bare_numbers(sample), sample
