@@ -24,7 +24,6 @@ import uuid as _uuid
 from operator import index as _index
 
 from kchannel.errors import InvalidRequestError
-from kchannel.protocol.api_keys import ApiKey
 
 __all__ = [
     "Reader",
@@ -664,7 +663,9 @@ def size_of_unsigned_varint(v):
 # ---------------------------------------------------------------------------
 # headers (same results and messages as the pure twin's)
 # ---------------------------------------------------------------------------
-cdef int _CONTROLLED_SHUTDOWN = ApiKey.CONTROLLED_SHUTDOWN
+# ApiKey.CONTROLLED_SHUTDOWN: importing kchannel.protocol here would be
+# circular (the protocol package loads this twin while it imports).
+cdef int _CONTROLLED_SHUTDOWN = 7
 
 
 cdef Py_ssize_t _skip_tagged_fields(object payload, Py_ssize_t off) except -1:
