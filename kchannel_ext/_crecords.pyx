@@ -148,48 +148,45 @@ cdef extern from *:
 
     #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     #include <nmmintrin.h>
+    /* Three independent CRCs over three consecutive blocks of ``block``
+       bytes, joined by shifting (``tab``: the shift table for that block
+       size), while 3 * block bytes are left; advances *pp and *pn. */
+    __attribute__((target("sse4.2"), always_inline))
+    static inline uint64_t kc_crc32c_3way(uint64_t c, const uint8_t **pp, Py_ssize_t *pn,
+                                          Py_ssize_t block, uint32_t tab[4][256]) {
+        const uint8_t *p = *pp;
+        Py_ssize_t n = *pn;
+        while (n >= 3 * block) {
+            uint64_t c1 = 0, c2 = 0;
+            const uint8_t *p1 = p + block, *p2 = p + 2 * block;
+            Py_ssize_t i;
+            for (i = 0; i < block; i += 8) {
+                uint64_t v0, v1, v2;
+                memcpy(&v0, p + i, 8);
+                memcpy(&v1, p1 + i, 8);
+                memcpy(&v2, p2 + i, 8);
+                c = _mm_crc32_u64(c, v0);
+                c1 = _mm_crc32_u64(c1, v1);
+                c2 = _mm_crc32_u64(c2, v2);
+            }
+            c = kc_crc32c_shift(tab, (uint32_t)c) ^ (uint32_t)c1;
+            c = kc_crc32c_shift(tab, (uint32_t)c) ^ (uint32_t)c2;
+            p += 3 * block;
+            n -= 3 * block;
+        }
+        *pp = p;
+        *pn = n;
+        return c;
+    }
+
     __attribute__((target("sse4.2")))
     static uint32_t kc_crc32c_hw(uint32_t crc, const uint8_t *p, Py_ssize_t n) {
         uint64_t c = (uint32_t)~crc;
         while (n && ((uintptr_t)p & 7)) { c = _mm_crc32_u8((uint32_t)c, *p++); n--; }
-        while (n >= 3 * KC_CRC_BLOCK) {
-            uint64_t c1 = 0, c2 = 0;
-            const uint8_t *p1 = p + KC_CRC_BLOCK, *p2 = p + 2 * KC_CRC_BLOCK;
-            Py_ssize_t i;
-            for (i = 0; i < KC_CRC_BLOCK; i += 8) {
-                uint64_t v0, v1, v2;
-                memcpy(&v0, p + i, 8);
-                memcpy(&v1, p1 + i, 8);
-                memcpy(&v2, p2 + i, 8);
-                c = _mm_crc32_u64(c, v0);
-                c1 = _mm_crc32_u64(c1, v1);
-                c2 = _mm_crc32_u64(c2, v2);
-            }
-            c = kc_crc32c_shift(kc_shift_tab, (uint32_t)c) ^ (uint32_t)c1;
-            c = kc_crc32c_shift(kc_shift_tab, (uint32_t)c) ^ (uint32_t)c2;
-            p += 3 * KC_CRC_BLOCK;
-            n -= 3 * KC_CRC_BLOCK;
-        }
+        c = kc_crc32c_3way(c, &p, &n, KC_CRC_BLOCK, kc_shift_tab);
         /* The rest (up to 6 KiB: a third of a 16 KiB batch) three ways
            too, in smaller blocks. */
-        while (n >= 3 * KC_CRC_SMALL) {
-            uint64_t c1 = 0, c2 = 0;
-            const uint8_t *p1 = p + KC_CRC_SMALL, *p2 = p + 2 * KC_CRC_SMALL;
-            Py_ssize_t i;
-            for (i = 0; i < KC_CRC_SMALL; i += 8) {
-                uint64_t v0, v1, v2;
-                memcpy(&v0, p + i, 8);
-                memcpy(&v1, p1 + i, 8);
-                memcpy(&v2, p2 + i, 8);
-                c = _mm_crc32_u64(c, v0);
-                c1 = _mm_crc32_u64(c1, v1);
-                c2 = _mm_crc32_u64(c2, v2);
-            }
-            c = kc_crc32c_shift(kc_shift_small, (uint32_t)c) ^ (uint32_t)c1;
-            c = kc_crc32c_shift(kc_shift_small, (uint32_t)c) ^ (uint32_t)c2;
-            p += 3 * KC_CRC_SMALL;
-            n -= 3 * KC_CRC_SMALL;
-        }
+        c = kc_crc32c_3way(c, &p, &n, KC_CRC_SMALL, kc_shift_small);
         while (n >= 8) { uint64_t v; memcpy(&v, p, 8); c = _mm_crc32_u64(c, v); p += 8; n -= 8; }
         while (n) { c = _mm_crc32_u8((uint32_t)c, *p++); n--; }
         return ~(uint32_t)c;
