@@ -33,6 +33,7 @@ from kchannel.client import KafkaClient
 from kchannel.errors import KafkaConnectionError
 from kchannel.tokens.admin import DelegationTokenAdmin
 
+from tests.fixtures.kafka_tokens import created
 from tests.fixtures.peers import InProcessServer, start_tansu
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -554,7 +555,11 @@ def test_kafka_upstream_delegation_token_login(kafka_broker, pki, tmp_path):
     admin = KafkaClient(kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-256"))
     with admin:
         admin.connect()
-        token = DelegationTokenAdmin(admin).create()
+        # Kafka's broker learns a new token a moment after it is created
+        # (KRaft replays the record): before that a token login fails as
+        # for a wrong password, and the gateway would start without its
+        # upstream (stop 31's CI failure).
+        token = created(DelegationTokenAdmin(admin))
     up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-256")
     up["sasl.jaas.config"] = (f'{SCRAM} required username="{token.token_info.token_id}" '
                               f'password="{token.hmac_base64}" tokenauth="true";')
