@@ -67,12 +67,14 @@ def test_identical_api_versions_answers_decoded_once(kafka_broker, monkeypatch):
     # here decodes.
     monkeypatch.setattr(client_authenticator, "_LAST_API_VERSIONS", [None])
     net = NetworkClient(configs)
-    answers, decodes = [], []
+    # answers in the order they arrived, and the node each came from
+    answers, answered, decodes = [], [], []
     real_payload = net._handle_api_versions_payload
     real_client_decode = net._decode_response
 
     def recording_payload(node, version, payload, out):
         answers.append(bytes(payload[4:]))
+        answered.append(node.id)
         return real_payload(node, version, payload, out)
 
     def counting_client_decode(api_key, version, payload):
@@ -102,7 +104,8 @@ def test_identical_api_versions_answers_decoded_once(kafka_broker, monkeypatch):
         assert same, "no two answers in a row alike: nothing was reused"
         for i in same:
             # the same bytes: the same body, not decoded again
-            assert net.api_versions_response(i) is net.api_versions_response(i - 1)
+            assert (net.api_versions_response(answered[i])
+                    is net.api_versions_response(answered[i - 1]))
 
         # Other bytes than the last answer: decoded again.
         shared = net._shared_api_versions
