@@ -14,7 +14,8 @@ relied upon.
 """
 from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_SIZE
-from cpython.ref cimport PyObject, _Py_REFCNT
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport PyObject, Py_INCREF, _Py_REFCNT
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
@@ -23,15 +24,96 @@ from kchannel._crecords cimport QueuedRecord
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
-from kchannel.producer.accumulator import FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX
+from kchannel.log import get_logger
+from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX,
+                                          RecordMetadata)
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 
-__all__ = ["Appender"]
+__all__ = ["Appender", "run_callbacks"]
 
 _new_future = object.__new__
 
 cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+    int T_OBJECT_EX
+
+cdef extern from "descrobject.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    PyTypeObject PyMemberDescr_Type
+
+# run_callbacks: a RecordMetadata per record, made as object.__new__ makes it
+# (the type's tp_new) and its six __slots__ filled in place at their
+# offsets, read from the class's member descriptors once here; when they
+# are not plain object slots (the class changed), through its constructor.
+_log = get_logger("kchannel.producer.accumulator")
+_MD_FIELDS = ("topic", "partition", "offset", "timestamp", "serialized_key_size",
+              "serialized_value_size")
+cdef Py_ssize_t _md_offsets[6]
+cdef bint _md_in_place = True
+cdef tuple _EMPTY = ()
+
+
+cdef _init_md_offsets():
+    global _md_in_place
+    cdef PyMemberDef *member
+    for j, name in enumerate(_MD_FIELDS):
+        d = RecordMetadata.__dict__.get(name)
+        if d is None or type(d) is not <object>&PyMemberDescr_Type:
+            _md_in_place = False
+            return
+        member = (<PyMemberDescrObject *><PyObject *>d).d_member
+        if member.type != T_OBJECT_EX or member.flags != 0:
+            _md_in_place = False
+            return
+        _md_offsets[j] = member.offset
+
+
+_init_md_offsets()
+
+
+cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
+    """Fill an empty object slot of a new object (a new reference)."""
+    Py_INCREF(value)
+    (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
+
+
+def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
+                  int64_t log_append_time, list records, list sizes):
+    """See the pure twin (``kchannel.producer._appender_py``)."""
+    cdef Py_ssize_t i
+    cdef object md, callback, key, sz, ts
+    cdef PyTypeObject *md_type = <PyTypeObject *>RecordMetadata
+    for key, callback in callbacks.items():
+        i = key
+        sz = sizes[i]
+        if log_append_time >= 0:
+            ts = log_append_time
+        else:
+            ts = (<QueuedRecord?>records[i]).timestamp
+        if _md_in_place:
+            md = md_type.tp_new(RecordMetadata, <PyObject *>_EMPTY, NULL)
+            _put(md, _md_offsets[0], topic)
+            _put(md, _md_offsets[1], partition)
+            _put(md, _md_offsets[2], base_offset + i if base_offset >= 0 else -1)
+            _put(md, _md_offsets[3], ts)
+            _put(md, _md_offsets[4], (<tuple?>sz)[0])
+            _put(md, _md_offsets[5], (<tuple?>sz)[1])
+        else:
+            md = RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1,
+                                ts, sz[0], sz[1])
+        try:
+            callback(md, None)
+        except Exception:
+            _log.exception("Error executing user-provided callback on message for "
+                           "topic-partition")
 
 cdef Py_ssize_t _OVERHEAD_EXTRA_MAX = RECORD_OVERHEAD_EXTRA_MAX
 cdef tuple _NO_HEADERS = ()
