@@ -217,3 +217,25 @@ def test_run_callbacks_builds_each_records_metadata(impl, caplog):
         for md, values in kept:
             assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
                     md.serialized_value_size) == values
+
+
+def test_flush_returns_with_every_callback_run(tansu, impl):
+    """flush() is woken when the last batch is released, which Kafka's
+    order puts after the batch's futures and callbacks: whatever the
+    batches in flight, every callback has run and every future is done
+    when flush() returns."""
+    topic = create_topic(tansu.bootstrap, topic_name(f"appender-flush-{impl.kind}"),
+                         partitions=1)
+    with Producer({"bootstrap.servers": tansu.bootstrap, "batch.size": 2048}) as p:
+        p._appender = impl.appender.Appender(p.append_path)
+        p.send = p._appender.send
+        p.send(topic, b"first").get(10)
+        for round_ in range(5):
+            seen = []
+            futures = [p.send(topic, b"r%d-%04d" % (round_, i) + b"." * 90,
+                              callback=lambda md, exc, i=i: seen.append(i))
+                       for i in range(300)]
+            p.flush()
+            assert len(seen) == 300 and all(f.done() for f in futures)
+    rows = consume_confluent(tansu.bootstrap, topic, 1, 1501)
+    assert len(rows) == 1501
