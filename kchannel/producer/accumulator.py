@@ -11,6 +11,7 @@ import collections
 import concurrent.futures
 import threading
 
+from kchannel._impl import load as _load_twin
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
@@ -409,14 +410,14 @@ class ProducerBatch:
 
 # The appender twin's run_callbacks (the per-record loop of a batch's
 # callbacks), loaded at the first batch with callbacks: the twin imports
-# this module, so it cannot be imported while this one loads.
+# this module, so it cannot be loaded while this one loads.
 _run_callbacks = None
 
 
 def _load_run_callbacks():
     global _run_callbacks
-    from kchannel._impl import load
-    _run_callbacks = load("kchannel.producer._appender_py", "kchannel._cappender").run_callbacks
+    _run_callbacks = _load_twin("kchannel.producer._appender_py",
+                                "kchannel._cappender").run_callbacks
     return _run_callbacks
 
 # An append short of buffer.memory waits in line (see _allocate) and re-checks
