@@ -24,7 +24,8 @@ Requests
     ApiVersions, SaslHandshake, SaslAuthenticate, the delegation token APIs
     and the SCRAM credential APIs are answered by the server itself.
     ApiVersions lists them and, for everything else, the versions both the
-    upstream (its bootstrap broker's ApiVersions) and the gateway support:
+    upstream (its bootstrap broker's ApiVersions; until they are known,
+    KAFKA_BROKER_API_KEYS at the gateway's versions) and the gateway support:
     Produce at most v9 and Fetch at most v15 (later versions carry broker
     addresses, KIP-951, in responses the gateway forwards untouched), no
     ShareFetch/ShareAcknowledge (same reason), DescribeQuorum at most v1.
@@ -64,6 +65,18 @@ Upstream connections
     libraries reconnect and retry); a request waits at most the upstream
     ``request.timeout.ms`` plus the time the broker may hold it (Produce
     timeout, Fetch max wait, JoinGroup rebalance timeout).
+
+Upstream login
+    :meth:`Gateway.start` learns the upstream's versions and nodes over a
+    NetworkClient connection; when the upstream is not reachable or refuses
+    the gateway's login, it returns and the same check (:meth:`Gateway._probe`)
+    goes on in the background with the upstream reconnect backoff until it
+    succeeds.  An authentication failure of any upstream connection starts a
+    failure streak: one ERROR (the upstream, the login, the keys to fix,
+    never the secret), the upstream client's own per-attempt messages lowered
+    to DEBUG, and until the probe logs in again a request that needs a new
+    upstream connection closes its client at once instead of making another
+    login that fails the same way.
 
 Memory
     A client is not read while it holds ``kchannel.gateway.max.queued.bytes``
@@ -634,7 +647,8 @@ class Gateway:
                   "(kchannel.upstream.reconnect.backoff.ms, reconnect.backoff.max.ms); until "
                   "then client requests that need a new upstream connection fail at once "
                   "(their connections are closed).",
-                  ",".join(f"{h}:{p}" for h, p in self.bootstrap), where, what, exc, keys)
+                  ",".join(f"{h}:{p}" for h, p in self.bootstrap), where, what,
+                  str(exc).rstrip("."), keys)
         if self.per_client:
             # The start-up connection may still be logged in (idle): the
             # probe must log in afresh to learn that the credential works.
