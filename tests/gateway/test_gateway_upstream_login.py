@@ -36,8 +36,9 @@ def set_password(admin, user, password):
         user, ScramCredentialInfo(MECHANISM, 4096), password)])
 
 
+@pytest.mark.parametrize("mode", ["per-client", "shared"])
 def test_failing_upstream_login_fails_clients_fast_then_recovers(
-        kafka_broker, kchannel_inprocess_server, caplog):
+        kafka_broker, kchannel_inprocess_server, caplog, mode):
     caplog.set_level(logging.INFO, logger="kchannel")
     user, password = f"gw-{uuid.uuid4().hex[:8]}", f"right-{uuid.uuid4().hex}"
     admin = Admin(kafka_broker.client_configs("SASL_PLAINTEXT", MECHANISM))
@@ -49,7 +50,8 @@ def test_failing_upstream_login_fails_clients_fast_then_recovers(
         up = kafka_broker.client_configs("SASL_PLAINTEXT", MECHANISM, user=user,
                                          password=password)
         props = {"listeners": "PLAINTEXT://127.0.0.1:0",
-                 "kchannel.scram.credential.store": "memory"}
+                 "kchannel.scram.credential.store": "memory",
+                 "kchannel.gateway.upstream.connections": mode}
         props.update({f"kchannel.upstream.{k}": v for k, v in up.items()})
         gw = kchannel_inprocess_server(props)
         gateway = gw.server.gateway
