@@ -1757,5 +1757,9 @@ def install_gateway(server, config, props, acl_authorizer=None):
                       shared_fetch_max_wait_ms=int(value(
                           "kchannel.gateway.shared.fetch.max.wait.ms",
                           DEFAULT_SHARED_FETCH_MAX_WAIT_MS)))
-    gateway.start()
+    try:
+        gateway.start()
+    except BaseException:
+        gateway.close()      # (its log filter and upstream client go with it)
+        raise
     return gateway
