@@ -21,8 +21,9 @@ of an epoch, that partition has one batch in flight (``first_unacked``): a
 broker with no state for a producer takes any sequence, so a second batch
 could be written before a first one that is then refused and retried.
 Once a batch of the producer id was written to the partition, a new epoch
-(each transaction's under transaction version 2) does not wait so: the
-broker then takes the epoch only from sequence 0.
+(an epoch bump) does not wait so: the broker then takes the epoch only
+from sequence 0; nor does a transaction under transaction version 2, whose
+first batches the broker verifies and refuses unless they start at 0.
 
 The transactional producer reuses the books (``assign``, ``acked``,
 ``is_next_sequence``, ``request_epoch_bump``, ``bump_epoch``); its bump
@@ -40,7 +41,7 @@ MAX_EPOCH = 32767      # Short.MAX_VALUE: the epoch is an int16
 
 class ProducerSequences:
     __slots__ = ("producer_id", "producer_epoch", "_next", "_last_acked", "_started",
-                 "bump_partitions")
+                 "bump_partitions", "first_sequence_checked")
 
     def __init__(self):
         self.producer_id = -1
@@ -49,6 +50,12 @@ class ProducerSequences:
         self._last_acked = {}     # tp -> last acknowledged sequence
         self._started = {}        # tp -> (producer id, epoch) its sequences count under
         self.bump_partitions = set()  # partitions waiting for an epoch bump
+        # Set by the transaction manager for a transaction under transaction
+        # version 2: the broker verifies each partition's first batch of the
+        # transaction and refuses one that does not start at sequence 0 even
+        # where it holds no state for the producer (Kafka 4's
+        # ProducerAppendInfo.checkSequence), so no batch need wait.
+        self.first_sequence_checked = False
 
     def has_producer_id(self):
         return self.producer_id >= 0
@@ -103,8 +110,10 @@ class ProducerSequences:
         an earlier epoch of the same producer id was written (``assign``):
         then the broker refuses a new epoch's batch that does not start at
         sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER, retried behind the
-        first, as Kafka's)."""
-        return bool(in_flight) and tp not in self._last_acked
+        first, as Kafka's), nor under transaction version 2
+        (``first_sequence_checked``)."""
+        return bool(in_flight) and tp not in self._last_acked and \
+            not self.first_sequence_checked
 
     def acked(self, batch):
         """A batch was written: its last sequence is acknowledged."""

@@ -87,7 +87,8 @@ def test_new_epoch_after_a_written_batch_pipelines_from_sequence_zero():
     broker takes a new epoch only from sequence 0: the epoch's batches go
     together (each transaction's under transaction version 2), while a
     partition never written to, or a new producer id, keeps one batch in
-    flight until the first is written."""
+    flight until the first is written, unless the broker checks first
+    sequences itself (transaction version 2)."""
     acc = _accumulator()
     seqs = ProducerSequences()
     seqs.set_producer_id(7, 0)
@@ -116,6 +117,10 @@ def test_new_epoch_after_a_written_batch_pipelines_from_sequence_zero():
     b4, b5 = acc.batches[TP].popleft(), acc.batches[TP].popleft()
     assert seqs.assign(TP, b4, [])
     assert not seqs.assign(TP, b5, [b4])
+    # transaction version 2: the broker checks the first sequence itself
+    seqs.first_sequence_checked = True
+    assert seqs.assign(TP, b5, [b4])
+    assert b5.base_sequence == b4.record_count
 
 
 def test_exhausted_epoch_resets_the_producer_id():
