@@ -7,10 +7,11 @@ same appender (compiled twin when built) to the same
 :class:`~kchannel.producer.sender.Sender` turns batches into Produce
 requests.  What changes is where the Sender runs: instead of on a network
 thread blocked in ``select``, its loop runs in a greenlet on the event loop
-(:class:`~kchannel.aio._loop.Bridge`) and, where it would wait, awaits the
-loop's next event for its sockets (``LoopSelector``), a ``wakeup`` from
-``send`` (a batch filled or opened) or the time it asked to be polled
-again (linger, retry backoff).  A blocking credential callback it meets
+(:class:`~kchannel.aio._loop.Driver`) and, where it would wait, switches
+back to the loop until its next event for its sockets (``LoopSelector``),
+a ``wakeup`` from ``send`` (a batch filled or opened) or the time it asked
+to be polled again (linger, retry backoff): the loop callback of that event
+switches into it directly.  A blocking credential callback it meets
 (an OAuth token fetch) is awaited on the loop's executor.
 
 Where the sync ``send`` would block -- metadata of a new topic, buffer
