@@ -27,6 +27,7 @@ beside this one's in every round, for a paired before/after.
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import uuid
@@ -243,8 +244,7 @@ def _body(table, client, loop, baseline, **kw):
 
 
 def _median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
+    return statistics.median(values)
 
 
 def main():

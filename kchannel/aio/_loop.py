@@ -21,13 +21,16 @@ of its own.  A blocking credential callback it makes through
 Cancelling the awaiting task raises ``CancelledError`` at the waiting
 ``select``, i.e. where the synchronous code is already prepared for a
 timeout error to surface.
+
+:class:`Driver` runs one long-lived loop (the producer's Sender) the same
+way, but resumed by the loop's callbacks directly instead of by a task.
 """
 import asyncio
 import contextvars
 import inspect
 import selectors
 
-from greenlet import getcurrent, greenlet
+from greenlet import GreenletExit, getcurrent, greenlet
 
 from kchannel.utils import BLOCKING_RUNNER
 
@@ -359,22 +362,20 @@ class Driver:
 
     def _main(self, fn):
         BLOCKING_RUNNER.set(self._run_blocking)
-        done = self.done
-        outcome = None
         try:
-            try:
-                outcome = (True, fn())
-            except BaseException as exc:     # CancelledError, GreenletExit included
-                outcome = (False, exc)
-        finally:
-            self.current = None
-            self._token = None
+            outcome = (True, fn())
+        except BaseException as exc:     # CancelledError, GreenletExit included
+            outcome = (False, exc)
+        self.current = None
+        self._token = None
+        done = self.done
         # (A greenlet collected with its loop gone: nobody waits on done.)
         if not done.done() and not done.get_loop().is_closed():
             ok, value = outcome
             if ok:
                 done.set_result(value)
-            elif isinstance(value, asyncio.CancelledError):
+            elif isinstance(value, (asyncio.CancelledError, GreenletExit)):
+                # (GreenletExit: the greenlet collected while it waited.)
                 done.cancel()
             else:
                 done.set_exception(value)
