@@ -258,8 +258,9 @@ def main():
     ap.add_argument("--batch-size", type=int, default=1000000,
                     help="batch size of the tuned producer runs (every client)")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="rounds of every measurement, the clients interleaved in each; "
-                         "the median of each client's rounds is reported")
+                    help="rounds of every measurement, the clients interleaved in each (every "
+                         "other round in reverse order); the median of each client's rounds "
+                         "is reported")
     ap.add_argument("--baseline", metavar="PATH",
                     help="another kchannel tree (built): adds the client 'aio baseline', its "
                          "kchannel.aio, run beside 'aio' in every round")
@@ -284,8 +285,11 @@ def main():
             def child(client, table, topic, **kw):
                 return run_child(_body(table, client, args.loop, args.baseline, **kw),
                                  bootstrap, topic, n, size)
-            for _ in range(args.rounds):
-                for client in clients:
+            for rnd in range(args.rounds):
+                # Every other round in reverse order: a client's place in a
+                # round (the broker's state, the machine's load by then)
+                # does not favour it; pairs are run back to back either way.
+                for client in (clients if rnd % 2 == 0 else clients[::-1]):
                     r = runs[client]
                     topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
                     create_topic(bootstrap, topic)
