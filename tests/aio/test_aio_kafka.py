@@ -359,7 +359,9 @@ def test_cancelled_close_still_ends_the_producer(kafka_broker):
 
     async def scenario():
         p = AIOProducer({"bootstrap.servers": plain, "linger.ms": 60_000})
-        await p.send_and_wait(topic, b"connected")
+        first = await p.send(topic, b"connected")
+        await p.flush()         # (not send_and_wait: that would wait out the linger)
+        await first
         futures = [await p.send(topic, b"%d" % i) for i in range(2000)]
         closing = asyncio.ensure_future(p.close())
         # close() has woken the Sender, which sends what is buffered and
