@@ -32,7 +32,7 @@ from kchannel.protocol.records.batch import encode_plain_batch
 from kchannel.protocol.wire import encode_unsigned_varint
 
 __all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "encode_produce_request",
-           "encode_produce_request_one"]
+           "encode_produce_request_one", "produce_request_parts", "produce_request_parts_one"]
 
 log = get_logger("kchannel.producer.sender")
 
@@ -78,18 +78,27 @@ def _one_partition_head(version, transactional_id, acks, timeout_ms, topic):
             + _string(topic, flexible) + one)
 
 
-def encode_produce_request_one(version, transactional_id, acks, timeout_ms, topic, partition,
-                               records):
-    """``encode_produce_request`` for one partition of one topic (a
-    producer's request per batch to a single-partition leader): the fields
-    before the partition come from a cache, the rest is one join."""
+def produce_request_parts_one(version, transactional_id, acks, timeout_ms, topic, partition,
+                              records):
+    """The body of a ProduceRequest for one partition of one topic (a
+    producer's request per batch to a single-partition leader) as a tuple of
+    parts, ``records`` among them as it is: the request encoder joins them
+    behind the header in one copy (see ``request_encoder``).  The fields
+    before the partition come from a cache."""
     head = _one_partition_head(version, transactional_id, acks, timeout_ms, topic)
     if version >= _FLEXIBLE_PRODUCE:
         n = len(records) + 1
         size = encode_unsigned_varint(n) if n >= 0x80 else _BYTE[n]
         # records, the partition's, topic's and request's tagged fields
-        return b"".join((head, _I32.pack(partition), size, records, b"\x00\x00\x00"))
-    return b"".join((head, _I32_I32.pack(partition, len(records)), records))
+        return (head, _I32.pack(partition) + size, records, b"\x00\x00\x00")
+    return (head, _I32_I32.pack(partition, len(records)), records)
+
+
+def encode_produce_request_one(version, transactional_id, acks, timeout_ms, topic, partition,
+                               records):
+    """``encode_produce_request`` for one partition of one topic."""
+    return b"".join(produce_request_parts_one(version, transactional_id, acks, timeout_ms,
+                                              topic, partition, records))
 
 
 def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
@@ -98,12 +107,18 @@ def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
     bytes)]}): a request per batch sent is on the producer's hot path, and
     the generic codec's walk over dicts cost more than the few fields it
     has (tests/producer check the bytes against the codec's)."""
+    return b"".join(produce_request_parts(version, transactional_id, acks, timeout_ms, topics))
+
+
+def produce_request_parts(version, transactional_id, acks, timeout_ms, topics):
+    """``encode_produce_request`` as a tuple of parts (the records as they
+    are), for the request encoder to join behind the header in one copy."""
     if len(topics) == 1:
         for name, partitions in topics.items():
             if len(partitions) == 1:
                 index, records = partitions[0]
-                return encode_produce_request_one(version, transactional_id, acks,
-                                                  timeout_ms, name, index, records)
+                return produce_request_parts_one(version, transactional_id, acks,
+                                                 timeout_ms, name, index, records)
     flexible = version >= _FLEXIBLE_PRODUCE
     out = [_produce_head(version, transactional_id, acks, timeout_ms),
            encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
@@ -123,7 +138,7 @@ def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
             out.append(b"\x00")           # the topic's tagged fields
     if flexible:
         out.append(b"\x00")               # the request's tagged fields
-    return b"".join(out)
+    return tuple(out)
 
 
 # RETRIABLE_ERRORS (Java's RetriableException) and INVALID_METADATA_ERRORS
@@ -163,6 +178,14 @@ class Sender:
         self.retrying = set()                             # idempotent tps with a retry pending
         self.metadata_wait_ms = 0
         self.sensors = sensors        # ProducerMetrics, or None
+        if sensors is not None:
+            # The stats recorded per batch sent and per response, called
+            # straight: a call per stat, without a Sensor.record call per
+            # sensor and value on top (four per request).
+            self._batch_stats = (sensors.records_sent.recorders(),
+                                 sensors.batch_size.recorders())
+            self._response_stats = (sensors.request_latency.recorders(),
+                                    sensors.throttle_time.recorders())
         # The TransactionManager of a producer with a transactional.id: it
         # sets producer_id and producer_epoch (reset_producer_id).
         self.txn = None
@@ -478,25 +501,42 @@ class Sender:
         return batch.encoded
 
     def _send_produce_request(self, node, batches, now):
-        by_topic = collections.defaultdict(list)
-        sendable = {}
-        for b in batches:
+        one = None
+        if len(batches) == 1:
+            # The usual request at the defaults (one partition's batch per
+            # leader): no per-topic grouping, encoded by the one-partition
+            # encoder straight.
+            b = batches[0]
             try:
-                records = self._encode(b)
+                one = self._encode(b)
             except Exception as exc:  # an unencodable value, a missing codec
                 self._remove_in_flight(b)
                 self._fail_batch(b, exc)
-                continue
-            by_topic[b.tp.topic].append((b.tp.partition, records))
-            sendable[b.tp] = b
-        if not sendable:
-            return
-        sensors = self.sensors
-        if sensors is not None:
+                return
+            sendable = {b.tp: b}
+        else:
+            by_topic = collections.defaultdict(list)
+            sendable = {}
+            for b in batches:
+                try:
+                    records = self._encode(b)
+                except Exception as exc:  # an unencodable value, a missing codec
+                    self._remove_in_flight(b)
+                    self._fail_batch(b, exc)
+                    continue
+                by_topic[b.tp.topic].append((b.tp.partition, records))
+                sendable[b.tp] = b
+            if not sendable:
+                return
+        if self.sensors is not None:
             # Kafka's updateProduceRequestMetrics: per batch.
+            records_sent, batch_size = self._batch_stats
             for b in sendable.values():
-                sensors.records_sent.record(b.record_count, now)
-                sensors.batch_size.record(len(b.encoded), now)
+                for record in records_sent:
+                    record(b.record_count, now)
+                size = len(b.encoded)
+                for record in batch_size:
+                    record(size, now)
         try:
             version = self.client.choose_version(node, _PRODUCE)
             # Transaction version 1 must not send Produce v12+, which would
@@ -505,8 +545,14 @@ class Sender:
                 limit = self.txn.produce_max_version()
                 if limit is not None:
                     version = min(version, limit)
-            body = encode_produce_request(version, self.transactional_id, self.acks,
-                                          self.request_timeout_ms, by_topic)
+            if one is not None:
+                tp = b.tp
+                body = produce_request_parts_one(version, self.transactional_id, self.acks,
+                                                 self.request_timeout_ms, tp.topic,
+                                                 tp.partition, one)
+            else:
+                body = produce_request_parts(version, self.transactional_id, self.acks,
+                                             self.request_timeout_ms, by_topic)
             if self.acks == 0:
                 self.client.send(node, _PRODUCE, body, None, version=version,
                                  expect_response=False)
@@ -531,9 +577,13 @@ class Sender:
                 self._complete_or_retry(b, resp.exception, None, now)
             return
         if self.sensors is not None:
-            self.sensors.request_latency.record(resp.receive_time_ms - resp.request_time_ms,
-                                                now)
-            self.sensors.throttle_time.record(resp.body.get("throttle_time_ms") or 0, now)
+            latency, throttle = self._response_stats
+            value = resp.receive_time_ms - resp.request_time_ms
+            for record in latency:
+                record(value, now)
+            value = resp.body.get("throttle_time_ms") or 0
+            for record in throttle:
+                record(value, now)
         seen = set()
         for topic in resp.body.get("responses") or ():
             name = topic["name"]

@@ -48,3 +48,27 @@ def test_one_partition_request_equals_the_codec(version, transactional_id):
                                           records) == want
         assert encode_produce_request(version, transactional_id, -1, 30000,
                                       {topic: [(7, records)]}) == want
+
+
+@pytest.mark.parametrize("version", range(PRODUCE.min_version, PRODUCE.max_version + 1))
+def test_request_frame_from_parts_equals_the_joined_body(version):
+    # The Sender hands the client a body as parts (its records not copied
+    # into a body first): the frame on the wire is the one the joined body
+    # makes, and the codec reads the request back from it.
+    from kchannel.protocol.headers import decode_request, request_encoder
+    from kchannel.producer.sender import produce_request_parts, produce_request_parts_one
+    encode = request_encoder(messages.PRODUCE.api_key, version, "producer-1", framed=True)
+    plain = request_encoder(messages.PRODUCE.api_key, version, "producer-1")
+    several = {"t": [(0, b"r" * 5), (3, b"q" * 300)], "u": [(1, b"z" * 20000)]}
+    for parts in (produce_request_parts_one(version, "tx", 1, 30000, "t", 2, b"z" * 16384),
+                  produce_request_parts(version, None, -1, 30000, several)):
+        assert type(parts) is tuple
+        body = b"".join(parts)
+        for corr in (0, 7, 0x7FFFFFFF):
+            frame = encode(corr, parts)
+            assert frame == encode(corr, body)
+            assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+            assert plain(corr, parts) == plain(corr, body) == frame[4:]
+        header, decoded = decode_request(frame[4:])
+        assert (header.correlation_id, header.api_version) == (0x7FFFFFFF, version)
+        assert decoded == PRODUCE.request.decode(body, version)
