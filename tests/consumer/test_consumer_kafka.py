@@ -39,7 +39,9 @@ def test_position_past_a_batch_compaction_shortened(kafka_broker):
         "cleanup.policy": "compact", "segment.ms": "1000",
         "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
     t = 1_700_000_000_000
-    produce(plain, topic, [(b"k1", b"a", [], t), (b"k2", b"b", [], t)], **{"linger.ms": 100})
+    # (One batch: flush() sends it as soon as both are in; the linger only
+    # keeps the first from leaving alone.)
+    produce(plain, topic, [(b"k1", b"a", [], t), (b"k2", b"b", [], t)], **{"linger.ms": 5000})
     produce(plain, topic, [(b"k2", b"c", [], t + 10_000)])
     produce(plain, topic, [(b"k3", b"d", [], t + 20_000)])   # (rolls: k2@2 cleanable)
     tp = TopicPartition(topic, 0)
