@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.impl",
     "tests.fixtures.certs",
     "tests.fixtures.kdc",
+    "tests.fixtures.servers",
     "tests.fixtures.peers",
     "tests.fixtures.zookeeper",
     "tests.fixtures.kafka",
