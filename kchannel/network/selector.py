@@ -314,20 +314,20 @@ class SelectorMetrics:
         called only to open a window."""
         window = self._select_avg.config.time_window_ms
         samples = self._select_avg._samples
-        if samples and now - samples[-1][0] < window:
+        if samples and now - samples[-1].start < window:
             cur = samples[-1]
-            cur[1] += select_ns
-            cur[2] += 1
+            cur.value += select_ns
+            cur.count += 1
         else:
             self._select_avg.record(select_ns, now)
         totals = self._select_totals
         totals.total += select_ns
         totals.count += 1
         samples = self._io_avg._samples
-        if samples and now - samples[-1][0] < window:
+        if samples and now - samples[-1].start < window:
             cur = samples[-1]
-            cur[1] += io_ns
-            cur[2] += 1
+            cur.value += io_ns
+            cur.count += 1
         else:
             self._io_avg.record(io_ns, now)
         self._io_total.total += io_ns
@@ -335,28 +335,28 @@ class SelectorMetrics:
             # (one event per poll instead of one per channel read: the
             # incoming-byte metrics measure sums only)
             samples = self._in_rate._samples
-            if samples and now - samples[-1][0] < window:
+            if samples and now - samples[-1].start < window:
                 cur = samples[-1]
-                cur[1] += bytes_read
-                cur[2] += 1
+                cur.value += bytes_read
+                cur.count += 1
             else:
                 self._in_rate.record(bytes_read, now)
             self._in_total.total += bytes_read
         if receives:
             # count Rates: value and event count both grow by one per receive
             samples = self._resp_rate._samples
-            if samples and now - samples[-1][0] < window:
+            if samples and now - samples[-1].start < window:
                 cur = samples[-1]
-                cur[1] += receives
-                cur[2] += receives
+                cur.value += receives
+                cur.count += receives
             else:
                 self._resp_rate.record_many([1.0] * receives, now)
             self._resp_total.total += receives
             samples = self._net_io_rate._samples
-            if samples and now - samples[-1][0] < window:
+            if samples and now - samples[-1].start < window:
                 cur = samples[-1]
-                cur[1] += receives
-                cur[2] += receives
+                cur.value += receives
+                cur.count += receives
             else:
                 self._net_io_rate.record_many([1.0] * receives, now)
             self._net_io_total.total += receives
@@ -369,23 +369,23 @@ class SelectorMetrics:
             size = sizes[0]
             avg = self._send_size_avg
             samples = avg._samples
-            if samples and now - samples[-1][0] < avg.config.time_window_ms:
+            if samples and now - samples[-1].start < avg.config.time_window_ms:
                 cur = samples[-1]
-                cur[1] += size
-                cur[2] += 1
+                cur.value += size
+                cur.count += 1
                 samples = self._send_size_max._samples
                 cur = samples[-1] if samples else None
-                if cur is not None and now - cur[0] < avg.config.time_window_ms:
-                    if size > cur[1]:
-                        cur[1] = size
-                    cur[2] += 1
+                if cur is not None and now - cur.start < avg.config.time_window_ms:
+                    if size > cur.value:
+                        cur.value = size
+                    cur.count += 1
                 else:
                     self._send_size_max.record(size, now)
                 samples = self._net_io_rate._samples
                 cur = samples[-1] if samples else None
-                if cur is not None and now - cur[0] < avg.config.time_window_ms:
-                    cur[1] += 1
-                    cur[2] += 1
+                if cur is not None and now - cur.start < avg.config.time_window_ms:
+                    cur.value += 1
+                    cur.count += 1
                 else:
                     self._net_io_rate.record(1.0, now)
             else:
