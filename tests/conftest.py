@@ -64,6 +64,7 @@ TWIN_INDEPENDENT = frozenset({
     "tests/cli/test_config_cli.py",
     "tests/cli/test_cli_version.py",
     "tests/server/test_listeners_bad_configs.py",
+    "tests/server/test_server_interface.py",
 })
 
 
