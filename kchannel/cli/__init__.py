@@ -2,7 +2,8 @@
 
 Each module in ``_COMMANDS`` defines ``NAME`` (the subcommand), ``HELP`` and
 ``add_arguments(parser)`` and ``run(args) -> int``, and may define
-``DEFAULT_LOG_LEVEL``.  Exit codes follow Kafka's tools: 0 ok, 1 failure, 2
+``DEFAULT_LOG_LEVEL`` and ``check_arguments(parser, args)`` (checks argparse
+cannot express, reported as its usage errors).  Exit codes follow Kafka's tools: 0 ok, 1 failure, 2
 usage error (argparse's own).
 
 Logging: WARN by default, as Kafka's tools (their ``tools-log4j2.yaml``), so
@@ -68,7 +69,7 @@ def build_parser():
         # before it.
         p.add_argument("--log-level", type=log_level, default=argparse.SUPPRESS,
                        metavar="LEVEL", help=_LOG_LEVEL_HELP)
-        p.set_defaults(_run=mod.run, _module=mod)
+        p.set_defaults(_run=mod.run, _module=mod, _parser=p)
     return parser
 
 
@@ -76,6 +77,9 @@ def main(argv=None):
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    check = getattr(args._module, "check_arguments", None)
+    if check is not None:
+        check(args._parser, args)
     # Kafka's tools echo their arguments in some error messages.
     args._argv = argv
     logging.basicConfig(level=effective_log_level(args),

@@ -1,7 +1,11 @@
 """``kchannel serve``: run a kchannel server from a Kafka ``server.properties``.
 
+    kchannel serve server.properties [--override key=value ...]
     kchannel serve --config server.properties [--jaas-config kafka_server_jaas.conf]
                    [--override key=value ...]
+
+The properties file is given as ``kafka-server-start.sh`` takes it (the first
+positional argument) or with ``--config``.
 
 Binds every listener in ``listeners`` (logging "Awaiting socket connections on
 HOST:PORT." per listener, as Kafka's SocketServer), serves ApiVersions,
@@ -34,8 +38,13 @@ log = logging.getLogger("kchannel.cli.serve")
 
 
 def add_arguments(parser):
-    parser.add_argument("--config", required=True, metavar="FILE",
-                        help="server properties file (Kafka's server.properties format)")
+    # kafka-server-start.sh takes the file positionally; --config is kept
+    # for the scripts written for kchannel's first form.
+    parser.add_argument("server_properties", nargs="?", metavar="server.properties",
+                        help="server properties file (Kafka's server.properties format), "
+                             "as kafka-server-start.sh takes it")
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="the server properties file, as a flag")
     parser.add_argument("--jaas-config", metavar="FILE", default=None,
                         help="JAAS file, as -Djava.security.auth.login.config "
                              "(KafkaServer / <listener>.KafkaServer sections)")
@@ -50,6 +59,17 @@ def _parse_override(text):
         raise errors.ConfigError(f"Invalid override {text!r}: expected key=value",
                                  key=text, value=None)
     return key.strip(), value
+
+
+def check_arguments(parser, args):
+    """Exactly one properties file: positional or ``--config`` (usage error,
+    exit 2, otherwise)."""
+    if args.server_properties and args.config:
+        parser.error("give the properties file once: positionally or with --config, not both")
+    if not (args.server_properties or args.config):
+        parser.error("the server properties file is required "
+                     "(kchannel serve server.properties, or --config FILE)")
+    args.config = args.config or args.server_properties
 
 
 def run(args):

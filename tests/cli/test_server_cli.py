@@ -81,3 +81,38 @@ def test_cluster_id_is_stable_across_restarts(tmp_path):
                 proc.wait()
     assert ids[0] == ids[1] and len(ids[0]) == 22
     assert f"cluster.id={ids[0]}" in (tmp_path / "data" / "meta.properties").read_text()
+
+
+def test_serve_takes_the_properties_file_as_kafka_server_start_does(tmp_path):
+    # kafka-server-start.sh server.properties [--override k=v]: the same
+    # command line starts kchannel serve.
+    (tmp_path / "server.properties").write_text(
+        f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path / 'data'}\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "kchannel", "serve", "server.properties",
+                             "--override", "node.id=7"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=str(tmp_path))
+    try:
+        port = read_listeners(proc, 1)["PLAINTEXT"][2]
+        with KafkaClient({"bootstrap.servers": f"127.0.0.1:{port}"}).connect() as c:
+            assert c.request(ApiKey.METADATA, {"topics": []})["brokers"][0]["node_id"] == 7
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "the server properties file is required"),
+    (["a.properties", "--config", "b.properties"], "not both"),
+])
+def test_serve_usage_errors_exit_2(argv, message):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "kchannel", "serve", *argv],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr

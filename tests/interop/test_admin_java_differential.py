@@ -23,7 +23,7 @@ from kchannel.client.admin import (AclBinding, AclBindingFilter, ConfigResource,
                                    OffsetSpec, ScramCredentialInfo,
                                    UserScramCredentialDeletion, UserScramCredentialUpsertion)
 from kchannel.client.metadata import TopicPartition
-from kchannel.errors import KafkaError
+from kchannel.errors import KafkaError, SaslAuthenticationError
 from kchannel.protocol.errors import Errors
 from kchannel.tokens.admin import exception_name
 from tests.fixtures.peers import InProcessServer
@@ -146,19 +146,9 @@ def world(kafka_broker, kafka_java):
         # A group with committed offsets, for the reset-by-time tool runs.
         w.group = topic_name("adiff-g")
         with Admin({"bootstrap.servers": plain}) as plain_admin:
-            # (kchannel's Admin does not retry: a fresh broker's offsets
-            # topic may not be there yet.)
-            deadline = time.time() + 30
-            while True:
-                try:
-                    plain_admin.alter_consumer_group_offsets(w.group, {tp: 0 for tp in w.tps})
-                    break
-                except KafkaError as exc:
-                    if exc.error_code not in (Errors.COORDINATOR_NOT_AVAILABLE,
-                                              Errors.COORDINATOR_LOAD_IN_PROGRESS,
-                                              Errors.NOT_COORDINATOR) or time.time() > deadline:
-                        raise
-                    time.sleep(0.2)
+            # (on a fresh broker the offsets topic may not be there yet:
+            # the Admin retries COORDINATOR_NOT_AVAILABLE as Kafka's does)
+            plain_admin.alter_consumer_group_offsets(w.group, {tp: 0 for tp in w.tps})
         w.plain = plain
         # Topics: kchannel's creations, growth and deletion (seen by Java),
         # Java's (seen by kchannel), and requests both refuse alike.
@@ -478,8 +468,16 @@ def test_scram_credentials(world, kafka_broker):
     # kchannel's salted password logs in to Kafka; a deletion removes it.
     configs = kafka_broker.client_configs("SASL_PLAINTEXT", "SCRAM-SHA-512",
                                           user=w.scram_ours, password="ours-secret")
-    with KafkaClient(configs) as client:
-        client.connect()
+    def logs_in():
+        # (the credential reaches the broker from the metadata log a moment
+        # after AlterUserScramCredentials answered)
+        try:
+            with KafkaClient(configs) as client:
+                client.connect()
+            return True
+        except SaslAuthenticationError:
+            return False
+    _eventually(logs_in)
     w.admin.alter_user_scram_credentials([UserScramCredentialDeletion(w.scram_ours,
                                                                       "SCRAM-SHA-256")])
     # (applied from the metadata log: describe may lag a moment)
