@@ -33,10 +33,13 @@ SERVER_TARGETS = {"server", "self.server", "ctx.server", "self._server", "ctx",
 CONFIG_TARGETS = {"config", "self.config", "server.config", "sc"}
 
 
+def _source(rel):
+    with open(os.path.join(PACKAGE, rel), encoding="utf-8") as f:
+        return f.read()
+
+
 def _parse(rel):
-    path = os.path.join(PACKAGE, rel)
-    with open(path, encoding="utf-8") as f:
-        return ast.parse(f.read(), path)
+    return ast.parse(_source(rel), os.path.join(PACKAGE, rel))
 
 
 def _probes(rel, tree, strict):
@@ -90,7 +93,10 @@ def test_nothing_in_the_package_probes_a_server():
         for name in files:
             if name.endswith(".py"):
                 rel = os.path.relpath(os.path.join(dirpath, name), PACKAGE)
-                found += _probes(rel, _parse(rel), strict=False)
+                source = _source(rel)
+                # (only a module that probes at all is parsed)
+                if "getattr(" in source or "hasattr(" in source or "AttributeError" in source:
+                    found += _probes(rel, ast.parse(source, rel), strict=False)
     assert not found, "use the declared interface (BrokerServer) instead:\n" + "\n".join(found)
 
 
