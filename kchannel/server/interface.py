@@ -1,11 +1,12 @@
 """What the server-side modules use of a :class:`~kchannel.server.Server`.
 
 The request handlers (:mod:`.handlers`, :mod:`.cluster`,
-:mod:`.scram_handlers`, :mod:`.token_handlers`, :mod:`.acl_handlers`), the
-broker assembly (:mod:`.broker`) and the worker processes (:mod:`.workers`)
-take a server and use exactly the members of :class:`BrokerServer`, read as
-attributes, never probed with ``getattr``/``hasattr``: a member missing here
-is a bug in the Server, not a case to fall back from.
+:mod:`.scram_handlers`, :mod:`.token_handlers`, :mod:`.acl_handlers`) and
+the broker assembly (:mod:`.broker`) take a server and use the members of
+:class:`BrokerServer`, read as attributes, never probed with
+``getattr``/``hasattr``: a member missing here is a bug in the Server, not a
+case to fall back from.  (The worker processes and the gateway drive the
+Server itself -- ``poll``, its selector -- and take the concrete class.)
 ``tests/server/test_server_interface.py`` checks that a Server has every
 member and that those modules probe nothing.
 
@@ -14,6 +15,8 @@ built from one), so handlers read settings from it (``config.get(key)``,
 ``config.originals``, its properties) rather than from raw properties.
 """
 from typing import Callable, Dict, List, Optional, Protocol, Tuple, runtime_checkable
+
+from ..config import ServerConfig
 
 __all__ = ["BrokerServer"]
 
@@ -24,7 +27,7 @@ class BrokerServer(Protocol):
     it (``isinstance(server, BrokerServer)`` checks the members exist)."""
 
     #: The validated server configuration (``kchannel.config.ServerConfig``).
-    config: "ServerConfig"  # noqa: F821 - the config layer's class, named for readers
+    config: ServerConfig
     #: ``node.id``, the cluster id clients are told, ``broker.rack``.
     node_id: int
     cluster_id: str
@@ -33,7 +36,7 @@ class BrokerServer(Protocol):
     time: Callable[[], int]
     #: The bound listeners (``kchannel.server.Listener``: ``name``,
     #: ``security_protocol``, ``configs``, ``channel_builder``...).
-    listeners: List["Listener"]  # noqa: F821
+    listeners: List[object]
     #: Advertised endpoints by listener name (``advertised.listeners``).
     advertised: Dict[str, object]
     #: Which brokers a request on a listener is told about
