@@ -57,12 +57,27 @@ CONFIGS = {
 # Record shapes, as send() keyword arguments on top of the value (kchannel's
 # names; the confluent-kafka template maps them to produce()'s).
 SHAPES = ["plain", "key", "partition", "headers", "timestamp", "callback", "all"]
-SHAPE_KW = '''
+SHAPE_KW = r'''
 def _cb(*a):
     pass
 _ALL = {"key": b"key-0001", "partition": 0, "headers": [("h", b"value-01")],
         "timestamp_ms": int(time.time() * 1000), "callback": _cb}
 KW = {k: v for k, v in _ALL.items() if SHAPE == "all" or k.startswith(SHAPE)}
+def shape_loop(body, names=None, env=None):
+    """A function ``loop(fn, N)`` that runs ``body`` N times (``i`` the
+    index), where ``body`` calls ``fn(T, V{args})``: ``{args}`` becomes the
+    shape's keywords spelled out in the call, as an application writes
+    them (``fn(T, V, **KW)`` would copy KW into a new dict and parse it per
+    call, a cost of the harness counted in the shape's).  ``names``
+    renames keywords (confluent-kafka's), ``env`` adds globals."""
+    names = names or {}
+    args = "".join(f", {names.get(k, k)}=_{k}" for k in KW)
+    lines = body.format(args=args).strip("\n").splitlines()
+    src = (f"def loop(fn, N, {''.join(f'_{k}, ' for k in KW)}):\n"
+           f"    for i in range(N):\n" + "".join(f"        {line}\n" for line in lines))
+    glob = {"T": T, "V": V, **(env or {})}
+    exec(src, glob)
+    return lambda fn, n: glob["loop"](fn, n, *KW.values())
 '''
 
 PRODUCE = {
@@ -71,8 +86,7 @@ from kchannel import Producer
 p = Producer({"bootstrap.servers": B, "acks": "1", "enable.idempotence": "false", **CFG})
 send = p.send
 if KW:
-    for _ in range(N):
-        send(T, V, **KW)
+    shape_loop("fn(T, V{args})")(send, N)
 else:
     for _ in range(N):
         send(T, V)
@@ -82,20 +96,20 @@ p.close()
     "confluent": r'''
 from confluent_kafka import Producer
 p = Producer({"bootstrap.servers": B, "acks": "1", **CFG})
-names = {"key": "key", "partition": "partition", "headers": "headers",
-         "timestamp_ms": "timestamp", "callback": "on_delivery"}
-ckw = {names[k]: v for k, v in KW.items()}
+names = {"timestamp_ms": "timestamp", "callback": "on_delivery"}
 produce = p.produce
 poll = p.poll
-for i in range(N):
-    while True:
-        try:
-            produce(T, V, **ckw)
-            break
-        except BufferError:
-            poll(0.01)
-    if i % EVERY == 0:
-        poll(0)
+loop = shape_loop("""
+while True:
+    try:
+        fn(T, V{args})
+        break
+    except BufferError:
+        poll(0.01)
+if i % EVERY == 0:
+    poll(0)
+""", names, {"poll": poll, "EVERY": EVERY})
+loop(produce, N)
 p.flush()
 ''',
     "aiokafka": r'''

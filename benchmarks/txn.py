@@ -3,6 +3,7 @@ confluent-kafka's, same Apache Kafka broker, same run.
 
     python benchmarks/txn.py [--bootstrap HOST:PORT] [--transactions 100]
                              [--per-transaction 1000] [--size 100] [--rounds 3]
+                             [--baseline DIR]
 
 Without ``--bootstrap`` an Apache Kafka broker (the test fixture's, single
 node, transaction.version 2) is started in a temporary directory and stopped
@@ -21,7 +22,10 @@ The clients run in ``--rounds`` interleaved rounds (the order reversed every
 other round, so a drift of the machine's speed weighs on all alike); a ratio
 is the median of the rounds' ratios, each taken within its round, and the
 load average is printed before and after.  Absolute figures on a shared
-machine swing; the ratios are of one run.
+machine swing; the ratios are of one run.  ``--baseline DIR`` (another
+checkout of kchannel, its compiled twins built) adds kchannel from DIR at
+its defaults to every round, for a before/after ratio measured in the same
+run.
 """
 import argparse
 import json
@@ -39,6 +43,9 @@ from benchmarks._results import row  # noqa: E402
 CHILD = r'''
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
+if {baseline!r}:
+    # this checkout of kchannel, not the benchmark's
+    sys.path.insert(0, {baseline!r})
 client, bootstrap, topic, txns, per, size = {args!r}
 value = b"x" * size
 
@@ -59,7 +66,7 @@ if client == "kchannel-idempotent":
         p.flush()
     c1, t1 = cpu(), time.monotonic()
     p.close()
-elif client.startswith("kchannel"):
+elif client.startswith("kchannel") or client == "baseline":
     from kchannel import Producer
     tuned = {{"batch.size": 1000000}} if client == "kchannel-tuned" else {{}}
     p = Producer({{"bootstrap.servers": bootstrap, "transactional.id": "bench-" + topic,
@@ -92,8 +99,9 @@ print(json.dumps({{"cpu": c1 - c0, "wall": t1 - t0, "records": txns * per}}))
 '''
 
 
-def run_child(client, bootstrap, topic, txns, per, size):
-    code = CHILD.format(root=ROOT, args=(client, bootstrap, topic, txns, per, size))
+def run_child(client, bootstrap, topic, txns, per, size, baseline=None):
+    code = CHILD.format(root=ROOT, args=(client, bootstrap, topic, txns, per, size),
+                        baseline=baseline if client == "baseline" else None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0:
@@ -124,7 +132,12 @@ def main():
     ap.add_argument("--per-transaction", type=int, default=1000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="also run kchannel from this checkout (before/after in one run)")
     args = ap.parse_args()
+    clients = CLIENTS + (("baseline",) if args.baseline else ())
+    if args.baseline:
+        NAMES["baseline"] = f"kchannel from {args.baseline}"
     broker = None
     bootstrap = args.bootstrap
     tmp = None
@@ -142,11 +155,11 @@ def main():
         rounds = []
         for i in range(args.rounds):
             results = {}
-            for client in (CLIENTS if i % 2 == 0 else CLIENTS[::-1]):
+            for client in (clients if i % 2 == 0 else clients[::-1]):
                 topic = create_topic(bootstrap, f"txn-bench-{client}-{uuid.uuid4().hex[:8]}",
                                      partitions=1)
                 results[client] = run_child(client, bootstrap, topic, args.transactions,
-                                            args.per_transaction, args.size)
+                                            args.per_transaction, args.size, args.baseline)
             rounds.append(results)
     finally:
         if broker is not None:
@@ -168,7 +181,7 @@ def main():
           f"{args.per_transaction} records of {args.size} B, each committed; "
           f"{args.rounds} interleaved rounds, medians:")
     print(f"  before: {load_before}; after: {load_after}")
-    for client in CLIENTS:
+    for client in clients:
         cpu = _median([r[client]["cpu"] for r in rounds])
         wall = _median([r[client]["wall"] for r in rounds])
         print(f"  {NAMES[client]:30s} {_median([per_cpu(r[client]) for r in rounds]):10,.0f} "
@@ -188,6 +201,14 @@ def main():
           f"{ratio('kchannel', 'kchannel-idempotent', per_s):.2f}x per second")
     print("  per round, kchannel / confluent-kafka per CPU-second: " + ", ".join(
         f"{per_cpu(r['kchannel']) / per_cpu(r['confluent']):.2f}x" for r in rounds))
+    if args.baseline:
+        print(f"  kchannel / kchannel from {args.baseline}: "
+              f"{ratio('kchannel', 'baseline', per_cpu):.2f}x per CPU-second, "
+              f"{ratio('kchannel', 'baseline', per_s):.2f}x per second; from "
+              f"{args.baseline} / confluent-kafka: "
+              f"{ratio('baseline', 'confluent', per_cpu):.2f}x per CPU-second (per round: "
+              + ", ".join(f"{per_cpu(r['baseline']) / per_cpu(r['confluent']):.2f}x"
+                          for r in rounds) + ")")
     row(f"Transactional producer vs confluent-kafka at their defaults "
         f"(`txn.py`, Apache Kafka, {args.transactions} transactions of "
         f"{args.per_transaction} x {args.size} B records, median of {args.rounds} "

@@ -515,6 +515,12 @@ class Appender(Protocol):
 class AppenderModule(Protocol):
     Appender: type[Appender]
 
+    def run_callbacks(self, callbacks: dict, topic: str, partition: int, base_offset: int,
+                      log_append_time: int, records: list, sizes: list) -> None:
+        """The callbacks of an acknowledged batch (index -> callback), in
+        record order, each with its record's ``RecordMetadata``; one that
+        raises is logged and the next ones still run."""
+
 
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {

@@ -14,7 +14,8 @@ relied upon.
 """
 from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_SIZE
-from cpython.ref cimport PyObject, _Py_REFCNT
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF, _Py_REFCNT
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
@@ -23,15 +24,107 @@ from kchannel._crecords cimport QueuedRecord
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
-from kchannel.producer.accumulator import FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX
+from kchannel.log import get_logger
+from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX,
+                                          RecordMetadata)
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
 
-__all__ = ["Appender"]
+__all__ = ["Appender", "run_callbacks"]
 
 _new_future = object.__new__
 
 cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char *name
+        int type
+        Py_ssize_t offset
+        int flags
+    int T_OBJECT_EX
+
+cdef extern from "descrobject.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    PyTypeObject PyMemberDescr_Type
+
+# run_callbacks: a RecordMetadata per record, made as object.__new__ makes it
+# (the type's tp_new) and its six __slots__ filled in place at their
+# offsets, read from the class's member descriptors once here; when they
+# are not plain object slots (the class changed), through its constructor.
+_log = get_logger("kchannel.producer.accumulator")
+_MD_FIELDS = ("topic", "partition", "offset", "timestamp", "serialized_key_size",
+              "serialized_value_size")
+cdef Py_ssize_t _md_offsets[6]
+cdef bint _md_in_place = True
+cdef tuple _EMPTY = ()
+
+
+cdef _init_md_offsets():
+    global _md_in_place
+    cdef PyMemberDef *member
+    for j, name in enumerate(_MD_FIELDS):
+        d = RecordMetadata.__dict__.get(name)
+        if d is None or type(d) is not <object>&PyMemberDescr_Type:
+            _md_in_place = False
+            return
+        member = (<PyMemberDescrObject *><PyObject *>d).d_member
+        if member.type != T_OBJECT_EX or member.flags != 0:
+            _md_in_place = False
+            return
+        _md_offsets[j] = member.offset
+
+
+_init_md_offsets()
+
+
+cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
+    """Fill an object slot of a RecordMetadata made here (a new reference;
+    the value it replaces, if any, is released)."""
+    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
+    cdef PyObject *old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject *>value
+    Py_XDECREF(old)
+
+
+def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
+                  int64_t log_append_time, list records, list sizes):
+    """See the pure twin (``kchannel.producer._appender_py``).
+
+    A callback that did not keep its RecordMetadata (the usual case: only
+    this loop still holds it once the callback returned) leaves it to the
+    next record, refilled: no allocation, deallocation and garbage
+    collector count per record.  One still held anywhere is never touched
+    (the class has no __weakref__ slot: nothing else can see it)."""
+    cdef Py_ssize_t i
+    cdef object md = None, callback, key, sz, ts
+    cdef PyTypeObject *md_type = <PyTypeObject *>RecordMetadata
+    for key, callback in callbacks.items():
+        i = key
+        sz = sizes[i]
+        if log_append_time >= 0:
+            ts = log_append_time
+        else:
+            ts = (<QueuedRecord?>records[i]).timestamp
+        if _md_in_place:
+            if md is None or _Py_REFCNT(<PyObject *>md) != 1:
+                md = md_type.tp_new(RecordMetadata, <PyObject *>_EMPTY, NULL)
+                _put(md, _md_offsets[0], topic)
+                _put(md, _md_offsets[1], partition)
+            _put(md, _md_offsets[2], base_offset + i if base_offset >= 0 else -1)
+            _put(md, _md_offsets[3], ts)
+            _put(md, _md_offsets[4], (<tuple?>sz)[0])
+            _put(md, _md_offsets[5], (<tuple?>sz)[1])
+        else:
+            md = RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1,
+                                ts, sz[0], sz[1])
+        try:
+            callback(md, None)
+        except Exception:
+            _log.exception("Error executing user-provided callback on message for "
+                           "topic-partition")
 
 cdef Py_ssize_t _OVERHEAD_EXTRA_MAX = RECORD_OVERHEAD_EXTRA_MAX
 cdef tuple _NO_HEADERS = ()
@@ -167,6 +260,7 @@ cdef class Appender:
         cdef int64_t ts, td
         cdef list sticky = None
         cdef list records
+        cdef dict callbacks
         cdef object hs
         cdef QueuedRecord record
         cdef bint full = False
@@ -285,9 +379,10 @@ cdef class Appender:
                         self._sizes_vs = vs
                     batch.sizes.append(self._sizes)
                     if callback is not None:
-                        if batch.callbacks is None:
-                            batch.callbacks = {}
-                        batch.callbacks[index] = callback
+                        callbacks = batch.callbacks
+                        if callbacks is None:
+                            callbacks = batch.callbacks = {}
+                        callbacks[index] = callback
                     batch.estimated_size += rs
                     full = <Py_ssize_t>batch.estimated_size >= self._batch_size
                     # Most callers drop the future send() returns (send

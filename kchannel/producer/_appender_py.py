@@ -22,15 +22,44 @@ work per ``send()``, not the wire (see README, Benchmarks).
 """
 import time as _time
 
+from kchannel.log import get_logger
 from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX,
-                                          _varint_size)
+                                          RecordMetadata, _varint_size)
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer._partitioner_py import partition_for_key
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
 
-__all__ = ["Appender"]
+__all__ = ["Appender", "run_callbacks"]
 
 _NO_HEADERS = ()
+_new_metadata = object.__new__
+# The callbacks run for the accumulator's batches: its logger.
+_log = get_logger("kchannel.producer.accumulator")
+
+
+def run_callbacks(callbacks, topic, partition, base_offset, log_append_time, records, sizes):
+    """The callbacks of a batch acknowledged as a whole (``ProducerBatch``'s
+    ``callbacks``, index -> callback), in record order, each with its
+    record's ``RecordMetadata``: offset ``base_offset + index`` (-1 when
+    the base offset is unknown), timestamp the log append time when there
+    is one (>= 0), else the record's; what is the same for the whole batch
+    is read once.  A callback that raises is logged, the next ones still
+    run.  Per record only its metadata is built (a callback per record is a
+    common shape: the compiled twin saves the loop's interpretation and
+    builds the metadata without a Python call)."""
+    new = _new_metadata
+    for i, callback in callbacks.items():
+        md = new(RecordMetadata)
+        md.topic = topic
+        md.partition = partition
+        md.offset = base_offset + i if base_offset >= 0 else -1
+        md.timestamp = log_append_time if log_append_time >= 0 else records[i].timestamp
+        md.serialized_key_size, md.serialized_value_size = sizes[i]
+        try:
+            callback(md, None)
+        except Exception:
+            _log.exception("Error executing user-provided callback on message for "
+                           "topic-partition")
 
 
 def _headers(headers):

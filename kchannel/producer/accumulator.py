@@ -11,6 +11,7 @@ import collections
 import concurrent.futures
 import threading
 
+from kchannel._impl import load as _load_twin
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
@@ -383,9 +384,8 @@ class ProducerBatch:
             self.complete(-1, -1, failed[0] if len(failed) == len(results) else None)
 
     def _run_callbacks(self, exc):
-        """Each record's callback, in record order.  Per record, only its
-        metadata is built here: what is the same for the whole batch is
-        read once (a callback per record is a common shape)."""
+        """Each record's callback, in record order (an acknowledged batch:
+        the appender twin's ``run_callbacks``, compiled when built)."""
         if exc is not None:
             for callback in self.callbacks.values():
                 _call(callback, None, exc)
@@ -399,30 +399,26 @@ class ProducerBatch:
                     _call(callback, self.metadata(i), None)
             return
         topic, partition = self.tp
-        append_time = self.log_append_time
-        base = self.base_offset
-        records = self.records
-        sizes = self.sizes
-        new = _new_metadata
-        for i, callback in self.callbacks.items():
-            md = new(RecordMetadata)
-            md.topic = topic
-            md.partition = partition
-            md.offset = base + i if base >= 0 else -1
-            md.timestamp = append_time if append_time >= 0 else records[i].timestamp
-            md.serialized_key_size, md.serialized_value_size = sizes[i]
-            try:
-                callback(md, None)
-            except Exception:
-                log.exception("Error executing user-provided callback on message for "
-                              "topic-partition")
+        run = _run_callbacks or _load_run_callbacks()
+        run(self.callbacks, topic, partition, self.base_offset, self.log_append_time,
+            self.records, self.sizes)
 
     def __repr__(self):
         return (f"ProducerBatch(topicPartition={self.tp.topic}-{self.tp.partition}, "
                 f"recordCount={len(self.records)})")
 
 
-_new_metadata = object.__new__
+# The appender twin's run_callbacks (the per-record loop of a batch's
+# callbacks), loaded at the first batch with callbacks: the twin imports
+# this module, so it cannot be loaded while this one loads.
+_run_callbacks = None
+
+
+def _load_run_callbacks():
+    global _run_callbacks
+    _run_callbacks = _load_twin("kchannel.producer._appender_py",
+                                "kchannel._cappender").run_callbacks
+    return _run_callbacks
 
 # An append short of buffer.memory waits in line (see _allocate) and re-checks
 # every _WAIT_SLICE_MS besides being woken.
@@ -598,9 +594,11 @@ class RecordAccumulator:
             batch.allocated = 0
             if self._memory_waiters:
                 self._signal_first_waiter()
-            # flush() waits on ``memory`` for the incomplete batches; a
-            # notify with nobody to wake is a per-batch cost for nothing.
-            if self.flushes_in_progress:
+            # flush() waits on ``memory`` until no batch is incomplete: it
+            # is woken when the last one completes, not per batch (a wake-up
+            # per batch cost both threads a switch and a pass of the wait
+            # loop, per batch.size bytes, to find batches still pending).
+            if self.flushes_in_progress and not self.incomplete:
                 self.memory.notify_all()
 
     # -- sender side ------------------------------------------------------------

@@ -20,6 +20,10 @@ renumbered.  And until the broker acknowledged a partition's first batch
 of an epoch, that partition has one batch in flight (``first_unacked``): a
 broker with no state for a producer takes any sequence, so a second batch
 could be written before a first one that is then refused and retried.
+Once a batch of the producer id was written to the partition, a new epoch
+(an epoch bump) does not wait so: the broker then takes the epoch only
+from sequence 0; nor does a transaction under transaction version 2, whose
+first batches the broker verifies and refuses unless they start at 0.
 
 The transactional producer reuses the books (``assign``, ``acked``,
 ``is_next_sequence``, ``request_epoch_bump``, ``bump_epoch``); its bump
@@ -37,7 +41,7 @@ MAX_EPOCH = 32767      # Short.MAX_VALUE: the epoch is an int16
 
 class ProducerSequences:
     __slots__ = ("producer_id", "producer_epoch", "_next", "_last_acked", "_started",
-                 "bump_partitions")
+                 "bump_partitions", "first_sequence_checked")
 
     def __init__(self):
         self.producer_id = -1
@@ -46,6 +50,12 @@ class ProducerSequences:
         self._last_acked = {}     # tp -> last acknowledged sequence
         self._started = {}        # tp -> (producer id, epoch) its sequences count under
         self.bump_partitions = set()  # partitions waiting for an epoch bump
+        # Set by the transaction manager for a transaction under transaction
+        # version 2: the broker verifies each partition's first batch of the
+        # transaction and refuses one that does not start at sequence 0 even
+        # where it holds no state for the producer (Kafka 4's
+        # ProducerAppendInfo.checkSequence), so no batch need wait.
+        self.first_sequence_checked = False
 
     def has_producer_id(self):
         return self.producer_id >= 0
@@ -65,12 +75,23 @@ class ProducerSequences:
         if tp in self.bump_partitions:
             return False
         current = (self.producer_id, self.producer_epoch)
-        if self._started.get(tp) != current:
+        started = self._started.get(tp)
+        if started != current:
             if in_flight:
                 return False
             self._started[tp] = current
             self._next[tp] = 0
-            self._last_acked.pop(tp, None)
+            if started is not None and started[0] == self.producer_id and \
+                    tp in self._last_acked:
+                # The broker holds this producer's state for the partition
+                # (a batch of an earlier epoch was written): it takes a new
+                # epoch only from sequence 0, so the epoch's batches may go
+                # together (-1: nothing acknowledged yet in this epoch).
+                # Every transaction under transaction version 2 starts an
+                # epoch; its first batch going alone cost a round trip each.
+                self._last_acked[tp] = -1
+            else:
+                self._last_acked.pop(tp, None)
         elif self.first_unacked(tp, in_flight):
             return False
         seq = self._next[tp]
@@ -83,10 +104,16 @@ class ProducerSequences:
     def first_unacked(self, tp, in_flight):
         """Whether a batch of ``tp`` must wait because nothing of the
         epoch is written yet while a batch is in flight: a broker with no
-        state for this producer id and epoch takes any sequence number, so
-        a second batch could be written before a first one that is then
-        rejected (too large, say) and sent again, out of order."""
-        return bool(in_flight) and tp not in self._last_acked
+        state for this producer id takes any sequence number, so a second
+        batch could be written before a first one that is then rejected
+        (too large, say) and sent again, out of order.  Not when a batch of
+        an earlier epoch of the same producer id was written (``assign``):
+        then the broker refuses a new epoch's batch that does not start at
+        sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER, retried behind the
+        first, as Kafka's), nor under transaction version 2
+        (``first_sequence_checked``)."""
+        return bool(in_flight) and tp not in self._last_acked and \
+            not self.first_sequence_checked
 
     def acked(self, batch):
         """A batch was written: its last sequence is acknowledged."""

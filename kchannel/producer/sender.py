@@ -635,8 +635,13 @@ class Sender:
             flight.remove(batch)
 
     def _complete(self, batch, base_offset, log_append_time):
-        self.accumulator.deallocate(batch)
-        batch.complete(base_offset, log_append_time)
+        # Kafka's order (completeBatch, then deallocate): the futures and
+        # callbacks first, so a flush() woken by the last deallocation
+        # returns with every record's callback run.
+        try:
+            batch.complete(base_offset, log_append_time)
+        finally:
+            self.accumulator.deallocate(batch)
 
     def _fail_batch(self, batch, exc):
         if self.sensors is not None:
@@ -648,8 +653,10 @@ class Sender:
             # Its sequences will never be written: the partition's later
             # batches need a new epoch (Java's handleFailedBatch).
             self.sequences.request_epoch_bump(batch.tp)
-        self.accumulator.deallocate(batch)
-        batch.complete(None, None, exc)
+        try:
+            batch.complete(None, None, exc)
+        finally:
+            self.accumulator.deallocate(batch)
 
     def _fail_undrained(self, exc):
         self.accumulator.abort_undrained(exc)

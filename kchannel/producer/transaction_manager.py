@@ -289,6 +289,10 @@ class TransactionManager:
             self.maybe_fail_with_error()
             self._transition(State.IN_TRANSACTION)
             self.transaction_v2 = self._latest_transaction_version >= 2
+            # Under version 2 the broker checks every partition's first
+            # sequence of the transaction: its batches need not wait for the
+            # first one's acknowledgement (see ProducerSequences).
+            self.sender.sequences.first_sequence_checked = self.transaction_v2
 
     def begin_commit(self):
         with self.lock:

@@ -24,7 +24,8 @@ Requests
     ApiVersions, SaslHandshake, SaslAuthenticate, the delegation token APIs
     and the SCRAM credential APIs are answered by the server itself.
     ApiVersions lists them and, for everything else, the versions both the
-    upstream (its bootstrap broker's ApiVersions) and the gateway support:
+    upstream (its bootstrap broker's ApiVersions; until they are known,
+    KAFKA_BROKER_API_KEYS at the gateway's versions) and the gateway support:
     Produce at most v9 and Fetch at most v15 (later versions carry broker
     addresses, KIP-951, in responses the gateway forwards untouched), no
     ShareFetch/ShareAcknowledge (same reason), DescribeQuorum at most v1.
@@ -65,6 +66,18 @@ Upstream connections
     ``request.timeout.ms`` plus the time the broker may hold it (Produce
     timeout, Fetch max wait, JoinGroup rebalance timeout).
 
+Upstream login
+    :meth:`Gateway.start` learns the upstream's versions and nodes over a
+    NetworkClient connection; when the upstream is not reachable or refuses
+    the gateway's login, it returns and the same check (:meth:`Gateway._probe`)
+    goes on in the background with the upstream reconnect backoff until it
+    succeeds.  An authentication failure of any upstream connection starts a
+    failure streak: one ERROR (the upstream, the login, the keys to fix,
+    never the secret), the upstream client's own per-attempt messages lowered
+    to DEBUG, and until the probe logs in again a request that needs a new
+    upstream connection closes its client at once instead of making another
+    login that fails the same way.
+
 Memory
     A client is not read while it holds ``kchannel.gateway.max.queued.bytes``
     in the gateway (forwarded requests not answered, responses not written
@@ -96,12 +109,14 @@ Metrics (the server's registry)
     group ``kchannel-upstream-metrics`` (upstream connections).
 """
 import collections
+import logging
 from dataclasses import dataclass
 
 from .. import errors
 from .. import __version__
 from ..client.network_client import (CLIENT_SOFTWARE_NAME, NetworkClient, RequestTimeoutError,
                                       _parse_bootstrap)
+from ..config.client import ClientConfig
 from ..config.definitions import resolve_class
 from ..log import get_logger
 from ..metrics import Avg, Max, MetricName, Rate
@@ -140,6 +155,39 @@ REWRITTEN_API_KEYS = frozenset(int(k) for k in (
 # Later versions put broker addresses into responses that pass untouched.
 VERSION_CAPS = {int(ApiKey.PRODUCE): 9, int(ApiKey.FETCH): 15, int(ApiKey.DESCRIBE_QUORUM): 1}
 NOT_FORWARDED = frozenset(int(k) for k in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE))
+# What clients are offered while the upstream's own versions are not known
+# yet (its login failing or it unreachable since start-up): the APIs of
+# Apache Kafka 4.3.1's broker listener (its message schemas' "listeners"),
+# at the versions both it and the gateway speak.  Listing only the gateway's
+# local APIs instead made clients conclude the cluster lacks Metadata,
+# CreateTopics... for the whole life of their connection (confluent-kafka's
+# "Topic Admin API (KIP-4) not supported by broker"); a version the upstream
+# turns out not to have closes only the connection that uses it, and its
+# client reconnects to the real ranges.
+KAFKA_BROKER_API_KEYS = frozenset(int(k) for k in (
+    ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH, ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS,
+    ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+    ApiKey.DELETE_RECORDS, ApiKey.INIT_PRODUCER_ID, ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN,
+    ApiKey.WRITE_TXN_MARKERS, ApiKey.TXN_OFFSET_COMMIT, ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS,
+    ApiKey.DELETE_ACLS, ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS,
+    ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.SASL_AUTHENTICATE,
+    ApiKey.CREATE_PARTITIONS, ApiKey.CREATE_DELEGATION_TOKEN, ApiKey.RENEW_DELEGATION_TOKEN,
+    ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.DESCRIBE_DELEGATION_TOKEN, ApiKey.DELETE_GROUPS,
+    ApiKey.ELECT_LEADERS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.OFFSET_DELETE, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+    ApiKey.ALTER_CLIENT_QUOTAS, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
+    ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_PRODUCERS, ApiKey.UNREGISTER_BROKER,
+    ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS, ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY,
+    ApiKey.LIST_CONFIG_RESOURCES, ApiKey.DESCRIBE_TOPIC_PARTITIONS, ApiKey.SHARE_GROUP_HEARTBEAT,
+    ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER, ApiKey.INITIALIZE_SHARE_GROUP_STATE,
+    ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
+    ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY))
 _PRODUCE = int(ApiKey.PRODUCE)
 _FETCH = int(ApiKey.FETCH)
 # the APIs a broker may hold (see _waits_ms)
@@ -262,6 +310,34 @@ class _Up:
         self.ds = ds
         self.in_flight = collections.deque()
         self.ready = False
+
+
+class _UpstreamLoginLogFilter(logging.Filter):
+    """Lowers to DEBUG what the upstream client and its selector log at
+    each failed login of the gateway's upstream connections (an ERROR and a
+    WARNING per attempt, every reconnect backoff): the gateway's own ERROR,
+    once per failure streak, says it with what to do (see
+    Gateway._login_failed).  A record is the gateway's when it names an
+    upstream address; the server's own listeners' failures stay as they
+    are."""
+
+    MESSAGES = ("Connection to node %s (%s:%s) failed authentication due to: %s",
+                "Failed %sauthentication with %s%s (%s)")
+
+    def __init__(self, gateway):
+        super().__init__()
+        self.gateway = gateway
+
+    def filter(self, record):
+        if record.msg in self.MESSAGES and record.levelno > logging.DEBUG:
+            args = record.args if isinstance(record.args, tuple) else ()
+            text = " ".join(str(a) for a in args)
+            for host, port in self.gateway.upstream_addresses():
+                if f"{host}:{port}" in text or (host in args and port in args):
+                    record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+                    # (its logger let it through at its own level)
+                    return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
 
 
 class _Fd:
@@ -409,6 +485,20 @@ class Gateway:
         self._bootstrap_index = 0
         self._next_waiting_scan = 0   # see _waiting_now
         self._sensors = {}
+        # The gateway's own check of the upstream (see _probe): running
+        # until the upstream's versions and nodes are known, and again while
+        # its login fails (_login_error: the streak's last failure).
+        self._probing = False
+        self._probe_uid = None        # its connection being set up or used
+        self._probe_corr = None       # (uid, corr) of its Metadata request
+        self._probe_node = None       # the node whose login failed, else any
+        self._login_error = None
+        self._login_failures = 0
+        self._login_failed_since = 0
+        self._login_name = self._describe_login(configs)
+        self._log_filter = _UpstreamLoginLogFilter(self)
+        for name in ("kchannel.client", "kchannel.network.selector"):
+            logging.getLogger(name).addFilter(self._log_filter)
         self._fd = _Fd(self.client.selector.fileno())
         server.selector.add_listener(self._fd, self._upstream_event)
         server.gateway = self
@@ -418,63 +508,183 @@ class Gateway:
         """Connect to the bootstrap broker and learn the upstream's API
         versions and nodes (binding their ports), waiting at most
         ``timeout_ms`` (default: the upstream request.timeout.ms, at most
-        10 s).  Returns
-        True when done; False (logged) when the upstream is not reachable
-        yet: the gateway then learns it from the first forwarded request."""
+        10 s).  Returns True when done; False (logged) when the upstream is
+        not reachable yet or refuses the gateway's login: the gateway then
+        keeps trying in the background with the upstream reconnect backoff
+        (see :meth:`_probe`) and learns it once it can."""
         if timeout_ms is None:
             # the listeners wait meanwhile: not longer than this
             timeout_ms = min(self.request_timeout_ms, START_TIMEOUT_MS)
         deadline = self.time() + timeout_ms
-        corr = None
+        self._probing = True
         while self.time() < deadline:
-            uid = self._route(None)
-            if self.client.is_ready(uid):
-                if corr is None:
-                    self._learn_versions(uid)
-                    version = min(self.client.choose_version(uid, int(ApiKey.METADATA)), 12)
-                    corr = self.client.send(uid, int(ApiKey.METADATA),
-                                            {"topics": [], "allow_auto_topic_creation": False,
-                                             "include_cluster_authorized_operations": False,
-                                             "include_topic_authorized_operations": False},
-                                            version)
-            else:
-                try:
-                    self.client.connect(uid, *self._address(uid))
-                except errors.KChannelError as exc:
-                    log.warning("Cannot connect to upstream %s: %s", self._address(uid), exc)
-                    self._next_bootstrap()
-            for resp in self.client.poll(50):
-                if resp.correlation_id != corr or resp.api_key != int(ApiKey.METADATA):
-                    continue
-                if resp.exception is not None:
-                    corr = None
-                    continue
-                for b in resp.body.get("brokers") or ():
-                    self._learn_node(b["node_id"], b["host"], b["port"])
-                problem = self._node_port_collision(sorted(self.nodes))
-                if problem:
-                    raise errors.ConfigError(problem, key="kchannel.gateway.node.id.base")
-                for l in list(self.server.listeners):
-                    if l.upstream_node is None:
-                        for nid in sorted(self.nodes):
-                            self._endpoint(l.name, nid)
-                log.info("Gateway ready: upstream %s, nodes %s", ",".join(
-                    f"{h}:{p}" for h, p in self.bootstrap), sorted(self.nodes))
+            self._probe()
+            if not self._probing:
                 return True
-            if self.client.connection_failed(uid):
-                exc = self.client.connection_exception(uid)
-                if isinstance(exc, errors.AuthenticationError) or \
-                        self.client.authentication_exception(uid) is not None:
-                    log.error("Gateway cannot authenticate to upstream %s: %s",
-                              self._address(uid), self.client.authentication_exception(uid)
-                              or exc)
-                    return False
-                self._next_bootstrap()
-        log.warning("Upstream cluster %s not reachable within %d ms; requests are forwarded "
-                    "once it is", ",".join(f"{h}:{p}" for h, p in self.bootstrap), timeout_ms)
+            if self._login_error is not None:
+                # Not waited out here: a wrong credential stays wrong, and
+                # clients are better served by a running gateway that fails
+                # their requests at once (and recovers by itself) than by
+                # listeners that do not answer.
+                return False
+            for resp in self.client.poll(50):
+                if self._probe_corr is not None and \
+                        (resp.node_id, resp.correlation_id) == self._probe_corr:
+                    self._probe_response(resp, at_start=True)
+            self._probe()
+            if not self._probing:
+                return True
+        if self._login_error is None:
+            log.warning("Upstream cluster %s not reachable within %d ms; requests are forwarded "
+                        "once it is", ",".join(f"{h}:{p}" for h, p in self.bootstrap),
+                        timeout_ms)
         return False
 
+    # ------------------------------------------------ the upstream's login
+    def _probe(self):
+        """One step of the gateway's own check of the upstream, run until it
+        succeeds: at start-up, while the upstream's versions and nodes are
+        not known, and while its login fails.  A NetworkClient connection
+        (so Kafka's reconnect backoff: ``reconnect.backoff.ms`` doubling up
+        to ``reconnect.backoff.max.ms``) that logs in, learns the
+        upstream's ApiVersions and asks Metadata for its nodes."""
+        if not self._probing:
+            return
+        client = self.client
+        uid = self._probe_uid
+        if uid is not None:
+            if client.is_ready(uid):
+                if self._probe_corr is None:
+                    self._learn_versions(uid)
+                    version = min(client.choose_version(uid, int(ApiKey.METADATA)), 12)
+                    corr = client.send(uid, int(ApiKey.METADATA),
+                                       {"topics": [], "allow_auto_topic_creation": False,
+                                        "include_cluster_authorized_operations": False,
+                                        "include_topic_authorized_operations": False},
+                                       version)
+                    self._probe_corr = (uid, corr)
+                return
+            if not client.connection_failed(uid):
+                return          # being set up
+            self._probe_uid = self._probe_corr = None
+            auth = client.authentication_exception(uid)
+            if auth is not None:
+                self._login_failed(uid, auth)
+            else:
+                log.debug("Upstream connection %s (%s:%s) failed: %s", uid, *self._address(uid),
+                          client.connection_exception(uid))
+                if self._is_bootstrap(uid):
+                    self._next_bootstrap()
+        uid = self._probe_node if self._probe_node is not None else self._route(None)
+        if client.is_ready(uid):
+            self._probe_uid = uid
+            return
+        try:
+            started = client.connect(uid, *self._address(uid))
+        except errors.KChannelError as exc:
+            log.debug("Cannot connect to upstream %s: %s", self._address(uid), exc)
+            self._next_bootstrap()
+            return
+        if started:             # else in its reconnect backoff
+            self._probe_uid = uid
+
+    def _probe_response(self, resp, at_start=False):
+        self._probe_corr = None
+        if resp.exception is not None:
+            return              # its connection failed: _probe sees it
+        for b in resp.body.get("brokers") or ():
+            self._learn_node(b["node_id"], b["host"], b["port"])
+        problem = self._node_port_collision(sorted(self.nodes))
+        if problem and at_start:
+            raise errors.ConfigError(problem, key="kchannel.gateway.node.id.base")
+        for l in list(self.server.listeners):
+            if l.upstream_node is None:
+                for nid in sorted(self.nodes):
+                    self._endpoint(l.name, nid)     # (a collision is logged there)
+        upstream = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
+        if self._login_error is not None:
+            # WARN, as serve logs by default: whoever saw the ERROR sees it end
+            log.warning("Gateway logged in to upstream cluster %s after %d failed attempts in "
+                        "%.1f s: forwarding requests again", upstream, self._login_failures,
+                        (self.time() - self._login_failed_since) / 1000.0)
+        log.info("Gateway ready: upstream %s, nodes %s", upstream, sorted(self.nodes))
+        self._login_error = None
+        self._login_failures = 0
+        self._probe_node = None
+        self._probing = False
+
+    def _login_failed(self, uid, exc):
+        """An upstream connection ``uid`` failed authentication: the
+        upstream refused the gateway's own credentials (or its TLS
+        handshake).  One ERROR per failure streak; until the probe logs in
+        again (with the reconnect backoff, never in a loop of its own),
+        requests that need a new upstream connection fail at once (their
+        clients' connections are closed) instead of each making a login
+        that fails the same way."""
+        self._probing = True
+        self._login_failures += 1
+        if isinstance(uid, int):
+            self._probe_node = uid     # logs in again where it failed
+        if self._login_error is not None:
+            self._login_error = exc
+            log.debug("Upstream connection %s failed authentication again: %s", uid, exc)
+            return
+        self._login_error = exc
+        self._login_failed_since = self.time()
+        host, port = self._address(uid)
+        if isinstance(exc, errors.SslAuthenticationError):
+            what, keys = "TLS handshake", "kchannel.upstream.ssl.* (truststore, keystore)"
+        else:
+            what = f"{self._login_name} login" if self._login_name else "login"
+            keys = ("kchannel.upstream.sasl.jaas.config and kchannel.upstream.sasl.mechanism "
+                    "(the user, or delegation token, must exist on the upstream cluster; "
+                    "a new one can take a moment to reach every broker)")
+        node = uid[0] if isinstance(uid, tuple) else uid
+        where = "" if node == BOOTSTRAP_NODE else f" (node {node} at {host}:{port})"
+        log.error("Gateway cannot authenticate to upstream cluster %s%s: %s "
+                  "failed: %s. The upstream refused the gateway's own credentials, not a "
+                  "client's: fix %s. Retrying with the upstream reconnect backoff "
+                  "(kchannel.upstream.reconnect.backoff.ms, reconnect.backoff.max.ms); until "
+                  "then client requests that need a new upstream connection fail at once "
+                  "(their connections are closed).",
+                  ",".join(f"{h}:{p}" for h, p in self.bootstrap), where, what,
+                  str(exc).rstrip("."), keys)
+        if self.per_client:
+            # The start-up connection may still be logged in (idle): the
+            # probe must log in afresh to learn that the credential works.
+            for nid in [BOOTSTRAP_NODE, *sorted(self.nodes)]:
+                if self.client.is_ready(nid):
+                    self.client.disconnect(nid)
+
+    @staticmethod
+    def _describe_login(configs):
+        """What the ERROR says the gateway logs in as: ``SASL/<mechanism> as
+        "<user>"`` (a token login names its token id), never a secret."""
+        protocol = str(configs.get("security.protocol") or "PLAINTEXT").upper()
+        if not protocol.startswith("SASL"):
+            return None
+        mechanism = str(configs.get("sasl.mechanism") or "GSSAPI").upper()
+        try:
+            jaas = ClientConfig(dict(configs)).jaas()
+            user = jaas.option("username") if jaas is not None else None
+            token = jaas is not None and str(jaas.option("tokenauth")).lower() == "true"
+        except Exception:  # noqa: BLE001 - a description only: the client reports bad configs
+            user, token = None, False
+        if user is None:
+            return f"SASL/{mechanism}"
+        return f'SASL/{mechanism} as {"delegation token" if token else "user"} "{user}"'
+
+    def _login_refused(self, ds, uid):
+        """Fail ``ds`` at once: the upstream login is failing (see
+        _login_failed)."""
+        self._fail_downstream(ds, errors.ChannelConnectionError(
+            f"the gateway cannot log in to upstream node "
+            f"{uid[0] if isinstance(uid, tuple) else uid} ({self._login_error}); its operator "
+            "must fix the gateway's kchannel.upstream credentials"))
+
     def close(self):
+        for name in ("kchannel.client", "kchannel.network.selector"):
+            logging.getLogger(name).removeFilter(self._log_filter)
         self.server.selector.remove_listener(self._fd)
         self.client.close()
 
@@ -484,8 +694,11 @@ class Gateway:
         then what both the upstream and the gateway support."""
         up = self.upstream_versions
         if up is None:
-            return local
-        if self._ranges_cache is not None and self._ranges_cache[0] == local:
+            # not known yet: Kafka's broker APIs (see KAFKA_BROKER_API_KEYS),
+            # not cached, the upstream's own replacing them once learned
+            up = {k: API_VALID_VERSIONS[k] for k in KAFKA_BROKER_API_KEYS
+                  if k in API_VALID_VERSIONS}
+        elif self._ranges_cache is not None and self._ranges_cache[0] == local:
             return dict(self._ranges_cache[1])
         out = {k: r for k, r in local.items() if k in LOCAL_API_KEYS}
         for k, (lo, hi) in up.items():
@@ -504,7 +717,8 @@ class Gateway:
                 lo, hi = self.request_authorizer.offered(k, lo, hi) or (0, -1)
             if lo <= hi:
                 out[k] = (lo, hi)
-        self._ranges_cache = (dict(local), dict(out))
+        if self.upstream_versions is not None:
+            self._ranges_cache = (dict(local), dict(out))
         return out
 
     def _offered(self):
@@ -548,7 +762,8 @@ class Gateway:
     def poll_timeout(self, timeout_ms):
         if self.client.has_pending_io():
             return 0
-        if self.in_flight or self.waiting or self._draining or self._up_in_flight:
+        if (self.in_flight or self.waiting or self._draining or self._up_in_flight
+                or self._probing):
             if timeout_ms is None or timeout_ms < 0 or timeout_ms > TIMER_MS:
                 return TIMER_MS
         return timeout_ms
@@ -697,6 +912,9 @@ class Gateway:
                 self.in_flight[(uid, corr)] = (ds, slot)
             if ds.up_muted and type(uid) is tuple:
                 client.selector.mute(uid)
+        elif self._login_error is not None:
+            self._login_refused(ds, uid)
+            return True
         else:
             self.waiting.setdefault(uid, collections.deque()).append((ds, slot, frame, expect))
             self._ensure_connecting(uid)
@@ -713,10 +931,17 @@ class Gateway:
         """Upstream I/O after the server's: send what waited for a
         connection, hand responses back to their clients."""
         usel = self.client.selector
+        if self._probing:
+            self._probe()
         for _ in range(2):
             self._drain_waiting(self._waiting_now())
             responses = self.client.poll(0)
+            probe = self._probe_corr
             for resp in responses:
+                if probe is not None and (resp.node_id, resp.correlation_id) == probe:
+                    probe = None
+                    self._probe_response(resp)
+                    continue
                 self._on_response(resp)
             if self.ups:
                 # the clients' own connections: not NetworkClient nodes
@@ -790,11 +1015,11 @@ class Gateway:
                     f"Connection to upstream node {uid[0]} ({host}:{port}) failed "
                     f"({state.name})")
                 if state == State.AUTHENTICATION_FAILED:
-                    log.error("Upstream connection %s (%s:%s) failed authentication: %s", uid,
-                              host, port, exc)
-                else:
-                    log.warning("Upstream connection %s (%s:%s) failed: %s", uid, host, port,
-                                exc)
+                    # the gateway's credentials: one ERROR per streak
+                    self._login_failed(uid, exc)
+                    self._login_refused(ds, uid)
+                    continue
+                log.warning("Upstream connection %s (%s:%s) failed: %s", uid, host, port, exc)
                 self._fail_downstream(ds, exc)
                 continue
             self._fail_downstream(ds, errors.ChannelConnectionError(
@@ -805,6 +1030,9 @@ class Gateway:
         """Start ``ds``'s own upstream connection ``uid`` with the gateway's
         ApiVersions queued first (as Kafka's clients open a connection);
         None (the client failed) when it cannot be started."""
+        if self._login_error is not None:
+            self._login_refused(ds, uid)
+            return None
         usel = self.client.selector
         host, port = self._address(uid)
         try:
@@ -971,6 +1199,10 @@ class Gateway:
                 return uid
         return BOOTSTRAP_NODE
 
+    def upstream_addresses(self):
+        """(host, port) of the upstream's bootstrap servers and nodes."""
+        return list(self.bootstrap) + list(self.nodes.values())
+
     def _address(self, uid):
         node = uid[0] if isinstance(uid, tuple) else uid
         if node == BOOTSTRAP_NODE or node not in self.nodes:
@@ -1022,11 +1254,14 @@ class Gateway:
             elif client.connection_state(uid).is_disconnected():
                 if uid in self.connecting:
                     self.connecting.discard(uid)
-                    exc = (client.authentication_exception(uid)
-                           or client.connection_exception(uid)
+                    auth = client.authentication_exception(uid)
+                    exc = (auth or client.connection_exception(uid)
                            or errors.ChannelConnectionError(f"Upstream node {uid} unreachable"))
-                    log.warning("Upstream connection %s (%s:%s) failed: %s", uid,
-                                *self._address(uid), exc)
+                    if auth is not None:
+                        self._login_failed(uid, auth)     # one ERROR per streak
+                    else:
+                        log.warning("Upstream connection %s (%s:%s) failed: %s", uid,
+                                    *self._address(uid), exc)
                     if self._is_bootstrap(uid):
                         self._next_bootstrap()
                     self._fail_waiting(uid, exc)
@@ -1522,5 +1757,9 @@ def install_gateway(server, config, props, acl_authorizer=None):
                       shared_fetch_max_wait_ms=int(value(
                           "kchannel.gateway.shared.fetch.max.wait.ms",
                           DEFAULT_SHARED_FETCH_MAX_WAIT_MS)))
-    gateway.start()
+    try:
+        gateway.start()
+    except BaseException:
+        gateway.close()      # (its log filter and upstream client go with it)
+        raise
     return gateway

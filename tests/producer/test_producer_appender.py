@@ -176,3 +176,66 @@ def test_futures_the_caller_keeps_are_its_own_whatever_it_dropped(tansu, impl):
         assert sorted(done) == [(i, i) for i in range(1, 301) if i % 3 and i % 7 == 0]
     rows = consume_confluent(tansu.bootstrap, topic, 1, 301)
     assert [r[3] for r in rows] == [b"first"] + [b"%d" % i for i in range(1, 301)]
+
+
+def test_run_callbacks_builds_each_records_metadata(impl, caplog):
+    """``run_callbacks`` (each twin) against the values a batch's records
+    must report: offset base + index (-1 when unknown), the record's own
+    timestamp or the log append time, its key and value sizes; metadata a
+    callback keeps stays its own (the compiled twin refills one that no
+    callback kept), and a callback that raises is logged while the next
+    ones still run."""
+    from kchannel.producer.accumulator import RecordMetadata
+    from kchannel.protocol.records import QueuedRecord
+    n = 40
+    records = [QueuedRecord(1_700_000_000_000 + 3 * i, None, b"v" * i, ()) for i in range(n)]
+    sizes = [(i % 5 - 1, i) for i in range(n)]
+    for base, append_time in ((500, -1), (-1, -1), (500, 1_800_000_000_000)):
+        seen, kept = [], []
+
+        def cb(md, exc, kept=kept, seen=seen):
+            assert exc is None and type(md) is RecordMetadata
+            seen.append((md.topic, md.partition, md.offset, md.timestamp,
+                         md.serialized_key_size, md.serialized_value_size))
+            if md.offset % 4 == 1 or (base < 0 and len(seen) % 4 == 1):
+                kept.append((md, seen[-1]))
+
+        def boom(md, exc):
+            raise RuntimeError("callback failed")
+
+        callbacks = {i: (boom if i == 7 else cb) for i in range(0, n) if i % 3 != 2}
+        with caplog.at_level("ERROR", logger="kchannel.producer.accumulator"):
+            caplog.clear()
+            impl.appender.run_callbacks(callbacks, "t", 3, base, append_time, records, sizes)
+        assert [r.getMessage() for r in caplog.records] == [
+            "Error executing user-provided callback on message for topic-partition"]
+        want = [("t", 3, base + i if base >= 0 else -1,
+                 append_time if append_time >= 0 else records[i].timestamp,
+                 sizes[i][0], sizes[i][1]) for i in callbacks if i != 7]
+        assert seen == want
+        assert kept and len({id(md) for md, _ in kept}) == len(kept)
+        for md, values in kept:
+            assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
+                    md.serialized_value_size) == values
+
+
+def test_flush_returns_with_every_callback_run(tansu, impl):
+    """flush() is woken when the last batch is released, which Kafka's
+    order puts after the batch's futures and callbacks: whatever the
+    batches in flight, every callback has run and every future is done
+    when flush() returns."""
+    topic = create_topic(tansu.bootstrap, topic_name(f"appender-flush-{impl.kind}"),
+                         partitions=1)
+    with Producer({"bootstrap.servers": tansu.bootstrap, "batch.size": 2048}) as p:
+        p._appender = impl.appender.Appender(p.append_path)
+        p.send = p._appender.send
+        p.send(topic, b"first").get(10)
+        for round_ in range(5):
+            seen = []
+            futures = [p.send(topic, b"r%d-%04d" % (round_, i) + b"." * 90,
+                              callback=lambda md, exc, i=i: seen.append(i))
+                       for i in range(300)]
+            p.flush()
+            assert len(seen) == 300 and all(f.done() for f in futures)
+    rows = consume_confluent(tansu.bootstrap, topic, 1, 1501)
+    assert len(rows) == 1501

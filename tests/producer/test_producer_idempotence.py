@@ -82,6 +82,47 @@ def test_new_epoch_waits_for_batches_in_flight_under_the_old_one():
     assert (nxt.producer_epoch, nxt.base_sequence) == (1, 0)
 
 
+def test_new_epoch_after_a_written_batch_pipelines_from_sequence_zero():
+    """Once a batch of the producer id was written to the partition, the
+    broker takes a new epoch only from sequence 0: the epoch's batches go
+    together (each transaction's under transaction version 2), while a
+    partition never written to, or a new producer id, keeps one batch in
+    flight until the first is written, unless the broker checks first
+    sequences itself (transaction version 2)."""
+    acc = _accumulator()
+    seqs = ProducerSequences()
+    seqs.set_producer_id(7, 0)
+    other = TopicPartition("t", 1)
+    _append(acc, TP, 50)                   # five batches of 9-10 records
+    _append(acc, other, 20)
+    b1 = acc.batches[TP].popleft()
+    assert seqs.assign(TP, b1, [])
+    seqs.acked(b1)
+    seqs.set_producer_id(7, 1)             # EndTxn v5's bumped epoch
+    b2, b3 = acc.batches[TP].popleft(), acc.batches[TP].popleft()
+    assert seqs.assign(TP, b2, [])
+    assert seqs.assign(TP, b3, [b2])        # not held back behind b2
+    assert [(b.producer_epoch, b.base_sequence) for b in (b2, b3)] == \
+        [(1, 0), (1, b2.record_count)]
+    # nothing of the epoch acknowledged yet: b2 is still the next one
+    assert seqs.is_next_sequence(TP, 0) and not seqs.is_next_sequence(TP, b3.base_sequence)
+    seqs.acked(b2)
+    assert seqs.is_next_sequence(TP, b3.base_sequence)
+    # never written to under this producer id: the first batch goes alone
+    o1, o2 = acc.batches[other].popleft(), acc.batches[other].popleft()
+    assert seqs.assign(other, o1, [])
+    assert not seqs.assign(other, o2, [o1])
+    # a new producer id (fenced, epoch exhausted): the broker may hold no state
+    seqs.set_producer_id(8, 0)
+    b4, b5 = acc.batches[TP].popleft(), acc.batches[TP].popleft()
+    assert seqs.assign(TP, b4, [])
+    assert not seqs.assign(TP, b5, [b4])
+    # transaction version 2: the broker checks the first sequence itself
+    seqs.first_sequence_checked = True
+    assert seqs.assign(TP, b5, [b4])
+    assert b5.base_sequence == b4.record_count
+
+
 def test_exhausted_epoch_resets_the_producer_id():
     seqs = ProducerSequences()
     seqs.set_producer_id(7, MAX_EPOCH)

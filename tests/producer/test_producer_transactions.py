@@ -343,6 +343,9 @@ def test_a_transaction_takes_about_one_sender_pass_per_request(kafka_broker):
                 p.send(topic, value)
             p.commit_transaction(30)
         assert p._txn.transaction_v2
+        # the broker checks each transaction's first sequences: no batch
+        # waits for the first one's acknowledgement
+        assert sender.sequences.first_sequence_checked
         sender.run_once, client.send = run_once, send
     assert counts["requests"] >= 5 * 7, counts
     assert counts["passes"] <= 3 * counts["requests"], counts
