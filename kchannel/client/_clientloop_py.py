@@ -216,6 +216,15 @@ class ClientLoop:
             self._expire_requests(now, out)
         return out
 
+    def _decode_response(self, api_key, version, payload):
+        """The body of a response frame (correlation id first); raises
+        KChannelError when it does not decode."""
+        decode = self._response_decoders.get((api_key << 16) | version)
+        if decode is None:
+            decode = self._response_decoders[(api_key << 16) | version] = \
+                response_decoder(api_key, version)
+        return decode(payload)
+
     def _handle_response(self, node, payload, now, out):
         if len(payload) < 4:
             self._protocol_failure(node, errors.InvalidRequestError(
@@ -245,6 +254,10 @@ class ClientLoop:
         if internal is _RAW:
             out.append(ClientResponse(node.id, api_key, version, corr, payload, None, sent, now))
             return
+        if internal and api_key == _API_VERSIONS:
+            # (decoded there only when the bytes differ from the last answer)
+            self._handle_api_versions_payload(node, version, payload, out)
+            return
         try:
             decode = self._response_decoders.get((api_key << 16) | version)
             if decode is None:
@@ -253,8 +266,5 @@ class ClientLoop:
             body = decode(payload)
         except errors.KChannelError as exc:
             self._protocol_failure(node, exc, out)
-            return
-        if internal and api_key == _API_VERSIONS:
-            self._handle_api_versions_response(node, version, body, out)
             return
         out.append(ClientResponse(node.id, api_key, version, corr, body, None, sent, now))

@@ -1722,7 +1722,7 @@ def install_gateway(server, config, props, acl_authorizer=None):
     allowed = {}
     for l in server.listeners:
         text = None
-        if config is not None and hasattr(config, "listener_configs"):
+        if config is not None:
             text = config.listener_configs(l.name).get("kchannel.gateway.allowed.principals")
         if text is None:
             text = props.get(f"listener.name.{l.name.lower()}.kchannel.gateway.allowed.principals",

@@ -349,6 +349,42 @@ def test_close_flushes_and_times_out(kafka_broker):
     assert all(isinstance(e, KafkaError) and "closed forcefully" in str(e) for e in failures)
 
 
+def test_cancelled_close_still_ends_the_producer(kafka_broker):
+    """close() cancelled while it waits for acknowledgements ends the
+    producer forcefully: the Sender's greenlet is stopped where it waits,
+    every record's future completes (written, or failed "closed
+    forcefully"), and none of its sockets stays on the loop."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-close-cancel"), partitions=1)
+
+    async def scenario():
+        p = AIOProducer({"bootstrap.servers": plain, "linger.ms": 60_000})
+        first = await p.send(topic, b"connected")
+        await p.flush()         # (not send_and_wait: that would wait out the linger)
+        await first
+        futures = [await p.send(topic, b"%d" % i) for i in range(2000)]
+        closing = asyncio.ensure_future(p.close())
+        # close() has woken the Sender, which sends what is buffered and
+        # waits for the responses: cancel it there.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        driver_waiting = p._bridge.current is not None and not p._driver.done()
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        outcomes = []
+        for f in futures:
+            assert f.done()
+            exc = f.exception()
+            outcomes.append("ok" if exc is None else str(exc))
+        return (driver_waiting, p._driver.cancelled(), p._bridge.current,
+                len(p._selector.get_map()), outcomes)
+    driver_waiting, cancelled, greenlet, registered, outcomes = run(scenario())
+    assert driver_waiting and cancelled and greenlet is None and registered == 0
+    assert len(outcomes) == 2000
+    assert all(o == "ok" or "closed forcefully" in o for o in outcomes), set(outcomes)
+
+
 def test_send_awaits_buffer_memory_and_waiting_makes_batches_sendable(kafka_broker):
     """With buffer.memory taken by batches still lingering, send() awaits
     memory and, as Kafka's appends waiting on an exhausted pool, makes every

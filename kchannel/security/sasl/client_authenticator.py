@@ -126,6 +126,29 @@ def _sasl_versions(api_versions_body):
                          if e.get("api_key") in (SASL_HANDSHAKE, SASL_AUTHENTICATE)]}
 
 
+# The last ApiVersions response decoded: (version, its bytes after the
+# correlation id, the SASL entries of its body as ``_sasl_versions`` gives
+# them).  Every connection to a cluster usually gets the same answer byte
+# for byte; decoding its ~60 entries again cost a storm of SASL connections
+# tens of microseconds each.  Only the SASL entries are kept (all the
+# authenticator reads), shared read-only.
+_LAST_API_VERSIONS = [None]
+
+
+def _decode_body(frame, api_key, version):
+    """The body of response ``frame`` (correlation id first) to ``api_key``
+    at ``version``; raises KChannelError if it does not decode."""
+    if api_key != API_VERSIONS:
+        return _wire.decode_response(frame, api_key, version)[1]
+    rest = frame[4:]
+    last = _LAST_API_VERSIONS[0]
+    if last is not None and last[0] == version and last[1] == rest:
+        return last[2]
+    body = _sasl_versions(_wire.decode_response(frame, api_key, version)[1])
+    _LAST_API_VERSIONS[0] = (version, rest, body)
+    return body
+
+
 class _ReauthInfo:
     __slots__ = ("api_versions_from_original_authentication", "reauthentication_begin_ms",
                  "pending_authenticated_receives", "api_versions_received_from_broker",
@@ -480,7 +503,7 @@ class SaslClientAuthenticator(StateMachineAuthenticator):
                     raise InvalidRequestError(
                         f"Correlation id for response ({_wire.peek_correlation_id(frame)}) "
                         f"does not match request ({cid})")
-                _, body = _wire.decode_response(frame, api_key, version)
+                body = _decode_body(frame, api_key, version)
             except KChannelError as exc:
                 if self._reauth.reauthenticating():
                     # Not the SASL response: a response to a request sent
