@@ -416,7 +416,9 @@ class PartitionReader(Protocol):
 
     @property
     def position(self) -> int:
-        """The position reached by the last ``read_into``."""
+        """The position reached by the last ``read_into``: past its last
+        record, or, when it reached the end of the records, the next offset
+        of the last whole plain batch if further (Kafka's nextFetchOffset)."""
 
     @property
     def special(self) -> Optional[Tuple[int, int]]:

@@ -14,6 +14,20 @@ Every error says whose fault it is:
 import os as _os
 
 
+class CoreErrorCodes:
+    """The Kafka error codes the exceptions below carry by default.
+
+    ``kchannel.protocol.errors.Errors`` is the vocabulary of Kafka's error
+    codes, but this module sits below the protocol layer (which imports it),
+    so the few codes it needs are named here;
+    ``tests/project/test_kafka_constants.py`` checks each against
+    ``Errors``."""
+
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
+    SASL_AUTHENTICATION_FAILED = 58
+
+
 class KChannelError(Exception):
     """Base class of every kchannel error."""
 
@@ -97,7 +111,8 @@ class SaslAuthenticationError(AuthenticationError):
     ``message`` is the server's error message when it sent one.
     """
 
-    def __init__(self, message="", error_code=58, mechanism=None):
+    def __init__(self, message="", error_code=CoreErrorCodes.SASL_AUTHENTICATION_FAILED,
+                 mechanism=None):
         super().__init__(message, error_code)
         self.mechanism = mechanism
 
@@ -105,7 +120,7 @@ class SaslAuthenticationError(AuthenticationError):
 class IllegalSaslStateError(AuthenticationError):
     """A request arrived that is not allowed in the current SASL state (34)."""
 
-    def __init__(self, message="", error_code=34):
+    def __init__(self, message="", error_code=CoreErrorCodes.ILLEGAL_SASL_STATE):
         super().__init__(message, error_code)
 
 
@@ -115,7 +130,8 @@ class UnsupportedSaslMechanismError(AuthenticationError):
     ``enabled_mechanisms`` lists what the server offered.
     """
 
-    def __init__(self, message="", enabled_mechanisms=(), error_code=33):
+    def __init__(self, message="", enabled_mechanisms=(),
+                 error_code=CoreErrorCodes.UNSUPPORTED_SASL_MECHANISM):
         super().__init__(message, error_code)
         self.enabled_mechanisms = list(enabled_mechanisms)
 

@@ -54,32 +54,58 @@ class MetricConfig:
     time_window_ms: int = 30000
 
 
+class Sample:
+    """One window of a sampled stat (Kafka's ``SampledStat.Sample``):
+    ``start`` (ms the window opened), ``value`` (what the stat folds the
+    window's values into: their sum, their maximum...) and ``count`` (events
+    recorded in it).  Recording in the open window only adds to ``value``
+    and ``count`` (the Selector inlines that, see
+    ``SelectorMetrics.record_poll``)."""
+
+    __slots__ = ("start", "value", "count")
+
+    def __init__(self, start, value, count=0):
+        self.start = start
+        self.value = value
+        self.count = count
+
+    def __repr__(self):
+        return f"Sample(start={self.start!r}, value={self.value!r}, count={self.count!r})"
+
+    def __eq__(self, other):
+        if other.__class__ is not Sample:
+            return NotImplemented
+        return (self.start, self.value, self.count) == (other.start, other.value, other.count)
+
+    __hash__ = None
+
+
 class _SampledStat:
     """Kafka's SampledStat: values fall into ``samples`` rolling windows."""
 
     def __init__(self, config=None):
         self.config = config or MetricConfig()
-        # each sample: [window_start_ms, value, event_count]
+        # the windows, oldest first (Sample: start ms, value, event count)
         self._samples = []
 
     def _initial(self):
         return 0.0
 
     def _combine_into(self, sample, value):
-        sample[1] += value
+        sample.value += value
 
     def record(self, value, now):
         samples = self._samples
         # fast path: the current window is still open
         if samples:
             cur = samples[-1]
-            if now - cur[0] < self.config.time_window_ms:
+            if now - cur.start < self.config.time_window_ms:
                 self._combine_into(cur, value)
-                cur[2] += 1
+                cur.count += 1
                 return
         cur = self._current(now)
         self._combine_into(cur, value)
-        cur[2] += 1
+        cur.count += 1
 
     def record_many(self, values, now):
         """``record(v, now)`` for each of ``values``, in order."""
@@ -97,9 +123,9 @@ class _SampledStat:
     def _current(self, now):
         if self._samples:
             cur = self._samples[-1]
-            if now - cur[0] < self.config.time_window_ms:
+            if now - cur.start < self.config.time_window_ms:
                 return cur
-        cur = [now, self._initial(), 0]
+        cur = Sample(now, self._initial())
         self._samples.append(cur)
         if len(self._samples) > self.config.samples:
             del self._samples[0]
@@ -109,7 +135,7 @@ class _SampledStat:
         """Samples still inside the window (read-only: measuring from another
         thread never races with the recording thread's appends)."""
         limit = self.config.samples * self.config.time_window_ms
-        return [s for s in list(self._samples) if now - s[0] < limit]
+        return [s for s in list(self._samples) if now - s.start < limit]
 
 
 class Rate(_SampledStat):
@@ -122,7 +148,7 @@ class Rate(_SampledStat):
         self.per_ns = per_ns
 
     def _combine_into(self, sample, value):
-        sample[1] += 1 if self.count else value
+        sample.value += 1 if self.count else value
 
     def record(self, value, now):
         # Hot path (several sensors per request): _SampledStat.record with
@@ -130,9 +156,9 @@ class Rate(_SampledStat):
         samples = self._samples
         if samples:
             cur = samples[-1]
-            if now - cur[0] < self.config.time_window_ms:
-                cur[1] += 1 if self.count else value
-                cur[2] += 1
+            if now - cur.start < self.config.time_window_ms:
+                cur.value += 1 if self.count else value
+                cur.count += 1
                 return
         _SampledStat.record(self, value, now)
 
@@ -148,13 +174,13 @@ class Rate(_SampledStat):
             return
         n = len(values) - 1
         if self.count:
-            cur[1] += n
+            cur.value += n
         else:
-            acc = cur[1]
+            acc = cur.value
             for v in values[1:]:
                 acc += v
-            cur[1] = acc
-        cur[2] += n
+            cur.value = acc
+        cur.count += n
 
     @classmethod
     def view_of(cls, stat, count=False, per_ns=False):
@@ -168,10 +194,10 @@ class Rate(_SampledStat):
 
     def measure(self, now):
         live = self._live(now)
-        # a count Rate's sample value equals its event count (s[2]), which a
+        # a count Rate's sample value equals its event count, which a
         # view over an Avg's samples (value = the sum) must use
-        total = sum(s[2] for s in live) if self.count else sum(s[1] for s in live)
-        elapsed_ms = now - (live[0][0] if live else now)
+        total = sum(s.count for s in live) if self.count else sum(s.value for s in live)
+        elapsed_ms = now - (live[0].start if live else now)
         full = elapsed_ms // self.config.time_window_ms
         min_full = self.config.samples - 1
         # Kafka pads young windows so a single early event is not reported as
@@ -191,9 +217,9 @@ class Avg(_SampledStat):
         samples = self._samples
         if samples:
             cur = samples[-1]
-            if now - cur[0] < self.config.time_window_ms:
-                cur[1] += value
-                cur[2] += 1
+            if now - cur.start < self.config.time_window_ms:
+                cur.value += value
+                cur.count += 1
                 return
         _SampledStat.record(self, value, now)
 
@@ -206,18 +232,18 @@ class Avg(_SampledStat):
             for v in values[1:]:
                 self.record(v, now)
             return
-        acc = cur[1]
+        acc = cur.value
         for v in values[1:]:
             acc += v
-        cur[1] = acc
-        cur[2] += len(values) - 1
+        cur.value = acc
+        cur.count += len(values) - 1
 
     def measure(self, now):
         live = self._live(now)
-        count = sum(s[2] for s in live)
+        count = sum(s.count for s in live)
         if count == 0:
             return float("nan")
-        return sum(s[1] for s in live) / count
+        return sum(s.value for s in live) / count
 
 
 class Max(_SampledStat):
@@ -225,17 +251,17 @@ class Max(_SampledStat):
         return float("-inf")
 
     def _combine_into(self, sample, value):
-        sample[1] = max(sample[1], value)
+        sample.value = max(sample.value, value)
 
     def record(self, value, now):
         samples = self._samples
         if samples:
             cur = samples[-1]
-            if now - cur[0] < self.config.time_window_ms:
-                # same result as max(cur[1], value), NaN included
-                if value > cur[1]:
-                    cur[1] = value
-                cur[2] += 1
+            if now - cur.start < self.config.time_window_ms:
+                # same result as max(cur.value, value), NaN included
+                if value > cur.value:
+                    cur.value = value
+                cur.count += 1
                 return
         _SampledStat.record(self, value, now)
 
@@ -248,18 +274,18 @@ class Max(_SampledStat):
             for v in values[1:]:
                 self.record(v, now)
             return
-        m = cur[1]
+        m = cur.value
         for v in values[1:]:
             if v > m:
                 m = v
-        cur[1] = m
-        cur[2] += len(values) - 1
+        cur.value = m
+        cur.count += len(values) - 1
 
     def measure(self, now):
-        live = [s for s in self._live(now) if s[2]]
+        live = [s for s in self._live(now) if s.count]
         if not live:
             return float("nan")
-        return max(s[1] for s in live)
+        return max(s.value for s in live)
 
 
 class CumulativeSum:

@@ -1030,6 +1030,7 @@ cdef class PartitionReader:
     cdef int64_t _position
     cdef object _deferred
     cdef object _special
+    cdef int64_t _last_next   # next offset of the last whole plain batch walked, else -1
 
     def __init__(self, buf, cls, topic, partition, check_crcs=True, read_committed=False,
                  tuple_headers=False):
@@ -1058,10 +1059,12 @@ cdef class PartitionReader:
         self._position = 0
         self._deferred = None
         self._special = None
+        self._last_next = -1
 
     @property
     def position(self):
-        """The position reached by the last ``read_into``."""
+        """See the pure twin: past the last record read, or at the end of
+        the records the last whole plain batch's next offset if further."""
         return self._position
 
     @property
@@ -1090,6 +1093,10 @@ cdef class PartitionReader:
                 if self._live:
                     taken += self._read_batch(out, n - taken)
                 elif not self._next_batch(out):
+                    # At the end (not a batch left to the caller): Kafka's
+                    # nextFetchOffset, the last batch's next offset.
+                    if self._special is None and self._last_next > self._position:
+                        self._position = self._last_next
                     break
         except CorruptRecordError as exc:
             self._live = False
@@ -1182,6 +1189,7 @@ cdef class PartitionReader:
                         f"Record is corrupt (stored crc = {stored}, computed crc = {computed})")
             last_delta = <int32_t>_be32(b + 23)
             next_offset = base_offset + last_delta + 1
+            self._last_next = next_offset
             if next_offset <= self._position:
                 continue
             if attributes & 0x20:

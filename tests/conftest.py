@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.impl",
     "tests.fixtures.certs",
     "tests.fixtures.kdc",
+    "tests.fixtures.servers",
     "tests.fixtures.peers",
     "tests.fixtures.zookeeper",
     "tests.fixtures.kafka",
@@ -63,6 +64,7 @@ TWIN_INDEPENDENT = frozenset({
     "tests/cli/test_config_cli.py",
     "tests/cli/test_cli_version.py",
     "tests/server/test_listeners_bad_configs.py",
+    "tests/server/test_server_interface.py",
 })
 
 

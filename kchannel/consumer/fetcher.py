@@ -115,7 +115,8 @@ class SubscriptionState:
 
 
 class _CompletedFetch:
-    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "reader", "done")
+    __slots__ = ("tp", "fetch_offset", "batches", "aborted", "aborted_pids", "reader", "done",
+                 "special_end")
 
     def __init__(self, tp, fetch_offset, records, aborted, check_crcs, read_committed,
                  tuple_headers):
@@ -129,6 +130,9 @@ class _CompletedFetch:
         self.aborted_pids = set()
         self.reader = None        # reader of a batch that self.batches left to _open_batch
         self.done = False
+        # The next offset of the last valid batch that self.batches left to
+        # _open_batch (self.batches tracks the plain ones itself).
+        self.special_end = -1
 
 
 class Fetcher:
@@ -419,6 +423,13 @@ class Fetcher:
                         raise
                     self._open_batch(cf, st, batch)
                 elif not n:
+                    # The end of the fetch: as Kafka's CompletedFetch, the
+                    # position moves to the last batch's next offset (past
+                    # records compaction removed from its end, which a v2
+                    # batch's last offset still counts), not just past its
+                    # last record, else the next fetch reads that batch again.
+                    if cf.special_end > st.position:
+                        st.position = cf.special_end
                     cf.done = True
                     break
             elif not reader.remaining:
@@ -469,6 +480,7 @@ class Fetcher:
         if self.check_crcs:
             batch.ensure_valid()
         next_offset = batch.next_offset
+        cf.special_end = max(cf.special_end, next_offset)
         if next_offset <= st.position:
             return
         if self.read_committed and batch.producer_id >= 0:

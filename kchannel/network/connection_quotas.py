@@ -64,7 +64,7 @@ class _RateQuota:
     def _window_ms(self, now):
         # The window the rate was measured over (Kafka's Rate.windowSize).
         live = self.rate._live(now)
-        elapsed = now - (live[0][0] if live else now)
+        elapsed = now - (live[0].start if live else now)
         window = self.config.time_window_ms
         full = elapsed // window
         if full < self.config.samples - 1:

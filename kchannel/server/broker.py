@@ -48,12 +48,12 @@ def stable_cluster_id(config, props):
     file), created on first start, so clients see the same id across
     restarts.  ``kchannel.cluster.id`` wins; None when no data directory is
     usable."""
-    configured = getattr(config, "cluster_id", None)
+    configured = config.cluster_id
     if configured:
         return configured
     if not (props.get("log.dirs") or props.get("log.dir")):
         return None
-    data_dir = getattr(config, "data_dir", None)
+    data_dir = config.data_dir
     if not data_dir:
         return None
     path = os.path.join(data_dir, "meta.properties")
@@ -129,8 +129,7 @@ def assemble(server_class, props, jaas_text=None, jaas_file_name=None, reuse_por
     token_hook = install_tokens(
         server, config, props,
         authorizer=AclTokenAuthorizer(acl_authorizer) if acl_authorizer is not None else None)
-    if token_hook is not None and hasattr(token_hook, "close"):
-        closers.append(token_hook.close)
+    closers.append(token_hook.close)
     # Gateway in front of an upstream cluster (kchannel.upstream.*), after
     # every local API is registered: ApiVersions lists them and the
     # upstream's others.

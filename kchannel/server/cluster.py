@@ -35,10 +35,12 @@ inter-broker listener settings (``ServerConfig.inter_broker_client_configs``,
 Kafka's ``ChannelBuilders.clientChannelBuilder`` with a SERVER JAAS context).
 """
 from ..client import KafkaClient
+from ..config import ServerConfig
 from ..config.listeners import (CLUSTER_NODES_CONFIG, ClusterNode, format_address,
                                parse_cluster_nodes)
 from ..errors import ConfigError
 from .handlers import handle_metadata as single_node_metadata
+from .interface import BrokerServer
 from ..log import get_logger
 from ..protocol import messages
 from ..protocol.errors import Errors
@@ -70,7 +72,7 @@ CLUSTER_SUPPORTED_OPERATIONS = sum(1 << c for c in _CLUSTER_OPERATION_CODES)
 class ClusterView:
     """Which brokers a request on a given listener is told about."""
 
-    def __init__(self, server, nodes=()):
+    def __init__(self, server: BrokerServer, nodes=()):
         self.server = server
         self.nodes = list(nodes)
         for n in self.nodes:
@@ -84,7 +86,7 @@ class ClusterView:
         """(host, port) of this node on ``listener_name``, or None when this
         node does not advertise that listener."""
         server = self.server
-        advertised = getattr(server, "advertised", None)
+        advertised = server.advertised
         if advertised and str(listener_name).upper() not in advertised:
             return None
         try:
@@ -113,19 +115,13 @@ class ClusterView:
 
 
 def _configured_nodes(server):
-    config = getattr(server, "config", None)
-    value = None
-    if config is not None and hasattr(config, "get"):
-        try:
-            value = config.get(CLUSTER_NODES_CONFIG)
-        except KeyError:
-            value = None
+    config = server.config
+    value = config.get(CLUSTER_NODES_CONFIG)
     if value is None:
-        props = getattr(server, "_props", None) or {}
-        value = props.get(CLUSTER_NODES_CONFIG)
+        value = config.originals.get(CLUSTER_NODES_CONFIG)
     if value is None:
         return []
-    pmap = getattr(config, "listener_security_protocol_map", None) if config is not None else None
+    pmap = config.listener_security_protocol_map
     try:
         return parse_cluster_nodes(value, pmap)
     except ValueError as exc:
@@ -196,13 +192,13 @@ def _describe_cluster_error(error, message):
 
 
 def _view(server):
-    view = getattr(server, "cluster_view", None)
+    view = server.cluster_view
     if view is None:
         view = ClusterView(server)
     return view
 
 
-def register_cluster_handlers(server, nodes=None):
+def register_cluster_handlers(server: BrokerServer, nodes=None):
     """Serve Metadata and DescribeCluster on ``server`` from a
     :class:`ClusterView` of this node plus ``nodes`` (default: the
     server's ``kchannel.cluster.nodes``).  Raises ``ConfigError`` for a bad
@@ -234,8 +230,11 @@ def connect_inter_broker(server_or_config, host, port, *, client_configs=None, t
     ``server_or_config``: a ``Server`` (its ``config``) or a
     ``ServerConfig``.  ``client_configs``: extra client keys
     (``request.timeout.ms``, ``client.id``...)."""
-    config = getattr(server_or_config, "config", server_or_config)
-    if config is None or not hasattr(config, "inter_broker_client_configs"):
+    if isinstance(server_or_config, BrokerServer):
+        config = server_or_config.config
+    else:
+        config = server_or_config
+    if not isinstance(config, ServerConfig):
         raise ConfigError("Inter-broker connections need the server configuration "
                           "(a Server built from server properties, or a ServerConfig)")
     configs = dict(config.inter_broker_client_configs())

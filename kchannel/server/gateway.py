@@ -336,7 +336,7 @@ class _UpstreamLoginLogFilter(logging.Filter):
                 if f"{host}:{port}" in text or (host in args and port in args):
                     record.levelno, record.levelname = logging.DEBUG, "DEBUG"
                     # (its logger let it through at its own level)
-                    return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+                    return get_logger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 
@@ -498,7 +498,7 @@ class Gateway:
         self._login_name = self._describe_login(configs)
         self._log_filter = _UpstreamLoginLogFilter(self)
         for name in ("kchannel.client", "kchannel.network.selector"):
-            logging.getLogger(name).addFilter(self._log_filter)
+            get_logger(name).addFilter(self._log_filter)
         self._fd = _Fd(self.client.selector.fileno())
         server.selector.add_listener(self._fd, self._upstream_event)
         server.gateway = self
@@ -684,7 +684,7 @@ class Gateway:
 
     def close(self):
         for name in ("kchannel.client", "kchannel.network.selector"):
-            logging.getLogger(name).removeFilter(self._log_filter)
+            get_logger(name).removeFilter(self._log_filter)
         self.server.selector.remove_listener(self._fd)
         self.client.close()
 
@@ -1722,7 +1722,7 @@ def install_gateway(server, config, props, acl_authorizer=None):
     allowed = {}
     for l in server.listeners:
         text = None
-        if config is not None and hasattr(config, "listener_configs"):
+        if config is not None:
             text = config.listener_configs(l.name).get("kchannel.gateway.allowed.principals")
         if text is None:
             text = props.get(f"listener.name.{l.name.lower()}.kchannel.gateway.allowed.principals",

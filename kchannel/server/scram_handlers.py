@@ -51,6 +51,7 @@ from kchannel.security.sasl import scram
 from kchannel.security.sasl.oauthbearer import java_hashmap_order
 from kchannel.security.sasl.scram_store import credential_from_salted_password
 from kchannel.log import get_logger
+from kchannel.server.interface import BrokerServer
 
 log = get_logger("kchannel.security.sasl.scram_handlers")
 
@@ -85,7 +86,7 @@ default_authorize = SuperUserAuthorizer()
 
 
 def _principal(ctx):
-    return getattr(ctx, "principal", None)
+    return ctx.principal
 
 
 def describe_user_scram_credentials(body, store):
@@ -253,7 +254,7 @@ def make_alter_handler(store, authorize=default_authorize):
     return handle_alter_user_scram_credentials
 
 
-def register_scram_handlers(server, store, authorize=None, super_users=None):
+def register_scram_handlers(server: BrokerServer, store, authorize=None, super_users=None):
     """Register both handlers (version 0, the only one Kafka defines).
 
     Without ``authorize``, the principals of ``super_users`` (default: the
@@ -269,10 +270,4 @@ def register_scram_handlers(server, store, authorize=None, super_users=None):
 
 
 def _configured_super_users(server):
-    config = getattr(server, "config", None)
-    if config is None:
-        return None
-    try:
-        return config.get("super.users")
-    except (KeyError, AttributeError):
-        return None
+    return server.config.get("super.users")

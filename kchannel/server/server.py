@@ -53,7 +53,7 @@ from .. import errors
 from .broker import assemble
 from .cluster import register_cluster_handlers
 from ..config import ServerConfig
-from ..config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, format_address,
+from ..config.listeners import (DEFAULT_SECURITY_PROTOCOL_MAP, Endpoint, format_address,
                                parse_security_protocol_map)
 from ..config.definitions import parse_ip_overrides
 from .handlers import (
@@ -163,10 +163,15 @@ def _listener_spec(obj):
         protocol, configs = obj.get("security_protocol"), obj.get("configs")
     elif isinstance(obj, (tuple, list)):
         name, host, port, protocol, configs = (tuple(obj) + (None, None))[:5]
+    elif isinstance(obj, Listener):
+        name, host, port = obj.name, obj.host, obj.port
+        protocol, configs = obj.security_protocol, obj.configs
+    elif isinstance(obj, Endpoint):
+        name, host, port = obj.listener_name, obj.host, obj.port
+        protocol, configs = obj.security_protocol, None
     else:
-        name = getattr(obj, "listener_name", None) or getattr(obj, "name")
-        host, port = getattr(obj, "host", ""), getattr(obj, "port", 0)
-        protocol, configs = getattr(obj, "security_protocol", None), getattr(obj, "configs", None)
+        raise TypeError(f"Unsupported listener {obj!r}: give NAME://host:port text, a Listener, "
+                        "an Endpoint, a dict or a (name, host, port[, protocol[, configs]]) tuple")
     name = str(name).upper()
     address = f":{port}" if not host else format_address(host, port)
     return f"{name}://{address}", (protocol or name).upper(), configs or None
@@ -253,13 +258,12 @@ def _listener_value(l, props, key, default):
 
 
 def _cfg_get(config, props, key, default):
-    if config is not None and hasattr(config, "get"):
-        try:
-            v = config.get(key)
-        except Exception:
-            v = None
-        if v is not None:
-            return v
+    try:
+        v = config.get(key)
+    except KeyError:         # not a key Kafka defines: the raw property alone
+        v = None
+    if v is not None:
+        return v
     if props is not None and props.get(key) is not None:
         return props[key]
     return default
@@ -380,6 +384,8 @@ class Server:
         self._response_encoders = {}
         # (ApiVersions version, listener) -> (handlers.generation, encoded body)
         self._api_versions_bytes = {}
+        # Set by register_cluster_handlers (kchannel.server.cluster.ClusterView).
+        self.cluster_view = None
         if register_builtins:
             self.handlers.register(messages.API_VERSIONS.api_key, handle_api_versions)
             self.handlers.register(messages.METADATA.api_key, handle_metadata)
@@ -480,7 +486,7 @@ class Server:
         closes the least recently used connection of another listener;
         kchannel does not)."""
         self.max_connections = int(_cfg_get(config, props, "max.connections", _UNLIMITED))
-        inter_broker = getattr(config, "inter_broker_listener_name", None)
+        inter_broker = config.inter_broker_listener_name
         if inter_broker is None and props is not None:
             inter_broker = props.get("inter.broker.listener.name")
         inter_broker = str(inter_broker).upper() if inter_broker else None

@@ -15,9 +15,13 @@ the encoder for older versions.
 """
 import threading
 
+from kchannel.config import ServerConfig
 from kchannel.config.types import reveal
 from kchannel.principal import KafkaPrincipal, parse_super_users
 from kchannel.protocol import messages
+from kchannel.security.sasl.channel_builder import SaslChannelBuilder
+from kchannel.security.sasl.mechanism import ServerCallbacks
+from kchannel.server.interface import BrokerServer
 from kchannel.tokens import config_value, open_token_store
 from kchannel.tokens.manager import (DEFAULT_MAX_TOKENS_PER_OWNER, SuperUserTokenAuthorizer,
                                      TokenManager)
@@ -133,7 +137,7 @@ def describe_token_handler(manager):
 SERVER_MIN_VERSION = 1
 
 
-def register_token_handlers(server, manager):
+def register_token_handlers(server: BrokerServer, manager):
     """Serve APIs 38-41 at the versions a Kafka 4 broker serves: from v1 up to
     the highest the codec supports."""
     for api, factory in ((CREATE, create_token_handler), (RENEW, renew_token_handler),
@@ -142,7 +146,7 @@ def register_token_handlers(server, manager):
                                 max(api.min_version, SERVER_MIN_VERSION), api.max_version)
 
 
-def attach_token_manager(server, manager):
+def attach_token_manager(server: BrokerServer, manager):
     """Make SCRAM token logins (``tokenauth=true``) on every SASL listener of
     ``server`` use ``manager.token_credential``.  Works on a server whose
     listeners are already bound: the channel builders' server callbacks are
@@ -150,14 +154,15 @@ def attach_token_manager(server, manager):
     alone)."""
     server.token_manager = manager
     lookup = manager.token_credential
-    for listener in getattr(server, "listeners", ()):
-        builder = getattr(listener, "channel_builder", None)
-        callbacks = getattr(builder, "callbacks", None)
-        if callbacks is None:
+    for listener in server.listeners:
+        builder = listener.channel_builder
+        # Only a SASL listener's server builder has callbacks.
+        if not isinstance(builder, SaslChannelBuilder) or builder.mode != "server":
             continue
+        callbacks = builder.callbacks
         items = callbacks.values() if isinstance(callbacks, dict) else [callbacks]
         for cb in items:
-            if hasattr(cb, "token_credential") and cb.token_credential is None:
+            if isinstance(cb, ServerCallbacks) and cb.token_credential is None:
                 cb.token_credential = lookup
 
 
@@ -206,13 +211,13 @@ class TokenService:
 
 
 def _secret(config, props):
-    if config is not None and hasattr(config, "delegation_token_secret_key"):
+    if isinstance(config, ServerConfig):
         return config.delegation_token_secret_key
     return (config_value(None, props, "delegation.token.secret.key")
             or config_value(None, props, "delegation.token.master.key"))
 
 
-def install_server(server, config=None, props=None, *, store=None, authorizer=None,
+def install_server(server: BrokerServer, config=None, props=None, *, store=None, authorizer=None,
                    start_sweeper=True):
     """Enable delegation tokens on ``server`` from its configuration
     (a ``ServerConfig`` and/or the raw properties).  Returns a
@@ -242,6 +247,6 @@ def install_server(server, config=None, props=None, *, store=None, authorizer=No
         attach_token_manager(server, manager)
         if start_sweeper:
             sweeper = TokenExpirySweeper(manager, manager.expiry_check_interval_ms,
-                                         getattr(server, "time", None)).start()
+                                         server.time).start()
         _install_log.info("Delegation tokens enabled (store: %s)", type(manager.store).__name__)
     return TokenService(manager, sweeper)

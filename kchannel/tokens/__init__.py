@@ -31,7 +31,7 @@ def config_value(config, props, key, default=None):
     if config is not None:
         try:
             value = config.get(key)
-        except (KeyError, AttributeError):
+        except KeyError:     # not a key Kafka defines: the raw property alone
             value = None
         if value is not None:
             return value
@@ -59,7 +59,7 @@ def open_token_store(config=None, props=None):
         raise ConfigError(f"Invalid value {kind} for configuration {STORE_CONFIG}: "
                           "String must be one of: sqlite, memory, zookeeper",
                           key=STORE_CONFIG, value=kind)
-    data_dir = getattr(config, "data_dir", None) if config is not None else None
+    data_dir = config.data_dir if config is not None else None
     if not data_dir:
         data_dir = data_dir_from_server_config(props or {})
     return SqliteTokenStore(os.path.join(data_dir, STORE_FILE_NAME))

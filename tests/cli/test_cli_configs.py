@@ -1,7 +1,5 @@
 """``kchannel configs`` (kafka-configs.sh for SCRAM users), run as a real
 subprocess against a server's credential store (--server-config)."""
-import os
-import subprocess
 import sys
 
 import pytest
@@ -11,20 +9,13 @@ from kchannel.security.sasl import mechanism as registry
 from kchannel.security.sasl.mechanism import ServerCallbacks
 from kchannel.security.sasl.scram_store import SqliteScramCredentialStore
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
+from tests.fixtures.scram import kc
 
 @pytest.fixture
 def server_config(tmp_path):
     path = tmp_path / "server.properties"
     path.write_text(f"node.id=1\nlog.dirs={tmp_path / 'data'},{tmp_path / 'other'}\n")
     return path
-
-
-def kc(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "kchannel", "configs", *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
 
 
 def store_of(tmp_path):

@@ -28,6 +28,21 @@ def scrape(registry):
     return out
 
 
+def poll_until_emitted(client, stats, client_id, timeout=10.0):
+    """Poll ``client`` until its stats_cb has been called again (a deadline,
+    not a fixed sleep: on a loaded machine a sleep of one interval may not
+    be enough); returns that new statistics object."""
+    def count():
+        return sum(1 for s in stats if s["client_id"] == client_id)
+    before = count()
+    deadline = time.monotonic() + timeout
+    while count() == before:
+        assert time.monotonic() < deadline, "stats_cb was not called within %s s" % timeout
+        time.sleep(0.01)
+        client.poll(0)
+    return [s for s in stats if s["client_id"] == client_id][-1]
+
+
 def test_stats_cb_and_prometheus_collector(kafka_broker):
     b = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(b, topic_name("stats"), partitions=1)
@@ -44,9 +59,9 @@ def test_stats_cb_and_prometheus_collector(kafka_broker):
         for i in range(5):
             p.send(topic, b"v%d" % i)
         p.flush(30)
-        time.sleep(0.06)
-        assert p.poll(0) == 0
-        s = stats[-1]
+        # The first statistics taken after the flush returned (their rtt:
+        # the responses since flush() called stats_cb, if it did).
+        s = poll_until_emitted(p, stats, "stats-p")
         assert (s["type"], s["client_id"], s["txmsgs"], s["msg_cnt"]) == \
             ("producer", "stats-p", 5, 0)
         assert s["tx"] >= 2 and s["rx"] == s["tx"] and s["tx_bytes"] > 0
@@ -74,9 +89,23 @@ def test_stats_cb_and_prometheus_collector(kafka_broker):
         values = scrape(registry)
         key = ("kafka_producer_producer_metrics_record_send_total", (("clientId", "stats-p"),))
         assert values[key] == 5
-        count = len(stats)
-        p.poll(0)
-        assert len(stats) == count     # not again within statistics.interval.ms
+        # At most once per statistics.interval.ms however often poll() is
+        # called, and again once it has passed: poll in a tight loop until
+        # two more statistics came, timing each emitting poll() with the
+        # test's own clock (how long the asserts above took, under load,
+        # does not matter).
+        emitted = []
+        deadline = time.monotonic() + 10
+        while len(emitted) < 2:
+            assert time.monotonic() < deadline, "stats_cb not called again within 10 s"
+            count, before = len(stats), time.monotonic()
+            assert p.poll(0) == 0
+            if len(stats) > count:
+                assert len(stats) == count + 1
+                emitted.append((before, time.monotonic()))
+        # (statistics' ms clock truncates: 1 ms of slack)
+        assert emitted[1][1] - emitted[0][0] >= 0.049
+        assert stats[-1]["ts"] - stats[-2]["ts"] >= 50 * 1000
 
     # Off by default; on for the consumer from its poll().
     with Producer({"bootstrap.servers": b, "stats_cb": stats_cb}) as p:
@@ -92,8 +121,9 @@ def test_stats_cb_and_prometheus_collector(kafka_broker):
         deadline = time.time() + 30
         while len(consumed) < 5 and time.time() < deadline:
             consumed.extend(c.poll(0.2) or [])
-        time.sleep(0.06)
-        c.poll(0)
+        assert len(consumed) == 5
+        # The first statistics taken after the last record was handed over.
+        poll_until_emitted(c, stats, "stats-c")
         mine = [s for s in stats if s["client_id"] == "stats-c"]
         assert mine and mine[-1]["type"] == "consumer" and mine[-1]["rxmsgs"] == 5
         # The assigned partition: read to its end (5 records), no lag.

@@ -3,6 +3,7 @@ kchannel Server whose Metadata, ListOffsets and Fetch handlers serve one
 partition with whatever bytes the test chooses.  A corrupt batch raises
 CorruptRecordError from poll, a partial trailing batch is ignored (Kafka's
 behaviour), and any bytes either decode or fail closed."""
+import struct
 import threading
 
 import pytest
@@ -113,6 +114,22 @@ def test_partial_trailing_batch_is_ignored(broker, consumer):
     got = _poll_once(consumer, first + second[:len(second) // 2], broker)
     assert [r.value for r in got] == [b"a", b"b"]
     assert consumer.position((TOPIC, 0)) == 2
+
+
+@pytest.mark.parametrize("compression", [R.CompressionType.NONE, R.CompressionType.GZIP])
+def test_position_after_a_batch_compaction_shortened_is_its_next_offset(
+        broker, consumer, compression):
+    # Kafka's log cleaner keeps a v2 batch's last offset (4 here) when it
+    # removes its last records (2-4): as Kafka's consumer, the position
+    # after the fetch is the batch's next offset, not 2 (from which the
+    # next fetch would get the same batch, and nothing, for good).
+    raw = bytearray(R.encode_batch([(1, b"a", b"a", []), (2, b"b", b"b", [])],
+                                   compression=compression))
+    raw[23:27] = struct.pack(">i", 4)
+    raw[17:21] = struct.pack(">I", R.crc32c(bytes(raw[21:])))
+    got = _poll_once(consumer, bytes(raw), broker)
+    assert [r.offset for r in got] == [0, 1]
+    assert consumer.position((TOPIC, 0)) == 5
 
 
 @settings(max_examples=60, deadline=None,

@@ -1,6 +1,7 @@
 """kchannel.Consumer against Apache Kafka: SASL_SSL SCRAM, list offsets
 (beginning/end/for times), read_committed skipping an aborted transaction
-written by confluent-kafka's transactional producer, and commits."""
+written by confluent-kafka's transactional producer, commits, and the
+position past a batch that compaction shortened."""
 import time
 
 import pytest
@@ -23,6 +24,44 @@ def test_consume_over_sasl_ssl_scram(kafka_broker, mechanism):
     bootstrap = configs.pop("bootstrap.servers")
     assert consume_kchannel(bootstrap, topic, 3, len(records), **configs) == \
         expected_rows(records, mds)
+
+
+def test_position_past_a_batch_compaction_shortened(kafka_broker):
+    # Kafka's log cleaner removes k2@1 (k2@2 supersedes it) from the batch
+    # k1@0 k2@1 and keeps the batch's last offset 1 (message format v2).
+    # With one batch a fetch (the smallest fetch sizes), the consumer must
+    # move to that batch's next offset 2 after reading k1@0, as Kafka's
+    # consumer does; at 1 it would fetch the same batch again, and nothing
+    # in it, for good.
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    # (Segments roll on the records' timestamps, 10 s apart, not on waiting.)
+    topic = create_topic(plain, topic_name("compacted"), partitions=1, configs={
+        "cleanup.policy": "compact", "segment.ms": "1000",
+        "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
+    t = 1_700_000_000_000
+    # (One batch: flush() sends it as soon as both are in; the linger only
+    # keeps the first from leaving alone.)
+    produce(plain, topic, [(b"k1", b"a", [], t), (b"k2", b"b", [], t)], **{"linger.ms": 5000})
+    produce(plain, topic, [(b"k2", b"c", [], t + 10_000)])
+    produce(plain, topic, [(b"k3", b"d", [], t + 20_000)])   # (rolls: k2@2 cleanable)
+    tp = TopicPartition(topic, 0)
+    deadline = time.monotonic() + 60
+    with Consumer({"bootstrap.servers": plain, "max.partition.fetch.bytes": 1,
+                   "fetch.max.bytes": 1, "fetch.max.wait.ms": 10}) as c:
+        c.assign([tp])
+        while True:
+            c.seek(tp, 0)
+            seen = []
+            until = time.monotonic() + 10
+            while (not seen or seen[-1][0] != 3) and time.monotonic() < until:
+                for r in c.poll(0.1):
+                    seen.append((r.offset, r.key, c.position(tp)))
+            if [s[0] for s in seen] != [0, 1, 2, 3]:
+                break       # compacted (or stuck)
+            assert time.monotonic() < deadline, "the log cleaner did not compact the topic"
+            time.sleep(0.2)
+    # Each poll took one batch: k1@0, then past the shortened batch.
+    assert seen == [(0, b"k1", 2), (2, b"k2", 3), (3, b"k3", 4)]
 
 
 def test_list_offsets(kafka_broker):

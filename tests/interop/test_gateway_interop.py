@@ -368,16 +368,6 @@ KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 
 
 @pytest.fixture(scope="module")
-def kdc_or_none(request):
-    try:
-        return request.getfixturevalue("kdc")
-    except pytest.skip.Exception:
-        if os.environ.get("CI", "").lower() == "true":
-            raise
-        return None
-
-
-@pytest.fixture(scope="module")
 def login_gateway(kafka_broker, pki, kchannel_server_module, kdc_or_none):
     kdc = kdc_or_none
     props = gateway_props(pki, {"bootstrap.servers": kafka_broker.bootstrap("PLAINTEXT")})

@@ -74,14 +74,6 @@ def jaas_quote(value):
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-@pytest.fixture(scope="module")
-def kdc_or_none(request):
-    try:
-        return request.getfixturevalue("kdc")
-    except pytest.skip.Exception:
-        return None
-
-
 def server_props(pki, kdc, listeners, extra=None):
     """Properties of a ``kchannel serve`` with ``listeners`` (names of
     LISTENERS), each bound at 127.0.0.1:0 and advertised as localhost."""

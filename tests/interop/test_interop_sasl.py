@@ -47,14 +47,6 @@ SCRAM_FAILURE = ("Authentication failed during authentication due to invalid cre
 
 
 @pytest.fixture(scope="module")
-def kdc_or_none(request):
-    try:
-        return request.getfixturevalue("kdc")
-    except pytest.skip.Exception:
-        return None
-
-
-@pytest.fixture(scope="module")
 def server(tmp_path_factory, pki, kdc_or_none):
     kdc = kdc_or_none
     p1, p2 = free_ports(2)

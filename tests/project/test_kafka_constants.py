@@ -6,7 +6,8 @@ within the range of Kafka's codes and keys) where it stands for an error code
 or an API key: compared (``==``, ``!=``, ``in``, ``not in``) with a name
 containing ``error``, ``code`` or ``api_key``; passed as a keyword argument so
 named; passed first to a call of a name ending in ``Error``
-(``KafkaError(29, ...)``); or assigned to a name spelt as an ``ApiKey``/``Errors`` member
+(``KafkaError(29, ...)``); the default of a parameter so named
+(``error_code=58``); or assigned to a name spelt as an ``ApiKey``/``Errors`` member
 (``API_VERSIONS = 18``) or ending in ``_ERRORS``/``_ERROR_CODES``/
 ``API_KEY(S)`` or containing ``retriable``.  Lengths, offsets, timestamps and
 ordering comparisons (``code <= 255``) are not flagged.
@@ -121,6 +122,13 @@ def bare_numbers(source, path="kchannel/x.py"):
             hit = any(isinstance(k, ast.Constant) and isinstance(k.value, str)
                       and _COMPARED.search(k.value) and _bare(v)
                       for k, v in zip(node.keys, node.values))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            # def __init__(self, message="", error_code=58): the default
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            hit = any(_COMPARED.search(arg.arg) and _bare(d) for arg, d in pairs)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             member = id(node) not in in_class
@@ -158,7 +166,10 @@ def test_the_scan_catches_bare_numbers():
                    "API_VERSIONS = 18",
                    "_SASL_HANDSHAKE = 17",
                    "raise errors.KafkaError(29, 'TOPIC_AUTHORIZATION_FAILED')",
-                   "e = KafkaError(-1, 'UNKNOWN_SERVER_ERROR', 'x')"):
+                   "e = KafkaError(-1, 'UNKNOWN_SERVER_ERROR', 'x')",
+                   "def __init__(self, message='', error_code=58): pass",
+                   "def f(*, code=34): pass",
+                   "f = lambda api_key=18: api_key"):
         assert bare_numbers(sample), sample
     for sample in ("if code == 0: pass",
                    "if code <= 255: pass",
@@ -171,5 +182,23 @@ def test_the_scan_catches_bare_numbers():
                    "class ApiKey:\n    METADATA = 3",
                    "class AclOperation:\n    DESCRIBE_CONFIGS = 10",
                    "raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED, 'x')",
-                   "raise ValueError(3)"):
+                   "raise ValueError(3)",
+                   "def f(message='', error_code=None, retries=3): pass",
+                   "def f(code=0): pass",
+                   "def f(error_code=CoreErrorCodes.ILLEGAL_SASL_STATE): pass"):
         assert not bare_numbers(sample), sample
+
+
+def test_core_error_codes_are_kafkas():
+    # kchannel.errors sits below the protocol layer, so the codes its
+    # exceptions default to are named there (CoreErrorCodes): each must be
+    # the Errors member of that name.
+    from kchannel.errors import (CoreErrorCodes, IllegalSaslStateError,
+                                 SaslAuthenticationError, UnsupportedSaslMechanismError)
+    names = [n for n in vars(CoreErrorCodes) if not n.startswith("_")]
+    assert names
+    for name in names:
+        assert getattr(CoreErrorCodes, name) == int(Errors[name]), name
+    assert SaslAuthenticationError("x").error_code == Errors.SASL_AUTHENTICATION_FAILED
+    assert IllegalSaslStateError("x").error_code == Errors.ILLEGAL_SASL_STATE
+    assert UnsupportedSaslMechanismError("x").error_code == Errors.UNSUPPORTED_SASL_MECHANISM

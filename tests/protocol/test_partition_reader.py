@@ -36,10 +36,13 @@ def _plain_batches(sizes, start=0):
 def _oracle(buf, position):
     """What the batch objects say the consumer reads from ``position`` on:
     (offset, key, value, timestamp type) of every data record at or past
-    it, and the position after the walk."""
+    it, and the position after the walk (at the end, as Kafka's
+    CompletedFetch: at least the last batch's next offset)."""
     out = []
+    last = -1
     for batch in R.iter_batches(buf):
         batch.ensure_valid()
+        last = batch.next_offset
         if batch.next_offset <= position:
             continue
         if batch.is_control:
@@ -49,7 +52,7 @@ def _oracle(buf, position):
             if r.offset >= position:
                 out.append((r.offset, r.key, r.value, str(batch.timestamp_type)))
                 position = r.offset + 1
-    return out, position
+    return out, max(position, last)
 
 
 def _walk(mod, buf, position, sizes, check_crcs=True, read_committed=False, steps=400,
@@ -133,6 +136,59 @@ def test_control_and_empty_batches_move_the_position(impl):
     reader = impl.records.PartitionReader(bytes(empty) + _batch(10, 2), Rec, "t", 0)
     out = []
     assert reader.read_into(out, 1, 4) == 1 and out[0].offset == 10 and reader.position == 11
+
+
+def _compacted(base, kept, last_delta, **kw):
+    """A v2 batch as Kafka's log cleaner leaves it when it removed the last
+    records: the first ``kept`` records, the last offset ``base +
+    last_delta`` of the original batch (message format v2 keeps it)."""
+    raw = bytearray(_batch(base, kept, **kw))
+    raw[23:27] = struct.pack(">i", last_delta)
+    raw[17:21] = struct.pack(">I", R.crc32c(bytes(raw[21:])))
+    return bytes(raw)
+
+
+def test_end_of_the_records_is_the_last_batch_next_offset(impl):
+    # Kafka's CompletedFetch: when the walk reaches the end, the position
+    # is the last batch's next offset, past the records compaction
+    # removed from its end; reading the same batch again from there would
+    # find nothing new (a consumer stuck on it for good).
+    last = _compacted(3, 2, 6)            # records 3, 4; offsets up to 9
+    assert next(iter(R.iter_batches(last))).next_offset == 10
+    for tail in (b"", _batch(10, 2)[:30]):      # (a partial batch after it)
+        reader = impl.records.PartitionReader(_batch(0, 3) + last + tail, Rec, "t", 0)
+        out = []
+        assert reader.read_into(out, 100, 0) == 5 and reader.position == 10
+        # From inside the batch's removed records: nothing, and past it.
+        reader = impl.records.PartitionReader(last + tail, Rec, "t", 0)
+        assert reader.read_into([], 100, 5) == 0 and reader.position == 10
+    # Kafka moves there when the walk reaches the end, not before: a call
+    # that stops at its record budget is past its last record only.
+    reader = impl.records.PartitionReader(_batch(0, 3) + last, Rec, "t", 0)
+    out = []
+    assert reader.read_into(out, 5, 0) == 5 and reader.position == 5
+    assert reader.read_into(out, 5, 5) == 0 and reader.position == 10
+    # Not the last batch: the next batch's records move the position on.
+    reader = impl.records.PartitionReader(last + _batch(10, 1), Rec, "t", 0)
+    out = []
+    assert reader.read_into(out, 2, 0) == 2 and reader.position == 5
+    assert reader.read_into(out, 2, 5) == 1 and reader.position == 11
+    # A batch left to the caller (here compressed) is the caller's to
+    # count (kchannel.consumer.fetcher); the end does not move before it.
+    reader = impl.records.PartitionReader(_batch(0, 1) + _compacted(
+        1, 1, 4, compression=R.CompressionType.GZIP), Rec, "t", 0)
+    assert reader.read_into([], 100, 0) == 1 and reader.special is not None
+    assert reader.position == 1
+    assert reader.read_into([], 100, 2) == 0 and reader.position == 2
+    # A corrupt last batch is not stepped over.
+    bad = bytearray(last)
+    bad[-1] ^= 1
+    reader = impl.records.PartitionReader(_batch(0, 3) + bytes(bad), Rec, "t", 0)
+    out = []
+    assert reader.read_into(out, 100, 0) == 3
+    with pytest.raises(CorruptRecordError):
+        reader.read_into(out, 100, 3)
+    assert reader.read_into(out, 100, 3) == 0 and reader.position == 3
 
 
 @pytest.mark.parametrize("kind", ["gzip", "legacy", "transactional"])

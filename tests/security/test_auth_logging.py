@@ -15,14 +15,6 @@ from tests.fixtures.sasl_servers import client_configs, start_server
 METADATA = 3
 
 
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for s in started:
-        s.shutdown()
-
-
 def _messages(caplog, logger):
     return [r.getMessage() for r in caplog.records if r.name == logger]
 

@@ -20,14 +20,6 @@ from tests.fixtures.sasl_servers import (MECHANISMS, METADATA, STORE, Clock, cli
                                         v0_only_api_versions, wait_metric)
 
 
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for s in started:
-        s.shutdown()
-
-
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("handshake_version", [0, 1])
 @pytest.mark.parametrize("mechanism", MECHANISMS + ["OAUTHBEARER"])

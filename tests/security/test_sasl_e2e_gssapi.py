@@ -39,14 +39,6 @@ def client_configs(kdc, protocol="SASL_PLAINTEXT", pki=None, **jaas_kw):
     return c
 
 
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for s in started:
-        s.shutdown()
-
-
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("handshake_version", [0, 1])
 def test_gssapi_matrix(kdc, pki, servers, protocol, handshake_version):

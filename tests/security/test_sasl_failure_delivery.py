@@ -29,6 +29,7 @@ from kchannel.server import Server
 from kchannel.utils import now_ms
 
 from tests.fixtures.sasl import plain_jaas
+from tests.fixtures.sasl_servers import metric
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
@@ -121,10 +122,6 @@ def wait_for(cond, timeout_ms=5000):
             raise AssertionError("condition not met in time")
         threading.Event().wait(0.005)
     return True
-
-
-def metric(server, name):
-    return server.metrics.metric(name)
 
 
 def test_reauthentication_token_pipelined_with_handshake_gets_failure_response(server):

@@ -6,9 +6,6 @@ with kchannel's and real Kafka clients.
 import base64
 import hashlib
 import hmac
-import os
-import subprocess
-import sys
 
 import pytest
 import scramp
@@ -27,7 +24,7 @@ from kchannel.security.sasl.scram_store import (
     credential_from_password)
 from kchannel.server import Server
 from kchannel.server.scram_handlers import register_scram_handlers
-from tests.fixtures.scram import GENERIC, SCRAM_MODULE, make_store
+from tests.fixtures.scram import GENERIC, SCRAM_MODULE, kc, make_store
 
 
 # ----------------------------------------------------------------------
@@ -741,9 +738,6 @@ def test_sqlite_lookup_decodes_a_row_for_hits_and_misses(tmp_path, monkeypatch):
 # (librdkafka through confluent-kafka, kafka-python).
 # ----------------------------------------------------------------------
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 @pytest.fixture
 def scram_server(tmp_path):
     store = SqliteScramCredentialStore(tmp_path / "scram-credentials.db")
@@ -772,12 +766,6 @@ def client_configs(mechanism, username, password):
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
             "sasl.jaas.config": f'{SCRAM_MODULE} required username="{username}" '
                                 f'password="{password}";'}
-
-
-def kc(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "kchannel", "configs", *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
 
 
 def test_configs_cli_over_the_api_then_login(scram_server):

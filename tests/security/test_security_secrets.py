@@ -139,14 +139,6 @@ def scram_secrets(seen, password):
     return out
 
 
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for s in started:
-        s.shutdown()
-
-
 # ------------------------------------------------------------------ logins
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])

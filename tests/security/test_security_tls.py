@@ -25,14 +25,6 @@ def tls_server(pki, **configs):
     return s
 
 
-@pytest.fixture
-def servers():
-    started = []
-    yield started
-    for s in started:
-        s.shutdown()
-
-
 def legacy_client_context(pki, version):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ctx.maximum_version = version

@@ -9,15 +9,13 @@ than Kafka does at start-up: port range, key stores, and its own
 ``kchannel.cluster.nodes``.
 """
 import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from kchannel.config import ServerConfig
 from kchannel.errors import ConfigError
-from tests.fixtures.peers import ROOT, subprocess_env, write_properties
+from tests.fixtures.forked_cli import run_cli_forked
+from tests.fixtures.peers import write_properties
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -207,27 +205,23 @@ def test_server_config_errors(name, props, messages):
 
 
 # ------------------------------------------------------------ through the CLI
-def _kchannel(*args):
-    return subprocess.run([sys.executable, "-m", "kchannel", *args], capture_output=True,
-                          text=True, env=subprocess_env(), cwd=ROOT, timeout=60,
-                          stdin=subprocess.DEVNULL)
-
-
 @pytest.fixture(scope="module")
 def cli_results(tmp_path_factory):
-    """``{case: (serve result, validate result or None)}``, every process
-    run concurrently to keep the module fast."""
+    """``{case: (serve result, validate result or None)}``: each a process
+    of its own (``python -m kchannel`` forked from one interpreter that
+    imported the CLI once: tests/fixtures/forked_cli.py), run concurrently
+    to keep the module fast."""
     directory = tmp_path_factory.mktemp("bad-configs")
-    jobs = {}
+    names, jobs = [], {}
     for name, props, _ in CASES + [(n, p, None) for n, p, _ in SERVE_ONLY]:
         props = dict(props, **{"log.dirs": str(directory / name / "data")})
         path = write_properties(os.path.join(directory, f"{name}.properties"), props)
-        jobs[name] = path
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        serve = {n: pool.submit(_kchannel, "serve", "--config", p) for n, p in jobs.items()}
-        validate = {n: pool.submit(_kchannel, "config", "validate", "--config", p)
-                    for n, p in jobs.items()}
-        return {n: (serve[n].result(), validate[n].result()) for n in jobs}
+        names.append(name)
+        jobs[f"serve {name}"] = ["serve", "--config", path]
+        jobs[f"validate {name}"] = ["config", "validate", "--config", path]
+    done = run_cli_forked(jobs, preload=("kchannel.cli", "kchannel.cli.serve",
+                                         "kchannel.cli.config_tool"))
+    return {name: (done[f"serve {name}"], done[f"validate {name}"]) for name in names}
 
 
 @pytest.mark.parametrize("name, props, messages", CASES, ids=[c[0] for c in CASES])

@@ -23,6 +23,7 @@ from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
 from kchannel.server import Server
+from tests.fixtures.servers import connections, poll
 
 PLAIN = "PLAINTEXT"
 
@@ -70,24 +71,6 @@ class Peer:
 
     def close(self):
         self.sock.close()
-
-
-def connections(server, listener=None):
-    return [ch for ch in server.selector.channels()
-            if listener is None or ch.listener_name == listener]
-
-
-def poll(server, times=20):
-    for _ in range(times):
-        server.poll(5)
-
-
-@pytest.fixture
-def servers():
-    made = []
-    yield made
-    for s in made:
-        s.shutdown()
 
 
 def api_versions(peer):

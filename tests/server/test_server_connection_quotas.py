@@ -35,6 +35,7 @@ from kchannel.network.connection_quotas import ConnectionQuotas
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
 from kchannel.server import Server
+from tests.fixtures.servers import connections, poll
 
 
 class Clock:
@@ -45,30 +46,12 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def servers():
-    made = []
-    yield made
-    for s in made:
-        s.shutdown()
-
-
 def make_server(servers, clock=None, **props):
     base = {"listeners": "PLAINTEXT://127.0.0.1:0"}
     base.update({k.replace("_", "."): str(v) for k, v in props.items()})
     server = Server(base, time=clock)
     servers.append(server)
     return server
-
-
-def poll(server, times=20):
-    for _ in range(times):
-        server.poll(5)
-
-
-def connections(server, listener=None):
-    return [ch for ch in server.selector.channels()
-            if listener is None or ch.listener_name == listener]
 
 
 def connect(server, listener="PLAINTEXT"):

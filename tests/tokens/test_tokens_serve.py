@@ -18,19 +18,12 @@ from kchannel.errors import SaslAuthenticationError
 from kchannel.security.sasl.scram_store import credential_from_password, open_store
 from kchannel.tokens.admin import DelegationTokenAdmin
 
+from tests.fixtures.tokens import wait_until
+
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
-
-
-def wait_until(predicate, timeout=15.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 class ServeProcess:

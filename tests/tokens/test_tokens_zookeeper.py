@@ -3,7 +3,6 @@
 caches shared by several stores.  (Two ``kchannel serve`` processes sharing
 ZooKeeper are in test_tokens_serve.py.)"""
 import json
-import time
 
 import pytest
 
@@ -11,16 +10,9 @@ from kchannel.protocol.errors import Errors
 from kchannel.tokens.manager import TokenManager
 from kchannel.utils import now_ms
 
+from tests.fixtures.tokens import wait_until
+
 pytestmark = pytest.mark.slow
-
-
-def wait_until(predicate, timeout=15.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 def test_zk_store_layout_and_cross_store_changes(zookeeper):

@@ -453,10 +453,16 @@ class PartitionReader:
         self._deferred = None
         self._position = 0
         self._special = None
+        self._last_next = -1
 
     @property
     def position(self):
-        """The position reached by the last ``read_into``."""
+        """The position reached by the last ``read_into``: past its last
+        record, or, once the walk reached the end of the records, the next
+        offset of the last whole plain batch if that is further (Kafka's
+        ``nextFetchOffset``: a v2 batch keeps its last offset when
+        compaction removed its last records, and the next fetch must start
+        after it, not inside it again)."""
         return self._position
 
     @property
@@ -482,6 +488,8 @@ class PartitionReader:
                 if self._reader is not None:
                     self._read_batch(out, n - (len(out) - start))
                 elif not self._next_batch():
+                    if self._special is None and self._last_next > self._position:
+                        self._position = self._last_next
                     break
         except CorruptRecordError as exc:
             self._reader = None
@@ -550,6 +558,7 @@ class PartitionReader:
                     raise _corrupt(f"Record is corrupt (stored crc = {stored}, computed crc = "
                                    f"{computed})")
             next_offset = base_offset + last_delta + 1
+            self._last_next = next_offset
             if next_offset <= self._position:
                 continue
             if attributes & 0x20:

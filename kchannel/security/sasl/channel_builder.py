@@ -24,7 +24,7 @@ engineer's ``ServerConfig`` (``jaas_for`` / ``listener_mechanism_config``).
 """
 from types import MappingProxyType
 
-from kchannel.config.jaas import parse_jaas_config
+from kchannel.config.jaas import JaasConfig, JaasEntry, parse_jaas_config
 from kchannel.config.types import reveal
 from kchannel.errors import ConfigError, UnsupportedSaslMechanismError
 from kchannel.network.authenticator import (create_principal_builder,
@@ -91,9 +91,8 @@ def _jaas_options(value, context_name="KafkaClient"):
         return {k: reveal(v) for k, v in value.items()}
     if isinstance(value, str):
         value = parse_jaas_config(value)
-    options = getattr(value, "options", None)
-    if options is not None:
-        return {k: reveal(v) for k, v in dict(options).items()}
+    if isinstance(value, (JaasConfig, JaasEntry)):
+        return {k: reveal(v) for k, v in dict(value.options).items()}
     raise ConfigError(f"Unsupported JAAS configuration {type(value).__name__}",
                       key=SASL_JAAS_CONFIG)
 
@@ -204,8 +203,7 @@ class SaslChannelBuilder(ChannelBuilder):
         """``listener.name.<l>.<mechanism>.<key>``, ``<mechanism>.<key>``, then
         ``<key>`` (Kafka's per-mechanism listener config)."""
         sc = self._server_config
-        if sc is not None and self.listener_name is not None and \
-                hasattr(sc, "listener_mechanism_config"):
+        if sc is not None and self.listener_name is not None:
             try:
                 value = sc.listener_mechanism_config(self.listener_name, mechanism, key)
             except Exception:
@@ -250,8 +248,7 @@ class SaslChannelBuilder(ChannelBuilder):
                 value = jaas      # a plain options dict for every mechanism
         elif jaas is not None:
             value = jaas
-        if value is None and self._server_config is not None and \
-                hasattr(self._server_config, "jaas_for"):
+        if value is None and self._server_config is not None:
             try:
                 value = self._server_config.jaas_for(self.listener_name, mechanism)
             except ConfigError:
@@ -280,7 +277,7 @@ class SaslChannelBuilder(ChannelBuilder):
         if callbacks is not None:
             return callbacks
         if token_credential is None and token_manager is not None:
-            token_credential = getattr(token_manager, "token_credential", None)
+            token_credential = token_manager.token_credential
         return {
             m: ServerCallbacks.default(
                 jaas_options=self.jaas_options.get(m) if m == "PLAIN" else None,

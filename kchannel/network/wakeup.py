@@ -1,0 +1,60 @@
+"""The wake-up pipe of a :class:`~kchannel.network.selector.Selector`
+(java.nio's ``Selector.wakeup``): a socket pair registered with the OS
+selector, written to from another thread to make a blocked select return.
+
+Moved out of ``selector.py`` unchanged; ``kchannel.network.selector``
+still imports it from here.
+"""
+import selectors
+import socket
+
+from .. import _impl
+
+# The key data the per-poll loop (the netloop twin) recognises as the pipe.
+_WAKEUP = _impl.load_twin("netloop")._WAKEUP
+
+
+class _WakeupPipe:
+    """The socket pair through which :meth:`Selector.wakeup` makes a
+    blocked select return (java.nio's ``Selector.wakeup``)."""
+
+    __slots__ = ("_sel", "_r", "_w", "_pending")
+
+    def __init__(self, os_selector):
+        self._sel = os_selector
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        self._w.setblocking(False)
+        self._pending = False
+        os_selector.register(self._r, selectors.EVENT_READ, _WAKEUP)
+
+    def wakeup(self):
+        # Coalesced: while a wakeup byte is still unread, write nothing.
+        if self._pending:
+            return
+        self._pending = True
+        try:
+            self._w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    def drain(self):
+        try:
+            while self._r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        # Cleared only after draining: a wakeup() that raced with the drain
+        # and wrote nothing happened before this poll returns, and every
+        # caller of poll() looks at its state again before the next select,
+        # so nothing it asked for is missed.  Clearing first could leave the
+        # flag set with no byte left to wake the next select.
+        self._pending = False
+
+    def close(self):
+        try:
+            self._sel.unregister(self._r)
+        except Exception:
+            pass
+        self._r.close()
+        self._w.close()
