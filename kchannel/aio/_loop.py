@@ -302,22 +302,30 @@ class Bridge:
         end earlier than it fires.  A timer firing before a later wait's
         end is a spurious wake-up, which every poll loop above tolerates
         (it polls again with what is left), as after an OS select."""
-        loop = sel.loop
-        waiter = sel._waiter = loop.create_future()
-        if timeout is not None:
-            if timeout <= 0:
-                loop.call_soon(_done, waiter)
-            else:
-                when = loop.time() + timeout
-                timer = sel._timer
-                if timer is None or timer.when() > when:
-                    if timer is not None:
-                        timer.cancel()
-                    sel._timer = loop.call_at(when, sel._timer_fired)
+        waiter = sel._waiter = sel.loop.create_future()
+        _wake_after(sel, waiter, timeout)
         try:
             self.await_(waiter)
         finally:
             sel._waiter = None
+
+
+def _wake_after(sel, waiter, timeout):
+    """Ends ``waiter`` (a future or a _Resume) after ``timeout`` seconds
+    (None: never; <= 0: at the next loop iteration) with the selector's one
+    timer, moved only when this wait must end earlier than it fires."""
+    if timeout is None:
+        return
+    loop = sel.loop
+    if timeout <= 0:
+        loop.call_soon(_done, waiter)
+        return
+    when = loop.time() + timeout
+    timer = sel._timer
+    if timer is None or timer.when() > when:
+        if timer is not None:
+            timer.cancel()
+        sel._timer = loop.call_at(when, sel._timer_fired)
 
 
 class Driver:
@@ -416,18 +424,8 @@ class Driver:
 
     def wait_io(self, sel, timeout):
         """:meth:`Bridge.wait_io`, resumed by the selector's callbacks."""
-        loop = sel.loop
         token = sel._waiter = _Resume(self)
-        if timeout is not None:
-            if timeout <= 0:
-                loop.call_soon(_done, token)
-            else:
-                when = loop.time() + timeout
-                timer = sel._timer
-                if timer is None or timer.when() > when:
-                    if timer is not None:
-                        timer.cancel()
-                    sel._timer = loop.call_at(when, sel._timer_fired)
+        _wake_after(sel, token, timeout)
         try:
             self._suspend(token)
         finally:
