@@ -501,33 +501,21 @@ class Sender:
         return batch.encoded
 
     def _send_produce_request(self, node, batches, now):
-        one = None
-        if len(batches) == 1:
-            # The usual request at the defaults (one partition's batch per
-            # leader): no per-topic grouping, encoded by the one-partition
-            # encoder straight.
-            b = batches[0]
+        # (one partition's batch per leader, the usual request at the
+        # defaults, is encoded by produce_request_parts' one-partition path)
+        by_topic = collections.defaultdict(list)
+        sendable = {}
+        for b in batches:
             try:
-                one = self._encode(b)
+                records = self._encode(b)
             except Exception as exc:  # an unencodable value, a missing codec
                 self._remove_in_flight(b)
                 self._fail_batch(b, exc)
-                return
-            sendable = {b.tp: b}
-        else:
-            by_topic = collections.defaultdict(list)
-            sendable = {}
-            for b in batches:
-                try:
-                    records = self._encode(b)
-                except Exception as exc:  # an unencodable value, a missing codec
-                    self._remove_in_flight(b)
-                    self._fail_batch(b, exc)
-                    continue
-                by_topic[b.tp.topic].append((b.tp.partition, records))
-                sendable[b.tp] = b
-            if not sendable:
-                return
+                continue
+            by_topic[b.tp.topic].append((b.tp.partition, records))
+            sendable[b.tp] = b
+        if not sendable:
+            return
         if self.sensors is not None:
             # Kafka's updateProduceRequestMetrics: per batch.
             records_sent, batch_size = self._batch_stats
@@ -545,14 +533,8 @@ class Sender:
                 limit = self.txn.produce_max_version()
                 if limit is not None:
                     version = min(version, limit)
-            if one is not None:
-                tp = b.tp
-                body = produce_request_parts_one(version, self.transactional_id, self.acks,
-                                                 self.request_timeout_ms, tp.topic,
-                                                 tp.partition, one)
-            else:
-                body = produce_request_parts(version, self.transactional_id, self.acks,
-                                             self.request_timeout_ms, by_topic)
+            body = produce_request_parts(version, self.transactional_id, self.acks,
+                                         self.request_timeout_ms, by_topic)
             if self.acks == 0:
                 self.client.send(node, _PRODUCE, body, None, version=version,
                                  expect_response=False)
