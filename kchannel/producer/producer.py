@@ -54,7 +54,8 @@ class AppendPath:
     * ``partitioner``: the :class:`StickyPartitioner` (``state``, ``lock``,
       ``sticky_batch_size``, ``partition``, ``update``); its ``lock`` is the
       accumulator's, so a record's sticky bytes are counted in the same
-      critical section as its append.
+      critical section as its append; a topic's ``state`` list, once made,
+      stays the same object.
     * ``sender``: ``fatal_error`` and ``wakeup()``.
     * ``send_slow``: Kafka's whole ``doSend`` (``Producer._send_slow``), for
       what the fast path does not take: metadata not there yet, serializers,
