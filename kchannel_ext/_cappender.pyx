@@ -3,14 +3,17 @@
 ``kchannel.producer._appender_py`` (same class, same behaviour; read that
 module's docstring for what takes the fast path and why).
 
-What the compiled twin saves per record: attribute lookups (C fields),
-the wall-clock read (``clock_gettime`` instead of ``time.time()``), the
-murmur2 call (``kchannel._cpartitioner``'s C function), the header walk and
-the lock's context-manager protocol (bound ``acquire``/``release`` called
-directly).  The accumulator's lock is still taken: the Sender drains batches
-under it on its own thread, and a garbage collection triggered by an
-allocation here can run arbitrary finalizers, so the GIL alone is not
-relied upon.
+What the compiled twin saves per record: attribute lookups (C fields; a
+batch's and a future's slots at their offsets; the accumulator's ``closed``,
+the Sender's ``fatal_error`` and the metadata's ``cluster`` read again only
+when their object's dict changed), the wall-clock read (``clock_gettime``
+instead of ``time.time()``), the murmur2 call (``kchannel._cpartitioner``'s
+C function), the header walk, and the accumulator's lock when no thread
+holds it: the record joins its batch in a section where no Python code runs
+and no object the garbage collector tracks is made (the record, its future
+and its sizes are made before it), so holding the GIL is holding the lock
+there (see ``Appender.send``).  When the Sender (or any thread) holds the
+lock, it is taken as before.
 """
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE, PyList_SET_ITEM
