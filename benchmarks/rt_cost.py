@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -158,18 +159,6 @@ def cmd_calls(args):
                 print(f"  {c / n:6.2f}  (C) {name}")
 
 
-def _callgrind_run(argv, out):
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    "--trace-children=no"] + argv, check=True, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with open(out) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
-    raise RuntimeError("no totals in " + out)
-
-
 _SPLIT = [
     ("NetworkClient.send (all of the request path)", r"ClientLoop_\d*send\b"),
     ("  request encode", r"encode|Encoder"),
@@ -188,16 +177,37 @@ _SPLIT = [
 def cmd_instructions(args):
     here = os.path.abspath(__file__)
     small, big = args.requests, args.requests * 5
+    env = dict(os.environ, PYTHONHASHSEED="0")
     with tempfile.TemporaryDirectory() as d:
         totals = []
         outs = []
         for n in (small, big):
             out = os.path.join(d, f"cg.{n}")
-            argv = [sys.executable, here, "_side", args.side, "--requests", str(n)]
-            if args.pure:
-                argv.append("--pure")
-            totals.append(_callgrind_run(argv, out))
             outs.append(out)
+            cg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                  sys.executable, here, "_side", args.side] + (["--pure"] if args.pure else [])
+            # the other side runs natively in a process of its own (a fork
+            # under valgrind would run under it too)
+            if args.side == "client":
+                p, port, ctl = _start_server(False)
+                subprocess.run(cg + ["--requests", str(n), "--port", str(port)], env=env,
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                ctl.send("stop")
+                p.join(10)
+            else:
+                portfile = os.path.join(d, f"port.{n}")
+                proc = subprocess.Popen(cg + ["--port-file", portfile], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL, text=True)
+                while not (os.path.exists(portfile) and os.path.getsize(portfile)):
+                    time.sleep(0.2)
+                with open(portfile) as f:
+                    port = int(f.read())
+                c = _MP.Process(target=client, args=(port, n), daemon=True)
+                c.start()
+                c.join()
+                proc.communicate("stop\n", timeout=600)
+            totals.append(_totals(out))
         per = (totals[1] - totals[0]) / (big - small)
         print(f"{args.side}: {per:,.0f} instructions per depth-1 round trip "
               f"({'pure' if args.pure else 'compiled'} twins; callgrind, {small} and {big} "
@@ -210,6 +220,14 @@ def cmd_instructions(args):
                 for table in incl:
                     vals.append(max([v for k, v in table.items() if rx.search(k)] or [0]))
                 print(f"  {label:<48} {(vals[1] - vals[0]) / (big - small):>10,.0f}")
+
+
+def _totals(out):
+    with open(out) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError("no totals in " + out)
 
 
 def _inclusive(out):
@@ -227,26 +245,23 @@ def _inclusive(out):
 
 
 def cmd_side(args):
-    """(run under callgrind by cmd_instructions) one side, natively the other."""
+    """(run under callgrind by cmd_instructions) one side; the other runs
+    natively, started by cmd_instructions."""
     if args.side == "client":
-        p, port, ctl = _start_server(False)
-        client(port, args.requests)
-        ctl.send("stop")
-        p.join(10)
+        client(args.port, args.requests)
         return
-    # the server side here, the client in a forked process run natively
     import threading
     from kchannel.protocol.api_keys import ApiKey
     from kchannel.server import Server
     server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=-1)
     body = {"brokers": [], "controller_id": 0, "topics": []}
     server.register_handler(ApiKey.METADATA, lambda ctx: body)
-    port = server.bound_port("PLAINTEXT")
-    c = _MP.Process(target=client, args=(port, args.requests), daemon=True)
     t = threading.Thread(target=server.serve_forever, daemon=True)
-    c.start()
     t.start()
-    c.join()
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.bound_port("PLAINTEXT")))
+    os.rename(args.port_file + ".tmp", args.port_file)
+    sys.stdin.readline()
     server.shutdown()
 
 
@@ -257,6 +272,8 @@ def main(argv=None):
     ap.add_argument("--pure", action="store_true")
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--split", action="store_true")
+    ap.add_argument("--port", type=int)
+    ap.add_argument("--port-file")
     args = ap.parse_args(argv)
     if args.pure:
         os.environ["KCHANNEL_NO_EXTENSIONS"] = "1"
