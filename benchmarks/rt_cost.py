@@ -179,6 +179,9 @@ def cmd_instructions(args):
     small, big = args.requests, args.requests * 5
     env = dict(os.environ, PYTHONHASHSEED="0")
     with tempfile.TemporaryDirectory() as d:
+        if args.keep:
+            d = args.keep
+            os.makedirs(d, exist_ok=True)
         totals = []
         outs = []
         for n in (small, big):
@@ -272,6 +275,7 @@ def main(argv=None):
     ap.add_argument("--pure", action="store_true")
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--split", action="store_true")
+    ap.add_argument("--keep", help="keep the callgrind outputs in this directory")
     ap.add_argument("--port", type=int)
     ap.add_argument("--port-file")
     args = ap.parse_args(argv)
