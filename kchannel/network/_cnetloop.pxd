@@ -10,12 +10,6 @@
 cimport cython
 
 
-# The metric records of a poll and of completed sends (module functions:
-# SelectorMetrics' methods of those names call them).
-cpdef record_poll(m, select_ns, io_ns, now, bytes_read=*, receives=*)
-cpdef record_sends(m, sizes, now)
-
-
 cdef class SelectorLoop:
     cdef dict __dict__
     cdef object __weakref__

@@ -33,7 +33,7 @@ from .selector_policies import _Linger
 # The selector's own logger: these methods are the selector's.
 log = get_logger("kchannel.network.selector")
 
-__all__ = ["SelectorLoop", "MAX_WRITE_PER_CHANNEL_PER_POLL", "record_poll", "record_sends"]
+__all__ = ["SelectorLoop", "MAX_WRITE_PER_CHANNEL_PER_POLL"]
 
 # Bytes written to one channel in one poll.
 MAX_WRITE_PER_CHANNEL_PER_POLL = 4194304
@@ -70,113 +70,6 @@ class _Wakeup:
 
 
 _WAKEUP = _Wakeup()
-
-
-# ------------------------------------------------------------------ metrics
-# The selector's per-poll and per-send metric records
-# (SelectorMetrics.record_poll and record_sends call these): here, compiled
-# with the loop that calls them, they cost no interpreted frame, which was
-# a sixth of a client's instructions per depth-1 round trip.  ``m`` is the
-# Selector's SelectorMetrics.
-
-def record_poll(m, select_ns, io_ns, now, bytes_read=0, receives=0):
-    """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O,
-    ``bytes_read`` read off the sockets and ``receives`` complete
-    receives handed over (the ``bytes_received``, ``responses_received``
-    and ``bytes_transferred`` sensors: the same values as recording them
-    per channel, since every channel of a poll is served at the same
-    ``now``).  Everything is recorded here, once per poll: the stats'
-    usual case (the current window still open) inlined, their record()
-    called only to open a window."""
-    window = m._select_avg.config.time_window_ms
-    samples = m._select_avg._samples
-    if samples and now - samples[-1].start < window:
-        cur = samples[-1]
-        cur.value += select_ns
-        cur.count += 1
-    else:
-        m._select_avg.record(select_ns, now)
-    totals = m._select_totals
-    totals.total += select_ns
-    totals.count += 1
-    samples = m._io_avg._samples
-    if samples and now - samples[-1].start < window:
-        cur = samples[-1]
-        cur.value += io_ns
-        cur.count += 1
-    else:
-        m._io_avg.record(io_ns, now)
-    m._io_total.total += io_ns
-    if bytes_read:
-        # (one event per poll instead of one per channel read: the
-        # incoming-byte metrics measure sums only)
-        samples = m._in_rate._samples
-        if samples and now - samples[-1].start < window:
-            cur = samples[-1]
-            cur.value += bytes_read
-            cur.count += 1
-        else:
-            m._in_rate.record(bytes_read, now)
-        m._in_total.total += bytes_read
-    if receives:
-        # count Rates: value and event count both grow by one per receive
-        samples = m._resp_rate._samples
-        if samples and now - samples[-1].start < window:
-            cur = samples[-1]
-            cur.value += receives
-            cur.count += receives
-        else:
-            m._resp_rate.record_many([1.0] * receives, now)
-        m._resp_total.total += receives
-        samples = m._net_io_rate._samples
-        if samples and now - samples[-1].start < window:
-            cur = samples[-1]
-            cur.value += receives
-            cur.count += receives
-        else:
-            m._net_io_rate.record_many([1.0] * receives, now)
-        m._net_io_total.total += receives
-
-def record_sends(m, sizes, now):
-    """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
-    n = len(sizes)
-    if n == 1:
-        # the usual case, the stats' open window inlined (see record_poll)
-        size = sizes[0]
-        avg = m._send_size_avg
-        samples = avg._samples
-        if samples and now - samples[-1].start < avg.config.time_window_ms:
-            cur = samples[-1]
-            cur.value += size
-            cur.count += 1
-            samples = m._send_size_max._samples
-            cur = samples[-1] if samples else None
-            if cur is not None and now - cur.start < avg.config.time_window_ms:
-                if size > cur.value:
-                    cur.value = size
-                cur.count += 1
-            else:
-                m._send_size_max.record(size, now)
-            samples = m._net_io_rate._samples
-            cur = samples[-1] if samples else None
-            if cur is not None and now - cur.start < avg.config.time_window_ms:
-                cur.value += 1
-                cur.count += 1
-            else:
-                m._net_io_rate.record(1.0, now)
-        else:
-            avg.record(size, now)
-            m._send_size_max.record(size, now)
-            m._net_io_rate.record(1.0, now)
-        totals = m._send_totals
-        totals.total += size
-        totals.count += 1
-        m._net_io_total.total += 1
-        return
-    m._send_size_avg.record_many(sizes, now)
-    m._send_size_max.record_many(sizes, now)
-    m._send_totals.record_many(sizes, now)
-    m.bytes_transferred.record_many([1.0] * n, now)
 
 
 class SelectorLoop:
@@ -254,7 +147,7 @@ class SelectorLoop:
             return
         if done:
             t = self.time     # (self.time(), the default clock's call inlined)
-            record_sends(self.sensors, done, int(_wall_time() * 1000) if t is now_ms else t())
+            self.sensors.record_sends(done, int(_wall_time() * 1000) if t is now_ms else t())
             self._writes.deferred_sends.append((ch, done))
             if only and not ch.transport.holds_bytes:
                 # It went out and the transport holds nothing: no write was
@@ -444,9 +337,9 @@ class SelectorLoop:
             idle.expire(now, self._close_idle)
         if self._lingering.entries:
             self._lingering.expire(now)
-        record_poll(self.sensors, end_select - start_select,
-                    _time.perf_counter_ns() - end_select, now,
-                    self._poll_bytes_read, self._poll_receives)
+        self.sensors.record_poll(end_select - start_select,
+                                 _time.perf_counter_ns() - end_select, now,
+                                 self._poll_bytes_read, self._poll_receives)
 
     def _flush_queued(self, now):
         """Write the sends queued since the last poll (see :meth:`send`)
@@ -641,4 +534,4 @@ class SelectorLoop:
                 self.completed_sends.append((id, done[0]))
             else:
                 self.completed_sends.extend([(id, size) for size in done])
-            record_sends(self.sensors, done, now)
+            self.sensors.record_sends(done, now)

@@ -8,13 +8,6 @@ Moved out of ``selector.py`` unchanged; ``kchannel.network.selector``
 still exports it.
 """
 from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Rate)
-from .. import _impl
-
-
-def _netloop():
-    # (the selector loop's twin, which imports this module's neighbours:
-    # loaded on first use)
-    return _impl.load_twin("netloop")
 
 __all__ = ["SelectorMetrics"]
 
@@ -158,11 +151,98 @@ class SelectorMetrics:
     def record_poll(self, select_ns, io_ns, now, bytes_read=0, receives=0):
         """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O,
         ``bytes_read`` read off the sockets and ``receives`` complete
-        receives handed over (see ``kchannel.network._netloop_py.record_poll``,
-        which the selector's loop calls itself, compiled with it)."""
-        _netloop().record_poll(self, select_ns, io_ns, now, bytes_read, receives)
+        receives handed over (the ``bytes_received``, ``responses_received``
+        and ``bytes_transferred`` sensors: the same values as recording them
+        per channel, since every channel of a poll is served at the same
+        ``now``).  Everything is recorded here, once per poll: the stats'
+        usual case (the current window still open) inlined, their record()
+        called only to open a window."""
+        window = self._select_avg.config.time_window_ms
+        samples = self._select_avg._samples
+        if samples and now - samples[-1].start < window:
+            cur = samples[-1]
+            cur.value += select_ns
+            cur.count += 1
+        else:
+            self._select_avg.record(select_ns, now)
+        totals = self._select_totals
+        totals.total += select_ns
+        totals.count += 1
+        samples = self._io_avg._samples
+        if samples and now - samples[-1].start < window:
+            cur = samples[-1]
+            cur.value += io_ns
+            cur.count += 1
+        else:
+            self._io_avg.record(io_ns, now)
+        self._io_total.total += io_ns
+        if bytes_read:
+            # (one event per poll instead of one per channel read: the
+            # incoming-byte metrics measure sums only)
+            samples = self._in_rate._samples
+            if samples and now - samples[-1].start < window:
+                cur = samples[-1]
+                cur.value += bytes_read
+                cur.count += 1
+            else:
+                self._in_rate.record(bytes_read, now)
+            self._in_total.total += bytes_read
+        if receives:
+            # count Rates: value and event count both grow by one per receive
+            samples = self._resp_rate._samples
+            if samples and now - samples[-1].start < window:
+                cur = samples[-1]
+                cur.value += receives
+                cur.count += receives
+            else:
+                self._resp_rate.record_many([1.0] * receives, now)
+            self._resp_total.total += receives
+            samples = self._net_io_rate._samples
+            if samples and now - samples[-1].start < window:
+                cur = samples[-1]
+                cur.value += receives
+                cur.count += receives
+            else:
+                self._net_io_rate.record_many([1.0] * receives, now)
+            self._net_io_total.total += receives
 
     def record_sends(self, sizes, now):
-        """Requests (or responses) of ``sizes`` bytes sent at ``now`` (see
-        ``kchannel.network._netloop_py.record_sends``)."""
-        _netloop().record_sends(self, sizes, now)
+        """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
+        n = len(sizes)
+        if n == 1:
+            # the usual case, the stats' open window inlined (see record_poll)
+            size = sizes[0]
+            avg = self._send_size_avg
+            samples = avg._samples
+            if samples and now - samples[-1].start < avg.config.time_window_ms:
+                cur = samples[-1]
+                cur.value += size
+                cur.count += 1
+                samples = self._send_size_max._samples
+                cur = samples[-1] if samples else None
+                if cur is not None and now - cur.start < avg.config.time_window_ms:
+                    if size > cur.value:
+                        cur.value = size
+                    cur.count += 1
+                else:
+                    self._send_size_max.record(size, now)
+                samples = self._net_io_rate._samples
+                cur = samples[-1] if samples else None
+                if cur is not None and now - cur.start < avg.config.time_window_ms:
+                    cur.value += 1
+                    cur.count += 1
+                else:
+                    self._net_io_rate.record(1.0, now)
+            else:
+                avg.record(size, now)
+                self._send_size_max.record(size, now)
+                self._net_io_rate.record(1.0, now)
+            totals = self._send_totals
+            totals.total += size
+            totals.count += 1
+            self._net_io_total.total += 1
+            return
+        self._send_size_avg.record_many(sizes, now)
+        self._send_size_max.record_many(sizes, now)
+        self._send_totals.record_many(sizes, now)
+        self.bytes_transferred.record_many([1.0] * n, now)
