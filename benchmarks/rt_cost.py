@@ -159,18 +159,21 @@ def cmd_calls(args):
                 print(f"  {c / n:6.2f}  (C) {name}")
 
 
+# (label, the compiled function whose inclusive instructions it is); the
+# interpreted pieces (encoders, decoders, channel and transport methods,
+# metric records) show inside the compiled steps that call them.
 _SPLIT = [
-    ("NetworkClient.send (all of the request path)", r"ClientLoop_\d*send\b"),
-    ("  request encode", r"encode|Encoder"),
-    ("  Selector.send", r"SelectorLoop_\d*send\b"),
-    ("NetworkClient.poll (all)", r"ClientLoop_\d*poll\b"),
-    ("  Selector.poll", r"SelectorLoop_\d*poll\b"),
-    ("    flush (write)", r"_flush_queued"),
-    ("    epoll_wait", r"^epoll_wait|pyepoll_poll"),
-    ("    channel read", r"_attempt_read"),
-    ("    send syscall", r"^(__libc_)?send(msg|to)?$|^__send$"),
-    ("    recv syscall", r"^(__libc_)?recv(from|msg)?$|^__recv$"),
-    ("  response handling + decode", r"ClientLoop__handle_response"),
+    ("NetworkClient.send (encode, queue, in flight)", r"ClientLoop_\d+send$"),
+    ("  Selector.send (queue on the channel)", r"SelectorLoop_\d+send$"),
+    ("NetworkClient.poll", r"ClientLoop_\d+poll$"),
+    ("  Selector.poll", r"SelectorLoop_\d+poll$"),
+    ("    flush: channel + transport write", r"SelectorLoop__flush_queued$"),
+    ("      of which send metrics", r"SelectorLoop__record_sends$"),
+    ("    epoll wait", r"^select_epoll_poll$"),
+    ("    ready channel (read, settle)", r"SelectorLoop__poll_channel$"),
+    ("      read: channel, transport, frames", r"SelectorLoop__attempt_read$"),
+    ("  response: correlate, decode, complete", r"ClientLoop__handle_response$"),
+    ("Selector write-through (a Server's responses)", r"SelectorLoop__write_now$"),
 ]
 
 
@@ -239,6 +242,8 @@ def _inclusive(out):
                          capture_output=True, text=True, check=True).stdout
     table = {}
     for line in res.splitlines():
+        if re.search(r"\(\d[\d,]*x\)", line):
+            continue      # (a call-count line, not the function's own)
         m = re.match(r"\s*([\d,]+) \([^)]*\)\s+(?:\S+:)?(\S+)", line)
         if m:
             v = int(m.group(1).replace(",", ""))

@@ -54,6 +54,7 @@ cdef class ClientLoop:
     cdef public object time
 
     # (NetworkClient's ApiVersions exchange calls _send too)
+    @cython.locals(entry=InFlight)
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
     @cython.locals(entry=InFlight)
     cdef _handle_response(self, node, payload, now, list out)

@@ -166,7 +166,14 @@ class ClientLoop:
         if expect_response:
             t = self.time     # self.time(), the default clock's call inlined
             sent = int(_wall_time() * 1000) if t is now_ms else t()
-            node.in_flight[corr] = InFlight(api_key, version, sent, internal)
+            # InFlight(api_key, version, sent, internal) without the
+            # __init__ call: the compiled twin makes it as cheaply as a tuple
+            entry = InFlight.__new__(InFlight)
+            entry.api_key = api_key
+            entry.version = version
+            entry.sent_ms = sent
+            entry.internal = internal
+            node.in_flight[corr] = entry
             # ("> timeout" expires it: one millisecond after)
             deadline = sent + self.request_timeout_ms + 1
             if deadline < self._next_request_deadline_ms:
