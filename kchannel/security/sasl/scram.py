@@ -116,9 +116,16 @@ def hi(mech, password, salt, iterations):
     return _pbkdf2.pbkdf2_hmac(mech.hash_name, password, salt, iterations)
 
 
+try:
+    # what hmac.digest calls for a hash name, without its Python frame
+    from _hashlib import hmac_digest as _hmac_digest
+except ImportError:  # pragma: no cover - Python built without OpenSSL's hashlib
+    _hmac_digest = hmac.digest
+
+
 def _hmac(mech, key, data):
     # one-shot in C (OpenSSL's HMAC): no HMAC object and wrapper per call
-    return hmac.digest(key, data, mech.hash_name)
+    return _hmac_digest(key, data, mech.hash_name)
 
 
 def _hash(mech, data):
@@ -393,7 +400,7 @@ class SaltedPasswordCache:
         data = b"".join(len(part).to_bytes(4, "big") + part
                         for part in (mech.mechanism_name.encode(), bytes(salt),
                                      str(iterations).encode(), password))
-        return hmac.digest(self._key, data, "sha256")
+        return _hmac_digest(self._key, data, "sha256")
 
     def keys_for(self, mech, password, salt, iterations):
         """Return ``(client_key, server_key)``, deriving them on a miss."""
