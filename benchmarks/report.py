@@ -57,7 +57,7 @@ END = "<!-- benchmarks-table:end -->"
 SCRIPTS = [
     ("framing_ratio", [], ["--seconds", "0.2"], None),
     ("network_ratio", ["--repeat", "2"], ["--repeat", "1", "--quick"], None),
-    ("auth_rate", ["--no-cells", "--floor", "--paired", "5", "--storm", "300", "--connections", "80",
+    ("auth_rate", ["--no-cells", "--floor", "--paired", "9", "--storm", "300", "--connections", "80",
                    "--only", "kchannel,kafka-python"],
      ["--no-cells", "--floor", "--paired", "2", "--storm", "100", "--connections", "30",
       "--only", "kchannel,kafka-python"], "kafka-python"),

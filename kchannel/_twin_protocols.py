@@ -374,6 +374,14 @@ class ScramModule(Protocol):
                     iterations: int) -> bytes:
         """Hi(password, salt, iterations) of RFC 5802 ("sha256"/"sha512")."""
 
+    def base36(self, data: bytes, shift: int = 0) -> str:
+        """Base 36 of ``int.from_bytes(data, "big") >> shift`` (<= 64
+        bytes, shift 0-7): SCRAM salts and nonces."""
+
+    def secure_random_string(self) -> str:
+        """Kafka's ``ScramFormatter.secureRandomString``: 130 random bits in
+        base 36 (a nonce)."""
+
 
 # ---------------------------------------------------------------------------
 # records: kchannel.protocol.records._records_py / kchannel._crecords

@@ -11,6 +11,7 @@ without the GIL, so other threads (the selector) keep running while a SCRAM
 key is derived.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy, memset
 
 cdef extern from *:
     """
@@ -130,3 +131,109 @@ def pbkdf2_hmac(hash_name, password, salt, iterations):
         else:
             kc_pbkdf2_sha256(ppw, pwlen, ps, saltlen, <unsigned long> n, pout)
     return out
+
+
+# --- nonces and salts (Kafka's ScramFormatter.secureRandomString) -----------
+cdef extern from "openssl/rand.h":
+    int RAND_bytes(unsigned char *buf, int num) nogil
+
+cdef extern from *:
+    """
+    #include <string.h>
+    /* Base 36 of the big-endian unsigned integer in src[0:n] (n <= 64)
+       shifted right by shift (0-7) bits, written at the end of out[0:160];
+       returns where the digits start.  Schoolbook division of the bytes by
+       36**4 (each pass gives four digits; a remainder times 256 fits in 32
+       bits), leading zeros dropped. */
+    static int kc_base36(const unsigned char *src, int n, int shift, char *out)
+    {
+        static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+        unsigned char num[64];
+        unsigned int carry = 0, cur, rem;
+        int i, k, start = 0, pos = 160;
+        memcpy(num, src, (size_t)n);
+        if (shift) {
+            for (i = 0; i < n; i++) {
+                cur = num[i];
+                num[i] = (unsigned char)((carry << (8 - shift)) | (cur >> shift));
+                carry = cur & ((1u << shift) - 1u);
+            }
+        }
+        while (start < n && num[start] == 0) start++;
+        while (start < n) {
+            rem = 0;
+            for (i = start; i < n; i++) {
+                cur = (rem << 8) | num[i];
+                num[i] = (unsigned char)(cur / 1679616u);
+                rem = cur % 1679616u;
+            }
+            for (k = 0; k < 4; k++) {
+                out[--pos] = digits[rem % 36u];
+                rem /= 36u;
+            }
+            while (start < n && num[start] == 0) start++;
+        }
+        while (pos < 159 && out[pos] == '0') pos++;
+        if (pos == 160) out[--pos] = '0';
+        memset(num, 0, sizeof num);
+        return pos;
+    }
+    """
+    int kc_base36(const unsigned char *src, int n, int shift, char *out)
+
+
+def base36(data, int shift=0):
+    """Base 36 (digits and lower-case letters, no leading zeros) of
+    ``int.from_bytes(data, "big") >> shift`` for at most 64 bytes of
+    ``data`` and a ``shift`` of 0-7."""
+    cdef bytes b = data if type(data) is bytes else bytes(data)
+    cdef char out[160]
+    cdef int pos
+    cdef Py_ssize_t n = len(b)
+    if n > 64 or not 0 <= shift <= 7:
+        raise ValueError("base36: at most 64 bytes and a shift of 0-7")
+    if n == 0:
+        return "0"
+    pos = kc_base36(<const unsigned char *> PyBytes_AS_STRING(b), <int> n, shift, out)
+    return out[pos:160].decode("ascii")
+
+
+# Random bytes drawn from OpenSSL's CSPRNG a block at a time (one RAND_bytes
+# call costs more than the nonce's arithmetic); every byte is handed out
+# once and wiped as it is taken.  The GIL serialises callers.  A forked
+# child starts with an empty pool: parent and child must never hand out the
+# same bytes (serve's worker processes are forked).
+DEF _POOL = 17 * 60
+cdef unsigned char _pool[_POOL]
+cdef int _pool_pos = _POOL
+
+
+def _drop_pool():
+    global _pool_pos
+    memset(_pool, 0, _POOL)
+    _pool_pos = _POOL
+
+
+import os as _os
+_os.register_at_fork(after_in_child=_drop_pool)
+
+
+def secure_random_string():
+    """A 130-bit random number in base 36 (Kafka's
+    ``ScramFormatter.secureRandomString``: ``new BigInteger(130,
+    secureRandom).toString(36)``), from OpenSSL's CSPRNG."""
+    global _pool_pos
+    cdef unsigned char buf[17]
+    cdef char out[160]
+    cdef int pos
+    if _pool_pos + 17 > _POOL:
+        if RAND_bytes(_pool, _POOL) != 1:
+            raise RuntimeError("OpenSSL RAND_bytes failed: no random nonce")
+        _pool_pos = 0
+    memcpy(buf, &_pool[_pool_pos], 17)
+    memset(&_pool[_pool_pos], 0, 17)
+    _pool_pos += 17
+    # 136 random bits, the top 130 kept
+    pos = kc_base36(buf, 17, 6, out)
+    memset(buf, 0, 17)
+    return out[pos:160].decode("ascii")

@@ -7,6 +7,7 @@ cimport cython
 cdef class TlsPump:
     cdef object _sock
     cdef object _ssl
+    cdef object _raw
     cdef object _in
     cdef object _outbio
     cdef Py_ssize_t _net_size

@@ -141,6 +141,11 @@ class TlsPump:
                  write_chunk=DEFAULT_WRITE_CHUNK):
         self._sock = sock
         self._ssl = ssl_object
+        # The C object under the ssl.SSLObject: its read, write, pending and
+        # do_handshake are one-line Python wrappers around these, a Python
+        # frame per call on every record (each TLS connection makes ~30
+        # such calls on each side before its first request is answered).
+        self._raw = ssl_object._sslobj
         self._in = incoming
         self._outbio = outgoing
         self._net_size = net_buffer_size
@@ -229,7 +234,7 @@ class TlsPump:
             return 0
         chunk = self._write_chunk
         if total <= chunk:
-            self._ssl.write(data)
+            self._raw.write(data)
             self.flush()
             return total
         view = memoryview(data)
@@ -238,7 +243,7 @@ class TlsPump:
             n = total - done
             if n > chunk:
                 n = chunk
-            self._ssl.write(view[done:done + n])
+            self._raw.write(view[done:done + n])
             done += n
             if not self.flush():
                 break
@@ -302,7 +307,7 @@ class TlsPump:
         # True: no recv needed once something is delivered (see below);
         # from an earlier call too, as long as no recv happened since.
         drained = self._drained
-        ssl_read = self._ssl.read
+        ssl_read = self._raw.read
         if decoder is None:
             region = shared_buffer("app", self._app_size)
             rlen = len(region)
@@ -403,7 +408,7 @@ class TlsPump:
 
     def buffered(self):
         """True if a read may deliver something without a readiness event."""
-        return self._more or self._ssl.pending() > 0
+        return self._more or self._raw.pending() > 0
 
     @property
     def drained(self):
@@ -441,7 +446,7 @@ class TlsPump:
                 return OP_WRITE
             while True:
                 try:
-                    self._ssl.do_handshake()
+                    self._raw.do_handshake()
                     break
                 except _SSLWantReadError:
                     r = self._want_read(True)
@@ -498,10 +503,10 @@ class TlsPump:
         dropped: only called when the connection is ending anyway."""
         try:
             if handshaking:
-                self._ssl.do_handshake()
+                self._raw.do_handshake()
             else:
                 for _ in range(1024):
-                    if not self._ssl.read(16384):
+                    if not self._raw.read(16384):
                         break
         except (_SSLWantReadError, _SSLZeroReturnError, _SSLEOFError):
             pass

@@ -344,6 +344,9 @@ class KafkaChannel:
         # (one per SASL round trip on each side); prepare() returns
         # OP_READ and the readiness event brings the answer.
         self._awaiting_answer = False
+        # An authentication frame went straight to the transport since the
+        # last flush (see _enqueue_auth); flush() then sets _awaiting_answer.
+        self._auth_written = False
         # The authenticator ready() found complete over a ready transport
         # (False: not ready yet).  Connection setup asks "ready?" dozens of
         # times per connection; once true it stays true until the
@@ -388,7 +391,9 @@ class KafkaChannel:
         auth = self.authenticator
         if auth is self._ready_for:
             return True
-        if self.transport.ready() and auth.complete():
+        # (the authenticator first: it is the one not complete during the
+        # exchange, and the TLS transport is not asked then)
+        if auth.complete() and self.transport.ready():
             self._ready_for = auth
             return True
         return False
@@ -720,9 +725,13 @@ class KafkaChannel:
         """Bytes that must go out before authentication can progress:
         authentication frames, the rest of a partially written send, or
         transport-buffered (TLS) bytes."""
-        if self._mid_write and self._sends:
+        sends = self._sends
+        if sends is _NO_SENDS:
+            t = self.transport
+            return t.holds_bytes and bool(t.has_pending_writes())
+        if self._mid_write and sends:
             return True
-        for entry in self._sends:
+        for entry in sends:
             if not entry[2]:
                 return True
         return bool(self.transport.has_pending_writes())
@@ -779,7 +788,19 @@ class KafkaChannel:
         re-authentication the channel is not READY, and Kafka does not write
         application sends until it is), but behind earlier authentication
         frames and a partially written send."""
-        sends = self._send_queue()
+        if self._sends is _NO_SENDS:
+            # Nothing queued (connection set-up, where every frame is an
+            # authentication frame): the frame goes straight to the
+            # transport, with no queue entry.  What it does not take now is
+            # queued as a partly written frame for flush().
+            n = self.transport.write(data)
+            self._auth_written = True
+            if n < len(data):
+                self._mid_write = True
+                self._sends = collections.deque(
+                    ([memoryview(data)[n:], len(data), False, None],))
+            return
+        sends = self._sends
         if self.mode == "server":
             sends.append([memoryview(data), len(data), False, None])
             return
@@ -952,11 +973,25 @@ class KafkaChannel:
         sends queued behind them (a request made before re-authentication
         began) stay queued until the channel is READY again, as in Kafka.
         Returns True when no authentication bytes are left to write."""
+        if self._sends is _NO_SENDS:
+            # Nothing queued: the frames written straight through
+            # (_enqueue_auth) may still be held by the transport (TLS).
+            t = self.transport
+            if t.holds_bytes:
+                t.flush()
+                if t.has_pending_writes():
+                    return False
+            if self._auth_written:
+                self._auth_written = False
+                self._awaiting_answer = True
+            return True
         keep = 0
         for i, entry in enumerate(self._sends):
             if not entry[2]:
                 keep = i + 1
-        wrote = keep > 0      # authentication frames to write
+        # authentication frames to write, or written straight through
+        wrote = keep > 0 or self._auth_written
+        self._auth_written = False
         if keep == 0 and self._mid_write and self._sends:
             keep = 1          # finish a partially written send first
         held = []

@@ -10,7 +10,7 @@ from kchannel.framing import FrameDecoder, encode_frame
 from kchannel.network.authenticator import Authenticator, DefaultAuthenticator
 from kchannel.network.channel import ChannelState, KafkaChannel, State
 from kchannel.network.channel_builder import ChannelBuilder, _plaintext_transport
-from kchannel.network.ops import OP_NONE, OP_READ
+from kchannel.network.ops import OP_NONE, OP_READ, OP_WRITE
 from kchannel.network.selector import Selector
 from kchannel.principal import ANONYMOUS, KafkaPrincipal
 
@@ -294,6 +294,70 @@ def test_mute_state_machine_as_kafka():
         ch.handle_channel_mute_event(E.THROTTLE_ENDED)
         assert ch.mute_state is M.MUTED
         assert ch.unmute() is True and not ch.is_muted()
+    finally:
+        a.close()
+        b.close()
+
+
+class _BigTokenClient(Authenticator):
+    """Client side: sends one large frame, then waits for ``ok``."""
+
+    def __init__(self, payload):
+        self.payload = payload
+        self._sent = False
+        self._done = False
+
+    def authenticate(self, io, now):
+        if not self._sent:
+            io.write_frame(self.payload)
+            self._sent = True
+        if not io.flush():
+            return OP_WRITE
+        frame = io.read_frame()
+        if frame is None:
+            return OP_READ
+        assert frame == b"ok"
+        self._done = True
+        return OP_NONE
+
+    def complete(self):
+        return self._done
+
+    def principal(self):
+        return ANONYMOUS
+
+
+@pytest.mark.parametrize("mode", ["client", "server"])
+def test_authentication_frame_the_socket_takes_only_part_of(mode):
+    """An authentication frame written with nothing queued goes to the
+    transport at once; what the socket does not take waits in the queue as a
+    partly written frame, keeps the channel asking for OP_WRITE, and goes out
+    whole and in order once the peer reads."""
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    a.setblocking(False)
+    payload = bytes(range(256)) * 4096          # 1 MiB: more than the socket takes
+    auth = _BigTokenClient(payload)
+    ch = KafkaChannel("n", _plaintext_transport(a), lambda: auth, mode=mode)
+    try:
+        ch.mark_connected()
+        assert ch.prepare(0) & OP_WRITE
+        assert ch._has_pending_auth_writes() and ch.interest_ops() & OP_WRITE
+        got = bytearray()
+        b.settimeout(10)
+        while len(got) < len(payload) + 4:
+            select.select([b], [], [], 10)
+            got += b.recv(1 << 20)
+            ops = ch.prepare(0)
+        assert bytes(got) == encode_frame(payload)
+        assert ops == OP_READ and not ch._has_pending_auth_writes()
+        b.sendall(encode_frame(b"ok"))
+        for _ in range(100):
+            select.select([a], [], [], 10)
+            if ch.prepare(0) == OP_NONE:
+                break
+        assert ch.ready() and auth.complete()
     finally:
         a.close()
         b.close()

@@ -570,6 +570,9 @@ class _SslObjectSpy:
 
     def __getattr__(self, name):
         value = getattr(self._obj, name)
+        if name == "_sslobj":
+            # the C object under the SSLObject, which the pump calls directly
+            return _SslObjectSpy(value, self._callers)
         if not callable(value):
             return value
 

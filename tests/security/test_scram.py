@@ -6,6 +6,7 @@ with kchannel's and real Kafka clients.
 import base64
 import hashlib
 import hmac
+import os
 
 import pytest
 import scramp
@@ -118,6 +119,63 @@ def test_pbkdf2_matches_hashlib_for_both_mechanisms():
 
 
 # ------------------------------------------------------ full exchanges
+
+def _scram_twins():
+    import importlib
+    out = [importlib.import_module("kchannel.security.sasl._scram_py")]
+    try:
+        out.append(importlib.import_module("kchannel._cscram"))
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+    return out
+
+
+def test_base36_twins_agree_with_python_int_formatting():
+    import random
+    rng = random.Random(24)
+    cases = [b"", b"\0", b"\0\0\x01", bytes(17), b"\xff" * 64, b"\x01" + bytes(63)]
+    cases += [rng.randbytes(rng.randrange(65)) for _ in range(3000)]
+    for twin in _scram_twins():
+        for i, data in enumerate(cases):
+            shift = i % 8
+            n = int.from_bytes(data, "big") >> shift
+            digits = ""
+            while n:
+                n, r = divmod(n, 36)
+                digits = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + digits
+            assert twin.base36(data, shift) == (digits or "0"), (twin.__name__, data, shift)
+        with pytest.raises(ValueError):
+            twin.base36(bytes(65))
+        with pytest.raises(ValueError):
+            twin.base36(b"\x01", 8)
+
+
+def test_secure_random_strings_are_130_bit_base36_and_differ_across_fork():
+    for twin in _scram_twins():
+        seen = {twin.secure_random_string() for _ in range(2000)}
+        assert len(seen) == 2000
+        for nonce in seen:
+            assert int(nonce, 36) < 2 ** 130
+            assert nonce == "0" or not nonce.startswith("0")
+        assert max(len(x) for x in seen) == 26
+        # A forked child never hands out what the parent will (the
+        # compiled twin draws random bytes a block at a time).
+        twin.secure_random_string()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.write(w, ",".join(twin.secure_random_string() for _ in range(5)).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        child = set(os.read(r, 4096).decode().split(","))
+        os.close(r)
+        parent = {twin.secure_random_string() for _ in range(5)}
+        assert len(child) == 5 and not child & parent
+
 
 @pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_round_trip(mech):

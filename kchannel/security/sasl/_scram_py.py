@@ -5,6 +5,7 @@
 missing.  Same interface as the compiled twin.
 """
 import hashlib
+import secrets
 
 try:
     from cryptography.hazmat.primitives import hashes as _hashes
@@ -28,3 +29,35 @@ def pbkdf2_hmac(hash_name, password, salt, iterations):
                           salt=bytes(salt), iterations=int(iterations))
         return kdf.derive(bytes(password))
     return hashlib.pbkdf2_hmac(hash_name, bytes(password), bytes(salt), int(iterations))
+
+
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+# every two-digit string, "00" to "zz": half as many big-int divisions
+_B36_PAIRS = tuple(a + b for a in _B36 for b in _B36)
+
+
+def _base36_int(n):
+    if n < 36:
+        return _B36[n]
+    out = []
+    while n:
+        n, r = divmod(n, 1296)
+        out.append(_B36_PAIRS[r])
+    # only the most significant pair can start with a zero
+    return "".join(reversed(out)).lstrip("0")
+
+
+def base36(data, shift=0):
+    """Base 36 (digits and lower-case letters, no leading zeros) of
+    ``int.from_bytes(data, "big") >> shift`` for at most 64 bytes of
+    ``data`` and a ``shift`` of 0-7."""
+    if len(data) > 64 or not 0 <= shift <= 7:
+        raise ValueError("base36: at most 64 bytes and a shift of 0-7")
+    return _base36_int(int.from_bytes(data, "big") >> shift)
+
+
+def secure_random_string():
+    """A 130-bit random number in base 36 (Kafka's
+    ``ScramFormatter.secureRandomString``: ``new BigInteger(130,
+    secureRandom).toString(36)``)."""
+    return _base36_int(secrets.randbits(130))
