@@ -163,12 +163,14 @@ def main():
                           lambda: (ctl("-d"), ctl("-i", "off")))
             finally:
                 gw.stop()
+            # the part dumped at off() (callgrind_control -d): what ran
+            # since on(); the part written at exit is not counted
             total = 0
             for path in glob.glob(out + ".*"):
                 with open(path) as f:
-                    for line in f:
-                        if line.startswith("summary:") or line.startswith("totals:"):
-                            total = max(total, int(line.split()[1]))
+                    text = f.read()
+                if "Trigger: dump" in text:
+                    total += int(text.split("\nsummary: ", 1)[1].split()[0])
             print(f"  callgrind: {total / n:,.0f} instructions per forwarded request "
                   f"({total:,} over {n} requests)", flush=True)
         if args.tool in ("cprofile", "both"):
