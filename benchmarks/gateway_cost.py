@@ -26,6 +26,7 @@ import argparse
 import glob
 import os
 import pstats
+import re
 import signal
 import subprocess
 import sys
@@ -72,6 +73,24 @@ def start_gateway(directory, props, wrapper, profile_out):
     server = ServeProcess(proc, directory, config_path)
     server._wait_started(_count_listeners(props, ()), 300 if wrapper else 60)
     return server
+
+
+def libc_calls(text, names):
+    """Calls of the libc functions ``names`` in a callgrind dump."""
+    ids, counts, pending = {}, dict.fromkeys(names, 0), None
+    for line in text.splitlines():
+        if line.startswith(("fn=", "cfn=")):
+            m = re.match(r"c?fn=\((\d+)\)(?: (.*))?$", line)
+            if m is None:
+                continue
+            if m.group(2):
+                ids[m.group(1)] = m.group(2)
+            pending = ids.get(m.group(1)) if line.startswith("cfn=") else None
+        elif pending is not None and line.startswith("calls="):
+            if pending in counts:
+                counts[pending] += int(line[6:].split()[0])
+            pending = None
+    return counts
 
 
 def drive(configs, topic, clients, warmup, requests, on, off):
@@ -165,14 +184,16 @@ def main():
                 gw.stop()
             # the part dumped at off() (callgrind_control -d): what ran
             # since on(); the part written at exit is not counted
-            total = 0
+            total, calls = 0, {}
             for path in glob.glob(out + ".*"):
                 with open(path) as f:
                     text = f.read()
                 if "Trigger: dump" in text:
                     total += int(text.split("\nsummary: ", 1)[1].split()[0])
+                    calls = libc_calls(text, ("send", "recv", "epoll_wait"))
             print(f"  callgrind: {total / n:,.0f} instructions per forwarded request "
-                  f"({total:,} over {n} requests)", flush=True)
+                  f"({total:,} over {n} requests); system calls per request: "
+                  + ", ".join(f"{k} {v / n:.2f}" for k, v in calls.items()), flush=True)
         if args.tool in ("cprofile", "both"):
             d = os.path.join(tmp, "cprofile")
             os.makedirs(d)
