@@ -6,9 +6,10 @@ Everything runs on 127.0.0.1.  Each measurement uses two processes (the
 peer is forked with ``multiprocessing``): sender and receiver each get their
 own interpreter and GIL, so a run measures one side's cost against the
 other's instead of two Python loops taking turns on one GIL.  The figures
-are best of ``--repeat`` runs (the machine is shared and noisy; the best run
-is the one least disturbed), and only the ratios measured in the same run
-mean anything.
+of (a) and (b) are best of ``--repeat`` runs (the machine is shared and
+noisy; the best run is the one least disturbed); those of (c) are medians of
+``--rounds`` paired rounds (see (c)).  Only the ratios measured in the same
+run mean anything.
 
 (a) PLAINTEXT bulk, MB/s (1 MB = 10**6 bytes) of payload delivered:
 
@@ -60,7 +61,12 @@ measured too (``time.process_time`` in both processes over the measured
 requests), for kchannel and the raw ping-pong: on a machine shared with
 other work the rates move with everyone else's load, the CPU each side
 spends per round trip far less, and kchannel's added cost per round trip
-is printed from it as well.
+is printed from it as well.  Depth 1 runs in paired rounds: each round a
+raw ping-pong run and a kchannel run, one after the other, the order
+switching every round; kchannel's added time per round trip
+(``1/rate - 1/raw rate``) is taken within each pair and the median of the
+pairs reported with its range (target: < 40 us), as are the medians of the
+rates and of the CPU times.  Depth 100 is the median of as many runs.
 
 Placement (``--placement``, default ``split``): each measurement pins its
 two processes, one CPU each, so every run compares figures taken the same
@@ -93,6 +99,7 @@ import os
 import select
 import socket
 import ssl
+import statistics
 import sys
 import tempfile
 import time
@@ -491,6 +498,9 @@ CLIENT_ID = "x" * 86          # Metadata v1 {"topics": []} -> 100-byte request
 # (c) targets, round trips/s: one request at a time, and pipelined
 RT_TARGET_DEPTH1 = 10000
 RT_TARGET_PIPELINED = 150000
+# what the request path may add to a depth-1 round trip, both sides, over
+# the raw-socket ping-pong (us)
+RT_TARGET_ADDED_US = 40
 # CPU seconds per round trip of the last run of each kind, per side:
 # ("kchannel"|"raw", depth) -> [(client, server), ...].  Processes on a
 # shared machine wait for a CPU as much as for each other, so the rates
@@ -500,12 +510,42 @@ RT_TARGET_PIPELINED = 150000
 RT_CPU = {}
 
 
-def _cpu_row(key):
-    runs = RT_CPU.get(key)
+def _median_pair(runs):
+    """(client, server) CPU per round trip: the medians of ``runs``."""
     if not runs:
         return None
-    # the least disturbed run
-    return min(runs, key=sum)
+    return (statistics.median(c for c, _ in runs), statistics.median(s for _, s in runs))
+
+
+def _spread(values, unit):
+    v = sorted(values)
+    return (f"runs: median {statistics.median(v):.0f} {unit} [{v[0]:.0f} - {v[-1]:.0f}], "
+            f"{len(v)} runs")
+
+
+def paired_rt(rounds, requests):
+    """Depth-1 round trips in ``rounds`` paired rounds: a raw ping-pong run
+    and a kchannel run each round, the order switching every round (so
+    that neither always runs first after the other's peer).  Returns the
+    medians of the rates, of the time kchannel adds per round trip taken
+    pair by pair (1/rate difference), and of the CPU per round trip."""
+    RT_CPU.pop(("raw", 1), None)
+    RT_CPU.pop(("kchannel", 1), None)
+    raw, kc = [], []
+    for i in range(rounds):
+        if i % 2 == 0:
+            raw.append(raw_round_trips(requests))
+            kc.append(round_trips(requests, 1))
+        else:
+            kc.append(round_trips(requests, 1))
+            raw.append(raw_round_trips(requests))
+    added = [1e6 / k - 1e6 / r for k, r in zip(kc, raw)]
+    raw_cpu, kc_cpu = RT_CPU[("raw", 1)], RT_CPU[("kchannel", 1)]
+    added_cpu = [(sum(k) - sum(r)) * 1e6 for k, r in zip(kc_cpu, raw_cpu)]
+    return {"raw": statistics.median(raw), "kc": statistics.median(kc), "raw_runs": raw,
+            "kc_runs": kc, "added_us": statistics.median(added), "added_runs": added,
+            "added_cpu_us": statistics.median(added_cpu), "added_cpu_runs": added_cpu,
+            "raw_cpu": _median_pair(raw_cpu), "kc_cpu": _median_pair(kc_cpu)}
 
 
 def _rt_server(pipe, batch=None):
@@ -646,6 +686,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller transfers")
     ap.add_argument("--only", choices=["plaintext", "tls", "rt"], action="append")
     ap.add_argument("--depth", type=int, default=100, help="pipelining window for (c)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="paired rounds per figure of (c) (default 9, --quick 5): medians "
+                         "are reported")
     ap.add_argument("--placement", choices=["split", "same", "os"], default="split",
                     help="CPUs of the two processes of a measurement: split (default: one "
                          "each), same (both on one), os (the scheduler's choice); (c) depth 1 "
@@ -731,59 +774,80 @@ def main(argv=None):
         if "rt" in only:
             print("\n(c) 100 B request round trips on one connection (round trips/s)")
             d1_requests = max(2000, rt_requests // 5)
+            rounds = args.rounds or (5 if args.quick else 9)
+            print(f"  {rounds} paired rounds per figure (raw and kchannel alternately, the order "
+                  "switching every round); medians, [min - max] beside")
             # Depth 1 is a ping-pong: each side waits for the other, so a
             # round trip costs both sides' CPU work plus two wake-ups.  With
             # the processes on two CPUs the wake-ups dominate here (see
             # PLACEMENT); on one CPU a round trip costs the work alone.  Both
             # are measured, each with its raw-socket floor; the target is
-            # judged on one CPU, where the figure measures kchannel.
+            # judged on one CPU, where the figure measures kchannel.  Each
+            # kchannel run is paired with a raw run next to it in time, the
+            # added cost taken per pair, and the median of the pairs kept:
+            # load from other work moves both runs of a pair alike, and the
+            # median ignores the rounds it disturbed most.
             one_cpu = _cpus("same") is not None and args.placement != "os"
             if one_cpu:
                 with placement("same"):
-                    raw1 = best_of(r, raw_round_trips, d1_requests)
-                    d1 = best_of(r, round_trips, d1_requests, 1)
+                    p1 = paired_rt(rounds, d1_requests)
+                d1, raw1 = p1["kc"], p1["raw"]
                 _row("raw sockets ping-pong, one CPU (floor)", raw1, "/s")
+                print(f"    {_spread(p1['raw_runs'], '/s')}")
                 _rate_row("kchannel client -> Server, depth 1, one CPU", d1,
                           RT_TARGET_DEPTH1)
-            raw2 = best_of(r, raw_round_trips, d1_requests)
-            d1p = best_of(r, round_trips, d1_requests, 1)
-            _row(f"raw sockets ping-pong, placement {args.placement} (floor)", raw2, "/s")
-            _row(f"kchannel client -> Server, depth 1, placement {args.placement}", d1p, "/s")
+                print(f"    {_spread(p1['kc_runs'], '/s')}")
+            p2 = paired_rt(rounds, d1_requests)
+            _row(f"raw sockets ping-pong, placement {args.placement} (floor)", p2["raw"], "/s")
+            _row(f"kchannel client -> Server, depth 1, placement {args.placement}", p2["kc"],
+                 "/s")
+            d1p, raw2 = p2["kc"], p2["raw"]
             if not one_cpu:
+                p1 = p2
                 d1, raw1 = d1p, raw2
-            dn = best_of(r, round_trips, rt_requests, args.depth)
+            dn_runs = [round_trips(rt_requests, args.depth) for _ in range(rounds)]
+            dn = statistics.median(dn_runs)
             _rate_row(f"kchannel client -> Server, depth {args.depth}", dn,
                       RT_TARGET_PIPELINED)
+            print(f"    {_spread(dn_runs, '/s')}")
             results["rt_depth1"] = (d1, RT_TARGET_DEPTH1)
             results[f"rt_depth{args.depth}"] = (dn, RT_TARGET_PIPELINED)
             db = None
             if args.batch > 1:
                 db = best_of(r, round_trips, rt_requests, args.depth, 1)
-                _row("  same, max_receives_per_channel=1 (Kafka's rule)", db, "/s")
-            overhead = (1e6 / d1 - 1e6 / raw1)
-            kc_cpu, raw_cpu = _cpu_row(("kchannel", 1)), _cpu_row(("raw", 1))
-            dn_cpu = _cpu_row(("kchannel", args.depth))
-            print("  CPU per round trip, client + server (least disturbed run of each):")
+                _row("  same, max_receives_per_channel=1 (Kafka's rule, best of "
+                     f"{r})", db, "/s")
+            overhead = p1["added_us"]
+            kc_cpu, raw_cpu = p1["kc_cpu"], p1["raw_cpu"]
+            dn_cpu = _median_pair(RT_CPU.get(("kchannel", args.depth)))
+            print(f"  kchannel adds {overhead:.1f} us per depth-1 round trip, both sides (median "
+                  f"of the rounds' pairs, [{min(p1['added_runs']):.1f} - "
+                  f"{max(p1['added_runs']):.1f}]; target < {RT_TARGET_ADDED_US} us: "
+                  f"{'met' if overhead < RT_TARGET_ADDED_US else 'MISSED'})")
+            print("  CPU per round trip, client + server (medians of the rounds):")
             print(f"    raw sockets ping-pong          {raw_cpu[0] * 1e6:6.1f} + "
                   f"{raw_cpu[1] * 1e6:6.1f} us")
             print(f"    kchannel depth 1               {kc_cpu[0] * 1e6:6.1f} + "
                   f"{kc_cpu[1] * 1e6:6.1f} us: kchannel adds "
-                  f"{(sum(kc_cpu) - sum(raw_cpu)) * 1e6:.1f} us of CPU per round trip")
+                  f"{p1['added_cpu_us']:.1f} us of CPU per round trip (median of the pairs, "
+                  f"[{min(p1['added_cpu_runs']):.1f} - {max(p1['added_cpu_runs']):.1f}])")
             print(f"    kchannel depth {args.depth:<3}             {dn_cpu[0] * 1e6:6.1f} + "
                   f"{dn_cpu[1] * 1e6:6.1f} us (CPU-bound rate, one CPU each: "
                   f"{1 / max(dn_cpu) / 1e3:.0f} k/s)")
             results["rt_cpu"] = (kc_cpu, raw_cpu, dn_cpu)
+            results["rt_added_us"] = overhead
             row("100 B request round trips on one connection, NetworkClient to Server in "
-                "another process (`network_ratio.py`, same run): depth 1"
-                + (", both processes on one CPU" if one_cpu else ""),
+                f"another process (`network_ratio.py`, same run, medians of {rounds} paired "
+                "rounds): depth 1" + (", both processes on one CPU" if one_cpu else ""),
                 f"{d1 / 1e3:.1f} k/s (raw-socket ping-pong {raw1 / 1e3:.0f} k/s; kchannel adds "
                 f"{overhead:.0f} us per round trip, both sides; in CPU time "
-                f"{(sum(kc_cpu) - sum(raw_cpu)) * 1e6:.0f} us: {kc_cpu[0] * 1e6:.0f} + "
+                f"{p1['added_cpu_us']:.0f} us: {kc_cpu[0] * 1e6:.0f} + "
                 f"{kc_cpu[1] * 1e6:.0f} us client + server vs {raw_cpu[0] * 1e6:.0f} + "
                 f"{raw_cpu[1] * 1e6:.0f} us raw)"
                 + (f"; on two CPUs {d1p / 1e3:.1f} k/s, raw sockets {raw2 / 1e3:.1f} k/s"
                    if one_cpu else ""),
-                f">= {RT_TARGET_DEPTH1 / 1e3:.0f} k/s", d1 >= RT_TARGET_DEPTH1)
+                f">= {RT_TARGET_DEPTH1 / 1e3:.0f} k/s, adds < {RT_TARGET_ADDED_US} us",
+                d1 >= RT_TARGET_DEPTH1 and overhead < RT_TARGET_ADDED_US)
             row(f"same, {args.depth} requests in flight, one CPU each",
                 f"{dn / 1e3:.0f} k/s" + (f" ({db / 1e3:.0f} k/s at Kafka's one receive per "
                                          "poll)" if db is not None else ""),

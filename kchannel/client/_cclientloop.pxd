@@ -18,6 +18,13 @@ cdef class ClientResponse:
     cdef public object receive_time_ms
 
 
+cdef class InFlight:
+    cdef public object api_key
+    cdef public object version
+    cdef public object sent_ms
+    cdef public object internal
+
+
 cdef class NodeStats:
     cdef public object tx
     cdef public object txbytes
@@ -47,5 +54,7 @@ cdef class ClientLoop:
     cdef public object time
 
     # (NetworkClient's ApiVersions exchange calls _send too)
+    @cython.locals(entry=InFlight)
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
+    @cython.locals(entry=InFlight)
     cdef _handle_response(self, node, payload, now, list out)

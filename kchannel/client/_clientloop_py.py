@@ -17,24 +17,27 @@ frame, the in-flight map and counters are read without attribute lookups).
 Pure Python runs the same code with ``__slots__``.
 """
 import collections
+import time as _time
 
 from .. import errors
 from ..log import get_logger
 from ..network.channel import State
 from ..protocol import messages
 from ..protocol.headers import request_encoder, response_decoder
+from ..utils import now_ms
 from .connection_state import ConnectionState
 
 # NetworkClient's logger: these methods are NetworkClient's.
 log = get_logger("kchannel.client")
 
-__all__ = ["ClientLoop", "ClientResponse", "NodeStats", "RTT_SAMPLES"]
+__all__ = ["ClientLoop", "ClientResponse", "InFlight", "NodeStats", "RTT_SAMPLES"]
 
 _API_VERSIONS = messages.API_VERSIONS.api_key
 # The marker of a request forwarded by send_raw (its response is not decoded).
 _RAW = "raw"
 _DISCONNECTED = ConnectionState.DISCONNECTED
 _AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
+_wall_time = _time.time
 
 
 class ClientResponse:
@@ -63,6 +66,27 @@ class ClientResponse:
         return (f"ClientResponse(node={self.node_id!r}, api_key={self.api_key}, "
                 f"v{self.api_version}, corr={self.correlation_id}, "
                 f"{'error=' + repr(self.exception) if self.exception else 'ok'})")
+
+
+class InFlight:
+    """One request in flight on a node (the values of ``_Node.in_flight``,
+    keyed by correlation id, oldest first): its ``api_key`` and
+    ``version``, when it was sent (``sent_ms``) and ``internal``: True for
+    the client's own ApiVersions request (answered to no caller), False for
+    a caller's request, ``"raw"`` for a frame forwarded by ``send_raw``
+    (its response is handed over undecoded)."""
+
+    __slots__ = ("api_key", "version", "sent_ms", "internal")
+
+    def __init__(self, api_key, version, sent_ms, internal):
+        self.api_key = api_key
+        self.version = version
+        self.sent_ms = sent_ms
+        self.internal = internal
+
+    def __repr__(self):
+        return (f"InFlight(api_key={self.api_key}, v{self.version}, "
+                f"sent_ms={self.sent_ms}, internal={self.internal!r})")
 
 
 # Round-trip times kept per node for the statistics callback (the latest).
@@ -124,7 +148,7 @@ class ClientLoop:
         if timeout_ms is not None and expect_response:
             self._request_timeouts[(node_id, corr)] = int(timeout_ms)
             # (its own timeout may be shorter than request.timeout.ms)
-            self._request_sent(node.in_flight[corr][2], int(timeout_ms))
+            self._request_sent(node.in_flight[corr].sent_ms, int(timeout_ms))
         return corr
 
     def _send(self, node, api_key, version, body, internal, expect_response=True):
@@ -140,8 +164,16 @@ class ClientLoop:
         stats.txbytes += len(frame)
         self.selector.send(node.id, frame, True)
         if expect_response:
-            sent = self.time()
-            node.in_flight[corr] = (api_key, version, sent, internal)
+            t = self.time     # self.time(), the default clock's call inlined
+            sent = int(_wall_time() * 1000) if t is now_ms else t()
+            # InFlight(api_key, version, sent, internal) without the
+            # __init__ call: the compiled twin makes it as cheaply as a tuple
+            entry = InFlight.__new__(InFlight)
+            entry.api_key = api_key
+            entry.version = version
+            entry.sent_ms = sent
+            entry.internal = internal
+            node.in_flight[corr] = entry
             # ("> timeout" expires it: one millisecond after)
             deadline = sent + self.request_timeout_ms + 1
             if deadline < self._next_request_deadline_ms:
@@ -244,7 +276,10 @@ class ClientLoop:
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Correlation id for response ({corr}) does not match request ({expected})"), out)
             return
-        api_key, version, sent, internal = entry
+        api_key = entry.api_key
+        version = entry.version
+        sent = entry.sent_ms
+        internal = entry.internal
         stats = node.stats
         stats.rx += 1
         stats.rxbytes += len(payload) + 4       # (the size prefix included, as sent)

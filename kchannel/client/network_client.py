@@ -51,6 +51,7 @@ from .connection_state import ConnectionState
 _clientloop = _impl.load_twin("clientloop")
 ClientLoop = _clientloop.ClientLoop
 ClientResponse = _clientloop.ClientResponse
+InFlight = _clientloop.InFlight
 NodeStats = _clientloop.NodeStats
 RTT_SAMPLES = _clientloop.RTT_SAMPLES
 # in_flight marker of a request sent by send_raw (response handed over undecoded).
@@ -154,7 +155,7 @@ class _Node:
         self.host = host
         self.port = port
         self.state = ConnectionState.CONNECTING
-        self.in_flight = collections.OrderedDict()   # corr -> (api_key, version, sent_ms, internal)
+        self.in_flight = collections.OrderedDict()   # corr -> InFlight, oldest first
         self.api_versions = None          # {api_key: (min, max)} from the broker
         self.api_versions_body = None
         self.api_versions_version = None
@@ -590,7 +591,7 @@ class NetworkClient(ClientLoop):
         self.selector.send(node.id, frame)
         if expect_response:
             sent = self.time()
-            node.in_flight[corr] = (api_key, version, sent, _RAW)
+            node.in_flight[corr] = InFlight(api_key, version, sent, _RAW)
             if timeout_ms is not None:
                 self._request_timeouts[(node_id, corr)] = int(timeout_ms)
             self._request_sent(sent, self.request_timeout_ms if timeout_ms is None
@@ -727,11 +728,11 @@ class NetworkClient(ClientLoop):
                 self._authentication_failed(node, now, exc)
         node.exception = exc
         target = out if out is not None else self._pending
-        for corr, (api_key, version, sent, internal) in node.in_flight.items():
+        for corr, entry in node.in_flight.items():
             self._request_timeouts.pop((node_id, corr), None)
-            if internal is not True:
-                target.append(ClientResponse(node_id, api_key, version, corr, None, exc, sent,
-                                             self.time()))
+            if entry.internal is not True:
+                target.append(ClientResponse(node_id, entry.api_key, entry.version, corr, None,
+                                             exc, entry.sent_ms, self.time()))
         node.in_flight.clear()
 
     def _expire_requests(self, now, out):
@@ -741,13 +742,13 @@ class NetworkClient(ClientLoop):
         for node in list(self._nodes.values()):
             if not node.in_flight:
                 continue
-            corr, (api_key, version, sent, internal) = next(iter(node.in_flight.items()))
+            corr, oldest = next(iter(node.in_flight.items()))
             timeout = self._request_timeouts.get((node.id, corr), self.request_timeout_ms)
-            if now - sent <= timeout:
+            if now - oldest.sent_ms <= timeout:
                 # Requests behind the oldest may have shorter timeouts of
                 # their own: the bound covers the earliest of any.
                 for c, entry in node.in_flight.items():
-                    deadline = entry[2] + self._request_timeouts.get(
+                    deadline = entry.sent_ms + self._request_timeouts.get(
                         (node.id, c), self.request_timeout_ms) + 1
                     if deadline < earliest:
                         earliest = deadline

@@ -24,6 +24,8 @@ import time as _time
 
 from .. import errors
 from ..log import get_logger
+from ..utils import now_ms
+from .authenticator import Authenticator
 from .channel import ChannelMuteState, ChannelState
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from .selector_policies import _Linger
@@ -41,6 +43,18 @@ _NOT_MUTED = ChannelMuteState.NOT_MUTED
 _EVENT_WRITE = selectors.EVENT_WRITE
 _NOT_EPOLLIN = ~getattr(select, "EPOLLIN", 0)
 _NOT_EPOLLOUT = ~getattr(select, "EPOLLOUT", 0)
+# An authenticator class that keeps this base's client_session_reauth_ms
+# never re-authenticates: its channel's maybe_begin_client_reauthentication
+# (two calls per write) is not asked.
+_NO_CLIENT_REAUTH = Authenticator.client_session_reauth_ms
+_wall_time = _time.time
+
+
+# In the methods below, ``ch._ready_for is ch.authenticator or ch.ready()``
+# is ``ch.ready()`` with its first test inlined (true for every READY
+# channel: ready() caches the authenticator it found complete), and
+# ``ch._sends`` is ``ch.has_send()``: asked several times per request, a
+# call each was a good part of the interpreted work of a round trip.
 
 
 class _Listener:
@@ -96,12 +110,14 @@ class SelectorLoop:
             # poll (flushed before it waits, or on OP_WRITE), or wait for a
             # re-authentication to complete; one more changes nothing.
             return
-        if not ch.ready():
+        if ch._ready_for is not ch.authenticator and not ch.ready():
             # (re-)authenticating: data sends wait for READY, interest as
             # the authentication state wants it
             self._sync(ch)
             return
-        if ch.mode == "client" or not self._writes.write_through_allowed(ch):
+        # (not self._writes.write_through_allowed(ch), inlined: a call and
+        # a property read per response)
+        if ch.mode != "server" or ch._disconnected or id in self._writes.batched:
             # Written by the next poll() before it waits (_flush_queued), as
             # Kafka writes a NetworkClient's sends in poll(): every send made
             # until then goes out in one write (a client pipelining
@@ -130,7 +146,8 @@ class SelectorLoop:
             self._writes.deferred_failures[ch.id] = exc
             return
         if done:
-            self.sensors.record_sends(done, self.time())
+            t = self.time     # (self.time(), the default clock's call inlined)
+            self.sensors.record_sends(done, int(_wall_time() * 1000) if t is now_ms else t())
             self._writes.deferred_sends.append((ch, done))
             if only and not ch.transport.holds_bytes:
                 # It went out and the transport holds nothing: no write was
@@ -216,7 +233,9 @@ class SelectorLoop:
         writes = self._writes
         if writes.batched:
             writes.batched.clear()
-        now = self.time()
+        # self.time(), the default clock's call inlined
+        t = self.time
+        now = int(_wall_time() * 1000) if t is now_ms else t()
         if writes.deferred_sends or writes.deferred_failures:
             self._report_deferred(now)
         if writes.to_flush:
@@ -259,7 +278,7 @@ class SelectorLoop:
         else:
             events = self._sel.select(timeout)
         end_select = _time.perf_counter_ns()
-        now = self.poll_time_ms = self.time()
+        now = self.poll_time_ms = int(_wall_time() * 1000) if t is now_ms else t()
 
         channels = self._channels
         if ready_buffered or self._immediately_connected:
@@ -337,10 +356,13 @@ class SelectorLoop:
                 continue
             send_failed = False
             try:
-                ready = ch.ready()
+                ready = ch._ready_for is ch.authenticator or ch.ready()
                 done = None
-                if ready and ch.has_send():
-                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                if ready and ch._sends:
+                    if (ch.mode == "client"
+                            and type(ch.authenticator).client_session_reauth_ms
+                            is not _NO_CLIENT_REAUTH
+                            and ch.maybe_begin_client_reauthentication(now)):
                         done = False    # (the channel's state changed: settle)
                         ready = ch.ready()
                         if ready:
@@ -396,7 +418,7 @@ class SelectorLoop:
             # ready() is asked again only after what can change it (prepare,
             # a client re-authentication beginning): data-phase reads and
             # writes leave a READY channel READY.
-            ready = ch.ready()
+            ready = ch._ready_for is ch.authenticator or ch.ready()
             if not ready:
                 was_reauth = ch.successful_authentications > 0
                 ch.prepare(now)
@@ -419,10 +441,13 @@ class SelectorLoop:
                 if ((readable or id in self._buffered) and id not in self._explicitly_muted
                         and ch.mute_state is _NOT_MUTED and id not in self._backlogged):
                     self._attempt_read(ch, now)
-                if ch.has_send():
+                if ch._sends:
                     # Kafka's attemptWrite: queued requests wait behind a
                     # client re-authentication that begins now ...
-                    if ch.mode == "client" and ch.maybe_begin_client_reauthentication(now):
+                    if (ch.mode == "client"
+                            and type(ch.authenticator).client_session_reauth_ms
+                            is not _NO_CLIENT_REAUTH
+                            and ch.maybe_begin_client_reauthentication(now)):
                         ready = ch.ready()
                         if ready:
                             # ... unless the whole exchange completed at
@@ -440,7 +465,7 @@ class SelectorLoop:
                     # authenticator's flush completed wait to be reported
                     send_failed = True
                     done = (ch.write_sends() if ch.transport.holds_bytes and ch.has_pending_writes()
-                            else ch.take_accepted())
+                            else ch.take_accepted() if ch._accepted else None)
                     send_failed = False
                     if done:
                         self._record_sends(ch, done, now)

@@ -169,22 +169,18 @@ class FutureRecordMetadata:
         if batch is not None and batch.done_flag and batch.exception is None and \
                 batch.split_results is None:
             # Acknowledged already, the usual case by the time an
-            # application awaits a record: its metadata, with none of
-            # result()'s checks for the other cases.
-            return batch.metadata(self._index)
+            # application awaits a record: its metadata (ProducerBatch.
+            # metadata's common case inline), with none of result()'s checks
+            # for the other cases.  (No closure here: a function's cells
+            # are made on every call, whichever path it takes.)
+            i = self._index
+            topic, partition = batch.tp
+            ts = batch.log_append_time
+            ks, vs = batch.sizes[i]
+            return RecordMetadata(topic, partition, batch.base_offset + i if batch.base_offset >= 0
+                                  else -1, ts if ts >= 0 else batch.records[i].timestamp, ks, vs)
         if self._failed is None and not batch.done_flag:
-            loop = asyncio.get_running_loop()
-            waiter = loop.create_future()
-
-            def wake(_future):
-                # On the loop's thread (kchannel.aio) wake the task at once;
-                # from a sync producer's network thread through the loop.
-                if asyncio._get_running_loop() is loop:
-                    _wake(waiter)
-                else:
-                    loop.call_soon_threadsafe(_wake, waiter)
-            self.add_done_callback(wake)
-            yield from waiter.__await__()
+            yield from _await_done(self)
         return self.result()
 
     def add_done_callback(self, fn):
@@ -202,6 +198,23 @@ class FutureRecordMetadata:
             fn(self)
         except Exception:
             log.exception("Error in a done callback of a record future")
+
+
+def _await_done(future):
+    """Suspends the awaiting task until ``future`` (a FutureRecordMetadata)
+    is done: the asyncio future that wakes it is made only here."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake(_future):
+        # On the loop's thread (kchannel.aio) wake the task at once; from a
+        # sync producer's network thread through the loop.
+        if asyncio._get_running_loop() is loop:
+            _wake(waiter)
+        else:
+            loop.call_soon_threadsafe(_wake, waiter)
+    future.add_done_callback(wake)
+    yield from waiter.__await__()
 
 
 def _wake(waiter):
