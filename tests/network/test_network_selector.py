@@ -15,14 +15,7 @@ from kchannel.network.channel import ChannelState, State
 from kchannel.network.channel_builder import PlaintextChannelBuilder
 from kchannel.security.channel_builders import create_channel_builder
 from kchannel.network.selector import Selector
-
-
-class Clock:
-    def __init__(self, start=1_700_000_000_000):
-        self.now = start
-
-    def __call__(self):
-        return self.now
+from tests.fixtures.clocks import Clock
 
 
 class Pair:
