@@ -25,8 +25,6 @@ re-authentication), kafka-python 3.x, aiokafka and the Debian kafka-python
 2.0.2 (SaslHandshake v0, which waits for the empty final PLAIN frame).
 """
 import asyncio
-import base64
-import json
 import logging
 import os
 import subprocess
@@ -39,6 +37,7 @@ import pytest
 from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start_kchannel_server
 from tests.fixtures.rdkafka import rdkafka_brokers
 from tests.fixtures.sasl_servers import start_server, wait_metric
+from tests.fixtures.sasl import unsecured_jws
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -119,15 +118,6 @@ def failure_logged(server, mark, text):
     m = server.wait_for_log(r"WARNING .*Failed authentication with .*" + text, timeout=5,
                             start=mark)
     assert m is not None, server.log()[-3000:]
-
-
-def unsecured_jws(sub=USER, lifetime_s=3600):
-    """A KIP-255 unsecured JWS (alg none) as OAuthBearerUnsecuredLoginCallbackHandler
-    makes them."""
-    def b64(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
 
 
 # ------------------------------------------------------------------ librdkafka
@@ -378,7 +368,6 @@ def test_debian_kafka_python_wrong_password(server, pki, legacy_kafka_python, me
     assert time.monotonic() - started < 9, r
     message = PLAIN_FAILURE if mechanism == "PLAIN" else SCRAM_FAILURE.format(mechanism)
     failure_logged(server, mark, message)
-
 
 
 # ------------------------------------- broker-api-versions, every mechanism
