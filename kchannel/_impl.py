@@ -33,6 +33,7 @@ TWINS = {
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
     "partitioner": ("kchannel.producer._partitioner_py", "kchannel._cpartitioner"),
     "appender": ("kchannel.producer._appender_py", "kchannel._cappender"),
+    "senderloop": ("kchannel.producer._senderloop_py", "kchannel.producer._csenderloop"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"

@@ -524,6 +524,73 @@ class AppenderModule(Protocol):
         raises is logged and the next ones still run."""
 
 
+# ---------------------------------------------------------------------------
+# senderloop: kchannel.producer._senderloop_py / kchannel.producer._csenderloop
+# (the same .py compiled)
+# ---------------------------------------------------------------------------
+class SenderLoop(Protocol):
+    """The per-pass and per-request path of the producer's ``Sender`` (its
+    base class; ``Sender.__init__`` sets the state up)."""
+
+    client: Any
+    accumulator: Any
+    metadata: Any
+    time: Callable[[], int]
+    acks: int
+    max_request_size: int
+    request_timeout_ms: int
+    max_in_flight: int
+    idempotent: bool
+    compression: Any
+    guarantee_order: bool
+    running: bool
+    force_close: bool
+    fatal_error: Optional[BaseException]
+    sequences: Any
+    in_flight: Any
+    retrying: Any
+    sensors: Any
+    txn: Any
+    transactional_id: Optional[str]
+
+    def __init__(self) -> None: ...
+
+    def run_once(self) -> None:
+        """One pass of the network thread: send what is ready, poll."""
+
+    def send_producer_data(self, now: int) -> int:
+        """Drain ready batches into Produce requests; the poll timeout (ms)."""
+
+
+class SenderloopModule(Protocol):
+    SenderLoop: type[SenderLoop]
+
+    def accumulator_ready(self, acc: Any, cluster: Any, now: int) -> Tuple[set, int, set]:
+        """``RecordAccumulator.ready``."""
+
+    def accumulator_drain(self, acc: Any, cluster: Any, nodes: Any, max_size: int, now: int,
+                          can_drain: Callable[[Any, Any], bool]) -> dict:
+        """``RecordAccumulator.drain``."""
+
+    def produce_request_parts(self, version: int, transactional_id: Optional[str], acks: int,
+                              timeout_ms: int, topics: dict) -> tuple:
+        """A ProduceRequest body as a tuple of parts."""
+
+    def produce_request_parts_one(self, version: int, transactional_id: Optional[str],
+                                  acks: int, timeout_ms: int, topic: str, partition: int,
+                                  records: Any) -> tuple:
+        """``produce_request_parts`` for one partition of one topic."""
+
+    def encode_produce_request(self, version: int, transactional_id: Optional[str], acks: int,
+                               timeout_ms: int, topics: dict) -> bytes:
+        """A ProduceRequest body."""
+
+    def encode_produce_request_one(self, version: int, transactional_id: Optional[str],
+                                   acks: int, timeout_ms: int, topic: str, partition: int,
+                                   records: Any) -> bytes:
+        """``encode_produce_request`` for one partition of one topic."""
+
+
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {
     "framing": FramingModule,
@@ -535,4 +602,5 @@ CONTRACTS = {
     "records": RecordsModule,
     "partitioner": PartitionerModule,
     "appender": AppenderModule,
+    "senderloop": SenderloopModule,
 }

@@ -120,8 +120,13 @@ class LoopSelector(selectors.BaseSelector):
             if not waiter.done():
                 if waiter.__class__ is _Resume:
                     # Not from here: wakeup() is called by the application's
-                    # coroutines, or by the driver's own callbacks.
-                    self.loop.call_soon(_done, waiter)
+                    # coroutines, or by the driver's own callbacks.  Once
+                    # per wait, as the Selector's waker writes one byte
+                    # while one is unread: an application appending while
+                    # the Sender waits calls this per batch it opens.
+                    if not waiter.woken:
+                        waiter.woken = True
+                        self.loop.call_soon(_done, waiter)
                 else:
                     waiter.set_result(None)
         else:
@@ -456,11 +461,12 @@ class _Resume:
     """One wait of a :class:`Driver`'s greenlet, with the two methods of a
     future the selector calls (``done``, ``set_result``): setting it, from
     a loop callback, resumes the greenlet at once."""
-    __slots__ = ("_driver", "_fired")
+    __slots__ = ("_driver", "_fired", "woken")
 
     def __init__(self, driver):
         self._driver = driver
         self._fired = False
+        self.woken = False       # a wakeup() is scheduled for it (LoopSelector.wakeup)
 
     def done(self):
         return self._fired

@@ -16,6 +16,8 @@ from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
 
+_senderloop = _load_twin("kchannel.producer._senderloop_py", "kchannel.producer._csenderloop")
+
 __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAccumulator",
            "QueuedRecord",
            "estimate_record_size", "record_body_size", "record_size",
@@ -167,22 +169,18 @@ class FutureRecordMetadata:
         if batch is not None and batch.done_flag and batch.exception is None and \
                 batch.split_results is None:
             # Acknowledged already, the usual case by the time an
-            # application awaits a record: its metadata, with none of
-            # result()'s checks for the other cases.
-            return batch.metadata(self._index)
+            # application awaits a record: its metadata (ProducerBatch.
+            # metadata's common case inline), with none of result()'s checks
+            # for the other cases.  (No closure here: a function's cells
+            # are made on every call, whichever path it takes.)
+            i = self._index
+            topic, partition = batch.tp
+            ts = batch.log_append_time
+            ks, vs = batch.sizes[i]
+            return RecordMetadata(topic, partition, batch.base_offset + i if batch.base_offset >= 0
+                                  else -1, ts if ts >= 0 else batch.records[i].timestamp, ks, vs)
         if self._failed is None and not batch.done_flag:
-            loop = asyncio.get_running_loop()
-            waiter = loop.create_future()
-
-            def wake(_future):
-                # On the loop's thread (kchannel.aio) wake the task at once;
-                # from a sync producer's network thread through the loop.
-                if asyncio._get_running_loop() is loop:
-                    _wake(waiter)
-                else:
-                    loop.call_soon_threadsafe(_wake, waiter)
-            self.add_done_callback(wake)
-            yield from waiter.__await__()
+            yield from _await_done(self)
         return self.result()
 
     def add_done_callback(self, fn):
@@ -200,6 +198,23 @@ class FutureRecordMetadata:
             fn(self)
         except Exception:
             log.exception("Error in a done callback of a record future")
+
+
+def _await_done(future):
+    """Suspends the awaiting task until ``future`` (a FutureRecordMetadata)
+    is done: the asyncio future that wakes it is made only here."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake(_future):
+        # On the loop's thread (kchannel.aio) wake the task at once; from a
+        # sync producer's network thread through the loop.
+        if asyncio._get_running_loop() is loop:
+            _wake(waiter)
+        else:
+            loop.call_soon_threadsafe(_wake, waiter)
+    future.add_done_callback(wake)
+    yield from waiter.__await__()
 
 
 def _wake(waiter):
@@ -607,97 +622,10 @@ class RecordAccumulator:
             return 0
         return min(self.retry_backoff_ms * (2 ** (attempts - 1)), self.retry_backoff_max_ms)
 
-    def ready(self, cluster, now):
-        """``(ready leader ids, ms until the next check, topics whose leader
-        is unknown)`` (Kafka's ``RecordAccumulator.ready``)."""
-        ready = set()
-        next_check = 2 ** 31 - 1
-        unknown = set()
-        linger = self.linger_ms
-        batch_size = self.batch_size
-        expire_before = now - self.delivery_timeout_ms
-        expiry_due = False
-        with self.lock:
-            exhausted = self.waiters > 0
-            for tp, dq in self.batches.items():
-                if not dq:
-                    continue
-                batch = dq[0]
-                if batch.created_ms <= expire_before:
-                    expiry_due = True
-                leader = cluster.leader_for(tp)
-                if leader is None:
-                    unknown.add(tp.topic)
-                    continue
-                if leader in ready or tp in self.muted:
-                    continue
-                if batch.attempts > 0:
-                    backoff = self.retry_backoff(batch.attempts)
-                    backing_off = now - batch.last_attempt_ms < backoff
-                    waited = now - batch.last_attempt_ms
-                    time_to_wait = backoff if backing_off else linger
-                else:
-                    backing_off = False
-                    waited = now - batch.created_ms
-                    time_to_wait = linger
-                full = len(dq) > 1 or batch.closed or batch.estimated_size >= batch_size
-                expired = waited >= time_to_wait
-                sendable = (full or expired or exhausted or self.closed
-                            or self.flushes_in_progress > 0)
-                if sendable and not backing_off:
-                    ready.add(leader)
-                else:
-                    next_check = min(next_check, max(time_to_wait - waited, 0))
-            self.wakeup_needed = True
-            self.expiry_due = expiry_due
-        return ready, next_check, unknown
-
-    def drain(self, cluster, nodes, max_size, now, can_drain):
-        """``{node: [batches]}``: per ready node at most one batch per
-        partition, up to ``max_size`` bytes (estimated) per request.
-        ``can_drain(tp, batch)`` vetoes a partition (muted, in retry)."""
-        out = {}
-        with self.lock:
-            by_node = {}
-            for tp, dq in self.batches.items():
-                if dq:
-                    leader = cluster.leader_for(tp)
-                    if leader in nodes:
-                        tps = by_node.get(leader)
-                        if tps is None:
-                            by_node[leader] = [tp]
-                        else:
-                            tps.append(tp)
-            self._drain_index += 1
-            for node in nodes:
-                tps = by_node.get(node)
-                if not tps:
-                    continue
-                if len(tps) > 1:
-                    start = self._drain_index % len(tps)
-                    tps = tps[start:] + tps[:start]
-                size = 0
-                ready = []
-                for tp in tps:
-                    if tp in self.muted:
-                        continue
-                    dq = self.batches[tp]
-                    batch = dq[0]
-                    if batch.attempts > 0 and \
-                            now - batch.last_attempt_ms < self.retry_backoff(batch.attempts):
-                        continue
-                    if not can_drain(tp, batch):
-                        continue
-                    if ready and size + batch.estimated_size > max_size:
-                        break
-                    dq.popleft()
-                    batch.closed = True
-                    batch.drained_ms = now
-                    size += batch.estimated_size
-                    ready.append(batch)
-                if ready:
-                    out[node] = ready
-        return out
+    # ready() and drain(), the network thread's per-pass scan of every
+    # partition: the senderloop twin's (compiled when built).
+    ready = _senderloop.accumulator_ready
+    drain = _senderloop.accumulator_drain
 
     def reenqueue(self, batch, now):
         """Put a batch to retry back at the head of its partition, in

@@ -17,128 +17,30 @@ with MESSAGE_TOO_LARGE is split into smaller batches (at most ``batch.size``) an
 again (Kafka's ``splitAndReenqueue``).
 """
 import collections
-import functools
-import struct
 
-from kchannel import errors
-from kchannel.client import RequestTimeoutError
+from kchannel import _impl, errors
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import (INVALID_METADATA_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)
 from kchannel.producer.idempotence import ProducerSequences
-from kchannel.protocol.records import CompressionType, encode_batch
-from kchannel.protocol.records.batch import encode_plain_batch
-from kchannel.protocol.wire import encode_unsigned_varint
+from kchannel.protocol.records import CompressionType
 
 __all__ = ["Sender", "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "encode_produce_request",
            "encode_produce_request_one", "produce_request_parts", "produce_request_parts_one"]
 
 log = get_logger("kchannel.producer.sender")
 
-_PRODUCE = messages.PRODUCE.api_key
 _INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
 
-# Attributes bit of a transactional batch (Kafka's RecordBatch).
-_TRANSACTIONAL = 0x10
-_ACKS_TIMEOUT = struct.Struct(">hi")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I32_I32 = struct.Struct(">ii")
-_FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
-_BYTE = [bytes((i,)) for i in range(0x80)]
-
-
-@functools.lru_cache(maxsize=256)
-def _produce_head(version, transactional_id, acks, timeout_ms):
-    """The fields before the topics, the same for every request of a
-    producer."""
-    flexible = version >= _FLEXIBLE_PRODUCE
-    if transactional_id is None:
-        head = b"\x00" if flexible else b"\xff\xff"
-    else:
-        tid = transactional_id.encode("utf-8")
-        head = (encode_unsigned_varint(len(tid) + 1) if flexible else _I16.pack(len(tid))) + tid
-    return head + _ACKS_TIMEOUT.pack(acks, timeout_ms)
-
-
-@functools.lru_cache(maxsize=1024)
-def _string(name, flexible):
-    raw = name.encode("utf-8")
-    return (encode_unsigned_varint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-
-
-@functools.lru_cache(maxsize=256)
-def _one_partition_head(version, transactional_id, acks, timeout_ms, topic):
-    """Everything before the partition index of a request for one
-    partition of one topic."""
-    flexible = version >= _FLEXIBLE_PRODUCE
-    one = b"\x02" if flexible else b"\x00\x00\x00\x01"       # an array of 1
-    return (_produce_head(version, transactional_id, acks, timeout_ms) + one
-            + _string(topic, flexible) + one)
-
-
-def produce_request_parts_one(version, transactional_id, acks, timeout_ms, topic, partition,
-                              records):
-    """The body of a ProduceRequest for one partition of one topic (a
-    producer's request per batch to a single-partition leader) as a tuple of
-    parts, ``records`` among them as it is: the request encoder joins them
-    behind the header in one copy (see ``request_encoder``).  The fields
-    before the partition come from a cache."""
-    head = _one_partition_head(version, transactional_id, acks, timeout_ms, topic)
-    if version >= _FLEXIBLE_PRODUCE:
-        n = len(records) + 1
-        size = encode_unsigned_varint(n) if n >= 0x80 else _BYTE[n]
-        # records, the partition's, topic's and request's tagged fields
-        return (head, _I32.pack(partition) + size, records, b"\x00\x00\x00")
-    return (head, _I32_I32.pack(partition, len(records)), records)
-
-
-def encode_produce_request_one(version, transactional_id, acks, timeout_ms, topic, partition,
-                               records):
-    """``encode_produce_request`` for one partition of one topic."""
-    return b"".join(produce_request_parts_one(version, transactional_id, acks, timeout_ms,
-                                              topic, partition, records))
-
-
-def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
-    """The body of a ProduceRequest (v3 to v12) as the schema codec writes
-    it, built directly from ``topics`` ({name: [(partition, records
-    bytes)]}): a request per batch sent is on the producer's hot path, and
-    the generic codec's walk over dicts cost more than the few fields it
-    has (tests/producer check the bytes against the codec's)."""
-    return b"".join(produce_request_parts(version, transactional_id, acks, timeout_ms, topics))
-
-
-def produce_request_parts(version, transactional_id, acks, timeout_ms, topics):
-    """``encode_produce_request`` as a tuple of parts (the records as they
-    are), for the request encoder to join behind the header in one copy."""
-    if len(topics) == 1:
-        for name, partitions in topics.items():
-            if len(partitions) == 1:
-                index, records = partitions[0]
-                return produce_request_parts_one(version, transactional_id, acks,
-                                                 timeout_ms, name, index, records)
-    flexible = version >= _FLEXIBLE_PRODUCE
-    out = [_produce_head(version, transactional_id, acks, timeout_ms),
-           encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
-    for name, partitions in topics.items():
-        out.append(_string(name, flexible))
-        out.append(encode_unsigned_varint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
-        for index, records in partitions:
-            if flexible:
-                # index, records' compact length, records, tagged fields
-                out.append(_I32.pack(index) + encode_unsigned_varint(len(records) + 1))
-                out.append(records)
-                out.append(b"\x00")
-            else:
-                out.append(_I32_I32.pack(index, len(records)))
-                out.append(records)
-        if flexible:
-            out.append(b"\x00")           # the topic's tagged fields
-    if flexible:
-        out.append(b"\x00")               # the request's tagged fields
-    return tuple(out)
+# The per-pass and per-request path (run_once, the ready scan and drain, the
+# Produce request and its response): a twin, compiled when built.
+_senderloop = _impl.load_twin("senderloop")
+SenderLoop = _senderloop.SenderLoop
+produce_request_parts = _senderloop.produce_request_parts
+produce_request_parts_one = _senderloop.produce_request_parts_one
+encode_produce_request = _senderloop.encode_produce_request
+encode_produce_request_one = _senderloop.encode_produce_request_one
 
 
 # RETRIABLE_ERRORS (Java's RetriableException) and INVALID_METADATA_ERRORS
@@ -146,7 +48,7 @@ def produce_request_parts(version, transactional_id, acks, timeout_ms, topics):
 # kchannel.protocol.errors, the one definition the consumer shares.
 
 
-class Sender:
+class Sender(SenderLoop):
     def __init__(self, client, accumulator, metadata, values, time, sensors=None):
         self.client = client
         self.accumulator = accumulator
@@ -240,37 +142,6 @@ class Sender:
         except Exception:
             log.exception("Uncaught error in kafka producer I/O thread: ")
 
-    def run_once(self):
-        now = self.time()
-        fatal = self.fatal_error or self.client.fatal_error
-        if fatal is not None:
-            self.client.fatal_error = None
-            self._fail_undrained(fatal)
-        txn = self.txn
-        if txn is not None and self._run_transactional(txn, now):
-            return
-        # A transactional producer's epoch moves with its transactions (the
-        # TransactionManager), never by this client-side bump.
-        if self.idempotent and txn is None and self.sequences.bump_partitions:
-            self._maybe_bump_epoch()
-        if self.idempotent and self.producer_id < 0:
-            self.accumulator.wakeup_needed = True
-            if self.fatal_error is None and txn is None:
-                self._maybe_init_producer_id(now)
-            self.client.poll(min(self.retry_backoff_ms, 100), now)
-            return
-        timeout = self.send_producer_data(now)
-        if txn is not None:
-            # A queued transactional request may be due before that (a
-            # retry's back-off, a coordinator lookup).
-            limit = txn.poll_timeout(now)
-            if limit is not None:
-                timeout = min(timeout, limit)
-        self.client.poll(timeout, now)
-        # Until the next ready() scan this thread is awake and will see
-        # every append: appends need not wake it (see wakeup).
-        self.accumulator.wakeup_needed = False
-
     def _run_transactional(self, txn, now):
         """Kafka's maybeSendAndPollTransactionalRequest: True when this pass
         only polls (a transactional request in flight, or a fatal error)."""
@@ -363,243 +234,6 @@ class Sender:
             self.retrying.discard(tp)
         self.sequences.bump_epoch(self.accumulator.restart_sequences)
 
-    def _can_drain(self, tp, batch):
-        if self.txn is not None and not self.txn.send_allowed(tp):
-            return False      # not (yet) added to the transaction
-        flight = self.in_flight.get(tp)
-        if self.guarantee_order and flight:
-            return False
-        if self.idempotent:
-            if tp in self.sequences.bump_partitions:
-                return False
-            if tp in self.retrying:
-                if flight:
-                    return False
-                self.retrying.discard(tp)
-            if not batch.has_sequence():
-                return self.sequences.assign(tp, batch, flight)
-            if self.sequences.first_unacked(tp, flight):
-                return False
-        return True
-
-    # -- produce ------------------------------------------------------------------
-    def send_producer_data(self, now):
-        cluster = self.metadata.cluster
-        ready, next_check, unknown = self.accumulator.ready(cluster, now)
-        if unknown:
-            for topic in unknown:
-                self.metadata.add_topic(topic, now)
-            self.metadata.request_update()
-        not_ready_timeout = 2 ** 31 - 1
-        for node in list(ready):
-            if not self.client.ready(node, now) or \
-                    not self.client.can_send_more(node, self.max_in_flight):
-                ready.discard(node)
-                not_ready_timeout = min(not_ready_timeout,
-                                        max(self.client.connection_delay(node, now), 0))
-        drained = self.accumulator.drain(cluster, ready, self.max_request_size, now,
-                                         self._can_drain)
-        sent = bool(drained)
-        for batches in drained.values():
-            for b in batches:
-                self.in_flight[b.tp].append(b)
-        # The ready() scan above saw whether any is due: no second scan of
-        # every partition under the lock per pass for none.
-        for b in self.accumulator.expired_batches(now) if self.accumulator.expiry_due else ():
-            self._fail_batch(b, RequestTimeoutError(
-                f"Expiring {b.record_count} record(s) for {b.tp.topic}-{b.tp.partition}:"
-                f"{now - b.created_ms} ms has passed since batch creation"))
-        for node, batches in drained.items():
-            self._send_produce_request(node, batches, now)
-        # A request takes one batch per partition (Kafka's drain).  When
-        # more batches are ready behind those just sent (an application
-        # filling batches faster than one pass of this loop), send them now,
-        # up to max.in.flight.requests.per.connection, instead of after a
-        # poll each: the same requests in the same order, for one pass of
-        # the loop's fixed cost (poll, ready, expiry) instead of one each.
-        for _ in range(self.max_in_flight - 1):
-            nodes = [n for n in drained if self.client.can_send_more(n, self.max_in_flight)]
-            if not nodes or not self._more_queued(drained):
-                break
-            more, _, _ = self.accumulator.ready(cluster, now)
-            more.intersection_update(nodes)
-            if not more:
-                break
-            drained = self.accumulator.drain(cluster, more, self.max_request_size, now,
-                                             self._can_drain)
-            for node, batches in drained.items():
-                for b in batches:
-                    self.in_flight[b.tp].append(b)
-                self._send_produce_request(node, batches, now)
-        timeout = min(next_check, not_ready_timeout)
-        if sent:
-            # More may be sendable at once (Kafka polls with 0 while nodes
-            # are ready): then poll with 0.  Otherwise the poll that writes
-            # this pass's requests waits (for a response, linger, or an
-            # append's wakeup: the scan below sets wakeup_needed again), as
-            # a poll with 0 returned only for the next pass to find nothing
-            # to send and wait then: a pass of this loop (~50 us of CPU) per
-            # Produce request for nothing.  Not when every ready batch was
-            # held back either (_can_drain: a partition's first batch of an
-            # epoch in flight, ordering, a partition not yet in the
-            # transaction): what lets it go is a response, which ends the
-            # poll anyway; polling with 0 meanwhile was a busy loop (a
-            # thousand passes per transaction under transaction.version 2,
-            # whose every transaction starts a new epoch).
-            again, again_check, _ = self.accumulator.ready(cluster, now)
-            timeout = min(timeout, again_check)
-            for node in again:
-                if self.client.ready(node, now) and \
-                        self.client.can_send_more(node, self.max_in_flight) and \
-                        not self._all_held_back(cluster, node):
-                    timeout = 0
-                    break
-        return max(0, min(timeout, 2 ** 31 - 1))
-
-    def _all_held_back(self, cluster, node):
-        """Whether every partition of ``node`` with a batch waiting must
-        wait for a response first (a read without the lock: a stale answer
-        costs one pass of the loop or waits for a response that was coming
-        anyway)."""
-        if not self.idempotent:
-            return False
-        in_flight = self.in_flight
-        first_unacked = self.sequences.first_unacked
-        for tp, dq in list(self.accumulator.batches.items()):
-            if dq and cluster.leader_for(tp) == node:
-                flight = in_flight.get(tp)
-                if not flight or not first_unacked(tp, flight):
-                    return False
-        return True
-
-    def _more_queued(self, drained):
-        """Whether a partition just drained has another full batch waiting
-        (a read without the lock: a stale answer only defers it to the next
-        pass)."""
-        batches = self.accumulator.batches
-        size = self.accumulator.batch_size
-        for sent in drained.values():
-            for b in sent:
-                dq = batches.get(b.tp)
-                if dq and (len(dq) > 1 or dq[0].is_full(size)):
-                    return True
-        return False
-
-    def _encode(self, batch):
-        if batch.encoded is None:
-            if self.compression == CompressionType.NONE:
-                # The common case, header and CRC included in one call.
-                batch.encoded = encode_plain_batch(
-                    batch.records, _TRANSACTIONAL if self.txn is not None else 0,
-                    batch.producer_id, batch.producer_epoch, batch.base_sequence, 0, -1,
-                    None, batch.estimated_size)
-                return batch.encoded
-            batch.encoded = encode_batch(
-                batch.records, compression=self.compression, producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                is_transactional=self.txn is not None, compression_level=self.compression_level)
-        return batch.encoded
-
-    def _send_produce_request(self, node, batches, now):
-        # (one partition's batch per leader, the usual request at the
-        # defaults, is encoded by produce_request_parts' one-partition path)
-        by_topic = collections.defaultdict(list)
-        sendable = {}
-        for b in batches:
-            try:
-                records = self._encode(b)
-            except Exception as exc:  # an unencodable value, a missing codec
-                self._remove_in_flight(b)
-                self._fail_batch(b, exc)
-                continue
-            by_topic[b.tp.topic].append((b.tp.partition, records))
-            sendable[b.tp] = b
-        if not sendable:
-            return
-        if self.sensors is not None:
-            # Kafka's updateProduceRequestMetrics: per batch.
-            records_sent, batch_size = self._batch_stats
-            for b in sendable.values():
-                for record in records_sent:
-                    record(b.record_count, now)
-                size = len(b.encoded)
-                for record in batch_size:
-                    record(size, now)
-        try:
-            version = self.client.choose_version(node, _PRODUCE)
-            # Transaction version 1 must not send Produce v12+, which would
-            # add the partitions to the transaction itself (KIP-890).
-            if self.txn is not None:
-                limit = self.txn.produce_max_version()
-                if limit is not None:
-                    version = min(version, limit)
-            body = produce_request_parts(version, self.transactional_id, self.acks,
-                                         self.request_timeout_ms, by_topic)
-            if self.acks == 0:
-                self.client.send(node, _PRODUCE, body, None, version=version,
-                                 expect_response=False)
-                for b in sendable.values():
-                    self._remove_in_flight(b)
-                    self._complete(b, -1, None)
-                return
-            self.client.send(node, _PRODUCE, body,
-                             lambda resp: self._handle_produce_response(resp, sendable),
-                             version=version)
-        except errors.KChannelError as exc:
-            # Not sendable (version, connection gone): retry like a lost request.
-            for b in sendable.values():
-                self._complete_or_retry(b, exc, None, now)
-
-    def _handle_produce_response(self, resp, batches):
-        now = self.time()
-        if resp.exception is not None:
-            log.debug("Produce request to node %s failed: %s", resp.node_id, resp.exception)
-            self.metadata.request_update()
-            for b in batches.values():
-                self._complete_or_retry(b, resp.exception, None, now)
-            return
-        if self.sensors is not None:
-            latency, throttle = self._response_stats
-            value = resp.receive_time_ms - resp.request_time_ms
-            for record in latency:
-                record(value, now)
-            value = resp.body.get("throttle_time_ms") or 0
-            for record in throttle:
-                record(value, now)
-        seen = set()
-        for topic in resp.body.get("responses") or ():
-            name = topic["name"]
-            for p in topic["partition_responses"]:
-                batch = batches.get((name, p["index"]))
-                if batch is None:
-                    continue
-                seen.add(batch.tp)
-                code = p["error_code"]
-                if code == 0 or code == Errors.DUPLICATE_SEQUENCE_NUMBER:
-                    self._remove_in_flight(batch)
-                    if self.idempotent:
-                        self.sequences.acked(batch)
-                    self._complete(batch, p["base_offset"], p.get("log_append_time_ms", -1))
-                    continue
-                if code == Errors.MESSAGE_TOO_LARGE and batch.record_count > 1 and \
-                        not batch.done_flag:
-                    self._split(batch, now)
-                    continue
-                message = p.get("error_message")
-                record_errors = p.get("record_errors") or ()
-                if record_errors:
-                    detail = "; ".join(f"record {e['batch_index']}: "
-                                       f"{e.get('batch_index_error_message')}"
-                                       for e in record_errors)
-                    message = f"{message or ''} ({detail})".strip()
-                self._complete_or_retry(batch, exception_for(code, message), code, now)
-        for tp, b in batches.items():
-            if tp not in seen:
-                self._complete_or_retry(b, errors.KafkaError(
-                    Errors.UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR",
-                    f"The produce response did not include partition {tp.topic}-{tp.partition}"),
-                    None, now)
-
     def _split(self, batch, now):
         """Kafka's Sender.completeBatch on MESSAGE_TOO_LARGE: split the
         batch into smaller ones, back at the head of the partition
@@ -660,20 +294,6 @@ class Sender:
         if code in INVALID_METADATA_ERRORS:
             self.metadata.request_update()
         self._fail_batch(batch, exc)
-
-    def _remove_in_flight(self, batch):
-        flight = self.in_flight.get(batch.tp)
-        if flight and batch in flight:
-            flight.remove(batch)
-
-    def _complete(self, batch, base_offset, log_append_time):
-        # Kafka's order (completeBatch, then deallocate): the futures and
-        # callbacks first, so a flush() woken by the last deallocation
-        # returns with every record's callback run.
-        try:
-            batch.complete(base_offset, log_append_time)
-        finally:
-            self.accumulator.deallocate(batch)
 
     def _fail_batch(self, batch, exc):
         if self.sensors is not None:

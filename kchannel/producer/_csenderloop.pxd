@@ -1,0 +1,39 @@
+# Types for compiling _senderloop_py.py itself as kchannel.producer._csenderloop
+# (Cython's pure-Python mode: this file augments the .py, which stays the one
+# source of both twins; see setup.py).  Pure Python never reads it.
+#
+# The pure twin's __slots__ name the same fields: both twins expose the same
+# attributes.
+cimport cython
+
+
+cdef class _ProduceCallback:
+    cdef public object sender
+    cdef public object batches
+
+
+cdef class SenderLoop:
+    cdef dict __dict__
+    cdef object __weakref__
+    cdef public object client
+    cdef public object accumulator
+    cdef public object metadata
+    cdef public object time
+    cdef public object acks
+    cdef public object max_request_size
+    cdef public object request_timeout_ms
+    cdef public object max_in_flight
+    cdef public object idempotent
+    cdef public object compression
+    cdef public object guarantee_order
+    cdef public object running
+    cdef public object force_close
+    cdef public object fatal_error
+    cdef public object sequences
+    cdef public object in_flight
+    cdef public object retrying
+    cdef public object sensors
+    cdef public object txn
+    cdef public object transactional_id
+    cdef public object _batch_stats
+    cdef public object _response_stats

@@ -1,0 +1,604 @@
+"""The per-request hot path of the producer's :class:`Sender` (its network
+thread) and of the :class:`RecordAccumulator`'s Sender side.
+
+``Sender`` derives from :class:`SenderLoop`, which holds what runs for
+every pass of the network thread and every Produce request: ``run_once``,
+``send_producer_data`` (the ready scan, the drain, the requests), the
+drain's per-partition checks (``_can_drain``), the encoding of a request
+(``_send_produce_request``), the handling of its response and the
+completion of its batches.  ``RecordAccumulator.ready`` and ``.drain`` are
+:func:`accumulator_ready` and :func:`accumulator_drain` here.  The
+Produce request body (``produce_request_parts``) is built here too.  The
+rest (retries, splitting, idempotence and transactions, shutdown) stays
+in ``sender.py`` and is called through ``self``.
+
+This module is a twin (see ``kchannel._impl``): the same source is compiled
+by Cython in pure-Python mode as ``kchannel.producer._csenderloop``, where
+``_csenderloop.pxd`` makes :class:`SenderLoop` an extension type whose
+per-request state (client, accumulator, in-flight map, settings) are C
+fields.  Pure Python runs the same code with ``__slots__``.
+"""
+import functools
+import struct
+
+from .. import errors
+from ..client import RequestTimeoutError
+from ..log import get_logger
+from ..protocol import messages
+from ..protocol.errors import Errors, exception_for
+from ..protocol.records import CompressionType, encode_batch
+from ..protocol.records.batch import encode_plain_batch
+from ..protocol.wire import encode_unsigned_varint
+
+# The Sender's logger: these methods are the Sender's.
+log = get_logger("kchannel.producer.sender")
+
+__all__ = ["SenderLoop", "accumulator_ready", "accumulator_drain", "produce_request_parts",
+           "produce_request_parts_one", "encode_produce_request",
+           "encode_produce_request_one"]
+
+_PRODUCE = messages.PRODUCE.api_key
+_NONE = CompressionType.NONE
+_NO_ERROR = Errors.NONE
+_DUPLICATE_SEQUENCE_NUMBER = Errors.DUPLICATE_SEQUENCE_NUMBER
+_MESSAGE_TOO_LARGE = Errors.MESSAGE_TOO_LARGE
+_UNKNOWN_SERVER_ERROR = Errors.UNKNOWN_SERVER_ERROR
+_NEVER = 2 ** 31 - 1
+
+# Attributes bit of a transactional batch (Kafka's RecordBatch).
+_TRANSACTIONAL = 0x10
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I32_I32 = struct.Struct(">ii")
+_FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
+_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
+# -- the Produce request body ---------------------------------------------------
+@functools.lru_cache(maxsize=256)
+def _produce_head(version, transactional_id, acks, timeout_ms):
+    """The fields before the topics, the same for every request of a
+    producer."""
+    flexible = version >= _FLEXIBLE_PRODUCE
+    if transactional_id is None:
+        head = b"\x00" if flexible else b"\xff\xff"
+    else:
+        tid = transactional_id.encode("utf-8")
+        head = (encode_unsigned_varint(len(tid) + 1) if flexible else _I16.pack(len(tid))) + tid
+    return head + _ACKS_TIMEOUT.pack(acks, timeout_ms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _string(name, flexible):
+    raw = name.encode("utf-8")
+    return (encode_unsigned_varint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+@functools.lru_cache(maxsize=256)
+def _one_partition_head(version, transactional_id, acks, timeout_ms, topic):
+    """Everything before the partition index of a request for one
+    partition of one topic."""
+    flexible = version >= _FLEXIBLE_PRODUCE
+    one = b"\x02" if flexible else b"\x00\x00\x00\x01"       # an array of 1
+    return (_produce_head(version, transactional_id, acks, timeout_ms) + one
+            + _string(topic, flexible) + one)
+
+
+def produce_request_parts_one(version, transactional_id, acks, timeout_ms, topic, partition,
+                              records):
+    """The body of a ProduceRequest for one partition of one topic (a
+    producer's request per batch to a single-partition leader) as a tuple of
+    parts, ``records`` among them as it is: the request encoder joins them
+    behind the header in one copy (see ``request_encoder``).  The fields
+    before the partition come from a cache."""
+    head = _one_partition_head(version, transactional_id, acks, timeout_ms, topic)
+    if version >= _FLEXIBLE_PRODUCE:
+        n = len(records) + 1
+        size = encode_unsigned_varint(n) if n >= 0x80 else _BYTE[n]
+        # records, the partition's, topic's and request's tagged fields
+        return (head, _I32.pack(partition) + size, records, b"\x00\x00\x00")
+    return (head, _I32_I32.pack(partition, len(records)), records)
+
+
+def encode_produce_request_one(version, transactional_id, acks, timeout_ms, topic, partition,
+                               records):
+    """``encode_produce_request`` for one partition of one topic."""
+    return b"".join(produce_request_parts_one(version, transactional_id, acks, timeout_ms,
+                                              topic, partition, records))
+
+
+def encode_produce_request(version, transactional_id, acks, timeout_ms, topics):
+    """The body of a ProduceRequest (v3 to v12) as the schema codec writes
+    it, built directly from ``topics`` ({name: [(partition, records
+    bytes)]}): a request per batch sent is on the producer's hot path, and
+    the generic codec's walk over dicts cost more than the few fields it
+    has (tests/producer check the bytes against the codec's)."""
+    return b"".join(produce_request_parts(version, transactional_id, acks, timeout_ms, topics))
+
+
+def produce_request_parts(version, transactional_id, acks, timeout_ms, topics):
+    """``encode_produce_request`` as a tuple of parts (the records as they
+    are), for the request encoder to join behind the header in one copy."""
+    if len(topics) == 1:
+        for name, partitions in topics.items():
+            if len(partitions) == 1:
+                index, records = partitions[0]
+                return produce_request_parts_one(version, transactional_id, acks,
+                                                 timeout_ms, name, index, records)
+    flexible = version >= _FLEXIBLE_PRODUCE
+    out = [_produce_head(version, transactional_id, acks, timeout_ms),
+           encode_unsigned_varint(len(topics) + 1) if flexible else _I32.pack(len(topics))]
+    for name, partitions in topics.items():
+        out.append(_string(name, flexible))
+        out.append(encode_unsigned_varint(len(partitions) + 1) if flexible
+                   else _I32.pack(len(partitions)))
+        for index, records in partitions:
+            if flexible:
+                # index, records' compact length, records, tagged fields
+                out.append(_I32.pack(index) + encode_unsigned_varint(len(records) + 1))
+                out.append(records)
+                out.append(b"\x00")
+            else:
+                out.append(_I32_I32.pack(index, len(records)))
+                out.append(records)
+        if flexible:
+            out.append(b"\x00")           # the topic's tagged fields
+    if flexible:
+        out.append(b"\x00")               # the request's tagged fields
+    return tuple(out)
+
+
+# -- the accumulator's Sender side ------------------------------------------------
+def accumulator_ready(acc, cluster, now):
+    """``(ready leader ids, ms until the next check, topics whose leader
+    is unknown)`` (Kafka's ``RecordAccumulator.ready``)."""
+    ready = set()
+    next_check = _NEVER
+    unknown = set()
+    linger = acc.linger_ms
+    batch_size = acc.batch_size
+    expire_before = now - acc.delivery_timeout_ms
+    expiry_due = False
+    muted = acc.muted
+    leader_for = cluster.leader_for
+    with acc.lock:
+        # Always sendable: memory exhausted (appends wait), closing, flushing.
+        hurry = acc.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
+        for tp, dq in acc.batches.items():
+            if not dq:
+                continue
+            batch = dq[0]
+            created_ms = batch.created_ms
+            if created_ms <= expire_before:
+                expiry_due = True
+            leader = leader_for(tp)
+            if leader is None:
+                unknown.add(tp.topic)
+                continue
+            if leader in ready or tp in muted:
+                continue
+            attempts = batch.attempts
+            if attempts > 0:
+                backoff = acc.retry_backoff(attempts)
+                waited = now - batch.last_attempt_ms
+                backing_off = waited < backoff
+                time_to_wait = backoff if backing_off else linger
+            else:
+                backing_off = False
+                waited = now - created_ms
+                time_to_wait = linger
+            if (not backing_off and (hurry or waited >= time_to_wait or len(dq) > 1
+                                     or batch.closed or batch.estimated_size >= batch_size)):
+                ready.add(leader)
+            else:
+                wait = time_to_wait - waited
+                if wait < 0:
+                    wait = 0
+                if wait < next_check:
+                    next_check = wait
+        acc.wakeup_needed = True
+        acc.expiry_due = expiry_due
+    return ready, next_check, unknown
+
+
+def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
+    """``{node: [batches]}``: per ready node at most one batch per
+    partition, up to ``max_size`` bytes (estimated) per request.
+    ``can_drain(tp, batch)`` vetoes a partition (muted, in retry)."""
+    out = {}
+    muted = acc.muted
+    leader_for = cluster.leader_for
+    with acc.lock:
+        batches = acc.batches
+        by_node = {}
+        for tp, dq in batches.items():
+            if dq:
+                leader = leader_for(tp)
+                if leader in nodes:
+                    tps = by_node.get(leader)
+                    if tps is None:
+                        by_node[leader] = [tp]
+                    else:
+                        tps.append(tp)
+        acc._drain_index += 1
+        drain_index = acc._drain_index
+        for node in nodes:
+            tps = by_node.get(node)
+            if not tps:
+                continue
+            if len(tps) > 1:
+                start = drain_index % len(tps)
+                tps = tps[start:] + tps[:start]
+            size = 0
+            ready = []
+            for tp in tps:
+                if tp in muted:
+                    continue
+                dq = batches[tp]
+                batch = dq[0]
+                if batch.attempts > 0 and \
+                        now - batch.last_attempt_ms < acc.retry_backoff(batch.attempts):
+                    continue
+                if not can_drain(tp, batch):
+                    continue
+                if ready and size + batch.estimated_size > max_size:
+                    break
+                dq.popleft()
+                batch.closed = True
+                batch.drained_ms = now
+                size += batch.estimated_size
+                ready.append(batch)
+            if ready:
+                out[node] = ready
+    return out
+
+
+class _ProduceCallback:
+    """The completion of one Produce request: its batches by partition
+    (a callable object instead of a closure: no cell per request)."""
+
+    __slots__ = ("sender", "batches")
+
+    def __init__(self, sender, batches):
+        self.sender = sender
+        self.batches = batches
+
+    def __call__(self, resp):
+        self.sender._handle_produce_response(resp, self.batches)
+
+
+class SenderLoop:
+    """The hot path of :class:`kchannel.producer.sender.Sender` (its base
+    class; see the module docstring).  Not used on its own:
+    ``Sender.__init__`` sets up the state these methods use."""
+
+    # The state read per pass and per request: slots here, C fields of the
+    # compiled twin (_csenderloop.pxd declares the same names); __dict__
+    # holds the rest.
+    __slots__ = ("__dict__", "__weakref__",
+                 "client", "accumulator", "metadata", "time", "acks", "max_request_size",
+                 "request_timeout_ms", "max_in_flight", "idempotent", "compression",
+                 "guarantee_order", "running", "force_close", "fatal_error", "sequences",
+                 "in_flight", "retrying", "sensors", "txn", "transactional_id",
+                 "_batch_stats", "_response_stats")
+
+    def __init__(self):
+        # (Sender.__init__ sets the state up; nothing to do here)
+        pass
+
+    # -- one pass of the network thread ----------------------------------------
+    def run_once(self):
+        now = self.time()
+        fatal = self.fatal_error or self.client.fatal_error
+        if fatal is not None:
+            self.client.fatal_error = None
+            self._fail_undrained(fatal)
+        txn = self.txn
+        if txn is not None and self._run_transactional(txn, now):
+            return
+        if self.idempotent:
+            # A transactional producer's epoch moves with its transactions
+            # (the TransactionManager), never by this client-side bump.
+            if txn is None and self.sequences.bump_partitions:
+                self._maybe_bump_epoch()
+            if self.sequences.producer_id < 0:
+                self.accumulator.wakeup_needed = True
+                if self.fatal_error is None and txn is None:
+                    self._maybe_init_producer_id(now)
+                self.client.poll(min(self.retry_backoff_ms, 100), now)
+                return
+        timeout = self.send_producer_data(now)
+        if txn is not None:
+            # A queued transactional request may be due before that (a
+            # retry's back-off, a coordinator lookup).
+            limit = txn.poll_timeout(now)
+            if limit is not None:
+                timeout = min(timeout, limit)
+        self.client.poll(timeout, now)
+        # Until the next ready() scan this thread is awake and will see
+        # every append: appends need not wake it (see Sender.wakeup).
+        self.accumulator.wakeup_needed = False
+
+    def _can_drain(self, tp, batch):
+        if self.txn is not None and not self.txn.send_allowed(tp):
+            return False      # not (yet) added to the transaction
+        flight = self.in_flight.get(tp)
+        if self.guarantee_order and flight:
+            return False
+        if self.idempotent:
+            sequences = self.sequences
+            if tp in sequences.bump_partitions:
+                return False
+            if tp in self.retrying:
+                if flight:
+                    return False
+                self.retrying.discard(tp)
+            if batch.base_sequence < 0:       # not batch.has_sequence()
+                return sequences.assign(tp, batch, flight)
+            if sequences.first_unacked(tp, flight):
+                return False
+        return True
+
+    # -- produce ------------------------------------------------------------------
+    def send_producer_data(self, now):
+        cluster = self.metadata.cluster
+        accumulator = self.accumulator
+        client = self.client
+        max_in_flight = self.max_in_flight
+        in_flight = self.in_flight
+        can_drain = self._can_drain
+        ready, next_check, unknown = accumulator_ready(accumulator, cluster, now)
+        if unknown:
+            for topic in unknown:
+                self.metadata.add_topic(topic, now)
+            self.metadata.request_update()
+        not_ready_timeout = _NEVER
+        for node in list(ready):
+            if not client.ready(node, now) or not client.can_send_more(node, max_in_flight):
+                ready.discard(node)
+                not_ready_timeout = min(not_ready_timeout,
+                                        max(client.connection_delay(node, now), 0))
+        if ready:
+            drained = accumulator_drain(accumulator, cluster, ready, self.max_request_size,
+                                        now, can_drain)
+        else:
+            # (what a drain of no node does: only the rotation moves on)
+            accumulator._drain_index += 1
+            drained = {}
+        sent = bool(drained)
+        for batches in drained.values():
+            for b in batches:
+                in_flight[b.tp].append(b)
+        # The ready() scan above saw whether any is due: no second scan of
+        # every partition under the lock per pass for none.
+        if accumulator.expiry_due:
+            for b in accumulator.expired_batches(now):
+                self._fail_batch(b, RequestTimeoutError(
+                    f"Expiring {b.record_count} record(s) for {b.tp.topic}-{b.tp.partition}:"
+                    f"{now - b.created_ms} ms has passed since batch creation"))
+        for node, batches in drained.items():
+            self._send_produce_request(node, batches, now)
+        # A request takes one batch per partition (Kafka's drain).  When
+        # more batches are ready behind those just sent (an application
+        # filling batches faster than one pass of this loop), send them now,
+        # up to max.in.flight.requests.per.connection, instead of after a
+        # poll each: the same requests in the same order, for one pass of
+        # the loop's fixed cost (poll, ready, expiry) instead of one each.
+        for _ in range(max_in_flight - 1):
+            nodes = [n for n in drained if client.can_send_more(n, max_in_flight)]
+            if not nodes or not self._more_queued(drained):
+                break
+            more, _, _ = accumulator_ready(accumulator, cluster, now)
+            more.intersection_update(nodes)
+            if not more:
+                break
+            drained = accumulator_drain(accumulator, cluster, more, self.max_request_size,
+                                        now, can_drain)
+            for node, batches in drained.items():
+                for b in batches:
+                    in_flight[b.tp].append(b)
+                self._send_produce_request(node, batches, now)
+        timeout = min(next_check, not_ready_timeout)
+        if sent:
+            # More may be sendable at once (Kafka polls with 0 while nodes
+            # are ready): then poll with 0.  Otherwise the poll that writes
+            # this pass's requests waits (for a response, linger, or an
+            # append's wakeup: the scan below sets wakeup_needed again), as
+            # a poll with 0 returned only for the next pass to find nothing
+            # to send and wait then: a pass of this loop (~50 us of CPU) per
+            # Produce request for nothing.  Not when every ready batch was
+            # held back either (_can_drain: a partition's first batch of an
+            # epoch in flight, ordering, a partition not yet in the
+            # transaction): what lets it go is a response, which ends the
+            # poll anyway; polling with 0 meanwhile was a busy loop (a
+            # thousand passes per transaction under transaction.version 2,
+            # whose every transaction starts a new epoch).
+            again, again_check, _ = accumulator_ready(accumulator, cluster, now)
+            timeout = min(timeout, again_check)
+            for node in again:
+                if client.ready(node, now) and client.can_send_more(node, max_in_flight) and \
+                        not self._all_held_back(cluster, node):
+                    timeout = 0
+                    break
+        return max(0, min(timeout, _NEVER))
+
+    def _all_held_back(self, cluster, node):
+        """Whether every partition of ``node`` with a batch waiting must
+        wait for a response first (a read without the lock: a stale answer
+        costs one pass of the loop or waits for a response that was coming
+        anyway)."""
+        if not self.idempotent:
+            return False
+        in_flight = self.in_flight
+        first_unacked = self.sequences.first_unacked
+        for tp, dq in list(self.accumulator.batches.items()):
+            if dq and cluster.leader_for(tp) == node:
+                flight = in_flight.get(tp)
+                if not flight or not first_unacked(tp, flight):
+                    return False
+        return True
+
+    def _more_queued(self, drained):
+        """Whether a partition just drained has another full batch waiting
+        (a read without the lock: a stale answer only defers it to the next
+        pass)."""
+        batches = self.accumulator.batches
+        size = self.accumulator.batch_size
+        for sent in drained.values():
+            for b in sent:
+                dq = batches.get(b.tp)
+                if dq and (len(dq) > 1 or dq[0].is_full(size)):
+                    return True
+        return False
+
+    def _encode(self, batch):
+        if batch.encoded is None:
+            if self.compression == _NONE:
+                # The common case, header and CRC included in one call.
+                batch.encoded = encode_plain_batch(
+                    batch.records, _TRANSACTIONAL if self.txn is not None else 0,
+                    batch.producer_id, batch.producer_epoch, batch.base_sequence, 0, -1,
+                    None, batch.estimated_size)
+                return batch.encoded
+            batch.encoded = encode_batch(
+                batch.records, compression=self.compression, producer_id=batch.producer_id,
+                producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+                is_transactional=self.txn is not None, compression_level=self.compression_level)
+        return batch.encoded
+
+    def _send_produce_request(self, node, batches, now):
+        # (one partition's batch per leader, the usual request at the
+        # defaults, is encoded by produce_request_parts' one-partition path)
+        by_topic = {}
+        sendable = {}
+        for b in batches:
+            try:
+                records = self._encode(b)
+            except Exception as exc:  # an unencodable value, a missing codec
+                self._remove_in_flight(b)
+                self._fail_batch(b, exc)
+                continue
+            tp = b.tp
+            parts = by_topic.get(tp.topic)
+            if parts is None:
+                by_topic[tp.topic] = [(tp.partition, records)]
+            else:
+                parts.append((tp.partition, records))
+            sendable[tp] = b
+        if not sendable:
+            return
+        if self.sensors is not None:
+            # Kafka's updateProduceRequestMetrics: per batch.
+            # (each stat's own record(), called straight: the interpreter's
+            # specialised attribute access makes those cheaper than the
+            # same updates written here, whose every attribute of a Python
+            # object is a generic lookup once compiled)
+            records_sent, batch_size = self._batch_stats
+            for b in sendable.values():
+                count = len(b.records)
+                for record in records_sent:
+                    record(count, now)
+                size = len(b.encoded)
+                for record in batch_size:
+                    record(size, now)
+        client = self.client
+        try:
+            version = client.choose_version(node, _PRODUCE)
+            # Transaction version 1 must not send Produce v12+, which would
+            # add the partitions to the transaction itself (KIP-890).
+            if self.txn is not None:
+                limit = self.txn.produce_max_version()
+                if limit is not None:
+                    version = min(version, limit)
+            body = produce_request_parts(version, self.transactional_id, self.acks,
+                                         self.request_timeout_ms, by_topic)
+            if self.acks == 0:
+                client.send(node, _PRODUCE, body, None, version=version,
+                            expect_response=False)
+                for b in sendable.values():
+                    self._remove_in_flight(b)
+                    self._complete(b, -1, None)
+                return
+            client.send(node, _PRODUCE, body, _ProduceCallback(self, sendable),
+                        version=version)
+        except errors.KChannelError as exc:
+            # Not sendable (version, connection gone): retry like a lost request.
+            for b in sendable.values():
+                self._complete_or_retry(b, exc, None, now)
+
+    def _handle_produce_response(self, resp, batches):
+        if resp.exception is None:
+            # (the time the poll read the response, as Kafka's Sender
+            # takes the time in the response's callback: a clock read less
+            # per request)
+            now = resp.receive_time_ms
+        else:
+            now = self.time()
+            log.debug("Produce request to node %s failed: %s", resp.node_id, resp.exception)
+            self.metadata.request_update()
+            for b in batches.values():
+                self._complete_or_retry(b, resp.exception, None, now)
+            return
+        body = resp.body
+        if self.sensors is not None:
+            latency, throttle = self._response_stats
+            value = resp.receive_time_ms - resp.request_time_ms
+            for record in latency:
+                record(value, now)
+            value = body.get("throttle_time_ms") or 0
+            for record in throttle:
+                record(value, now)
+        idempotent = self.idempotent
+        seen = set()
+        for topic in body.get("responses") or ():
+            name = topic["name"]
+            for p in topic["partition_responses"]:
+                batch = batches.get((name, p["index"]))
+                if batch is None:
+                    continue
+                seen.add(batch.tp)
+                code = p["error_code"]
+                if code == _NO_ERROR or code == _DUPLICATE_SEQUENCE_NUMBER:
+                    self._remove_in_flight(batch)
+                    if idempotent:
+                        self.sequences.acked(batch)
+                    self._complete(batch, p["base_offset"], p.get("log_append_time_ms", -1))
+                    continue
+                if code == _MESSAGE_TOO_LARGE and len(batch.records) > 1 and \
+                        not batch.done_flag:
+                    self._split(batch, now)
+                    continue
+                message = p.get("error_message")
+                record_errors = p.get("record_errors") or ()
+                if record_errors:
+                    detail = "; ".join(f"record {e['batch_index']}: "
+                                       f"{e.get('batch_index_error_message')}"
+                                       for e in record_errors)
+                    message = f"{message or ''} ({detail})".strip()
+                self._complete_or_retry(batch, exception_for(code, message), code, now)
+        if len(seen) < len(batches):
+            for tp, b in batches.items():
+                if tp not in seen:
+                    self._complete_or_retry(b, errors.KafkaError(
+                        _UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR",
+                        f"The produce response did not include partition "
+                        f"{tp.topic}-{tp.partition}"), None, now)
+
+    def _remove_in_flight(self, batch):
+        flight = self.in_flight.get(batch.tp)
+        if flight:
+            if flight[0] is batch:
+                # The usual case: the oldest batch of the partition.
+                del flight[0]
+            elif batch in flight:
+                flight.remove(batch)
+
+    def _complete(self, batch, base_offset, log_append_time):
+        # Kafka's order (completeBatch, then deallocate): the futures and
+        # callbacks first, so a flush() woken by the last deallocation
+        # returns with every record's callback run.
+        try:
+            batch.complete(base_offset, log_append_time)
+        finally:
+            self.accumulator.deallocate(batch)
