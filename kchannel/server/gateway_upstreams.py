@@ -1,0 +1,166 @@
+"""A client's own upstream connections (see :mod:`kchannel.server.gateway`,
+Upstream connections).
+"""
+from .. import errors, __version__
+from ..client.network_client import CLIENT_SOFTWARE_NAME, RequestTimeoutError
+from ..log import get_logger
+from ..protocol import messages
+from ..protocol.api_keys import ApiKey
+from ..protocol.headers import request_encoder
+from .gateway_types import _Up
+
+log = get_logger("kchannel.gateway")
+
+
+class _OwnUpstreams:
+    """Per-client mode's upstream connections, driven by the gateway itself,
+    and the draining of what clients hold (a mixin of
+    :class:`kchannel.server.gateway.Gateway`)."""
+
+    # -------------------------------------------- per-client upstream connections
+    def _open_upstream(self, ds, uid):
+        """Start ``ds``'s own upstream connection ``uid`` with the gateway's
+        ApiVersions queued first (as Kafka's clients open a connection);
+        None (the client failed) when it cannot be started."""
+        if self._login_error is not None:
+            self._login_refused(ds, uid)
+            return None
+        usel = self.client.selector
+        host, port = self._address(uid)
+        try:
+            usel.connect(uid, (host, port))
+        except errors.KChannelError as exc:
+            log.warning("Cannot connect to upstream node %s (%s:%s): %s", uid[0], host, port,
+                        exc)
+            if self._is_bootstrap(uid):
+                self._next_bootstrap()
+            self._fail_downstream(ds, exc)
+            return None
+        # the TCP connection, TLS handshake and SASL authentication within
+        # socket.connection.setup.timeout.ms (reported as a disconnection)
+        usel.set_setup_deadline(uid, self.time() + self.client.connection_setup_timeout_for(uid))
+        up = self.ups[uid] = _Up(uid, ds)
+        if uid not in ds.uids:
+            ds.uids = ds.uids + (uid,)
+        frame = self._api_versions_frame
+        if frame is None:
+            frame = self._api_versions_frame = self._encode_api_versions()
+        usel.send(uid, frame, True)
+        up.in_flight.append(None)
+        self._up_in_flight += 1
+        return up
+
+    def _encode_api_versions(self):
+        """The ApiVersions request opening each per-client upstream
+        connection (the upstream learns the client software, as from any
+        Kafka client), at the highest version both sides have."""
+        key = int(ApiKey.API_VERSIONS)
+        version = messages.API_VERSIONS.max_version
+        if self.upstream_versions and key in self.upstream_versions:
+            version = min(version, self.upstream_versions[key][1])
+        encode = request_encoder(key, version, self.client.client_id, framed=True)
+        return encode(0, {"client_software_name": CLIENT_SOFTWARE_NAME,
+                          "client_software_version": __version__})
+
+    def _up_ready(self, newly_ready):
+        for uid in newly_ready:
+            up = self.ups.get(uid)
+            if up is None:
+                continue
+            up.ready = True
+            if up.ds.up_muted:
+                self.client.selector.mute(uid)    # held back before it was ready
+
+    def _up_receives(self, receives):
+        """Responses on the clients' own upstream connections, each
+        handed to its client in the order of the requests."""
+        ups = self.ups
+        now = self.client.selector.poll_time_ms
+        for uid, frame in receives:
+            if type(uid) is not tuple:
+                continue
+            up = ups.get(uid)
+            if up is None:
+                continue
+            ds = up.ds
+            q = up.in_flight
+            if not q:
+                self._up_protocol_failure(up, "a response with no request in flight")
+                continue
+            slot = q.popleft()
+            self._up_in_flight -= 1
+            if slot is None:
+                # the gateway's ApiVersions: its error code (bytes 4-6 of
+                # a v0 response header's frame) is all that matters
+                if len(frame) < 6 or frame[4] or frame[5]:
+                    self._up_protocol_failure(up, "its ApiVersions request failed")
+                continue
+            if ds.closed:
+                continue
+            corr = slot.corr.to_bytes(4, "big", signed=True)
+            if frame[0:4] != corr:
+                self._up_protocol_failure(
+                    up, f"a response with correlation id "
+                        f"{int.from_bytes(frame[0:4], 'big', signed=True)}, not {slot.corr}")
+                continue
+            ds.req_bytes -= slot.req_bytes
+            self.queued_bytes -= slot.req_bytes
+            slot.req_bytes = 0
+            self._deliver(ds, slot, frame, now)
+
+    def _up_protocol_failure(self, up, what):
+        log.warning("Closing upstream connection %s: %s", up.uid, what)
+        self._fail_downstream(up.ds, errors.InvalidRequestError(
+            f"its upstream connection to node {up.uid[0]} returned {what}"))
+
+    def _expire_up_requests(self, now):
+        """Kafka's request timeout on the clients' own upstream
+        connections: a connection whose oldest request waited too long is
+        closed, and its client with it."""
+        for up in list(self.ups.values()):
+            q = up.in_flight
+            if not q:
+                continue
+            slot = q[0]
+            if slot is None:
+                if len(q) == 1:
+                    continue    # nothing of the client's waits on it
+                slot = q[1]
+            timeout = slot.timeout_ms if slot.timeout_ms is not None else self.request_timeout_ms
+            if now - slot.start > timeout:
+                log.info("Disconnecting from upstream node %s due to request timeout.", up.uid)
+                self._fail_downstream(up.ds, RequestTimeoutError(
+                    f"Request {slot.corr} to upstream node {up.uid[0]} timed out after "
+                    f"{timeout} ms"))
+
+    def _check_draining(self):
+        """Bytes handed to a client's socket (or, acks=0, to its upstream
+        connection) stop counting once everything queued there is written."""
+        if not self._draining:
+            return
+        sel, usel = self.server.selector, self.client.selector
+        for ds in list(self._draining):
+            if ds.closed:
+                self._draining.discard(ds)
+                continue
+            freed = 0
+            if ds.out_bytes:
+                ch = sel.channel(ds.cid)
+                if ch is None or not ch.has_pending_writes():
+                    freed += ds.out_bytes
+                    ds.out_bytes = 0
+            if ds.unacked_bytes:
+                pending = False
+                for uid in ds.uids or (self._route(ds.node),):
+                    uch = usel.channel(uid)
+                    if uch is not None and uch.has_pending_writes():
+                        pending = True
+                        break
+                if not pending:
+                    freed += ds.unacked_bytes
+                    ds.unacked_bytes = 0
+            if not ds.out_bytes and not ds.unacked_bytes:
+                self._draining.discard(ds)
+            if freed:
+                self.queued_bytes -= freed
+                self._update_flow(ds)
