@@ -52,5 +52,9 @@ def test_wakeups_while_the_driver_waits_resume_it_once():
         assert len(passes) == 2
         sel.close()
 
-    with asyncio.Runner(loop_factory=_CountingLoop) as runner:
-        runner.run(main())
+    # (a loop of our own, not asyncio.Runner: that is Python 3.11+)
+    loop = _CountingLoop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
