@@ -9,6 +9,7 @@ except :meth:`wakeup`.
 """
 
 from kchannel import errors
+from kchannel.client.connection_state import ConnectionState
 from kchannel.client.network_client import NetworkClient
 from kchannel.log import get_logger
 from kchannel.protocol import messages
@@ -19,6 +20,7 @@ __all__ = ["ClusterClient"]
 log = get_logger("kchannel.cluster_client")
 
 _METADATA = messages.METADATA.api_key
+_READY = ConnectionState.READY
 
 
 class ClusterClient:
@@ -34,6 +36,11 @@ class ClusterClient:
                                     os_selector=os_selector)
         self.time = self.client.time
         self.metadata = metadata
+        # (the NetworkClient's nodes, read by ready_to_send once per node
+        # and pass)
+        self._nodes = self.client._nodes
+        # The network client's own, called straight (a call less per request).
+        self.choose_version = self.client.choose_version
         self._callbacks = {}               # (node, corr) -> callback
         self._metadata_in_flight = None    # (node, corr)
         self._bootstrap_index = 0
@@ -77,8 +84,18 @@ class ClusterClient:
         return self.client.is_ready(node_id)
 
     def can_send_more(self, node_id, max_in_flight):
-        return self.client.is_ready(node_id) and \
-            self.client.in_flight_count(node_id) < max_in_flight
+        node = self._nodes.get(node_id)
+        return node is not None and node.state is _READY and len(node.in_flight) < max_in_flight
+
+    def ready_to_send(self, node_id, now, max_in_flight):
+        """``ready(node_id, now) and can_send_more(node_id, max_in_flight)``
+        in one call (the Sender asks it per ready node and pass; it was five
+        Python calls)."""
+        node = self._nodes.get(node_id)
+        if node is not None and node.state is _READY:
+            return len(node.in_flight) < max_in_flight
+        self.ready(node_id, now)
+        return False
 
     def connection_delay(self, node_id, now=None):
         return self.client.connection_delay(node_id, now)
@@ -128,8 +145,7 @@ class ClusterClient:
             self._callbacks[(node_id, corr)] = callback
         return corr
 
-    def choose_version(self, node_id, api_key):
-        return self.client.choose_version(node_id, api_key)
+    # choose_version: the NetworkClient's (bound in __init__)
 
     def in_flight_count(self, node_id=None):
         return self.client.in_flight_count(node_id)
@@ -156,13 +172,33 @@ class ClusterClient:
     def poll(self, timeout_ms, now=None):
         """Metadata upkeep, I/O for up to ``timeout_ms``, then the callbacks
         of the completed requests."""
+        client = self.client
         now = self.time() if now is None else now
-        wait = self._maybe_update_metadata(now)
-        timeout_ms = max(0, min(timeout_ms, wait))
-        disconnects = self.client.disconnects
-        responses = self.client.poll(timeout_ms)
-        now = self.time()
-        if self.client.disconnects != disconnects:
+        md = self.metadata
+        if not md.need_full_update and not md.failed_attempts:
+            # Metadata.time_to_next_update's usual case (no update asked
+            # for, the last one succeeded), inline: run once per poll, its
+            # three calls and _maybe_update_metadata's cost more than the
+            # comparisons.
+            wait = md.last_successful_refresh_ms + md.metadata_max_age_ms
+            backoff_due = md.last_refresh_ms + md.refresh_backoff_ms
+            if backoff_due > wait:
+                wait = backoff_due
+            wait -= now
+            if wait <= 0:
+                wait = self._maybe_update_metadata(now)
+        else:
+            wait = self._maybe_update_metadata(now)
+        if wait < timeout_ms:
+            timeout_ms = wait
+        if timeout_ms < 0:
+            timeout_ms = 0
+        disconnects = client.disconnects
+        responses = client.poll(timeout_ms)
+        # (the clock as the poll's wait ended, read by the selector: no
+        # second read here)
+        now = client.selector.poll_time_ms
+        if client.disconnects != disconnects:
             # Kafka's DefaultMetadataUpdater.handleServerDisconnect: a lost or
             # refused connection may mean stale metadata (a dead leader or
             # coordinator), so refresh it (the retry back-off paces this).
@@ -180,7 +216,10 @@ class ClusterClient:
                 cb(resp)
             except Exception:
                 log.exception("Uncaught error in request completion for %r", resp)
-        self._check_fatal()
+        # (the count of nodes keeping an authentication error is never below
+        # their number: zero means none, without a call per poll)
+        if client.authentication_exceptions:
+            self._check_fatal()
         return responses
 
     def _authentication_failed(self, node_id, exc):

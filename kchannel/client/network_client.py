@@ -284,6 +284,14 @@ class NetworkClient(ClientLoop):
         # Connections lost or failed so far (a ClusterClient refreshes its
         # metadata when this moves).
         self.disconnects = 0
+        # Nodes keeping an authentication_exception (never fewer than there
+        # are: a ClusterClient looks for whose only when this is not 0,
+        # without a call per poll).
+        self.authentication_exceptions = 0
+        # {api_key: (the api_versions map it was chosen for, version)}: the
+        # usual request's choose_version (nodes that got the same ApiVersions
+        # answer share one map) without the ranges compared again.
+        self._chosen_versions = {}
 
     @staticmethod
     def _client_jaas(configs):
@@ -409,6 +417,8 @@ class NetworkClient(ClientLoop):
             if node is not None:
                 log.info("Hostname for node %s changed from %s to %s.", node_id, node.host,
                          host)
+                if node.authentication_exception is not None:
+                    self.authentication_exceptions -= 1
             node = _Node(node_id, host, port, now, self.reconnect_backoff.backoff(0),
                          self.connection_setup_timeout.backoff(0))
             self._nodes[node_id] = node
@@ -440,6 +450,8 @@ class NetworkClient(ClientLoop):
         # authenticationFailed(): each advances the backoff, so an
         # authentication failure backs off one step further than a lost
         # connection.
+        if node.authentication_exception is None:
+            self.authentication_exceptions += 1
         node.authentication_exception = exc
         node.state = ConnectionState.AUTHENTICATION_FAILED
         node.last_connect_attempt_ms = now
@@ -448,6 +460,8 @@ class NetworkClient(ClientLoop):
     def _ready(self, node):
         node.state = ConnectionState.READY
         node.stats.state_ms = self.time()
+        if node.authentication_exception is not None:
+            self.authentication_exceptions -= 1
         node.authentication_exception = None
         node.failed_attempts = 0
         node.reconnect_backoff_ms = self.reconnect_backoff.backoff(0)
@@ -479,10 +493,16 @@ class NetworkClient(ClientLoop):
 
     def choose_version(self, node_id, api_key):
         """Highest version of ``api_key`` both sides support."""
+        node = self._nodes.get(node_id)
+        if node is not None:
+            versions = node.api_versions
+            chosen = self._chosen_versions.get(api_key)
+            # (the map is held by the cache: "is" cannot match a new one)
+            if chosen is not None and chosen[0] is versions and versions is not None:
+                return chosen[1]
         api = messages.API.get(api_key)
         if api is None:
             raise errors.UnsupportedVersionError(f"Unsupported API key {api_key}")
-        node = self._nodes.get(node_id)
         if node is None or node.api_versions is None:
             return api.max_version
         rng = node.api_versions.get(int(api_key))
@@ -494,6 +514,7 @@ class NetworkClient(ClientLoop):
             raise errors.UnsupportedVersionError(
                 f"The node does not support {api.name} in a version kchannel supports "
                 f"(node: {rng[0]}-{rng[1]}, kchannel: {api.min_version}-{api.max_version})")
+        self._chosen_versions[api_key] = (node.api_versions, hi)
         return hi
 
     def close(self, node_id=None):
@@ -520,6 +541,8 @@ class NetworkClient(ClientLoop):
             self._fail_node(node_id, errors.ChannelConnectionError("Connection closed"),
                             ConnectionState.DISCONNECTED)
         node.state = ConnectionState.DISCONNECTED
+        if node.authentication_exception is not None:
+            self.authentication_exceptions -= 1
         node.authentication_exception = None
         node.failed_attempts = 0
         node.reconnect_backoff_ms = 0

@@ -20,6 +20,7 @@ fields.  Pure Python runs the same code with ``__slots__``.
 """
 import functools
 import struct
+import time as _time
 
 from .. import errors
 from ..client import RequestTimeoutError
@@ -29,6 +30,7 @@ from ..protocol.errors import Errors, exception_for
 from ..protocol.records import CompressionType, encode_batch
 from ..protocol.records.batch import encode_plain_batch
 from ..protocol.wire import encode_unsigned_varint
+from ..utils import now_ms
 
 # The Sender's logger: these methods are the Sender's.
 log = get_logger("kchannel.producer.sender")
@@ -53,6 +55,7 @@ _I32 = struct.Struct(">i")
 _I32_I32 = struct.Struct(">ii")
 _FLEXIBLE_PRODUCE = 9       # ProduceRequest's first flexible version
 _BYTE = [bytes((i,)) for i in range(0x80)]
+_wall_time = _time.time
 
 
 # -- the Produce request body ---------------------------------------------------
@@ -289,7 +292,8 @@ class SenderLoop:
 
     # -- one pass of the network thread ----------------------------------------
     def run_once(self):
-        now = self.time()
+        t = self.time     # self.time(), the default clock's call inlined
+        now = int(_wall_time() * 1000) if t is now_ms else t()
         fatal = self.fatal_error or self.client.fatal_error
         if fatal is not None:
             self.client.fatal_error = None
@@ -355,7 +359,9 @@ class SenderLoop:
             self.metadata.request_update()
         not_ready_timeout = _NEVER
         for node in list(ready):
-            if not client.ready(node, now) or not client.can_send_more(node, max_in_flight):
+            # (client.ready(node, now) and client.can_send_more(node,
+            # max_in_flight), in one call)
+            if not client.ready_to_send(node, now, max_in_flight):
                 ready.discard(node)
                 not_ready_timeout = min(not_ready_timeout,
                                         max(client.connection_delay(node, now), 0))
@@ -386,8 +392,11 @@ class SenderLoop:
         # poll each: the same requests in the same order, for one pass of
         # the loop's fixed cost (poll, ready, expiry) instead of one each.
         for _ in range(max_in_flight - 1):
+            # (the cheaper test first: usually nothing more is queued)
+            if not self._more_queued(drained):
+                break
             nodes = [n for n in drained if client.can_send_more(n, max_in_flight)]
-            if not nodes or not self._more_queued(drained):
+            if not nodes:
                 break
             more, _, _ = accumulator_ready(accumulator, cluster, now)
             more.intersection_update(nodes)
@@ -417,7 +426,7 @@ class SenderLoop:
             again, again_check, _ = accumulator_ready(accumulator, cluster, now)
             timeout = min(timeout, again_check)
             for node in again:
-                if client.ready(node, now) and client.can_send_more(node, max_in_flight) and \
+                if client.ready_to_send(node, now, max_in_flight) and \
                         not self._all_held_back(cluster, node):
                     timeout = 0
                     break

@@ -176,3 +176,34 @@ def test_kafka_console_producer_agrees(tmp_path, kafka_broker, wrong_scram):
     ours = run_kchannel("console-producer", *args, "--max-block-ms", str(MAX_BLOCK_MS),
                         stdin="one\n")
     assert f"ERROR SaslAuthenticationError: {SCRAM_MESSAGE}" in ours.stderr, ours.stderr
+
+
+def test_cluster_client_reports_a_kept_error_every_poll(wrong_scram):
+    """While a node keeps its authentication error (until a connection to it
+    is READY again), every ClusterClient poll hands it over again, after the
+    producer's Sender or the Consumer took the last one; closing the node
+    forgets it.  (The poll asks for it only while the NetworkClient counts a
+    node keeping one: the count must follow each change.)"""
+    from kchannel.client.cluster_client import ClusterClient
+    from kchannel.client.metadata import Metadata
+    from kchannel.config import ClientConfig
+
+    metadata = Metadata(ClientConfig(dict(wrong_scram)).bootstrap_addresses)
+    cc = ClusterClient(dict(wrong_scram), metadata)
+    try:
+        deadline = time.monotonic() + MAX_BLOCK_MS / 1000
+        while cc.fatal_error is None and time.monotonic() < deadline:
+            cc.poll(100)
+        assert isinstance(cc.fatal_error, SaslAuthenticationError)
+        assert cc.client.authentication_exceptions == 1
+        for _ in range(2):
+            cc.fatal_error = None       # taken, as Sender.run_once takes it
+            cc.poll(0)
+            assert isinstance(cc.fatal_error, SaslAuthenticationError)
+        cc.client.close(-1)
+        assert cc.client.authentication_exceptions == 0
+        cc.fatal_error = None
+        cc.poll(0)
+        assert cc.fatal_error is None
+    finally:
+        cc.close()
