@@ -446,7 +446,11 @@ class KafkaChannel:
             if authenticating:
                 raise errors.DelayedResponseAuthenticationError(exc) from exc
             raise
-        if self.ready():
+        # self.ready(), knowing what this call already asked: a transport
+        # found ready stays so (a failure raises instead)
+        auth = self.authenticator
+        if auth.complete() and (transport_ready or transport.ready()):
+            self._ready_for = auth
             self.successful_authentications += 1
             self.state = ChannelState.READY
             self.prepare_ops = OP_NONE
@@ -495,7 +499,8 @@ class KafkaChannel:
             return OP_NONE
         if self.state is ChannelState.NOT_CONNECTED:
             return OP_WRITE
-        if not self.ready():
+        # (not self.ready(), its cached case inlined)
+        if self._ready_for is not self.authenticator and not self.ready():
             ops = self.prepare_ops or OP_READ
             # Data sends queued behind a re-authentication wait for READY;
             # only authentication bytes (or TLS records) call for OP_WRITE,
