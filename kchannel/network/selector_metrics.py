@@ -158,7 +158,6 @@ class SelectorMetrics:
         served at the same ``now``).  Everything is recorded here, once per
         poll: the stats' usual case (the current window still open) inlined,
         their record() called only to open a window."""
-        net_io = receives
         if sent:
             # (record_sends(sent, now) folded in: one metrics call per poll)
             if len(sent) == 1:
@@ -181,8 +180,14 @@ class SelectorMetrics:
                     totals = self._send_totals
                     totals.total += size
                     totals.count += 1
-                    # the send's network-io event joins the receives' below
-                    net_io += 1
+                    samples = self._net_io_rate._samples
+                    cur = samples[-1] if samples else None
+                    if cur is not None and now - cur.start < window:
+                        cur.value += 1
+                        cur.count += 1
+                    else:
+                        self._net_io_rate.record(1.0, now)
+                    self._net_io_total.total += 1
                 else:
                     self.record_sends(sent, now)
             else:
@@ -227,15 +232,14 @@ class SelectorMetrics:
             else:
                 self._resp_rate.record_many([1.0] * receives, now)
             self._resp_total.total += receives
-        if net_io:
             samples = self._net_io_rate._samples
             if samples and now - samples[-1].start < window:
                 cur = samples[-1]
-                cur.value += net_io
-                cur.count += net_io
+                cur.value += receives
+                cur.count += receives
             else:
-                self._net_io_rate.record_many([1.0] * net_io, now)
-            self._net_io_total.total += net_io
+                self._net_io_rate.record_many([1.0] * receives, now)
+            self._net_io_total.total += receives
 
     def record_sends(self, sizes, now):
         """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
