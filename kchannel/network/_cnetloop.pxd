@@ -38,6 +38,7 @@ cdef class SelectorLoop:
     cdef public dict disconnected
     cdef public Py_ssize_t _poll_bytes_read
     cdef public Py_ssize_t _poll_receives
+    cdef public list _poll_sent
     cdef public object poll_time_ms
     cdef public object max_receives_per_channel
     cdef public object max_read_per_channel

@@ -87,7 +87,7 @@ class SelectorLoop:
                  "_setup_deadlines", "_lingering", "_epoll", "_fd_to_key", "_sel", "_waker",
                  "sensors", "time", "_closed", "completed_receives", "completed_sends",
                  "connected", "newly_ready", "disconnected", "_poll_bytes_read",
-                 "_poll_receives", "poll_time_ms", "max_receives_per_channel",
+                 "_poll_receives", "_poll_sent", "poll_time_ms", "max_receives_per_channel",
                  "max_read_per_channel")
 
     def __init__(self):
@@ -226,8 +226,9 @@ class SelectorLoop:
         self.completed_sends = []
         self.connected = []
         self.disconnected = {}
-        # bytes read and receives completed by this poll (record_poll)
+        # bytes read, receives and sends completed by this poll (record_poll)
         self._poll_bytes_read = self._poll_receives = 0
+        self._poll_sent = None
         if self.newly_ready:
             self.newly_ready = []
         writes = self._writes
@@ -340,7 +341,7 @@ class SelectorLoop:
             self._lingering.expire(now)
         self.sensors.record_poll(end_select - start_select,
                                  _time.perf_counter_ns() - end_select, now,
-                                 self._poll_bytes_read, self._poll_receives)
+                                 self._poll_bytes_read, self._poll_receives, self._poll_sent)
 
     def _flush_queued(self, now):
         """Write the sends queued since the last poll (see :meth:`send`)
@@ -423,7 +424,9 @@ class SelectorLoop:
             if not ready:
                 was_reauth = ch.successful_authentications > 0
                 ch.prepare(now)
-                ready = ch.ready()
+                # (ch.ready(): prepare asked it last, which cached a READY
+                # channel's authenticator)
+                ready = ch._ready_for is ch.authenticator
                 if ready:
                     self._on_authenticated(ch, was_reauth, now)
                     self.newly_ready.append(id)
@@ -475,7 +478,13 @@ class SelectorLoop:
             else:
                 if ch.mode == "server":
                     self._update_backlog(ch)
-                self._update_buffered(ch)
+                # (self._update_buffered(ch), inlined: once per set-up step)
+                if (id not in self._explicitly_muted and ch.mute_state is _NOT_MUTED
+                        and id not in self._backlogged and not ch._disconnected
+                        and ch.has_bytes_buffered()):
+                    self._buffered.add(id)
+                else:
+                    self._buffered.discard(id)
                 self._sync(ch)
         except Exception as exc:  # noqa: BLE001 - one channel's failure is contained
             self._handle_channel_error(ch, exc, send_failed, now)
@@ -535,4 +544,7 @@ class SelectorLoop:
                 self.completed_sends.append((id, done[0]))
             else:
                 self.completed_sends.extend([(id, size) for size in done])
-            self.sensors.record_sends(done, now)
+            # (recorded by poll, with the rest of the poll: record_poll;
+            # ``done`` is the channel's fresh list, never changed after)
+            sent = self._poll_sent
+            self._poll_sent = done if sent is None else sent + done

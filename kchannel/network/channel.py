@@ -20,9 +20,6 @@ Receives: the transport reads straight into the decoder's memory
 read-only memoryviews of that memory (see ``kchannel._framing_py`` for who
 owns what); the authenticator's reads get ``bytes``.
 """
-import collections
-import enum
-import struct
 import weakref
 
 from .. import errors
@@ -30,6 +27,13 @@ from ..utils import now_ms
 from ..framing import FrameDecoder, encode_frame
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from ..log import get_logger
+# The states and the send queue live in modules of their own; their names
+# are still exported from here.
+from .channel_state import (  # noqa: F401 - re-exported
+    _MUTE_TRANSITIONS, _NOT_MUTED, ChannelMuteEvent, ChannelMuteState, ChannelState, State)
+from .channel_sends import (  # noqa: F401 - re-exported
+    _MAX_PAYLOAD, _NO_SENDS, _SIZE, COALESCE_BELOW, COALESCE_MAX, GATHER_MAX,
+    GATHER_MAX_BUFFERS, HEAD_JOIN, SEPARATE_FROM, SEPARATE_FROM_UNGATHERED, ChannelSendQueue)
 
 log = get_logger("kchannel.network.channel")
 
@@ -39,133 +43,9 @@ __all__ = ["State", "ChannelState", "ChannelMuteState", "ChannelMuteEvent", "Aut
 
 DEFAULT_MAX_RECEIVE_SIZE = 104857600      # socket.request.max.bytes
 READ_CHUNK = 65536
-# write_sends joins queued sends smaller than COALESCE_BELOW into writes of
-# up to COALESCE_MAX bytes.
-COALESCE_BELOW = 65536
-COALESCE_MAX = 262144
-# Over a transport that writes buffer lists (plaintext ``sendmsg``), a
-# ``bytes`` payload of at least SEPARATE_FROM bytes is queued as its 4-byte
-# size prefix plus the payload itself, and written without being copied into
-# one frame; one gather write takes at most GATHER_MAX bytes in at most
-# GATHER_MAX_BUFFERS buffers.  Smaller frames are still joined (a copy of a
-# few KiB costs less than an extra buffer in the list).
-SEPARATE_FROM = 8192
-# Over other transports (TLS: an SSLObject encrypts contiguous data), a
-# ``bytes`` payload of at least SEPARATE_FROM_UNGATHERED bytes is queued the
-# same way; its size prefix is written joined to the first HEAD_JOIN bytes of
-# the payload (one copy of that much instead of the whole payload) and the
-# rest of the payload as it is.
-SEPARATE_FROM_UNGATHERED = 131072
-HEAD_JOIN = 16380
-GATHER_MAX = 1048576
-GATHER_MAX_BUFFERS = 128
-_SIZE = struct.Struct(">i")
-_MAX_PAYLOAD = 0x7FFFFFFF
 # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: a connection may
 # not start a server re-authentication more than once a second (DoS guard).
 MIN_REAUTH_INTERVAL_MS = 1000
-# The send queue of a channel with nothing queued: an empty deque costs about
-# 700 bytes (its first block is allocated up front), which an idle connection
-# -- most of a server's -- need not hold.  write_sends() lets the queue go once
-# everything is written; reading _NO_SENDS (truth, len, iteration) works as
-# for an empty deque, and whatever appends first swaps a deque in
-# (``_send_queue``): about 40 ns per send that finds the queue empty.
-_NO_SENDS = ()
-
-
-class State(enum.Enum):
-    NOT_CONNECTED = "NOT_CONNECTED"
-    AUTHENTICATE = "AUTHENTICATE"
-    READY = "READY"
-    EXPIRED = "EXPIRED"
-    FAILED_SEND = "FAILED_SEND"
-    FAILED_RECEIVE = "FAILED_RECEIVE"
-    LOCAL_CLOSE = "LOCAL_CLOSE"
-    AUTHENTICATION_FAILED = "AUTHENTICATION_FAILED"
-
-
-class ChannelState:
-    """Kafka's ChannelState: a :class:`State` plus, for failures, the
-    exception and the remote address.
-
-    The shared constants (``ChannelState.READY`` ...) carry no exception.
-    Equality compares the :class:`State` only, so
-    ``disconnected[id] == ChannelState.EXPIRED`` works as in Kafka.
-    """
-
-    __slots__ = ("state", "exception", "remote_address")
-
-    def __init__(self, state, exception=None, remote_address=None):
-        self.state = state
-        self.exception = exception
-        self.remote_address = remote_address
-
-    @property
-    def name(self):
-        return self.state.name
-
-    def __eq__(self, other):
-        if isinstance(other, ChannelState):
-            return self.state is other.state
-        if isinstance(other, State):
-            return self.state is other
-        return NotImplemented
-
-    def __hash__(self):
-        return hash(self.state)
-
-    def __repr__(self):
-        extra = ""
-        if self.exception is not None:
-            extra = f", {type(self.exception).__name__}: {self.exception}"
-        if self.remote_address is not None:
-            extra += f", remote={self.remote_address}"
-        return f"ChannelState({self.state.name}{extra})"
-
-    __str__ = __repr__
-
-
-for _s in State:
-    setattr(ChannelState, _s.name, ChannelState(_s))
-
-
-class ChannelMuteState(enum.Enum):
-    """Kafka's KafkaChannel.ChannelMuteState (the server's response-pending
-    states are kept for name compatibility; the selector uses the first two)."""
-    NOT_MUTED = "NOT_MUTED"
-    MUTED = "MUTED"
-    MUTED_AND_RESPONSE_PENDING = "MUTED_AND_RESPONSE_PENDING"
-    MUTED_AND_THROTTLED = "MUTED_AND_THROTTLED"
-    MUTED_AND_THROTTLED_AND_RESPONSE_PENDING = "MUTED_AND_THROTTLED_AND_RESPONSE_PENDING"
-
-
-_NOT_MUTED = ChannelMuteState.NOT_MUTED
-
-
-class ChannelMuteEvent(enum.Enum):
-    """Kafka's KafkaChannel.ChannelMuteEvent (server side)."""
-    REQUEST_RECEIVED = "REQUEST_RECEIVED"
-    RESPONSE_SENT = "RESPONSE_SENT"
-    THROTTLE_STARTED = "THROTTLE_STARTED"
-    THROTTLE_ENDED = "THROTTLE_ENDED"
-
-
-# Kafka's valid mute-state transitions per event.
-_MUTE_TRANSITIONS = {
-    ChannelMuteEvent.REQUEST_RECEIVED: {
-        ChannelMuteState.MUTED: ChannelMuteState.MUTED_AND_RESPONSE_PENDING},
-    ChannelMuteEvent.RESPONSE_SENT: {
-        ChannelMuteState.MUTED_AND_RESPONSE_PENDING: ChannelMuteState.MUTED,
-        ChannelMuteState.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING:
-            ChannelMuteState.MUTED_AND_THROTTLED},
-    ChannelMuteEvent.THROTTLE_STARTED: {
-        ChannelMuteState.MUTED_AND_RESPONSE_PENDING:
-            ChannelMuteState.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING},
-    ChannelMuteEvent.THROTTLE_ENDED: {
-        ChannelMuteState.MUTED_AND_THROTTLED: ChannelMuteState.MUTED,
-        ChannelMuteState.MUTED_AND_THROTTLED_AND_RESPONSE_PENDING:
-            ChannelMuteState.MUTED_AND_RESPONSE_PENDING},
-}
 
 
 def forget_traceback(exc):
@@ -281,7 +161,7 @@ class AuthIO:
         return self._ch.max_receive_size
 
 
-class KafkaChannel:
+class KafkaChannel(ChannelSendQueue):
     """A connection: ``transport`` + authenticator + framing + sends.
 
     ``authenticator_factory()`` creates an authenticator; it is called once
@@ -446,7 +326,11 @@ class KafkaChannel:
             if authenticating:
                 raise errors.DelayedResponseAuthenticationError(exc) from exc
             raise
-        if self.ready():
+        # self.ready(), knowing what this call already asked: a transport
+        # found ready stays so (a failure raises instead)
+        auth = self.authenticator
+        if auth.complete() and (transport_ready or transport.ready()):
+            self._ready_for = auth
             self.successful_authentications += 1
             self.state = ChannelState.READY
             self.prepare_ops = OP_NONE
@@ -495,7 +379,8 @@ class KafkaChannel:
             return OP_NONE
         if self.state is ChannelState.NOT_CONNECTED:
             return OP_WRITE
-        if not self.ready():
+        # (not self.ready(), its cached case inlined)
+        if self._ready_for is not self.authenticator and not self.ready():
             ops = self.prepare_ops or OP_READ
             # Data sends queued behind a re-authentication wait for READY;
             # only authentication bytes (or TLS records) call for OP_WRITE,
@@ -716,314 +601,6 @@ class KafkaChannel:
         except errors.InvalidReceiveError:
             pass
         return out
-
-    # -- send ----------------------------------------------------------------------
-    def has_send(self):
-        return bool(self._sends)
-
-    def _has_pending_auth_writes(self):
-        """Bytes that must go out before authentication can progress:
-        authentication frames, the rest of a partially written send, or
-        transport-buffered (TLS) bytes."""
-        sends = self._sends
-        if sends is _NO_SENDS:
-            t = self.transport
-            return t.holds_bytes and bool(t.has_pending_writes())
-        if self._mid_write and sends:
-            return True
-        for entry in sends:
-            if not entry[2]:
-                return True
-        return bool(self.transport.has_pending_writes())
-
-    def has_pending_writes(self):
-        if self._sends:
-            return True
-        t = self.transport
-        return t.holds_bytes and bool(t.has_pending_writes())
-
-    def set_send(self, payload, already_framed=False):
-        """Queue one frame (``payload`` without size prefix unless
-        ``already_framed``).  Unlike Kafka's single in-flight Send, sends
-        queue up behind each other; each is reported once fully written.
-
-        A large ``bytes`` payload (immutable, so it can be kept as it is) is
-        not copied into a frame when the transport writes buffer lists.
-
-        Returns True when sends were already queued (this one waits behind
-        them), False when it is the only one: the selector's question
-        before queuing, answered without a call of its own."""
-        sends = self._sends
-        if (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
-                and len(payload) >= (SEPARATE_FROM if self._write_vectored is not None
-                                     else SEPARATE_FROM_UNGATHERED)):
-            n = len(payload)
-            self._send_queue().append([memoryview(payload), n + 4, True, _SIZE.pack(n)])
-            return bool(sends)
-        data = payload if already_framed else encode_frame(payload)
-        # _enqueue(data, report=True), inlined: one send per request.  The
-        # frame is queued as it is: a memoryview is made only if a write
-        # takes part of it (_retire), not for every request.
-        if sends is _NO_SENDS:
-            self._sends = collections.deque(([data, len(data), True, None],))
-            return False
-        had = bool(sends)
-        sends.append([data, len(data), True, None])
-        return had
-
-    def _send_queue(self):
-        """The send queue, made if there is none (see ``_NO_SENDS``)."""
-        sends = self._sends
-        if sends is _NO_SENDS:
-            sends = self._sends = collections.deque()
-        return sends
-
-    def _enqueue_auth(self, data):
-        """Queue an authentication frame.
-
-        Server side: behind everything queued (responses to requests that
-        came before the SaslHandshake starting a re-authentication go out
-        first, as a broker sends them before reading the next request).
-        Client side: ahead of data-phase sends that have not started (during
-        re-authentication the channel is not READY, and Kafka does not write
-        application sends until it is), but behind earlier authentication
-        frames and a partially written send."""
-        if self._sends is _NO_SENDS:
-            # Nothing queued (connection set-up, where every frame is an
-            # authentication frame): the frame goes straight to the
-            # transport, with no queue entry.  What it does not take now is
-            # queued as a partly written frame for flush().
-            n = self.transport.write(data)
-            self._auth_written = True
-            if n < len(data):
-                self._mid_write = True
-                self._sends = collections.deque(
-                    ([memoryview(data)[n:], len(data), False, None],))
-            return
-        sends = self._sends
-        if self.mode == "server":
-            sends.append([memoryview(data), len(data), False, None])
-            return
-        pos = 0
-        for i, entry in enumerate(self._sends):
-            if not entry[2]:
-                pos = i + 1
-        if pos == 0 and self._mid_write and sends:
-            pos = 1
-        sends.insert(pos, [memoryview(data), len(data), False, None])
-
-    def _enqueue(self, data, report, size=None):
-        self._send_queue().append([memoryview(data), size if size is not None else len(data),
-                                   report, None])
-
-    def write(self, max_bytes=4194304):
-        """Write queued sends; True when nothing is left to write.  Completed
-        data-phase sends are kept for :meth:`take_accepted`."""
-        done = self.write_sends(max_bytes)
-        if done:
-            self._accepted[:0] = done
-        return not self.has_pending_writes()
-
-    def write_sends(self, max_bytes=4194304):
-        """Write queued sends.  Returns the list of completed send sizes
-        (only data-phase sends).  Raises on socket errors."""
-        t = self.transport
-        sends = self._sends
-        if len(sends) == 1 and not self._accepted:
-            # One frame queued (a request or response at depth 1): the loop
-            # below, unrolled for it.
-            entry = sends[0]
-            mv = entry[0]
-            if entry[3] is None and len(mv) <= max_bytes:
-                self._mid_write = True
-                n = t.write(mv)
-                if n == len(mv) and (not t.holds_bytes or t.flush()):
-                    self._mid_write = False
-                    self._sends = _NO_SENDS
-                    return [entry[1]] if entry[2] else []
-                if n == len(mv):
-                    # written, the transport still holding bytes (TLS):
-                    # accepted, reported once they are flushed
-                    self._retire(n)
-                    return []
-                self._retire(n)
-                t.flush()
-                return []
-        written = 0
-        writev = self._write_vectored
-        while sends and written < max_bytes:
-            entry = sends[0]
-            mv = entry[0]
-            self._mid_write = True
-            if writev is not None and (len(sends) > 1 or entry[3] is not None):
-                # One gather write (sendmsg) of several frames: size
-                # prefixes and large payloads as they are, runs of small
-                # frames joined.
-                bufs, total, count = self._gather()
-                n = writev(bufs) if len(bufs) > 1 else t.write(bufs[0])
-                if n == total and count == len(sends):
-                    # All of the queue went out (the usual case of a
-                    # pipelining client or a batch of responses): retired
-                    # in one pass instead of entry by entry.
-                    self._accepted.extend([e[1] for e in sends if e[2]])
-                    sends.clear()
-                    written += n
-                    break
-            elif entry[3] is not None:
-                # A separately queued large payload over a transport without
-                # gather writes: its size prefix joined to the payload's
-                # first bytes (one TLS record), the rest next time round.
-                data = b"".join((entry[3], mv[:HEAD_JOIN]))
-                total = len(data)
-                n = t.write(data)
-            elif len(mv) < COALESCE_BELOW and len(sends) > 1:
-                # Coalesce queued frames into one write: a syscall (and for
-                # TLS an SSL write and a flush) costs far more than copying
-                # 16 KiB.
-                parts = []
-                total = 0
-                for e in sends:
-                    if (total + len(e[0]) > COALESCE_MAX and parts) or e[3] is not None:
-                        # (a separately queued payload goes with its prefix)
-                        break
-                    parts.append(e[0])
-                    total += len(e[0])
-                n = t.write(b"".join(parts))
-            else:
-                total = len(mv)
-                n = t.write(mv)
-            written += n
-            self._retire(n)
-            if n < total:
-                break
-        pending = t.holds_bytes and not t.flush()
-        if not self._sends and not pending:
-            self._mid_write = False
-            # Everything is written: the queue goes (see _NO_SENDS), so an
-            # idle connection holds none; the next send makes one again.
-            self._sends = _NO_SENDS
-            done, self._accepted = self._accepted, []
-            return done
-        return []
-
-    def _gather(self):
-        """Buffers for one gather write from the front of the send queue,
-        their total size and the number of queued sends they cover."""
-        bufs = []
-        run = []
-        run_bytes = 0
-        total = 0
-        count = 0
-        for e in self._sends:
-            mv = e[0]
-            head = e[3]
-            ln = len(mv) if head is None else len(mv) + len(head)
-            if total and total + ln > GATHER_MAX:
-                break
-            total += ln
-            count += 1
-            if head is None and ln < COALESCE_BELOW:
-                run.append(mv)
-                run_bytes += ln
-                if run_bytes < COALESCE_MAX:
-                    continue
-            if run:
-                bufs.append(run[0] if len(run) == 1 else b"".join(run))
-                run = []
-                run_bytes = 0
-            if ln and (head is not None or ln >= COALESCE_BELOW):
-                if head is not None:
-                    bufs.append(head)
-                bufs.append(mv)
-            if len(bufs) >= GATHER_MAX_BUFFERS:
-                break
-        if run:
-            bufs.append(run[0] if len(run) == 1 else b"".join(run))
-        return bufs, total, count
-
-    def _retire(self, n):
-        """Drop ``n`` written bytes from the front of the send queue; fully
-        written data-phase sends become accepted."""
-        sends = self._sends
-        while sends:
-            e = sends[0]
-            head = e[3]
-            if head is not None:
-                hl = len(head)
-                if n < hl:
-                    if n:
-                        e[3] = head[n:]
-                    return
-                n -= hl
-                e[3] = None
-            data = e[0]
-            ln = len(data)
-            if n < ln:
-                if n:
-                    # the rest, without copying it
-                    e[0] = (data if type(data) is memoryview else memoryview(data))[n:]
-                return
-            n -= ln
-            sends.popleft()
-            if e[2]:
-                self._accepted.append(e[1])
-
-    def _flush_all(self):
-        """AuthIO.flush: write queued authentication frames now.  Data-phase
-        sends queued behind them (a request made before re-authentication
-        began) stay queued until the channel is READY again, as in Kafka.
-        Returns True when no authentication bytes are left to write."""
-        if self._sends is _NO_SENDS:
-            # Nothing queued: the frames written straight through
-            # (_enqueue_auth) may still be held by the transport (TLS).
-            t = self.transport
-            if t.holds_bytes:
-                t.flush()
-                if t.has_pending_writes():
-                    return False
-            if self._auth_written:
-                self._auth_written = False
-                self._awaiting_answer = True
-            return True
-        keep = 0
-        for i, entry in enumerate(self._sends):
-            if not entry[2]:
-                keep = i + 1
-        # authentication frames to write, or written straight through
-        wrote = keep > 0 or self._auth_written
-        self._auth_written = False
-        if keep == 0 and self._mid_write and self._sends:
-            keep = 1          # finish a partially written send first
-        held = []
-        while len(self._sends) > keep:
-            held.append(self._sends.pop())
-        try:
-            if self._sends:
-                done = self.write_sends()
-                if done:
-                    self._accepted[:0] = done
-            else:
-                self.transport.flush()
-            if self._sends:
-                return False
-            flushed = not self.transport.has_pending_writes()
-            if flushed and wrote:
-                self._awaiting_answer = True
-            return flushed
-        finally:
-            if held:
-                # (write_sends() may have let the emptied queue go)
-                sends = self._send_queue()
-                while held:
-                    sends.append(held.pop())
-
-    def take_accepted(self):
-        """The sizes of the sends completed since they were last taken (an
-        empty list, not to be changed, when there are none)."""
-        done = self._accepted
-        if done:
-            self._accepted = []
-        return done
 
     # -- re-authentication (KIP-368) ---------------------------------------------
     def maybe_begin_server_reauthentication(self, frame, now):

@@ -48,6 +48,11 @@ class State(enum.Enum):
     CLOSING = "CLOSING"
 
 
+# The states in which the handshake is done (ready()); a tuple: ``in``
+# compares enum members by identity first, where a set would hash them with
+# a Python-level call.
+_HANDSHAKE_DONE = (State.POST_HANDSHAKE, State.READY)
+
 _SSL_PREFIX = re.compile(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\]\s*")
 _SSL_SUFFIX = re.compile(r"\s*\(_ssl\.c:\d+\)$")
 
@@ -111,7 +116,7 @@ class SslTransportLayer(TransportLayer):
 
     # --- handshake --------------------------------------------------------
     def ready(self):
-        return self.state in (State.POST_HANDSHAKE, State.READY)
+        return self.state in _HANDSHAKE_DONE
 
     def handshake(self):
         """Advance the TLS handshake; returns the ops still needed (0 = done)."""
@@ -209,7 +214,7 @@ class SslTransportLayer(TransportLayer):
     def _check_readable(self):
         if self.state is State.HANDSHAKE_FAILED:
             raise self._handshake_exc
-        if not self.ready():
+        if self.state not in _HANDSHAKE_DONE:     # (not self.ready(), inlined)
             raise ChannelConnectionError(f"Read before the TLS handshake completed "
                                          f"(state {self.state.name})")
 
@@ -265,7 +270,8 @@ class SslTransportLayer(TransportLayer):
         return self._pump.session_reused()
 
     def has_bytes_buffered(self):
-        return self.ready() and self._pump.buffered()
+        # (self.ready(), inlined: asked after every set-up step)
+        return self.state in _HANDSHAKE_DONE and self._pump.buffered()
 
     @property
     def drained(self):
@@ -288,7 +294,7 @@ class SslTransportLayer(TransportLayer):
     def write(self, data):
         if self.state is State.HANDSHAKE_FAILED:
             raise self._handshake_exc
-        if not self.ready():
+        if self.state not in _HANDSHAKE_DONE:     # (not self.ready(), inlined)
             raise ChannelConnectionError(f"Write before the TLS handshake completed "
                                          f"(state {self.state.name})")
         try:

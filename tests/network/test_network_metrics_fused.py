@@ -1,7 +1,7 @@
 """The Selector's fused per-poll and per-send stats (one Avg and one
 CumulativeSumCount feeding rate/total views; the reads of a poll recorded
-once, by record_poll) measure exactly what one stat per metric, each
-recorded with every value (Kafka's layout), measures."""
+once, by record_poll, with the sends it completed) measure exactly what one
+stat per metric, each recorded with every value (Kafka's layout), measures."""
 import math
 
 from hypothesis import given, settings
@@ -57,7 +57,8 @@ steps = st.lists(st.tuples(
     st.integers(0, 10**7), st.integers(0, 10**7),               # select ns, io ns
     st.lists(st.integers(0, 10**6), max_size=5),                # sizes sent
     st.lists(st.integers(0, 10**5), max_size=3),                # bytes read per channel
-    st.integers(0, 4)),                                         # receives completed
+    st.integers(0, 4),                                          # receives completed
+    st.booleans()),                                             # sends folded into the poll
     max_size=30)
 
 
@@ -69,17 +70,21 @@ def test_fused_selector_stats_measure_as_separate_stats(window, samples, polls):
                       time=lambda: clock[0])
     fused = SelectorMetrics(metrics)
     select, io, sent, received, responses, network_io = _reference(metrics)
-    for dt, select_ns, io_ns, sizes, reads, receives in polls:
+    for dt, select_ns, io_ns, sizes, reads, receives, fold in polls:
         clock[0] += dt
         now = clock[0]
         if sizes:
-            fused.record_sends(sizes, now)
+            if not fold:
+                fused.record_sends(sizes, now)
             for size in sizes:
                 sent.record(size, now)
                 network_io.record(1.0, now)
         # Kafka records each channel's read as it happens; the Selector
         # sums a poll's reads (all at the poll's ``now``) into one record.
-        fused.record_poll(select_ns, io_ns, now, sum(reads), receives)
+        # The sends a poll completed are recorded by its record_poll
+        # (``sent``); those written outside a poll by record_sends.
+        fused.record_poll(select_ns, io_ns, now, sum(reads), receives,
+                          sizes if fold else None)
         select.record(select_ns, now)
         io.record(io_ns, now)
         for nbytes in reads:
