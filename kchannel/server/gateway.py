@@ -111,8 +111,11 @@ Metrics (the server's registry)
 Modules: :class:`Gateway` is here, with its parts in ``gateway_types``
 (constants, per-client and per-request state, request fields read without
 decoding), ``gateway_login`` (start-up, upstream login), ``gateway_upstreams``
-(per-client upstream connections), ``gateway_endpoints`` (node ports in
-responses) and ``gateway_authz`` (authorization).
+(per-client upstream connections), ``gateway_routing`` (the shared
+client's upstream connections: routing, connecting, requests waiting),
+``gateway_responses`` (responses back to clients in order, flow control,
+request metrics), ``gateway_endpoints`` (node ports in responses) and
+``gateway_authz`` (authorization).
 """
 import collections
 
