@@ -325,6 +325,20 @@ class ClientResponse(Protocol):
     def __repr__(self) -> str: ...
 
 
+class InFlight(Protocol):
+    """One request in flight on a node: its API key and version, when it
+    was sent, and whether the client sent it for itself (True), for a
+    caller (False) or as a forwarded raw frame ("raw")."""
+
+    api_key: int
+    version: int
+    sent_ms: int
+    internal: Any
+
+    def __init__(self, api_key: int, version: int, sent_ms: int,
+                 internal: Any) -> None: ...
+
+
 class NodeStats(Protocol):
     """A node's request, byte and connection counters (statistics)."""
 
@@ -362,6 +376,7 @@ class ClientLoop(Protocol):
 class ClientloopModule(Protocol):
     RTT_SAMPLES: int = 1024
     ClientResponse: type[ClientResponse]
+    InFlight: type[InFlight]
     NodeStats: type[NodeStats]
     ClientLoop: type[ClientLoop]
 

@@ -3,19 +3,24 @@
 ``kchannel.producer._appender_py`` (same class, same behaviour; read that
 module's docstring for what takes the fast path and why).
 
-What the compiled twin saves per record: attribute lookups (C fields),
-the wall-clock read (``clock_gettime`` instead of ``time.time()``), the
-murmur2 call (``kchannel._cpartitioner``'s C function), the header walk and
-the lock's context-manager protocol (bound ``acquire``/``release`` called
-directly).  The accumulator's lock is still taken: the Sender drains batches
-under it on its own thread, and a garbage collection triggered by an
-allocation here can run arbitrary finalizers, so the GIL alone is not
-relied upon.
+What the compiled twin saves per record: attribute lookups (C fields; a
+batch's and a future's slots at their offsets; the accumulator's ``closed``,
+the Sender's ``fatal_error`` and the metadata's ``cluster`` read again only
+when their object's dict changed), the wall-clock read (``clock_gettime``
+instead of ``time.time()``), the murmur2 call (``kchannel._cpartitioner``'s
+C function), the header walk, and the accumulator's lock when no thread
+holds it: the record joins its batch in a section where no Python code runs
+and no object the garbage collector tracks is made (the record, its future
+and its sizes are made before it), so holding the GIL is holding the lock
+there (see ``Appender.send``).  When the Sender (or any thread) holds the
+lock, it is taken as before.
 """
-from cpython.list cimport PyList_AsTuple, PyList_GET_SIZE
+from cpython.dict cimport PyDict_GetItemWithError
+from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE, PyList_SET_ITEM
+from cpython.long cimport PyLong_AsSsize_t
 from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.object cimport PyTypeObject
-from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF, _Py_REFCNT
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF, Py_XDECREF, _Py_REFCNT
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
@@ -25,9 +30,12 @@ from kchannel._crecords cimport QueuedRecord
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
 from kchannel.log import get_logger
-from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX,
-                                          RecordMetadata)
+from kchannel.producer.accumulator import (FutureRecordMetadata, ProducerBatch,
+                                          RECORD_OVERHEAD_EXTRA_MAX, RecordMetadata)
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
+
+import _thread
+_LockType = _thread.LockType
 
 __all__ = ["Appender", "run_callbacks"]
 
@@ -35,6 +43,8 @@ _new_future = object.__new__
 
 cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
+    PyObject *Py_False
+    PyObject *Py_None
 
 cdef extern from "structmember.h":
     ctypedef struct PyMemberDef:
@@ -127,6 +137,7 @@ def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
                            "topic-partition")
 
 cdef Py_ssize_t _OVERHEAD_EXTRA_MAX = RECORD_OVERHEAD_EXTRA_MAX
+cdef Py_ssize_t _BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
 cdef tuple _NO_HEADERS = ()
 
 
@@ -200,15 +211,188 @@ cdef inline bint _same_items(object headers, tuple cached):
     return True
 
 
+# ProducerBatch's and FutureRecordMetadata's slots the per-record path reads
+# and writes, at their offsets (as RecordMetadata's above): a generic
+# attribute read or write on a __slots__ class costs a type lookup and a
+# descriptor call, ~100-150 instructions each, and the path made a dozen of
+# them per record.  Both classes are the accumulator's own; one whose slots
+# are not plain object slots any more fails this module's import, and the
+# pure twin is used (kchannel._impl logs why).
+cdef Py_ssize_t _slot_offset(cls, str name) except -1:
+    cdef PyMemberDef *member
+    d = cls.__dict__.get(name)
+    if d is None or type(d) is not <object>&PyMemberDescr_Type:
+        raise ImportError(f"{cls.__name__}.{name} is not a plain __slots__ member")
+    member = (<PyMemberDescrObject *><PyObject *>d).d_member
+    if member.type != T_OBJECT_EX or member.flags != 0:
+        raise ImportError(f"{cls.__name__}.{name} is not a plain object slot")
+    return member.offset
+
+
+cdef Py_ssize_t _B_RECORDS = _slot_offset(ProducerBatch, "records")
+cdef Py_ssize_t _B_SIZES = _slot_offset(ProducerBatch, "sizes")
+cdef Py_ssize_t _B_CALLBACKS = _slot_offset(ProducerBatch, "callbacks")
+cdef Py_ssize_t _B_ESTIMATED = _slot_offset(ProducerBatch, "estimated_size")
+cdef Py_ssize_t _B_CLOSED = _slot_offset(ProducerBatch, "closed")
+cdef Py_ssize_t _F_BATCH = _slot_offset(FutureRecordMetadata, "_batch")
+cdef Py_ssize_t _F_INDEX = _slot_offset(FutureRecordMetadata, "_index")
+cdef Py_ssize_t _F_FAILED = _slot_offset(FutureRecordMetadata, "_failed")
+cdef object _ProducerBatch = ProducerBatch
+cdef object _FutureRecordMetadata = FutureRecordMetadata
+
+
+cdef inline PyObject *_slot(object obj, Py_ssize_t offset) noexcept:
+    """The object in a slot (borrowed; NULL when unset)."""
+    return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
+
+
+cdef dict _plain_dict(object obj, tuple names):
+    """``obj.__dict__`` when each of ``names`` is a plain instance attribute
+    of it (set, and no class in its type's MRO defines it: no property or
+    descriptor to honour), else None.  A value read from it is what
+    ``getattr`` returns, for a dict lookup instead of a generic attribute
+    read (type lookup, then the instance's dict)."""
+    d = getattr(obj, "__dict__", None)
+    if type(d) is not dict:
+        return None
+    for name in names:
+        if name not in <dict>d:
+            return None
+        for klass in type(obj).__mro__:
+            if name in klass.__dict__:
+                return None
+    return <dict>d
+
+
+cdef inline object _attr(dict d, object obj, str name):
+    cdef PyObject *v
+    if d is not None:
+        v = PyDict_GetItemWithError(d, name)
+        if v is not NULL:
+            return <object>v
+    return getattr(obj, name)
+
+
+# A dict's version tag (CPython 3.11's ma_version_tag: a value no other state
+# of any dict ever had, taken anew at each change of that dict), or 0 where
+# there is none: a value read from a dict whose tag is unchanged is still
+# what it was, for a comparison instead of a lookup per record.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    #define KC_DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
+    #else
+    #define KC_DICT_VERSION(d) ((uint64_t)0)
+    #endif
+    """
+    uint64_t KC_DICT_VERSION(object d) noexcept
+
+
+# An int only its container holds (reference count 1: no one else can see
+# it) is given its new value in place when it fits one digit, instead of a
+# new int made and the old one freed (~200 instructions a record for each of
+# a batch's estimated_size and the sticky partition's byte count).  CPython
+# 3.11's int layout; elsewhere (0) the caller makes a new int.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    static inline int kc_int_set(PyObject *o, Py_ssize_t v) {
+        if (o != NULL && Py_REFCNT(o) == 1 && PyLong_CheckExact(o) && Py_SIZE(o) == 1
+                && v > 0 && v < ((Py_ssize_t)1 << PyLong_SHIFT)) {
+            ((PyLongObject *)o)->ob_digit[0] = (digit)v;
+            return 1;
+        }
+        return 0;
+    }
+    #else
+    static inline int kc_int_set(PyObject *o, Py_ssize_t v) { return 0; }
+    #endif
+    """
+    bint kc_int_set(PyObject *o, Py_ssize_t v) noexcept
+
+
+cdef class _Attr:
+    """One attribute of one object read per record (``closed``,
+    ``fatal_error``, ``cluster``): from the object's dict when
+    ``_plain_dict`` allows, and only when the dict changed since the last
+    read (see KC_DICT_VERSION); else through ``getattr``."""
+    cdef object obj
+    cdef str name
+    cdef dict d
+    cdef uint64_t version
+    cdef object value
+
+    def __init__(self, obj, str name):
+        self.obj = obj
+        self.name = name
+        self.d = _plain_dict(obj, (name,))
+        self.version = 0
+        self.value = None
+
+    cdef inline object get(self):
+        cdef uint64_t v
+        if self.d is None:
+            return getattr(self.obj, self.name)
+        v = KC_DICT_VERSION(self.d)
+        if v == 0 or v != self.version:
+            self.value = _attr(self.d, self.obj, self.name)
+            self.version = v
+        return self.value
+
+
+cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
+                             Py_ssize_t limit) except -1:
+    """The sticky partitioner's count (``state[topic]``, ``[partition,
+    bytes]``) takes ``size`` bytes if ``p`` is still its partition and the
+    count stays below ``limit`` (else the caller goes through the
+    partitioner's ``update``, which moves on).  At C level: no Python int
+    made for ``p`` and ``size``, one for the new count."""
+    cdef PyObject *o
+    cdef object count
+    if PyList_GET_SIZE(sticky) != 2:
+        return False
+    o = PyList_GET_ITEM(sticky, 0)
+    if type(<object>o) is not int or PyLong_AsSsize_t(<object>o) != p:
+        return False
+    o = PyList_GET_ITEM(sticky, 1)
+    if type(<object>o) is not int:
+        return False
+    size += PyLong_AsSsize_t(<object>o)
+    if size >= limit:
+        return False
+    if _in_place and kc_int_set(o, size):
+        return True
+    count = size
+    Py_INCREF(count)
+    PyList_SET_ITEM(sticky, 1, count)
+    Py_DECREF(<object>o)
+    return True
+
+
+def _gil_enabled():
+    """False only on a free-threaded build running without the GIL."""
+    import sys
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())
+
+
+# Ints changed in place (kc_int_set) only where the GIL is what keeps
+# another thread from reading one meanwhile.
+cdef bint _in_place = _gil_enabled()
+
+
 cdef class Appender:
-    cdef object _acc, _acquire, _release, _sticky_acquire, _sticky_release
+    cdef object _acc, _acquire, _release, _locked, _sticky_acquire, _sticky_release
     cdef object _partitioner, _time, _acc_append, _add_topic
     cdef dict _batches, _sticky
+    cdef _Attr _closed, _fatal_error, _cluster_attr
     cdef Py_ssize_t _batch_size, _sticky_size, _size_limit, _count
     cdef object _metadata, _sender, _slow, _cluster, _max_block_ms
-    cdef bint _enabled, _ignore_keys, _sticky_shared
+    cdef bint _enabled, _ignore_keys, _sticky_shared, _elide
     cdef object _topic
     cdef list _tps, _dqs
+    # The sticky partitioner's state list of _topic (see AppendPath).
+    cdef list _topic_sticky
     cdef object _sizes
     cdef Py_ssize_t _sizes_ks, _sizes_vs
     # The future returned last; see send.
@@ -220,8 +404,14 @@ cdef class Appender:
     def __init__(self, path):
         acc = path.accumulator
         self._acc = acc
-        self._acquire = acc.lock.acquire
-        self._release = acc.lock.release
+        lock = acc.lock
+        self._acquire = lock.acquire
+        self._release = lock.release
+        self._locked = lock.locked
+        # See send: the lock is taken only when someone holds it.  That
+        # needs the GIL, and a lock of the thread module (whose acquire
+        # does not release the GIL when the lock is free).
+        self._elide = _gil_enabled() and type(lock) is _LockType
         self._batches = acc.batches
         self._batch_size = acc.batch_size
         self._acc_append = acc.append
@@ -238,6 +428,12 @@ cdef class Appender:
         # AppendPath): the sticky count then goes with the append.
         self._sticky_shared = partitioner.lock is acc.lock
         self._sender = path.sender
+        # The three attributes read per record.
+        self._closed = _Attr(acc, "closed")
+        self._fatal_error = _Attr(path.sender, "fatal_error")
+        self._cluster_attr = _Attr(path.metadata, "cluster")
+        # Inside the section, ``closed`` must be read without Python code.
+        self._elide = self._elide and self._closed.d is not None
         self._slow = path.send_slow
         self._enabled = not path.serializers
         self._ignore_keys = bool(path.ignore_keys)
@@ -248,6 +444,7 @@ cdef class Appender:
         self._count = 0
         self._tps = None
         self._dqs = None
+        self._topic_sticky = None
         self._sizes = None
         self._sizes_ks = self._sizes_vs = -2
         self._spare = None
@@ -256,23 +453,26 @@ cdef class Appender:
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
-        cdef Py_ssize_t ks, vs, size, body, hsize, p, index, rs
+        cdef Py_ssize_t ks, vs, size, body, hsize, p, index = -1, rs, est
         cdef int64_t ts, td
         cdef list sticky = None
         cdef list records
-        cdef dict callbacks
-        cdef object hs
+        cdef object hs, batch = None, future, dq, stamp
+        cdef PyObject *o
+        cdef PyObject *callbacks
         cdef QueuedRecord record
-        cdef bint full = False
+        cdef bint full = False, held = False
         cdef bint convert
+        # (A closed accumulator is seen where the record would join a
+        # batch, and sends it to the full path from there.)
         if (not self._enabled or
                 (value is not None and type(value) is not bytes) or
                 (key is not None and type(key) is not bytes) or
                 (timestamp_ms is not None and type(timestamp_ms) is not int) or
-                self._acc.closed or self._sender.fatal_error is not None):
+                self._fatal_error.get() is not None):
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
-        cluster = self._metadata.cluster
-        if cluster is not self._cluster or topic != self._topic:
+        cluster = self._cluster_attr.get()
+        if cluster is not self._cluster or (topic is not self._topic and topic != self._topic):
             count = cluster.partition_count(topic)
             if not count:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
@@ -282,6 +482,7 @@ cdef class Appender:
             self._count = count
             self._tps = [TopicPartition(topic, i) for i in range(count)]
             self._dqs = [None] * count
+            self._topic_sticky = None
         ks = len(<bytes>key) if key is not None else -1
         vs = len(<bytes>value) if value is not None else -1
         # The exact size but for the offset and timestamp deltas and the
@@ -314,7 +515,7 @@ cdef class Appender:
             body += 1
         # The upper bound: the size limits and the sticky partitioner's count.
         size = body + _OVERHEAD_EXTRA_MAX
-        if size + RECORD_BATCH_OVERHEAD > self._size_limit:
+        if size + _BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         if partition is not None:
             if type(partition) is not int or not 0 <= partition < self._count:
@@ -324,102 +525,135 @@ cdef class Appender:
         elif key is not None and not self._ignore_keys:
             p = _partition_for_key(key, self._count)
         else:
-            sticky = self._sticky.get(topic)
+            # A topic's state list, once made, stays the same object
+            # (AppendPath): kept, no dict lookup per record.
+            sticky = self._topic_sticky
+            if sticky is None:
+                sticky = self._topic_sticky = self._sticky.get(topic)
             if sticky is None or sticky[0] is None:
                 p = self._partitioner.partition(topic, cluster)
-                sticky = self._sticky[topic]
+                sticky = self._topic_sticky = self._sticky[topic]
             else:
                 p = sticky[0]
         if timestamp_ms is None:
             ts = _now_ms()
+            stamp = ts
         elif -0x8000000000000000 <= timestamp_ms <= 0x7FFFFFFFFFFFFFFF:
             ts = timestamp_ms
+            stamp = timestamp_ms
         else:
             # Not an int64: the full path's encoder refuses it, as before.
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         # Made without its __init__ (a Python call): the fields are set
         # here, at C level (kchannel._crecords.pxd).
-        record = QueuedRecord.__new__(QueuedRecord)
-        record.timestamp = ts if timestamp_ms is None else timestamp_ms
+        record = <QueuedRecord>(<PyTypeObject *>QueuedRecord).tp_new(
+            QueuedRecord, <PyObject *>_EMPTY, NULL)
+        record.timestamp = stamp
         record.key = key
         record.value = value
         record.headers = hs
-        future = None
-        self._acquire()
-        try:
-            if not self._acc.closed:
-                # A partition's deque stays the same object once made
-                # (AppendPath): kept per partition, no dict lookup (and
-                # TopicPartition hash) per record.
-                dq = self._dqs[p]
-                if dq is None:
-                    dq = self._batches.get(self._tps[p])
-                    self._dqs[p] = dq
-                batch = dq[-1] if dq else None
-                rs = self._batch_size + 1
-                index = 0
-                if batch is not None and not batch.closed:
+        # Records of one shape share their (key, value) sizes tuple
+        # (immutable).
+        if ks != self._sizes_ks or vs != self._sizes_vs:
+            self._sizes = (ks, vs)
+            self._sizes_ks = ks
+            self._sizes_vs = vs
+        # A partition's deque stays the same object once made (AppendPath):
+        # kept per partition, no dict lookup (and TopicPartition hash) per
+        # record.  Not there yet: the accumulator's append makes it.
+        dq = self._dqs[p]
+        if dq is None:
+            dq = self._batches.get(self._tps[p])
+            self._dqs[p] = dq
+        # Most callers drop the future send() returns (send without get()).
+        # When the one returned last is no longer held by anyone but this
+        # appender, it is reused (no weak reference can point at it: no
+        # __weakref__ slot), saving an allocation, its deallocation and the
+        # garbage collector's count per record; a future still held is
+        # never touched.  Made or taken here, before the critical section
+        # (see below), and filled after it.
+        if self._spare is not None and _Py_REFCNT(<PyObject *>self._spare) == 1:
+            future = self._spare
+        else:
+            future = _new_future(_FutureRecordMetadata)
+            self._spare = future
+        if dq is not None:
+            # The accumulator's lock guards its batches against the
+            # Sender's drain on the network thread.  When no thread holds
+            # it, it is not taken: this thread holds the GIL, so no other
+            # thread can take it until this one lets the GIL go, and from
+            # here to the end of the section nothing can make it (no
+            # Python code runs: only list, dict and int operations in C,
+            # no allocation of an object the garbage collector tracks
+            # (whose collection could run finalizers), no reference
+            # released but ints' and temporaries').  That is a critical
+            # section as the lock makes it, for an attribute read instead
+            # of an acquire and a release (~600 instructions a record).
+            # A batch's first callback needs a dict: the lock is taken
+            # then (free, so taken without letting the GIL go).
+            if not self._elide or self._locked():
+                self._acquire()
+                held = True
+            try:
+                batch = dq[-1] if len(dq) else None
+                if batch is None or type(batch) is not _ProducerBatch or \
+                        _slot(batch, _B_CLOSED) != Py_False or \
+                        self._closed.get():
+                    batch = None
+                else:
+                    records = <list?><object>_slot(batch, _B_RECORDS)
+                    index = PyList_GET_SIZE(records)
                     # The record's exact size in this batch (see the pure
                     # twin): offset delta the records so far, timestamp
                     # delta from the first record's.
-                    records = batch.records
-                    index = PyList_GET_SIZE(records)
-                    td = ts - <int64_t>(<QueuedRecord?>records[0]).timestamp if index else 0
+                    td = ts - <int64_t>(<QueuedRecord?><object>PyList_GET_ITEM(records, 0)).timestamp \
+                        if index else 0
                     rs = body + _varint_size(<uint64_t>index << 1) + \
                         _varint_size((<uint64_t>td << 1) ^ <uint64_t>(td >> 63))
                     rs += _varint_size(<uint64_t>rs << 1)
-                if batch is not None and not batch.closed and \
-                        <Py_ssize_t>batch.estimated_size + rs <= self._batch_size:
-                    records.append(record)
-                    # Records of one shape share their (key, value) sizes
-                    # tuple (immutable).
-                    if ks != self._sizes_ks or vs != self._sizes_vs:
-                        self._sizes = (ks, vs)
-                        self._sizes_ks = ks
-                        self._sizes_vs = vs
-                    batch.sizes.append(self._sizes)
-                    if callback is not None:
-                        callbacks = batch.callbacks
-                        if callbacks is None:
-                            callbacks = batch.callbacks = {}
-                        callbacks[index] = callback
-                    batch.estimated_size += rs
-                    full = <Py_ssize_t>batch.estimated_size >= self._batch_size
-                    # Most callers drop the future send() returns (send
-                    # without get()).  When the one returned last is no
-                    # longer held by anyone but this appender, it is
-                    # reused (no weak reference can point at it: no
-                    # __weakref__ slot), saving an allocation, its
-                    # deallocation and the garbage collector's count per
-                    # record; a future still held is never touched.
-                    if self._spare is not None and _Py_REFCNT(<PyObject *>self._spare) == 1:
-                        future = self._spare
+                    est = PyLong_AsSsize_t(<object>_slot(batch, _B_ESTIMATED)) + rs
+                    if est > self._batch_size:
+                        batch = None
                     else:
-                        future = _new_future(FutureRecordMetadata)
-                        self._spare = future
-                    future._batch = batch
-                    future._index = index
-                    future._failed = None
-                    if sticky is not None and self._sticky_shared and sticky[0] == p and \
-                            <Py_ssize_t>sticky[1] + size < self._sticky_size:
-                        sticky[1] += size
-                        sticky = None
-        finally:
-            self._release()
-        if future is None:
+                        callbacks = NULL
+                        if callback is not None:
+                            callbacks = _slot(batch, _B_CALLBACKS)
+                            if callbacks == Py_None:
+                                if not held:
+                                    self._acquire()
+                                    held = True
+                                _put(batch, _B_CALLBACKS, {})
+                                callbacks = _slot(batch, _B_CALLBACKS)
+                        records.append(record)
+                        (<list?><object>_slot(batch, _B_SIZES)).append(self._sizes)
+                        if callbacks != NULL:
+                            (<dict?><object>callbacks)[index] = callback
+                        if not (_in_place and kc_int_set(_slot(batch, _B_ESTIMATED), est)):
+                            _put(batch, _B_ESTIMATED, est)
+                        full = est >= self._batch_size
+                        if sticky is not None and self._sticky_shared and \
+                                _sticky_add(sticky, p, size, self._sticky_size):
+                            sticky = None
+            finally:
+                if held:
+                    self._release()
+        if batch is None:
             # A new batch (see the pure twin).
-            if self._acc.closed:
+            if self._closed.get():
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
             self._add_topic(topic, self._time())
             future, full_, new_batch = self._acc_append(
                 self._tps[p], record, body, callback, ks, vs, self._max_block_ms)
             full = full_ or new_batch
+        else:
+            _put(future, _F_BATCH, batch)
+            _put(future, _F_INDEX, index)
+            _put(future, _F_FAILED, None)
         if sticky is not None:
             self._sticky_acquire()
             try:
-                if sticky[0] == p and <Py_ssize_t>sticky[1] + size < self._sticky_size:
-                    sticky[1] += size
+                if _sticky_add(sticky, p, size, self._sticky_size):
                     sticky = None
             finally:
                 self._sticky_release()

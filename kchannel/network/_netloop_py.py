@@ -28,7 +28,7 @@ from ..utils import now_ms
 from .authenticator import Authenticator
 from .channel import ChannelMuteState, ChannelState
 from .ops import OP_NONE, OP_READ, OP_WRITE
-from .selector_policies import _Linger
+from .selector_policies import _Linger, next_timeout
 
 # The selector's own logger: these methods are the selector's.
 log = get_logger("kchannel.network.selector")
@@ -251,7 +251,8 @@ class SelectorLoop:
         if self._immediately_connected or ready_buffered or writes.deferred_failures:
             timeout_ms = 0
         elif self._delayed.ids or self._lingering.entries or self._setup_deadlines.entries:
-            timeout_ms = self._timer_timeout(timeout_ms, now)
+            timeout_ms = next_timeout(timeout_ms, now, self._delayed, self._lingering,
+                                      self._setup_deadlines)
         if self._idle_expiry.backlog:
             timeout_ms = 0
         timeout = None if timeout_ms is None or timeout_ms < 0 else timeout_ms / 1000.0
@@ -327,14 +328,14 @@ class SelectorLoop:
                 self._poll_channel(ch, readable, writable, now)
 
         if self._delayed.ids:
-            self._complete_delayed_closes(now)
+            self._delayed.close_due(self, now)
         if self._setup_deadlines.entries:
-            self._expire_setups(now)
+            self._setup_deadlines.expire(self, now)
         idle = self._idle_expiry
         if (now >= idle.next_check_ms and idle.connections_max_idle_ms is not None
                 and idle.connections_max_idle_ms >= 0):
             # (no connection can have expired before next_check_ms)
-            idle.expire(now, self._close_idle)
+            idle.expire(now, self)
         if self._lingering.entries:
             self._lingering.expire(now)
         self.sensors.record_poll(end_select - start_select,

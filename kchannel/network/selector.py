@@ -80,7 +80,6 @@ exception).  A failure on one channel closes only that channel, is logged once
 (authentication failures at WARNING) and is reported in ``disconnected``.
 An explicit :meth:`close` is not reported (as in Kafka).
 """
-import collections
 import errno
 import logging
 import os
@@ -94,7 +93,8 @@ from ..utils import now_ms, run_blocking
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_NONE, OP_READ
 from .selector_metrics import SelectorMetrics
-from .selector_policies import (MAX_LINGER_BYTES, DelayedCloses, LingeringSockets,  # noqa: F401
+from .selector_policies import (IDLE_CLOSE_BUDGET_S, MAX_LINGER_BYTES,  # noqa: F401
+                                DelayedCloses, IdleExpiryManager, LingeringSockets,
                                 SetupDeadlines, WriteScheduler, _Linger)
 from .wakeup import _WakeupPipe
 from ..log import get_logger
@@ -120,11 +120,6 @@ MAX_ACCEPTS_PER_POLL = 256
 # Lingering close (server side): how long a half-closed socket waits for the
 # peer's EOF (MAX_LINGER_BYTES: how many bytes it discards at most).
 LINGER_MS = 1000
-
-
-# Wall time one poll may spend closing idle-expired connections (see
-# IdleExpiryManager.expire).
-IDLE_CLOSE_BUDGET_S = 0.010
 
 
 # Addresses resolved by connect(), kept as the JVM's InetAddress cache keeps
@@ -168,60 +163,46 @@ def _resolve(host, port):
     return infos
 
 
-class IdleExpiryManager:
-    """Kafka's ``Selector.IdleExpiryManager``: the connections in least
-    recently active order and the closing of those idle for longer than
-    ``connections.max.idle.ms`` (None or negative: never)."""
+class ChannelFactory:
+    """How the Selector's sockets become channels: the socket options
+    (``send_buffer_size``/``receive_buffer_size``: SO_SNDBUF/SO_RCVBUF, -1
+    the OS default), the default ``channel_builder`` and the
+    ``max_receive_size`` of every channel, whose clock is ``clock``."""
 
-    __slots__ = ("connections_max_idle_ms", "_lru", "next_check_ms", "backlog")
+    __slots__ = ("channel_builder", "max_receive_size", "send_buffer_size",
+                 "receive_buffer_size", "clock")
 
-    def __init__(self, connections_max_idle_ms):
-        self.connections_max_idle_ms = connections_max_idle_ms
-        self._lru = collections.OrderedDict()   # id -> last activity ms (LRU)
-        self.next_check_ms = 0
-        self.backlog = False     # expired connections left for the next poll
+    def __init__(self, channel_builder, max_receive_size, send_buffer_size,
+                 receive_buffer_size, clock):
+        self.channel_builder = channel_builder
+        self.max_receive_size = max_receive_size
+        self.send_buffer_size = send_buffer_size
+        self.receive_buffer_size = receive_buffer_size
+        self.clock = clock
 
-    def update(self, id, now):
-        """``id`` was active at ``now``."""
-        if self.connections_max_idle_ms is None or self.connections_max_idle_ms < 0:
-            return
-        lru = self._lru
-        if id in lru:
-            lru.move_to_end(id)
-        lru[id] = now
+    def configure(self, sock, sndbuf=None, rcvbuf=None):
+        """Non-blocking, TCP_NODELAY, and the buffer sizes (``sndbuf``,
+        ``rcvbuf``: a connection's own, else the selector's)."""
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        sndbuf = self.send_buffer_size if sndbuf is None else sndbuf
+        rcvbuf = self.receive_buffer_size if rcvbuf is None else rcvbuf
+        if sndbuf is not None and sndbuf > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        if rcvbuf is not None and rcvbuf > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
 
-    def remove(self, id):
-        self._lru.pop(id, None)
-
-    def expire(self, now, close):
-        """Call ``close(id, idle_ms)`` for the connections idle too long
-        (oldest first), within ``IDLE_CLOSE_BUDGET_S``; sets ``backlog`` when
-        more are due than the budget allowed."""
-        max_idle = self.connections_max_idle_ms
-        if max_idle is None or max_idle < 0 or not self._lru or now < self.next_check_ms:
-            return
-        lru = self._lru
-        # Kafka's Selector closes at most one expired connection per poll
-        # (maybeCloseOldestConnection), so thousands that expire together
-        # take thousands of polls.  Here each poll closes expired
-        # connections for up to IDLE_CLOSE_BUDGET_S and, when more are due,
-        # makes the next poll not wait: all of them close within seconds
-        # while no poll is held up for long (benchmarks/scale.py).
-        deadline = _time.perf_counter() + IDLE_CLOSE_BUDGET_S
-        closed = 0
-        self.backlog = False
-        while lru:
-            id, last = next(iter(lru.items()))
-            if now - last <= max_idle:
-                self.next_check_ms = last + max_idle
-                return
-            if closed and not closed & 7 and _time.perf_counter() > deadline:
-                self.backlog = True
-                return
-            lru.popitem(last=False)
-            if close(id, now - last):
-                closed += 1
-        self.next_check_ms = now + max_idle
+    def build(self, id, sock, channel_builder, **kwargs):
+        """The channel ``id`` over ``sock`` (``channel_builder``: this
+        connection's own, else the default)."""
+        builder = channel_builder or self.channel_builder
+        ch = builder.build_channel(id, sock, mode=builder.mode,
+                                   max_receive_size=self.max_receive_size, **kwargs)
+        ch.clock = self.clock
+        return ch
 
 
 class Selector(SelectorLoop):
@@ -252,7 +233,6 @@ class Selector(SelectorLoop):
                  send_buffer_size=-1, receive_buffer_size=-1,
                  max_read_per_channel=MAX_READ_PER_CHANNEL_PER_POLL,
                  max_receives_per_channel=1, linger_ms=LINGER_MS, os_selector=None):
-        self.channel_builder = channel_builder
         self.time = time or now_ms
         self.metrics = metrics if metrics is not None else Metrics(time=self.time)
         self.sensors = SelectorMetrics(self.metrics, metric_group_prefix, metric_tags,
@@ -262,9 +242,8 @@ class Selector(SelectorLoop):
         self._delayed = DelayedCloses(failed_authentication_delay_ms)
         self._setup_deadlines = SetupDeadlines()
         self._writes = WriteScheduler()
-        self.max_receive_size = max_receive_size
-        self.send_buffer_size = send_buffer_size
-        self.receive_buffer_size = receive_buffer_size
+        self._factory = ChannelFactory(channel_builder, max_receive_size, send_buffer_size,
+                                       receive_buffer_size, self.time)
         self.max_read_per_channel = max_read_per_channel
         self.max_receives_per_channel = max_receives_per_channel
         self.linger_ms = linger_ms
@@ -356,7 +335,6 @@ class Selector(SelectorLoop):
             raise errors.KChannelError(f"There is already a connection for id {id}")
         if self._closed:
             raise errors.KChannelError("Selector is closed")
-        builder = channel_builder or self.channel_builder
         host, port = address[0], int(address[1])
         try:
             infos = _resolve(host, port)
@@ -365,17 +343,15 @@ class Selector(SelectorLoop):
         family, stype, proto, _, sockaddr = infos[0]
         sock = socket.socket(family, stype, proto)
         try:
-            self._configure_socket(sock, send_buffer_size, receive_buffer_size)
+            self._factory.configure(sock, send_buffer_size, receive_buffer_size)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             try:
                 connected = self._do_connect(sock, sockaddr)
             except OSError as exc:
                 raise errors.ChannelConnectionError.for_errno(
                     exc.errno, f"Connection to {host}:{port} failed") from None
-            ch = builder.build_channel(id, sock, mode=builder.mode, peer_host=host,
-                                       peer_port=port, max_receive_size=self.max_receive_size,
-                                       remote_address=(host, port))
-            ch.clock = self.time
+            ch = self._factory.build(id, sock, channel_builder, peer_host=host, peer_port=port,
+                                     remote_address=(host, port))
         except BaseException:
             sock.close()
             raise
@@ -412,17 +388,15 @@ class Selector(SelectorLoop):
         (saves a ``getpeername()``); looked up when not given."""
         if id in self._channels:
             raise errors.KChannelError(f"There is already a connection for id {id}")
-        builder = channel_builder or self.channel_builder
-        self._configure_socket(sock, None, None)
+        self._factory.configure(sock)
         remote = remote_address
         if remote is None:
             try:
                 remote = sock.getpeername()
             except OSError:
                 remote = None
-        ch = builder.build_channel(id, sock, mode=builder.mode, listener_name=listener_name,
-                                   max_receive_size=self.max_receive_size, remote_address=remote)
-        ch.clock = self.time
+        ch = self._factory.build(id, sock, channel_builder, listener_name=listener_name,
+                                 remote_address=remote)
         ch.mark_connected()
         self._channels[id] = ch
         self._idle_expiry.update(id, self.time())
@@ -437,32 +411,6 @@ class Selector(SelectorLoop):
         handshake and authentication by then (reported in ``disconnected``
         as EXPIRED with the reason)."""
         self._setup_deadlines.add(id, deadline_ms)
-
-    def _expire_setups(self, now):
-        for id in self._setup_deadlines.pop_due(now):
-            ch = self._channels.get(id)
-            if (ch is None or ch.successful_authentications > 0 or ch.ready()
-                    or id in self._delayed.ids):
-                continue
-            exc = errors.ChannelConnectionError(
-                f"Connection from {ch.socket_description()} did not complete its TLS handshake "
-                f"and authentication in time (kchannel.connection.setup.timeout.ms)")
-            log.info("Closing connection %s: %s", id, exc)
-            ch.state = ChannelState(State.EXPIRED, exc, ch.socket_description())
-            self._close_channel(ch, notify=True, flush=False)
-
-    def _configure_socket(self, sock, sndbuf, rcvbuf):
-        sock.setblocking(False)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
-        sndbuf = self.send_buffer_size if sndbuf is None else sndbuf
-        rcvbuf = self.receive_buffer_size if rcvbuf is None else rcvbuf
-        if sndbuf is not None and sndbuf > 0:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
-        if rcvbuf is not None and rcvbuf > 0:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
 
     def add_listener(self, sock, on_acceptable):
         """Watch a listening socket; ``on_acceptable()`` is called from
@@ -550,18 +498,6 @@ class Selector(SelectorLoop):
     # -------------------------------------------------------------------- poll
     # poll and the per-channel work of a poll: SelectorLoop
     # (kchannel.network._netloop_py)
-    def _timer_timeout(self, timeout_ms, now):
-        """``timeout_ms`` shortened to the next delayed close, lingering
-        socket deadline or setup deadline."""
-        for due in (self._delayed.next_due(),
-                    self._lingering.next_due(),
-                    self._setup_deadlines.next_due()):
-            if due is not None:
-                wait = max(0, due - now)
-                timeout_ms = (wait if timeout_ms is None or timeout_ms < 0
-                              else min(timeout_ms, wait))
-        return timeout_ms
-
     def _on_authenticated(self, ch, was_reauth, now):
         if ch.successful_authentications == 1 and not was_reauth:
             self.sensors.successful_authentication.record(1.0, now)
@@ -647,7 +583,7 @@ class Selector(SelectorLoop):
                 ch.state = ChannelState(State.AUTHENTICATION_FAILED, cause,
                                         ch.socket_description())
             if delayed:
-                self._maybe_delay_close_on_authentication_failure(ch, now)
+                self._delayed.close_or_delay(self, ch, now)
             else:
                 self._close_channel(ch, notify=True, flush=True)
             return
@@ -710,39 +646,7 @@ class Selector(SelectorLoop):
             self._update_buffered(ch)
             self._sync(ch)
 
-    # --------------------------------------------------------- delayed close
-    def _maybe_delay_close_on_authentication_failure(self, ch, now):
-        """Kafka's maybeDelayCloseOnAuthenticationFailure: a server closes
-        after ``connection.failed.authentication.delay.ms`` (0: at once); a
-        client at once (Kafka gives client selectors no delay; one selector
-        here may hold both kinds of channel)."""
-        if self._delayed.applies_to(ch):
-            # Kafka's DelayedAuthenticationFailureClose: not read, written
-            # nor expired meanwhile
-            self._delayed.add(ch.id, now)
-            self._idle_expiry.remove(ch.id)
-            self._buffered.discard(ch.id)
-            self._unregister(ch)
-        else:
-            self._close_on_authentication_failure(ch)
-
-    def _close_on_authentication_failure(self, ch):
-        """Kafka's handleCloseOnAuthenticationFailure: the authenticator's
-        deferred error response first, then the close."""
-        try:
-            ch.complete_close_on_authentication_failure()
-        except Exception:
-            log.debug("Error sending authentication failure response to %s", ch.id,
-                      exc_info=True)
-        self._close_channel(ch, notify=True, flush=True)
-
-    def _complete_delayed_closes(self, now):
-        for id in self._delayed.pop_due(now):
-            ch = self._channels.get(id)
-            if ch is None:
-                continue
-            self._close_on_authentication_failure(ch)
-
+    # ------------------------------------------------ policies' settings
     @property
     def failed_authentication_delay_ms(self):
         return self._delayed.delay_ms
@@ -751,26 +655,13 @@ class Selector(SelectorLoop):
     def failed_authentication_delay_ms(self, value):
         self._delayed.delay_ms = value
 
-    # ----------------------------------------------------------- idle expiry
     @property
     def connections_max_idle_ms(self):
         return self._idle_expiry.connections_max_idle_ms
 
     @connections_max_idle_ms.setter
     def connections_max_idle_ms(self, value):
-        # The next check was scheduled under the old setting: due now.
-        self._idle_expiry.connections_max_idle_ms = value
-        self._idle_expiry.next_check_ms = 0
-
-    def _close_idle(self, id, idle_ms):
-        ch = self._channels.get(id)
-        if ch is None:
-            return False
-        log.debug("About to close the idle connection from %s due to being idle for %d millis",
-                  id, idle_ms)
-        ch.state = ChannelState.EXPIRED
-        self._close_channel(ch, notify=True, flush=False)
-        return True
+        self._idle_expiry.set_max_idle_ms(value)
 
     # -------------------------------------------------------- registration
     def _sync(self, ch):

@@ -3,8 +3,11 @@
 Kafka's ``Selector`` keeps its idle expiry in ``IdleExpiryManager`` and its
 delayed closes in ``delayedClosingChannels``; kchannel's
 :class:`~kchannel.network.selector.Selector` holds one collaborator per
-policy, and only the Selector touches channels and sockets:
+policy, each with the policy's rule and bookkeeping:
 
+* :class:`IdleExpiryManager` -- Kafka's: the connections in least recently
+  active order, and the closing of those idle for longer than
+  ``connections.max.idle.ms``;
 * :class:`DelayedCloses` -- Kafka's ``delayedClosingChannels`` of
   ``DelayedAuthenticationFailureClose``: server channels whose authenticator
   failed, closed ``connection.failed.authentication.delay.ms`` later;
@@ -17,15 +20,118 @@ policy, and only the Selector touches channels and sockets:
 * :class:`LingeringSockets` -- server sockets closed after a response the
   peer must still read, drained until the peer's EOF before their close.
 
+* :func:`next_timeout` -- how long a poll may wait given the policies' next
+  deadlines.
+
 They hold ids and deadlines (ms, passed in), never a channel; only
 :class:`LingeringSockets` holds sockets (those that are channels no more).
+A policy that closes channels is handed the Selector for the call (as a
+Kafka inner class reaches its Selector) and uses only its channel lookup
+(``channel(id)``), its close (``_close_channel(ch, notify, flush)``) and,
+for a delayed close, its unregistration (``_unregister(ch)``) and
+``_buffered`` set: the OS selector, the results and the metrics stay the
+Selector's.
 """
 import bisect
+import collections
 import heapq
 import selectors
 import socket
+import time as _time
 
-__all__ = ["DelayedCloses", "SetupDeadlines", "WriteScheduler", "LingeringSockets"]
+from .. import errors
+from ..log import get_logger
+from .channel import ChannelState, State
+
+# The selector's own logger: these closes are the selector's.
+log = get_logger("kchannel.network.selector")
+
+__all__ = ["IdleExpiryManager", "DelayedCloses", "SetupDeadlines", "WriteScheduler",
+           "LingeringSockets", "next_timeout"]
+
+
+# Wall time one poll may spend closing idle-expired connections (see
+# IdleExpiryManager.expire).
+IDLE_CLOSE_BUDGET_S = 0.010
+
+
+def next_timeout(timeout_ms, now, *schedules):
+    """``timeout_ms`` (None or negative: no limit) shortened to the earliest
+    ``next_due()`` of ``schedules`` (delayed closes, lingering sockets,
+    setup deadlines)."""
+    for schedule in schedules:
+        due = schedule.next_due()
+        if due is not None:
+            wait = max(0, due - now)
+            timeout_ms = (wait if timeout_ms is None or timeout_ms < 0
+                          else min(timeout_ms, wait))
+    return timeout_ms
+
+
+class IdleExpiryManager:
+    """Kafka's ``Selector.IdleExpiryManager``: the connections in least
+    recently active order and the closing of those idle for longer than
+    ``connections.max.idle.ms`` (None or negative: never)."""
+
+    __slots__ = ("connections_max_idle_ms", "_lru", "next_check_ms", "backlog")
+
+    def __init__(self, connections_max_idle_ms):
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self._lru = collections.OrderedDict()   # id -> last activity ms (LRU)
+        self.next_check_ms = 0
+        self.backlog = False     # expired connections left for the next poll
+
+    def set_max_idle_ms(self, value):
+        # The next check was scheduled under the old setting: due now.
+        self.connections_max_idle_ms = value
+        self.next_check_ms = 0
+
+    def update(self, id, now):
+        """``id`` was active at ``now``."""
+        if self.connections_max_idle_ms is None or self.connections_max_idle_ms < 0:
+            return
+        lru = self._lru
+        if id in lru:
+            lru.move_to_end(id)
+        lru[id] = now
+
+    def remove(self, id):
+        self._lru.pop(id, None)
+
+    def expire(self, now, sel):
+        """Close the connections of ``sel`` (the Selector) idle too long
+        (oldest first, state EXPIRED), within ``IDLE_CLOSE_BUDGET_S``; sets
+        ``backlog`` when more are due than the budget allowed."""
+        max_idle = self.connections_max_idle_ms
+        if max_idle is None or max_idle < 0 or not self._lru or now < self.next_check_ms:
+            return
+        lru = self._lru
+        # Kafka's Selector closes at most one expired connection per poll
+        # (maybeCloseOldestConnection), so thousands that expire together
+        # take thousands of polls.  Here each poll closes expired
+        # connections for up to IDLE_CLOSE_BUDGET_S and, when more are due,
+        # makes the next poll not wait: all of them close within seconds
+        # while no poll is held up for long (benchmarks/scale.py).
+        deadline = _time.perf_counter() + IDLE_CLOSE_BUDGET_S
+        closed = 0
+        self.backlog = False
+        while lru:
+            id, last = next(iter(lru.items()))
+            if now - last <= max_idle:
+                self.next_check_ms = last + max_idle
+                return
+            if closed and not closed & 7 and _time.perf_counter() > deadline:
+                self.backlog = True
+                return
+            lru.popitem(last=False)
+            ch = sel.channel(id)
+            if ch is not None:
+                log.debug("About to close the idle connection from %s due to being idle for "
+                          "%d millis", id, now - last)
+                ch.state = ChannelState.EXPIRED
+                sel._close_channel(ch, notify=True, flush=False)
+                closed += 1
+        self.next_check_ms = now + max_idle
 
 
 class DelayedCloses:
@@ -80,6 +186,38 @@ class DelayedCloses:
             due.append(id)
         return due
 
+    def close_or_delay(self, sel, ch, now):
+        """Kafka's maybeDelayCloseOnAuthenticationFailure: close ``ch``, whose
+        authenticator failed, now or (:meth:`applies_to`) once the delay is
+        over."""
+        if self.applies_to(ch):
+            # Kafka's DelayedAuthenticationFailureClose: not read, written
+            # nor expired meanwhile
+            self.add(ch.id, now)
+            sel._idle_expiry.remove(ch.id)
+            sel._buffered.discard(ch.id)
+            sel._unregister(ch)
+        else:
+            self.close_now(sel, ch)
+
+    @staticmethod
+    def close_now(sel, ch):
+        """Kafka's handleCloseOnAuthenticationFailure: the authenticator's
+        deferred error response first, then the close."""
+        try:
+            ch.complete_close_on_authentication_failure()
+        except Exception:
+            log.debug("Error sending authentication failure response to %s", ch.id,
+                      exc_info=True)
+        sel._close_channel(ch, notify=True, flush=True)
+
+    def close_due(self, sel, now):
+        """Close the channels of ``sel`` whose delay is over at ``now``."""
+        for id in self.pop_due(now):
+            ch = sel.channel(id)
+            if ch is not None:
+                self.close_now(sel, ch)
+
 
 class SetupDeadlines:
     """When each server connection must be READY by (TLS handshake and
@@ -111,6 +249,22 @@ class SetupDeadlines:
         while heap and heap[0][0] <= now:
             due.append(heapq.heappop(heap)[2])
         return due
+
+    def expire(self, sel, now):
+        """Close the connections of ``sel`` that missed their deadline
+        (reported in ``disconnected`` as EXPIRED with the reason); one that
+        authenticated, or that awaits its delayed close, is left alone."""
+        for id in self.pop_due(now):
+            ch = sel.channel(id)
+            if (ch is None or ch.successful_authentications > 0 or ch.ready()
+                    or id in sel._delayed.ids):
+                continue
+            exc = errors.ChannelConnectionError(
+                f"Connection from {ch.socket_description()} did not complete its TLS handshake "
+                f"and authentication in time (kchannel.connection.setup.timeout.ms)")
+            log.info("Closing connection %s: %s", id, exc)
+            ch.state = ChannelState(State.EXPIRED, exc, ch.socket_description())
+            sel._close_channel(ch, notify=True, flush=False)
 
 
 class WriteScheduler:

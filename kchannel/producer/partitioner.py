@@ -22,7 +22,9 @@ class StickyPartitioner:
     ``state`` (topic -> ``[partition, bytes produced]``) and ``lock`` are
     public for the producer's per-record path (``Appender``): it reads the
     sticky partition and adds a record's size under ``lock`` without a call,
-    and calls ``partition``/``update`` only to start or move on."""
+    and calls ``partition``/``update`` only to start or move on.  A topic's
+    list, once made, is changed in place, never replaced (the compiled
+    appender keeps it)."""
 
     def __init__(self, batch_size, rng=None, lock=None):
         self.sticky_batch_size = max(1, batch_size)

@@ -54,7 +54,8 @@ class AppendPath:
     * ``partitioner``: the :class:`StickyPartitioner` (``state``, ``lock``,
       ``sticky_batch_size``, ``partition``, ``update``); its ``lock`` is the
       accumulator's, so a record's sticky bytes are counted in the same
-      critical section as its append.
+      critical section as its append; a topic's ``state`` list, once made,
+      stays the same object.
     * ``sender``: ``fatal_error`` and ``wakeup()``.
     * ``send_slow``: Kafka's whole ``doSend`` (``Producer._send_slow``), for
       what the fast path does not take: metadata not there yet, serializers,
@@ -62,6 +63,12 @@ class AppendPath:
       closed or failed producer.
     * ``size_limit``, ``ignore_keys``, ``max_block_ms``: from the config;
       ``serializers``: whether a key or value serializer is set.
+
+    The compiled appender reads a batch's and a future's fields at their
+    ``__slots__`` offsets (plain slots, or its module does not import),
+    and the accumulator's ``closed``, the Sender's ``fatal_error`` and the
+    metadata's ``cluster`` from their objects' dicts while those stay
+    plain instance attributes (a property there is read with ``getattr``).
     """
 
     __slots__ = ("accumulator", "metadata", "time", "partitioner", "sender", "send_slow",

@@ -25,6 +25,7 @@ COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS, lost connections...)
 are retried after ``retry.backoff.ms``, looking the coordinator up again
 when it may have moved.
 """
+import dataclasses
 import enum
 import heapq
 import itertools
@@ -140,6 +141,27 @@ class TransactionalRequestResult:
             raise self.error
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CoordinatorKey:
+    """Which coordinator a request goes to: ``kind`` ``_TRANSACTION`` (the
+    producer's transactional id: ``key`` None) or ``_GROUP`` (``key``: the
+    group id)."""
+    kind: int
+    key: object
+
+
+_TXN_COORDINATOR = _CoordinatorKey(_TRANSACTION, None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Coordinator:
+    """A coordinator found by FindCoordinator: ``node_id`` is the id of the
+    client's own connection to it (see _handle_find_coordinator)."""
+    node_id: int
+    host: str
+    port: int
+
+
 class _Handler:
     """One queued transactional request (Kafka's TxnRequestHandler)."""
 
@@ -147,7 +169,7 @@ class _Handler:
                  "coordinator", "retry", "backoff_ms", "is_end_txn", "name")
 
     def __init__(self, name, priority, api_key, body, handle, result,
-                 coordinator=(_TRANSACTION, None),
+                 coordinator=_TXN_COORDINATOR,
                  max_version=None, is_end_txn=False):
         self.name = name
         self.priority = priority
@@ -155,7 +177,7 @@ class _Handler:
         self.body = body
         self.handle = handle
         self.result = result
-        # None: any node; (_TRANSACTION, None) or (_GROUP, group_id).
+        # None: any node; else a _CoordinatorKey.
         self.coordinator = coordinator
         self.max_version = max_version
         self.retry = False
@@ -165,6 +187,15 @@ class _Handler:
 
 # Kafka's Priority: coordinator lookups first, EndTxn last.
 _P_FIND_COORDINATOR, _P_INIT_PRODUCER_ID, _P_ADD, _P_END_TXN = 0, 1, 2, 3
+
+
+@dataclasses.dataclass(order=True, frozen=True, slots=True)
+class _Queued:
+    """An entry of the queued requests' heap: by priority, then in the
+    order queued."""
+    priority: int
+    seq: int
+    handler: _Handler = dataclasses.field(compare=False)
 
 
 class TransactionManager:
@@ -188,13 +219,13 @@ class TransactionManager:
         self.pending_partitions = set()
         self.partitions_in_transaction = set()
         self.transaction_started = False
-        self._pending = []                   # heap of (priority, seq, handler)
+        self._pending = []                   # heap of _Queued
         self._seq = itertools.count()
         self._in_flight = None
         self._next_send_ms = 0
         self._end_txn_waits = False          # EndTxn queued behind unacknowledged batches
-        self._coordinator = None             # (node id, host, port)
-        self._group_coordinators = {}        # group id -> (node id, host, port)
+        self._coordinator = None             # _Coordinator
+        self._group_coordinators = {}        # group id -> _Coordinator
         self._results = {}                   # pending state -> result (cached, as Kafka's)
 
     # -- state ---------------------------------------------------------------------
@@ -231,7 +262,7 @@ class TransactionManager:
     def _fatal(self, exc):
         self._transition(State.FATAL_ERROR, exc)
         # Every queued request fails with it (Kafka's maybeTerminateRequestWithError).
-        for _, _, h in self._pending:
+        for h in self._handlers():
             if h.result is not None and not h.result.is_completed:
                 h.result.fail(exc)
         self._pending = []
@@ -383,7 +414,7 @@ class TransactionManager:
     def close(self, exc):
         """The producer closes: what is queued or waited for fails."""
         with self.lock:
-            for _, _, h in self._pending:
+            for h in self._handlers():
                 if h.result is not None and not h.result.is_completed:
                     h.result.fail(exc)
             self._pending = []
@@ -424,7 +455,7 @@ class TransactionManager:
                 self._enqueue_add_partitions()
             if not self._pending or now < self._next_send_ms:
                 return False
-            handler = self._pending[0][2]
+            handler = self._pending[0].handler
             if handler.is_end_txn and has_incomplete():
                 # EndTxn waits until every batch is acknowledged.
                 self._end_txn_waits = True
@@ -495,17 +526,17 @@ class TransactionManager:
                 self._reenqueue(handler, now, backoff=node is None)
                 return None
             return node
-        kind, key = handler.coordinator
+        kind, key = handler.coordinator.kind, handler.coordinator.key
         coord = self._coordinator if kind == _TRANSACTION else self._group_coordinators.get(key)
         if coord is None:
             self._lookup(kind, key)
             self._reenqueue(handler, now, backoff=False)
             return None
-        node = coord[0]
+        node = coord.node_id
         if not self.client.ready(node, now):
             if self.client.client.connection_failed(node):
                 log.debug("[TransactionalId %s] Coordinator %s is unreachable; looking it up "
-                          "again", self.transactional_id, coord)
+                          "again", self.transactional_id, (coord.node_id, coord.host, coord.port))
                 self._forget(kind, key)
                 self._lookup(kind, key)
             self._reenqueue(handler, now, backoff=False)
@@ -514,7 +545,7 @@ class TransactionManager:
 
     def _lookup(self, kind, key):
         key = self.transactional_id if kind == _TRANSACTION else key
-        for _, _, h in self._pending:
+        for h in self._handlers():
             if h.priority == _P_FIND_COORDINATOR and h.body["key_type"] == kind and \
                     h.body["key"] == key:
                 return
@@ -530,12 +561,16 @@ class TransactionManager:
 
     def _lookup_if_needed(self, handler):
         if handler.coordinator is not None:
-            kind, key = handler.coordinator
+            kind, key = handler.coordinator.kind, handler.coordinator.key
             self._forget(kind, key)
             self._lookup(kind, key)
 
     def _enqueue(self, handler):
-        heapq.heappush(self._pending, (handler.priority, next(self._seq), handler))
+        heapq.heappush(self._pending, _Queued(handler.priority, next(self._seq), handler))
+
+    def _handlers(self):
+        """The queued requests (in heap order)."""
+        return [q.handler for q in self._pending]
 
     def _reenqueue(self, handler, now, backoff=True):
         handler.retry = True
@@ -643,7 +678,7 @@ class TransactionManager:
         pending = {(t, p["partition_index"]) for t, ps in by_topic.items() for p in ps}
         return _Handler("TxnOffsetCommit", _P_ADD, _TXN_OFFSET_COMMIT, body,
                         lambda h, resp: self._handle_txn_offset_commit(h, resp, pending),
-                        result, coordinator=(_GROUP, group_id),
+                        result, coordinator=_CoordinatorKey(_GROUP, group_id),
                         max_version=None if self.transaction_v2 else _TXN_OFFSET_COMMIT_TV1_MAX)
 
     # -- responses (Sender thread, under the lock) -------------------------------------
@@ -656,7 +691,7 @@ class TransactionManager:
             # A connection of its own, as the consumer's group coordinator.
             coord_id = 2 ** 31 - 1 - entry["node_id"]
             self.client.extra_nodes[coord_id] = (entry["host"], entry["port"])
-            coord = (coord_id, entry["host"], entry["port"])
+            coord = _Coordinator(coord_id, entry["host"], entry["port"])
             if kind == _TRANSACTION:
                 self._coordinator = coord
             else:

@@ -3,12 +3,10 @@ records out, flag for flag with Kafka's tools.  On Tansu the other side is
 confluent-kafka; on Apache Kafka it is Kafka's own ConsoleConsumer and
 ConsoleProducer, whose output must be what kchannel's prints."""
 import re
-import subprocess
-import sys
 
 import pytest
 
-from tests.fixtures.peers import ROOT, subprocess_env
+from tests.fixtures.peers import run_kchannel
 from tests.fixtures.records import consume_confluent, create_topic, topic_name
 
 pytestmark = pytest.mark.interop
@@ -16,16 +14,10 @@ pytestmark = pytest.mark.interop
 LINES = "k1:hello\nk2:wörld\nk1:again\n:empty key\n"
 
 
-def kchannel(*args, stdin=None, timeout=90):
-    return subprocess.run([sys.executable, "-m", "kchannel", *args], input=stdin,
-                          capture_output=True, text=True, env=subprocess_env(), cwd=ROOT,
-                          timeout=timeout)
-
-
 def produce_lines(bootstrap, topic, lines=LINES, *extra):
-    r = kchannel("console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
-                 "--property", "parse.key=true", "--property", "key.separator=:", *extra,
-                 stdin=lines)
+    r = run_kchannel("console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--property", "parse.key=true", "--property", "key.separator=:", *extra,
+                     stdin=lines)
     assert r.returncode == 0, r.stderr
     return r
 
@@ -36,10 +28,10 @@ def test_console_producer_then_confluent_and_console_consumer(tansu):
     rows = consume_confluent(tansu.bootstrap, topic, 1, 4)
     assert [(r[2], r[3]) for r in rows] == [
         (b"k1", b"hello"), (b"k2", "wörld".encode()), (b"k1", b"again"), (b"", b"empty key")]
-    r = kchannel("console-consumer", "--bootstrap-server", tansu.bootstrap, "--topic", topic,
-                 "--partition", "0", "--offset", "earliest", "--max-messages", "4",
-                 "--property", "print.key=true", "--property", "print.offset=true",
-                 "--property", "key.separator=|")
+    r = run_kchannel("console-consumer", "--bootstrap-server", tansu.bootstrap, "--topic", topic,
+                     "--partition", "0", "--offset", "earliest", "--max-messages", "4",
+                     "--property", "print.key=true", "--property", "print.offset=true",
+                     "--property", "key.separator=|")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1:] == ["Offset:0|k1|hello", "Offset:1|k2|wörld",
                                          "Offset:2|k1|again", "Offset:3||empty key"]
@@ -52,22 +44,22 @@ def test_console_consumer_group_from_beginning_and_timeout(kafka_broker):
     bootstrap = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(bootstrap, topic_name("console-group"), partitions=2)
     produce_lines(bootstrap, topic)
-    r = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
-                 "--from-beginning", "--group", f"g-{topic}", "--timeout-ms", "5000",
-                 timeout=120)
+    r = run_kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--from-beginning", "--group", f"g-{topic}", "--timeout-ms", "5000",
+                     timeout=120)
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == sorted(["hello", "wörld", "again", "empty key"])
     assert "Processed a total of 4 messages" in r.stderr
 
 
 def test_console_tools_usage_errors():
-    r = kchannel("console-producer", "--topic", "t", stdin="")
+    r = run_kchannel("console-producer", "--topic", "t", stdin="")
     assert r.returncode == 2 and "bootstrap-server" in r.stderr
-    r = kchannel("console-consumer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
-                 "--offset", "5")
+    r = run_kchannel("console-consumer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
+                     "--offset", "5")
     assert r.returncode == 2 and "partition is required" in r.stderr
-    r = kchannel("console-producer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
-                 "--producer-property", "acks=2", stdin="")
+    r = run_kchannel("console-producer", "--bootstrap-server", "127.0.0.1:1", "--topic", "t",
+                     "--producer-property", "acks=2", stdin="")
     assert r.returncode == 1 and "acks" in r.stderr
 
 
@@ -85,8 +77,8 @@ def test_kafka_console_tools_agree_with_kchannels(kafka_broker):
                                    "--bootstrap-server", bootstrap, "--topic", topic,
                                    "--from-beginning", "--max-messages", "4", *fmt)
     assert theirs.returncode == 0, theirs.stderr
-    ours = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
-                    "--from-beginning", "--max-messages", "4", *fmt)
+    ours = run_kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                        "--from-beginning", "--max-messages", "4", *fmt)
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout == theirs.stdout
     assert ours.stdout.splitlines()[1] == "Partition:0,NO_HEADERS,k1,hello"
@@ -99,8 +91,8 @@ def test_kafka_console_tools_agree_with_kchannels(kafka_broker):
     assert their_producer.returncode == 0, their_producer.stderr
     ours_producer = produce_lines(bootstrap, topic2, "")
     assert ours_producer.stdout == their_producer.stdout   # the same deprecation notice
-    ours = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic2,
-                    "--from-beginning", "--max-messages", "4", "--property", "print.key=true")
+    ours = run_kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic2,
+                        "--from-beginning", "--max-messages", "4", "--property", "print.key=true")
     assert ours.stdout.splitlines()[1:] == ["k1\thello", "k2\twörld", "k1\tagain",
                                             "\tempty key"]
 
@@ -110,9 +102,9 @@ def test_perf_tests(kafka_broker):
     # On Apache Kafka: consumer-perf-test joins a group, which takes Tansu ~23 s.
     bootstrap = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(bootstrap, topic_name("perf"), partitions=2)
-    r = kchannel("producer-perf-test", "--topic", topic, "--num-records", "3000",
-                 "--record-size", "100", "--throughput", "-1", "--producer-props",
-                 f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5")
+    r = run_kchannel("producer-perf-test", "--topic", topic, "--num-records", "3000",
+                     "--record-size", "100", "--throughput", "-1", "--producer-props",
+                     f"bootstrap.servers={bootstrap}", "acks=1", "linger.ms=5")
     assert r.returncode == 0, r.stderr
     last = r.stdout.splitlines()[-1]
     assert re.fullmatch(r"3000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg "
@@ -120,8 +112,8 @@ def test_perf_tests(kafka_broker):
                         r"99th, \d+ ms 99.9th\.", last), last
     rows = consume_confluent(bootstrap, topic, 2, 3000)
     assert len(rows) == 3000 and all(len(row[3]) == 100 for row in rows)
-    r = kchannel("consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
-                 "--messages", "3000", "--timeout", "60000", timeout=150)
+    r = run_kchannel("consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+                     "--messages", "3000", "--timeout", "60000", timeout=150)
     assert r.returncode == 0, r.stderr
     header, row = r.stdout.splitlines()[-2:]
     assert header == ("start.time, end.time, data.consumed.in.MB, MB.sec, "

@@ -1,16 +1,8 @@
 """``kchannel config describe|validate`` through ``python -m kchannel`` (subprocess)."""
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.fixtures.peers import run_kchannel
+
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-
-
-def kchannel(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "kchannel", *args], capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=60)
 
 
 GOOD = f"""\
@@ -32,7 +24,7 @@ def test_validate_ok(tmp_path):
     cfg.write_text(GOOD)
     jaas = tmp_path / "jaas.conf"
     jaas.write_text(JAAS)
-    r = kchannel("config", "validate", "--config", str(cfg), "--jaas-config", str(jaas))
+    r = run_kchannel("config", "validate", "--config", str(cfg), "--jaas-config", str(jaas))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "configuration is valid" in r.stdout
 
@@ -42,7 +34,7 @@ def test_validate_lists_every_error(tmp_path):
     cfg.write_text("socket.request.max.bytes=abc\nssl.client.auth=maybe\n"
                    "listeners=PLAINTEXT://:9092,SSL://:9092\nconnections.max.reauth.ms=-x\n"
                    "ssl.keystore.type=PEM\nssl.keystore.key=k\nssl.keystore.certificate.chain=c\n")
-    r = kchannel("config", "validate", "--config", str(cfg))
+    r = run_kchannel("config", "validate", "--config", str(cfg))
     assert r.returncode == 1
     assert "4 error(s) found:" in r.stdout
     for text in ("Invalid value abc for configuration socket.request.max.bytes: Not a number of type INT",
@@ -58,7 +50,7 @@ def test_validate_missing_jaas_section(tmp_path):
     cfg.write_text(GOOD.replace("listener.name.sasl_plaintext.plain.sasl.jaas.config", "#"))
     jaas = tmp_path / "jaas.conf"
     jaas.write_text(f"internal.KafkaServer {{ {PLAIN} required; }};")
-    r = kchannel("config", "validate", "--config", str(cfg), "--jaas-config", str(jaas))
+    r = run_kchannel("config", "validate", "--config", str(cfg), "--jaas-config", str(jaas))
     assert r.returncode == 1
     assert (f"Could not find a 'KafkaServer' or 'sasl_plaintext.KafkaServer' entry in the JAAS configuration. "
             f"System property 'java.security.auth.login.config' is {jaas}") in r.stdout
@@ -69,7 +61,7 @@ def test_describe(tmp_path):
     cfg.write_text(GOOD + "ssl.key.password=kp-secret\nlog.retention.hours=1\n")
     jaas = tmp_path / "jaas.conf"
     jaas.write_text(JAAS)
-    r = kchannel("config", "describe", "--config", str(cfg), "--jaas-config", str(jaas))
+    r = run_kchannel("config", "describe", "--config", str(cfg), "--jaas-config", str(jaas))
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert "Listener SASL_PLAINTEXT" in out and "Listener INTERNAL" in out
@@ -89,7 +81,7 @@ def test_describe_client(tmp_path):
     cfg.write_text("bootstrap.servers=localhost:9092\nsecurity.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
                    "sasl.username=alice\nsasl.password=alice-secret\nssl.truststore.type=PEM\n"
                    "ssl.truststore.certificates=-----BEGIN CERTIFICATE-----\n")
-    r = kchannel("config", "describe", "--client", "--config", str(cfg))
+    r = run_kchannel("config", "describe", "--client", "--config", str(cfg))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "security.protocol = SASL_SSL" in r.stdout
     assert "sasl.jaas.config = [hidden]    (translated alias)" in r.stdout
@@ -97,12 +89,12 @@ def test_describe_client(tmp_path):
 
 
 def test_usage_errors_exit_2(tmp_path):
-    assert kchannel("config").returncode == 2
-    assert kchannel("config", "validate").returncode == 2
-    assert kchannel("config", "frobnicate", "--config", "x").returncode == 2
+    assert run_kchannel("config").returncode == 2
+    assert run_kchannel("config", "validate").returncode == 2
+    assert run_kchannel("config", "frobnicate", "--config", "x").returncode == 2
 
 
 def test_missing_file_exit_1(tmp_path):
-    r = kchannel("config", "validate", "--config", str(tmp_path / "nope.properties"))
+    r = run_kchannel("config", "validate", "--config", str(tmp_path / "nope.properties"))
     assert r.returncode == 1
     assert "cannot read" in r.stderr

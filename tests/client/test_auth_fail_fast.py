@@ -13,8 +13,6 @@ by the gateway).  ``max.block.ms`` is 20 s here: before the fix the same
 sends waited that long and raised RequestTimeoutError instead.
 """
 import logging
-import subprocess
-import sys
 import time
 
 import pytest
@@ -23,7 +21,7 @@ from kchannel import Consumer, Producer
 from kchannel.errors import SaslAuthenticationError
 from kchannel.client.metadata import TopicPartition
 from tests.fixtures.kafka_messages import PLAIN_FAILED, SCRAM_FAILED
-from tests.fixtures.peers import ROOT, plain_gateway_props, subprocess_env
+from tests.fixtures.peers import plain_gateway_props, run_kchannel
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
 
@@ -52,12 +50,6 @@ def plain_configs(gateway, password):
             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
             "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
                                 f'required username="alice" password="{password}";'}
-
-
-def kchannel(*args, stdin="", timeout=120):
-    return subprocess.run([sys.executable, "-m", "kchannel", *args], input=stdin,
-                          capture_output=True, text=True, env=subprocess_env(), cwd=ROOT,
-                          timeout=timeout)
 
 
 def warnings_logged(caplog):
@@ -143,8 +135,8 @@ def console_auth_args(tmp_path, kafka_broker, wrong_scram):
 
 
 def test_console_producer_fails_fast(tmp_path, kafka_broker, wrong_scram):
-    r = kchannel("console-producer", *console_auth_args(tmp_path, kafka_broker, wrong_scram),
-                 "--max-block-ms", str(MAX_BLOCK_MS), stdin="one\ntwo\n")
+    r = run_kchannel("console-producer", *console_auth_args(tmp_path, kafka_broker, wrong_scram),
+                     "--max-block-ms", str(MAX_BLOCK_MS), stdin="one\ntwo\n")
     assert r.returncode == 1, r.stderr
     assert f"ERROR SaslAuthenticationError: {SCRAM_MESSAGE}" in r.stderr.splitlines()
     # WARN by default: the failed login is logged once, nothing else.
@@ -152,8 +144,8 @@ def test_console_producer_fails_fast(tmp_path, kafka_broker, wrong_scram):
 
 
 def test_console_consumer_fails_fast(tmp_path, kafka_broker, wrong_scram):
-    r = kchannel("console-consumer", *console_auth_args(tmp_path, kafka_broker, wrong_scram),
-                 "--from-beginning")
+    r = run_kchannel("console-consumer", *console_auth_args(tmp_path, kafka_broker, wrong_scram),
+                     "--from-beginning")
     assert r.returncode == 1, r.stderr
     assert f"ERROR SaslAuthenticationError: {SCRAM_MESSAGE}" in r.stderr.splitlines()
 
@@ -163,9 +155,9 @@ def test_console_producer_through_kchannel_serve(tmp_path, gateway):
     configs = plain_configs(gateway, "wrong")
     props.write_text("".join(f"{k}={v}\n" for k, v in configs.items()
                              if k != "bootstrap.servers"))
-    r = kchannel("console-producer", "--bootstrap-server", configs["bootstrap.servers"],
-                 "--topic", "auth-fail-fast-gw", "--command-config", str(props),
-                 "--max-block-ms", str(MAX_BLOCK_MS), stdin="one\n")
+    r = run_kchannel("console-producer", "--bootstrap-server", configs["bootstrap.servers"],
+                     "--topic", "auth-fail-fast-gw", "--command-config", str(props),
+                     "--max-block-ms", str(MAX_BLOCK_MS), stdin="one\n")
     assert r.returncode == 1, r.stderr
     assert f"ERROR SaslAuthenticationError: {PLAIN_FAILED}" in r.stderr.splitlines()
 
@@ -181,6 +173,6 @@ def test_kafka_console_producer_agrees(tmp_path, kafka_broker, wrong_scram):
                                      for a in args],
                                    "--max-block-ms", str(MAX_BLOCK_MS), input="one\n")
     assert f"SaslAuthenticationException: {SCRAM_MESSAGE}" in theirs.stderr, theirs.stderr
-    ours = kchannel("console-producer", *args, "--max-block-ms", str(MAX_BLOCK_MS),
-                    stdin="one\n")
+    ours = run_kchannel("console-producer", *args, "--max-block-ms", str(MAX_BLOCK_MS),
+                        stdin="one\n")
     assert f"ERROR SaslAuthenticationError: {SCRAM_MESSAGE}" in ours.stderr, ours.stderr

@@ -21,16 +21,9 @@ from kchannel.errors import ChannelConnectionError, SaslAuthenticationError
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.security.sasl.mechanism import ServerCallbacks
 from kchannel.server import Server
+from tests.fixtures.clocks import Clock
 
 HOST = "127.0.0.1"
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
 
 
 def bounds(attempts, base=50, cap=1000, jitter=0.2, multiplier=2):
@@ -292,7 +285,6 @@ def test_connection_setup_timeout_grows_per_failed_connect(unresponsive_port):
     finally:
         net.close()
         server.shutdown()
-
 
 
 def test_request_timeouts_fire_at_each_requests_deadline():

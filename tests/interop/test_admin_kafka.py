@@ -3,8 +3,6 @@ against Apache Kafka: Admin results are the broker's state (topics, configs,
 offsets, a group made by a kchannel Consumer), and the tools print what
 Kafka's own ``kafka-consumer-groups.sh``/``kafka-get-offsets.sh`` print on
 the same broker, a reset by one seen by the other."""
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,18 +13,13 @@ from kchannel.client.admin import (AlterConfigOp, ConfigResource, NewTopic, Offs
 from kchannel.errors import KafkaError
 from kchannel.client.metadata import TopicPartition
 from kchannel.protocol.errors import Errors
-from tests.fixtures.peers import ROOT, subprocess_env
+from tests.fixtures.peers import run_kchannel
 from tests.fixtures.records import create_topic, produce, topic_name
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 
 GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
-
-
-def kchannel(*args):
-    return subprocess.run([sys.executable, "-m", "kchannel", *args], capture_output=True,
-                          text=True, env=subprocess_env(), cwd=ROOT, timeout=90)
 
 
 def _wait(predicate, what, timeout=30):
@@ -112,14 +105,14 @@ def test_list_offsets_and_get_offsets_as_kafka(kafka_broker):
         assert found.offset == -1
 
     for time_arg in ("-1", "earliest", "-3", str(base + 10 ** 9)):
-        ours = kchannel("get-offsets", "--bootstrap-server", b, "--topic", topic, "--time",
-                        time_arg)
+        ours = run_kchannel("get-offsets", "--bootstrap-server", b, "--topic", topic, "--time",
+                            time_arg)
         theirs = kafka_broker.run_java(GET_OFFSETS, "--bootstrap-server", b, "--topic", topic,
                                        "--time", time_arg)
         assert ours.returncode == theirs.returncode == 0, (ours.stderr, theirs.stderr)
         assert ours.stdout == theirs.stdout, time_arg
-    ours = kchannel("get-offsets", "--bootstrap-server", b, "--topic", topic, "--partitions",
-                    "1")
+    ours = run_kchannel("get-offsets", "--bootstrap-server", b, "--topic", topic, "--partitions",
+                        "1")
     assert ours.stdout == f"{topic}:1:{ends[TopicPartition(topic, 1)].offset}\n"
 
 
@@ -132,7 +125,7 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
 
     def tool(*args):
-        ours = kchannel("consumer-groups", "--bootstrap-server", b, *args)
+        ours = run_kchannel("consumer-groups", "--bootstrap-server", b, *args)
         theirs = kafka_broker.run_java(GROUP_COMMAND, "--bootstrap-server", b, *args)
         return ours, theirs
 
@@ -178,8 +171,8 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
             assert group in ours.stdout
             assert ours.stdout == theirs.stdout
             # A reset is refused while the group has a member.
-            ours = kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
-                            "--group", group, "--all-topics", "--to-earliest", "--execute")
+            ours = run_kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
+                                "--group", group, "--all-topics", "--to-earliest", "--execute")
             assert ours.returncode == 1
             assert "but the current state is Stable." in ours.stdout
 
@@ -194,8 +187,8 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
                             "--to-offset", "2", "--dry-run")
         assert ours.returncode == 0
         assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines())
-        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
-                        "--group", group, "--topic", topic, "--to-earliest", "--execute")
+        ours = run_kchannel("consumer-groups", "--bootstrap-server", b, "--reset-offsets",
+                            "--group", group, "--topic", topic, "--to-earliest", "--execute")
         assert ours.returncode == 0, ours.stdout + ours.stderr
         assert {tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()} \
             == {tp: 0 for tp in tps}
@@ -203,8 +196,8 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
                                        "--group", group)
         rows = [line.split() for line in theirs.stdout.splitlines()[2:]]
         assert [(r[1], r[2], r[3]) for r in rows] == [(topic, "0", "0"), (topic, "1", "0")]
-        assert ours.stdout and kchannel("consumer-groups", "--bootstrap-server", b,
-                                        "--describe", "--group", group).stdout == theirs.stdout
+        assert ours.stdout and run_kchannel("consumer-groups", "--bootstrap-server", b,
+                                            "--describe", "--group", group).stdout == theirs.stdout
         ours, theirs = tool("--reset-offsets", "--group", group, "--all-topics", "--shift-by",
                             "3", "--dry-run")
         assert sorted(ours.stdout.splitlines()) == sorted(theirs.stdout.splitlines())
@@ -216,14 +209,14 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
             == {tps[0]: 1, tps[1]: 2}
         admin.delete_consumer_group_offsets(group, [tps[1]])
         assert list(admin.list_consumer_group_offsets(group)) == [tps[0]]
-        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--delete-offsets",
-                        "--group", group, "--topic", f"{topic}:0")
+        ours = run_kchannel("consumer-groups", "--bootstrap-server", b, "--delete-offsets",
+                            "--group", group, "--topic", f"{topic}:0")
         assert ours.returncode == 0, ours.stdout + ours.stderr
         assert ours.stdout.startswith(f"Request succeeded for deleting offsets from group "
                                       f"{group}.\n")
         assert admin.list_consumer_group_offsets(group) == {}
-        ours = kchannel("consumer-groups", "--bootstrap-server", b, "--delete", "--group",
-                        group)
+        ours = run_kchannel("consumer-groups", "--bootstrap-server", b, "--delete", "--group",
+                            group)
         assert (ours.returncode, ours.stdout) == (
             0, f"Deletion of requested consumer groups ('{group}') was successful.\n")
         assert group not in [g.group_id for g in admin.list_consumer_groups()]

@@ -20,7 +20,6 @@ an Apache Kafka upstream SIGKILLed and restarted under an acks=all producer
 loses no acknowledged record.
 """
 import asyncio
-import base64
 import json
 import os
 import signal
@@ -35,6 +34,7 @@ from kchannel.tokens.admin import DelegationTokenAdmin
 
 from tests.fixtures.kafka_tokens import created
 from tests.fixtures.peers import InProcessServer, start_tansu
+from tests.fixtures.sasl import unsecured_jws
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -387,15 +387,6 @@ def login_gateway(kafka_broker, pki, kchannel_server_module, kdc_or_none):
                                 env=kdc.env if kdc is not None else None)
     gw.kdc = kdc
     return gw
-
-
-def unsecured_jws(sub="alice", lifetime_s=3600):
-    """A KIP-255 unsecured JWS (alg none), as Kafka's
-    OAuthBearerUnsecuredLoginCallbackHandler makes them."""
-    def b64(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
 
 
 def sasl_login(gw, library, mechanism):

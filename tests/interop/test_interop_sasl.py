@@ -17,17 +17,27 @@ Debian's kafka-python 2.0.2 (SaslHandshake v0 with raw tokens: PLAIN, SCRAM,
 GSSAPI).  Each fetches metadata with the right credentials and sees the
 broker at the advertised address of the listener it used; wrong credentials
 fail within seconds with the server's message where the protocol carries it.
+
+The last section puts the same clients against an in-process ``Server``
+(SASL_PLAINTEXT, one per test): librdkafka (PLAIN, SCRAM with an escaped
+user name, OAUTHBEARER, SASL_SSL, the server's failure message,
+re-authentication), kafka-python 3.x, aiokafka and the Debian kafka-python
+2.0.2 (SaslHandshake v0, which waits for the empty final PLAIN frame).
 """
 import asyncio
-import base64
-import json
 import logging
+import os
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
 
 from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start_kchannel_server
 from tests.fixtures.rdkafka import rdkafka_brokers
+from tests.fixtures.sasl_servers import start_server, wait_metric
+from tests.fixtures.sasl import unsecured_jws
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -108,15 +118,6 @@ def failure_logged(server, mark, text):
     m = server.wait_for_log(r"WARNING .*Failed authentication with .*" + text, timeout=5,
                             start=mark)
     assert m is not None, server.log()[-3000:]
-
-
-def unsecured_jws(sub=USER, lifetime_s=3600):
-    """A KIP-255 unsecured JWS (alg none) as OAuthBearerUnsecuredLoginCallbackHandler
-    makes them."""
-    def b64(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
 
 
 # ------------------------------------------------------------------ librdkafka
@@ -369,7 +370,6 @@ def test_debian_kafka_python_wrong_password(server, pki, legacy_kafka_python, me
     failure_logged(server, mark, message)
 
 
-
 # ------------------------------------- broker-api-versions, every mechanism
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS + ["OAUTHBEARER", "GSSAPI"])
@@ -430,3 +430,153 @@ def test_kchannel_client_oauthbearer_logins_never_refused(server):
         finally:
             client.close()
     assert refused == 0
+
+
+# ============================================ an in-process Server
+DEBIAN_DIST = "/usr/lib/python3/dist-packages"
+
+USERS = [("PLAIN", "alice", "alice-secret"),
+         ("SCRAM-SHA-256", "alice", "alice-secret"),
+         ("SCRAM-SHA-512", "bob", "bob-secret")]
+
+
+@pytest.fixture
+def inproc_server():
+    """An in-process ``Server`` (SASL_PLAINTEXT: PLAIN, SCRAM, OAUTHBEARER)."""
+    srv, port = start_server(failed_authentication_delay_ms=0)
+    srv.port = port
+    yield srv
+    srv.shutdown()
+
+
+# ------------------------------------------------------------------ librdkafka
+def _rdkafka_admin(port, mechanism, user=None, password=None, **extra):
+    admin = pytest.importorskip("confluent_kafka.admin")
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism}
+    if user is not None:
+        conf.update({"sasl.username": user, "sasl.password": password})
+    conf.update(extra)
+    return admin.AdminClient(conf)
+
+
+@pytest.mark.parametrize("mechanism,user,password",
+                         USERS + [("SCRAM-SHA-512", "us,er=1", "odd-secret")])
+def test_librdkafka_inprocess(inproc_server, mechanism, user, password):
+    md = _rdkafka_admin(inproc_server.port, mechanism, user, password).list_topics(timeout=15)
+    assert list(md.brokers) == [0]
+    assert wait_metric(inproc_server, "successful-authentication-total", 1) >= 1
+    assert inproc_server.metrics.metric("failed-authentication-total") == 0
+
+
+def test_librdkafka_oauthbearer_unsecured(inproc_server):
+    admin = _rdkafka_admin(inproc_server.port, "OAUTHBEARER",
+                           **{"enable.sasl.oauthbearer.unsecure.jwt": True,
+                              "sasl.oauthbearer.config": "principal=alice"})
+    assert list(admin.list_topics(timeout=15).brokers) == [0]
+
+
+def test_librdkafka_sasl_ssl(pki):
+    srv, port = start_server("SASL_SSL", pki=pki, failed_authentication_delay_ms=0)
+    try:
+        admin = _rdkafka_admin(port, "SCRAM-SHA-256", "alice", "alice-secret",
+                               **{"security.protocol": "SASL_SSL",
+                                  "ssl.ca.location": pki.ca.cert_path})
+        assert list(admin.list_topics(timeout=15).brokers) == [0]
+    finally:
+        srv.shutdown()
+
+
+def test_librdkafka_sees_server_failure_message(inproc_server):
+    errors = []
+    seen = threading.Event()
+
+    def on_error(err):
+        errors.append(str(err))
+        seen.set()
+
+    admin = _rdkafka_admin(inproc_server.port, "PLAIN", "alice", "wrong", error_cb=on_error)
+    with pytest.raises(Exception):
+        admin.list_topics(timeout=3)
+    deadline = time.monotonic() + 10
+    while not seen.is_set() and time.monotonic() < deadline:
+        admin.poll(0.2)      # error callbacks are served from poll()
+    assert any("Invalid username or password" in e for e in errors), errors
+
+
+def test_librdkafka_reauthenticates(pki):
+    """KIP-368 with a real client: librdkafka re-authenticates within the
+    session lifetime the server hands out."""
+    srv, port = start_server(failed_authentication_delay_ms=0,
+                             extra={"connections.max.reauth.ms": "1500"})
+    try:
+        admin = _rdkafka_admin(port, "SCRAM-SHA-256", "alice", "alice-secret")
+        deadline = time.monotonic() + 20
+        while (srv.metrics.metric("successful-reauthentication-total") < 1
+               and time.monotonic() < deadline):
+            admin.list_topics(timeout=10)
+            time.sleep(0.1)
+        assert srv.metrics.metric("successful-reauthentication-total") >= 1
+        assert srv.metrics.metric("failed-reauthentication-total") == 0
+    finally:
+        srv.shutdown()
+
+
+# ---------------------------------------------------------------- kafka-python
+@pytest.mark.parametrize("mechanism,user,password", USERS)
+def test_kafka_python_inprocess(inproc_server, mechanism, user, password):
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=f"127.0.0.1:{inproc_server.port}", security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password,
+        request_timeout_ms=10000)
+    try:
+        assert consumer.topics() == set()
+    finally:
+        consumer.close()
+
+
+_DEBIAN_SCRIPT = r"""
+import sys
+sys.path.insert(0, sys.argv[5])
+import kafka
+assert kafka.__version__.startswith("2.0"), kafka.__version__
+c = kafka.KafkaConsumer(bootstrap_servers=sys.argv[1], security_protocol="SASL_PLAINTEXT",
+                        sasl_mechanism=sys.argv[2], sasl_plain_username=sys.argv[3],
+                        sasl_plain_password=sys.argv[4], api_version=(1, 0, 0),
+                        request_timeout_ms=10000)
+print(kafka.__version__, sorted(c.topics()))
+c.close()
+"""
+
+
+@pytest.mark.parametrize("mechanism,user,password", USERS)
+def test_debian_kafka_python_2_handshake_v0(inproc_server, mechanism, user, password):
+    if not os.path.isdir(os.path.join(DEBIAN_DIST, "kafka")):
+        pytest.skip("Debian python3-kafka is not installed")
+    result = subprocess.run(
+        [sys.executable, "-c", _DEBIAN_SCRIPT, f"127.0.0.1:{inproc_server.port}", mechanism, user,
+         password, DEBIAN_DIST], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "2.0.2 []"
+    assert wait_metric(inproc_server, "successful-authentication-total", 1) >= 1
+    # v0 clients send raw tokens, so they cannot re-authenticate.
+    assert inproc_server.metrics.metric("successful-authentication-no-reauth-total") >= 1
+
+
+# -------------------------------------------------------------------- aiokafka
+@pytest.mark.parametrize("mechanism,user,password", USERS)
+def test_aiokafka_inprocess(inproc_server, mechanism, user, password):
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def main():
+        consumer = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{inproc_server.port}", security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+        await consumer.start()
+        try:
+            return await consumer.topics()
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(main()) == set()

@@ -88,16 +88,21 @@ def test_topic_created_by_librdkafka_is_decoded(client, tansu):
     assert len(md0["topics"][0]["partitions"]) == 3
 
 
-def test_sasl_scram_handshake_then_login_fails(tansu_sasl):
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_scram_handshake_then_login_fails(tansu_sasl, mechanism):
     c = KafkaClient({"bootstrap.servers": tansu_sasl.bootstrap,
-                     "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                     "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
                      "sasl.jaas.config": SCRAM_JAAS, "request.timeout.ms": 5000})
     try:
         with pytest.raises(errors.SaslAuthenticationError) as info:
             c.connect()
         # The handshake succeeded (SCRAM is enabled there); the broker then
-        # answered the client-first message with "e=unknown-user".
+        # answered the client-first message with "e=unknown-user", which
+        # surfaces, non-retriable, on a channel that never became ready.
         assert "unknown-user" in str(info.value)
+        assert not info.value.retriable
+        channel = c.selector.channel(c.node_id)
+        assert channel is None or not channel.ready()
     finally:
         c.close()
 

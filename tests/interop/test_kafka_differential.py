@@ -20,7 +20,6 @@ mechanism of both (OIDC client credentials against the JWKS listener too).
 import base64
 import hashlib
 import hmac as hmac_mod
-import json
 import os
 import socket
 import ssl
@@ -34,6 +33,7 @@ import pytest
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
 from tests.fixtures.kafka import LISTENERS, SCRAM_MODULE
 from tests.fixtures.peers import start_kchannel_server
+from tests.fixtures.sasl import unsecured_jws
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
 
@@ -510,13 +510,6 @@ def admin_requests(side):
                       if k not in ("cluster_id", "brokers", "throttle_time_ms")}
         record.append(answer)
     return record
-
-
-def unsecured_jws(sub, lifetime_s):
-    def b64(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return f"{b64({'alg': 'none'})}.{b64({'sub': sub, 'iat': now, 'exp': now + lifetime_s})}."
 
 
 def oauthbearer(token, listener="SASL_PLAINTEXT"):

@@ -15,14 +15,7 @@ from kchannel.network.channel import ChannelState, State
 from kchannel.network.channel_builder import PlaintextChannelBuilder
 from kchannel.security.channel_builders import create_channel_builder
 from kchannel.network.selector import Selector
-
-
-class Clock:
-    def __init__(self, start=1_700_000_000_000):
-        self.now = start
-
-    def __call__(self):
-        return self.now
+from tests.fixtures.clocks import Clock
 
 
 class Pair:
@@ -435,8 +428,8 @@ def test_mass_idle_expiry_is_spread_over_polls_that_do_not_wait(monkeypatch):
     most IDLE_CLOSE_BUDGET_S (0 here: 8 per poll) and the next poll does
     not wait for its timeout while more are due."""
     import time
-    from kchannel.network import selector as selector_module
-    monkeypatch.setattr(selector_module, "IDLE_CLOSE_BUDGET_S", 0.0)
+    from kchannel.network import selector_policies
+    monkeypatch.setattr(selector_policies, "IDLE_CLOSE_BUDGET_S", 0.0)
     clock = Clock()
     p = Pair(server_kwargs={"time": clock, "connections_max_idle_ms": 10_000})
     socks = []

@@ -239,3 +239,75 @@ def test_flush_returns_with_every_callback_run(tansu, impl):
             assert len(seen) == 300 and all(f.done() for f in futures)
     rows = consume_confluent(tansu.bootstrap, topic, 1, 1501)
     assert len(rows) == 1501
+
+
+def test_threads_sending_at_once_each_keep_their_order(tansu, impl):
+    """Application threads appending to the same batches while the network
+    thread drains them (the compiled twin takes the accumulator's lock only
+    when another thread holds it): every record is written once, at the
+    offset its future and its callback report, and each thread's records
+    in its send order."""
+    import threading
+    topic = create_topic(tansu.bootstrap, topic_name(f"appender-threads-{impl.kind}"),
+                         partitions=1)
+    threads, n = 4, 1500
+    futures = {t: [] for t in range(threads)}
+    called = {}
+    with Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 1,
+                   "batch.size": 4096}) as p:
+        p._appender = impl.appender.Appender(p.append_path)
+        p.send = p._appender.send
+        p.send(topic, b"first").get(10)     # metadata: what follows takes the fast path
+
+        def run(t):
+            for i in range(n):
+                cb = None
+                if i % 5 == 0:
+                    def cb(md, exc, key=(t, i)):
+                        called[key] = md.offset if exc is None else exc
+                futures[t].append(p.send(topic, b"%d-%05d" % (t, i), callback=cb))
+
+        workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        p.flush()
+        offsets = {t: [f.get(10).offset for f in fs] for t, fs in futures.items()}
+    assert sorted(o for os_ in offsets.values() for o in os_) == \
+        list(range(1, threads * n + 1))
+    assert all(os_ == sorted(os_) for os_ in offsets.values())
+    assert called == {(t, i): offsets[t][i] for t in range(threads) for i in range(0, n, 5)}
+    rows = consume_confluent(tansu.bootstrap, topic, 1, threads * n + 1)
+    at = {r[1]: r[3] for r in rows}
+    assert all(at[offsets[t][i]] == b"%d-%05d" % (t, i)
+               for t in range(threads) for i in range(n))
+
+
+def test_a_producer_closed_or_failed_after_fast_sends_refuses_the_next(tansu, impl):
+    """What ends sending (a fatal error on the network thread, close()) is
+    seen by the very next send on the fast path, though the compiled twin
+    reads those flags again only when their objects changed."""
+    from kchannel import errors
+    from kchannel.protocol.errors import Errors
+    topic = create_topic(tansu.bootstrap, topic_name(f"appender-fatal-{impl.kind}"),
+                         partitions=1)
+    p = Producer({"bootstrap.servers": tansu.bootstrap})
+    try:
+        p._appender = impl.appender.Appender(p.append_path)
+        p.send = p._appender.send
+        p.send(topic, b"first").get(10)
+        for i in range(10):
+            p.send(topic, b"%d" % i)
+        # As the Sender sets it (e.g. InitProducerId refused).
+        p._sender.fatal_error = errors.KafkaError(
+            Errors.CLUSTER_AUTHORIZATION_FAILED, "CLUSTER_AUTHORIZATION_FAILED",
+            "Cluster authorization failed.")
+        with pytest.raises(errors.KafkaError, match="Cluster authorization failed"):
+            p.send(topic, b"refused")
+        p._sender.fatal_error = None
+        assert p.send(topic, b"again").get(10).offset == 11
+    finally:
+        p.close()
+    with pytest.raises(errors.KChannelError, match="after producer has been closed"):
+        p.send(topic, b"late")

@@ -5,6 +5,8 @@ one built on the compiled twin send byte-identical Produce requests for the
 same records, complete the same futures with the same offsets, and record
 the same producer metrics.  (``impl_pair``: deselected when the compiled
 twins are not under test; the whole producer suite runs with each twin.)"""
+import uuid
+
 import pytest
 
 from kchannel import Producer
@@ -110,9 +112,12 @@ def test_both_twins_send_the_same_requests(kafka_broker, monkeypatch, impl_pair,
     bootstrap = kafka_broker.bootstrap("PLAINTEXT")
     pure, compiled = impl_pair
     results, topics = [], []
+    first = topic_name("twins")
     for twin in (pure, compiled):
-        # (names of the same length: the requests differ by the name only)
-        topics.append(create_topic(bootstrap, topic_name("twins"), partitions=3))
+        # (names of the same length: the requests differ by the name only;
+        # two topic_name() calls may straddle 9 -> 10 in its counter)
+        name = first if not topics else first[:-8] + uuid.uuid4().hex[:8]
+        topics.append(create_topic(bootstrap, name, partitions=3))
         results.append(_run(monkeypatch, twin, bootstrap, topics[-1], configs, _rounds(60)))
     (req_p, mds_p, met_p), (req_c, mds_c, met_c) = results
     req_c = [(v, raw.replace(topics[1].encode(), topics[0].encode())) for v, raw in req_c]

@@ -9,14 +9,12 @@ README count as spaces).
 import pathlib
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from kchannel import Producer
 from kchannel.errors import ChannelConnectionError, ConnectionError_, KafkaConnectionError
-from tests.fixtures.peers import ROOT, free_port, subprocess_env
+from tests.fixtures.peers import ROOT, free_port, run_kchannel
 
 README = (pathlib.Path(ROOT) / "README.md").read_text(encoding="utf-8")
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -86,27 +84,21 @@ def test_producer_refused_login(kchannel_inprocess_server):
     assert_quoted(last_line(info.value), "Producer and consumer")
 
 
-def kchannel(*args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "kchannel", *args], input=stdin,
-                          capture_output=True, text=True, env=subprocess_env(), cwd=ROOT,
-                          timeout=60)
-
-
 def test_command_line_tools_on_an_unreachable_broker():
     bootstrap = f"127.0.0.1:{free_port()}"
-    r = kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", "t",
-                 "--timeout-ms", "500")
+    r = run_kchannel("console-consumer", "--bootstrap-server", bootstrap, "--topic", "t",
+                     "--timeout-ms", "500")
     assert r.returncode == 0, r.stderr
     for line in r.stderr.splitlines()[-2:]:
         assert_quoted(line, "Command-line tools")
     # The README quotes the default --max-block-ms (60 s); 1 s here.
-    r = kchannel("console-producer", "--bootstrap-server", bootstrap, "--topic", "t",
-                 "--max-block-ms", "1000", stdin="one\n")
+    r = run_kchannel("console-producer", "--bootstrap-server", bootstrap, "--topic", "t",
+                     "--max-block-ms", "1000", stdin="one\n")
     assert r.returncode == 1, r.stderr
     (line,) = r.stderr.splitlines()
     assert "after 1000 ms." in line
     assert_quoted(line.replace("after 1000 ms.", "after 60000 ms."), "Command-line tools")
-    r = kchannel("topics", "--bootstrap-server", bootstrap, "--list")
+    r = run_kchannel("topics", "--bootstrap-server", bootstrap, "--list")
     assert r.returncode == 1
     (line,) = r.stderr.splitlines()
     assert line.endswith(": Connection refused")

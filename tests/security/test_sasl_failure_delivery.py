@@ -24,12 +24,14 @@ import threading
 import pytest
 
 from kchannel.framing import FrameDecoder, encode_frame
-from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
+from kchannel.protocol.headers import decode_response
 from kchannel.server import Server
 from kchannel.utils import now_ms
 
+from tests.fixtures.raw_client import RawClient, authenticate, handshake, login, request, wait_for
 from tests.fixtures.sasl import plain_jaas
 from tests.fixtures.sasl_servers import metric
+from tests.fixtures.clocks import OffsetClock as Clock
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
@@ -57,73 +59,6 @@ def server():
         s.shutdown()
 
 
-def request(api_key, version, corr, body):
-    return encode_frame(encode_request(RequestHeader(api_key, version, corr, "raw"), body))
-
-
-def handshake(corr=1):
-    return request(SASL_HANDSHAKE, 1, corr, {"mechanism": "PLAIN"})
-
-
-def authenticate(user, password, corr=2):
-    token = b"\0" + user.encode() + b"\0" + password.encode()
-    return request(SASL_AUTHENTICATE, 2, corr, {"auth_bytes": token})
-
-
-class RawClient:
-    """Blocking socket client reading whole frames, with a deadline."""
-
-    def __init__(self, port):
-        self.sock = socket.socket()
-        self.sock.settimeout(10)
-        self.sock.connect(("127.0.0.1", port))
-        self.decoder = FrameDecoder()
-        self.reset = False
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def frame(self):
-        """The next frame, or None at the end of the stream: EOF, or a reset
-        (``reset`` becomes True) once every byte received before it was
-        read."""
-        while True:
-            f = self.decoder.next_frame()
-            if f is not None:
-                return f
-            try:
-                data = self.sock.recv(65536)
-            except ConnectionResetError:
-                self.reset = True
-                data = b""
-            if not data:
-                assert self.decoder.buffered == 0, "stream ended inside a frame"
-                return None
-            self.decoder.feed(data)
-
-    def close(self):
-        self.sock.close()
-
-
-def login(client, user="alice", password="alice-secret"):
-    client.send(handshake(1))
-    _, body = decode_response(client.frame(), SASL_HANDSHAKE, 1)
-    assert body["error_code"] == NONE
-    client.send(authenticate(user, password, 2))
-    _, body = decode_response(client.frame(), SASL_AUTHENTICATE, 2)
-    assert body["error_code"] == NONE
-    return body
-
-
-def wait_for(cond, timeout_ms=5000):
-    deadline = now_ms() + timeout_ms
-    while not cond():
-        if now_ms() > deadline:
-            raise AssertionError("condition not met in time")
-        threading.Event().wait(0.005)
-    return True
-
-
 def test_reauthentication_token_pipelined_with_handshake_gets_failure_response(server):
     srv, port = server(failed_authentication_delay_ms=0)
     c = RawClient(port)
@@ -131,7 +66,7 @@ def test_reauthentication_token_pipelined_with_handshake_gets_failure_response(s
         assert login(c)["session_lifetime_ms"] > 0
         # Handshake and the token of another user in one write: the server
         # finds the token already buffered when it starts re-authenticating.
-        c.send(handshake(3) + authenticate("bob", "bob-secret", 4))
+        c.send(handshake(3) + authenticate(4, "bob", "bob-secret"))
         corr, body = decode_response(c.frame(), SASL_HANDSHAKE, 1)
         assert (corr, body["error_code"]) == (3, NONE)
         frame = c.frame()
@@ -153,7 +88,7 @@ def test_reauthentication_pipelined_failure_is_delayed_then_answered(server):
     c = RawClient(port)
     try:
         login(c)
-        c.send(handshake(3) + authenticate("bob", "bob-secret", 4))
+        c.send(handshake(3) + authenticate(4, "bob", "bob-secret"))
         decode_response(c.frame(), SASL_HANDSHAKE, 1)
         frame = c.frame()
         assert frame is not None, "connection closed without the failure response"
@@ -174,7 +109,7 @@ def test_failure_response_survives_unread_bytes_behind_the_token(server, delay_m
         # Wrong password, and a pipelined request (plus garbage) behind it
         # that the server never reads because authentication fails first.
         extra = request(METADATA, 1, 3, {"topics": []}) + b"\x00" * 70000
-        c.send(authenticate("alice", "wrong", 2) + extra)
+        c.send(authenticate(2, "alice", "wrong") + extra)
         frame = c.frame()
         assert frame is not None, "connection closed without the failure response"
         corr, body = decode_response(frame, SASL_AUTHENTICATE, 2)
@@ -187,14 +122,6 @@ def test_failure_response_survives_unread_bytes_behind_the_token(server, delay_m
     finally:
         c.close()
     wait_for(lambda: metric(srv, "failed-authentication-total") == 1)
-
-
-class Clock:
-    def __init__(self):
-        self.offset = 0
-
-    def __call__(self):
-        return now_ms() + self.offset
 
 
 def pending_input(sock):
@@ -221,7 +148,7 @@ def test_failure_response_survives_bytes_sent_during_the_delay(server, linger):
     try:
         c.send(handshake(1))
         decode_response(c.frame(), SASL_HANDSHAKE, 1)
-        c.send(authenticate("alice", "wrong", 2))
+        c.send(authenticate(2, "alice", "wrong"))
         wait_for(lambda: metric(srv, "failed-authentication-total") == 1)
         (ch,) = srv.selector.channels()     # waiting for its delayed close
         extra = request(METADATA, 1, 3, {"topics": []})
@@ -249,7 +176,7 @@ def test_explicit_close_lingers_and_shutdown_closes_lingering_sockets(server):
     try:
         c.send(handshake(1))
         decode_response(c.frame(), SASL_HANDSHAKE, 1)
-        c.send(authenticate("alice", "wrong", 2))
+        c.send(authenticate(2, "alice", "wrong"))
         assert c.frame() is not None
         assert c.frame() is None and not c.reset
         wait_for(lambda: len(srv.selector._lingering) == 1)
@@ -262,7 +189,7 @@ def test_explicit_close_lingers_and_shutdown_closes_lingering_sockets(server):
     try:
         c2.send(handshake(1))
         decode_response(c2.frame(), SASL_HANDSHAKE, 1)
-        c2.send(authenticate("alice", "wrong", 2))
+        c2.send(authenticate(2, "alice", "wrong"))
         assert c2.frame() is not None
         wait_for(lambda: len(srv.selector._lingering) == 1)
         entry = srv.selector._lingering[0]

@@ -183,7 +183,8 @@ def test_socket_buffer_os_default(servers):
     server = make_server(**{"socket.send.buffer.bytes": -1,
                             "socket.receive.buffer.bytes": -1})
     servers.append(server)
-    assert (server.selector.send_buffer_size, server.selector.receive_buffer_size) == (-1, -1)
+    assert (server.selector._factory.send_buffer_size,
+            server.selector._factory.receive_buffer_size) == (-1, -1)
     peer = Peer(server)
     assert api_versions(peer)["error_code"] == 0
     (ch,) = connections(server)

@@ -36,14 +36,7 @@ from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
 from kchannel.server import Server
 from tests.fixtures.servers import connections, poll
-
-
-class Clock:
-    def __init__(self, now=1_000_000):
-        self.now = now
-
-    def __call__(self):
-        return self.now
+from tests.fixtures.clocks import Clock
 
 
 def make_server(servers, clock=None, **props):
@@ -185,7 +178,7 @@ def test_quota_defaults_are_kafkas():
 
 # ----------------------------------------------------- creation rate quotas
 def test_broker_connection_creation_rate_throttles_the_acceptor(servers):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = make_server(servers, clock, max_connection_creation_rate=2)
     socks = [connect(server) for _ in range(25)]
     poll(server)
@@ -220,7 +213,7 @@ def test_broker_connection_creation_rate_throttles_the_acceptor(servers):
 
 
 def test_listener_connection_creation_rate(servers):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = make_server(
         servers, clock, listeners="PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
         **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
@@ -242,7 +235,7 @@ def test_listener_connection_creation_rate(servers):
 
 
 def test_inter_broker_listener_obeys_only_its_own_rate(servers):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = make_server(
         servers, clock, listeners="CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
         max_connection_creation_rate=1,
@@ -261,7 +254,7 @@ def test_inter_broker_listener_obeys_only_its_own_rate(servers):
 
 
 def test_parked_connection_closed_at_shutdown(servers):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = make_server(servers, clock, max_connection_creation_rate=0)
     sock = connect(server)
     poll(server)
@@ -308,7 +301,7 @@ def sasl_login(server, sock):
 
 
 def test_setup_deadline_closes_a_dripping_connection(servers, caplog):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = Server(dict(SASL_PROPS, **{"kchannel.connection.setup.timeout.ms": "10000"}),
                     time=clock)
     servers.append(server)
@@ -337,7 +330,7 @@ def test_setup_deadline_closes_a_dripping_connection(servers, caplog):
 
 
 def test_setup_deadline_is_off_by_default_and_per_listener(servers):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = Server(dict(SASL_PROPS, **{
         "listener.name.plaintext.kchannel.connection.setup.timeout.ms": "5000"}), time=clock)
     servers.append(server)
@@ -361,7 +354,7 @@ def test_setup_deadline_is_off_by_default_and_per_listener(servers):
 
 
 def test_setup_deadline_bounds_the_tls_handshake(servers, pki):
-    clock = Clock()
+    clock = Clock(1_000_000)
     server = Server({"listeners": "SSL://127.0.0.1:0", "inter.broker.listener.name": "SSL",
                      "kchannel.connection.setup.timeout.ms": "3000",
                      **{f"listener.name.ssl.{k}": v for k, v in pki.server_configs().items()}},

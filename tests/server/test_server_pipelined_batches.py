@@ -16,15 +16,13 @@ A raw socket client writes each pipeline in one ``sendall`` so that the
 whole batch is on the server's socket before it reads.
 """
 import socket
-import threading
 
 import pytest
 
-from kchannel.framing import FrameDecoder, encode_frame
-from kchannel.protocol.headers import RequestHeader, decode_response, encode_request
+from kchannel.framing import encode_frame
 from kchannel.server.server import MAX_RECEIVES_PER_CHANNEL, Server
-from kchannel.utils import now_ms
 
+from tests.fixtures.raw_client import RawClient, authenticate, handshake, login, request, wait_for
 from tests.fixtures.sasl import plain_jaas
 
 METADATA = 3
@@ -35,54 +33,8 @@ NONE = 0
 ILLEGAL_SASL_STATE = 34
 
 
-def request(api_key, version, corr, body):
-    return encode_frame(encode_request(RequestHeader(api_key, version, corr, "pipeliner"),
-                                       body))
-
-
 def metadata(corr):
     return request(METADATA, 1, corr, {"topics": []})
-
-
-def handshake(corr):
-    return request(SASL_HANDSHAKE, 1, corr, {"mechanism": "PLAIN"})
-
-
-def authenticate(corr, user="alice", password="alice-secret"):
-    token = b"\0" + user.encode() + b"\0" + password.encode()
-    return request(SASL_AUTHENTICATE, 2, corr, {"auth_bytes": token})
-
-
-class RawClient:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.decoder = FrameDecoder()
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def frame(self):
-        """The next response frame, or None once the server closed."""
-        while True:
-            f = self.decoder.next_frame()
-            if f is not None:
-                return f
-            try:
-                data = self.sock.recv(65536)
-            except ConnectionResetError:
-                data = b""
-            if not data:
-                assert self.decoder.buffered == 0, "stream ended inside a frame"
-                return None
-            self.decoder.feed(data)
-
-    def response(self, api_key, version):
-        f = self.frame()
-        assert f is not None, "connection closed before the response"
-        return decode_response(f, api_key, version)
-
-    def close(self):
-        self.sock.close()
 
 
 @pytest.fixture
@@ -104,23 +56,6 @@ def start():
     yield _start
     for s in servers:
         s.shutdown()
-
-
-def wait_for(cond, timeout_ms=5000):
-    deadline = now_ms() + timeout_ms
-    while not cond():
-        assert now_ms() < deadline, "condition not met in time"
-        threading.Event().wait(0.005)
-    return True
-
-
-def login(c):
-    c.send(handshake(1))
-    assert c.response(SASL_HANDSHAKE, 1)[1]["error_code"] == NONE
-    c.send(authenticate(2))
-    _, body = c.response(SASL_AUTHENTICATE, 2)
-    assert body["error_code"] == NONE
-    assert body["session_lifetime_ms"] > 0
 
 
 def test_default_batches_requests():
@@ -178,7 +113,7 @@ def test_reauthentication_in_the_middle_of_a_pipelined_batch(start):
     srv, port = start("SASL_PLAINTEXT")
     c = RawClient(port)
     try:
-        login(c)
+        assert login(c)["session_lifetime_ms"] > 0
         c.send(metadata(3) + metadata(4) + handshake(5) + authenticate(6)
                + metadata(7) + metadata(8))
         assert c.response(METADATA, 1)[0] == 3
@@ -204,7 +139,7 @@ def test_data_request_between_reauth_handshake_and_token_fails_reauthentication(
     srv, port = start("SASL_PLAINTEXT")
     c = RawClient(port)
     try:
-        login(c)
+        assert login(c)["session_lifetime_ms"] > 0
         c.send(metadata(3) + handshake(4) + metadata(5) + authenticate(6) + metadata(7))
         assert c.response(METADATA, 1)[0] == 3
         corr, body = c.response(SASL_HANDSHAKE, 1)

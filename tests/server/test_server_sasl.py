@@ -11,6 +11,7 @@ from kchannel.errors import SaslAuthenticationError
 from kchannel.network.channel import State
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.server import Server
+from tests.fixtures.clocks import Clock
 
 JAAS_SERVER = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
                'user_alice="alice-secret";')
@@ -19,14 +20,6 @@ JAAS_SERVER = ('org.apache.kafka.common.security.plain.PlainLoginModule required
 def jaas_client(user, password):
     return ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             f'username="{user}" password="{password}";')
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_700_000_000_000
-
-    def __call__(self):
-        return self.now
 
 
 def server_props(reauth_ms=None, delay_ms=100):
