@@ -2,7 +2,9 @@
 
 * :mod:`kchannel.server.server` -- :class:`Server` (Kafka's SocketServer and
   a small request layer): listeners, TLS, SASL, ApiVersions, Metadata,
-  DescribeCluster.
+  DescribeCluster; its listeners and the properties they stand for in
+  :mod:`kchannel.server.server_listeners`, its acceptor and connection limits
+  in :mod:`kchannel.server.server_accept`.
 * :mod:`kchannel.server.handlers` -- the request context, handler registry and
   the single-node handlers; :mod:`kchannel.server.cluster` -- Metadata and
   DescribeCluster for ``kchannel.cluster.nodes``.
@@ -10,7 +12,8 @@
   :mod:`kchannel.server.token_handlers` -- the delegation token APIs (38-41).
 * :mod:`kchannel.server.acl_handlers` -- CreateAcls/DescribeAcls/DeleteAcls
   (the ACLs of ``authorizer.class.name``).
-* :mod:`kchannel.server.gateway` -- the gateway in front of an upstream cluster.
+* :mod:`kchannel.server.gateway` -- the gateway in front of an upstream cluster
+  (its parts in the ``gateway_*`` modules).
 * :mod:`kchannel.server.broker` -- :func:`~kchannel.server.broker.assemble`:
   all of the above from ``server.properties``, what ``kchannel serve`` runs
   through ``Server.from_properties``.

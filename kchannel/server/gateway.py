@@ -111,8 +111,11 @@ Metrics (the server's registry)
 Modules: :class:`Gateway` is here, with its parts in ``gateway_types``
 (constants, per-client and per-request state, request fields read without
 decoding), ``gateway_login`` (start-up, upstream login), ``gateway_upstreams``
-(per-client upstream connections), ``gateway_endpoints`` (node ports in
-responses) and ``gateway_authz`` (authorization).
+(per-client upstream connections), ``gateway_routing`` (the shared
+client's upstream connections: routing, connecting, requests waiting),
+``gateway_responses`` (responses back to clients in order, flow control,
+request metrics), ``gateway_endpoints`` (node ports in responses) and
+``gateway_authz`` (authorization).
 """
 import collections
 
@@ -120,14 +123,13 @@ from .. import errors
 from ..client.network_client import NetworkClient, _parse_bootstrap
 from ..config.definitions import resolve_class
 from ..log import get_logger
-from ..metrics import Avg, Max, MetricName, Rate
 from ..network.channel import State
 from ..protocol import messages
 from ..protocol.api_keys import API_NAMES, API_VALID_VERSIONS, ApiKey
 from ..protocol.errors import Errors
-from ..protocol.headers import decode_response, encode_response
+from ..protocol.headers import encode_response
 from ..security.authorizer.requests import RequestAuthorizer
-from .gateway_types import (_acks_offset, AllowListAuthorizer, BOOTSTRAP_NODE, DEFAULT_MAX_QUEUED,
+from .gateway_types import (_acks_offset, AllowListAuthorizer, DEFAULT_MAX_QUEUED,
                             DEFAULT_MAX_QUEUED_BYTES, DEFAULT_SHARED_FETCH_MAX_WAIT_MS,
                             DEFAULT_TOTAL_MAX_QUEUED_BYTES, _Downstream, _Fd, _FETCH,
                             _fetch_max_wait_offset, GatewayRequest, _int,
@@ -138,6 +140,8 @@ from .gateway_types import (_acks_offset, AllowListAuthorizer, BOOTSTRAP_NODE, D
 from .gateway_authz import _Authorization
 from .gateway_endpoints import _Endpoints
 from .gateway_login import _UpstreamLogin
+from .gateway_responses import _Responses
+from .gateway_routing import _Routing
 from .gateway_upstreams import _OwnUpstreams
 
 log = get_logger("kchannel.gateway")
@@ -146,7 +150,8 @@ __all__ = ["Gateway", "GatewayRequest", "AllowListAuthorizer", "UPSTREAM_PREFIX"
            "LOCAL_API_KEYS", "install_gateway"]
 
 
-class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization):
+class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routing,
+              _Responses):
     """See the module docstring.  ``upstream_configs``: client configs of the
     upstream connections (``bootstrap.servers`` required)."""
 
@@ -581,374 +586,6 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization):
                 continue
             self._fail_downstream(ds, errors.ChannelConnectionError(
                 f"its upstream connection to node {uid[0]} was closed by the broker"))
-
-    # --------------------------------------------------------------- routing
-    def _route(self, node, cid=None):
-        """Upstream connection id for a client of ``node``'s port (None: the
-        bootstrap port, served by any ready upstream connection); with
-        per-client connections, ``(node, client connection id)``."""
-        if cid is not None:
-            if node is None:
-                node = min(self.nodes) if self.nodes else BOOTSTRAP_NODE
-            return (node, cid)
-        if node is not None:
-            return node
-        client = self.client
-        for uid in sorted(self.nodes):
-            if client.is_ready(uid):
-                return uid
-        if client.is_ready(BOOTSTRAP_NODE):
-            return BOOTSTRAP_NODE
-        # none ready: one being set up, else one that may connect now
-        for uid in sorted(self.nodes) + [BOOTSTRAP_NODE]:
-            if not client.connection_state(uid).is_disconnected():
-                return uid
-        for uid in sorted(self.nodes):
-            if client.can_connect(uid):
-                return uid
-        return BOOTSTRAP_NODE
-
-    def upstream_addresses(self):
-        """(host, port) of the upstream's bootstrap servers and nodes."""
-        return list(self.bootstrap) + list(self.nodes.values())
-
-    def _address(self, uid):
-        node = uid[0] if isinstance(uid, tuple) else uid
-        if node == BOOTSTRAP_NODE or node not in self.nodes:
-            return self.bootstrap[self._bootstrap_index % len(self.bootstrap)]
-        return self.nodes[node]
-
-    @staticmethod
-    def _is_bootstrap(uid):
-        return (uid[0] if isinstance(uid, tuple) else uid) == BOOTSTRAP_NODE
-
-    def _next_bootstrap(self):
-        self._bootstrap_index = (self._bootstrap_index + 1) % len(self.bootstrap)
-
-    def _ensure_connecting(self, uid):
-        client = self.client
-        state = client.connection_state(uid)
-        if not state.is_disconnected():
-            return
-        host, port = self._address(uid)
-        try:
-            started = client.connect(uid, host, port)
-        except errors.KChannelError as exc:
-            self._fail_waiting(uid, exc)
-            if self._is_bootstrap(uid):
-                self._next_bootstrap()
-            return
-        if started:
-            self.connecting.add(uid)
-        # else in its reconnect backoff: the requests wait for it (at most
-        # the upstream request timeout, see _drain_waiting)
-
-    def _drain_waiting(self, uids=None):
-        """Send the requests waiting for the upstream connections ``uids``
-        (default: all) that are ready now; fail those whose connection
-        failed or that waited longer than the request timeout."""
-        if not self.waiting:
-            return
-        client = self.client
-        for uid in list(self.waiting) if uids is None else uids:
-            if uid not in self.waiting:
-                continue
-            if client.is_ready(uid):
-                self.connecting.discard(uid)
-                self._learn_versions(uid)
-                queue = self.waiting.pop(uid)
-                for ds, slot, frame, expect in queue:
-                    if not ds.closed:
-                        self._send(uid, ds, slot, frame, expect)
-            elif client.connection_state(uid).is_disconnected():
-                if uid in self.connecting:
-                    self.connecting.discard(uid)
-                    auth = client.authentication_exception(uid)
-                    exc = (auth or client.connection_exception(uid)
-                           or errors.ChannelConnectionError(f"Upstream node {uid} unreachable"))
-                    if auth is not None:
-                        self._login_failed(uid, auth)     # one ERROR per streak
-                    else:
-                        log.warning("Upstream connection %s (%s:%s) failed: %s", uid,
-                                    *self._address(uid), exc)
-                    if self._is_bootstrap(uid):
-                        self._next_bootstrap()
-                    self._fail_waiting(uid, exc)
-                else:
-                    queue = self.waiting[uid]
-                    if queue and self.time() - queue[0][1].start > self.request_timeout_ms:
-                        self._fail_waiting(uid, client.connection_exception(uid) or
-                                           errors.ChannelConnectionError(
-                                               f"Upstream node {uid} is not reachable"))
-                    else:
-                        self._ensure_connecting(uid)
-
-    def _fail_waiting(self, uid, exc):
-        for ds, slot, frame, expect in self.waiting.pop(uid, ()):
-            self._fail_downstream(ds, exc)
-
-    def _send(self, uid, ds, slot, frame, expect):
-        try:
-            corr = self.client.send_raw(uid, frame, expect_response=expect,
-                                        timeout_ms=slot.timeout_ms)
-        except errors.KChannelError as exc:
-            self._fail_downstream(ds, exc)
-            return
-        if expect:
-            self.in_flight[(uid, corr)] = (ds, slot)
-        if ds.up_muted and isinstance(uid, tuple):
-            self.client.selector.mute(uid)     # a connection (re)made while held back
-
-    def _learn_versions(self, uid):
-        if self.upstream_versions is None:
-            versions = self.client.api_versions(uid)
-            if versions:
-                self.upstream_versions = dict(versions)
-                self._ranges_cache = self._offered_cache = None
-
-    def _learn_node(self, nid, host, port):
-        if nid is None or nid < 0 or not host or port is None or port < 0:
-            return
-        self.nodes[int(nid)] = (host, int(port))
-
-    # -------------------------------------------------------------- responses
-    def _on_response(self, resp):
-        entry = self.in_flight.pop((resp.node_id, resp.correlation_id), None)
-        if entry is None:
-            return
-        ds, slot = entry
-        if ds.closed:
-            return
-        ds.req_bytes -= slot.req_bytes
-        self.queued_bytes -= slot.req_bytes
-        slot.req_bytes = 0
-        if resp.exception is not None:
-            self._fail_downstream(ds, resp.exception)
-            return
-        if slot.silent:
-            self._silent_answer(ds, slot, resp.body)
-            return
-        frame = resp.body
-        if slot.fix is None and slot.api_key not in REWRITTEN_API_KEYS:
-            frame = frame if type(frame) is bytearray else bytearray(frame)
-            frame[0:4] = slot.corr.to_bytes(4, "big", signed=True)
-        self._deliver(ds, slot, frame, resp.receive_time_ms)
-
-    def _deliver(self, ds, slot, frame, receive_time_ms):
-        """The upstream's response ``frame`` to ``slot`` (its correlation
-        id the client's) on its way to the client, in its turn."""
-        if slot.fix is None and slot.api_key not in REWRITTEN_API_KEYS:
-            # _response_frame's pass-through, inlined (nearly every response)
-            out = frame
-            q = ds.queue
-            if len(q) == 1 and q[0] is slot:
-                # _flush of a client's only request (one in flight: the
-                # usual case), inlined: written at once when the socket
-                # takes it, counted until written otherwise
-                q.popleft()
-                sel = self.server.selector
-                ch = sel.channel(ds.cid)
-                held = False
-                if ch is not None:
-                    sel.send(ds.cid, out)
-                    if ch.has_pending_writes():
-                        n = len(out)
-                        ds.out_bytes += n
-                        self.queued_bytes += n
-                        self._draining.add(ds)
-                        held = True
-                    # the response's arrival (the upstream poll's clock,
-                    # the server's) is when it was queued for the client;
-                    # (_record, inlined)
-                    times = self._times.get(slot.api_key)
-                    if times is None:
-                        times = self._times[slot.api_key] = []
-                    times.append(receive_time_ms - slot.start)
-                if held or ds.muted or ds.up_muted or self._total_over:
-                    self._update_flow(ds)
-                return
-            slot.response = out
-            ds.held_bytes += len(out)
-            self.queued_bytes += len(out)
-            self._flush(ds)
-            return
-        try:
-            slot.response = self._response_frame(ds, slot, frame)
-        except Exception as exc:  # noqa: BLE001 - an undecodable response closes its client
-            log.warning("Closing connection %s: cannot rewrite the upstream's %s v%d "
-                        "response: %s", ds.cid, API_NAMES.get(slot.api_key), slot.version, exc)
-            self._fail_downstream(ds, exc)
-            return
-        ds.held_bytes += len(slot.response)
-        self.queued_bytes += len(slot.response)
-        self._flush(ds)
-
-    def _silent_answer(self, ds, slot, frame):
-        """The answer to an acks=0 Produce sent as acks=1 (shared mode): an
-        error closes its client's connection, as the broker would have
-        closed it; nothing goes to the client otherwise."""
-        try:
-            _, body = decode_response(frame, slot.api_key, slot.version)
-            failed = [p.get("error_code") for t in body.get("responses") or ()
-                      for p in t.get("partition_responses") or () if p.get("error_code")]
-        except Exception as exc:  # noqa: BLE001
-            failed = [str(exc)]
-        if failed:
-            self._fail_downstream(ds, errors.ChannelConnectionError(
-                f"its acks=0 Produce failed upstream ({failed[0]}); a broker closes the "
-                "connection then"))
-        else:
-            self._update_flow(ds)
-
-    def _response_frame(self, ds, slot, frame):
-        if slot.fix is not None:
-            _, body = decode_response(frame, slot.api_key, slot.version)
-            slot.fix(body)
-            if slot.api_key in REWRITTEN_API_KEYS:
-                self._rewrite(ds.listener_name, slot.api_key, slot.version, body)
-            return encode_response(slot.api_key, slot.version, slot.corr, body)
-        if slot.api_key not in REWRITTEN_API_KEYS:
-            out = frame if isinstance(frame, bytearray) else bytearray(frame)
-            out[0:4] = slot.corr.to_bytes(4, "big", signed=True)
-            return out
-        _, body = decode_response(frame, slot.api_key, slot.version)
-        self._rewrite(ds.listener_name, slot.api_key, slot.version, body)
-        return encode_response(slot.api_key, slot.version, slot.corr, body)
-
-    # -------------------------------------------------------------- clients
-    def _flush(self, ds):
-        sel = self.server.selector
-        q = ds.queue
-        while q and not ds.closed:
-            slot = q[0]
-            if slot.local is not None:
-                q.popleft()
-                self.server._process_request(ds.cid, slot.local, local=True)
-                continue
-            if slot.response is None:
-                break
-            q.popleft()
-            ch = sel.channel(ds.cid)
-            if ch is None:
-                break
-            n = len(slot.response)
-            sel.send(ds.cid, slot.response)
-            slot.response = b""
-            ds.held_bytes -= n
-            if ch.has_pending_writes():
-                ds.out_bytes += n
-                self._draining.add(ds)
-            else:
-                # written at once (the usual case): nothing left to count
-                self.queued_bytes -= n
-            self._record(slot)
-        self._update_flow(ds)
-
-    def _update_total(self):
-        over = self.queued_bytes >= self.total_max_queued_bytes
-        if over != self._total_over:
-            self._total_over = over
-            if over:
-                log.warning("Gateway clients hold %d bytes (kchannel.gateway.total.max.queued."
-                            "bytes=%d): no client is read until their responses are written",
-                            self.queued_bytes, self.total_max_queued_bytes)
-            for other in list(self.downstreams.values()):
-                self._update_flow(other, False)
-
-    def _update_flow(self, ds, total=True):
-        """Read a client (and, per-client mode, its upstream connections)
-        only while it holds less than its bounds: fewer than
-        max.queued.requests requests waiting, fewer than max.queued.bytes
-        bytes; no client is read while all of them together hold
-        total.max.queued.bytes.  Its upstream connections are not read
-        while its responses waiting to be written reach the bound (or any,
-        over the total): the broker then waits on that one connection, as
-        it waits on a client that does not read."""
-        if total and (self.queued_bytes >= self.total_max_queued_bytes) != self._total_over:
-            self._update_total()
-        if ds.closed:
-            return
-        own = ds.req_bytes + ds.held_bytes + ds.out_bytes + ds.unacked_bytes
-        over_total = self._total_over
-        mute = (len(ds.queue) >= self.max_queued_requests or own >= self.max_queued_bytes
-                or over_total)
-        sel = self.server.selector
-        if mute != ds.muted and sel.channel(ds.cid) is not None:
-            ds.muted = mute
-            if mute:
-                sel.mute(ds.cid)
-            else:
-                sel.unmute(ds.cid)
-        if self.per_client:
-            out = ds.held_bytes + ds.out_bytes
-            up_mute = out >= self.max_queued_bytes or (over_total and out > 0)
-            if up_mute != ds.up_muted:
-                ds.up_muted = up_mute
-                usel = self.client.selector
-                for uid in ds.uids:
-                    # (one not ready yet is muted once it is: _up_ready)
-                    if usel.is_channel_ready(uid):
-                        if up_mute:
-                            usel.mute(uid)
-                        else:
-                            usel.unmute(uid)
-
-    def _fail_downstream(self, ds, exc):
-        """Disconnect a client whose request cannot be answered: what its
-        library retries on (responses completed before it go out first)."""
-        if ds.closed:
-            return
-        self._flush(ds)
-        if ds.closed:
-            return
-        log.info("Disconnecting %s: %s", ds.cid, exc)
-        sel = self.server.selector
-        if sel.channel(ds.cid) is not None:
-            sel.write_queued(ds.cid)
-            sel.close(ds.cid)
-        self._forget(ds)
-
-    # -------------------------------------------------------------- metrics
-    def _record(self, slot, now=None):
-        """Counts ``slot``'s time from request to response (``now``, default
-        the current time): recorded by the end of this poll (_record_times)."""
-        if now is None:
-            now = self.time()
-        times = self._times.get(slot.api_key)
-        if times is None:
-            times = self._times[slot.api_key] = []
-        times.append(now - slot.start)
-
-    def _record_times(self):
-        """Records the request times counted since the last poll: per API
-        key one record_many per stat instead of a sensor record per
-        request (a poll forwards tens of responses under load)."""
-        times, self._times = self._times, {}
-        now = self.time()
-        for key, values in times.items():
-            self._sensor(key).record_many(values, now)
-
-    def _sensor(self, key):
-        sensor = self._sensors.get(key)
-        if sensor is None:
-            metrics = self.server.metrics
-            name = API_NAMES.get(key, str(key))
-            tags = {"request": name}
-            sensor = metrics.sensor(f"gateway-request:{name}")
-            total = Avg(metrics.config)
-            # the requests per second are the count of TotalTimeMs's
-            # samples: measured from them, one stat less to record
-            sensor.add_view(MetricName.of("RequestsPerSec", "RequestMetrics",
-                                          "Requests forwarded per second", tags),
-                            Rate.view_of(total, count=True))
-            sensor.add(MetricName.of("TotalTimeMs", "RequestMetrics",
-                                     "Average time from request to response (ms)", tags),
-                       total)
-            sensor.add(MetricName.of("TotalTimeMs-max", "RequestMetrics",
-                                     "Longest time from request to response (ms)", tags),
-                       Max(metrics.config))
-            self._sensors[key] = sensor
-        return sensor
 
 
 def upstream_configs(props):
