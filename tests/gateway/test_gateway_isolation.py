@@ -65,7 +65,17 @@ def create_topic(kafka_broker, partitions=1):
     for f in admin.create_topics([NewTopic(name, num_partitions=partitions,
                                            replication_factor=1)]).values():
         f.result(30)
-    return name
+    # CreateTopics answers once the controller has the topic; the broker
+    # learns it a moment later, and a Metadata request before that says
+    # UNKNOWN_TOPIC_OR_PARTITION (which the tests below count as a failure).
+    deadline = time.monotonic() + 30
+    while True:
+        md = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions \
+                and all(p.leader >= 0 for p in md.partitions.values()):
+            return name
+        assert time.monotonic() < deadline, f"topic {name} not in the broker's metadata after 30 s"
+        time.sleep(0.05)
 
 
 def frame(api_key, version, corr, body):
