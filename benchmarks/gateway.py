@@ -198,27 +198,39 @@ def leader_address(configs, topic):
     return host, port
 
 
+def produce_clients(configs, topic, clients, client_id, request_timeout_ms, connect_timeout_s):
+    """A NetworkClient with ``clients`` READY connections to the partition's
+    leader (node ids 0..clients-1) and the 1-record Produce (v9, acks=1)
+    body each of them sends: (client, body)."""
+    from kchannel.client import NetworkClient
+    from kchannel.protocol.records.batch import encode_batch
+    host, port = leader_address(configs, topic)
+    nc = NetworkClient(dict(configs, **{"client.id": client_id,
+                                        "request.timeout.ms": request_timeout_ms}))
+    try:
+        for i in range(clients):
+            nc.connect(i, host, port)
+        deadline = time.monotonic() + connect_timeout_s
+        while not all(nc.is_ready(i) for i in range(clients)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"clients not connected within {connect_timeout_s} s")
+            nc.poll(50)
+    except BaseException:
+        nc.close()
+        raise
+    body = {"acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": topic, "partition_data": [
+            {"index": 0, "records": encode_batch([(int(time.time() * 1000), None,
+                                                   b"x" * 100, [])])}]}]}
+    return nc, body
+
+
 def concurrent(configs, topic, clients, seconds, sample=None):
     """``clients`` connections to the partition's leader, each with one
     single-record Produce (acks=1) in flight at a time, for ``seconds``:
     (requests per second, p50 s, p99 s, peak of ``sample()`` while busy)."""
-    from kchannel.client import NetworkClient
-    from kchannel.protocol.records.batch import encode_batch
-    host, port = leader_address(configs, topic)
-    nc = NetworkClient(dict(configs, **{"client.id": "bench-concurrent",
-                                        "request.timeout.ms": 60000}))
+    nc, body = produce_clients(configs, topic, clients, "bench-concurrent", 60000, 120)
     try:
-        for i in range(clients):
-            nc.connect(i, host, port)
-        deadline = time.monotonic() + 120
-        while not all(nc.is_ready(i) for i in range(clients)):
-            if time.monotonic() > deadline:
-                raise RuntimeError("clients not connected within 120 s")
-            nc.poll(50)
-        body = {"acks": 1, "timeout_ms": 30000, "topic_data": [
-            {"name": topic, "partition_data": [
-                {"index": 0, "records": encode_batch([(int(time.time() * 1000), None,
-                                                       b"x" * 100, [])])}]}]}
         sent = {}
         for i in range(clients):
             nc.send(i, 0, body, version=9)

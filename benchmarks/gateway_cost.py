@@ -97,24 +97,9 @@ def drive(configs, topic, clients, warmup, requests, on, off):
     """``clients`` connections, one 1-record Produce in flight each:
     ``warmup`` responses, then ``on()``, ``requests`` more, ``off()``.
     Returns the responses counted between on() and off()."""
-    from gateway import leader_address
-    from kchannel.client import NetworkClient
-    from kchannel.protocol.records.batch import encode_batch
-    host, port = leader_address(configs, topic)
-    nc = NetworkClient(dict(configs, **{"client.id": "bench-cost",
-                                        "request.timeout.ms": 600000}))
+    from gateway import produce_clients
+    nc, body = produce_clients(configs, topic, clients, "bench-cost", 600000, 600)
     try:
-        for i in range(clients):
-            nc.connect(i, host, port)
-        deadline = time.monotonic() + 600
-        while not all(nc.is_ready(i) for i in range(clients)):
-            if time.monotonic() > deadline:
-                raise RuntimeError("clients not connected within 600 s")
-            nc.poll(50)
-        body = {"acks": 1, "timeout_ms": 30000, "topic_data": [
-            {"name": topic, "partition_data": [
-                {"index": 0, "records": encode_batch([(int(time.time() * 1000), None,
-                                                       b"x" * 100, [])])}]}]}
         for i in range(clients):
             nc.send(i, 0, body, version=9)
         done, measured, phase = 0, 0, 0
