@@ -155,43 +155,13 @@ class SelectorMetrics:
         (the ``bytes_received``, ``responses_received``, ``bytes_sent``,
         ``requests_sent`` and ``bytes_transferred`` sensors: the same values
         as recording them per channel, since every channel of a poll is
-        served at the same ``now``).  Everything is recorded here, once per
-        poll: the stats' usual case (the current window still open) inlined,
-        their record() called only to open a window."""
+        served at the same ``now``).  Everything is recorded from here, once
+        per poll: the stats' usual case (the current window still open)
+        inlined, their record() called only to open a window."""
         if sent:
-            # (record_sends(sent, now) folded in: one metrics call per poll)
-            if len(sent) == 1:
-                size = sent[0]
-                avg = self._send_size_avg
-                samples = avg._samples
-                window = avg.config.time_window_ms
-                if samples and now - samples[-1].start < window:
-                    cur = samples[-1]
-                    cur.value += size
-                    cur.count += 1
-                    samples = self._send_size_max._samples
-                    cur = samples[-1] if samples else None
-                    if cur is not None and now - cur.start < window:
-                        if size > cur.value:
-                            cur.value = size
-                        cur.count += 1
-                    else:
-                        self._send_size_max.record(size, now)
-                    totals = self._send_totals
-                    totals.total += size
-                    totals.count += 1
-                    samples = self._net_io_rate._samples
-                    cur = samples[-1] if samples else None
-                    if cur is not None and now - cur.start < window:
-                        cur.value += 1
-                        cur.count += 1
-                    else:
-                        self._net_io_rate.record(1.0, now)
-                    self._net_io_total.total += 1
-                else:
-                    self.record_sends(sent, now)
-            else:
-                self.record_sends(sent, now)
+            # (the sends the poll completed, recorded by record_sends: one
+            # copy of the stats' inlined update)
+            self.record_sends(sent, now)
         window = self._select_avg.config.time_window_ms
         samples = self._select_avg._samples
         if samples and now - samples[-1].start < window:
