@@ -23,7 +23,7 @@ from .. import errors
 from ..log import get_logger
 from ..network.channel import State
 from ..protocol import messages
-from ..protocol.headers import request_encoder, response_decoder
+from ..protocol.headers import request_encoder
 from ..utils import now_ms
 from .connection_state import ConnectionState
 
@@ -253,8 +253,7 @@ class ClientLoop:
         KChannelError when it does not decode."""
         decode = self._response_decoders.get((api_key << 16) | version)
         if decode is None:
-            decode = self._response_decoders[(api_key << 16) | version] = \
-                response_decoder(api_key, version)
+            decode = self._new_response_decoder(api_key, version)
         return decode(payload)
 
     def _handle_response(self, node, payload, now, out):
@@ -296,8 +295,7 @@ class ClientLoop:
         try:
             decode = self._response_decoders.get((api_key << 16) | version)
             if decode is None:
-                decode = self._response_decoders[(api_key << 16) | version] = \
-                    response_decoder(api_key, version)
+                decode = self._new_response_decoder(api_key, version)
             body = decode(payload)
         except errors.KChannelError as exc:
             self._protocol_failure(node, exc, out)

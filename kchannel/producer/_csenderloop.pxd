@@ -37,3 +37,10 @@ cdef class SenderLoop:
     cdef public object transactional_id
     cdef public object _batch_stats
     cdef public object _response_stats
+
+
+cdef class ProduceResponseDecoder:
+    cdef public int version
+    cdef public object generic
+    cdef object _name_raw
+    cdef object _name

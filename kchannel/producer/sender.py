@@ -41,6 +41,8 @@ produce_request_parts = _senderloop.produce_request_parts
 produce_request_parts_one = _senderloop.produce_request_parts_one
 encode_produce_request = _senderloop.encode_produce_request
 encode_produce_request_one = _senderloop.encode_produce_request_one
+produce_response_decoder = _senderloop.produce_response_decoder
+_PRODUCE = messages.PRODUCE.api_key
 
 
 # RETRIABLE_ERRORS (Java's RetriableException) and INVALID_METADATA_ERRORS
@@ -51,6 +53,8 @@ encode_produce_request_one = _senderloop.encode_produce_request_one
 class Sender(SenderLoop):
     def __init__(self, client, accumulator, metadata, values, time, sensors=None):
         self.client = client
+        # A response per batch sent: read directly in its usual shape.
+        client.client.add_response_decoder(_PRODUCE, produce_response_decoder)
         self.accumulator = accumulator
         self.metadata = metadata
         self.time = time

@@ -72,3 +72,67 @@ def test_request_frame_from_parts_equals_the_joined_body(version):
         header, decoded = decode_request(frame[4:])
         assert (header.correlation_id, header.api_version) == (0x7FFFFFFF, version)
         assert decoded == PRODUCE.request.decode(body, version)
+
+
+def _responses():
+    """ProduceResponse bodies: the producer's usual one (one topic, one
+    partition, no errors), and shapes the Sender's decoder must hand to the
+    codec's (several partitions or topics, record errors, an error message,
+    a current leader, node endpoints, a long or non-ASCII topic name)."""
+    def part(index=0, code=0, base=12345, append=-1, start=0, record_errors=(),
+             message=None, leader=None):
+        p = {"index": index, "error_code": code, "base_offset": base,
+             "log_append_time_ms": append, "log_start_offset": start,
+             "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                               for i, m in record_errors],
+             "error_message": message}
+        if leader is not None:
+            p["current_leader"] = {"leader_id": leader[0], "leader_epoch": leader[1]}
+        return p
+
+    def body(topics, throttle=0, endpoints=()):
+        return {"responses": [{"name": n, "partition_responses": ps} for n, ps in topics],
+                "throttle_time_ms": throttle,
+                "node_endpoints": [{"node_id": 1, "host": h, "port": 9092, "rack": None}
+                                   for h in endpoints]}
+    yield body([("t", [part()])])
+    yield body([("bench-topic-x" * 3, [part(index=7, base=2 ** 40, append=1_700_000_000_000,
+                                            start=99)])], throttle=250)
+    yield body([("tö", [part(code=6, base=-1, start=-1)])])
+    yield body([("x" * 200, [part()])])                 # a two-byte compact length
+    yield body([("t", [part(), part(index=1)])])
+    yield body([("t", [part()]), ("u", [part()])])
+    yield body([("t", [part(code=87, record_errors=[(3, "bad"), (4, None)])])])
+    yield body([("t", [part(code=87, message="invalid record")])])
+    yield body([("t", [part(code=6, leader=(2, 5))])], endpoints=["broker-2"])
+    yield body([])
+
+
+@pytest.mark.parametrize("version", range(PRODUCE.min_version, PRODUCE.max_version + 1))
+def test_produce_response_decoder_equals_the_codec(impl, version):
+    # The Sender reads its responses with its own decoder (the usual shape
+    # directly, any other through the codec's): the same dict as the codec's
+    # for every version, the same one twice (the topic name it keeps), from
+    # bytes and from the read-only memoryview a receive is.
+    from kchannel.protocol.headers import response_decoder, response_encoder
+    generic = response_decoder(messages.PRODUCE.api_key, version)
+    decode = impl.senderloop.produce_response_decoder(version, generic)
+    assert isinstance(decode, impl.senderloop.ProduceResponseDecoder)
+    encode = response_encoder(messages.PRODUCE.api_key, version)
+    fast = 0
+    for body in _responses():
+        frame = encode(7, body)
+        want = generic(frame)
+        for payload in (frame, memoryview(frame).toreadonly(), frame):
+            assert decode(payload) == want
+        fast += decode._fast(frame) is not None
+        # a frame cut short or with a byte more is the codec's to refuse
+        for bad in (frame[:-1], frame + b"\x00"):
+            try:
+                expected = generic(bad)
+            except Exception as exc:
+                with pytest.raises(type(exc)):
+                    decode(bad)
+            else:
+                assert decode(bad) == expected
+    assert fast >= 3          # the usual shapes took the direct path
