@@ -44,3 +44,5 @@ cdef class ProduceResponseDecoder:
     cdef public object generic
     cdef object _name_raw
     cdef object _name
+    cdef dict _partition
+    cdef dict _body

@@ -173,11 +173,12 @@ class ProduceResponseDecoder:
     per request (tests/producer compare the dicts with the codec's for
     every version)."""
 
-    __slots__ = ("version", "generic", "_name_raw", "_name")
+    __slots__ = ("version", "generic", "_name_raw", "_name", "_partition", "_body")
 
     def __init__(self, version, generic):
         self.version = version
         self.generic = generic
+        self._partition, self._body = _templates(version)
         # The last topic name read, as bytes and str (a producer's
         # responses name the same topic again and again).
         self._name_raw = None
@@ -190,6 +191,10 @@ class ProduceResponseDecoder:
         return body
 
     def _fast(self, payload):
+        # A receive is a read-only memoryview of the receive buffer: its
+        # slices and comparisons cost more than one copy of these ~60 bytes.
+        if type(payload) is not bytes:
+            payload = bytes(payload)
         version = self.version
         n = len(payload)
         if version >= _FLEXIBLE_PRODUCE:
@@ -232,34 +237,50 @@ class ProduceResponseDecoder:
                     b"\x00\x00\x00\x00\xff\xff":
                 return None
             throttle = _I32.unpack_from(payload, n - 4)[0]
-        # (``payload`` is a read-only memoryview of the receive buffer, or
-        # bytes: either compares with the bytes kept)
         if raw != self._name_raw:
-            raw = bytes(raw)
             try:
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:
                 return None
             self._name_raw = raw
             self._name = name
+        # The dicts the codec makes, as copies of this version's templates
+        # with the values set (a copy of a dict costs less than building
+        # it key by key).
+        p = self._partition.copy()
+        p["index"] = index
+        p["error_code"] = code
+        p["base_offset"] = base
+        p["log_append_time_ms"] = append_time
+        if version >= 5:
+            p["log_start_offset"] = start
         if version >= 8:
-            if version >= 10:
-                p = {"index": index, "error_code": code, "base_offset": base,
-                     "log_append_time_ms": append_time, "log_start_offset": start,
-                     "record_errors": [], "error_message": None, "current_leader": None}
-                return {"responses": [{"name": self._name, "partition_responses": [p]}],
-                        "throttle_time_ms": throttle, "node_endpoints": []}
-            p = {"index": index, "error_code": code, "base_offset": base,
-                 "log_append_time_ms": append_time, "log_start_offset": start,
-                 "record_errors": [], "error_message": None}
-        elif version >= 5:
-            p = {"index": index, "error_code": code, "base_offset": base,
-                 "log_append_time_ms": append_time, "log_start_offset": start}
-        else:
-            p = {"index": index, "error_code": code, "base_offset": base,
-                 "log_append_time_ms": append_time}
-        return {"responses": [{"name": self._name, "partition_responses": [p]}],
-                "throttle_time_ms": throttle}
+            p["record_errors"] = []
+        topic = {"name": self._name, "partition_responses": [p]}
+        body = self._body.copy()
+        body["responses"] = [topic]
+        body["throttle_time_ms"] = throttle
+        if version >= 10:
+            body["node_endpoints"] = []
+        return body
+
+
+def _templates(version):
+    """The partition response's and the response's dicts as the codec
+    decodes them for ``version`` (3 to 12), keys in its order, values to
+    be set."""
+    partition = {"index": 0, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1}
+    if version >= 5:
+        partition["log_start_offset"] = -1
+    if version >= 8:
+        partition["record_errors"] = None
+        partition["error_message"] = None
+    if version >= 10:
+        partition["current_leader"] = None
+    body = {"responses": None, "throttle_time_ms": 0}
+    if version >= 10:
+        body["node_endpoints"] = None
+    return partition, body
 
 
 def produce_response_decoder(version, generic):
