@@ -176,6 +176,11 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routin
         # authorizer.class.name: Kafka's per-resource checks (a
         # kchannel.security.authorizer.requests.RequestAuthorizer)
         self.request_authorizer = request_authorizer
+        # its ACL store's change counter, read per request by the
+        # per-connection cache of decisions (see _authorize_request); None:
+        # an authorizer without one, nothing cached
+        store = getattr(getattr(request_authorizer, "authorizer", None), "store", None)
+        self._acl_version = getattr(store, "version", None)
         mode = str(upstream_connections).strip().lower()
         if mode not in ("shared", "per-client"):
             raise errors.ConfigError(
