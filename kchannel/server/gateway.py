@@ -431,16 +431,17 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routin
             self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))
             return True
         slot.timeout_ms = timeout_ms
+        n = len(frame)
         if expect:
             if not slot.silent:
                 ds.queue.append(slot)
-            slot.req_bytes = len(frame)
-            ds.req_bytes += slot.req_bytes
+            slot.req_bytes = n
+            ds.req_bytes += n
         else:
             # acks=0: counted until written upstream (see _check_draining)
-            ds.unacked_bytes += len(frame)
+            ds.unacked_bytes += n
             self._draining.add(ds)
-        self.queued_bytes += len(frame)
+        self.queued_bytes += n
         if self.per_client:
             uid = ds.uid or self._route(ds.node, ds.cid)
             up = self.ups.get(uid)
