@@ -28,7 +28,8 @@ class _Authorization:
 
         Produce and Fetch (most requests) forwarded as they are go into the
         connection's cache of decisions (``ds.authz``) by (API key,
-        transactional id, topic names): the same request again is then
+        transactional id, topic names), a 1-topic Produce v9 by its raw
+        bytes up to the end of the topic name: the same request again is then
         forwarded after one lookup instead of a decision per resource.  A
         decision depends only on the principal and address (fixed for a
         connection), the resources and the ACLs (``super.users`` and
@@ -50,7 +51,16 @@ class _Authorization:
         if acl_version is not None and (key == _PRODUCE or key == _FETCH):
             try:
                 if key == _PRODUCE:
-                    if 3 <= version <= 9:
+                    b = payload[off]
+                    if version == 9 and b < 0x80 and payload[off + (b or 1) + 6] == 2:
+                        # v9 with one topic (nearly every Produce): its bytes
+                        # up to the end of the topic name (transactional id,
+                        # acks, timeout, the name) are the entry, nothing
+                        # decoded; a name of 127+ bytes takes the path below
+                        pos = off + (b or 1) + 7
+                        if payload[pos] < 0x80:
+                            entry = bytes(payload[off:pos + payload[pos]])
+                    if entry is None and 3 <= version <= 9:
                         tid, _, names = produce_names(payload, off, version)
                         entry = (key, tid, *names)
                 elif 4 <= version <= 12:

@@ -451,7 +451,8 @@ def test_acl_changes_apply_to_a_connections_cached_decisions(upstream, kchannel_
             "topic_data": [{"name": "orders", "partition_data": [
                 {"index": 0, "records": batch}]}]}
 
-    def code(c):
+    def code(c, topic="orders"):
+        body["topic_data"][0]["name"] = topic
         resp = c.request(ApiKey.PRODUCE, body, version=9)
         return resp["responses"][0]["partition_responses"][0]["error_code"]
     with sasl_client(gw, "bob") as c:
@@ -459,6 +460,9 @@ def test_acl_changes_apply_to_a_connections_cached_decisions(upstream, kchannel_
         assert code(c) == Errors.TOPIC_AUTHORIZATION_FAILED
         assert other.create_acls([write]) == [None]
         assert [code(c) for _ in range(3)] == [0, 0, 0]      # the last two: cached
+        # names that differ from the cached one by their end or length
+        assert [code(c, t) for t in ("ordert", "order", "orders2")] == \
+            [Errors.TOPIC_AUTHORIZATION_FAILED] * 3
         assert other.delete_acls([AclBindingFilter(name="orders")]) == [[write]]
         assert code(c) == Errors.TOPIC_AUTHORIZATION_FAILED
         assert other.create_acls([write]) == [None]
