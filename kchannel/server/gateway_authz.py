@@ -10,8 +10,12 @@ from ..protocol.headers import encode_response
 from ..security.authorizer.requests import fetch_names, produce_names
 from .gateway_types import _drop_none, _FETCH, _has_top_level_field, _PRODUCE
 
-# decisions kept per client connection (see _authorize_request)
-AUTHZ_CACHE_MAX = 256
+# Decisions kept per client connection (see _authorize_request): at most
+# this many requests, of at most AUTHZ_CACHE_TOPICS topics each (names of
+# at most 249 bytes: under 128 KiB per connection at worst, a few hundred
+# bytes for the usual producer or consumer)
+AUTHZ_CACHE_MAX = 16
+AUTHZ_CACHE_TOPICS = 32
 
 log = get_logger("kchannel.gateway")
 
@@ -62,10 +66,11 @@ class _Authorization:
                             entry = bytes(payload[off:pos + payload[pos]])
                     if entry is None and 3 <= version <= 9:
                         tid, _, names = produce_names(payload, off, version)
-                        entry = (key, tid, *names)
+                        if len(names) <= AUTHZ_CACHE_TOPICS:
+                            entry = (key, tid, *names)
                 elif 4 <= version <= 12:
                     replica_id, names = fetch_names(payload, off, version)
-                    if replica_id < 0:
+                    if replica_id < 0 and len(names) <= AUTHZ_CACHE_TOPICS:
                         entry = (key, None, *names)
             except (IndexError, ValueError, UnicodeDecodeError):
                 entry = None      # the check below says what is wrong
