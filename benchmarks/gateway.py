@@ -51,7 +51,9 @@ principal, User:ANONYMOUS on PLAINTEXT, may write the topic; the other ACLs
 those of ``authorizer.py``: 50 principals, literal and prefixed, DENYs) and
 joins the concurrent rounds; and the authorizer's CPU per request is
 measured in this process (a 1-topic Produce as the concurrent clients send
-and ``authorizer.py``'s 3-topic one, each checked as the gateway checks it).
+and ``authorizer.py``'s 3-topic one, each checked as the gateway checks it,
+and the 1-topic one sent again on one connection through the gateway's hook,
+whose per-connection cache of decisions answers it).
 ``--workers N`` (default 1, ``num.network.threads``' default) sets the
 gateways' worker processes: the figures at the default are the headline,
 tuned ones are reported beside them by another run.
