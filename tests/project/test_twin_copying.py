@@ -27,7 +27,7 @@ README_SHARE = re.compile(r"Share of\s+the pure twins' non-blank lines found ver
                           r"`\.pyx`: (\d+)% \(([\d,]+) of\s+([\d,]+) lines")
 
 
-def _lines(path):
+def _stripped_lines(path):
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
             if line.strip()]
 
@@ -40,9 +40,9 @@ def twin_copying():
         source = ROOT / (pure.replace(".", "/") + ".py")
         stem = compiled.rsplit(".", 1)[1]
         pyx = ROOT / "kchannel_ext" / f"{stem}.pyx"
-        lines = _lines(source)
+        lines = _stripped_lines(source)
         if pyx.exists():
-            theirs = set(_lines(pyx))
+            theirs = set(_stripped_lines(pyx))
             rows.append((name, "pyx", sum(1 for line in lines if line in theirs), len(lines)))
         else:
             assert source.with_name(f"{stem}.pxd").exists(), (
