@@ -9,15 +9,13 @@ with an interpreted frame) and ``await future`` (a generator from
 in a :class:`_Ready`: a C awaitable already done, whose await returns its
 value through the ``am_send`` slot (no StopIteration made, no frame).
 
-* ``send`` appends at once, like the coroutine's first step, and returns a
-  _Ready of the record's future.  It is a coroutine as far as asyncio goes
-  (``send``/``throw``/``close``/``__await__``, registered as a
-  ``collections.abc.Coroutine``): ``asyncio.create_task(p.send(...))``
-  works.  The record is enqueued when ``send`` is called rather than when
-  its coroutine first runs; an error of the append is raised where the
-  result is awaited, as from the coroutine.  Where the record cannot be
-  appended without waiting (buffer memory, a new topic's metadata) ``send``
-  returns the pure twin's coroutine, which awaits.
+* ``send`` appends at once, as the pure twin's, and returns a _Ready of the
+  record's future where the pure twin returns a coroutine holding it.  It
+  is a coroutine as far as asyncio goes (``send``/``throw``/``close``/
+  ``__await__``, registered as a ``collections.abc.Coroutine``):
+  ``asyncio.create_task(p.send(...))`` works.  An error of the append is
+  raised where the result is awaited, and a record that must wait (buffer
+  memory, a new topic's metadata) gets the pure twin's waiting coroutine.
 * ``future_await``: an acknowledged record's RecordMetadata in a _Ready;
   every other case (not acknowledged yet, failed, a split batch) by the
   method's own generator.
@@ -29,7 +27,7 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
-from kchannel.aio._aiosend_py import _MetadataNeeded, send as _send_slow
+from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
 __all__ = ["send", "future_await"]
@@ -197,18 +195,10 @@ PyType_Modified(<PyTypeObject *>_Ready)
 _Coroutine.register(_Ready)
 
 
-async def _raise(exc):
-    raise exc
-
-
-def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None):
-    """Enqueue one record; returns its
-    :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
-    RecordMetadata, as aiokafka's ``send`` future.  It is not an
-    ``asyncio.Future`` (none is made per record): ``asyncio.gather``
-    wraps each in a task, so for many records await them in turn or
-    ``flush()``.  Awaits metadata of a
-    new topic and buffer memory for up to ``max.block.ms``."""
+def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=None,
+         headers=None):
+    """See the pure twin (``kchannel.aio._aiosend_py``): there a coroutine
+    holding the future, here a _Ready."""
     if producer._driver is None:
         producer._start_driver()
     if producer._acc.used_memory > producer._memory_limit:

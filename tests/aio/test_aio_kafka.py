@@ -423,7 +423,7 @@ def test_send_is_a_coroutine_as_asyncio_expects(kafka_broker):
             md = await first
             assert md is not await first      # (a new RecordMetadata per await)
             direct = first.get()
-            pending = p.send(topic, b"b")
+            pending = p.send(topic, b"b")      # (enqueued now: awaited below)
             assert asyncio.iscoroutine(pending)
             second = await pending
             with pytest.raises(RuntimeError, match="cannot reuse already awaited"):
