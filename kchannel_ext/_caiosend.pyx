@@ -189,6 +189,8 @@ cdef PyObject *_ready_next(PyObject *o) noexcept:
     return NULL
 
 
+if (<PyTypeObjectSlots *>_Ready).tp_as_async == NULL:
+    raise ImportError("_Ready has no async slots to set am_send in")
 (<PyTypeObjectSlots *>_Ready).tp_as_async.am_send = _ready_send
 (<PyTypeObjectSlots *>_Ready).tp_iternext = _ready_next
 PyType_Modified(<PyTypeObject *>_Ready)
@@ -218,7 +220,6 @@ def future_await(future):
     an acknowledged record's metadata (ProducerBatch.metadata's common case)
     with no generator; the other cases by the method's own."""
     cdef PyObject *batch = NULL
-    cdef PyObject *p
     if type(future) is _FutureRecordMetadata:
         batch = _slot(future, _F_BATCH)
     if batch == NULL or <object>batch is None or _slot(<object>batch, _B_DONE) != Py_True \
@@ -226,13 +227,21 @@ def future_await(future):
             or _slot(<object>batch, _B_SPLIT) != Py_None:
         return _await_slow(future)
     b = <object>batch
-    p = _slot(future, _F_INDEX)
-    i = <object>p
+    # (Slots left unset -- an object not made by its __init__ -- take the
+    # method's own path, which raises AttributeError as before.)
+    cdef PyObject *p_index = _slot(future, _F_INDEX)
+    cdef PyObject *p_tp = _slot(b, _B_TP)
+    cdef PyObject *p_sizes = _slot(b, _B_SIZES)
+    cdef PyObject *p_base = _slot(b, _B_BASE)
+    cdef PyObject *p_ts = _slot(b, _B_APPEND_TIME)
+    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL:
+        return _await_slow(future)
+    i = <object>p_index
     cdef Py_ssize_t k = i
-    tp = <object>_slot(b, _B_TP)      # a TopicPartition (a tuple)
-    sz = <tuple?>(<list?><object>_slot(b, _B_SIZES))[k]
-    base = <object>_slot(b, _B_BASE)
-    ts = <object>_slot(b, _B_APPEND_TIME)
+    tp = <object>p_tp      # a TopicPartition (a tuple)
+    sz = <tuple?>(<list?><object>p_sizes)[k]
+    base = <object>p_base
+    ts = <object>p_ts
     if ts < 0:
         ts = b.records[k].timestamp
     md = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata, <PyObject *>_EMPTY, NULL)
