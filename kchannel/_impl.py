@@ -34,6 +34,7 @@ TWINS = {
     "partitioner": ("kchannel.producer._partitioner_py", "kchannel._cpartitioner"),
     "appender": ("kchannel.producer._appender_py", "kchannel._cappender"),
     "senderloop": ("kchannel.producer._senderloop_py", "kchannel.producer._csenderloop"),
+    "aiosend": ("kchannel.aio._aiosend_py", "kchannel._caiosend"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"

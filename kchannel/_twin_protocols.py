@@ -614,6 +614,23 @@ class SenderloopModule(Protocol):
         """``encode_produce_request`` for one partition of one topic."""
 
 
+# ---------------------------------------------------------------------------
+# aiosend: kchannel.aio._aiosend_py / kchannel._caiosend
+# ---------------------------------------------------------------------------
+class AiosendModule(Protocol):
+    """(Both raise and catch the pure twin's ``_MetadataNeeded``.)"""
+
+    def send(self, producer: Any, topic: str, value: Optional[bytes] = None,
+             key: Optional[bytes] = None, partition: Optional[int] = None,
+             timestamp_ms: Optional[int] = None, headers: Any = None) -> Any:
+        """``AIOProducer.send`` (the method): an awaitable (a coroutine
+        for asyncio) of the record's ``FutureRecordMetadata``."""
+
+    def future_await(self, future: Any) -> Any:
+        """``FutureRecordMetadata.__await__``: the iterator an await of
+        ``future`` runs, ending with its RecordMetadata or its error."""
+
+
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {
     "framing": FramingModule,
@@ -626,4 +643,5 @@ CONTRACTS = {
     "partitioner": PartitionerModule,
     "appender": AppenderModule,
     "senderloop": SenderloopModule,
+    "aiosend": AiosendModule,
 }

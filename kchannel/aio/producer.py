@@ -20,12 +20,14 @@ memory -- ``AIOProducer.send`` awaits instead.
 import asyncio
 import time as _time
 
-from kchannel import errors
+from kchannel import _impl, errors
+from kchannel.aio._aiosend_py import _MetadataNeeded
 from kchannel.aio._loop import Driver, LoopSelector
 from kchannel.client import RequestTimeoutError
 from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.log import get_logger
 from kchannel.producer import Producer
+from kchannel.producer.accumulator import FutureRecordMetadata
 from kchannel.producer.transaction_manager import State
 
 __all__ = ["AIOProducer"]
@@ -36,10 +38,15 @@ log = get_logger("kchannel.aio.producer")
 # and connection-setup timeouts are checked by its polls.
 _MAX_IDLE_S = 0.5
 
-
-class _MetadataNeeded(Exception):
-    """Raised by the loop producer where the sync one would block for a
-    topic's metadata: ``AIOProducer.send`` awaits it and tries again."""
+# The per-record path (send, the await of a record's future), compiled when
+# built; see kchannel.aio._aiosend_py.
+_aiosend = _impl.load_twin("aiosend")
+# An acknowledged record's await with no generator (the compiled twin; the
+# pure twin's is the method's own, left in place).  Set on the class, not per
+# instance: the sync producer's futures are the same type and await the same
+# way.
+if _impl.loaded_kind("aiosend") == "compiled":
+    FutureRecordMetadata.__await__ = _aiosend.future_await
 
 
 class _LoopProducer(Producer):
@@ -107,6 +114,8 @@ class AIOProducer:
         self.client_id = p.client_id
         self._acc = p.accumulator
         self._memory_slack = self._acc.buffer_memory // 8   # see _run_once
+        # send() awaits buffer memory above this (one batch must fit).
+        self._memory_limit = self._acc.buffer_memory - self._acc.batch_size
         self._sender = p._sender
         self._client = p._client
         self._send = p.send          # the appender's fast path (transactional: joins it)
@@ -200,26 +209,7 @@ class AIOProducer:
         are made when records are sent)."""
         self._start_driver()
 
-    async def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
-                   headers=None):
-        """Enqueue one record; returns its
-        :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
-        RecordMetadata, as aiokafka's ``send`` future.  It is not an
-        ``asyncio.Future`` (none is made per record): ``asyncio.gather``
-        wraps each in a task, so for many records await them in turn or
-        ``flush()``.  Awaits metadata of a
-        new topic and buffer memory for up to ``max.block.ms``."""
-        if self._driver is None:
-            self._start_driver()
-        acc = self._acc
-        if acc.used_memory + acc.batch_size > acc.buffer_memory:
-            await self._wait_for_memory()
-        try:
-            return self._send(topic, value, key, headers, partition, timestamp_ms)
-        except _MetadataNeeded:
-            pass
-        await self._wait_for_metadata(topic, partition)
-        return self._send(topic, value, key, headers, partition, timestamp_ms)
+    send = _aiosend.send
 
     produce = send
 

@@ -408,6 +408,37 @@ def test_send_awaits_buffer_memory_and_waiting_makes_batches_sendable(kafka_brok
     assert sent_in < 30     # not held until linger.ms (60 s) or max.block.ms (20 s)
 
 
+def test_send_is_a_coroutine_as_asyncio_expects(kafka_broker):
+    """What ``send`` returns (the compiled twin's C awaitable or the pure
+    twin's coroutine) runs as a task, is awaited once, raises an append's
+    error where it is awaited; an acknowledged record's await (the compiled
+    twin's own path) gives the RecordMetadata the sync getter gives."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-send-coro"), partitions=1)
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": plain}) as p:
+            await p.partitions_for(topic)
+            first = await asyncio.create_task(p.send(topic, b"a", key=b"k"))
+            md = await first
+            assert md is not await first      # (a new RecordMetadata per await)
+            direct = first.get()
+            pending = p.send(topic, b"b")      # (enqueued now: awaited below)
+            assert asyncio.iscoroutine(pending)
+            second = await pending
+            with pytest.raises(RuntimeError, match="cannot reuse already awaited"):
+                await pending
+            bad = p.send(topic, "not bytes")
+            with pytest.raises(TypeError):
+                await bad
+            return md, direct, await second
+    md, direct, md2 = run(scenario())
+    assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
+            md.serialized_value_size) == (direct.topic, direct.partition, 0, direct.timestamp,
+                                          1, 1)
+    assert md.timestamp > 0 and md2.offset == 1
+
+
 def test_send_errors_fail_the_future(kafka_broker):
     """A record larger than the broker allows fails its future with the
     broker's error; the producer goes on."""

@@ -1,0 +1,78 @@
+"""``AIOProducer``'s per-record path: ``send`` (the method) and the await of
+a record's future.  Pure twin of ``kchannel._caiosend``.
+
+``send`` appends at once when the record needs no wait and returns a
+coroutine already holding its future (so that
+``asyncio.create_task(p.send(...))`` works, as with aiokafka); here a
+record's future is awaited by ``FutureRecordMetadata.__await__`` itself.  The
+compiled twin cuts what asyncio adds per record on top of the sync
+producer's appender: its ``send`` returns a C awaitable already done (no
+coroutine frame), and the await of an acknowledged record's future finishes
+with no generator (see ``kchannel_ext/_caiosend.pyx``).
+"""
+from kchannel.producer.accumulator import FutureRecordMetadata
+
+__all__ = ["send", "future_await"]
+
+
+class _MetadataNeeded(Exception):
+    """Raised by the loop producer where the sync one would block for a
+    topic's metadata: ``send`` awaits it and tries again."""
+
+
+def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=None,
+         headers=None):
+    """Enqueue one record; returns its
+    :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
+    RecordMetadata, as aiokafka's ``send`` future.  It is not an
+    ``asyncio.Future`` (none is made per record): ``asyncio.gather``
+    wraps each in a task, so for many records await them in turn or
+    ``flush()``.  Awaits metadata of a
+    new topic and buffer memory for up to ``max.block.ms``.
+
+    The record is enqueued when ``send(...)`` is called, when that needs no
+    wait (its topic's metadata known, buffer memory free); what is returned
+    is a coroutine (``asyncio.create_task(p.send(...))`` works) that gives
+    the future, or raises the append's error, where it is awaited."""
+    if producer._driver is None:
+        producer._start_driver()
+    if producer._acc.used_memory > producer._memory_limit:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    try:
+        future = producer._send(topic, value, key, headers, partition, timestamp_ms)
+    except _MetadataNeeded:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    except Exception as exc:
+        # Raised where the result is awaited, as from a coroutine.
+        return _raise(exc)
+    return _done(future)
+
+
+async def _send_slow(producer, topic, value, key, partition, timestamp_ms, headers):
+    # send() where the record waits first: buffer memory, a new topic's
+    # metadata (both awaited up to max.block.ms).
+    if producer._acc.used_memory > producer._memory_limit:
+        await producer._wait_for_memory()
+    try:
+        return producer._send(topic, value, key, headers, partition, timestamp_ms)
+    except _MetadataNeeded:
+        pass
+    await producer._wait_for_metadata(topic, partition)
+    return producer._send(topic, value, key, headers, partition, timestamp_ms)
+
+
+async def _done(value):
+    return value
+
+
+async def _raise(exc):
+    raise exc
+
+
+_await = FutureRecordMetadata.__await__
+
+
+def future_await(future):
+    """``FutureRecordMetadata.__await__`` (installed on the class by
+    kchannel.aio): here the method's own generator."""
+    return _await(future)

@@ -1,0 +1,254 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""``AIOProducer``'s per-record path, compiled twin of
+``kchannel.aio._aiosend_py`` (same names, same results).
+
+What asyncio adds per record on top of the sync producer's appender is an
+awaitable and its await, twice: ``await producer.send(...)`` (a coroutine
+with an interpreted frame) and ``await future`` (a generator from
+``FutureRecordMetadata.__await__``, plus its RecordMetadata).  Here both end
+in a :class:`_Ready`: a C awaitable already done, whose await returns its
+value through the ``am_send`` slot (no StopIteration made, no frame).
+
+* ``send`` appends at once, as the pure twin's, and returns a _Ready of the
+  record's future where the pure twin returns a coroutine holding it.  It
+  is a coroutine as far as asyncio goes (``send``/``throw``/``close``/
+  ``__await__``, registered as a ``collections.abc.Coroutine``):
+  ``asyncio.create_task(p.send(...))`` works.  An error of the append is
+  raised where the result is awaited, and a record that must wait (buffer
+  memory, a new topic's metadata) gets the pure twin's waiting coroutine.
+* ``future_await``: an acknowledged record's RecordMetadata in a _Ready;
+  every other case (not acknowledged yet, failed, a split batch) by the
+  method's own generator.
+"""
+from collections.abc import Coroutine as _Coroutine
+
+cimport cython
+
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+
+from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
+from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
+
+__all__ = ["send", "future_await"]
+
+cdef extern from "Python.h":
+    ctypedef enum PySendResult:
+        PYGEN_RETURN
+        PYGEN_ERROR
+        PYGEN_NEXT
+    ctypedef PySendResult (*sendfunc)(PyObject *, PyObject *, PyObject **)
+    ctypedef PyObject *(*iternextfunc)(PyObject *)
+    ctypedef struct PyAsyncMethods:
+        sendfunc am_send
+    ctypedef struct PyTypeObjectSlots "PyTypeObject":
+        PyAsyncMethods *tp_as_async
+        iternextfunc tp_iternext
+    void PyErr_SetObject(object, object)
+    void PyErr_SetString(object, const char *)
+    void PyType_Modified(PyTypeObject *)
+    PyObject *Py_True
+    PyObject *Py_None
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+        int type
+        int flags
+    int T_OBJECT_EX
+
+cdef extern from "descrobject.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    PyTypeObject PyMemberDescr_Type
+
+cdef object _await_slow = FutureRecordMetadata.__await__
+cdef object _RecordMetadata = RecordMetadata
+cdef object _FutureRecordMetadata = FutureRecordMetadata
+cdef tuple _EMPTY = ()
+
+
+# The future's, its batch's and RecordMetadata's __slots__ read and filled
+# at their offsets (as kchannel._cappender does, which says why: a generic
+# attribute access costs a type lookup and a descriptor call, and this path
+# made a dozen per record -- more than the interpreter's specialized slot
+# reads in the method it replaces).  Classes whose slots are not plain
+# object slots any more fail this module's import: the pure twin is used.
+cdef Py_ssize_t _slot_offset(cls, str name) except -1:
+    cdef PyMemberDef *member
+    d = cls.__dict__.get(name)
+    if d is None or type(d) is not <object>&PyMemberDescr_Type:
+        raise ImportError(f"{cls.__name__}.{name} is not a plain __slots__ member")
+    member = (<PyMemberDescrObject *><PyObject *>d).d_member
+    if member.type != T_OBJECT_EX or member.flags != 0:
+        raise ImportError(f"{cls.__name__}.{name} is not a plain object slot")
+    return member.offset
+
+
+cdef Py_ssize_t _F_BATCH = _slot_offset(FutureRecordMetadata, "_batch")
+cdef Py_ssize_t _F_INDEX = _slot_offset(FutureRecordMetadata, "_index")
+cdef Py_ssize_t _B_TP = _slot_offset(ProducerBatch, "tp")
+cdef Py_ssize_t _B_DONE = _slot_offset(ProducerBatch, "done_flag")
+cdef Py_ssize_t _B_EXCEPTION = _slot_offset(ProducerBatch, "exception")
+cdef Py_ssize_t _B_SPLIT = _slot_offset(ProducerBatch, "split_results")
+cdef Py_ssize_t _B_SIZES = _slot_offset(ProducerBatch, "sizes")
+cdef Py_ssize_t _B_BASE = _slot_offset(ProducerBatch, "base_offset")
+cdef Py_ssize_t _B_APPEND_TIME = _slot_offset(ProducerBatch, "log_append_time")
+cdef Py_ssize_t _M_TOPIC = _slot_offset(RecordMetadata, "topic")
+cdef Py_ssize_t _M_PARTITION = _slot_offset(RecordMetadata, "partition")
+cdef Py_ssize_t _M_OFFSET = _slot_offset(RecordMetadata, "offset")
+cdef Py_ssize_t _M_TIMESTAMP = _slot_offset(RecordMetadata, "timestamp")
+cdef Py_ssize_t _M_KEY_SIZE = _slot_offset(RecordMetadata, "serialized_key_size")
+cdef Py_ssize_t _M_VALUE_SIZE = _slot_offset(RecordMetadata, "serialized_value_size")
+
+
+cdef inline PyObject *_slot(object obj, Py_ssize_t offset) noexcept:
+    """The object in a slot (borrowed; NULL when unset)."""
+    return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
+
+
+cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
+    """Fill an object slot of an object made here (a new reference)."""
+    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
+    cdef PyObject *old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject *>value
+    Py_XDECREF(old)
+
+
+# Not tracked by the garbage collector (no_gc): made and dropped per record,
+# and it can close no cycle -- it holds only a record's future or its
+# RecordMetadata, neither of which refers back to it.
+@cython.final
+@cython.freelist(8)
+@cython.no_gc
+cdef class _Ready:
+    """An awaitable already done with ``value`` (awaited once, as a
+    coroutine)."""
+    cdef object value
+    cdef bint used
+
+    def __await__(self):
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        # (tp_iternext is _ready_next; this is the Python-visible name.)
+        return self.send(None)
+
+    def send(self, _arg):
+        if self.used:
+            raise RuntimeError("cannot reuse already awaited coroutine")
+        self.used = True
+        raise StopIteration(self.value)
+
+    def throw(self, typ, val=None, tb=None):
+        # As an unstarted coroutine's: the exception raised, the coroutine
+        # closed.
+        self.used = True
+        if isinstance(typ, BaseException):
+            raise typ
+        if val is None:
+            raise typ()
+        if isinstance(val, typ):
+            raise val
+        raise typ(val)
+
+    def close(self):
+        self.used = True
+
+
+cdef _Ready _ready(object value):
+    cdef _Ready r = _Ready.__new__(_Ready)
+    r.value = value
+    return r
+
+
+cdef PySendResult _ready_send(PyObject *o, PyObject *arg, PyObject **result) noexcept:
+    cdef _Ready r = <_Ready>o
+    if r.used:
+        PyErr_SetString(RuntimeError, b"cannot reuse already awaited coroutine")
+        return PYGEN_ERROR
+    r.used = True
+    Py_INCREF(r.value)
+    result[0] = <PyObject *>r.value
+    return PYGEN_RETURN
+
+
+cdef PyObject *_ready_next(PyObject *o) noexcept:
+    # StopIteration's value given as is (not a tuple nor an exception: no
+    # StopIteration object is made; see _PyGen_FetchStopIterationValue).
+    cdef _Ready r = <_Ready>o
+    if r.used:
+        PyErr_SetString(RuntimeError, b"cannot reuse already awaited coroutine")
+        return NULL
+    r.used = True
+    PyErr_SetObject(StopIteration, r.value)
+    return NULL
+
+
+if (<PyTypeObjectSlots *>_Ready).tp_as_async == NULL:
+    raise ImportError("_Ready has no async slots to set am_send in")
+(<PyTypeObjectSlots *>_Ready).tp_as_async.am_send = _ready_send
+(<PyTypeObjectSlots *>_Ready).tp_iternext = _ready_next
+PyType_Modified(<PyTypeObject *>_Ready)
+_Coroutine.register(_Ready)
+
+
+def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=None,
+         headers=None):
+    """See the pure twin (``kchannel.aio._aiosend_py``): there a coroutine
+    holding the future, here a _Ready."""
+    if producer._driver is None:
+        producer._start_driver()
+    if producer._acc.used_memory > producer._memory_limit:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    try:
+        future = producer._send(topic, value, key, headers, partition, timestamp_ms)
+    except _MetadataNeeded:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    except Exception as exc:
+        # Raised where the result is awaited, as from the coroutine.
+        return _raise(exc)
+    return _ready(future)
+
+
+def future_await(future):
+    """``FutureRecordMetadata.__await__`` (installed by ``kchannel.aio``):
+    an acknowledged record's metadata (ProducerBatch.metadata's common case)
+    with no generator; the other cases by the method's own."""
+    cdef PyObject *batch = NULL
+    if type(future) is _FutureRecordMetadata:
+        batch = _slot(future, _F_BATCH)
+    if batch == NULL or <object>batch is None or _slot(<object>batch, _B_DONE) != Py_True \
+            or _slot(<object>batch, _B_EXCEPTION) != Py_None \
+            or _slot(<object>batch, _B_SPLIT) != Py_None:
+        return _await_slow(future)
+    b = <object>batch
+    # (Slots left unset -- an object not made by its __init__ -- take the
+    # method's own path, which raises AttributeError as before.)
+    cdef PyObject *p_index = _slot(future, _F_INDEX)
+    cdef PyObject *p_tp = _slot(b, _B_TP)
+    cdef PyObject *p_sizes = _slot(b, _B_SIZES)
+    cdef PyObject *p_base = _slot(b, _B_BASE)
+    cdef PyObject *p_ts = _slot(b, _B_APPEND_TIME)
+    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL:
+        return _await_slow(future)
+    i = <object>p_index
+    cdef Py_ssize_t k = i
+    tp = <object>p_tp      # a TopicPartition (a tuple)
+    sz = <tuple?>(<list?><object>p_sizes)[k]
+    base = <object>p_base
+    ts = <object>p_ts
+    if ts < 0:
+        ts = b.records[k].timestamp
+    md = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata, <PyObject *>_EMPTY, NULL)
+    _put(md, _M_TOPIC, tp[0])
+    _put(md, _M_PARTITION, tp[1])
+    _put(md, _M_OFFSET, base + i if base >= 0 else -1)
+    _put(md, _M_TIMESTAMP, ts)
+    _put(md, _M_KEY_SIZE, sz[0])
+    _put(md, _M_VALUE_SIZE, sz[1])
+    return _ready(md)
