@@ -692,7 +692,8 @@ class ScramSaslServer(SaslServerMechanism):
         return f"ScramSaslServer({self.mechanism_name}, state={self.state})"
 
     def _set_state(self, state):
-        log.debug("Setting SASL/%s server state to %s", self.mech, state)
+        if log.isEnabledFor(_DEBUG):
+            log.debug("Setting SASL/%s server state to %s", self.mech, state)
         self.state = state
 
     def _clear(self):
