@@ -8,8 +8,10 @@ The set-up is ``auth_rate.py``'s ``kchannel storm`` cell: one
 ``kchannel.client.NetworkClient`` opens a storm of SASL_SSL SCRAM-SHA-512
 connections to a ``kchannel.server.Server`` (``auth_rate.py``'s listeners,
 certificates and in-memory credential store) and polls until every one is
-READY; a warm-up storm of the same size comes first (the client's
-salted-password cache and TLS contexts are warm, as in ``auth_rate.py``).
+READY; a warm-up storm comes first on another NetworkClient (the client's
+salted-password cache is warm, as in ``auth_rate.py``; the measured storm's
+TLS session cache is empty, so every connection makes a full handshake, as
+in ``auth_rate.py``'s storm cell).
 
 ``calls``: interpreted (Python-level) function calls per connection on each
 side, by function (``sys.setprofile`` over the measured storm only).
@@ -125,18 +127,20 @@ def client_storms(pki_dir, ports, n, warmup, counter=None, before=None, tls_only
     # changes nothing a connection runs)
     configs.update({"socket.connection.setup.timeout.ms": "600000",
                     "socket.connection.setup.timeout.max.ms": "600000"})
-    net = NetworkClient(configs)
     host, port = auth_rate._host(PROTOCOL), ports[PROTOCOL]
+    net = NetworkClient(configs)
     auth_rate._wait_ready(net, set(range(warmup)),
                           lambda: [net.connect(i, host, port) for i in range(warmup)])
-    for i in range(warmup):
-        net.close(i)
-    net.poll(0)
+    net.close()
+    # A new NetworkClient, as auth_rate.py's storm: its TLS session cache is
+    # empty, so the storm's connections, opened at once, make full
+    # handshakes (the warm-up's would offer the session it kept).
+    net = NetworkClient(configs)
     if before is not None:
         before()
     if counter is not None:
         sys.setprofile(counter)
-    ids = range(warmup, warmup + n)
+    ids = range(n)
     auth_rate._wait_ready(net, set(ids), lambda: [net.connect(i, host, port) for i in ids])
     if counter is not None:
         sys.setprofile(None)
