@@ -176,8 +176,13 @@ class StateMachineAuthenticator(Authenticator):
 
     def _send(self, io, payload, now=None):
         io.write_frame(payload)
-        self._writes_pending = True
-        self._flush(io, now)
+        # (_flush, inlined: once per frame sent)
+        if io.flush():
+            self._writes_pending = False
+            if self._pending_state is not None:
+                self._set_state(self._pending_state, now, self._pending_exception)
+        else:
+            self._writes_pending = True
 
     def _flush(self, io, now=None):
         """Flush queued frames; True when all are out (a state waiting for

@@ -493,6 +493,7 @@ class SslFactory:
         self.session_cache = (SessionCache() if self.mode == "client" and self.session_resumption
                               else None)
         self.context = self._build_context()
+        self._hostnames = {}
 
     # --- public -----------------------------------------------------------
     def create_engine(self, peer_host=None, peer_port=None):
@@ -511,11 +512,25 @@ class SslFactory:
         if self.mode == "client":
             session = cache.get(peer_host, peer_port) if cache is not None else None
             ssl_object = self.context.wrap_bio(incoming, outgoing, server_side=False,
-                                               server_hostname=peer_host or None,
+                                               server_hostname=self._hostname(peer_host),
                                                session=session)
         else:
             ssl_object = self.context.wrap_bio(incoming, outgoing, server_side=True)
         return SslEngine(ssl_object, incoming, outgoing, self.mode, peer_host, peer_port, cache)
+
+    def _hostname(self, peer_host):
+        """``peer_host`` as wrap_bio takes it: IDNA-encoded once per host
+        (wrap_bio encodes a str with the Python IDNA codec at every
+        connection; it takes the ASCII bytes as they are)."""
+        if not peer_host:
+            return None
+        encoded = self._hostnames.get(peer_host)
+        if encoded is None:
+            encoded = peer_host.encode("idna") if isinstance(peer_host, str) else peer_host
+            if len(self._hostnames) >= 1024:
+                self._hostnames.clear()
+            self._hostnames[peer_host] = encoded
+        return encoded
 
     def create_transport(self, sock, peer_host=None, peer_port=None, **options):
         """An ``SslTransportLayer`` over ``sock`` with a new engine

@@ -267,3 +267,42 @@ def test_reauthentication_needs_original_api_versions():
     c = client(handshake_request_enable=False)
     with pytest.raises(IllegalSaslStateError):
         c.reauthenticate(FrameIO(), None, NOW)
+
+
+def test_requests_kept_between_connections_are_the_bytes_of_each_connection():
+    """The client keeps request headers and constant bodies between
+    connections: every connection still sends its own client id, mechanism,
+    correlation ids and tokens (full exchanges with the server
+    authenticator; connections alternate client ids and mechanisms)."""
+    from kchannel.protocol.headers import RequestHeader, encode_request
+    runs = [("app-a", "SCRAM-SHA-256"), ("app-b", "SCRAM-SHA-256"), ("app-a", "PLAIN"),
+            ("app-a", "SCRAM-SHA-256"), ("", "SCRAM-SHA-512")]
+    tokens = []
+    for client_id, mechanism in runs:
+        client_io, server_io = pair()
+        sent = client_io.out
+        c = client(mechanism, configs={"client.id": client_id})
+        s = SaslServerAuthenticator(enabled_mechanisms=["PLAIN", "SCRAM-SHA-256",
+                                                        "SCRAM-SHA-512"],
+                                    callbacks=server_callbacks())
+        drive(c, client_io, s, server_io)
+        assert s.principal().name == "alice"
+        requests = []
+        for payload in sent:
+            header, off = parse_request_header(payload)
+            body = API[header.api_key].request.decode(payload, header.api_version, off)
+            # what encoding this request afresh gives
+            assert payload == encode_request(
+                RequestHeader(header.api_key, header.api_version, header.correlation_id,
+                              client_id), body)
+            requests.append((header.api_key, header.correlation_id, body))
+        assert [(k, cid) for k, cid, _ in requests] == [
+            (API_VERSIONS, MIN_RESERVED_CORRELATION_ID),
+            (SASL_HANDSHAKE, MIN_RESERVED_CORRELATION_ID + 1),
+            (SASL_AUTHENTICATE, MIN_RESERVED_CORRELATION_ID + 2)] + (
+            [] if mechanism == "PLAIN" else [(SASL_AUTHENTICATE, MIN_RESERVED_CORRELATION_ID + 3)])
+        assert requests[1][2] == {"mechanism": mechanism}
+        tokens.append(requests[2][2]["auth_bytes"])
+    # SCRAM's client-first carries a fresh nonce every time
+    scram_firsts = [t for t, (_, m) in zip(tokens, runs) if m != "PLAIN"]
+    assert len(set(scram_firsts)) == len(scram_firsts)

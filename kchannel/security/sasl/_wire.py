@@ -100,9 +100,14 @@ def parse_request_header(frame):
         raise InvalidRequestError(
             f"Error parsing request header. Our best guess of the apiKey is: {guess}")
     api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(buf, 0)
-    if not is_known_api_key(api_key):
+    # (is_known_api_key and _request_header_version's usual path, inlined:
+    # this runs for every SASL request a server reads)
+    if api_key not in _API_KEY_NAMES:
         raise InvalidRequestError(f"Unknown API key {api_key}")
-    header_version = _request_header_version(api_key, api_version)
+    try:
+        header_version = headers.request_header_version(api_key, api_version)
+    except Exception:
+        header_version = _request_header_version(api_key, api_version)
     pos = _HEADER_PREFIX.size
     client_id = None
     if header_version >= 1:

@@ -52,6 +52,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import logging
 import os
 import re
 import threading
@@ -68,6 +69,8 @@ from kchannel.log import get_logger
 
 log = get_logger("kchannel.security.sasl.scram")
 
+
+_HASHES = {"sha256": hashlib.sha256, "sha512": hashlib.sha512}
 
 # The SCRAM twin: PBKDF2 (Hi), nonces and salts in base 36.
 _pbkdf2 = _impl.load("kchannel.security.sasl._scram_py", "kchannel._cscram")
@@ -129,7 +132,11 @@ def _hmac(mech, key, data):
 
 
 def _hash(mech, data):
-    return hashlib.new(mech.hash_name, data).digest()
+    # (the constructor itself: hashlib.new goes through a Python wrapper)
+    new = _HASHES.get(mech.hash_name)
+    if new is None:
+        return hashlib.new(mech.hash_name, data).digest()
+    return new(data).digest()
 
 
 def _xor(a, b):
@@ -244,7 +251,10 @@ def _text(data):
 
 
 def _b64(text):
-    return base64.b64decode(text, validate=True)
+    # Only ever given what a message pattern matched as _BASE64 (the
+    # alphabet, padding only at the end), which is all b64decode's
+    # validate=True checks before this same C decoder.
+    return binascii.a2b_base64(text)
 
 
 def parse_extensions(text):
@@ -375,6 +385,32 @@ def auth_message(client_first, server_first, client_final):
                      client_final.client_final_message_without_proof())).encode("utf-8")
 
 
+def _parse_server_first(text):
+    """(nonce, salt, iterations) of a server-first message, as
+    ``ServerFirstMessage.parse`` reads it (same checks, same errors)."""
+    m = _SERVER_FIRST.fullmatch(text)
+    if m is None:
+        raise _ParseError("Invalid SCRAM server first message format")
+    if m.group("reserved") is not None:
+        raise _ParseError("Unsupported mandatory extension in SCRAM server first message")
+    iterations = int(m.group("iterations"))
+    if iterations <= 0 or iterations > _INT_MAX:
+        raise _ParseError(
+            f"Invalid SCRAM server first message format: invalid iterations {iterations}")
+    # (the pattern admits only the base64 alphabet with correct padding, which
+    # is what b64decode(validate=True) checks before this same C decoder)
+    return m.group("nonce"), binascii.a2b_base64(m.group("salt")), iterations
+
+
+def _b64encode(data):
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+_CLIENT_GS2_HEADER = "n,,"
+_CLIENT_CHANNEL_BINDING = _b64encode(_CLIENT_GS2_HEADER.encode("ascii"))    # "biws"
+_DEBUG = logging.DEBUG
+
+
 # ------------------------------------------------------ client key cache
 
 class SaltedPasswordCache:
@@ -395,11 +431,15 @@ class SaltedPasswordCache:
         self.misses = 0
 
     def _cache_key(self, mech, password, salt, iterations):
-        # (one C call over the joined parts: the same MAC as updating it
-        # part by part)
-        data = b"".join(len(part).to_bytes(4, "big") + part
-                        for part in (mech.mechanism_name.encode(), bytes(salt),
-                                     str(iterations).encode(), password))
+        # (one C call over the joined, length-prefixed parts: the same MAC as
+        # updating it part by part; spelt out rather than a generator, which
+        # cost five interpreted calls per connection)
+        name = mech.mechanism_name.encode()
+        salt = bytes(salt)
+        count = str(iterations).encode()
+        data = b"".join((len(name).to_bytes(4, "big"), name, len(salt).to_bytes(4, "big"), salt,
+                         len(count).to_bytes(4, "big"), count,
+                         len(password).to_bytes(4, "big"), password))
         return _hmac_digest(self._key, data, "sha256")
 
     def keys_for(self, mech, password, salt, iterations):
@@ -477,7 +517,9 @@ class ScramSaslClient(SaslClientMechanism):
         return self.state == self.COMPLETE
 
     def _set_state(self, state):
-        log.debug("Setting SASL/%s client state to %s", self.mech, state)
+        # (asked first: log.debug would ask too, in a second interpreted call)
+        if log.isEnabledFor(_DEBUG):
+            log.debug("Setting SASL/%s client state to %s", self.mech, state)
         self.state = state
 
     def _fail(self, message):
@@ -485,60 +527,71 @@ class ScramSaslClient(SaslClientMechanism):
         self._server_key = None
         raise errors.SaslAuthenticationError(message, mechanism=self.mechanism_name)
 
+    # The client's messages are built and read as strings here, not through
+    # the message classes (which the server and the tests use): a connection
+    # paid ~30 interpreted calls for them.  The bytes are the same: the
+    # gs2 header is always "n,," (no authorization id, no channel binding),
+    # so the channel-binding attribute is always "biws".
     def evaluate_challenge(self, challenge):
-        if self.state == self.SEND_CLIENT_FIRST_MESSAGE:
+        state = self.state
+        if state == self.SEND_CLIENT_FIRST_MESSAGE:
             if challenge:
                 self._fail("Expected empty challenge")
             if self._username is None or self._password is None:
                 self._fail(f"SASL/{self.mechanism_name}: JAAS options 'username' and "
                            "'password' must be set")
-            self._client_nonce = self._fixed_nonce or secure_random_string()
-            self._client_first = ClientFirstMessage(
-                sasl_name=sasl_name(self._username), nonce=self._client_nonce,
-                extensions=self._extensions)
+            nonce = self._client_nonce = self._fixed_nonce or secure_random_string()
+            bare = f"n={sasl_name(self._username)},r={nonce}"
+            if self._extensions:
+                bare += "," + ",".join(f"{k}={v}" for k, v in self._extensions.items())
+            self._client_first = bare
             self._set_state(self.RECEIVE_SERVER_FIRST_MESSAGE)
-            return self._client_first.to_bytes()
+            return (_CLIENT_GS2_HEADER + bare).encode("utf-8")
 
-        if self.state == self.RECEIVE_SERVER_FIRST_MESSAGE:
+        if state == self.RECEIVE_SERVER_FIRST_MESSAGE:
+            text = _text(challenge)
             try:
-                self._server_first = ServerFirstMessage.parse(challenge)
+                nonce, salt, iterations = _parse_server_first(text)
             except (_ParseError, binascii.Error, ValueError) as exc:
-                self._fail(f"{exc}: {_text(challenge)[:200]}")
-            nonce = self._server_first.nonce
+                self._fail(f"{exc}: {text[:200]}")
             if not nonce.startswith(self._client_nonce):
                 self._fail("Invalid server nonce: does not start with client nonce")
             if len(nonce) == len(self._client_nonce):
                 self._fail("Invalid server nonce: server did not add a nonce of its own")
-            if self._server_first.iterations < self.mech.min_iterations:
-                self._fail(f"Requested iterations {self._server_first.iterations} is less than "
-                           f"the minimum {self.mech.min_iterations} for {self.mech}")
-            password = _to_bytes(_reveal(self._password))
-            ck, sk = self._cache.keys_for(self.mech, password, self._server_first.salt,
-                                          self._server_first.iterations)
+            mech = self.mech
+            if iterations < mech.min_iterations:
+                self._fail(f"Requested iterations {iterations} is less than "
+                           f"the minimum {mech.min_iterations} for {mech}")
+            password = reveal(self._password)
+            if type(password) is not bytes:
+                password = _to_bytes(password)
+            ck, sk = self._cache.keys_for(mech, password, salt, iterations)
             self._server_key = sk
-            self._client_final = ClientFinalMessage(
-                channel_binding=self._client_first.gs2_header().encode("ascii"), nonce=nonce)
+            without_proof = f"c={_CLIENT_CHANNEL_BINDING},r={nonce}"
             # The server signature is over the same AuthMessage: kept for
             # the final step rather than built twice.
-            self._auth_message = auth_message(self._client_first, self._server_first,
-                                              self._client_final)
-            signature = _hmac(self.mech, stored_key(self.mech, ck), self._auth_message)
-            self._client_final.proof = _xor(ck, signature)
+            self._auth_message = message = ",".join(
+                (self._client_first, text, without_proof)).encode("utf-8")
+            hash_name = mech.hash_name
+            signature = _hmac_digest(_hash(mech, ck), message, hash_name)
+            proof = (int.from_bytes(ck, "big") ^ int.from_bytes(signature, "big")).to_bytes(
+                len(ck), "big")
             self._set_state(self.RECEIVE_SERVER_FINAL_MESSAGE)
-            return self._client_final.to_bytes()
+            return (without_proof + ",p=" + _b64encode(proof)).encode("utf-8")
 
-        if self.state == self.RECEIVE_SERVER_FINAL_MESSAGE:
-            try:
-                final = ServerFinalMessage.parse(challenge)
-            except (_ParseError, binascii.Error, ValueError) as exc:
-                self._fail(f"{exc}: {_text(challenge)[:200]}")
-            if final.error is not None:
+        if state == self.RECEIVE_SERVER_FINAL_MESSAGE:
+            text = _text(challenge)
+            m = _SERVER_FINAL.fullmatch(text)
+            if m is None:
+                self._fail(f"Invalid SCRAM server final message format: {text[:200]}")
+            error = m.group("error")
+            if error is not None:
                 # An e= attribute is a failure whatever the response's error
                 # code said.
                 self._fail(f"Sasl authentication using {self.mech} failed with error: "
-                           f"{final.error}")
-            expected = _hmac(self.mech, self._server_key, self._auth_message)
-            if not hmac.compare_digest(final.server_signature, expected):
+                           f"{error}")
+            expected = _hmac_digest(self._server_key, self._auth_message, self.mech.hash_name)
+            if not hmac.compare_digest(binascii.a2b_base64(m.group("signature")), expected):
                 self._fail("Invalid server signature in server final message")
             self._server_key = None
             self._auth_message = None
@@ -647,7 +700,8 @@ class ScramSaslServer(SaslServerMechanism):
         return f"ScramSaslServer({self.mechanism_name}, state={self.state})"
 
     def _set_state(self, state):
-        log.debug("Setting SASL/%s server state to %s", self.mech, state)
+        if log.isEnabledFor(_DEBUG):
+            log.debug("Setting SASL/%s server state to %s", self.mech, state)
         self.state = state
 
     def _clear(self):

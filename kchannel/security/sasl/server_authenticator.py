@@ -193,8 +193,13 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         self._callbacks = callbacks
         # One config dict for every mechanism, or mechanism -> config dict.
         configs = kept_mapping(configs)
-        if configs and all(isinstance(v, dict) for v in configs.values()) and \
-                all(k in mechanisms for k in configs):
+        # (a loop, not two generators: six interpreted calls per connection)
+        per_mechanism = bool(configs)
+        for k, v in (configs.items() if per_mechanism else ()):
+            if not isinstance(v, dict) or k not in mechanisms:
+                per_mechanism = False
+                break
+        if per_mechanism:
             self._mechanism_configs = configs
             self._configs = {}
         else:
@@ -247,12 +252,16 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         while True:
             if self._writes_pending and not self._flush(io):
                 return OP_WRITE
-            if self.state == SaslState.COMPLETE:
+            state = self._state
+            if state is SaslState.COMPLETE:
                 self._restore_receive_size(io)
                 return OP_NONE
-            if self.state == SaslState.FAILED:
+            if state is SaslState.FAILED:
                 raise SaslAuthenticationError("SASL authentication already failed")
-            if self._sasl_server is not None and self._sasl_server.is_complete():
+            # (only AUTHENTICATE has a mechanism that can be complete: the
+            # other states before COMPLETE have none yet, or a refused one)
+            if state is SaslState.AUTHENTICATE and self._sasl_server is not None \
+                    and self._sasl_server.is_complete():
                 self._set_state(SaslState.COMPLETE)
                 continue
             # Bound every pre-auth receive (sasl.server.max.receive.size)
@@ -397,7 +406,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
     def _process_frame(self, frame, now):
         io = self._io
         try:
-            state = self.state
+            state = self._state
             if state in (SaslState.REAUTH_PROCESS_HANDSHAKE,
                          SaslState.HANDSHAKE_OR_VERSIONS_REQUEST,
                          SaslState.HANDSHAKE_REQUEST):
@@ -438,7 +447,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         try:
             header = _wire.parse_request_header(frame)
         except InvalidRequestError as exc:
-            if self.state != SaslState.INITIAL_REQUEST:
+            if self._state is not SaslState.INITIAL_REQUEST:
                 raise
             log.debug("Received client packet of length %d starting with bytes 0x%s, "
                       "process as GSSAPI packet", len(frame), frame[:10].hex())
@@ -456,7 +465,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
 
         # A valid Kafka header: SASL tokens are now expected only after a
         # SaslHandshake (this is not a 0.9 GSSAPI token).
-        if self.state == SaslState.INITIAL_REQUEST:
+        if self._state is SaslState.INITIAL_REQUEST:
             self._set_state(SaslState.HANDSHAKE_OR_VERSIONS_REQUEST)
         api_key = header.api_key
         # Refuse before parsing the body: keeps the pre-auth attack surface to
@@ -479,7 +488,7 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         return True
 
     def _handle_api_versions(self, io, header, frame):
-        if self.state != SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
+        if self._state is not SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
             # Not an AuthenticationError in Kafka either (IllegalStateException):
             # the connection is closed without a response.
             raise InvalidRequestError(
@@ -528,7 +537,8 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
         if header.api_version >= 1:
             self._kafka_authenticate_headers = True
         if mechanism in self.enabled_mechanisms:
-            log.debug("Using SASL mechanism '%s' provided by client", mechanism)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("Using SASL mechanism '%s' provided by client", mechanism)
             body = {"error_code": NONE, "mechanisms": list(self.enabled_mechanisms)}
             self._send(io, _wire.encode_response(SASL_HANDSHAKE, header.api_version,
                                                  header.correlation_id, body))
@@ -728,9 +738,10 @@ class SaslServerAuthenticator(StateMachineAuthenticator):
             else:
                 lifetime = _zero_if_negative(min(credential_expiration - now, max_reauth))
             reauth.session_expiration_ms = now + lifetime
-        log.debug("Authentication complete; session max lifetime from broker config=%s ms, "
-                  "credential expiration=%s; session expiration=%s, sending %d ms to client",
-                  max_reauth, credential_expiration, reauth.session_expiration_ms, lifetime)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Authentication complete; session max lifetime from broker config=%s ms, "
+                      "credential expiration=%s; session expiration=%s, sending %d ms to client",
+                      max_reauth, credential_expiration, reauth.session_expiration_ms, lifetime)
         return lifetime
 
     # -- context -------------------------------------------------------------
