@@ -437,7 +437,10 @@ class Server(_ConnectionAdmission):
         receives = sel.completed_receives
         if len(receives) == 1:
             cid, payload = receives[0]
-            self._process_request(cid, payload)
+            # (the channel looked up here: Selector.channel's call saved)
+            ch = sel._channels.get(cid)
+            if ch is not None:
+                self._process_request(cid, payload, ch=ch)
             receives = ()
         # (sel.channel(cid), ch.ready() and ch.is_muted() inlined: three
         # calls per pipelined request, as many as the rest of its dispatch
