@@ -40,7 +40,8 @@ class ChannelSendQueue:
     """The send half of :class:`~kchannel.network.channel.KafkaChannel` (see
     the module docstring)."""
 
-    # (the twin's functions, as methods: ``self`` is the channel)
+    # (the twin's functions as methods: their first parameter, ``ch``, is
+    # the channel)
     set_send = _sendqueue.set_send
     write_sends = _sendqueue.write_sends
     _gather = _sendqueue.gather
