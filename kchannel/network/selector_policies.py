@@ -28,7 +28,7 @@ They hold ids and deadlines (ms, passed in), never a channel; only
 A policy that closes channels is handed the Selector for the call (as a
 Kafka inner class reaches its Selector) and uses only its channel lookup
 (``channel(id)``), its close (``_close_channel(ch, notify, flush)``) and,
-for a delayed close, its unregistration (``_unregister(ch)``) and
+for a delayed close, its OS registrations (``_os.unregister(id)``) and
 ``_buffered`` set: the OS selector, the results and the metrics stay the
 Selector's.
 """
@@ -196,7 +196,7 @@ class DelayedCloses:
             self.add(ch.id, now)
             sel._idle_expiry.remove(ch.id)
             sel._buffered.discard(ch.id)
-            sel._unregister(ch)
+            sel._os.unregister(ch.id)
         else:
             self.close_now(sel, ch)
 

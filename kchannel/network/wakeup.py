@@ -2,8 +2,8 @@
 (java.nio's ``Selector.wakeup``): a socket pair registered with the OS
 selector, written to from another thread to make a blocked select return.
 
-Moved out of ``selector.py`` unchanged; ``kchannel.network.selector``
-still imports it from here.
+Moved out of ``selector.py`` unchanged; the Selector's
+:class:`~kchannel.network.os_registrations.OsRegistrations` holds it.
 """
 import selectors
 import socket

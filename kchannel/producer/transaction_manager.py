@@ -31,6 +31,7 @@ import heapq
 import itertools
 import logging
 import threading
+from _thread import allocate_lock as _allocate_lock
 
 from kchannel import errors
 from kchannel.client import RequestTimeoutError
@@ -43,6 +44,8 @@ __all__ = ["State", "TransactionManager", "TransactionalRequestResult",
            "FATAL_TRANSACTION_ERRORS"]
 
 log = get_logger("kchannel.producer.transaction_manager")
+
+_TIMEOUT_MAX = threading.TIMEOUT_MAX
 
 _FIND_COORDINATOR = messages.FIND_COORDINATOR.api_key
 _INIT_PRODUCER_ID = messages.INIT_PRODUCER_ID.api_key
@@ -107,36 +110,61 @@ _VALID_SOURCES = {
 
 class TransactionalRequestResult:
     """The outcome of one transactional operation (Kafka's
-    ``TransactionalRequestResult``): the application waits on it."""
+    ``TransactionalRequestResult``): the application waits on it.
+
+    A latch of one plain lock, held from creation until the outcome is
+    known, rather than a ``threading.Event``: an Event is a Condition, a
+    lock and a waiter list, built per operation (one or two per
+    transaction) and woken through Python-level ``notify_all``; here the
+    Sender's completion is one ``release()`` that wakes the waiter in the
+    kernel, and a waiter passes the latch on (acquire, then release) so
+    any number of waits, repeated or concurrent, all return."""
+
+    __slots__ = ("operation", "error", "_completed", "_latch")
 
     def __init__(self, operation):
         self.operation = operation
         self.error = None
-        self._done = threading.Event()
+        self._completed = False
+        self._latch = _allocate_lock()
+        self._latch.acquire()
 
     def done(self):
-        self._done.set()
+        self._complete()
 
     def fail(self, exc):
         self.error = exc
-        self._done.set()
+        self._complete()
+
+    def _complete(self):
+        # (completions come from the Sender's thread under the transaction
+        # manager's lock, or from close(): a second one only keeps the
+        # first's wake-up)
+        if not self._completed:
+            self._completed = True
+            self._latch.release()
 
     @property
     def is_completed(self):
-        return self._done.is_set()
+        return self._completed
 
     @property
     def is_successful(self):
-        return self._done.is_set() and self.error is None
+        return self._completed and self.error is None
 
     def wait(self, timeout_s=None):
         """Wait for the outcome; raises its error, or RequestTimeoutError
         when ``timeout_s`` passes first (the operation goes on: calling the
         same method again waits for it, as Kafka's)."""
-        if not self._done.wait(timeout_s):
-            raise RequestTimeoutError(
-                f"Timeout expired after {int(timeout_s * 1000)}ms while awaiting "
-                f"{self.operation}")
+        if not self._completed:
+            latch = self._latch
+            if timeout_s is None:
+                latch.acquire()
+            elif not latch.acquire(True, min(max(timeout_s, 0), _TIMEOUT_MAX)):
+                raise RequestTimeoutError(
+                    f"Timeout expired after {int(timeout_s * 1000)}ms while awaiting "
+                    f"{self.operation}")
+            latch.release()
         if self.error is not None:
             raise self.error
 
@@ -215,6 +243,7 @@ class TransactionManager:
         self.last_error = None
         self.transaction_v2 = False          # of the transaction under way
         self._latest_transaction_version = 0   # the coordinator broker's finalized level
+        self._features_of = None             # the ApiVersions answer it was read from
         self.new_partitions = set()
         self.pending_partitions = set()
         self.partitions_in_transaction = set()
@@ -404,12 +433,13 @@ class TransactionManager:
             f"Cannot call send in state {state.name}: call begin_transaction() first")
 
     def _require_no_pending(self, operation):
-        pending = next((s for s, r in self._results.items() if not r.is_completed), None)
-        if pending is not None:
-            raise errors.IllegalStateError(
-                f"Cannot attempt operation `{operation}` because the previous call to "
-                f"`{ {State.INITIALIZING: 'initTransactions', State.COMMITTING_TRANSACTION: 'commitTransaction', State.ABORTING_TRANSACTION: 'abortTransaction'}.get(pending, pending.name)}` "  # noqa: E501
-                f"timed out and must be retried")
+        # (a loop, no generator: run at every begin_transaction)
+        for pending, result in self._results.items():
+            if not result._completed:
+                raise errors.IllegalStateError(
+                    f"Cannot attempt operation `{operation}` because the previous call to "
+                    f"`{ {State.INITIALIZING: 'initTransactions', State.COMMITTING_TRANSACTION: 'commitTransaction', State.ABORTING_TRANSACTION: 'abortTransaction'}.get(pending, pending.name)}` "  # noqa: E501
+                    f"timed out and must be retried")
 
     def close(self, exc):
         """The producer closes: what is queued or waited for fails."""
@@ -607,8 +637,11 @@ class TransactionManager:
         """Kafka's maybeUpdateTransactionV2Enabled: the broker's finalized
         transaction.version, read at the next begin_transaction."""
         body = self.client.client.api_versions_response(node_id)
-        if not body:
+        if not body or body is self._features_of:
+            # (the answer already read: every response of a transaction
+            # comes from the same connection's ApiVersions)
             return
+        self._features_of = body
         level = 0
         for f in body.get("finalized_features") or ():
             if f["name"] == "transaction.version":

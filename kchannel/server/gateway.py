@@ -176,6 +176,11 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routin
         # authorizer.class.name: Kafka's per-resource checks (a
         # kchannel.security.authorizer.requests.RequestAuthorizer)
         self.request_authorizer = request_authorizer
+        # its ACL store's change counter, read per request by the
+        # per-connection cache of decisions (see _authorize_request); None:
+        # an authorizer without one, nothing cached
+        store = getattr(getattr(request_authorizer, "authorizer", None), "store", None)
+        self._acl_version = getattr(store, "version", None)
         mode = str(upstream_connections).strip().lower()
         if mode not in ("shared", "per-client"):
             raise errors.ConfigError(
@@ -426,16 +431,17 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routin
             self._fail_downstream(ds, errors.InvalidRequestError(str(exc)))
             return True
         slot.timeout_ms = timeout_ms
+        n = len(frame)
         if expect:
             if not slot.silent:
                 ds.queue.append(slot)
-            slot.req_bytes = len(frame)
-            ds.req_bytes += slot.req_bytes
+            slot.req_bytes = n
+            ds.req_bytes += n
         else:
             # acks=0: counted until written upstream (see _check_draining)
-            ds.unacked_bytes += len(frame)
+            ds.unacked_bytes += n
             self._draining.add(ds)
-        self.queued_bytes += len(frame)
+        self.queued_bytes += n
         if self.per_client:
             uid = ds.uid or self._route(ds.node, ds.cid)
             up = self.ups.get(uid)

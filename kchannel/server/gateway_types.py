@@ -146,7 +146,8 @@ class _Slot:
 
 class _Downstream:
     __slots__ = ("cid", "listener_name", "node", "queue", "muted", "closed", "uids",
-                 "req_bytes", "held_bytes", "out_bytes", "unacked_bytes", "up_muted", "uid")
+                 "req_bytes", "held_bytes", "out_bytes", "unacked_bytes", "up_muted", "uid",
+                 "authz", "authz_counter", "principal", "host")
 
     def __init__(self, cid, listener_name, node):
         self.cid = cid
@@ -167,6 +168,16 @@ class _Downstream:
         # per-client mode, a node port's client: its one upstream
         # connection id, (node, cid), made once instead of per request
         self.uid = (node, cid) if node is not None else None
+        # authorizer.class.name (see _Authorization._authorize_request): the
+        # requests this connection may forward as they are, by (API key,
+        # transactional id or None, topic names...), valid while the ACL
+        # store's change counter is authz_counter; its principal (a
+        # re-authentication cannot change it) and address as the
+        # authorizer takes them, read once
+        self.authz = None
+        self.authz_counter = None
+        self.principal = None
+        self.host = None
 
     def queued_bytes(self):
         return self.req_bytes + self.held_bytes + self.out_bytes + self.unacked_bytes

@@ -421,3 +421,49 @@ def test_authorizer_class(upstream, kchannel_inprocess_server):
         c.connect()
         assert c.request(ApiKey.DESCRIBE_CLUSTER, {
             "include_cluster_authorized_operations": False})["error_code"] == 0
+
+
+def test_acl_changes_apply_to_a_connections_cached_decisions(upstream, kchannel_inprocess_server,
+                                                               tmp_path):
+    """authorizer.class.name: a Produce forwarded once is forwarded again
+    from its connection's cache of decisions, and an ACL deleted or added
+    by another process (its own authorizer on the same SQLite store, as
+    another worker) applies to the very next request on that connection."""
+    from kchannel.protocol.records.batch import encode_batch
+    from kchannel.security.authorizer.acl import AclBinding, AclBindingFilter
+    from kchannel.security.authorizer.standard import StandardAuthorizer
+    from kchannel.security.authorizer.store import SqliteAclStore
+
+    def produce(ctx):
+        return {"responses": [
+            {"name": t["name"], "partition_responses": [
+                {"index": p["index"], "error_code": 0, "base_offset": 0}
+                for p in t["partition_data"]]} for t in ctx.body["topic_data"]]}
+    upstream.server.register_handler(ApiKey.PRODUCE, produce, 3, 9)
+    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "log.dirs": str(tmp_path / "data")}))
+    other = StandardAuthorizer(SqliteAclStore(gw.server.gateway.request_authorizer
+                                              .authorizer.store.path))
+    write = AclBinding.of("TOPIC", "orders", "LITERAL", "User:bob", "*", "WRITE", "ALLOW")
+    batch = encode_batch([(int(time.time() * 1000), None, b"v", [])])
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": "orders", "partition_data": [
+                {"index": 0, "records": batch}]}]}
+
+    def code(c, topic="orders"):
+        body["topic_data"][0]["name"] = topic
+        resp = c.request(ApiKey.PRODUCE, body, version=9)
+        return resp["responses"][0]["partition_responses"][0]["error_code"]
+    with sasl_client(gw, "bob") as c:
+        c.connect()
+        assert code(c) == Errors.TOPIC_AUTHORIZATION_FAILED
+        assert other.create_acls([write]) == [None]
+        assert [code(c) for _ in range(3)] == [0, 0, 0]      # the last two: cached
+        # names that differ from the cached one by their end or length
+        assert [code(c, t) for t in ("ordert", "order", "orders2")] == \
+            [Errors.TOPIC_AUTHORIZATION_FAILED] * 3
+        assert other.delete_acls([AclBindingFilter(name="orders")]) == [[write]]
+        assert code(c) == Errors.TOPIC_AUTHORIZATION_FAILED
+        assert other.create_acls([write]) == [None]
+        assert code(c) == 0

@@ -11,7 +11,6 @@ import base64
 import contextlib
 import io
 import tempfile
-import time
 import types
 
 import pytest
@@ -27,7 +26,8 @@ from kchannel.errors import KafkaError, SaslAuthenticationError
 from kchannel.protocol.errors import Errors
 from kchannel.tokens.admin import exception_name
 from tests.fixtures.peers import InProcessServer
-from tests.fixtures.records import create_topic, produce, topic_name
+from tests.fixtures.records import create_topic, led_topic, produce, topic_name
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 
@@ -77,14 +77,6 @@ def _outcome(call):
 def _described(d):
     return {"name": d.name, "internal": d.is_internal, "topicId": _uuid(d.topic_id),
             "partitions": [[p.partition, p.leader, p.replicas, p.isr] for p in d.partitions]}
-
-
-def _led(admin, topic, count):
-    try:
-        d = admin.describe_topics([topic])[topic]
-    except KafkaError:
-        return False
-    return len(d.partitions) == count and all(p.leader >= 0 for p in d.partitions)
 
 
 def _token(t):
@@ -161,7 +153,7 @@ def world(kafka_broker, kafka_java):
         w.admin.create_topics([NewTopic(w.ours_new, 3, 1, {"retention.ms": "7200000"})])
         w.admin.create_partitions({w.ours_grow: 2})
         w.admin.delete_topics([w.ours_gone])
-        _eventually(lambda: _led(w.admin, w.ours_new, 3) and _led(w.admin, w.ours_grow, 2)
+        wait_until(lambda: led_topic(w.admin, w.ours_new, 3) and led_topic(w.admin, w.ours_grow, 2)
                     and w.ours_gone not in w.admin.list_topics(), 30)
         # (one name per refusal: a request names a topic once)
         w.refused_topics = [[w.topic, 1, 1, {}],                  # TOPIC_ALREADY_EXISTS
@@ -265,13 +257,6 @@ def world(kafka_broker, kafka_java):
             pass
 
 
-def _eventually(predicate, timeout=15):
-    deadline = time.time() + timeout
-    while not predicate():
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.2)
-
-
 def _ok(w, check):
     r = w.java[check]
     assert r["ok"], r
@@ -313,7 +298,7 @@ def test_create_topics(world):
     assert w.admin.create_topics([NewTopic(w.validated, 2, 1)], validate_only=True) is None
     assert w.validated not in w.admin.list_topics()
     # Java's topic, as kchannel sees it.
-    _eventually(lambda: _led(w.admin, w.java_new, 3))
+    wait_until(lambda: led_topic(w.admin, w.java_new, 3))
     res = ConfigResource("TOPIC", w.java_new)
     entry = w.admin.describe_configs([res])[res]["retention.ms"]
     assert (entry.value, entry.source) == ("7200000", "DYNAMIC_TOPIC_CONFIG")
@@ -333,7 +318,7 @@ def test_create_partitions(world):
     assert _ok(w, "create-partitions-validate")["results"] == {w.topic: "ok"}
     w.admin.create_partitions({w.topic: 5}, validate_only=True)
     assert len(w.admin.describe_topics([w.topic])[w.topic].partitions) == 2
-    _eventually(lambda: _led(w.admin, w.java_grow, 2))
+    wait_until(lambda: led_topic(w.admin, w.java_grow, 2))
 
 
 def test_delete_topics(world):
@@ -344,7 +329,7 @@ def test_delete_topics(world):
     assert ours == java[w.missing] and ours.startswith("UnknownTopicOrPartitionException: ")
     # kchannel's deletion, seen by Java; Java's, seen by kchannel.
     assert java[w.ours_gone] == java[w.missing].replace(w.missing, w.ours_gone)
-    _eventually(lambda: w.java_gone not in w.admin.list_topics())
+    wait_until(lambda: w.java_gone not in w.admin.list_topics())
     assert _outcome(lambda: w.admin.delete_topics([w.java_gone])) == \
         java[w.missing].replace(w.missing, w.java_gone)
 
@@ -477,11 +462,11 @@ def test_scram_credentials(world, kafka_broker):
             return True
         except SaslAuthenticationError:
             return False
-    _eventually(logs_in)
+    wait_until(logs_in)
     w.admin.alter_user_scram_credentials([UserScramCredentialDeletion(w.scram_ours,
                                                                       "SCRAM-SHA-256")])
     # (applied from the metadata log: describe may lag a moment)
-    _eventually(lambda: [i.mechanism for i in w.admin.describe_user_scram_credentials(
+    wait_until(lambda: [i.mechanism for i in w.admin.describe_user_scram_credentials(
         [w.scram_ours])[w.scram_ours].credential_infos] == ["SCRAM-SHA-512"])
 
 
@@ -491,7 +476,7 @@ def test_delegation_tokens(world):
     expiry = _ok(w, "token-renew")["expiry"]
     # Brokers apply token changes from the metadata log: a describe right
     # after a create or renew (Java's, in the same JVM) may not show it yet.
-    _eventually(lambda: created["tokenId"] in {
+    wait_until(lambda: created["tokenId"] in {
         t.token_info.token_id for t in w.admin.describe_delegation_token()})
     ours = {t.token_info.token_id: _token(t) for t in w.admin.describe_delegation_token()}
     java = {t["tokenId"]: t for t in _ok(w, "tokens")["tokens"]}
@@ -511,7 +496,7 @@ def test_delegation_tokens(world):
     new_expiry = w.admin.renew_delegation_token(created["hmac"], 60_000)
     assert new_expiry <= created["maxTimestamp"]
     assert w.admin.expire_delegation_token(created["hmac"], -1) <= new_expiry
-    _eventually(lambda: created["tokenId"] not in {
+    wait_until(lambda: created["tokenId"] not in {
         t.token_info.token_id for t in w.admin.describe_delegation_token()})
 
 

@@ -14,22 +14,13 @@ from kchannel.errors import KafkaError
 from kchannel.client.metadata import TopicPartition
 from kchannel.protocol.errors import Errors
 from tests.fixtures.peers import run_kchannel
-from tests.fixtures.records import create_topic, produce, topic_name
+from tests.fixtures.records import create_topic, led_topic, produce, topic_name
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.kafka]
 
 GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
-
-
-def _wait(predicate, what, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_admin_topics_partitions_configs_cluster(kafka_broker):
@@ -48,12 +39,12 @@ def test_admin_topics_partitions_configs_cluster(kafka_broker):
         assert topic in admin.list_topics()
         assert "__consumer_offsets" not in admin.list_topics()
 
-        desc = _wait(lambda: _led(admin, topic, 2), "two led partitions")
+        desc = wait_until(lambda: led_topic(admin, topic, 2), "two led partitions")
         assert [(p.partition, p.leader, p.replicas, p.isr) for p in desc.partitions] == \
             [(0, node, [node], [node]), (1, node, [node], [node])]
 
         admin.create_partitions({topic: 3})
-        assert len(_wait(lambda: _led(admin, topic, 3), "three partitions").partitions) == 3
+        assert len(wait_until(lambda: led_topic(admin, topic, 3), "three partitions").partitions) == 3
 
         res = ConfigResource("TOPIC", topic)
         entries = admin.describe_configs([res])[res]
@@ -64,7 +55,7 @@ def test_admin_topics_partitions_configs_cluster(kafka_broker):
                                                AlterConfigOp("retention.ms", None, "DELETE")]})
         # (KRaft applies an alteration through the controller: a describe
         # right after it may still see the old value)
-        entries = _wait(lambda: (lambda e: e if e["cleanup.policy"].value == "compact" else None)(
+        entries = wait_until(lambda: (lambda e: e if e["cleanup.policy"].value == "compact" else None)(
             admin.describe_configs([res])[res]), "the altered cleanup.policy")
         assert entries["cleanup.policy"].value == "compact"
         assert entries["retention.ms"].source != "DYNAMIC_TOPIC_CONFIG"
@@ -73,19 +64,11 @@ def test_admin_topics_partitions_configs_cluster(kafka_broker):
 
         admin.delete_topics([topic])
         with pytest.raises(KafkaError) as err:
-            _wait(lambda: topic not in admin.list_topics() and admin.describe_topics([topic]),
+            wait_until(lambda: topic not in admin.list_topics() and admin.describe_topics([topic]),
                   "the topic's deletion")
         assert err.value.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _led(admin, topic, count):
-    desc = admin.describe_topics([topic])[topic]
-    if len(desc.partitions) == count and all(p.leader >= 0 for p in desc.partitions):
-        return desc
-    return None
-
-
-@pytest.mark.slow   # one JVM per Kafka tool run
 def test_list_offsets_and_get_offsets_as_kafka(kafka_broker):
     b = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(b, topic_name("get-offsets"), partitions=2)
@@ -176,7 +159,7 @@ def test_consumer_groups_as_kafka_consumer_groups_sh(kafka_broker):
             assert ours.returncode == 1
             assert "but the current state is Stable." in ours.stdout
 
-        _wait(lambda: admin.describe_consumer_groups([group])[group].state == "Empty",
+        wait_until(lambda: admin.describe_consumer_groups([group])[group].state == "Empty",
               "the group to empty")
         # Empty group: rows without consumer, "has no active members." on stderr.
         ours, theirs = tool("--describe", "--group", group)
@@ -385,10 +368,10 @@ def test_consumer_groups_of_a_java_group_as_kafka_tool(kafka_broker, kafka_java,
             assert ends[tps[0]] == stable[tps[0]] + 3 and sum(stable.values()) == 10
             # The member has read every committed record and committed its
             # position (the last stable offset) in a Stable group.
-            _wait(lambda: len(member.records) == 10 and {
+            wait_until(lambda: len(member.records) == 10 and {
                 tp: o.offset for tp, o in admin.list_consumer_group_offsets(group).items()}
                 == stable and admin.describe_consumer_groups([group])[group].state == "Stable",
-                "the Java member's commits", timeout=60)
+                "the Java member's commits", timeout_s=60)
             assert member.proc.poll() is None, member.stderr()
             runs = {"offsets": ["--describe", "--group", group],
                     "members": ["--describe", "--group", group, "--members"],
@@ -410,7 +393,7 @@ def test_consumer_groups_of_a_java_group_as_kafka_tool(kafka_broker, kafka_java,
             assert "Stable" in java["state"]["stdout"]
 
             member.stop()
-            _wait(lambda: admin.describe_consumer_groups([group])[group].state == "Empty",
+            wait_until(lambda: admin.describe_consumer_groups([group])[group].state == "Empty",
                   "the group to empty")
             code, out, err = ours("--reset-offsets", "--group", group, "--topic", topic,
                                   "--to-earliest", "--execute")

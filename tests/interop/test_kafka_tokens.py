@@ -23,7 +23,8 @@ from kchannel.tokens.manager import allow_token_requests
 from kchannel.tokens.token import create_hmac
 from tests.fixtures.kafka import SCRAM_MODULE
 from tests.fixtures.kafka_messages import SCRAM_FAILED
-from tests.fixtures.kafka_tokens import created, expired, token_configs, wait_until
+from tests.fixtures.kafka_tokens import created, expired, token_configs
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
 

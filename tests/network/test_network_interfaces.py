@@ -14,6 +14,7 @@ import os
 import kchannel
 from kchannel.network.authenticator import Authenticator
 from kchannel.network.transport import TransportLayer
+from tests.fixtures.package import parsed_modules
 
 # The imported package (the checkout, or site-packages when the tests run
 # against an installed wheel: .ci/wheels --check).
@@ -30,15 +31,6 @@ INTERFACE_NAMES = ({n for n in dir(TransportLayer) if not n.startswith("_")}
 _SUSPECT_WORDS = ("transport", "authenticator")
 # What authenticators call the channel's AuthIO they are given.
 _AUTH_IO = {"io", "self._io", "self.io", "auth_io"}
-
-
-def _modules():
-    for dirpath, _dirs, files in os.walk(PACKAGE):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(dirpath, name)
-                with open(path, encoding="utf-8") as f:
-                    yield path, ast.parse(f.read(), path)
 
 
 def _where(path, node):
@@ -67,7 +59,7 @@ def _probes(path, tree):
 
 
 def test_no_probing_of_transports_or_authenticators():
-    found = [p for path, tree in _modules() for p in _probes(path, tree)]
+    found = [p for _, path, tree in parsed_modules() for p in _probes(path, tree)]
     assert not found, "probe the declared interface instead:\n" + "\n".join(found)
 
 
@@ -91,7 +83,7 @@ def test_the_scan_catches_probes():
 def _interface_classes():
     """(module, class name) of every class in kchannel named like a transport
     or an authenticator."""
-    for path, tree in _modules():
+    for _, path, tree in parsed_modules():
         module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and (

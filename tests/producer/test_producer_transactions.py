@@ -349,3 +349,40 @@ def test_a_transaction_takes_about_one_sender_pass_per_request(kafka_broker):
         sender.run_once, client.send = run_once, send
     assert counts["requests"] >= 5 * 7, counts
     assert counts["passes"] <= 3 * counts["requests"], counts
+
+
+def test_a_transactional_result_times_out_then_releases_every_waiter():
+    """Kafka's TransactionalRequestResult: a wait that times out raises
+    and leaves the operation going; once the Sender completes it, a second
+    call, several threads at once, and later calls all return (or raise
+    its error)."""
+    import threading
+    from kchannel.client import RequestTimeoutError
+    from kchannel.producer.transaction_manager import TransactionalRequestResult
+
+    result = TransactionalRequestResult("commitTransaction")
+    began = time.monotonic()
+    with pytest.raises(RequestTimeoutError, match="awaiting commitTransaction"):
+        result.wait(0.05)
+    assert time.monotonic() - began >= 0.04
+    assert not result.is_completed
+    returned = []
+    waiters = [threading.Thread(target=lambda: (result.wait(5), returned.append(1)))
+               for _ in range(3)]
+    for t in waiters:
+        t.start()
+    result.done()
+    result.done()         # a second completion keeps the first
+    for t in waiters:
+        t.join(5)
+    assert returned == [1, 1, 1]
+    result.wait(0)
+    result.wait()
+    assert result.is_successful
+
+    failed = TransactionalRequestResult("abortTransaction")
+    failed.fail(TransactionAbortedError("aborted"))
+    for _ in range(2):
+        with pytest.raises(TransactionAbortedError):
+            failed.wait(1)
+    assert failed.is_completed and not failed.is_successful

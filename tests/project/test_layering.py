@@ -32,6 +32,7 @@ import textwrap
 import pytest
 
 import kchannel
+from tests.fixtures.package import package_modules
 
 PACKAGE_DIR = os.path.dirname(kchannel.__file__)
 ROOT = os.path.dirname(PACKAGE_DIR)
@@ -57,23 +58,7 @@ LAYERS = [
 ]
 
 
-def _modules():
-    """{module name: file path} of every module of the package."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(PACKAGE_DIR):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-        for name in filenames:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-            if rel.endswith(".__init__"):
-                rel = rel[:-len(".__init__")]
-            out[rel] = path
-    return out
-
-
-MODULES = _modules()
+MODULES = package_modules()
 
 
 def _imports(module, path):

@@ -94,3 +94,46 @@ def test_xdist_groups_name_existing_paths_and_ci_uses_them():
     assert not missing, missing
     ci_test = (root / ".ci" / "test").read_text(encoding="utf-8")
     assert "--dist loadfile" in ci_test and "--no-loadscope-reorder" in ci_test
+
+
+# Helper names (module-level functions other than tests and fixtures) defined
+# in more than one test module: the same helper written twice, or two
+# helpers sharing a name.  Shared helpers go to tests/fixtures/; this number
+# only goes down (lower it when you merge more).
+MAX_DUPLICATED_HELPER_NAMES = 51
+
+
+def duplicated_helper_names():
+    """{helper name: [test modules defining it]} for names defined in more
+    than one module of tests/ (tests/fixtures and tests/fuzz excluded)."""
+    defined = {}
+    for dirpath, dirnames, filenames in os.walk(TESTS):
+        dirnames[:] = sorted(d for d in dirnames
+                             if d != "__pycache__" and d not in HELPER_FOLDERS)
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for node in tree.body:
+                if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and not node.name.startswith("test")
+                        and not any("fixture" in ast.unparse(d) for d in node.decorator_list)):
+                    defined.setdefault(node.name, []).append(os.path.relpath(path, TESTS))
+    return {name: paths for name, paths in defined.items() if len(paths) > 1}
+
+
+def test_duplicated_helper_names_do_not_grow():
+    dup = duplicated_helper_names()
+    assert len(dup) <= MAX_DUPLICATED_HELPER_NAMES, (
+        f"{len(dup)} helper names are defined in more than one test module (at most "
+        f"{MAX_DUPLICATED_HELPER_NAMES}): import the shared helper from tests/fixtures/ "
+        "instead of writing it again, or give a different helper its own name: "
+        + "; ".join(f"{n}: {', '.join(p)}" for n, p in sorted(dup.items())))
+
+
+if __name__ == "__main__":
+    for name, paths in sorted(duplicated_helper_names().items()):
+        print(f"{name}: {', '.join(paths)}")
+    print(len(duplicated_helper_names()), "helper names defined in more than one test module")

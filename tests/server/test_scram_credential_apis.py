@@ -7,7 +7,6 @@ alike by Kafka and ``kchannel serve`` (marked kafka, interop).
 import hashlib
 import os
 import re
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -30,6 +29,7 @@ from kchannel.server.scram_handlers import (
     SuperUserAuthorizer, alter_user_scram_credentials, describe_user_scram_credentials,
     make_alter_handler, make_describe_handler, register_scram_handlers)
 from tests.fixtures.scram import SCRAM_MODULE, SHA256, SHA512
+from tests.fixtures.waiting import wait_until
 
 
 # ----------------------------------------------------------------------
@@ -346,15 +346,6 @@ def can_login(broker, user, password, mechanism="SCRAM-SHA-256"):
             return True
         except errors.SaslAuthenticationError:
             return False
-
-
-def wait_until(predicate, limit_s=15):
-    # KRaft: the controller commits the change, the broker applies it when it
-    # replays the record, a moment after the admin call returned.
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        assert time.monotonic() < deadline, "the broker did not apply the change"
-        time.sleep(0.05)
 
 
 def credentials_line(out):

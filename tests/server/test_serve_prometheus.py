@@ -12,9 +12,9 @@ import urllib.request
 import pytest
 
 from kchannel.client import KafkaClient
-from kchannel.security.sasl.scram_store import credential_from_password, open_store
 from tests.fixtures.peers import free_port, require_module
-from tests.fixtures.serve import read_log_until, start_serve_config, stop_serve_config
+from tests.fixtures.serve import (read_log_until, start_serve_config, stop_serve_config,
+                                  write_scram_config)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -28,22 +28,6 @@ AUTH_FAILED = "kafka_server_socket_server_metrics_failed_authentication_total"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEADLINE_S = 60
-
-
-def write_config(tmp_path, **extra):
-    """Two worker processes on one SASL listener (props in ``extra``);
-    alice/alice-secret in the SCRAM store."""
-    data = tmp_path / "data"
-    data.mkdir(exist_ok=True)
-    store = open_store(data_dir=str(data))
-    store.put("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "alice-secret"))
-    store.close()
-    props = {"node.id": "1", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
-             "sasl.enabled.mechanisms": "SCRAM-SHA-256", "log.dirs": str(data),
-             "num.network.threads": "2", **extra}
-    cfg = tmp_path / "server.properties"
-    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return cfg
 
 
 start = start_serve_config
@@ -96,7 +80,7 @@ def login(pki, port, password):
 def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
     prom = free_port()
     path = tmp_path / "metrics.json"
-    cfg = write_config(tmp_path, **{
+    cfg = write_scram_config(tmp_path, **{
         "listeners": "SASL_SSL://127.0.0.1:0",
         "inter.broker.listener.name": "SASL_SSL",
         "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": f"{SCRAM} required;",

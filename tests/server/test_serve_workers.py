@@ -13,9 +13,9 @@ import pytest
 
 from kchannel.client import KafkaClient
 from kchannel.errors import SaslAuthenticationError
-from kchannel.security.sasl.scram_store import credential_from_password, open_store
 from kchannel.tokens.admin import DelegationTokenAdmin
-from tests.fixtures.serve import read_log_until, start_serve_config, stop_serve_config
+from tests.fixtures.serve import (read_log_until, start_serve_config, stop_serve_config,
+                                  write_scram_config)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="worker processes need Linux's SO_REUSEPORT")
@@ -25,27 +25,17 @@ SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 DEADLINE_S = 60
 
 
+# One SASL_PLAINTEXT listener; its workers share a delegation token secret.
+SASL_PLAINTEXT_PROPS = {
+    "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+    "inter.broker.listener.name": "SASL_PLAINTEXT",
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM} required;",
+    "delegation.token.secret.key": "shared-secret",
+}
+
+
 def write_config(tmp_path, **extra):
-    data = tmp_path / "data"
-    data.mkdir(exist_ok=True)
-    store = open_store(data_dir=str(data))
-    store.put("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "alice-secret"))
-    store.close()
-    props = {
-        "node.id": "1",
-        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-        "inter.broker.listener.name": "SASL_PLAINTEXT",
-        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": f"{SCRAM} required;",
-        "log.dirs": str(data),
-        "delegation.token.secret.key": "shared-secret",
-        "num.network.threads": "2",
-    }
-    props.update(extra)
-    cfg = tmp_path / "server.properties"
-    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    return cfg
+    return write_scram_config(tmp_path, **{**SASL_PLAINTEXT_PROPS, **extra})
 
 
 start = start_serve_config

@@ -18,7 +18,7 @@ from kchannel.errors import SaslAuthenticationError
 from kchannel.security.sasl.scram_store import credential_from_password, open_store
 from kchannel.tokens.admin import DelegationTokenAdmin
 
-from tests.fixtures.tokens import wait_until
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

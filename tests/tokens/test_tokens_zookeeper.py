@@ -10,7 +10,7 @@ from kchannel.protocol.errors import Errors
 from kchannel.tokens.manager import TokenManager
 from kchannel.utils import now_ms
 
-from tests.fixtures.tokens import wait_until
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
