@@ -1,12 +1,16 @@
 """What one depth-1 request round trip costs each side, counted, not timed.
 
-    python benchmarks/rt_cost.py calls [--pure] [--requests 2000]
-    python benchmarks/rt_cost.py instructions [--pure] [--side client|server]
+    python benchmarks/rt_cost.py calls [--pure] [--requests 2000] [--depth 1]
+    python benchmarks/rt_cost.py instructions [--pure] [--side client|server] [--depth 1]
 
 The set-up is that of ``network_ratio.py`` (c): a
 ``kchannel.client.NetworkClient`` sends Metadata v1 requests (100 B, an
 86-character client id) one at a time to a ``kchannel.server.Server`` in a
 forked process whose Metadata handler returns a constant empty body.
+
+``--depth N`` keeps N requests in flight instead (the client tops its
+window up after every poll, as ``network_ratio.py`` (c) depth N does); the
+counts are then per round trip of that pipeline.
 
 ``calls``: the interpreted (Python-level) function calls per round trip on
 each side, by function, counted with ``sys.setprofile`` over the measured
@@ -91,7 +95,7 @@ def _install_in_thread(server, counter):
     server.poll = poll
 
 
-def client(port, requests, counter=None, warmup=200, before=None):
+def client(port, requests, counter=None, warmup=200, before=None, depth=1):
     from kchannel.client import NetworkClient
     from kchannel.protocol.api_keys import ApiKey
     net = NetworkClient({"client.id": CLIENT_ID})
@@ -102,6 +106,19 @@ def client(port, requests, counter=None, warmup=200, before=None):
     body = {"topics": []}
 
     def run(n):
+        if depth > 1:
+            # as network_ratio.py (c) depth N: keep ``depth`` requests in
+            # flight, topping the window up after every poll
+            sent = got = 0
+            while got < n:
+                while sent < n and sent - got < depth:
+                    net.send(0, metadata, body, 1)
+                    sent += 1
+                for resp in net.poll(1000):
+                    if resp.exception is not None:
+                        raise resp.exception
+                    got += 1
+            return
         for _ in range(n):
             net.send(0, metadata, body, 1)
             while True:
@@ -140,7 +157,7 @@ def cmd_calls(args):
         ctl.send("count")
         ctl.recv()
 
-    client(port, args.requests, counter, before=before)
+    client(port, args.requests, counter, before=before, depth=args.depth)
     ctl.send("stop")
     server_calls, server_c = ctl.recv()
     p.join(10)
@@ -191,7 +208,8 @@ def cmd_instructions(args):
             out = os.path.join(d, f"cg.{n}")
             outs.append(out)
             cg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                  sys.executable, here, "_side", args.side] + (["--pure"] if args.pure else [])
+                  sys.executable, here, "_side", args.side, "--depth", str(args.depth)] + (
+                      ["--pure"] if args.pure else [])
             # the other side runs natively in a process of its own (a fork
             # under valgrind would run under it too)
             if args.side == "client":
@@ -209,13 +227,14 @@ def cmd_instructions(args):
                     time.sleep(0.2)
                 with open(portfile) as f:
                     port = int(f.read())
-                c = _MP.Process(target=client, args=(port, n), daemon=True)
+                c = _MP.Process(target=client, args=(port, n),
+                                kwargs={"depth": args.depth}, daemon=True)
                 c.start()
                 c.join()
                 proc.communicate("stop\n", timeout=600)
             totals.append(_totals(out))
         per = (totals[1] - totals[0]) / (big - small)
-        print(f"{args.side}: {per:,.0f} instructions per depth-1 round trip "
+        print(f"{args.side}: {per:,.0f} instructions per depth-{args.depth} round trip "
               f"({'pure' if args.pure else 'compiled'} twins; callgrind, {small} and {big} "
               "round trips)")
         if args.split:
@@ -256,7 +275,7 @@ def cmd_side(args):
     """(run under callgrind by cmd_instructions) one side; the other runs
     natively, started by cmd_instructions."""
     if args.side == "client":
-        client(args.port, args.requests)
+        client(args.port, args.requests, depth=args.depth)
         return
     import threading
     from kchannel.protocol.api_keys import ApiKey
@@ -280,6 +299,8 @@ def main(argv=None):
     ap.add_argument("--pure", action="store_true")
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--split", action="store_true")
+    ap.add_argument("--depth", type=int, default=1,
+                    help="requests kept in flight (network_ratio.py (c) depth N; default 1)")
     ap.add_argument("--keep", help="keep the callgrind outputs in this directory")
     ap.add_argument("--port", type=int)
     ap.add_argument("--port-file")

@@ -28,6 +28,7 @@ TWINS = {
     "wire": ("kchannel.protocol._wire_py", "kchannel._cwire"),
     "tlspump": ("kchannel.network._tlspump_py", "kchannel.network._ctlspump"),
     "netloop": ("kchannel.network._netloop_py", "kchannel.network._cnetloop"),
+    "sendqueue": ("kchannel.network._sendqueue_py", "kchannel.network._csendqueue"),
     "clientloop": ("kchannel.client._clientloop_py", "kchannel.client._cclientloop"),
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),

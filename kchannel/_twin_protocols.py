@@ -300,6 +300,55 @@ class NetloopModule(Protocol):
 
 
 # ---------------------------------------------------------------------------
+# sendqueue: kchannel.network._sendqueue_py / kchannel.network._csendqueue (the same .py compiled)
+# ---------------------------------------------------------------------------
+class QueuedSend(Protocol):
+    """One frame queued on a channel: what is left to write (``data``), the
+    size reported once written (``size``), whether it is reported
+    (``report``: False for authentication frames) and the size prefix
+    still to write before ``data`` (``head``) or None."""
+
+    data: Any
+    size: int
+    report: bool
+    head: Optional[bytes]
+
+    def __init__(self, data: Any, size: int, report: bool,
+                 head: Optional[bytes] = None) -> None: ...
+
+    def __repr__(self) -> str: ...
+
+
+class SendqueueModule(Protocol):
+    """The send queue's hot functions, taken as methods by
+    ``kchannel.network.channel_sends.ChannelSendQueue`` (``ch``, their
+    first parameter: the channel)."""
+
+    COALESCE_BELOW: int = 65536
+    COALESCE_MAX: int = 262144
+    SEPARATE_FROM: int = 8192
+    SEPARATE_FROM_UNGATHERED: int = 131072
+    HEAD_JOIN: int = 16380
+    GATHER_MAX: int = 1048576
+    GATHER_MAX_BUFFERS: int = 128
+    QueuedSend: type[QueuedSend]
+
+    def set_send(self, ch: Any, payload: Any, already_framed: bool = False) -> bool:
+        """Queue one frame on the channel ``ch``; True when sends were
+        already queued."""
+
+    def write_sends(self, ch: Any, max_bytes: int = 4194304) -> List[int]:
+        """Write the channel's queued sends; the sizes of those completed."""
+
+    def gather(self, ch: Any) -> Tuple[list, int, int]:
+        """Buffers for one gather write, their total size and the number of
+        queued sends they cover."""
+
+    def retire(self, ch: Any, n: int) -> None:
+        """Drop ``n`` written bytes from the front of the queue."""
+
+
+# ---------------------------------------------------------------------------
 # clientloop: kchannel.client._clientloop_py / kchannel.client._cclientloop (the same .py compiled)
 # ---------------------------------------------------------------------------
 class ClientResponse(Protocol):
@@ -637,6 +686,7 @@ CONTRACTS = {
     "wire": WireModule,
     "tlspump": TlsPumpModule,
     "netloop": NetloopModule,
+    "sendqueue": SendqueueModule,
     "clientloop": ClientloopModule,
     "scram": ScramModule,
     "records": RecordsModule,

@@ -205,12 +205,8 @@ class KafkaChannel(ChannelSendQueue):
         # frames: raised once those frames (stashed) are handed out, as if
         # the frames had been taken one at a time.
         self._invalid = None
-        # send queue: deque of [data, size, report, head]; data = what is
-        # left to write (a frame as queued, a memoryview once partly
-        # written); size = frame size reported in completed sends;
-        # report=False for authentication frames; head = size prefix still
-        # to be written before the data when the payload was queued without
-        # copying, else None.
+        # send queue: deque of QueuedSend (data, size, report, head: see
+        # kchannel.network._sendqueue_py).
         # _NO_SENDS while nothing is queued (see _NO_SENDS).
         self._sends = _NO_SENDS
         self._write_vectored = transport.write_vectored

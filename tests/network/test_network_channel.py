@@ -361,3 +361,61 @@ def test_authentication_frame_the_socket_takes_only_part_of(mode):
     finally:
         a.close()
         b.close()
+
+
+def test_queued_sends_are_named_entries_through_a_partial_write():
+    # A channel's queued sends are QueuedSend entries of the active sendqueue
+    # twin (issue 21: named, not positional lists): a frame queued whole, a
+    # large payload queued as its size prefix + the payload uncopied, and an
+    # authentication frame (not reported), retired through a write that the
+    # socket takes only part of.
+    from kchannel import _impl
+    from kchannel.network.channel_sends import SEPARATE_FROM, QueuedSend
+    assert QueuedSend is _impl.load_twin("sendqueue").QueuedSend
+    a, b = socket.socketpair()
+    try:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        ch = KafkaChannel("x", _plaintext_transport(a), lambda: DefaultAuthenticator(),
+                          mode="server")
+        ch.mark_connected()
+        assert ch.prepare(0) == OP_NONE
+        big = bytes(range(256)) * (4 * SEPARATE_FROM // 256)
+        assert ch.set_send(b"small") is False
+        assert ch.set_send(big) is True
+        ch._enqueue(b"\x00\x00\x00\x04auth", report=False)
+        small, large, auth = ch._sends
+        assert all(type(e) is QueuedSend for e in ch._sends)
+        assert (bytes(small.data), small.size, small.report, small.head) == (
+            encode_frame(b"small"), 9, True, None)
+        assert (large.data.obj, large.size, large.report, large.head) == (
+            big, len(big) + 4, True, len(big).to_bytes(4, "big"))
+        assert (auth.size, auth.report) == (8, False)
+        received = bytearray()
+        done = []
+        partial = False
+        b.setblocking(False)
+        for _ in range(10000):
+            done += ch.write_sends()
+            if not ch._sends:
+                break
+            # what is left of the large payload: the rest of its memory
+            e = ch._sends[0]
+            if e is large and e.head is None and len(e.data) < len(big):
+                assert e.data.obj is big
+                partial = True
+            try:
+                received += b.recv(65536)
+            except BlockingIOError:
+                select.select([b], [], [], 1)
+        assert not ch._sends
+        received += b.recv(65536) if select.select([b], [], [], 1)[0] else b""
+        while len(received) < 9 + len(big) + 4 + 8:
+            select.select([b], [], [], 1)
+            received += b.recv(65536)
+        assert partial and done == [9, len(big) + 4]
+        assert bytes(received) == (encode_frame(b"small") + encode_frame(big)
+                                   + b"\x00\x00\x00\x04auth")
+        ch.close()
+    finally:
+        a.close()
+        b.close()
