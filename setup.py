@@ -11,7 +11,9 @@ found by two conventions, so a new compiled twin needs no change here:
   (kept only where the pure-mode build is measurably slower; the README's
   twin section says which and by how much).
   Its ``.pxd``, when other compiled twins cimport its C types, is
-  ``kchannel_ext/include/kchannel/<stem>.pxd`` (on the include path).
+  ``kchannel_ext/include/kchannel/<stem>.pxd`` (on the include path), as
+  are inline C helpers shared by several twins with no module of their own
+  (``_slots.pxd``).
 
 The extensions are optional: each has a pure-Python twin that is used when it
 is missing.  A failed Cython or C compile therefore only prints a warning and

@@ -219,19 +219,10 @@ def cmd_instructions(args):
                 ctl.send("stop")
                 p.join(10)
             else:
-                portfile = os.path.join(d, f"port.{n}")
-                proc = subprocess.Popen(cg + ["--port-file", portfile], env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, text=True)
-                while not (os.path.exists(portfile) and os.path.getsize(portfile)):
-                    time.sleep(0.2)
-                with open(portfile) as f:
-                    port = int(f.read())
-                c = _MP.Process(target=client, args=(port, n),
-                                kwargs={"depth": args.depth}, daemon=True)
-                c.start()
-                c.join()
-                proc.communicate("stop\n", timeout=600)
+                served_under_callgrind(
+                    cg, env, os.path.join(d, f"port.{n}"),
+                    lambda port: _MP.Process(target=client, args=(port, n),
+                                             kwargs={"depth": args.depth}, daemon=True))
             totals.append(_totals(out))
         per = (totals[1] - totals[0]) / (big - small)
         print(f"{args.side}: {per:,.0f} instructions per depth-{args.depth} round trip "
@@ -245,6 +236,24 @@ def cmd_instructions(args):
                 for table in incl:
                     vals.append(max([v for k, v in table.items() if rx.search(k)] or [0]))
                 print(f"  {label:<48} {(vals[1] - vals[0]) / (big - small):>10,.0f}")
+
+
+def served_under_callgrind(cg, env, portfile, make_peer):
+    """Run the server side ``cg`` (a callgrind command line taking
+    ``--port-file``) and, once it has written its port, the native peer
+    process ``make_peer(port)`` against it; then tell the server to stop
+    (on its stdin) and wait for callgrind to write its counts."""
+    proc = subprocess.Popen(cg + ["--port-file", portfile], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, text=True)
+    while not (os.path.exists(portfile) and os.path.getsize(portfile)):
+        time.sleep(0.2)
+    with open(portfile) as f:
+        port = int(f.read())
+    peer = make_peer(port)
+    peer.start()
+    peer.join()
+    proc.communicate("stop\n", timeout=600)
 
 
 def _totals(out):

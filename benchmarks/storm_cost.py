@@ -30,7 +30,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,7 +38,8 @@ for p in (ROOT, HERE):
         sys.path.insert(0, p)
 
 import auth_rate   # noqa: E402  (the storm's server and client set-up)
-from rt_cost import CallCounter, _install_in_thread, _totals   # noqa: E402
+from rt_cost import (CallCounter, _install_in_thread, _totals,   # noqa: E402
+                     served_under_callgrind)
 
 _MP = multiprocessing.get_context("fork")
 _make_pki = auth_rate._pki
@@ -193,19 +193,10 @@ def cmd_instructions(args, pki_dir, log_dir):
             ctl.send("stop")
             p.join(10)
         else:
-            portfile = os.path.join(d, f"port.{n}")
-            proc = subprocess.Popen(cg + ["--port-file", portfile], env=env,
-                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, text=True)
-            while not (os.path.exists(portfile) and os.path.getsize(portfile)):
-                time.sleep(0.2)
-            with open(portfile) as f:
-                port = int(f.read())
-            c = _MP.Process(target=client_storms,
-                            args=(pki_dir, {PROTOCOL: port}, n, small), daemon=True)
-            c.start()
-            c.join()
-            proc.communicate("stop\n", timeout=600)
+            served_under_callgrind(
+                cg, env, os.path.join(d, f"port.{n}"),
+                lambda port: _MP.Process(target=client_storms,
+                                         args=(pki_dir, {PROTOCOL: port}, n, small), daemon=True))
         totals.append(_totals(out))
     per = (totals[1] - totals[0]) / (big - small)
     print(f"{args.side}: {per:,.0f} instructions per connection "

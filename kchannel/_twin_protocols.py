@@ -634,8 +634,27 @@ class SenderLoop(Protocol):
         """Drain ready batches into Produce requests; the poll timeout (ms)."""
 
 
+class ProduceResponseDecoder(Protocol):
+    """``decoder(payload) -> body`` of ProduceResponse ``version`` (3 to
+    12): the schema codec's dict (``generic``'s), read directly for the
+    producer's usual response."""
+
+    version: int
+    generic: Callable[[Any], dict]
+
+    def __init__(self, version: int, generic: Callable[[Any], dict]) -> None: ...
+
+    def __call__(self, payload: Any) -> dict: ...
+
+
 class SenderloopModule(Protocol):
     SenderLoop: type[SenderLoop]
+    ProduceResponseDecoder: type[ProduceResponseDecoder]
+
+    def produce_response_decoder(self, version: int,
+                                 generic: Callable[[Any], dict]) -> Callable[[Any], dict]:
+        """The Produce response decoder the Sender registers with its client
+        (a ``ProduceResponseDecoder``, or ``generic`` for other versions)."""
 
     def accumulator_ready(self, acc: Any, cluster: Any, now: int) -> Tuple[set, int, set]:
         """``RecordAccumulator.ready``."""

@@ -27,6 +27,8 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 
+from kchannel._slots cimport slot_offset
+
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
@@ -50,18 +52,6 @@ cdef extern from "Python.h":
     PyObject *Py_True
     PyObject *Py_None
 
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        Py_ssize_t offset
-        int type
-        int flags
-    int T_OBJECT_EX
-
-cdef extern from "descrobject.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
-    PyTypeObject PyMemberDescr_Type
-
 cdef object _await_slow = FutureRecordMetadata.__await__
 cdef object _RecordMetadata = RecordMetadata
 cdef object _FutureRecordMetadata = FutureRecordMetadata
@@ -74,32 +64,21 @@ cdef tuple _EMPTY = ()
 # made a dozen per record -- more than the interpreter's specialized slot
 # reads in the method it replaces).  Classes whose slots are not plain
 # object slots any more fail this module's import: the pure twin is used.
-cdef Py_ssize_t _slot_offset(cls, str name) except -1:
-    cdef PyMemberDef *member
-    d = cls.__dict__.get(name)
-    if d is None or type(d) is not <object>&PyMemberDescr_Type:
-        raise ImportError(f"{cls.__name__}.{name} is not a plain __slots__ member")
-    member = (<PyMemberDescrObject *><PyObject *>d).d_member
-    if member.type != T_OBJECT_EX or member.flags != 0:
-        raise ImportError(f"{cls.__name__}.{name} is not a plain object slot")
-    return member.offset
-
-
-cdef Py_ssize_t _F_BATCH = _slot_offset(FutureRecordMetadata, "_batch")
-cdef Py_ssize_t _F_INDEX = _slot_offset(FutureRecordMetadata, "_index")
-cdef Py_ssize_t _B_TP = _slot_offset(ProducerBatch, "tp")
-cdef Py_ssize_t _B_DONE = _slot_offset(ProducerBatch, "done_flag")
-cdef Py_ssize_t _B_EXCEPTION = _slot_offset(ProducerBatch, "exception")
-cdef Py_ssize_t _B_SPLIT = _slot_offset(ProducerBatch, "split_results")
-cdef Py_ssize_t _B_SIZES = _slot_offset(ProducerBatch, "sizes")
-cdef Py_ssize_t _B_BASE = _slot_offset(ProducerBatch, "base_offset")
-cdef Py_ssize_t _B_APPEND_TIME = _slot_offset(ProducerBatch, "log_append_time")
-cdef Py_ssize_t _M_TOPIC = _slot_offset(RecordMetadata, "topic")
-cdef Py_ssize_t _M_PARTITION = _slot_offset(RecordMetadata, "partition")
-cdef Py_ssize_t _M_OFFSET = _slot_offset(RecordMetadata, "offset")
-cdef Py_ssize_t _M_TIMESTAMP = _slot_offset(RecordMetadata, "timestamp")
-cdef Py_ssize_t _M_KEY_SIZE = _slot_offset(RecordMetadata, "serialized_key_size")
-cdef Py_ssize_t _M_VALUE_SIZE = _slot_offset(RecordMetadata, "serialized_value_size")
+cdef Py_ssize_t _F_BATCH = slot_offset(FutureRecordMetadata, "_batch")
+cdef Py_ssize_t _F_INDEX = slot_offset(FutureRecordMetadata, "_index")
+cdef Py_ssize_t _B_TP = slot_offset(ProducerBatch, "tp")
+cdef Py_ssize_t _B_DONE = slot_offset(ProducerBatch, "done_flag")
+cdef Py_ssize_t _B_EXCEPTION = slot_offset(ProducerBatch, "exception")
+cdef Py_ssize_t _B_SPLIT = slot_offset(ProducerBatch, "split_results")
+cdef Py_ssize_t _B_SIZES = slot_offset(ProducerBatch, "sizes")
+cdef Py_ssize_t _B_BASE = slot_offset(ProducerBatch, "base_offset")
+cdef Py_ssize_t _B_APPEND_TIME = slot_offset(ProducerBatch, "log_append_time")
+cdef Py_ssize_t _M_TOPIC = slot_offset(RecordMetadata, "topic")
+cdef Py_ssize_t _M_PARTITION = slot_offset(RecordMetadata, "partition")
+cdef Py_ssize_t _M_OFFSET = slot_offset(RecordMetadata, "offset")
+cdef Py_ssize_t _M_TIMESTAMP = slot_offset(RecordMetadata, "timestamp")
+cdef Py_ssize_t _M_KEY_SIZE = slot_offset(RecordMetadata, "serialized_key_size")
+cdef Py_ssize_t _M_VALUE_SIZE = slot_offset(RecordMetadata, "serialized_value_size")
 
 
 cdef inline PyObject *_slot(object obj, Py_ssize_t offset) noexcept:

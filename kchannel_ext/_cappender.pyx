@@ -26,6 +26,7 @@ from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from kchannel._crecords cimport QueuedRecord
+from kchannel._slots cimport slot_offset
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
@@ -46,19 +47,6 @@ cdef extern from "Python.h":
     PyObject *Py_False
     PyObject *Py_None
 
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        const char *name
-        int type
-        Py_ssize_t offset
-        int flags
-    int T_OBJECT_EX
-
-cdef extern from "descrobject.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef *d_member
-    PyTypeObject PyMemberDescr_Type
-
 # run_callbacks: a RecordMetadata per record, made as object.__new__ makes it
 # (the type's tp_new) and its six __slots__ filled in place at their
 # offsets, read from the class's member descriptors once here; when they
@@ -73,17 +61,12 @@ cdef tuple _EMPTY = ()
 
 cdef _init_md_offsets():
     global _md_in_place
-    cdef PyMemberDef *member
     for j, name in enumerate(_MD_FIELDS):
-        d = RecordMetadata.__dict__.get(name)
-        if d is None or type(d) is not <object>&PyMemberDescr_Type:
+        try:
+            _md_offsets[j] = slot_offset(RecordMetadata, name)
+        except ImportError:
             _md_in_place = False
             return
-        member = (<PyMemberDescrObject *><PyObject *>d).d_member
-        if member.type != T_OBJECT_EX or member.flags != 0:
-            _md_in_place = False
-            return
-        _md_offsets[j] = member.offset
 
 
 _init_md_offsets()
@@ -218,25 +201,14 @@ cdef inline bint _same_items(object headers, tuple cached):
 # them per record.  Both classes are the accumulator's own; one whose slots
 # are not plain object slots any more fails this module's import, and the
 # pure twin is used (kchannel._impl logs why).
-cdef Py_ssize_t _slot_offset(cls, str name) except -1:
-    cdef PyMemberDef *member
-    d = cls.__dict__.get(name)
-    if d is None or type(d) is not <object>&PyMemberDescr_Type:
-        raise ImportError(f"{cls.__name__}.{name} is not a plain __slots__ member")
-    member = (<PyMemberDescrObject *><PyObject *>d).d_member
-    if member.type != T_OBJECT_EX or member.flags != 0:
-        raise ImportError(f"{cls.__name__}.{name} is not a plain object slot")
-    return member.offset
-
-
-cdef Py_ssize_t _B_RECORDS = _slot_offset(ProducerBatch, "records")
-cdef Py_ssize_t _B_SIZES = _slot_offset(ProducerBatch, "sizes")
-cdef Py_ssize_t _B_CALLBACKS = _slot_offset(ProducerBatch, "callbacks")
-cdef Py_ssize_t _B_ESTIMATED = _slot_offset(ProducerBatch, "estimated_size")
-cdef Py_ssize_t _B_CLOSED = _slot_offset(ProducerBatch, "closed")
-cdef Py_ssize_t _F_BATCH = _slot_offset(FutureRecordMetadata, "_batch")
-cdef Py_ssize_t _F_INDEX = _slot_offset(FutureRecordMetadata, "_index")
-cdef Py_ssize_t _F_FAILED = _slot_offset(FutureRecordMetadata, "_failed")
+cdef Py_ssize_t _B_RECORDS = slot_offset(ProducerBatch, "records")
+cdef Py_ssize_t _B_SIZES = slot_offset(ProducerBatch, "sizes")
+cdef Py_ssize_t _B_CALLBACKS = slot_offset(ProducerBatch, "callbacks")
+cdef Py_ssize_t _B_ESTIMATED = slot_offset(ProducerBatch, "estimated_size")
+cdef Py_ssize_t _B_CLOSED = slot_offset(ProducerBatch, "closed")
+cdef Py_ssize_t _F_BATCH = slot_offset(FutureRecordMetadata, "_batch")
+cdef Py_ssize_t _F_INDEX = slot_offset(FutureRecordMetadata, "_index")
+cdef Py_ssize_t _F_FAILED = slot_offset(FutureRecordMetadata, "_failed")
 cdef object _ProducerBatch = ProducerBatch
 cdef object _FutureRecordMetadata = FutureRecordMetadata
 

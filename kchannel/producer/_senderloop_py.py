@@ -163,7 +163,7 @@ def produce_request_parts(version, transactional_id, acks, timeout_ms, topics):
 
 # -- the Produce response ---------------------------------------------------------
 class ProduceResponseDecoder:
-    """``payload -> body`` for ProduceResponse ``version`` (3 to 11): the
+    """``payload -> body`` for ProduceResponse ``version`` (3 to 12): the
     dict ``generic`` (the schema codec's decoder, the correlation id
     included in ``payload``) returns, read directly when the response is
     the producer's usual one (one topic, one partition, no record errors,

@@ -313,17 +313,8 @@ class ServerFirstMessage:
     @classmethod
     def parse(cls, data):
         text = _text(data)
-        m = _SERVER_FIRST.fullmatch(text)
-        if m is None:
-            raise _ParseError("Invalid SCRAM server first message format")
-        if m.group("reserved") is not None:
-            raise _ParseError("Unsupported mandatory extension in SCRAM server first message")
-        iterations = int(m.group("iterations"))
-        if iterations <= 0 or iterations > _INT_MAX:
-            raise _ParseError(
-                f"Invalid SCRAM server first message format: invalid iterations {iterations}")
-        return cls(nonce=m.group("nonce"), salt=_b64(m.group("salt")),
-                   iterations=iterations, text=text)
+        nonce, salt, iterations = _parse_server_first(text)
+        return cls(nonce=nonce, salt=salt, iterations=iterations, text=text)
 
     def to_message(self):
         if self.text is not None:
@@ -386,8 +377,8 @@ def auth_message(client_first, server_first, client_final):
 
 
 def _parse_server_first(text):
-    """(nonce, salt, iterations) of a server-first message, as
-    ``ServerFirstMessage.parse`` reads it (same checks, same errors)."""
+    """(nonce, salt, iterations) of a server-first message (for
+    ``ServerFirstMessage.parse`` and the client's string path alike)."""
     m = _SERVER_FIRST.fullmatch(text)
     if m is None:
         raise _ParseError("Invalid SCRAM server first message format")
@@ -397,9 +388,7 @@ def _parse_server_first(text):
     if iterations <= 0 or iterations > _INT_MAX:
         raise _ParseError(
             f"Invalid SCRAM server first message format: invalid iterations {iterations}")
-    # (the pattern admits only the base64 alphabet with correct padding, which
-    # is what b64decode(validate=True) checks before this same C decoder)
-    return m.group("nonce"), binascii.a2b_base64(m.group("salt")), iterations
+    return m.group("nonce"), _b64(m.group("salt")), iterations
 
 
 def _b64encode(data):
