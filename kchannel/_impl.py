@@ -112,6 +112,15 @@ def _load_all():
         if name in _modules:
             continue
         try:
+            # Through the pure twin's package first, as an application's
+            # imports reach a twin: a compiled twin may import from that
+            # package (kchannel._caiosend from kchannel.aio), whose
+            # __init__ loads the twin itself; importing the compiled module
+            # first would have the package find it half-initialized and fall
+            # back to the pure twin.
+            importlib.import_module(pure_name.rpartition(".")[0])
+            if name in _modules:
+                continue
             load_twin(name)
         except ModuleNotFoundError as exc:
             if exc.name != pure_name and not pure_name.startswith(f"{exc.name}."):
