@@ -72,6 +72,16 @@ def test_compiled_is_used_when_built():
         assert (kind, reasons) == ("compiled", {}), reasons
 
 
+def test_a_twin_needing_a_missing_optional_dependency_is_left_out():
+    # kchannel.aio needs greenlet (the `aio` extra): without it, asking which
+    # twins run (as `kchannel serve` does when it starts) must not fail
+    code = ("import sys; sys.modules['greenlet'] = None; " + REPORT)
+    for env in ({}, {"KCHANNEL_NO_EXTENSIONS": "1"}):
+        kind, loaded, reasons = json.loads(run_py(code, **env))
+        assert "aiosend" not in loaded and "aiosend" not in reasons
+        assert loaded["framing"] in ("compiled", "pure") and kind in ("compiled", "pure")
+
+
 def test_missing_compiled_module_falls_back_and_says_why():
     mod = _impl.load("json", "kchannel._cdoes_not_exist")
     try:
