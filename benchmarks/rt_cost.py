@@ -161,18 +161,23 @@ def cmd_calls(args):
     ctl.send("stop")
     server_calls, server_c = ctl.recv()
     p.join(10)
-    n = args.requests
+    print_calls(counter, server_calls, server_c, args.requests, "round trip")
+
+
+def print_calls(counter, server_calls, server_c, n, unit, threshold=0.05, c_top=15):
+    """Each side's interpreted calls (and C calls from Python) per ``unit``
+    over ``n`` of them, the functions at or above ``threshold`` per unit."""
     for side, calls, c_calls in (("client", counter.calls, counter.c_calls),
                                  ("server", server_calls, server_c)):
         total = sum(calls.values()) / n
         ctotal = sum(c_calls.values()) / n
-        print(f"\n{side}: {total:.1f} interpreted calls per round trip, "
+        print(f"\n{side}: {total:.1f} interpreted calls per {unit}, "
               f"{ctotal:.1f} C calls from Python")
         for (fn, name), c in sorted(calls.items(), key=lambda kv: -kv[1]):
-            if c / n >= 0.05:
+            if c / n >= threshold:
                 print(f"  {c / n:6.2f}  {fn}:{name}")
-        for name, c in sorted(c_calls.items(), key=lambda kv: -kv[1])[:15]:
-            if c / n >= 0.05:
+        for name, c in sorted(c_calls.items(), key=lambda kv: -kv[1])[:c_top]:
+            if c / n >= threshold:
                 print(f"  {c / n:6.2f}  (C) {name}")
 
 

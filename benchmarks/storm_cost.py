@@ -39,7 +39,7 @@ for p in (ROOT, HERE):
 
 import auth_rate   # noqa: E402  (the storm's server and client set-up)
 from rt_cost import (CallCounter, _install_in_thread, _totals,   # noqa: E402
-                     served_under_callgrind)
+                     print_calls, served_under_callgrind)
 
 _MP = multiprocessing.get_context("fork")
 _make_pki = auth_rate._pki
@@ -159,19 +159,8 @@ def cmd_calls(args, pki_dir, log_dir):
     ctl.send("stop")
     server_calls, server_c = ctl.recv()
     p.join(10)
-    n = args.storm
-    for side, calls, c_calls in (("client", counter.calls, counter.c_calls),
-                                 ("server", server_calls, server_c)):
-        total = sum(calls.values()) / n
-        ctotal = sum(c_calls.values()) / n
-        print(f"\n{side}: {total:.1f} interpreted calls per connection, "
-              f"{ctotal:.1f} C calls from Python")
-        for (fn, name), c in sorted(calls.items(), key=lambda kv: -kv[1]):
-            if c / n >= args.threshold:
-                print(f"  {c / n:6.2f}  {fn}:{name}")
-        for name, c in sorted(c_calls.items(), key=lambda kv: -kv[1])[:25]:
-            if c / n >= args.threshold:
-                print(f"  {c / n:6.2f}  (C) {name}")
+    print_calls(counter, server_calls, server_c, args.storm, "connection",
+                threshold=args.threshold, c_top=25)
 
 
 def cmd_instructions(args, pki_dir, log_dir):
