@@ -291,17 +291,24 @@ def cmd_side(args):
     if args.side == "client":
         client(args.port, args.requests, depth=args.depth)
         return
-    import threading
     from kchannel.protocol.api_keys import ApiKey
     from kchannel.server import Server
     server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=-1)
     body = {"brokers": [], "controller_id": 0, "topics": []}
     server.register_handler(ApiKey.METADATA, lambda ctx: body)
+    serve_until_stopped(server, "PLAINTEXT", args.port_file)
+
+
+def serve_until_stopped(server, listener, port_file):
+    """The server side under callgrind (see served_under_callgrind): serve
+    in a thread, write the listener's port to ``port_file`` (atomically),
+    stop at a line on stdin."""
+    import threading
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
-    with open(args.port_file + ".tmp", "w") as f:
-        f.write(str(server.bound_port("PLAINTEXT")))
-    os.rename(args.port_file + ".tmp", args.port_file)
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.bound_port(listener)))
+    os.rename(port_file + ".tmp", port_file)
     sys.stdin.readline()
     server.shutdown()
 

@@ -39,7 +39,7 @@ for p in (ROOT, HERE):
 
 import auth_rate   # noqa: E402  (the storm's server and client set-up)
 from rt_cost import (CallCounter, _install_in_thread, _totals,   # noqa: E402
-                     print_calls, served_under_callgrind)
+                     print_calls, served_under_callgrind, serve_until_stopped)
 
 _MP = multiprocessing.get_context("fork")
 _make_pki = auth_rate._pki
@@ -199,16 +199,8 @@ def cmd_side(args):
         client_storms(args.pki, {PROTOCOL: a, "TLS": b}, args.storm, args.warmup,
                       tls_only=args.side == "tls")
         return
-    import threading
     with tempfile.TemporaryDirectory() as log_dir:
-        server = make_server(args.pki, log_dir)
-        t = threading.Thread(target=server.serve_forever, daemon=True)
-        t.start()
-        with open(args.port_file + ".tmp", "w") as f:
-            f.write(str(server.bound_port(PROTOCOL)))
-        os.rename(args.port_file + ".tmp", args.port_file)
-        sys.stdin.readline()
-        server.shutdown()
+        serve_until_stopped(make_server(args.pki, log_dir), PROTOCOL, args.port_file)
 
 
 def main(argv=None):
