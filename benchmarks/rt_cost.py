@@ -69,18 +69,24 @@ def serve(port_out, stop_in, count_calls):
     server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=-1)
     body = {"brokers": [], "controller_id": 0, "topics": []}
     server.register_handler(ApiKey.METADATA, lambda ctx: body)
-    counter = CallCounter() if count_calls else None
     server.start()
     port_out.send(server.bound_port("PLAINTEXT"))
-    msg = stop_in.recv()
+    serve_counted(server, stop_in, count_calls)
+
+
+def serve_counted(server, ctl, count_calls):
+    """Until ``ctl`` says stop; told "count" first, count the server's
+    calls (installed in its thread from its next poll on) and, once shut
+    down, send them back."""
+    counter = CallCounter() if count_calls else None
+    msg = ctl.recv()
     if counter is not None and msg == "count":
-        # installed in the server's thread from its next poll on
         _install_in_thread(server, counter)
-        stop_in.send("counting")
-        msg = stop_in.recv()
+        ctl.send("counting")
+        msg = ctl.recv()
     server.shutdown()
     if counter is not None:
-        stop_in.send((dict(counter.calls), dict(counter.c_calls)))
+        ctl.send((dict(counter.calls), dict(counter.c_calls)))
 
 
 def _install_in_thread(server, counter):

@@ -38,8 +38,8 @@ for p in (ROOT, HERE):
         sys.path.insert(0, p)
 
 import auth_rate   # noqa: E402  (the storm's server and client set-up)
-from rt_cost import (CallCounter, _install_in_thread, _totals,   # noqa: E402
-                     print_calls, served_under_callgrind, serve_until_stopped)
+from rt_cost import (CallCounter, _totals, print_calls,   # noqa: E402
+                     serve_counted, served_under_callgrind, serve_until_stopped)
 
 _MP = multiprocessing.get_context("fork")
 _make_pki = auth_rate._pki
@@ -90,16 +90,8 @@ def serve(pki_dir, log_dir, port_out, ctl, count_calls):
     threading.Thread(target=auth_rate._handshake_server,
                      args=(hs, pki, pki.ec_server, stop), daemon=True).start()
     port_out.send({PROTOCOL: server.bound_port(PROTOCOL), "TLS": hs.getsockname()[1]})
-    counter = CallCounter() if count_calls else None
-    msg = ctl.recv()
-    if counter is not None and msg == "count":
-        _install_in_thread(server, counter)
-        ctl.send("counting")
-        msg = ctl.recv()
-    server.shutdown()
+    serve_counted(server, ctl, count_calls)
     stop.set()
-    if counter is not None:
-        ctl.send((dict(counter.calls), dict(counter.c_calls)))
 
 
 def _start_server(pki_dir, log_dir, count_calls=False):
