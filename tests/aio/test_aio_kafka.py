@@ -27,7 +27,7 @@ from tests.fixtures.records import (consume_aiokafka, consume_confluent, create_
 pytestmark = [pytest.mark.interop]
 
 
-def run(coro, loop="asyncio"):
+def run_coro(coro, loop="asyncio"):
     if loop == "uvloop":
         uvloop = pytest.importorskip("uvloop")
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
@@ -84,7 +84,7 @@ def test_produce_and_consume(kafka_broker, listener, mechanism, loop):
         mds = await aio_produce(configs, topic, records, **{"compression.type": "lz4"})
         got = await aio_consume(configs, topic, 3, len(records))
         return mds, got
-    mds, got = run(scenario(), loop)
+    mds, got = run_coro(scenario(), loop)
     expected = expected_rows(records, mds)
     assert got == expected
     assert consume_confluent(plain, topic, 3, len(records)) == expected
@@ -111,7 +111,7 @@ def test_no_thread_is_started(kafka_broker):
                 await c.commit()
                 during = set(threading.enumerate())
         return n, before, during
-    n, before, during = run(scenario())
+    n, before, during = run_coro(scenario())
     assert n == 20
     assert during - before == set()
 
@@ -122,15 +122,15 @@ def test_interop_both_ways(kafka_broker, peer):
     records = sample(25)
     # kchannel.aio writes, the peer reads
     topic = create_topic(plain, topic_name("aio-out"))
-    mds = run(aio_produce({"bootstrap.servers": plain}, topic, records,
-                          **{"compression.type": "zstd"}))
+    mds = run_coro(aio_produce({"bootstrap.servers": plain}, topic, records,
+                               **{"compression.type": "zstd"}))
     reader = consume_aiokafka if peer == "aiokafka" else consume_confluent
     assert reader(plain, topic, 3, len(records)) == expected_rows(records, mds)
     # the peer writes, kchannel.aio reads
     topic = create_topic(plain, topic_name("aio-in"))
     writer = produce_aiokafka if peer == "aiokafka" else produce_confluent
     mds = writer(plain, topic, records, "gzip")
-    got = run(aio_consume({"bootstrap.servers": plain}, topic, 3, len(records)))
+    got = run_coro(aio_consume({"bootstrap.servers": plain}, topic, 3, len(records)))
     assert got == expected_rows(records, mds)
 
 
@@ -178,7 +178,7 @@ def test_consumer_offsets_pause_and_iteration(kafka_broker):
         async with AIOConsumer(cfg) as c:
             c.assign([tp0])
             assert await c.position(tp0) == 4
-    run(scenario())
+    run_coro(scenario())
 
 
 @pytest.mark.slow
@@ -239,7 +239,7 @@ def test_group_rebalance(kafka_broker, strategy):
                         stop.set()
         await asyncio.wait_for(asyncio.gather(member(0, 0), member(1, 2)), 90)
         return seen, events
-    seen, events = run(scenario())
+    seen, events = run_coro(scenario())
     assert sorted(seen) == list(range(n))
     first = events[0]
     assert first[0] == ("assigned", [0, 1, 2, 3])
@@ -274,7 +274,7 @@ def test_cancelled_send_and_wait_leaves_the_producer_consistent(kafka_broker):
         async with AIOConsumer({"bootstrap.servers": plain}) as c:
             end = (await c.end_offsets([tp]))[tp]
         return cancelled, results, md, end
-    cancelled, results, md, end = run(scenario())
+    cancelled, results, md, end = run_coro(scenario())
     assert cancelled == 100
     offsets = [r.offset for r in results if not isinstance(r, BaseException)]
     assert len(offsets) == 100 and len(set(offsets)) == 100
@@ -317,7 +317,7 @@ def test_cancelled_getmany_loses_no_record(kafka_broker):
                 for records in batch.values():
                     got += [int(r.value) for r in records]
             return got
-    got = run(scenario())
+    got = run_coro(scenario())
     assert sorted(got) == list(range(n))
 
 
@@ -344,7 +344,7 @@ def test_close_flushes_and_times_out(kafka_broker):
             await dead.send(topic, b"x")
         await asyncio.wait_for(dead.close(timeout=1), 5)
         return offsets, closed_in, failures
-    offsets, closed_in, failures = run(scenario())
+    offsets, closed_in, failures = run_coro(scenario())
     assert offsets == list(range(10)) and closed_in < 10
     assert all(isinstance(e, KafkaError) and "closed forcefully" in str(e) for e in failures)
 
@@ -379,7 +379,7 @@ def test_cancelled_close_still_ends_the_producer(kafka_broker):
             outcomes.append("ok" if exc is None else str(exc))
         return (driver_waiting, p._driver.cancelled(), p._bridge.current,
                 len(p._selector.get_map()), outcomes)
-    driver_waiting, cancelled, greenlet, registered, outcomes = run(scenario())
+    driver_waiting, cancelled, greenlet, registered, outcomes = run_coro(scenario())
     assert driver_waiting and cancelled and greenlet is None and registered == 0
     assert len(outcomes) == 2000
     assert all(o == "ok" or "closed forcefully" in o for o in outcomes), set(outcomes)
@@ -403,7 +403,7 @@ def test_send_awaits_buffer_memory_and_waiting_makes_batches_sendable(kafka_brok
             sent_in = time.monotonic() - t0
             await p.flush()
             return [(md.partition, md.offset) for md in [await f for f in futures]], sent_in
-    got, sent_in = run(scenario())
+    got, sent_in = run_coro(scenario())
     assert sorted(got) == [(p, o) for p in range(4) for o in range(50)]
     assert sent_in < 30     # not held until linger.ms (60 s) or max.block.ms (20 s)
 
@@ -432,7 +432,7 @@ def test_send_is_a_coroutine_as_asyncio_expects(kafka_broker):
             with pytest.raises(TypeError):
                 await bad
             return md, direct, await second
-    md, direct, md2 = run(scenario())
+    md, direct, md2 = run_coro(scenario())
     assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
             md.serialized_value_size) == (direct.topic, direct.partition, 0, direct.timestamp,
                                           1, 1)
@@ -453,7 +453,7 @@ def test_send_errors_fail_the_future(kafka_broker):
                 await p.send_and_wait(topic, b"x" * (2 << 20))
             md = await p.send_and_wait(topic, b"small")
         return err.value, md
-    err, md = run(scenario())
+    err, md = run_coro(scenario())
     assert err.name == "MESSAGE_TOO_LARGE"
     assert md.offset == 0
 
@@ -468,7 +468,7 @@ def test_produce_and_consume_on_tansu(tansu):
     async def scenario():
         mds = await aio_produce(configs, topic, records)
         return mds, await aio_consume(configs, topic, 1, len(records))
-    mds, got = run(scenario(), "uvloop")
+    mds, got = run_coro(scenario(), "uvloop")
     assert got == expected_rows(records, mds)
 
 
@@ -547,7 +547,7 @@ def test_blocking_token_fetch_runs_on_an_executor(kafka_broker):
         done.set()
         await ticking
         return mds, got, max(gaps)
-    mds, got, longest_gap = run(scenario())
+    mds, got, longest_gap = run_coro(scenario())
     assert got == expected_rows(records, mds)
     assert SlowTokenLogin.threads
     assert threading.main_thread() not in SlowTokenLogin.threads
@@ -571,7 +571,7 @@ def test_gssapi_login_runs_on_an_executor(kafka_broker):
         async with AIOProducer(configs) as p:
             partitions = await p.partitions_for(topic)
         return partitions, [t.name for t in threading.enumerate()]
-    partitions, threads = run(scenario())
+    partitions, threads = run_coro(scenario())
     assert len(partitions) == 2
     assert any(name.startswith("asyncio_") for name in threads)   # the default executor
 
@@ -591,7 +591,7 @@ def test_delegation_token(kafka_broker):
             async def scenario():
                 mds = await aio_produce(configs, topic, records)
                 return mds, await aio_consume(configs, topic, 1, len(records))
-            mds, got = run(scenario())
+            mds, got = run_coro(scenario())
             assert got == expected_rows(records, mds)
         finally:
             expired(admin, token)
@@ -607,7 +607,7 @@ def test_sync_producer_future_is_awaitable(kafka_broker):
     async def scenario():
         with Producer({"bootstrap.servers": plain, "linger.ms": 50}) as p:
             return await asyncio.wait_for(p.send(topic, b"x"), 30)
-    assert run(scenario()).offset == 0
+    assert run_coro(scenario()).offset == 0
 
 
 @pytest.mark.slow
@@ -653,7 +653,7 @@ def test_heartbeats_between_calls_and_the_poll_timer(kafka_broker):
     async def scenario():
         return await asyncio.gather(member(topic + "-a", 8, 300000),
                                     member(topic + "-b", 4, 2000))
-    (a_before, a_after, a_gen0, a_gen1), (b_before, b_after, b_gen0, b_gen1) = run(scenario())
+    (a_before, a_after, a_gen0, a_gen1), (b_before, b_after, b_gen0, b_gen1) = run_coro(scenario())
     assert a_before == ["assigned"] and b_before == ["assigned"]
     assert a_after == [] and a_gen1 == a_gen0
     assert b_after == ["lost", "assigned"] and b_gen1 > b_gen0
@@ -683,7 +683,7 @@ def test_host_names_are_resolved_off_the_loop(kafka_broker, monkeypatch):
         async with AIOProducer({"bootstrap.servers": f"localhost:{port}"}) as p:
             md = await (await p.send(topic, b"v"))
         return md
-    md = run(scenario())
+    md = run_coro(scenario())
     assert md.offset >= 0
     lookups = [(host, on_main) for host, on_main, args in calls
                if host == "localhost"]

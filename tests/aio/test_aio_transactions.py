@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.interop]
 END = b"end"
 
 
-def _producer(bootstrap, tid, **extra):
+def _aio_txn_producer(bootstrap, tid, **extra):
     return AIOProducer({"bootstrap.servers": bootstrap, "transactional.id": tid,
                         "linger.ms": 5, **extra})
 
@@ -44,7 +44,7 @@ async def _read_committed(bootstrap, topic, partitions, n, **extra):
     return values
 
 
-def _read_committed_confluent(bootstrap, topic, partitions, n):
+def _read_n_committed_confluent(bootstrap, topic, partitions, n):
     from confluent_kafka import Consumer, TopicPartition as CTP
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{topic}",
                   "enable.auto.commit": False, "isolation.level": "read_committed"})
@@ -75,7 +75,7 @@ def test_transactional_calls_check_the_state():
                 await plain.begin_transaction()
             with pytest.raises(IllegalStateError, match="transactional.id"):
                 await plain.commit_transaction()
-        p = _producer("127.0.0.1:9", "tx")
+        p = _aio_txn_producer("127.0.0.1:9", "tx")
         try:
             with pytest.raises(IllegalStateError):
                 p.begin_transaction()
@@ -94,7 +94,7 @@ def test_commit_abort_cancel_and_the_transaction_block(kafka_broker):
     threads = threading.active_count()
 
     async def scenario():
-        async with _producer(plain, f"aio-{topic}") as p:
+        async with _aio_txn_producer(plain, f"aio-{topic}") as p:
             await p.init_transactions(30)
             # Committed (confluent_kafka.aio's awaited begin).
             await p.begin_transaction()
@@ -135,7 +135,7 @@ def test_commit_abort_cancel_and_the_transaction_block(kafka_broker):
 
     expected = [b"a%d" % i for i in range(5)] + [b"c%d" % i for i in range(5)] + [END]
     assert sorted(asyncio.run(scenario())) == sorted(expected)
-    assert sorted(_read_committed_confluent(plain, topic, 2, 11)) == sorted(expected)
+    assert sorted(_read_n_committed_confluent(plain, topic, 2, 11)) == sorted(expected)
 
 
 def test_consume_transform_produce(kafka_broker):
@@ -153,7 +153,7 @@ def test_consume_transform_produce(kafka_broker):
                                 "auto.offset.reset": "earliest",
                                 "enable.auto.commit": False,
                                 "isolation.level": "read_committed"}) as c, \
-                _producer(plain, f"ctp-{source}") as p:
+                _aio_txn_producer(plain, f"ctp-{source}") as p:
             c.subscribe([source])
             await p.init_transactions(30)
             batch = []
@@ -193,13 +193,13 @@ def test_zombie_is_fenced(kafka_broker):
     tid = f"aio-zombie-{topic}"
 
     async def scenario():
-        zombie = _producer(plain, tid)
+        zombie = _aio_txn_producer(plain, tid)
         try:
             await zombie.init_transactions(30)
             await zombie.begin_transaction()
             await zombie.send(topic, b"zombie")
             await zombie.flush(30)
-            async with _producer(plain, tid) as successor:
+            async with _aio_txn_producer(plain, tid) as successor:
                 # Fences the zombie and aborts its open transaction.
                 await successor.init_transactions(30)
                 with pytest.raises(ProducerFencedError):

@@ -12,7 +12,7 @@ from kchannel.cli.acls import resource_to_entries
 from kchannel.security.authorizer.acl import AclOperation, PatternType, ResourceType
 
 
-def run(*argv):
+def acls_cli(*argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(["acls", *argv])
@@ -48,7 +48,7 @@ B = ("--bootstrap-server", "127.0.0.1:1")
     (B + ("--list", "--principal", "User:a", "--add"), "exactly one action"),
 ])
 def test_usage_errors_exit_2(argv, message):
-    rc, out, err = run(*argv)
+    rc, out, err = acls_cli(*argv)
     assert rc == 2 and message in err, (out, err)
 
 
@@ -82,5 +82,5 @@ def test_shortcuts_expand_as_kafkas_tool():
 
 
 def test_connection_failure_exits_1():
-    rc, out, _ = run("--bootstrap-server", "127.0.0.1:1", "--list")
+    rc, out, _ = acls_cli("--bootstrap-server", "127.0.0.1:1", "--list")
     assert rc == 1 and out.startswith("Error while executing ACL command: ")

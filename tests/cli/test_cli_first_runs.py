@@ -26,7 +26,7 @@ KAFKA_TIMEOUT_LINES = [
     "org.apache.kafka.common.errors.TimeoutException", "Processed a total of 0 messages"]
 
 
-def start(*args, stdin=""):
+def spawn(*args, stdin=""):
     proc = subprocess.Popen([sys.executable, "-m", "kchannel", *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=subprocess_env(), cwd=ROOT)
@@ -51,26 +51,26 @@ def test_tools_end_when_the_broker_is_unreachable():
     bootstrap = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     timing_out = {
-        "console-consumer (group)": start(
+        "console-consumer (group)": spawn(
             "console-consumer", "--bootstrap-server", bootstrap, "--topic", "t",
             "--timeout-ms", "2000"),
-        "console-consumer (partition)": start(
+        "console-consumer (partition)": spawn(
             "console-consumer", "--bootstrap-server", bootstrap, "--topic", "t",
             "--partition", "0", "--offset", "earliest", "--timeout-ms", "2000"),
-        "consumer-perf-test": start(
+        "consumer-perf-test": spawn(
             "consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", "t",
             "--messages", "10", "--timeout", "2000"),
     }
     failing = {
-        "console-producer": start(
+        "console-producer": spawn(
             "console-producer", "--bootstrap-server", bootstrap, "--topic", "t",
             "--max-block-ms", "2000", stdin="one\n"),
-        "producer-perf-test": start(
+        "producer-perf-test": spawn(
             "producer-perf-test", "--bootstrap-server", bootstrap, "--topic", "t",
             "--num-records", "1", "--record-size", "10", "--throughput", "-1",
             "--producer-props", "max.block.ms=2000"),
-        "topics": start("topics", "--bootstrap-server", bootstrap, "--list"),
-        "broker-api-versions": start("broker-api-versions", "--bootstrap-server", bootstrap),
+        "topics": spawn("topics", "--bootstrap-server", bootstrap, "--list"),
+        "broker-api-versions": spawn("broker-api-versions", "--bootstrap-server", bootstrap),
     }
     for name, proc in timing_out.items():
         code, out, err = finish(proc)
@@ -97,7 +97,7 @@ def test_tools_end_when_the_broker_is_unreachable():
 def produce_one(bootstrap, before=(), after=()):
     """console-producer of one line, with ``before``/``after`` the
     subcommand's name as extra arguments."""
-    return finish(start(*before, "console-producer", "--bootstrap-server", bootstrap,
+    return finish(spawn(*before, "console-producer", "--bootstrap-server", bootstrap,
                         "--topic", topic_name("cli-log"), *after, stdin="one\n"))
 
 
@@ -118,6 +118,6 @@ def test_tools_log_warn_by_default(kafka_broker):
 
 
 def test_log_level_usage_error():
-    code, out, err = finish(start("console-consumer", "--log-level", "LOUD"))
+    code, out, err = finish(spawn("console-consumer", "--log-level", "LOUD"))
     assert code == 2
     assert "argument --log-level: invalid level 'LOUD'" in err

@@ -31,7 +31,7 @@ def _env(**extra):
     return env
 
 
-def _run(args, env, cwd):
+def _run_kafka_dev(args, env, cwd):
     # run_kchannel starts from os.environ: JAVA_HOME must go from there.
     saved = os.environ.pop("JAVA_HOME", None)
     try:
@@ -42,7 +42,7 @@ def _run(args, env, cwd):
 
 
 def test_without_java_it_says_so_and_exits_1(tmp_path):
-    r = _run([], _env(), tmp_path)
+    r = _run_kafka_dev([], _env(), tmp_path)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stderr.startswith("kafka-dev: Apache Kafka needs Java 17 or later, and there is "
                                "no `java` on PATH or in JAVA_HOME.")
@@ -52,7 +52,7 @@ def test_without_java_it_says_so_and_exits_1(tmp_path):
 
 def test_without_maven_and_jars_it_says_so_and_exits_1(tmp_path):
     home = tmp_path / "kafka-home"
-    r = _run([], _env(JAVA_HOME=_java_home(), KCHANNEL_KAFKA_HOME=str(home)), tmp_path)
+    r = _run_kafka_dev([], _env(JAVA_HOME=_java_home(), KCHANNEL_KAFKA_HOME=str(home)), tmp_path)
     assert r.returncode == 1, (r.stdout, r.stderr)
     version = kafka_dev.kafka_version()
     assert (f"kafka-dev: Apache Kafka {version} is not in {home}/libs yet, and fetching it "

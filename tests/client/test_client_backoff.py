@@ -335,7 +335,7 @@ class Passwords:
         return self.accept and username == "alice"
 
 
-def sasl_server(check, **kw):
+def checking_sasl_server(check, **kw):
     return Server(listeners=["SASL_PLAINTEXT://127.0.0.1:0"],
                   listener_configs={"SASL_PLAINTEXT": {"sasl.enabled.mechanisms": "PLAIN"}},
                   failed_authentication_delay_ms=0,
@@ -358,7 +358,7 @@ def created(server):
 def test_authentication_failure_blacks_out_the_node():
     clock = Clock()
     check = Passwords()
-    server = sasl_server(check)
+    server = checking_sasl_server(check)
     port = server.bound_port("SASL_PLAINTEXT")
     net = NetworkClient(sasl_client_configs(), time=clock)
     try:
@@ -412,7 +412,7 @@ def test_authentication_failure_blacks_out_the_node():
 def test_kafka_client_raises_kept_authentication_error_without_a_socket(acceptor):
     clock = Clock()
     check = Passwords()
-    server = sasl_server(check).start()
+    server = checking_sasl_server(check).start()
     port = server.bound_port("SASL_PLAINTEXT")
     # the second bootstrap server is never tried after an authentication failure
     client = KafkaClient(sasl_client_configs(port, [f"{HOST}:{acceptor.port}"]), time=clock)

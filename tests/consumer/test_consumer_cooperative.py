@@ -214,7 +214,7 @@ class _Member:
         assert self.error is None, self.error
 
 
-def _wait(cond, what, lock, limit=60):
+def _wait_locked(cond, what, lock, limit=60):
     end = time.time() + limit
     while time.time() < end:
         with lock:
@@ -238,14 +238,14 @@ def test_cooperative_group_on_apache_kafka(kafka_broker):
     c1 = _Member("c1", bootstrap, group, topic, seen, lock)
     members = [c0, c1]
     try:
-        _wait(lambda: c0.snapshot | c1.snapshot == everything and
-              len(c0.snapshot) == len(c1.snapshot) == 3, "two members of 3 partitions", lock)
+        _wait_locked(lambda: c0.snapshot | c1.snapshot == everything and
+                     len(c0.snapshot) == len(c1.snapshot) == 3, "two members of 3 partitions", lock)
         before = {m.name: set(m.snapshot) for m in members}
         revoked_before = {m.name: len(m.revoked) for m in members}
         c2 = _Member("c2", bootstrap, group, topic, seen, lock)
         members.append(c2)
-        _wait(lambda: len(c2.snapshot) == 2 and len(c0.snapshot) == len(c1.snapshot) == 2,
-              "the third member's two partitions", lock)
+        _wait_locked(lambda: len(c2.snapshot) == 2 and len(c0.snapshot) == len(c1.snapshot) == 2,
+                     "the third member's two partitions", lock)
         assert not c0.snapshot & c1.snapshot and not c2.snapshot & (c0.snapshot | c1.snapshot)
         with lock:
             for m in (c0, c1):
@@ -259,14 +259,14 @@ def test_cooperative_group_on_apache_kafka(kafka_broker):
             counts = {m.name: len(m.revoked) for m in (c0, c1)}
         members.remove(c2)
         c2.close()                      # commits its positions, then LeaveGroup
-        _wait(lambda: c0.snapshot | c1.snapshot == everything, "the leaver's partitions",
-              lock)
+        _wait_locked(lambda: c0.snapshot | c1.snapshot == everything, "the leaver's partitions",
+                     lock)
         with lock:
             for m in (c0, c1):
                 # Nothing revoked from those who stay: they only gain.
                 assert len(m.revoked) == counts[m.name]
                 assert middle[m.name] < m.snapshot
-        _wait(lambda: len(seen) == n, "every record", lock, limit=90)
+        _wait_locked(lambda: len(seen) == n, "every record", lock, limit=90)
         with lock:
             # Partitions that never moved were read once, from start to end.
             kept = (middle["c0"] | middle["c1"])
@@ -320,14 +320,14 @@ def test_cooperative_group_with_confluent_kafka(kafka_broker, leader):
     try:
         if leader == "librdkafka":
             rd.start()
-            _wait(lambda: theirs["snapshot"] == everything, "librdkafka's six partitions",
-                  lock)
+            _wait_locked(lambda: theirs["snapshot"] == everything, "librdkafka's six partitions",
+                         lock)
         ours = _Member("k0", bootstrap, group, topic, seen, lock)
         if leader == "kchannel":
-            _wait(lambda: ours.snapshot == everything, "kchannel's six partitions", lock)
+            _wait_locked(lambda: ours.snapshot == everything, "kchannel's six partitions", lock)
             rd.start()
-        _wait(lambda: len(theirs["snapshot"]) == 3 and len(ours.snapshot) == 3,
-              "three partitions each", lock)
+        _wait_locked(lambda: len(theirs["snapshot"]) == 3 and len(ours.snapshot) == 3,
+                     "three partitions each", lock)
         with lock:
             assert not theirs["snapshot"] & ours.snapshot
             middle, revocations = set(ours.snapshot), len(ours.revoked)
@@ -339,9 +339,9 @@ def test_cooperative_group_with_confluent_kafka(kafka_broker, leader):
         stop.set()
         rd.join(60)
         assert theirs["error"] is None, theirs["error"]
-        _wait(lambda: ours.snapshot == everything, "the leaver's partitions", lock)
+        _wait_locked(lambda: ours.snapshot == everything, "the leaver's partitions", lock)
         assert len(ours.revoked) == revocations
-        _wait(lambda: len(seen) == n, "every record", lock, limit=90)
+        _wait_locked(lambda: len(seen) == n, "every record", lock, limit=90)
         if leader == "kchannel":
             assert all(len(v) == 1 for (p, _), v in seen.items() if TP(topic, p) in middle)
         assert any("rd" in v for v in seen.values())

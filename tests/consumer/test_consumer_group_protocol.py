@@ -56,7 +56,7 @@ def produce_round(bootstrap, topic, label, per_partition):
     return values
 
 
-def poll_until(consumers, done, timeout, got=None):
+def poll_group_until(consumers, done, timeout, got=None):
     deadline = time.monotonic() + timeout
     while not done():
         assert time.monotonic() < deadline, "timed out: " + ", ".join(
@@ -99,18 +99,18 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
     try:
         a.subscribe([topic], listener=listener)
         b.subscribe([topic])
-        poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 3, 30)
+        poll_group_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 3, 30)
         assert a.assignment().isdisjoint(b.assignment())
         java = ConsoleConsumerMember(plain, topic, group, ["group.protocol=consumer"])
         # The uniform assignor gives each of the three members two partitions.
-        poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2 and all(
+        poll_group_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2 and all(
             c._group.state is MemberState.STABLE for c in (a, b)), 60)
         assert a.assignment().isdisjoint(b.assignment())
         assert a._group.member_epoch > 1 and len(a._group.member_id) == 22
         # Admin describes the group with ConsumerGroupDescribe (API 69).
         with Admin({"bootstrap.servers": plain}) as admin:
             descs = []
-            poll_until([a, b], lambda: descs.append(admin.describe_consumer_groups(
+            poll_group_until([a, b], lambda: descs.append(admin.describe_consumer_groups(
                 [group])[group]) or descs[-1].state == "Stable", 15)
         desc = descs[-1]
         assert desc.partition_assignor == "uniform"
@@ -121,8 +121,8 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
         # Every record of the topic is read once, by the member owning its partition.
         sent = produce_round(plain, topic, "one", 10)
         got = {a: [], b: []}
-        poll_until([a, b], lambda: len(got[a]) + len(got[b]) + len(java.records) >= len(sent),
-                   30, got)
+        poll_group_until([a, b], lambda: len(got[a]) + len(got[b]) + len(java.records) >= len(sent),
+                         30, got)
         time.sleep(0.5)      # (a duplicate would come now)
         for c in (a, b):
             got[c].extend((r.partition, r.value.decode()) for r in c.poll(0.2))
@@ -134,16 +134,16 @@ def test_kchannel_and_java_members_share_partitions(kafka_broker):
         assert sorted(read) == sorted(sent)
         # b leaves: a and the Java member take its partitions.
         b.close()
-        poll_until([a], lambda: len(a.assignment()) == 3 and
-                   a._group.state is MemberState.STABLE, 60)
+        poll_group_until([a], lambda: len(a.assignment()) == 3 and
+                         a._group.state is MemberState.STABLE, 60)
         # (Counted before the records go out: the Java member may print
         # some of them before the producer has closed.)
         seen = len(java.records)
         more = produce_round(plain, topic, "two", 5)
         got = {a: []}
         try:
-            poll_until([a], lambda: len(got[a]) + len(java.records) - seen >= len(more), 60,
-                       got)
+            poll_group_until([a], lambda: len(got[a]) + len(java.records) - seen >= len(more), 60,
+                             got)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; Java member printed {java.records[seen:]}; its "
                                  f"log ends: {java.stderr()[-3000:]}") from None
@@ -185,15 +185,15 @@ def test_member_past_max_poll_interval_loses_its_partitions_and_rejoins(kafka_br
     c = member(plain, f"g-{topic}", **{"max.poll.interval.ms": 1000})
     try:
         c.subscribe([topic], listener=listener)
-        poll_until([c], lambda: len(c.assignment()) == 2 and
-                   c._group.state is MemberState.STABLE, 30)
+        poll_group_until([c], lambda: len(c.assignment()) == 2 and
+                         c._group.state is MemberState.STABLE, 30)
         epoch = c._group.member_epoch
         time.sleep(1.2)
         # This poll leaves (the partitions lost), then joins again.
         c.poll(0)
         assert listener.calls[1:] == [("lost", sorted(listener.calls[0][1]))]
-        poll_until([c], lambda: c._group.state is MemberState.STABLE and
-                   len(c.assignment()) == 2, 30)
+        poll_group_until([c], lambda: c._group.state is MemberState.STABLE and
+                         len(c.assignment()) == 2, 30)
         assert c._group.member_epoch > epoch
         tps = sorted(c.assignment())
         assert listener.calls == [("assigned", tps), ("lost", tps), ("assigned", tps)]
@@ -211,7 +211,7 @@ def test_fenced_member_rejoins_and_static_member_keeps_its_partitions(kafka_brok
     try:
         a.subscribe([topic])
         b.subscribe([topic], listener=listener)
-        poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2 and all(
+        poll_group_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 2 and all(
             c._group.state is MemberState.STABLE for c in (a, b)), 30)
         mine, theirs = sorted(a.assignment()), sorted(b.assignment())
         del listener.calls[:]
@@ -220,10 +220,10 @@ def test_fenced_member_rejoins_and_static_member_keeps_its_partitions(kafka_brok
         # rejoins with epoch 0 (and gets partitions again).
         b._group.member_epoch += 10
         b._group.need_join = True     # (heartbeat now)
-        poll_until([a, b], lambda: listener.calls, 10)
+        poll_group_until([a, b], lambda: listener.calls, 10)
         assert listener.calls[0] == ("lost", theirs)
-        poll_until([a, b], lambda: b._group.state is MemberState.STABLE and
-                   len(b.assignment()) == 2 and len(a.assignment()) == 2, 30)
+        poll_group_until([a, b], lambda: b._group.state is MemberState.STABLE and
+                         len(b.assignment()) == 2 and len(a.assignment()) == 2, 30)
         assert [k for k, _ in listener.calls] == ["lost", "assigned"]
         assert b._group.member_epoch > 0
         # A static member leaves with epoch -2: its partitions wait for its
@@ -235,8 +235,8 @@ def test_fenced_member_rejoins_and_static_member_keeps_its_partitions(kafka_brok
         assert len(b.assignment()) == 2
         a = member(plain, group, **{"group.instance.id": "a"})
         a.subscribe([topic])
-        poll_until([a, b], lambda: a._group.state is MemberState.STABLE and
-                   sorted(a.assignment()) == mine, 30)
+        poll_group_until([a, b], lambda: a._group.state is MemberState.STABLE and
+                         sorted(a.assignment()) == mine, 30)
         assert len(b.assignment()) == 2
     finally:
         a.close()

@@ -33,7 +33,7 @@ class _Events:
         self.calls.append(("assigned", set(tps)))
 
 
-def _poll_until(c, cond, what, limit=60):
+def _consume_until(c, cond, what, limit=60):
     end = time.time() + limit
     while time.time() < end:
         c.poll(0.2)
@@ -63,12 +63,12 @@ def test_fenced_member_loses_partitions_without_committing(kafka_broker, assigno
     a = Consumer(cfg)
     try:
         a.subscribe([topic], listener=events)
-        _poll_until(a, lambda: set(a.assignment()) == everything, "the first assignment")
+        _consume_until(a, lambda: set(a.assignment()) == everything, "the first assignment")
         # Read everything so that a commit by the fenced member would be visible.
         ends = a.end_offsets(sorted(everything))
         assert sum(ends.values()) == 40
-        _poll_until(a, lambda: all(a.position(tp) == ends[tp] for tp in everything),
-                    "all records read")
+        _consume_until(a, lambda: all(a.position(tp) == ends[tp] for tp in everything),
+                       "all records read")
         a.commit()
         assert events.calls == [("assigned", everything)]
 
@@ -77,8 +77,8 @@ def test_fenced_member_loses_partitions_without_committing(kafka_broker, assigno
         b = Consumer(dict(cfg, **{"enable.auto.commit": False}))
         try:
             b.subscribe([topic])
-            _poll_until(b, lambda: set(b.assignment()) == everything,
-                        "the other member to own every partition", limit=SESSION_MS / 1000 + 60)
+            _consume_until(b, lambda: set(b.assignment()) == everything,
+                           "the other member to own every partition", limit=SESSION_MS / 1000 + 60)
             b.commit({tp: min(5, ends[tp]) for tp in everything})
             # B keeps polling (and so heartbeating) while A comes back.
             stop = threading.Event()
@@ -91,7 +91,7 @@ def test_fenced_member_loses_partitions_without_committing(kafka_broker, assigno
             try:
                 # A polls again: its heartbeat is refused (UNKNOWN_MEMBER_ID),
                 # its partitions are lost, then it rejoins.
-                _poll_until(a, lambda: len(events.calls) >= 3, "A to be lost and reassigned")
+                _consume_until(a, lambda: len(events.calls) >= 3, "A to be lost and reassigned")
                 committed_after_a = a.committed(sorted(everything))
             finally:
                 stop.set()

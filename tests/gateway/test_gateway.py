@@ -25,6 +25,7 @@ from kchannel.protocol.headers import (RequestHeader, decode_response, encode_re
                                       parse_request_header)
 from kchannel.server import Server
 
+from tests.fixtures.raw_client import request as raw_request
 from tests.fixtures.peers import run_kchannel, write_properties
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -61,7 +62,7 @@ def upstream():
     u.stop()
 
 
-def gateway_props(upstream, **extra):
+def upstream_gateway_props(upstream, **extra):
     jaas = f'{PLAIN} required user_alice="alice-secret" user_bob="bob-secret";'
     props = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
@@ -76,7 +77,7 @@ def gateway_props(upstream, **extra):
     return props
 
 
-def sasl_client(gw, user="alice", password=None, **extra):
+def gw_sasl_client(gw, user="alice", password=None, **extra):
     c = KafkaClient({"bootstrap.servers": gw.bootstrap("SASL_PLAINTEXT"),
                      "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                      "sasl.jaas.config": f'{PLAIN} required username="{user}" '
@@ -93,8 +94,8 @@ def node_port(gw, listener):
 
 
 def test_metadata_and_describe_cluster_name_the_gateway(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream))
-    with sasl_client(gw) as c:
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream))
+    with gw_sasl_client(gw) as c:
         c.connect()
         md = c.request(ApiKey.METADATA, {"topics": None})
         assert [(b["node_id"], b["host"], b["port"]) for b in md["brokers"]] == \
@@ -116,8 +117,8 @@ def test_metadata_and_describe_cluster_name_the_gateway(upstream, kchannel_inpro
 
 
 def test_api_versions_are_the_intersection(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream))
-    with sasl_client(gw) as c:
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream))
+    with gw_sasl_client(gw) as c:
         c.connect()
         offered = c.api_versions
     up = KafkaClient({"bootstrap.servers": f"127.0.0.1:{upstream.port}"})
@@ -133,11 +134,6 @@ def test_api_versions_are_the_intersection(upstream, kchannel_inprocess_server):
     assert ApiKey.PRODUCE not in offered
     # the gateway's own: SCRAM administration
     assert ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS in offered
-
-
-def _frame(api_key, version, corr, body):
-    payload = encode_request(RequestHeader(api_key, version, corr, "pipeliner"), body)
-    return struct.pack(">i", len(payload)) + payload
 
 
 def _read_frame(sock):
@@ -157,7 +153,7 @@ def test_pipelined_requests_keep_their_order_and_ids(upstream, kchannel_inproces
                                                      max_queued):
     # With max.queued.requests 2 the client is muted and unmuted all along:
     # the frames read ahead while muted are served later, in order.
-    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream, **{
         "kchannel.gateway.max.queued.requests": str(max_queued)}))
     plan = []   # (api_key, version, corr): forwarded and local requests mixed
     for i in range(30):
@@ -172,7 +168,7 @@ def test_pipelined_requests_keep_their_order_and_ids(upstream, kchannel_inproces
               ApiKey.METADATA: {"topics": None, "allow_auto_topic_creation": False,
                                 "include_topic_authorized_operations": False}}
     with socket.create_connection(("127.0.0.1", gw.port("PLAINTEXT")), timeout=10) as s:
-        s.sendall(b"".join(_frame(k, v, corr, bodies[k]) for k, v, corr in plan))
+        s.sendall(b"".join(raw_request(k, v, corr, bodies[k], "pipeliner") for k, v, corr in plan))
         for k, v, corr in plan:
             got_corr, body = decode_response(_read_frame(s), k, v)
             assert got_corr == corr
@@ -184,9 +180,9 @@ def test_pipelined_requests_keep_their_order_and_ids(upstream, kchannel_inproces
 
 
 def test_unauthenticated_client_reaches_nothing_upstream(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream))
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream))
     sent = gw.server.metrics.metric("request-total", group="kchannel-upstream-metrics")
-    c = sasl_client(gw, "alice", "wrong")
+    c = gw_sasl_client(gw, "alice", "wrong")
     with pytest.raises(errors.AuthenticationError):
         c.connect()
     c.close()
@@ -195,9 +191,9 @@ def test_unauthenticated_client_reaches_nothing_upstream(upstream, kchannel_inpr
 
 
 def test_allow_list_refuses_with_kafka_error_codes(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream, **{
         "listener.name.sasl_plaintext.kchannel.gateway.allowed.principals": "User:alice"}))
-    with sasl_client(gw, "bob") as c:
+    with gw_sasl_client(gw, "bob") as c:
         c.connect()
         md = c.request(ApiKey.METADATA, {"topics": [{"name": "t1"}]})
         assert md["brokers"] == []
@@ -208,7 +204,7 @@ def test_allow_list_refuses_with_kafka_error_codes(upstream, kchannel_inprocess_
         q = c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
         assert q["error_code"] == Errors.CLUSTER_AUTHORIZATION_FAILED
     assert upstream.seen == []
-    with sasl_client(gw, "alice") as c:
+    with gw_sasl_client(gw, "alice") as c:
         c.connect()
         assert c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS,
                          {"components": [], "strict": False})["error_code"] == 0
@@ -222,12 +218,13 @@ def test_allow_list_refuses_with_kafka_error_codes(upstream, kchannel_inprocess_
 
 
 def test_stuck_upstream_mutes_then_disconnects(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream, **{
         "kchannel.gateway.max.queued.requests": "4"}))
     upstream.hold.set()
     body = {"components": [], "strict": False}
     with socket.create_connection(("127.0.0.1", gw.port("PLAINTEXT")), timeout=20) as s:
-        s.sendall(b"".join(_frame(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, i, body) for i in range(10)))
+        s.sendall(b"".join(raw_request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, i, body, "pipeliner")
+                           for i in range(10)))
         # The upstream never answers: after request.timeout.ms (3 s) the
         # gateway drops the upstream connection and the client's with it.
         with pytest.raises(ConnectionError):
@@ -237,8 +234,8 @@ def test_stuck_upstream_mutes_then_disconnects(upstream, kchannel_inprocess_serv
 
 
 def test_upstream_gone_disconnects_clients_then_back(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream))
-    c = sasl_client(gw)
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream))
+    c = gw_sasl_client(gw)
     with c:
         c.connect()
         c.request(ApiKey.METADATA, {"topics": []})
@@ -256,8 +253,8 @@ def test_upstream_gone_disconnects_clients_then_back(upstream, kchannel_inproces
 
 
 def test_request_metrics_have_kafka_names(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream))
-    with sasl_client(gw) as c:
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream))
+    with gw_sasl_client(gw) as c:
         c.connect()
         for _ in range(3):
             c.request(ApiKey.METADATA, {"topics": []})
@@ -291,7 +288,7 @@ def test_config_validate_and_describe(tmp_path):
 
 
 def test_per_client_upstream_connections(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream, **{
         "kchannel.gateway.upstream.connections": "per-client"}))
     m = gw.server.metrics
 
@@ -317,7 +314,7 @@ def test_per_client_upstream_connections(upstream, kchannel_inprocess_server):
                                      handler.max_version)
     upstream.server.register_handler(ApiKey.DESCRIBE_CLIENT_QUOTAS, describe_quotas,
                                      quotas.min_version, quotas.max_version)
-    clients = [sasl_client(gw, **{"client.id": f"app-{i}"}) for i in range(2)]
+    clients = [gw_sasl_client(gw, **{"client.id": f"app-{i}"}) for i in range(2)]
     for c in clients:
         c.connect()
         c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, {"components": [], "strict": False})
@@ -363,8 +360,9 @@ def test_waits_and_acks_read_from_the_raw_request(key, versions, body, expected)
 def fuzz_gateway(request, tmp_path_factory):
     from tests.fixtures.peers import InProcessServer
     u = Upstream()
-    props = gateway_props(u, **{"log.dirs": str(tmp_path_factory.mktemp("fuzzgw") / "data"),
-                                "kchannel.gateway.upstream.connections": request.param})
+    props = upstream_gateway_props(u, **{
+        "log.dirs": str(tmp_path_factory.mktemp("fuzzgw") / "data"),
+        "kchannel.gateway.upstream.connections": request.param})
     gw = InProcessServer(props)
     yield gw
     gw.stop()
@@ -408,10 +406,10 @@ class OnlyMetadata:
 
 
 def test_authorizer_class(upstream, kchannel_inprocess_server):
-    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream, **{
         "kchannel.gateway.authorizer.class": "tests.gateway.test_gateway.OnlyMetadata",
         "test.authorizer.listener": "SASL_PLAINTEXT"}))
-    with sasl_client(gw) as c:
+    with gw_sasl_client(gw) as c:
         c.connect()
         assert c.request(ApiKey.METADATA, {"topics": []})["brokers"]
         assert c.request(ApiKey.DESCRIBE_CLUSTER, {
@@ -440,7 +438,7 @@ def test_acl_changes_apply_to_a_connections_cached_decisions(upstream, kchannel_
                 {"index": p["index"], "error_code": 0, "base_offset": 0}
                 for p in t["partition_data"]]} for t in ctx.body["topic_data"]]}
     upstream.server.register_handler(ApiKey.PRODUCE, produce, 3, 9)
-    gw = kchannel_inprocess_server(gateway_props(upstream, **{
+    gw = kchannel_inprocess_server(upstream_gateway_props(upstream, **{
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "log.dirs": str(tmp_path / "data")}))
     other = StandardAuthorizer(SqliteAclStore(gw.server.gateway.request_authorizer
@@ -455,7 +453,7 @@ def test_acl_changes_apply_to_a_connections_cached_decisions(upstream, kchannel_
         body["topic_data"][0]["name"] = topic
         resp = c.request(ApiKey.PRODUCE, body, version=9)
         return resp["responses"][0]["partition_responses"][0]["error_code"]
-    with sasl_client(gw, "bob") as c:
+    with gw_sasl_client(gw, "bob") as c:
         c.connect()
         assert code(c) == Errors.TOPIC_AUTHORIZATION_FAILED
         assert other.create_acls([write]) == [None]

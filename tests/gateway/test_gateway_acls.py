@@ -110,7 +110,7 @@ def gateway(kafka_broker, tmp_path_factory):
     gw.stop()
 
 
-def client_configs(bootstrap, user):
+def acl_user_configs(bootstrap, user):
     return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN",
             "sasl.jaas.config": f'{PLAIN_MODULE} required username="{user}" '
@@ -118,9 +118,9 @@ def client_configs(bootstrap, user):
             "request.timeout.ms": 20000}
 
 
-def connect(bootstrap, user):
+def connect_as(bootstrap, user):
     host, _, port = bootstrap.rpartition(":")
-    c = KafkaClient(client_configs(bootstrap, user))
+    c = KafkaClient(acl_user_configs(bootstrap, user))
     c.connect(host, int(port))
     return c
 
@@ -138,7 +138,7 @@ def _coordinators_ready(bootstrap, timeout_s=90):
     COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS at first, a
     broker used by other tests does not."""
     deadline = time.monotonic() + timeout_s
-    with contextlib.closing(connect(bootstrap, "admin")) as c:
+    with contextlib.closing(connect_as(bootstrap, "admin")) as c:
         for key_type in (0, 1):
             while True:
                 fc = c.request(ApiKey.FIND_COORDINATOR, {"key_type": key_type,
@@ -164,13 +164,13 @@ def both(acl_kafka, gateway, tmp_path_factory):
     """Topics created on both clusters, the same ACLs applied by each tool."""
     d = tmp_path_factory.mktemp("acl-clients")
     kafka_cfg = acl_kafka.write_client_properties(
-        d / "kafka-admin.properties", client_configs("", "admin"))
+        d / "kafka-admin.properties", acl_user_configs("", "admin"))
     gw_cfg = acl_kafka.write_client_properties(
-        d / "gw-admin.properties", client_configs("", "admin"))
+        d / "gw-admin.properties", acl_user_configs("", "admin"))
     kafka_bs = acl_kafka.bootstrap("SASL_PLAINTEXT")
     gw_bs = gateway.bootstrap("SASL_PLAINTEXT")
     for bs in (kafka_bs, gw_bs):
-        with contextlib.closing(connect(bs, "admin")) as c:
+        with contextlib.closing(connect_as(bs, "admin")) as c:
             body = c.request(ApiKey.CREATE_TOPICS, {"topics": [
                 {"name": P + t, "num_partitions": 1, "replication_factor": 1}
                 for t in TOPICS], "timeout_ms": 30000})
@@ -191,7 +191,7 @@ def both(acl_kafka, gateway, tmp_path_factory):
 
 
 # ------------------------------------------------------------------ table
-def _records():
+def _one_batch():
     return encode_batch([(1_700_000_000_000, b"k", b"v", [])])
 
 
@@ -225,7 +225,7 @@ def request_table(c, who):
     add("Metadata auto-create", _by_name(md["topics"], "name", lambda t: t["error_code"]
                                           if t["error_code"] in (0, 29) else "not-29"))
     pr = c.request(ApiKey.PRODUCE, {"acks": 1, "timeout_ms": 10000, "topic_data": [
-        {"name": P + t, "partition_data": [{"index": 0, "records": _records()}]}
+        {"name": P + t, "partition_data": [{"index": 0, "records": _one_batch()}]}
         for t in ("orders", "payroll", "pub-data")]}, version=9)
     add("Produce", {t["name"]: t["partition_responses"][0]["error_code"]
                     for t in pr["responses"]})
@@ -400,7 +400,7 @@ def request_table(c, who):
         add("DescribeUserScramCredentials of all users", {"error": ds["error_code"]})
     except RequestTimeoutError:
         add("DescribeUserScramCredentials of all users", {"error": NO_ANSWER})
-        c = connect(f"{c.address[0]}:{c.address[1]}", who)
+        c = connect_as(f"{c.address[0]}:{c.address[1]}", who)
     al = c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, {"deletions": [
         {"name": "nobody", "mechanism": 1}], "upsertions": []}, version=0)
     add("AlterUserScramCredentials", {r["user"]: r["error_code"] for r in al["results"]})
@@ -428,10 +428,10 @@ def request_table(c, who):
                                   for r in dx["filter_results"]]})
     # acks=0 to a topic the principal may not write: Kafka closes the
     # connection (there is no response to carry the error)
-    with contextlib.closing(connect(c.address and f"{c.address[0]}:{c.address[1]}", who)) as z:
+    with contextlib.closing(connect_as(c.address and f"{c.address[0]}:{c.address[1]}", who)) as z:
         net = z.network
         net.send(z.node_id, ApiKey.PRODUCE, {"acks": 0, "timeout_ms": 1000, "topic_data": [
-            {"name": P + t, "partition_data": [{"index": 0, "records": _records()}]}
+            {"name": P + t, "partition_data": [{"index": 0, "records": _one_batch()}]}
             for t in ("payroll", "orders")]}, 9, expect_response=False)
         deadline = time.monotonic() + 10
         while net.is_ready(z.node_id) and time.monotonic() < deadline:
@@ -462,7 +462,7 @@ def test_same_error_codes_as_kafka_per_request_and_resource(both, acl_kafka):
     tables = {}
     for side in ("kafka", "gateway"):
         for who in PRINCIPALS:
-            with contextlib.closing(connect(both[side], who)) as c:
+            with contextlib.closing(connect_as(both[side], who)) as c:
                 tables[(side, who)] = request_table(c, who)
     diffs, rows = [], 0
     for who in PRINCIPALS:
@@ -517,7 +517,7 @@ def test_kafka_acls_lists_the_gateways_acls_as_kafkas(both, acl_kafka):
     # a principal without DESCRIBE on the cluster: both tools fail the same way
     d = os.path.dirname(both["gw_cfg"])
     bob_cfg = acl_kafka.write_client_properties(os.path.join(d, "bob.properties"),
-                                                client_configs("", "bob"))
+                                                acl_user_configs("", "bob"))
     java = acl_kafka.run_java(TOOLS["kafka-acls.sh"], "--bootstrap-server", both["gateway"],
                               "--command-config", bob_cfg, "--list")
     rc, ours = kchannel_acls(["--bootstrap-server", both["gateway"], "--command-config",
@@ -576,7 +576,7 @@ def test_confluent_kafka_admin_manages_the_gateways_acls(both):
     found = a.describe_acls(flt, request_timeout=20).result(timeout=30)
     assert found == [binding]
     # bob may read it now, through the gateway
-    with contextlib.closing(connect(both["gateway"], "bob")) as c:
+    with contextlib.closing(connect_as(both["gateway"], "bob")) as c:
         md = c.request(ApiKey.METADATA, {"topics": [{"name": name}],
                                          "allow_auto_topic_creation": False}, version=12)
         assert md["topics"][0]["error_code"] == int(Errors.UNKNOWN_TOPIC_OR_PARTITION)
@@ -595,7 +595,7 @@ def test_confluent_kafka_admin_manages_the_gateways_acls(both):
     deleted = a.delete_acls([flt], request_timeout=20)[flt].result(timeout=30)
     assert deleted == [binding]
     assert a.describe_acls(flt, request_timeout=20).result(timeout=30) == []
-    with contextlib.closing(connect(both["gateway"], "bob")) as c:
+    with contextlib.closing(connect_as(both["gateway"], "bob")) as c:
         md = c.request(ApiKey.METADATA, {"topics": [{"name": name}],
                                          "allow_auto_topic_creation": False}, version=12)
         assert md["topics"][0]["error_code"] == int(Errors.TOPIC_AUTHORIZATION_FAILED)

@@ -36,12 +36,15 @@ from kchannel.protocol.headers import RequestHeader, encode_request
 from kchannel.protocol.records.batch import encode_batch
 from kchannel.utils import now_ms
 
+from tests.fixtures.raw_client import request as raw_request
 from tests.fixtures.peers import free_ports, run_kchannel, write_properties
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+# client.id of the requests written by hand
+CLIENT_ID = "isolation-test"
 
 
 def gateway_props(kafka_broker, **extra):
@@ -76,11 +79,6 @@ def create_topic(kafka_broker, partitions=1):
             return name
         assert time.monotonic() < deadline, f"topic {name} not in the broker's metadata after 30 s"
         time.sleep(0.05)
-
-
-def frame(api_key, version, corr, body):
-    payload = encode_request(RequestHeader(api_key, version, corr, "isolation-test"), body)
-    return struct.pack(">i", len(payload)) + payload
 
 
 def fetch_body(topic, max_wait_ms, min_bytes, max_bytes=50 << 20):
@@ -140,7 +138,8 @@ def test_abandoned_long_poll_stops_no_ones_produce(kafka_broker, kchannel_inproc
     try:
         # 2^31-1 ms for 1 MiB that never comes: the broker holds it, and
         # with it every later request of its upstream connection.
-        attacker.sendall(frame(ApiKey.FETCH, 12, 1, fetch_body(empty, 2**31 - 1, 1 << 20)))
+        attacker.sendall(raw_request(ApiKey.FETCH, 12, 1, fetch_body(empty, 2**31 - 1, 1 << 20),
+                                     CLIENT_ID))
         time.sleep(0.5)
         p = Producer({"bootstrap.servers": gw.bootstrap("PLAINTEXT"), "acks": "all",
                       "message.timeout.ms": 20000, "linger.ms": 0})
@@ -179,7 +178,7 @@ def test_unread_pipelined_fetches_keep_gateway_memory_bounded(kafka_broker,
     s.settimeout(10)
     s.connect(("127.0.0.1", gw.port("PLAINTEXT")))
     # 100 x 4 MiB of responses if the gateway took them all
-    s.sendall(b"".join(frame(ApiKey.FETCH, 12, i, fetch_body(topic, 0, 1, 8 << 20))
+    s.sendall(b"".join(raw_request(ApiKey.FETCH, 12, i, fetch_body(topic, 0, 1, 8 << 20), CLIENT_ID)
                        for i in range(100)))
     peak_rss = peak_held = 0
     deadline = time.monotonic() + 4
@@ -219,7 +218,7 @@ def test_written_responses_leave_no_bytes_counted_while_the_client_stays(
     s = socket.create_connection(("127.0.0.1", gw.port("PLAINTEXT")), timeout=10)
     try:
         for rounds in (1, 20):            # one at a time, then pipelined
-            s.sendall(b"".join(frame(ApiKey.PRODUCE, 9, i, produce_body(topic, 0, 1))
+            s.sendall(b"".join(raw_request(ApiKey.PRODUCE, 9, i, produce_body(topic, 0, 1), CLIENT_ID)
                                for i in range(rounds)))
             for i in range(rounds):
                 size = struct.unpack(">i", _recv_exactly(s, 4))[0]
@@ -279,9 +278,10 @@ def test_poison_request_closes_only_its_own_client(kafka_broker, kchannel_inproc
     attacker = socket.create_connection(("127.0.0.1", gw.port("PLAINTEXT")), timeout=10)
     try:
         if poison == "acks0-missing-partition":
-            attacker.sendall(frame(ApiKey.PRODUCE, 9, 1, produce_body(topic, 99, 0)))
+            attacker.sendall(raw_request(ApiKey.PRODUCE, 9, 1, produce_body(topic, 99, 0),
+                                         CLIENT_ID))
         else:
-            whole = frame(ApiKey.PRODUCE, 9, 1, produce_body(topic, 0, 1))[4:]
+            whole = raw_request(ApiKey.PRODUCE, 9, 1, produce_body(topic, 0, 1), CLIENT_ID)[4:]
             cut = whole[:-12]
             attacker.sendall(struct.pack(">i", len(cut)) + cut)
         assert closed_within(attacker, 10), "the poisoning client was not disconnected"
@@ -391,7 +391,7 @@ def _serve_with_node_port_on_listener_b(kafka_broker, tmp_path, workers, port):
 
 
 # ------------------------------------------------------------------ tokens
-def sasl_client(gw, user):
+def user_client(gw, user):
     return KafkaClient({"bootstrap.servers": gw.bootstrap("SASL_PLAINTEXT"),
                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                         "sasl.jaas.config": f'{PLAIN} required username="{user}" '
@@ -418,7 +418,7 @@ def test_token_flood_leaves_others_metadata_fast(kafka_broker, kchannel_inproces
     def flood():
         n = 0
         try:
-            with sasl_client(gw, "bob") as c:
+            with user_client(gw, "bob") as c:
                 c.connect()
                 while not stop.is_set():
                     r = c.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": None})
@@ -433,7 +433,7 @@ def test_token_flood_leaves_others_metadata_fast(kafka_broker, kchannel_inproces
         t.start()
     latencies = []
     try:
-        with sasl_client(gw, "alice") as c:
+        with user_client(gw, "alice") as c:
             c.connect()
             c.request(ApiKey.METADATA, {"topics": []})
             for _ in range(60):
@@ -457,14 +457,14 @@ def test_token_apis_obey_the_allow_list_and_the_owner_limit(kafka_broker,
         "kchannel.delegation.token.max.tokens.per.owner": "2",
         "listener.name.sasl_plaintext.kchannel.gateway.allowed.principals": "User:alice"}))
     manager = gw.server.token_manager
-    with sasl_client(gw, "bob") as c:
+    with user_client(gw, "bob") as c:
         c.connect()
         for key, body in ((ApiKey.CREATE_DELEGATION_TOKEN, CREATE),
                           (ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": None})):
             assert c.request(key, body)["error_code"] == \
                 Errors.DELEGATION_TOKEN_AUTHORIZATION_FAILED
     assert manager.tokens() == []
-    with sasl_client(gw, "alice") as c:
+    with user_client(gw, "alice") as c:
         c.connect()
         made = [c.request(ApiKey.CREATE_DELEGATION_TOKEN, CREATE) for _ in range(3)]
         assert [m["error_code"] for m in made] == [0, 0, Errors.POLICY_VIOLATION]
@@ -474,7 +474,7 @@ def test_token_apis_obey_the_allow_list_and_the_owner_limit(kafka_broker,
     # Another owner's tokens are not counted against alice's, nor shown to her.
     other = manager.create_token(KafkaPrincipal("User", "carol"), now=now_ms())
     assert other.error is Errors.NONE
-    with sasl_client(gw, "alice") as c:
+    with user_client(gw, "alice") as c:
         c.connect()
         described = c.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, {"owners": None})
         assert other.token_id not in [t["token_id"] for t in described["tokens"]]

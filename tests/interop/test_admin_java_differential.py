@@ -51,7 +51,7 @@ def _tp(text):
     return TopicPartition(topic, int(p))
 
 
-def _name(tp):
+def _tp_name(tp):
     return f"{tp.topic}:{tp.partition}"
 
 
@@ -65,7 +65,7 @@ def _uuid(topic_id):
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
-def _outcome(call):
+def _jvm_outcome(call):
     """One name's result as the JVM prints it: "ok" or "Class: message"."""
     try:
         call()
@@ -170,7 +170,7 @@ def world(kafka_broker, kafka_java):
                                                   max_lifetime_ms=3_600_000)
         node = w.admin.describe_cluster().nodes[0].id
         w.node = node
-        tp_names = [_name(tp) for tp in w.tps]
+        tp_names = [_tp_name(tp) for tp in w.tps]
         c, a = w.config, w.acl_config
         checks = [
             {"id": "list-topics", "op": "listTopics", "config": c},
@@ -287,10 +287,11 @@ def test_create_topics(world):
     java = _ok(w, "create-topics")["results"]
     assert java[w.java_new] == "ok"
     for name, partitions, rf, configs in w.refused_topics:
-        ours = _outcome(lambda: w.admin.create_topics([NewTopic(name, partitions, rf, configs)]))
+        ours = _jvm_outcome(
+            lambda: w.admin.create_topics([NewTopic(name, partitions, rf, configs)]))
         assert ours == java[name] and ours != "ok", name
     # Each side's creation refused to the other as the other refuses it.
-    ours = _outcome(lambda: w.admin.create_topics([NewTopic(w.java_new, 1, 1)]))
+    ours = _jvm_outcome(lambda: w.admin.create_topics([NewTopic(w.java_new, 1, 1)]))
     assert ours == java[w.ours_new].replace(w.ours_new, w.java_new)
     assert ours.startswith("TopicExistsException: ")
     # validate_only: accepted by both, created by neither.
@@ -309,10 +310,10 @@ def test_create_partitions(world):
     java = _ok(w, "create-partitions")["results"]
     assert java[w.java_grow] == "ok"
     for topic, count in ((w.topic, 1), (w.missing, 3)):
-        ours = _outcome(lambda: w.admin.create_partitions({topic: count}))
+        ours = _jvm_outcome(lambda: w.admin.create_partitions({topic: count}))
         assert ours == java[topic] and ours != "ok", topic
     # Each side's growth: the other's request for the same count is refused alike.
-    ours = _outcome(lambda: w.admin.create_partitions({w.java_grow: 2}))
+    ours = _jvm_outcome(lambda: w.admin.create_partitions({w.java_grow: 2}))
     assert ours == java[w.ours_grow].replace(w.ours_grow, w.java_grow)
     assert ours.startswith("InvalidPartitionsException: ")
     assert _ok(w, "create-partitions-validate")["results"] == {w.topic: "ok"}
@@ -325,12 +326,12 @@ def test_delete_topics(world):
     w = world
     java = _ok(w, "delete-topics")["results"]
     assert java[w.java_gone] == "ok"
-    ours = _outcome(lambda: w.admin.delete_topics([w.missing]))
+    ours = _jvm_outcome(lambda: w.admin.delete_topics([w.missing]))
     assert ours == java[w.missing] and ours.startswith("UnknownTopicOrPartitionException: ")
     # kchannel's deletion, seen by Java; Java's, seen by kchannel.
     assert java[w.ours_gone] == java[w.missing].replace(w.missing, w.ours_gone)
     wait_until(lambda: w.java_gone not in w.admin.list_topics())
-    assert _outcome(lambda: w.admin.delete_topics([w.java_gone])) == \
+    assert _jvm_outcome(lambda: w.admin.delete_topics([w.java_gone])) == \
         java[w.missing].replace(w.missing, w.java_gone)
 
 
@@ -341,7 +342,7 @@ def test_describe_topics(world):
     assert {n: _described(d) for n, d in ours.items()} == \
         {n: java[n] for n in (w.topic, w.ours_new, w.ours_grow)}
     assert [len(java[n]["partitions"]) for n in (w.topic, w.ours_new, w.ours_grow)] == [2, 3, 2]
-    assert _outcome(lambda: w.admin.describe_topics([w.missing])) == java[w.missing]
+    assert _jvm_outcome(lambda: w.admin.describe_topics([w.missing])) == java[w.missing]
     assert java[w.missing].startswith("UnknownTopicOrPartitionException: ")
 
 
@@ -374,7 +375,7 @@ def test_list_offsets(world, spec):
              "maxTimestamp": OffsetSpec.max_timestamp()}.get(spec)
     value = OffsetSpec.for_timestamp(int(spec)) if value is None else value
     ours = w.admin.list_offsets({tp: value for tp in w.tps})
-    assert {_name(tp): [r.offset, r.timestamp, -1 if r.leader_epoch is None else r.leader_epoch]
+    assert {_tp_name(tp): [r.offset, r.timestamp, -1 if r.leader_epoch is None else r.leader_epoch]
             for tp, r in ours.items()} == _ok(w, f"offsets-{spec}")["offsets"]
 
 
@@ -509,7 +510,7 @@ def test_describe_log_dirs(world):
     for path, d in ours.items():
         assert (d.error, java[path]["error"]) == (None, None)
         assert (d.total_bytes or 0) > 0 and java[path]["totalBytes"] > 0
-        replicas = {_name(tp): [r.size, r.offset_lag, r.is_future]
+        replicas = {_tp_name(tp): [r.size, r.offset_lag, r.is_future]
                     for tp, r in d.replica_infos.items() if tp.topic in mine}
         assert replicas == {k: v for k, v in java[path]["replicas"].items()
                             if _tp(k).topic in mine}
@@ -520,10 +521,10 @@ def test_describe_producers(world):
     w = world
     ours = w.admin.describe_producers([*w.tps, TopicPartition(w.txn_topic, 0)])
     java = _ok(w, "producers")["producers"]
-    assert {_name(tp): [[s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
-                         -1 if s.coordinator_epoch is None else s.coordinator_epoch,
-                         -1 if s.current_transaction_start_offset is None
-                         else s.current_transaction_start_offset] for s in states]
+    assert {_tp_name(tp): [[s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                            -1 if s.coordinator_epoch is None else s.coordinator_epoch,
+                            -1 if s.current_transaction_start_offset is None
+                            else s.current_transaction_start_offset] for s in states]
             for tp, states in ours.items()} == java
     [txn_state] = ours[TopicPartition(w.txn_topic, 0)]
     assert txn_state.current_transaction_start_offset == 0
@@ -542,7 +543,7 @@ def test_list_and_describe_transactions(world):
     assert {"coordinatorId": d.coordinator_id, "state": d.state, "producerId": d.producer_id,
             "producerEpoch": d.producer_epoch, "timeoutMs": d.transaction_timeout_ms,
             "startTimeMs": d.transaction_start_time_ms,
-            "partitions": [_name(tp) for tp in d.topic_partitions]} == j
+            "partitions": [_tp_name(tp) for tp in d.topic_partitions]} == j
     assert j["partitions"] == [f"{w.txn_topic}:0"] and j["timeoutMs"] == 120000
 
 

@@ -44,7 +44,7 @@ USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 N = 40
 
 
-def gateway_props(pki, upstream):
+def tls_gateway_props(pki, upstream):
     plain = f"{PLAIN} required " + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";"
     props = {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
@@ -65,7 +65,7 @@ def gateway_props(pki, upstream):
 @pytest.fixture(scope="module")
 def tansu_gateway(tansu, pki, kchannel_server_module):
     # Shared upstream connections here (the default, per-client, in front of Kafka).
-    props = gateway_props(pki, {"bootstrap.servers": tansu.bootstrap})
+    props = tls_gateway_props(pki, {"bootstrap.servers": tansu.bootstrap})
     props["kchannel.gateway.upstream.connections"] = "shared"
     return kchannel_server_module(props, scram_users=USERS)
 
@@ -76,7 +76,7 @@ def kafka_gateway(kafka_broker, pki, kchannel_server_module):
     # of Tansu): the consumer group's JoinGroup waits for the rebalance on its
     # own connection.
     up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-512")
-    props = gateway_props(pki, up)
+    props = tls_gateway_props(pki, up)
     return kchannel_server_module(props, scram_users=USERS)
 
 
@@ -93,7 +93,7 @@ def records(n=N):
     return [(b"k%d" % i, b"value-%d-" % i + os.urandom(8).hex().encode()) for i in range(n)]
 
 
-def create_topic(conf, topic):
+def create_topic_at(conf, topic):
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient(dict(conf))
     for f in admin.create_topics([NewTopic(topic, num_partitions=1,
@@ -136,7 +136,7 @@ def confluent_consume(conf, topic, n, group=None):
     return got
 
 
-def kafka_python_kwargs(gw, protocol, mechanism, pki):
+def gateway_kafka_python_kwargs(gw, protocol, mechanism, pki):
     kw = {"bootstrap_servers": gw.bootstrap(protocol), "security_protocol": protocol,
           "sasl_mechanism": mechanism, "sasl_plain_username": "alice",
           "sasl_plain_password": USERS["alice"], "request_timeout_ms": 30000}
@@ -210,7 +210,7 @@ def aiokafka_roundtrip(gw, protocol, mechanism, pki, topic, recs, login=None):
 def test_tansu_confluent(tansu_gateway, pki, protocol, mechanism):
     conf = confluent_conf(tansu_gateway, protocol, mechanism, pki=pki)
     topic = f"gw-ck-{uuid.uuid4().hex[:8]}"
-    create_topic(conf, topic)
+    create_topic_at(conf, topic)
     recs = records()
     confluent_produce(conf, topic, recs)
     assert confluent_consume(conf, topic, len(recs)) == recs
@@ -220,9 +220,9 @@ def test_tansu_confluent(tansu_gateway, pki, protocol, mechanism):
                                                 ("SASL_SSL", "PLAIN")])
 def test_tansu_kafka_python(tansu_gateway, pki, protocol, mechanism):
     topic = f"gw-kp-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records()
-    kw = kafka_python_kwargs(tansu_gateway, protocol, mechanism, pki)
+    kw = gateway_kafka_python_kwargs(tansu_gateway, protocol, mechanism, pki)
     assert kafka_python_roundtrip(kw, topic, recs) == recs
 
 
@@ -230,7 +230,7 @@ def test_tansu_kafka_python(tansu_gateway, pki, protocol, mechanism):
                                                 ("SASL_SSL", "SCRAM-SHA-512")])
 def test_tansu_aiokafka(tansu_gateway, pki, protocol, mechanism):
     topic = f"gw-aio-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records()
     assert aiokafka_roundtrip(tansu_gateway, protocol, mechanism, pki, topic, recs) == recs
 
@@ -294,7 +294,7 @@ def test_tansu_delegation_token_login(tansu_gateway, pki):
         c.connect()
         token = DelegationTokenAdmin(c).create()
     topic = f"gw-tok-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records(10)
     assert kchannel_token_roundtrip(tansu_gateway, pki, token, topic, recs) == recs
 
@@ -302,7 +302,7 @@ def test_tansu_delegation_token_login(tansu_gateway, pki):
 def test_failed_login_reaches_nothing_upstream(tmp_path, pki):
     # An upstream of its own, so that nothing else talks to it meanwhile.
     t = start_tansu()
-    props = gateway_props(pki, {"bootstrap.servers": t.bootstrap})
+    props = tls_gateway_props(pki, {"bootstrap.servers": t.bootstrap})
     props.update({"log.dirs": str(tmp_path / "data"), "kchannel.scram.credential.store": "memory"})
     gw = InProcessServer(props)
     try:
@@ -321,14 +321,14 @@ def test_failed_login_reaches_nothing_upstream(tmp_path, pki):
 def test_upstream_killed_mid_stream(tmp_path, pki):
     from confluent_kafka import Producer
     t = start_tansu()
-    props = gateway_props(pki, {"bootstrap.servers": t.bootstrap,
-                                "request.timeout.ms": "5000"})
+    props = tls_gateway_props(pki, {"bootstrap.servers": t.bootstrap,
+                                    "request.timeout.ms": "5000"})
     props.update({"log.dirs": str(tmp_path / "data"), "kchannel.scram.credential.store": "memory"})
     gw = InProcessServer(props)
     try:
         conf = confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN")
         topic = f"gw-kill-{uuid.uuid4().hex[:8]}"
-        create_topic(conf, topic)
+        create_topic_at(conf, topic)
         p = Producer(dict(conf, **{"message.timeout.ms": 3000, "linger.ms": 5}))
         results = []
         for i in range(200):
@@ -370,7 +370,7 @@ KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 @pytest.fixture(scope="module")
 def login_gateway(kafka_broker, pki, kchannel_server_module, kdc_or_none):
     kdc = kdc_or_none
-    props = gateway_props(pki, {"bootstrap.servers": kafka_broker.bootstrap("PLAINTEXT")})
+    props = tls_gateway_props(pki, {"bootstrap.servers": kafka_broker.bootstrap("PLAINTEXT")})
     mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
     if kdc is not None:
         mechanisms.append("GSSAPI")
@@ -389,7 +389,7 @@ def login_gateway(kafka_broker, pki, kchannel_server_module, kdc_or_none):
     return gw
 
 
-def sasl_login(gw, library, mechanism):
+def sasl_login_kwargs(gw, library, mechanism):
     """kafka-python / aiokafka keyword arguments of an OAUTHBEARER or GSSAPI
     login to the gateway."""
     if mechanism == "GSSAPI":
@@ -421,7 +421,7 @@ def test_kafka_confluent_oauthbearer(login_gateway, pki, protocol):
     conf.update({"sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
                  "sasl.oauthbearer.config": "principal=alice"})
     topic = f"gw-ob-{uuid.uuid4().hex[:8]}"
-    create_topic(conf, topic)
+    create_topic_at(conf, topic)
     recs = records()
     confluent_produce(conf, topic, recs)
     assert confluent_consume(conf, topic, len(recs)) == recs
@@ -430,10 +430,10 @@ def test_kafka_confluent_oauthbearer(login_gateway, pki, protocol):
 @pytest.mark.parametrize("protocol,mechanism", [("SASL_SSL", "OAUTHBEARER"),
                                                 ("SASL_PLAINTEXT", "GSSAPI")])
 def test_kafka_kafka_python_oauthbearer_gssapi(login_gateway, pki, protocol, mechanism):
-    login = sasl_login(login_gateway, "kafka-python", mechanism)
+    login = sasl_login_kwargs(login_gateway, "kafka-python", mechanism)
     topic = f"gw-kp-{mechanism.lower()}-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(login_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
-    kw = kafka_python_kwargs(login_gateway, protocol, mechanism, pki)
+    create_topic_at(confluent_conf(login_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    kw = gateway_kafka_python_kwargs(login_gateway, protocol, mechanism, pki)
     for key in ("sasl_plain_username", "sasl_plain_password"):
         del kw[key]
     kw.update(login)
@@ -444,9 +444,9 @@ def test_kafka_kafka_python_oauthbearer_gssapi(login_gateway, pki, protocol, mec
 @pytest.mark.parametrize("protocol,mechanism", [("SASL_PLAINTEXT", "OAUTHBEARER"),
                                                 ("SASL_SSL", "GSSAPI")])
 def test_kafka_aiokafka_oauthbearer_gssapi(login_gateway, pki, protocol, mechanism):
-    login = sasl_login(login_gateway, "aiokafka", mechanism)
+    login = sasl_login_kwargs(login_gateway, "aiokafka", mechanism)
     topic = f"gw-aio-{mechanism.lower()}-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(login_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(login_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records()
     assert aiokafka_roundtrip(login_gateway, protocol, mechanism, pki, topic, recs,
                               login=login) == recs
@@ -456,12 +456,12 @@ def test_kafka_aiokafka_oauthbearer_gssapi(login_gateway, pki, protocol, mechani
 def test_kafka_consumer_group_through_gateway(kafka_gateway, pki):
     topic = f"gw-grp-{uuid.uuid4().hex[:8]}"
     conf = confluent_conf(kafka_gateway, "SASL_SSL", "SCRAM-SHA-512", pki=pki)
-    create_topic(conf, topic)
+    create_topic_at(conf, topic)
     recs = records()
     confluent_produce(conf, topic, recs)
     assert confluent_consume(conf, topic, len(recs), group=f"grp-{topic}") == recs
     # kafka-python 3 over SASL_PLAINTEXT in a group of its own
-    kw = kafka_python_kwargs(kafka_gateway, "SASL_PLAINTEXT", "PLAIN", pki)
+    kw = gateway_kafka_python_kwargs(kafka_gateway, "SASL_PLAINTEXT", "PLAIN", pki)
     more = records(10)
     got = kafka_python_roundtrip(kw, topic, more, group=f"grp2-{topic}", expect=recs + more)
     assert got == recs + more
@@ -469,12 +469,12 @@ def test_kafka_consumer_group_through_gateway(kafka_gateway, pki):
 
 def test_kafka_clients_through_gateway(kafka_gateway, pki):
     topic = f"gw-kc-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records()
-    kw = kafka_python_kwargs(kafka_gateway, "SASL_PLAINTEXT", "SCRAM-SHA-256", pki)
+    kw = gateway_kafka_python_kwargs(kafka_gateway, "SASL_PLAINTEXT", "SCRAM-SHA-256", pki)
     assert kafka_python_roundtrip(kw, topic, recs) == recs
     topic2 = f"gw-aio-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic2)
+    create_topic_at(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic2)
     assert aiokafka_roundtrip(kafka_gateway, "SASL_SSL", "PLAIN", pki, topic2, recs) == recs
 
 
@@ -490,7 +490,7 @@ def test_kafka_delegation_token_login(kafka_gateway, pki):
         c.connect()
         token = DelegationTokenAdmin(c).create()
     topic = f"gw-ktok-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(kafka_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records(10)
     assert kchannel_token_roundtrip(kafka_gateway, pki, token, topic, recs) == recs
 
@@ -519,7 +519,7 @@ print(json.dumps(got))
 def test_tansu_debian_kafka_python(tansu_gateway, pki, legacy_kafka_python):
     from tests.fixtures.peers import run_legacy_kafka_python
     topic = f"gw-legacy-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(tansu_gateway, "SASL_PLAINTEXT", "PLAIN"), topic)
     kw = {"bootstrap_servers": tansu_gateway.bootstrap("SASL_SSL"),
           "security_protocol": "SASL_SSL", "ssl_cafile": pki.ca.cert_path,
           "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice",
@@ -544,13 +544,13 @@ def test_kafka_upstream_delegation_token_login(kafka_broker, pki, tmp_path):
     up = kafka_broker.client_configs("SASL_SSL", "SCRAM-SHA-256")
     up["sasl.jaas.config"] = (f'{SCRAM} required username="{token.token_info.token_id}" '
                               f'password="{token.hmac_base64}" tokenauth="true";')
-    props = gateway_props(pki, up)
+    props = tls_gateway_props(pki, up)
     props.update({"log.dirs": str(tmp_path / "data"), "kchannel.scram.credential.store": "memory"})
     gw = InProcessServer(props)
     try:
         conf = confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN")
         topic = f"gw-uptok-{uuid.uuid4().hex[:8]}"
-        create_topic(conf, topic)
+        create_topic_at(conf, topic)
         recs = records(20)
         confluent_produce(conf, topic, recs)
         assert confluent_consume(conf, topic, len(recs)) == recs
@@ -574,7 +574,7 @@ def test_kchannel_producer_consumer_with_token_login(request, pki, upstream):
                                              f'username="{token.token_info.token_id}" '
                                              f'password="{token.hmac_base64}" tokenauth="true";'})
     topic = f"gw-kc-{uuid.uuid4().hex[:8]}"
-    create_topic(confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN"), topic)
+    create_topic_at(confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN"), topic)
     recs = records(20)
     p = Producer(dict(conf))
     try:
@@ -632,14 +632,14 @@ def test_kafka_upstream_killed_and_restarted_no_acknowledged_record_lost(tmp_pat
     producer = None
     try:
         broker.start(overrides)
-        props = gateway_props(pki, {"bootstrap.servers": broker.bootstrap("PLAINTEXT"),
-                                    "request.timeout.ms": "5000"})
+        props = tls_gateway_props(pki, {"bootstrap.servers": broker.bootstrap("PLAINTEXT"),
+                                        "request.timeout.ms": "5000"})
         props.update({"log.dirs": str(tmp_path / "gw"),
                       "kchannel.scram.credential.store": "memory"})
         gw = InProcessServer(props)
         conf = confluent_conf(gw, "SASL_PLAINTEXT", "PLAIN")
         topic = f"gw-restart-{uuid.uuid4().hex[:8]}"
-        create_topic(conf, topic)
+        create_topic_at(conf, topic)
         producer = Producer(dict(conf, **{
             "acks": "all", "message.timeout.ms": 3000, "linger.ms": 5,
             "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500}))

@@ -118,7 +118,7 @@ def server(tmp_path_factory, pki):
     srv.stop_and_check()
 
 
-def command_config(tmp_path, props):
+def write_command_config(tmp_path, props):
     return write_properties(tmp_path / "client.properties", props)
 
 
@@ -153,7 +153,7 @@ def test_plaintext_listener_lists_sasl_apis_as_kafka(server):
 @pytest.mark.slow
 @pytest.mark.interop
 def test_ssl_command_config(server, pki, tmp_path):
-    cfg = command_config(tmp_path, {"security.protocol": "SSL", **pki.client_configs()})
+    cfg = write_command_config(tmp_path, {"security.protocol": "SSL", **pki.client_configs()})
     r = run_kchannel("broker-api-versions", "--bootstrap-server",
                      server.bootstrap("SSL", "localhost"), "--command-config", cfg)
     assert r.returncode == 0, r.stderr
@@ -167,7 +167,7 @@ def test_ssl_command_config(server, pki, tmp_path):
                                                      ("SCRAM-SHA-256", "bob", "bob-secret")])
 def test_sasl_command_config(server, tmp_path, mechanism, user, password):
     module = ("plain.PlainLoginModule" if mechanism == "PLAIN" else "scram.ScramLoginModule")
-    cfg = command_config(tmp_path, {
+    cfg = write_command_config(tmp_path, {
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
         "sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
                             f'username="{user}" password="{password}";'})
@@ -185,7 +185,7 @@ def test_sasl_command_config(server, tmp_path, mechanism, user, password):
 @pytest.mark.interop
 def test_sasl_wrong_password_exits_1(server, tmp_path):
     mark = server.mark()
-    cfg = command_config(tmp_path, {
+    cfg = write_command_config(tmp_path, {
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
                             'required username="bob" password="nope";'})
@@ -267,7 +267,7 @@ def test_tansu(tansu):
 @pytest.mark.slow
 @pytest.mark.interop
 def test_tansu_with_authentication_exits_1(tansu_sasl, tmp_path):
-    cfg = command_config(tmp_path, {
+    cfg = write_command_config(tmp_path, {
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
                             'required username="alice" password="alice-secret";'})

@@ -92,12 +92,12 @@ def served(server, steady, rdkafka):
     assert list(rdkafka.list_topics(timeout=10).brokers) == [3]
 
 
-def connect(server, listener="PLAINTEXT"):
+def connect_raw(server, listener="PLAINTEXT"):
     s = socket.create_connection(("127.0.0.1", server.port(listener)), timeout=10)
     return s, s.getsockname()[1]
 
 
-def wait_closed(sock, timeout=10):
+def read_until_closed(sock, timeout=10):
     """Read until the server closes; returns what it sent."""
     sock.settimeout(timeout)
     data = b""
@@ -198,12 +198,12 @@ def test_hostile_input_closes_only_that_connection(server, steady, rdkafka, case
     elif case == "close-mid-tls-handshake":
         data = client_hello()[:40]
     mark = server.mark()
-    sock, port = connect(server, listener)
+    sock, port = connect_raw(server, listener)
     sock.sendall(data)
     if close_after:
         sock.close()
     else:
-        wait_closed(sock)
+        read_until_closed(sock)
     line = reason_for(server, port, reason, mark)
     assert "channelId=" in line or f"127.0.0.1:{port}" in line
     served(server, steady, rdkafka)
@@ -215,7 +215,7 @@ def test_slow_loris_does_not_block_others(server, steady, rdkafka):
     socks = []
     try:
         for _ in range(20):
-            s, _ = connect(server)
+            s, _ = connect_raw(server)
             s.sendall(b"\x00")
             socks.append(s)
         served(server, steady, rdkafka)
@@ -228,11 +228,11 @@ def test_slow_loris_does_not_block_others(server, steady, rdkafka):
 def test_many_bad_connections_at_once(server, steady, rdkafka):
     socks = []
     for i in range(50):
-        s, _ = connect(server)
+        s, _ = connect_raw(server)
         s.sendall(b"\xff\xff\xff\xff" if i % 2 else b"GET / HTTP/1.0\r\n\r\n")
         socks.append(s)
     for s in socks:
-        wait_closed(s)
+        read_until_closed(s)
     served(server, steady, rdkafka)
 
 

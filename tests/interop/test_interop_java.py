@@ -74,7 +74,7 @@ def jaas_quote(value):
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def server_props(pki, kdc, listeners, extra=None):
+def java_server_props(pki, kdc, listeners, extra=None):
     """Properties of a ``kchannel serve`` with ``listeners`` (names of
     LISTENERS), each bound at 127.0.0.1:0 and advertised as localhost."""
     mechanisms = SASL_MECHANISMS if kdc else SASL_MECHANISMS[:-1]
@@ -117,7 +117,7 @@ def server_props(pki, kdc, listeners, extra=None):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, pki, kdc_or_none):
     kdc = kdc_or_none
-    props = server_props(pki, kdc, list(LISTENERS))
+    props = java_server_props(pki, kdc, list(LISTENERS))
     srv = start_kchannel_server(tmp_path_factory.mktemp("java-serve"), props,
                                 env=kdc.env if kdc else None,
                                 scram_users={ADMIN: ADMIN_PASSWORD, ALICE: ALICE_PASSWORD})
@@ -127,8 +127,8 @@ def server(tmp_path_factory, pki, kdc_or_none):
     srv.stop_and_check()
 
 
-def client_configs(server, listener, mechanism=None, user=ADMIN, password=ADMIN_PASSWORD,
-                   token=None):
+def java_client_configs(server, listener, mechanism=None, user=ADMIN, password=ADMIN_PASSWORD,
+                        token=None):
     """Java client properties for ``listener`` (``token``: (id, hmac) for a
     SCRAM token login)."""
     protocol = LISTENERS[listener]
@@ -181,7 +181,7 @@ def scram_user(combo):
 def combo_checks(server, combo, tmp_path):
     """The probe's checks for one listener x mechanism."""
     listener, mechanism = split(combo)
-    config = client_configs(server, listener, mechanism)
+    config = java_client_configs(server, listener, mechanism)
     props = write_properties(tmp_path / f"{combo}.properties",
                              {k: v for k, v in config.items() if k != "bootstrap.servers"})
     bootstrap = config["bootstrap.servers"]
@@ -192,7 +192,7 @@ def combo_checks(server, combo, tmp_path):
                 "args": ["--bootstrap-server", bootstrap, "--command-config", props, *args]}
 
     token = (f"${{{combo}:create.tokenId}}", f"${{{combo}:create.hmac}}")
-    token_config = client_configs(server, sasl_listener, token=token)
+    token_config = java_client_configs(server, sasl_listener, token=token)
     user = scram_user(combo)
     checks = {
         "cluster": {"op": "describeCluster", "config": config},
@@ -225,7 +225,7 @@ def combo_checks(server, combo, tmp_path):
         })
     if principal_of(server, combo) != "User:ANONYMOUS":
         checks.update({
-            "scram-login": {"op": "describeCluster", "config": client_configs(
+            "scram-login": {"op": "describeCluster", "config": java_client_configs(
                 server, "SASL_PLAINTEXT", "SCRAM-SHA-512", user=user, password="pw-512")},
             "configs-delete": tool(CONFIGS, "--alter", "--delete-config", "SCRAM-SHA-512",
                                    "--entity-type", "users", "--entity-name", user),
@@ -357,7 +357,7 @@ def test_scram_credentials(server, results, combo):
 # ----------------------------------------------------- the tools' own JVMs
 @pytest.fixture(scope="module")
 def scram_props(server, tmp_path_factory):
-    config = client_configs(server, "SASL_SSL", "SCRAM-SHA-512")
+    config = java_client_configs(server, "SASL_SSL", "SCRAM-SHA-512")
     path = write_properties(tmp_path_factory.mktemp("java-tools") / "admin.properties",
                             {k: v for k, v in config.items() if k != "bootstrap.servers"})
     return config["bootstrap.servers"], path
@@ -430,8 +430,8 @@ REAUTH_MS = 1500
 @pytest.fixture(scope="module")
 def reauth_server(tmp_path_factory, pki, kdc_or_none):
     kdc = kdc_or_none
-    props = server_props(pki, kdc, ["SASL_PLAINTEXT", "SASL_SSL"],
-                         {"connections.max.reauth.ms": str(REAUTH_MS)})
+    props = java_server_props(pki, kdc, ["SASL_PLAINTEXT", "SASL_SSL"],
+                              {"connections.max.reauth.ms": str(REAUTH_MS)})
     srv = start_kchannel_server(tmp_path_factory.mktemp("java-reauth"), props,
                                 env=kdc.env if kdc else None, log_level="DEBUG",
                                 scram_users={ADMIN: ADMIN_PASSWORD})
@@ -450,7 +450,7 @@ def test_java_client_reauthenticates(reauth_server, kafka_java):
     mechanisms = [m for m in SASL_MECHANISMS if srv.kdc or m != "GSSAPI"]
     mark = srv.mark()
     checks = [{"id": f"{l}-{m}", "op": "repeatDescribeCluster",
-               "config": client_configs(srv, l, m), "durationMs": 2 * REAUTH_MS,
+               "config": java_client_configs(srv, l, m), "durationMs": 2 * REAUTH_MS,
                "intervalMs": 100}
               for l, m in [("SASL_PLAINTEXT", m) for m in mechanisms]
               + [("SASL_SSL", "SCRAM-SHA-512")]]

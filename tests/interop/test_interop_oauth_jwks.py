@@ -134,7 +134,7 @@ def server(tmp_path_factory, issuer):
     srv.stop_and_check()
 
 
-def expected(server):
+def expected_jwks_brokers(server):
     return [(NODE_ID, "127.0.0.1", server.port("SASL_PLAINTEXT"))]
 
 
@@ -147,7 +147,7 @@ def test_librdkafka_oidc_client_credentials(server, token_endpoint):
         "sasl.oauthbearer.client.id": "kafka-client",
         "sasl.oauthbearer.client.secret": "client-secret",
         "sasl.oauthbearer.token.endpoint.url": token_endpoint.url})
-    assert brokers == expected(server), errors
+    assert brokers == expected_jwks_brokers(server), errors
     assert token_endpoint.requests, "librdkafka never asked the token endpoint"
 
 
@@ -189,7 +189,7 @@ def kafka_python_with_token(caplog, server, token, timeout_ms=10000):
 
 def test_kafka_python_signed_token(server, issuer, caplog):
     brokers, logs = kafka_python_with_token(caplog, server, issuer.token())
-    assert brokers == expected(server), logs
+    assert brokers == expected_jwks_brokers(server), logs
 
 
 @pytest.mark.parametrize("case", ["other-key", "other-audience", "other-issuer", "expired"])
@@ -233,4 +233,4 @@ def test_aiokafka_signed_token(server, issuer, caplog):
             return sorted((b.nodeId, b.host, b.port) for b in client.cluster.brokers())
         finally:
             await client.close()
-    assert asyncio.run(main()) == expected(server)
+    assert asyncio.run(main()) == expected_jwks_brokers(server)

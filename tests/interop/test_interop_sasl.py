@@ -96,7 +96,7 @@ def server(tmp_path_factory, pki, kdc_or_none):
     srv.stop_and_check()
 
 
-def expected(server, protocol):
+def expected_sasl_brokers(server, protocol):
     if protocol == "SASL_PLAINTEXT":
         return [(NODE_ID, "127.0.0.1", server.port(protocol))]
     return [(NODE_ID, "localhost", server.port(protocol))]
@@ -140,7 +140,7 @@ def rdkafka_conf(server, protocol, mechanism, pki, **extra):
 @pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS + ["OAUTHBEARER"])
 def test_librdkafka(server, pki, protocol, mechanism):
     brokers, errors = rdkafka_brokers(rdkafka_conf(server, protocol, mechanism, pki))
-    assert brokers == expected(server, protocol), errors
+    assert brokers == expected_sasl_brokers(server, protocol), errors
 
 
 @pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS)
@@ -164,7 +164,7 @@ def test_librdkafka_handshake_v0(server, pki, mechanism):
     brokers, errors = rdkafka_brokers(rdkafka_conf(
         server, "SASL_PLAINTEXT", mechanism, pki,
         **{"api.version.request": False, "broker.version.fallback": "0.10.2.1"}))
-    assert brokers == expected(server, "SASL_PLAINTEXT"), errors
+    assert brokers == expected_sasl_brokers(server, "SASL_PLAINTEXT"), errors
     assert not server.wait_for_log(r"WARNING", timeout=0.2, start=mark)
 
 
@@ -227,7 +227,7 @@ def test_kafka_python(server, pki, caplog, protocol, mechanism):
     if mechanism == "OAUTHBEARER":
         kw["sasl_oauth_token_provider"] = kafka_python_token_provider(unsecured_jws())
     brokers, logs = kafka_python_metadata(caplog, **kw)
-    assert brokers == expected(server, protocol), logs
+    assert brokers == expected_sasl_brokers(server, protocol), logs
 
 
 def kafka_python_saw(logs, message):
@@ -306,7 +306,7 @@ def aiokafka_kwargs(server, protocol, mechanism, pki, password=PASSWORD, token=N
 def test_aiokafka(server, pki, caplog, protocol, mechanism):
     brokers, logs = aiokafka_metadata(caplog, **aiokafka_kwargs(server, protocol, mechanism,
                                                                 pki))
-    assert brokers == expected(server, protocol), logs
+    assert brokers == expected_sasl_brokers(server, protocol), logs
 
 
 @pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS)
@@ -353,7 +353,7 @@ def test_debian_kafka_python_handshake_v0(server, pki, legacy_kafka_python, prot
     env = server.kdc.env if mechanism == "GSSAPI" and server.kdc else None
     r = legacy_kafka_python_metadata(legacy_configs(server, protocol, mechanism, pki), env=env)
     assert r["ok"], r
-    assert [tuple(b) for b in r["brokers"]] == expected(server, protocol)
+    assert [tuple(b) for b in r["brokers"]] == expected_sasl_brokers(server, protocol)
 
 
 @pytest.mark.parametrize("mechanism", PASSWORD_MECHANISMS)
@@ -400,7 +400,7 @@ def test_broker_api_versions_command_config(server, pki, tmp_path, protocol, mec
     r = run_kchannel("broker-api-versions", "--bootstrap-server",
                      server.bootstrap(protocol, host), "--command-config", cfg, env=env)
     assert r.returncode == 0, r.stderr
-    (_, h, p), = expected(server, protocol)
+    (_, h, p), = expected_sasl_brokers(server, protocol)
     node = f"{h}:{p} (id: {NODE_ID} rack: null isFenced: false) -> "
     if mechanism == "GSSAPI" and h == "127.0.0.1":
         # As a Kafka client, the service principal is built from the host

@@ -26,7 +26,7 @@ MATRIX = [
 ]
 
 
-def client_for(broker, listener, mechanism, **kw):
+def connect_client_for(broker, listener, mechanism, **kw):
     if mechanism == "GSSAPI" and not broker.gssapi:
         pytest.skip("the MIT KDC is not available, so the broker has no GSSAPI")
     configs = broker.client_configs(listener, mechanism, **kw)
@@ -46,7 +46,7 @@ def expected_brokers(broker, listener):
 @pytest.mark.parametrize("listener,mechanism", MATRIX,
                          ids=[f"{l}-{m}" if m else l for l, m in MATRIX])
 def test_connect_api_versions_metadata(kafka_broker, listener, mechanism):
-    with client_for(kafka_broker, listener, mechanism) as client:
+    with connect_client_for(kafka_broker, listener, mechanism) as client:
         client.connect()
         versions = client.api_versions
         # Every API a client needs to bootstrap is offered, in a version range

@@ -163,13 +163,13 @@ class Conn:
 
 
 # ------------------------------------------------------------ SASL helpers
-def api_versions(conn, version=3):
+def raw_api_versions(conn, version=3):
     body = conn.request(18, version, {"client_software_name": "differential",
                                       "client_software_version": "1.0"})
     return body if body == CLOSED else body["error_code"]
 
 
-def handshake(conn, mechanism, version=1):
+def raw_handshake(conn, mechanism, version=1):
     body = conn.request(17, version, {"mechanism": mechanism})
     return body if body == CLOSED else (body["error_code"], sorted(body["mechanisms"]))
 
@@ -207,14 +207,14 @@ class Scram:
 
 
 def plain_login(conn, user=ADMIN, password=ADMIN_PASSWORD):
-    assert handshake(conn, "PLAIN")[0] == 0
+    assert raw_handshake(conn, "PLAIN")[0] == 0
     result, _ = authenticate(conn, f"\0{user}\0{password}".encode())
     return result
 
 
 def scram_login(conn, mechanism, user, password, extensions=""):
     """SaslHandshake v1 + SaslAuthenticate; the record of every step."""
-    record = [handshake(conn, mechanism)]
+    record = [raw_handshake(conn, mechanism)]
     scram = Scram(mechanism, user, password, extensions)
     result, server_first = authenticate(conn, scram.first())
     record.append(result)
@@ -266,7 +266,7 @@ def bad_password(mechanism):
     def run(side):
         conn = Conn(side, "SASL_PLAINTEXT")
         if mechanism == "PLAIN":
-            record = [handshake(conn, "PLAIN"),
+            record = [raw_handshake(conn, "PLAIN"),
                       authenticate(conn, f"\0{ADMIN}\0wrong".encode())[0]]
         else:
             record = scram_login(conn, mechanism, ADMIN, "wrong")
@@ -278,7 +278,7 @@ def unknown_user(mechanism):
     def run(side):
         conn = Conn(side, "SASL_PLAINTEXT")
         if mechanism == "PLAIN":
-            record = [handshake(conn, "PLAIN"),
+            record = [raw_handshake(conn, "PLAIN"),
                       authenticate(conn, b"\0nobody\0whatever")[0]]
         else:
             record = scram_login(conn, mechanism, "nobody", "whatever")
@@ -288,19 +288,19 @@ def unknown_user(mechanism):
 
 def mechanism_not_enabled(side):
     conn = Conn(side, "SASL_PLAINTEXT")
-    return [api_versions(conn), handshake(conn, "DIGEST-MD5"), conn.state()]
+    return [raw_api_versions(conn), raw_handshake(conn, "DIGEST-MD5"), conn.state()]
 
 
 def mechanism_not_enabled_on_listener(side):
     """OAUTH_JWKS enables only OAUTHBEARER."""
     conn = Conn(side, "OAUTH_JWKS")
-    return [handshake(conn, "PLAIN"), conn.state()]
+    return [raw_handshake(conn, "PLAIN"), conn.state()]
 
 
 def oversized_frame(size, after_api_versions):
     def run(side):
         conn = Conn(side, "SASL_PLAINTEXT")
-        record = [api_versions(conn)] if after_api_versions else []
+        record = [raw_api_versions(conn)] if after_api_versions else []
         conn.sock.sendall(struct.pack(">i", size) + b"\0" * 64)
         return record + [conn.state()]
     return run
@@ -317,20 +317,20 @@ def oversized_frame_plaintext(side):
 def handshake_v0_plain(password):
     def run(side):
         conn = Conn(side, "SASL_PLAINTEXT")
-        record = [handshake(conn, "PLAIN", version=0)]
+        record = [raw_handshake(conn, "PLAIN", version=0)]
         answer = conn.raw(f"\0{ADMIN}\0{password}".encode())
         record.append(answer if answer == CLOSED else f"raw {len(answer)} bytes")
         if answer != CLOSED:
             body = conn.request(3, 0, {"topics": []})
             record.append(body if body == CLOSED else [b["node_id"] for b in body["brokers"]])
-        return record + [api_versions(conn, 0) if answer != CLOSED else conn.state()]
+        return record + [raw_api_versions(conn, 0) if answer != CLOSED else conn.state()]
     return run
 
 
 def handshake_v0_scram(password):
     def run(side):
         conn = Conn(side, "SASL_PLAINTEXT")
-        record = [handshake(conn, "SCRAM-SHA-256", version=0)]
+        record = [raw_handshake(conn, "SCRAM-SHA-256", version=0)]
         scram = Scram("SCRAM-SHA-256", ADMIN, password)
         server_first = conn.raw(scram.first())
         record.append(server_first if server_first == CLOSED else "server-first")
@@ -341,7 +341,7 @@ def handshake_v0_scram(password):
             if server_final != CLOSED:
                 body = conn.request(3, 0, {"topics": []})
                 record.append(body if body == CLOSED else [b["node_id"] for b in body["brokers"]])
-                return record + [api_versions(conn, 0)]
+                return record + [raw_api_versions(conn, 0)]
         return record + [conn.state()]
     return run
 
@@ -357,7 +357,7 @@ def request_before_authentication(api_key, version, body):
 def request_after_handshake(api_key, version, body):
     def run(side):
         conn = Conn(side, "SASL_PLAINTEXT")
-        record = [handshake(conn, "PLAIN")]
+        record = [raw_handshake(conn, "PLAIN")]
         answer = conn.request(api_key, version, body)
         return record + [answer, conn.state()]
     return run
@@ -374,7 +374,7 @@ def api_versions_unsupported(listener):
             return [body]
         entry = [(k["api_key"], k["min_version"]) for k in body["api_keys"]
                  if k["api_key"] == 18]
-        return [body["error_code"], entry, api_versions(conn)]
+        return [body["error_code"], entry, raw_api_versions(conn)]
     return run
 
 
@@ -382,8 +382,8 @@ def api_versions_invalid_software(side):
     conn = Conn(side, "SASL_PLAINTEXT")
     body = conn.request(18, 3, {"client_software_name": "bad name!",
                                 "client_software_version": "1.0"})
-    return [body if body == CLOSED else body["error_code"], api_versions(conn),
-            handshake(conn, "PLAIN")]
+    return [body if body == CLOSED else body["error_code"], raw_api_versions(conn),
+            raw_handshake(conn, "PLAIN")]
 
 
 def token_request_on_token_channel(side):
@@ -396,7 +396,7 @@ def token_request_on_token_channel(side):
     record.append(body if body == CLOSED else body["error_code"])
     body = conn.request(41, 3, {"owners": None})
     record.append(body if body == CLOSED else body["error_code"])
-    return record + [api_versions(conn)]
+    return record + [raw_api_versions(conn)]
 
 
 def expired_token(side):
@@ -420,7 +420,7 @@ def expired_token(side):
 def token_on_non_sasl_listener(side):
     conn = Conn(side, "PLAINTEXT")
     # Still usable afterwards: ApiVersions is answered.
-    return [handshake(conn, "SCRAM-SHA-256"), api_versions(conn)]
+    return [raw_handshake(conn, "SCRAM-SHA-256"), raw_api_versions(conn)]
 
 
 def tls_error(exc):
@@ -441,7 +441,7 @@ def tls_version_mismatch(side):
         conn = Conn(side, "SSL", tls=ctx)
     except (ssl.SSLError, OSError) as exc:
         return [tls_error(exc)]
-    return ["handshake completed", api_versions(conn)]
+    return ["handshake completed", raw_api_versions(conn)]
 
 
 def mtls_without_certificate(side):
@@ -453,7 +453,7 @@ def mtls_without_certificate(side):
     # TLS 1.3: the client's side of the handshake ends before the server
     # has checked the certificate; the refusal arrives as an alert.
     try:
-        result = api_versions(conn)
+        result = raw_api_versions(conn)
     except (ssl.SSLError, OSError) as exc:
         result = tls_error(exc)
     return ["handshake completed", result]
@@ -468,7 +468,7 @@ def mtls_untrusted_certificate(side):
     except (ssl.SSLError, OSError) as exc:
         return ["handshake failed", tls_error(exc)]
     try:
-        result = api_versions(conn)
+        result = raw_api_versions(conn)
     except (ssl.SSLError, OSError) as exc:
         result = tls_error(exc)
     return ["handshake completed", result]
@@ -476,9 +476,9 @@ def mtls_untrusted_certificate(side):
 
 def sasl_after_authentication(side):
     conn = admin_conn(side)
-    return [handshake(conn, "PLAIN"),
+    return [raw_handshake(conn, "PLAIN"),
             authenticate(conn, b"\0admin\0admin-secret")[0],
-            api_versions(conn)]
+            raw_api_versions(conn)]
 
 
 def admin_requests(side):
@@ -517,7 +517,7 @@ def oauthbearer(token, listener="SASL_PLAINTEXT"):
     error challenge, which the client acknowledges with a lone 0x01)."""
     def run(side):
         conn = Conn(side, listener)
-        record = [handshake(conn, "OAUTHBEARER")]
+        record = [raw_handshake(conn, "OAUTHBEARER")]
         value = token() if callable(token) else token
         result, challenge = authenticate(conn, f"n,,\x01auth=Bearer {value}\x01\x01".encode())
         record.append(result if result == CLOSED else (result, challenge))
@@ -529,7 +529,7 @@ def oauthbearer(token, listener="SASL_PLAINTEXT"):
 
 def gssapi_garbage(side):
     conn = Conn(side, "SASL_PLAINTEXT")
-    record = [handshake(conn, "GSSAPI")]
+    record = [raw_handshake(conn, "GSSAPI")]
     if record[0] == CLOSED or record[0][0] != 0:
         return record
     record.append(authenticate(conn, b"\x60\x03garbage")[0])

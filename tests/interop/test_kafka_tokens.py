@@ -183,7 +183,7 @@ def test_kchannel_serve_token_is_refused_by_kafka(kafka_broker, kchannel_inproce
 
 
 # ---------------------------------------------------- kchannel delegation-tokens
-def cli(capsys, *args):
+def tokens_main(capsys, *args):
     code = main(["delegation-tokens", *args])
     out, err = capsys.readouterr()
     return code, out, err
@@ -198,8 +198,8 @@ def test_cli_against_kafka(kafka_broker, admin_client, tmp_path, capsys):
     props = kafka_broker.write_client_properties(tmp_path / "admin.properties", configs)
     common = ["--bootstrap-server", configs["bootstrap.servers"], "--command-config", props]
 
-    code, out, err = cli(capsys, "--create", *common, "--max-life-time-period", "-1",
-                         "--renewer-principal", "User:alice")
+    code, out, err = tokens_main(capsys, "--create", *common, "--max-life-time-period", "-1",
+                                 "--renewer-principal", "User:alice")
     assert code == 0, err
     m = re.search(r"Created delegation token with tokenId : (\S+)", out)
     assert m, out
@@ -213,24 +213,24 @@ def test_cli_against_kafka(kafka_broker, admin_client, tmp_path, capsys):
     admin = DelegationTokenAdmin(admin_client)
     wait_until(lambda: token_id in {t.token_info.token_id for t in admin.describe()})
 
-    code, out, err = cli(capsys, "--describe", *common, "--owner-principal", "User:admin")
+    code, out, err = tokens_main(capsys, "--describe", *common, "--owner-principal", "User:admin")
     assert code == 0, err
     assert any(r and r.group(1) == token_id and r.group(2) == hmac
                for r in map(TOKEN_LINE.match, out.splitlines())), out
 
-    code, out, err = cli(capsys, "--renew", *common, "--hmac", hmac,
-                         "--renew-time-period", "-1")
+    code, out, err = tokens_main(capsys, "--renew", *common, "--hmac", hmac,
+                                 "--renew-time-period", "-1")
     assert code == 0, err
     assert out.splitlines()[-1].startswith("Completed renew operation. New expiry date : "), out
 
-    code, out, err = cli(capsys, "--expire", *common, "--hmac", hmac,
-                         "--expiry-time-period", "-1")
+    code, out, err = tokens_main(capsys, "--expire", *common, "--hmac", hmac,
+                                 "--expiry-time-period", "-1")
     assert code == 0, err
     assert out.splitlines()[-1].startswith("Completed expire operation. New expiry date : "), out
     wait_until(lambda: token_id not in {t.token_info.token_id for t in admin.describe()})
 
-    code, out, err = cli(capsys, "--renew", *common, "--hmac", hmac,
-                         "--renew-time-period", "-1")
+    code, out, err = tokens_main(capsys, "--renew", *common, "--hmac", hmac,
+                                 "--renew-time-period", "-1")
     assert code == 1
     assert "DelegationTokenNotFoundException" in err, err
 
@@ -250,7 +250,7 @@ def test_cli_describe_prints_what_kafkas_tool_prints(kafka_broker, admin_client,
                 "--command-config", props, "--owner-principal", "User:admin"]
         java = kafka_broker.run_java("org.apache.kafka.tools.DelegationTokenCommand", *args)
         assert java.returncode == 0, java.stderr
-        code, out, err = cli(capsys, *args)
+        code, out, err = tokens_main(capsys, *args)
         assert code == 0, err
 
         def mine(text):

@@ -85,7 +85,7 @@ def _poll_until(sel, done, polls=500):
     raise AssertionError("the selector never got there")
 
 
-def _read_frame(sock):
+def _decode_frame(sock):
     dec = FrameDecoder()
     while True:
         frame = dec.next_frame()
@@ -121,8 +121,8 @@ def test_sasl_failure_closes_after_the_delay_tls_failure_at_once(pki, sasl_ssl_s
                 tls.sendall(encode_frame(encode_request(
                     RequestHeader(SASL_HANDSHAKE, 1, 7, "test"),
                     {"mechanism": "SCRAM-SHA-512"})))
-                outcome["response"] = _read_frame(tls)
-                outcome["then"] = _read_frame(tls)
+                outcome["response"] = _decode_frame(tls)
+                outcome["then"] = _decode_frame(tls)
 
     thread = threading.Thread(target=client, daemon=True)
     thread.start()

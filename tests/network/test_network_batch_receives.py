@@ -1,43 +1,14 @@
 """Selector ``max_receives_per_channel``: Kafka's one receive per channel per
 poll by default; with more, frames already read are handed over together,
 in order, and a server's responses to such a channel still all arrive."""
-import socket
-
 import pytest
 
-from kchannel.security.channel_builders import create_channel_builder
-from kchannel.network.selector import Selector
-
-
-def _pair(batch):
-    server_builder = create_channel_builder("PLAINTEXT", "server", {}, "PLAINTEXT")
-    server = Selector(server_builder, connections_max_idle_ms=-1,
-                      max_receives_per_channel=batch)
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(4)
-
-    def accept():
-        sock, _ = ls.accept()
-        server.register("s0", sock, server_builder, "PLAINTEXT")
-
-    server.add_listener(ls, accept)
-    client = Selector(create_channel_builder("PLAINTEXT", "client", {}, None),
-                      connections_max_idle_ms=-1)
-    client.connect("c", ("127.0.0.1", ls.getsockname()[1]))
-    for _ in range(200):
-        client.poll(10)
-        server.poll(10)
-        if client.is_channel_ready("c") and server.channel("s0") is not None:
-            break
-    else:
-        raise AssertionError("no connection")
-    return server, client, ls
+from tests.fixtures.selectors import selector_pair
 
 
 @pytest.mark.parametrize("batch", [1, 16])
 def test_frames_in_order_and_per_poll_bound(batch):
-    server, client, ls = _pair(batch)
+    server, client, ls = selector_pair(batch)
     try:
         payloads = [b"%03d" % i * (i + 1) for i in range(40)]
         for p in payloads:
@@ -65,7 +36,7 @@ def test_frames_in_order_and_per_poll_bound(batch):
 
 
 def test_batched_requests_all_answered_in_order():
-    server, client, ls = _pair(16)
+    server, client, ls = selector_pair(16)
     try:
         n = 30
         for i in range(n):

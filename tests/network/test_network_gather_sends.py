@@ -4,41 +4,10 @@ are joined; over TLS, payloads from SEPARATE_FROM_UNGATHERED up are queued the
 same way and written as prefix + first bytes, then the rest.  Whatever the
 mix, sizes and partial writes, the peer receives exactly the frames sent, in
 order, and each send is reported once with its frame size."""
-import socket
-
 import pytest
 
 from kchannel.network.channel import SEPARATE_FROM, SEPARATE_FROM_UNGATHERED
-from kchannel.security.channel_builders import create_channel_builder
-from kchannel.network.selector import Selector
-
-
-def _pair(sndbuf=None, protocol="PLAINTEXT", pki=None):
-    sconf = pki.server_configs() if protocol == "SSL" else {}
-    cconf = pki.client_configs() if protocol == "SSL" else {}
-    server_builder = create_channel_builder(protocol, "server", sconf, protocol)
-    server = Selector(server_builder, connections_max_idle_ms=-1, max_receives_per_channel=64)
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(4)
-
-    def accept():
-        sock, _ = ls.accept()
-        server.register("s0", sock, server_builder, protocol)
-
-    server.add_listener(ls, accept)
-    client = Selector(create_channel_builder(protocol, "client", cconf, None),
-                      connections_max_idle_ms=-1, send_buffer_size=sndbuf or -1)
-    host = "localhost" if protocol == "SSL" else "127.0.0.1"
-    client.connect("c", (host, ls.getsockname()[1]))
-    for _ in range(200):
-        client.poll(10)
-        server.poll(10)
-        if client.is_channel_ready("c") and server.channel("s0") is not None:
-            break
-    else:
-        raise AssertionError("no connection")
-    return server, client, ls
+from tests.fixtures.selectors import selector_pair
 
 
 def _payloads():
@@ -59,7 +28,7 @@ def _payloads():
 @pytest.mark.parametrize("sndbuf", [None, 4096])
 def test_mixed_sizes_arrive_intact_and_in_order(sndbuf, protocol, request):
     pki = request.getfixturevalue("pki") if protocol == "SSL" else None
-    server, client, ls = _pair(sndbuf, protocol, pki)
+    server, client, ls = selector_pair(64, sndbuf, protocol, pki)
     try:
         payloads = _payloads() * 3
         expected = [bytes(p) for p in payloads]
@@ -85,7 +54,7 @@ def test_mixed_sizes_arrive_intact_and_in_order(sndbuf, protocol, request):
 
 
 def test_mutating_a_bytearray_after_send_does_not_change_the_frame():
-    server, client, ls = _pair(4096)
+    server, client, ls = selector_pair(64, 4096)
     try:
         buf = bytearray(b"a" * 50000)
         client.send("c", buf)

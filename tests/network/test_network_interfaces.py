@@ -37,7 +37,7 @@ def _where(path, node):
     return f"{os.path.relpath(path, ROOT)}:{node.lineno}: {ast.unparse(node)[:100]}"
 
 
-def _probes(path, tree):
+def _interface_probes(path, tree):
     found = []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -59,7 +59,7 @@ def _probes(path, tree):
 
 
 def test_no_probing_of_transports_or_authenticators():
-    found = [p for _, path, tree in parsed_modules() for p in _probes(path, tree)]
+    found = [p for _, path, tree in parsed_modules() for p in _interface_probes(path, tree)]
     assert not found, "probe the declared interface instead:\n" + "\n".join(found)
 
 
@@ -75,9 +75,9 @@ def test_the_scan_catches_probes():
         'getattr(self._io, "listener_name", None)',
     ]
     for sample in samples:
-        assert _probes("kchannel/x.py", ast.parse(sample)), sample
-    assert not _probes("kchannel/x.py", ast.parse('getattr(builder, "close", None)'))
-    assert not _probes("kchannel/x.py", ast.parse('getattr(ratio, "value", None)'))
+        assert _interface_probes("kchannel/x.py", ast.parse(sample)), sample
+    assert not _interface_probes("kchannel/x.py", ast.parse('getattr(builder, "close", None)'))
+    assert not _interface_probes("kchannel/x.py", ast.parse('getattr(ratio, "value", None)'))
 
 
 def _interface_classes():

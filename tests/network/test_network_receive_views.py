@@ -247,7 +247,7 @@ def _counted_server(batch):
     return sel, peer
 
 
-def _poll_until(sel, cond):
+def _receives_until(sel, cond):
     deadline = time.monotonic() + DEADLINE_S
     got = []
     while not cond(got):
@@ -266,7 +266,7 @@ def test_a_short_read_is_the_last_read_of_the_poll(batch):
     try:
         _CountingSocket.calls = 0
         peer.sendall(encode_frame(b"x" * 100))
-        got = _poll_until(sel, lambda g: g)
+        got = _receives_until(sel, lambda g: g)
         assert [bytes(f) for f in got] == [b"x" * 100]
         # One read for the frame; the poll after it found nothing to read.
         assert _CountingSocket.calls == 1
@@ -274,7 +274,7 @@ def test_a_short_read_is_the_last_read_of_the_poll(batch):
         # one per poll with the rest kept (Kafka's rule), still one read.
         _CountingSocket.calls = 0
         peer.sendall(encode_frames([b"a", b"b", b"c"]))
-        got = _poll_until(sel, lambda g: len(g) == 3)
+        got = _receives_until(sel, lambda g: len(g) == 3)
         assert [bytes(f) for f in got] == [b"a", b"b", b"c"]
         assert _CountingSocket.calls == 1
     finally:
@@ -290,7 +290,7 @@ def test_eof_right_behind_the_data_is_still_reported():
     try:
         peer.sendall(encode_frame(b"last words"))
         peer.close()
-        got = _poll_until(sel, lambda g: ("closed", "c") in g)
+        got = _receives_until(sel, lambda g: ("closed", "c") in g)
         assert [bytes(f) for f in got if not isinstance(f, tuple)] == [b"last words"]
     finally:
         sel.close()

@@ -55,7 +55,7 @@ class EchoPeer:
         self.thread.join(5)
 
 
-def _client(port):
+def _connected_selector(port):
     sel = Selector(create_channel_builder("PLAINTEXT", "client", {}, None),
                    connections_max_idle_ms=-1)
     sel.connect("c", ("127.0.0.1", port))
@@ -68,7 +68,7 @@ def _client(port):
 
 def test_client_request_and_response_in_one_poll():
     peer = EchoPeer()
-    sel = _client(peer.port)
+    sel = _connected_selector(peer.port)
     try:
         for i in range(20):
             sel.send("c", b"req-%d" % i)
@@ -98,7 +98,7 @@ def test_a_poll_whose_writes_completed_sends_does_not_wait():
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(1)
-    sel = _client(ls.getsockname()[1])
+    sel = _connected_selector(ls.getsockname()[1])
     conn, _ = ls.accept()
     try:
         for _ in range(3):
@@ -123,7 +123,7 @@ def test_a_poll_whose_writes_completed_sends_does_not_wait():
 
 def test_client_sends_between_polls_go_out_with_the_next_poll():
     peer = EchoPeer()
-    sel = _client(peer.port)
+    sel = _connected_selector(peer.port)
     try:
         payloads = [b"p%d" % i for i in range(50)]
         for p in payloads:

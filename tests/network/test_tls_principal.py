@@ -158,7 +158,7 @@ def test_principal_builder_uses_mapper():
 # ---------------------------------------------------------------------------
 # X500Principal.getName() rendering
 # ---------------------------------------------------------------------------
-def _name(*rdns):
+def _dn(*rdns):
     """rdns in X.509 (encoding) order; each a list of (oid, value[, type])."""
     from cryptography import x509
     out = []
@@ -182,30 +182,30 @@ def test_fixture_certificates(pki):
 
 def test_most_specific_first_and_keywords():
     from cryptography.x509.oid import NameOID
-    name = _name([(NameOID.COUNTRY_NAME, "US")], [(NameOID.STATE_OR_PROVINCE_NAME, "State")],
-                 [(NameOID.LOCALITY_NAME, "City")], [(NameOID.ORGANIZATION_NAME, "Example")],
-                 [(NameOID.ORGANIZATIONAL_UNIT_NAME, "Eng")], [(NameOID.COMMON_NAME, "client")])
+    name = _dn([(NameOID.COUNTRY_NAME, "US")], [(NameOID.STATE_OR_PROVINCE_NAME, "State")],
+               [(NameOID.LOCALITY_NAME, "City")], [(NameOID.ORGANIZATION_NAME, "Example")],
+               [(NameOID.ORGANIZATIONAL_UNIT_NAME, "Eng")], [(NameOID.COMMON_NAME, "client")])
     assert x500_name(name) == "CN=client,OU=Eng,O=Example,L=City,ST=State,C=US"
 
 
 def test_escaping():
     from cryptography.x509.oid import NameOID
-    name = _name([(NameOID.ORGANIZATION_NAME, 'a+b;c<d>e"f\\g=h#i')],
-                 [(NameOID.COMMON_NAME, "Tkac, Adam")])
+    name = _dn([(NameOID.ORGANIZATION_NAME, 'a+b;c<d>e"f\\g=h#i')],
+               [(NameOID.COMMON_NAME, "Tkac, Adam")])
     assert x500_name(name) == 'CN=Tkac\\, Adam,O=a\\+b\\;c\\<d\\>e\\"f\\\\g\\=h\\#i'
-    name = _name([(NameOID.COMMON_NAME, "  padded  ")])
+    name = _dn([(NameOID.COMMON_NAME, "  padded  ")])
     assert x500_name(name) == "CN=\\ \\ padded\\ \\ "
-    name = _name([(NameOID.COMMON_NAME, "#lead")])
+    name = _dn([(NameOID.COMMON_NAME, "#lead")])
     assert x500_name(name) == "CN=\\#lead"
-    name = _name([(NameOID.COMMON_NAME, "Zoë")])
+    name = _dn([(NameOID.COMMON_NAME, "Zoë")])
     assert x500_name(name) == "CN=Zoë"
 
 
 def test_dc_uid_street_keywords_and_oids():
     from cryptography.x509.oid import NameOID
-    name = _name([(NameOID.DOMAIN_COMPONENT, "com")], [(NameOID.DOMAIN_COMPONENT, "example")],
-                 [(NameOID.STREET_ADDRESS, "Main St")], [(NameOID.USER_ID, "jdoe")],
-                 [(NameOID.EMAIL_ADDRESS, "a@b.c")])
+    name = _dn([(NameOID.DOMAIN_COMPONENT, "com")], [(NameOID.DOMAIN_COMPONENT, "example")],
+               [(NameOID.STREET_ADDRESS, "Main St")], [(NameOID.USER_ID, "jdoe")],
+               [(NameOID.EMAIL_ADDRESS, "a@b.c")])
     # emailAddress has no RFC 2253 keyword: dotted OID and #hex of the DER
     # value (IA5String, tag 0x16), lower-case as Java prints it.
     assert x500_name(name) == ("1.2.840.113549.1.9.1=#1605614062 2e63".replace(" ", "")
@@ -214,7 +214,7 @@ def test_dc_uid_street_keywords_and_oids():
 
 def test_non_keyword_attributes_and_multivalued_rdn():
     from cryptography.x509.oid import NameOID
-    name = _name([(NameOID.COMMON_NAME, "svc"), (NameOID.SERIAL_NUMBER, "42")])
+    name = _dn([(NameOID.COMMON_NAME, "svc"), (NameOID.SERIAL_NUMBER, "42")])
     text = x500_name(name)
     # Multi-valued RDN joined with '+'; serialNumber (2.5.4.5) is not an RFC
     # 2253 keyword, so it is printed as OID=#DER (PrintableString 0x13).

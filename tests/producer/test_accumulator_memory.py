@@ -11,11 +11,12 @@ from kchannel.client import RequestTimeoutError
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer.accumulator import QueuedRecord, RecordAccumulator
 from kchannel.utils import now_ms
+from tests.fixtures.waiting import wait_until
 
 BATCH = 1024
 
 
-def _accumulator(batches):
+def _accumulator_of_batches(batches):
     return RecordAccumulator(BATCH, 5, 100, 1000, 120000, batches * BATCH, now_ms)
 
 
@@ -26,15 +27,8 @@ def _new_batch(acc, partition, max_block_ms=10000):
     return acc.batches[tp][-1]
 
 
-def _wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
-
-
 def test_waiting_appends_are_served_in_arrival_order():
-    acc = _accumulator(2)
+    acc = _accumulator_of_batches(2)
     first, second = _new_batch(acc, 0), _new_batch(acc, 1)
     served = []
 
@@ -44,10 +38,10 @@ def test_waiting_appends_are_served_in_arrival_order():
 
     a = threading.Thread(target=append, args=(2,))
     a.start()
-    _wait_for(lambda: acc.waiters == 1)
+    wait_until(lambda: acc.waiters == 1, "1 waiting", 5.0, 0.002)
     b = threading.Thread(target=append, args=(3,))
     b.start()
-    _wait_for(lambda: acc.waiters == 2)
+    wait_until(lambda: acc.waiters == 2, "2 waiting", 5.0, 0.002)
     acc.deallocate(first)           # room for one: the first in line
     a.join(5)
     assert served == [2] and acc.waiters == 1
@@ -61,7 +55,7 @@ def test_waiting_appends_are_served_in_arrival_order():
 def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
     """A large record waits for its whole allocation; a small batch arriving
     later waits behind it (FIFO), even though it alone would fit."""
-    acc = _accumulator(3)
+    acc = _accumulator_of_batches(3)
     batches = [_new_batch(acc, p) for p in range(3)]
     served = []
 
@@ -76,16 +70,16 @@ def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
 
     t1 = threading.Thread(target=big)
     t1.start()
-    _wait_for(lambda: acc.waiters == 1)
+    wait_until(lambda: acc.waiters == 1, "1 waiting", 5.0, 0.002)
     acc.deallocate(batches[0])      # one batch free: not enough for the big one
     t2 = threading.Thread(target=small)
     t2.start()
-    _wait_for(lambda: acc.waiters == 2)
+    wait_until(lambda: acc.waiters == 2, "2 waiting", 5.0, 0.002)
     time.sleep(0.12)                # a few re-check slices: nobody may jump the line
     assert served == []
     acc.deallocate(batches[1])
     t1.join(5)
-    _wait_for(lambda: acc.waiters == 1)
+    wait_until(lambda: acc.waiters == 1, "1 waiting", 5.0, 0.002)
     assert served == ["big"]
     acc.deallocate(batches[2])
     t2.join(5)
@@ -93,7 +87,7 @@ def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
 
 
 def test_a_waiting_append_times_out_and_leaves_the_line():
-    acc = _accumulator(1)
+    acc = _accumulator_of_batches(1)
     held = _new_batch(acc, 0)
     with pytest.raises(RequestTimeoutError, match="max blocking time 50 ms"):
         _new_batch(acc, 1, max_block_ms=50)

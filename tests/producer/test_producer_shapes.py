@@ -58,7 +58,7 @@ SHAPES = {
 }
 
 
-def _producer(bootstrap, twin, **configs):
+def _twin_producer(bootstrap, twin, **configs):
     """A producer whose per-record path is the twin under test; the records
     it hands to the full path are counted (second value)."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **configs})
@@ -125,8 +125,8 @@ def test_each_shape_builds_the_full_paths_batches(kafka_broker, impl, shape):
     ident = dict(key_serializer=lambda k: k, value_serializer=lambda v: v)
     # batch.size 1024: the fast path opens several batches itself.
     configs = {"linger.ms": 50, "batch.size": 1024}
-    fast, fast_calls = _producer(bootstrap, twin, **configs)
-    slow, slow_calls = _producer(bootstrap, twin, **configs, **ident)
+    fast, fast_calls = _twin_producer(bootstrap, twin, **configs)
+    slow, slow_calls = _twin_producer(bootstrap, twin, **configs, **ident)
     try:
         results = {}
         for name, p, calls in (("fast", fast, fast_calls), ("slow", slow, slow_calls)):
@@ -190,7 +190,7 @@ def test_headers_list_changed_in_place_between_sends(kafka_broker, impl):
     carries the headers it was sent with."""
     bootstrap = kafka_broker.bootstrap("PLAINTEXT")
     topic = create_topic(bootstrap, topic_name(f"headers-in-place-{impl.kind}"), partitions=1)
-    p, calls = _producer(bootstrap, impl.appender, **{"linger.ms": 5})
+    p, calls = _twin_producer(bootstrap, impl.appender, **{"linger.ms": 5})
     headers = [("h", b"0")]
     want = []
     with p:
@@ -218,7 +218,7 @@ def test_interleaved_shapes_on_one_partition_keep_order(kafka_broker, impl):
     names = sorted(SHAPES)
     log = []
     sent = []
-    p, calls = _producer(bootstrap, twin, **{"linger.ms": 5, "batch.size": 512})
+    p, calls = _twin_producer(bootstrap, twin, **{"linger.ms": 5, "batch.size": 512})
     with p:
         p.partitions_for(topic)
         del calls[:]

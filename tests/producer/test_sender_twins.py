@@ -27,7 +27,7 @@ def _sender_on(twin):
     return type("Sender", (twin.SenderLoop,), body)
 
 
-def _run(monkeypatch, twin, bootstrap, topic, configs, rounds):
+def _produce_on_twin(monkeypatch, twin, bootstrap, topic, configs, rounds):
     """Produce ``rounds`` (lists of send() arguments, flushed after each)
     with the Sender on ``twin``; returns (Produce request bodies as the
     broker decodes them, record metadata, metrics)."""
@@ -118,7 +118,8 @@ def test_both_twins_send_the_same_requests(kafka_broker, monkeypatch, impl_pair,
         # two topic_name() calls may straddle 9 -> 10 in its counter)
         name = first if not topics else first[:-8] + uuid.uuid4().hex[:8]
         topics.append(create_topic(bootstrap, name, partitions=3))
-        results.append(_run(monkeypatch, twin, bootstrap, topics[-1], configs, _rounds(60)))
+        results.append(_produce_on_twin(monkeypatch, twin, bootstrap, topics[-1], configs,
+                                        _rounds(60)))
     (req_p, mds_p, met_p), (req_c, mds_c, met_c) = results
     req_c = [(v, raw.replace(topics[1].encode(), topics[0].encode())) for v, raw in req_c]
     # One request per flush, three partitions in each.

@@ -69,7 +69,7 @@ def test_row_without_the_variable_writes_nothing(tmp_path, monkeypatch):
         _results.row("m3", "r3", None, True)
 
 
-def _run(args, tmp_path):
+def _run_report(args, tmp_path):
     return subprocess.run([sys.executable, REPORT] + args, cwd=ROOT, capture_output=True,
                           text=True, timeout=240,
                           env=dict(os.environ, PYTHONPATH=ROOT))
@@ -79,8 +79,8 @@ def test_one_script_run_rewrites_only_the_table(tmp_path):
     readme = tmp_path / "README.md"
     shutil.copy(README, readme)
     before = readme.read_text(encoding="utf-8")
-    res = _run(["--quick", "--only", "framing_ratio", "--readme", str(readme),
-                "--log-dir", str(tmp_path / "logs")], tmp_path)
+    res = _run_report(["--quick", "--only", "framing_ratio", "--readme", str(readme),
+                       "--log-dir", str(tmp_path / "logs")], tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     after = readme.read_text(encoding="utf-8")
     # Outside the markers nothing changed.
@@ -96,8 +96,8 @@ def test_one_script_run_rewrites_only_the_table(tmp_path):
     assert "targets: " in res.stdout
     # --from-log-dir runs nothing and rebuilds the same row from what the run
     # left in its log directory; a script with no run there is not measured.
-    res = _run(["--from-log-dir", str(tmp_path / "logs"), "--only", "framing_ratio,bench_scram",
-                "--no-readme"], tmp_path)
+    res = _run_report(["--from-log-dir", str(tmp_path / "logs"), "--only",
+                       "framing_ratio,bench_scram", "--no-readme"], tmp_path)
     assert res.returncode == 1, res.stdout + res.stderr
     assert line in res.stdout
     assert "table rebuilt with `--from-log-dir`" in res.stdout
@@ -124,6 +124,6 @@ def test_failing_script_is_not_measured_and_exits_1(tmp_path):
 
 
 def test_usage_errors_exit_2(tmp_path):
-    res = _run(["--only", "no_such_script", "--no-readme"], tmp_path)
+    res = _run_report(["--only", "no_such_script", "--no-readme"], tmp_path)
     assert res.returncode == 2
     assert "unknown script" in res.stderr

@@ -29,7 +29,7 @@ CI_RUN = os.path.join(ROOT, ".ci", "run")
 CI_INSTALL = os.path.join(ROOT, ".ci", "install")
 
 
-def _read(path):
+def _read_text(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
 
@@ -48,7 +48,7 @@ def readme_test_command():
 
 
 def test_ci_run_runs_the_readme_commands_in_a_new_venv():
-    run = _commands(_read(CI_RUN))
+    run = _commands(_read_text(CI_RUN))
     venv = next(i for i, line in enumerate(run) if line.startswith("python3 -m venv "))
     activate = next(i for i, line in enumerate(run) if line.endswith("/bin/activate\""))
     assert venv < activate
@@ -73,7 +73,7 @@ def test_ci_run_runs_the_readme_commands_in_a_new_venv():
 def _installed_by_ci():
     """Distribution names (normalised) that .ci/install installs with pip,
     plus kchannel's runtime dependencies."""
-    text = _read(CI_INSTALL).replace("\\\n", " ")
+    text = _read_text(CI_INSTALL).replace("\\\n", " ")
     names = set()
     for line in text.splitlines():
         m = re.search(r"-m pip install (.*)", line)
@@ -83,7 +83,7 @@ def _installed_by_ci():
                 if word.startswith("-") or not word:
                     continue
                 names.add(re.split(r"[<>=!\[ ]", word)[0])
-    pyproject = _read(os.path.join(ROOT, "pyproject.toml"))
+    pyproject = _read_text(os.path.join(ROOT, "pyproject.toml"))
     deps = re.search(r"^dependencies = \[(.*?)^\]", pyproject, re.S | re.M).group(1)
     names |= {re.split(r"[<>=!\[ ]", d)[0] for d in re.findall(r'"([^"]+)"', deps)}
     return {_normalise(n) for n in names}
@@ -102,7 +102,7 @@ def _test_imports():
             if not name.endswith(".py"):
                 continue
             path = os.path.join(dirpath, name)
-            tree = ast.parse(_read(path), path)
+            tree = ast.parse(_read_text(path), path)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Import):
                     mods = [a.name for a in node.names]

@@ -100,7 +100,7 @@ def test_xdist_groups_name_existing_paths_and_ci_uses_them():
 # in more than one test module: the same helper written twice, or two
 # helpers sharing a name.  Shared helpers go to tests/fixtures/; this number
 # only goes down (lower it when you merge more).
-MAX_DUPLICATED_HELPER_NAMES = 51
+MAX_DUPLICATED_HELPER_NAMES = 0
 
 
 def duplicated_helper_names():

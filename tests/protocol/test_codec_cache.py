@@ -23,7 +23,7 @@ def cache(tmp_path, monkeypatch):
     return directory
 
 
-def _run(code):
+def _exec_f(code):
     ns = {}
     exec(code, ns)
     return ns["f"](20)
@@ -34,7 +34,7 @@ def _forget(monkeypatch):
 
 
 def test_a_compiled_codec_is_reused_from_disk_by_a_later_process(cache, monkeypatch):
-    assert _run(_codecache.compile_cached(SOURCE, "<t>")) == 41
+    assert _exec_f(_codecache.compile_cached(SOURCE, "<t>")) == 41
     files = os.listdir(cache)
     assert len(files) == 1 and files[0].endswith(".code")
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
@@ -44,7 +44,7 @@ def test_a_compiled_codec_is_reused_from_disk_by_a_later_process(cache, monkeypa
     def no_compile(*a, **k):
         raise AssertionError("compiled again")
     monkeypatch.setattr(builtins, "compile", no_compile)
-    assert _run(_codecache.compile_cached(SOURCE, "<t>")) == 41
+    assert _exec_f(_codecache.compile_cached(SOURCE, "<t>")) == 41
 
 
 def test_another_source_or_name_is_another_entry(cache):
@@ -59,21 +59,21 @@ def test_a_corrupt_file_is_compiled_again_and_replaced(cache, monkeypatch):
     (path,) = [cache / f for f in os.listdir(cache)]
     path.write_bytes(b"garbage")
     _forget(monkeypatch)
-    assert _run(_codecache.compile_cached(SOURCE, "<t>")) == 41
+    assert _exec_f(_codecache.compile_cached(SOURCE, "<t>")) == 41
     assert path.read_bytes() != b"garbage"
 
 
 def test_a_directory_others_may_write_is_not_used(cache, monkeypatch):
     cache.mkdir(mode=0o700)
     os.chmod(cache, 0o777)
-    assert _run(_codecache.compile_cached(SOURCE, "<t>")) == 41
+    assert _exec_f(_codecache.compile_cached(SOURCE, "<t>")) == 41
     assert os.listdir(cache) == []
 
 
 def test_disabled_with_zero(cache, monkeypatch):
     monkeypatch.setenv("KCHANNEL_CODEC_CACHE", "0")
     assert _codecache.cache_dir() is None
-    assert _run(_codecache.compile_cached(SOURCE, "<t>")) == 41
+    assert _exec_f(_codecache.compile_cached(SOURCE, "<t>")) == 41
     assert not cache.exists()
 
 

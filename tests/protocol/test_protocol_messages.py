@@ -13,7 +13,7 @@ from tests.fixtures.strategies import SPEC_VERSIONS as CASES
 from tests.fixtures.strategies import body_strategy, examples
 
 
-def _body(spec, version):
+def _body_strategy(spec, version):
     return body_strategy(spec.fields, version)
 
 
@@ -73,7 +73,7 @@ def test_snake_case_keys():
 @_SETTINGS
 @given(data=st.data())
 def test_round_trip(spec, version, data):
-    body = data.draw(_body(spec, version))
+    body = data.draw(_body_strategy(spec, version))
     encoded = spec.encode(body, version)
     decoded = spec.decode(encoded, version)
     assert decoded == body
@@ -115,7 +115,7 @@ def test_any_bytes_fail_closed(spec, version, data):
 @settings(max_examples=examples(15), deadline=None)
 @given(data=st.data())
 def test_mutated_encodings_fail_closed(spec, version, data):
-    body = data.draw(_body(spec, version))
+    body = data.draw(_body_strategy(spec, version))
     encoded = bytearray(spec.encode(body, version))
     if not encoded:
         return

@@ -94,7 +94,7 @@ def _canon(value):
     return value
 
 
-def _outcome(fn, *args):
+def _canon_outcome(fn, *args):
     try:
         return "ok", _canon(fn(*args))
     except Exception as e:  # noqa: BLE001 - any exception must be the same
@@ -160,7 +160,7 @@ def test_generated_codec_matches_the_reference(spec, version, rnd):
         step = max(1, len(encoded) // 80)
         for n in range(0, len(encoded), step):
             cut = encoded[:n]
-            assert _outcome(fast_decode, cut) == _outcome(_ref_decode, ref, cut)
+            assert _canon_outcome(fast_decode, cut) == _canon_outcome(_ref_decode, ref, cut)
 
         # Corrupted bytes: the same dict or the same error.
         for _ in range(4):
@@ -170,7 +170,7 @@ def test_generated_codec_matches_the_reference(spec, version, rnd):
                     bad[rnd.randrange(len(bad))] = rnd.choice([0, 1, 0x7F, 0x80, 0xFF,
                                                                rnd.getrandbits(8)])
             bad = bytes(bad)
-            assert _outcome(fast_decode, bad) == _outcome(_ref_decode, ref, bad)
+            assert _canon_outcome(fast_decode, bad) == _canon_outcome(_ref_decode, ref, bad)
 
 
 @pytest.mark.parametrize("spec,version", CASES, ids=IDS)
@@ -180,7 +180,7 @@ def test_generated_codec_refuses_values_as_the_reference(spec, version, rnd):
     flexible = spec.is_flexible(version)
     ref = compile_struct(spec.fields, version, flexible)
     body = _body(rnd, spec.fields, version, flexible, junk=0.2)
-    assert _outcome(spec.encode, body, version) == _outcome(_ref_encode, ref, body)
+    assert _canon_outcome(spec.encode, body, version) == _canon_outcome(_ref_encode, ref, body)
 
 
 def test_reference_oracle_sees_errors_with_field_names():
@@ -189,11 +189,11 @@ def test_reference_oracle_sees_errors_with_field_names():
     spec = messages.METADATA.response
     body = {"brokers": [{"node_id": 1, "host": 5, "port": 1}], "topics": []}
     ref = compile_struct(spec.fields, 1, False)
-    fast = _outcome(spec.encode, body, 1)
-    assert fast == _outcome(_ref_encode, ref, body)
+    fast = _canon_outcome(spec.encode, body, 1)
+    assert fast == _canon_outcome(_ref_encode, ref, body)
     assert fast[0] is ValueError and "field Host" in fast[1]
     encoded = spec.encode({"brokers": [{"host": "h" * 20}], "topics": []}, 1)
     cut = encoded[:20]  # within the host string, past the array's minimum size
-    fast = _outcome(_fast_decode(spec, 1), cut)
-    assert fast == _outcome(_ref_decode, ref, cut)
+    fast = _canon_outcome(_fast_decode(spec, 1), cut)
+    assert fast == _canon_outcome(_ref_decode, ref, cut)
     assert "(field Host)" in fast[1]

@@ -381,7 +381,7 @@ def test_any_bytes_fail_closed(impl, data, methods):
 
 # -- differential: pure vs compiled -------------------------------------------
 
-def _outcome(fn):
+def _wire_outcome(fn):
     try:
         return ("ok", fn())
     except InvalidRequestError as e:
@@ -397,8 +397,8 @@ def test_differential_readers(impl_pair, data, methods):
     rp = pure.wire.Reader(data)
     rc = compiled.wire.Reader(data)
     for m in methods:
-        op = _outcome(getattr(rp, m))
-        oc = _outcome(getattr(rc, m))
+        op = _wire_outcome(getattr(rp, m))
+        oc = _wire_outcome(getattr(rc, m))
         assert op == oc, m
         assert rp.pos == rc.pos
         if op[0] != "ok":
@@ -416,8 +416,8 @@ def test_differential_writers(impl_pair, ops, junk):
         getattr(wp, "write_" + kind)(value)
         getattr(wc, "write_" + kind)(value)
     assert wp.getvalue() == wc.getvalue()
-    assert _outcome(lambda: getattr(wp, junk[0])(junk[1]))[0] == "ValueError"
-    assert _outcome(lambda: getattr(wc, junk[0])(junk[1]))[0] == "ValueError"
+    assert _wire_outcome(lambda: getattr(wp, junk[0])(junk[1]))[0] == "ValueError"
+    assert _wire_outcome(lambda: getattr(wc, junk[0])(junk[1]))[0] == "ValueError"
 
 
 @settings(suppress_health_check=_FIXTURE_OK, max_examples=200, deadline=None)
@@ -426,8 +426,8 @@ def test_differential_varint_functions(impl_pair, v):
     pure, compiled = impl_pair
     for name in ("encode_unsigned_varint", "encode_varint", "encode_varlong",
                  "size_of_unsigned_varint"):
-        assert _outcome(lambda: getattr(pure.wire, name)(v)) == \
-            _outcome(lambda: getattr(compiled.wire, name)(v)), name
+        assert _wire_outcome(lambda: getattr(pure.wire, name)(v)) == \
+            _wire_outcome(lambda: getattr(compiled.wire, name)(v)), name
 
 
 def test_compiled_reader_refuses_out_of_range_cursor(impl):

@@ -21,6 +21,7 @@ from kchannel.security.authorizer.standard import StandardAuthorizer
 from kchannel.security.authorizer.store import SqliteAclStore
 
 from tests.fixtures.peers import InProcessServer
+from tests.fixtures.waiting import wait_until
 
 T, G, C, TX = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                ResourceType.TRANSACTIONAL_ID)
@@ -253,14 +254,6 @@ def test_workers_share_acls(tmp_path, kchannel_server):
             assert body["error_code"] == int(Errors.CLUSTER_AUTHORIZATION_FAILED)
 
 
-def _wait(predicate, timeout=15.0):
-    import time
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_zookeeper_store_in_kafkas_layout(zookeeper):
     """kchannel.acl.store=zookeeper: Kafka's /kafka-acl znodes and JSON, change
@@ -286,11 +279,13 @@ def test_zookeeper_store_in_kafkas_layout(zookeeper):
         assert json.loads(data)["acls"][0]["permissionType"] == "Deny"
         assert [zk.get(f"{chroot}/kafka-acl-changes/{c}")[0] for c in
                 zk.get_children(f"{chroot}/kafka-acl-changes")] == [b"Topic:orders"]
-        _wait(lambda: b.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders"))
+        wait_until(lambda: b.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders"),
+                   "the other authorizer to see the ACL", timeout_s=15.0)
         assert not b.authorize("User:alice", "h", O.WRITE, TX, "tx-1")
         b.delete_acls([AclBindingFilter(T, "orders")])
         assert not zk.exists(f"{chroot}/kafka-acl/Topic/orders")
-        _wait(lambda: not a.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders"))
+        wait_until(lambda: not a.authorize("User:alice", "h", O.DESCRIBE_CONFIGS, T, "orders"),
+                   "the other authorizer to see the removal", timeout_s=15.0)
         assert len(a.acls()) == 1
     finally:
         zk.stop()
@@ -307,7 +302,7 @@ from kchannel.security.authorizer.requests import fetch_names, produce_names  # 
 from tests.fixtures.strategies import body_strategy  # noqa: E402
 
 
-def _frame(api, version, body, prefix=b"\x00\x07hdr"):
+def _prefixed_request(api, version, body, prefix=b"\x00\x07hdr"):
     return prefix + bytes(api.request.encode(body, version))
 
 
@@ -321,7 +316,7 @@ def test_fast_paths_read_what_the_decoder_reads(data):
     lo, hi = (3, 9) if api is messages.PRODUCE else (4, 12)
     version = data.draw(st.integers(lo, hi))
     body = data.draw(body_strategy(api.request.fields, version))
-    frame = _frame(api, version, body)
+    frame = _prefixed_request(api, version, body)
     decoded = api.request.decode(frame, version, 5)
     if api is messages.PRODUCE:
         assert produce_names(frame, 5, version) == (

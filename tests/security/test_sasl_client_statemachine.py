@@ -21,7 +21,7 @@ from tests.fixtures.sasl import NOW, FrameIO, drive, pair, server_callbacks
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 
 
-def client(mechanism="PLAIN", user="alice", password="alice-secret", **kw):
+def plain_authenticator(mechanism="PLAIN", user="alice", password="alice-secret", **kw):
     return SaslClientAuthenticator(mechanism=mechanism,
                                    jaas_options={"username": user, "password": password},
                                    **kw)
@@ -42,7 +42,7 @@ def api_versions_response(cid, keys):
 
 def test_correlation_ids_stay_in_reserved_range():
     """Kafka: SaslAuthenticatorTest.testCorrelationId."""
-    c = client()
+    c = plain_authenticator()
     count = (MAX_RESERVED_CORRELATION_ID - MIN_RESERVED_CORRELATION_ID) * 2
     ids = {c.next_correlation_id() for _ in range(count)}
     assert len(ids) == MAX_RESERVED_CORRELATION_ID - MIN_RESERVED_CORRELATION_ID + 1
@@ -53,7 +53,7 @@ def test_correlation_ids_stay_in_reserved_range():
 
 def test_first_request_is_api_versions_v0_with_reserved_id_and_client_id():
     io = FrameIO()
-    c = client(configs={"client.id": "my-app"})
+    c = plain_authenticator(configs={"client.id": "my-app"})
     assert c.authenticate(io, NOW) == OP_READ
     header, body = sent_request(io)
     assert (header.api_key, header.api_version) == (API_VERSIONS, 0)
@@ -72,7 +72,7 @@ def test_versions_chosen_from_broker_api_versions(keys, handshake_v, auth_v):
     """Kafka: SaslAuthenticatorTest.testSaslUnsupportedClientVersions,
     oldSaslPlainPlaintextServerWithoutSaslAuthenticateHeader (the client's version choice)."""
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     c.authenticate(io, NOW)
     header, _ = sent_request(io)
     io.feed_frame(api_versions_response(header.correlation_id, keys))
@@ -94,7 +94,7 @@ def _to_handshake_response(io, c, keys=((17, 0, 1), (36, 0, 2))):
 
 def test_unsupported_mechanism_raises_with_server_list():
     io = FrameIO()
-    c = client("SCRAM-SHA-512")
+    c = plain_authenticator("SCRAM-SHA-512")
     header = _to_handshake_response(io, c)
     io.feed_frame(encode_response(SASL_HANDSHAKE, 1, header.correlation_id,
                                   {"error_code": 33, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}))
@@ -109,7 +109,7 @@ def test_unsupported_mechanism_raises_with_server_list():
 
 def test_authentication_failure_carries_server_message():
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     header = _to_handshake_response(io, c)
     io.feed_frame(encode_response(SASL_HANDSHAKE, 1, header.correlation_id,
                                   {"error_code": 0, "mechanisms": ["PLAIN"]}))
@@ -128,7 +128,7 @@ def test_authentication_failure_carries_server_message():
 
 def test_illegal_sasl_state_handshake_error():
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     header = _to_handshake_response(io, c)
     io.feed_frame(encode_response(SASL_HANDSHAKE, 1, header.correlation_id,
                                   {"error_code": 34, "mechanisms": ["PLAIN"]}))
@@ -140,7 +140,7 @@ def test_illegal_sasl_state_handshake_error():
 
 def test_garbage_response_is_illegal_sasl_state():
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     c.authenticate(io, NOW)
     io.take()
     io.feed_frame(b"\x01\x02")
@@ -151,7 +151,7 @@ def test_garbage_response_is_illegal_sasl_state():
 
 def test_mismatched_correlation_id_outside_reauthentication_fails():
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     c.authenticate(io, NOW)
     io.take()
     io.feed_frame(api_versions_response(12345, [(17, 0, 1)]))
@@ -161,7 +161,7 @@ def test_mismatched_correlation_id_outside_reauthentication_fails():
 
 def test_connection_closed_during_authentication_is_retriable_network_error():
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     c.authenticate(io, NOW)
     io.eof = True
     with pytest.raises(ChannelConnectionError) as err:
@@ -173,7 +173,7 @@ def test_v0_plain_client_waits_for_server_final_frame():
     """Kafka: SaslAuthenticatorTest.oldSaslPlainPlaintextServerWithoutSaslAuthenticateHeader (the
     client's side)."""
     io = FrameIO()
-    c = client()
+    c = plain_authenticator()
     header = _to_handshake_response(io, c, keys=[(17, 0, 0)])
     io.feed_frame(encode_response(SASL_HANDSHAKE, 0, header.correlation_id,
                                   {"error_code": 0, "mechanisms": ["PLAIN"]}))
@@ -187,7 +187,7 @@ def test_v0_plain_client_waits_for_server_final_frame():
 
 def test_without_handshake_sends_first_token_raw():
     io = FrameIO()
-    c = client(handshake_request_enable=False)
+    c = plain_authenticator(handshake_request_enable=False)
     assert c.state is SaslState.INITIAL
     c.authenticate(io, NOW)
     assert io.take() == [b"\0alice\0alice-secret"]
@@ -218,7 +218,7 @@ def test_mechanism_error_becomes_authentication_failed():
 
 
 # ------------------------------------------------------------------ KIP-368
-def _server(**kw):
+def _plain_server(**kw):
     return SaslServerAuthenticator(enabled_mechanisms=["PLAIN"], callbacks=server_callbacks(),
                                    **kw)
 
@@ -226,8 +226,8 @@ def _server(**kw):
 @pytest.mark.parametrize("seed", range(5))
 def test_client_reauth_time_is_85_to_95_percent_of_session(seed):
     client_io, server_io = pair()
-    c = client(rng=random.Random(seed))
-    drive(c, client_io, _server(connections_max_reauth_ms=100_000), server_io)
+    c = plain_authenticator(rng=random.Random(seed))
+    drive(c, client_io, _plain_server(connections_max_reauth_ms=100_000), server_io)
     at = c.client_session_reauth_ms()
     assert NOW + 85_000 <= at <= NOW + 95_000
     assert c.session_lifetime_ms == 100_000
@@ -235,24 +235,24 @@ def test_client_reauth_time_is_85_to_95_percent_of_session(seed):
 
 def test_no_session_lifetime_no_reauth():
     client_io, server_io = pair()
-    c = client()
-    drive(c, client_io, _server(), server_io)
+    c = plain_authenticator()
+    drive(c, client_io, _plain_server(), server_io)
     assert c.client_session_reauth_ms() is None
 
 
 def test_responses_arriving_during_reauthentication_are_kept():
     client_io, server_io = pair()
-    c = client()
-    s = _server(connections_max_reauth_ms=10_000)
+    c = plain_authenticator()
+    s = _plain_server(connections_max_reauth_ms=10_000)
     drive(c, client_io, s, server_io)
     # The application had a request in flight (correlation id 5) when
     # re-authentication began; its response arrives before the handshake's.
-    c2 = client()
+    c2 = plain_authenticator()
     c2.reauthenticate(client_io, None, NOW + 9_000, c)
     handshake = server_io.read_frame()
     in_flight_response = (5).to_bytes(4, "big") + b"metadata response bytes"
     client_io.feed_frame(in_flight_response)
-    s2 = _server(connections_max_reauth_ms=10_000)
+    s2 = _plain_server(connections_max_reauth_ms=10_000)
     s2.reauthenticate(server_io, handshake, NOW + 9_000, s)
     drive(c2, client_io, s2, server_io, now=NOW + 9_002)
     assert c2.get_and_clear_responses_received_during_reauthentication() == \
@@ -264,7 +264,7 @@ def test_responses_arriving_during_reauthentication_are_kept():
 
 
 def test_reauthentication_needs_original_api_versions():
-    c = client(handshake_request_enable=False)
+    c = plain_authenticator(handshake_request_enable=False)
     with pytest.raises(IllegalSaslStateError):
         c.reauthenticate(FrameIO(), None, NOW)
 
@@ -281,7 +281,7 @@ def test_requests_kept_between_connections_are_the_bytes_of_each_connection():
     for client_id, mechanism in runs:
         client_io, server_io = pair()
         sent = client_io.out
-        c = client(mechanism, configs={"client.id": client_id})
+        c = plain_authenticator(mechanism, configs={"client.id": client_id})
         s = SaslServerAuthenticator(enabled_mechanisms=["PLAIN", "SCRAM-SHA-256",
                                                         "SCRAM-SHA-512"],
                                     callbacks=server_callbacks())

@@ -35,7 +35,7 @@ def new_server(kdc, jaas=None, host="localhost"):
         configs={}, server_host=host, now=0)
 
 
-def run(client, server):
+def drive_exchange(client, server):
     """Drive client/server as SaslAuthenticate would; returns the tokens."""
     tokens = []
     token = client.evaluate_challenge(b"")
@@ -54,7 +54,7 @@ def test_our_client_with_our_server(kdc, mutual):
     client = new_client(kdc, mutual_auth=mutual)
     server = new_server(kdc)
     assert client.has_initial_response()
-    tokens = run(client, server)
+    tokens = drive_exchange(client, server)
     assert client.is_complete() and server.is_complete()
     assert server.get_authorization_id() == "client@EXAMPLE.COM"
     assert server.get_negotiated_property("javax.security.sasl.qop") == "auth"
@@ -71,7 +71,7 @@ def test_our_client_with_our_server(kdc, mutual):
 def test_second_user_from_its_keytab(kdc):
     client = new_client(kdc, jaas=kdc.jaas_client_options(kdc.user2_principal, kdc.user2_keytab))
     server = new_server(kdc)
-    run(client, server)
+    drive_exchange(client, server)
     assert server.get_authorization_id() == "alice@EXAMPLE.COM"
 
 
@@ -80,13 +80,13 @@ def test_ticket_cache_login(kdc, tmp_path):
     kdc.kinit(kdc.user2_principal, kdc.user2_keytab, ccache)
     client = new_client(kdc, jaas={"useTicketCache": "true", "ticketCache": ccache})
     server = new_server(kdc)
-    run(client, server)
+    drive_exchange(client, server)
     assert server.get_authorization_id() == "alice@EXAMPLE.COM"
 
 
 def test_principal_builder_maps_authorization_id(kdc):
     client, server = new_client(kdc), new_server(kdc)
-    run(client, server)
+    drive_exchange(client, server)
     builder = DefaultKafkaPrincipalBuilder(kerberos_short_namer=KerberosShortNamer(
         ["RULE:[1:$1@$0](.*@EXAMPLE.COM)s/@.*//U", "DEFAULT"], "EXAMPLE.COM"))
     ctx = SaslAuthenticationContext(mechanism="GSSAPI",
@@ -98,7 +98,7 @@ def test_requested_authorization_id_is_ignored(kdc):
     """Kafka authorizes the authenticated principal, whatever authzid is sent."""
     client = new_client(kdc, authorization_id="alice@EXAMPLE.COM")
     server = new_server(kdc)
-    run(client, server)
+    drive_exchange(client, server)
     assert server.requested_authorization_id == "alice@EXAMPLE.COM"
     assert server.get_authorization_id() == "client@EXAMPLE.COM"
 
@@ -286,7 +286,7 @@ def test_service_name_config():
 
 def test_server_complete_then_more_data(kdc):
     client, server = new_client(kdc), new_server(kdc)
-    run(client, server)
+    drive_exchange(client, server)
     with pytest.raises(SaslAuthenticationError):
         server.evaluate_response(b"", 0)
 
@@ -321,7 +321,7 @@ def test_server_mechanism_class_direct(kdc):
     creds = server_credentials(kdc.jaas_server_options(), {}, "localhost")
     server = GssapiSaslServer(creds, service="kafka")
     client = new_client(kdc)
-    run(client, server)
+    drive_exchange(client, server)
     assert server.get_authorization_id() == "client@EXAMPLE.COM"
 
 

@@ -30,12 +30,12 @@ def unsecured(claims, header='{"alg":"none"}'):
     return f"{b64(header)}.{b64(claims)}."
 
 
-def client(options=SUB_OPTIONS, now=NOW, **kw):
+def oauth_client(options=SUB_OPTIONS, now=NOW, **kw):
     return mechanism.create_client("OAUTHBEARER", jaas_options=options, configs={},
                                    server_host="localhost", now=now, **kw)
 
 
-def server(options=None, callbacks=None, configs=None):
+def bearer_server(options=None, callbacks=None, configs=None):
     return mechanism.create_server("OAUTHBEARER", jaas_options=options or {},
                                    configs=configs or {}, callbacks=callbacks,
                                    server_host="localhost", now=NOW)
@@ -88,7 +88,7 @@ def test_invalid_extensions_rejected_on_build(extensions, message):
 
 def test_client_initial_response_from_unsecured_login_is_byte_exact():
     """Same bytes Kafka's OAuthBearerUnsecuredLoginCallbackHandler produces at NOW."""
-    mech = client(dict(SUB_OPTIONS, unsecuredLoginExtension_traceId="abc"))
+    mech = oauth_client(dict(SUB_OPTIONS, unsecuredLoginExtension_traceId="abc"))
     out = mech.evaluate_challenge(b"")
     header = "eyJhbGciOiJub25lIn0"          # {"alg":"none"}
     claims = b64('{"exp":1.700003600123E9,"iat":1.700000000123E9,"sub":"alice"}')
@@ -225,8 +225,8 @@ def test_unsecured_validator_config_errors(options, message):
 def test_round_trip():
     """Kafka: OAuthBearerSaslServerTest.noAuthorizationIdSpecified, negotiatedProperty,
     savesCustomExtensionAsNegotiatedProperty."""
-    c, s = client(dict(SUB_OPTIONS, unsecuredLoginListClaim_scope=" a b",
-                       unsecuredLoginExtension_traceId="t1")), server()
+    c, s = oauth_client(dict(SUB_OPTIONS, unsecuredLoginListClaim_scope=" a b",
+                             unsecuredLoginExtension_traceId="t1")), bearer_server()
     assert c.has_initial_response()
     challenge = s.evaluate_response(c.evaluate_challenge(b""), NOW)
     assert challenge == b"" and s.is_complete()
@@ -241,8 +241,8 @@ def test_round_trip():
 
 def test_expired_token_error_flow():
     """Kafka: OAuthBearerSaslServerTest.illegalToken."""
-    c = client(dict(SUB_OPTIONS, unsecuredLoginLifetimeSeconds="60"))
-    s = server()
+    c = oauth_client(dict(SUB_OPTIONS, unsecuredLoginLifetimeSeconds="60"))
+    s = bearer_server()
     later = NOW + 60_000
     challenge = s.evaluate_response(c.evaluate_challenge(b""), later)
     assert challenge == b'{"status":"invalid_token"}'
@@ -258,8 +258,8 @@ def test_expired_token_error_flow():
 
 
 def test_missing_required_scope_error_json():
-    s = server({"unsecuredValidatorRequiredScope": "scope1 scope2"})
-    challenge = s.evaluate_response(client().evaluate_challenge(b""), NOW)
+    s = bearer_server({"unsecuredValidatorRequiredScope": "scope1 scope2"})
+    challenge = s.evaluate_response(oauth_client().evaluate_challenge(b""), NOW)
     assert challenge == b'{"status":"insufficient_scope", "scope":"[scope1, scope2]"}'
 
 
@@ -271,22 +271,22 @@ def test_error_json_format():
 
 def test_new_initial_response_after_error_is_processed_again():
     """Kafka clears the error when anything but %x01 follows it."""
-    s = server()
+    s = bearer_server()
     assert s.evaluate_response(initial(unsecured({"sub": "a", "exp": 1})), NOW).startswith(b"{")
-    assert s.evaluate_response(client().evaluate_challenge(b""), NOW) == b""
+    assert s.evaluate_response(oauth_client().evaluate_challenge(b""), NOW) == b""
     assert s.get_authorization_id() == "alice"
 
 
 def test_authorization_id_must_match_principal():
     """Kafka: OAuthBearerSaslServerTest.authorizationIdEqualsAuthenticationId,
     authorizationIdNotEqualsAuthenticationId."""
-    s = server()
+    s = bearer_server()
     token = UnsecuredLogin(SUB_OPTIONS).token(NOW).value
     with pytest.raises(SaslAuthenticationError) as info:
         s.evaluate_response(initial(token, authzid="bob"), NOW)
     assert str(info.value) == ("Authentication failed: Client requested an authorization id (bob) "
                                "that is different from the token's principal name (alice)")
-    s = server()
+    s = bearer_server()
     assert s.evaluate_response(initial(token, authzid="alice"), NOW) == b""
 
 
@@ -300,7 +300,7 @@ def test_authorization_id_must_match_principal():
 ])
 def test_malformed_client_messages(message, detail):
     with pytest.raises(SaslAuthenticationError) as info:
-        server().evaluate_response(message, NOW)
+        bearer_server().evaluate_response(message, NOW)
     assert str(info.value) == GENERIC_FAILURE_MESSAGE       # detail stays in the log
     assert detail in info.value.detail
 
@@ -329,14 +329,14 @@ class _Validator:
 def test_pluggable_validator_via_callbacks():
     """Kafka: OAuthBearerSaslServerTest.unrecognizedExtensionsAreNotSaved."""
     v = _Validator()
-    s = server(callbacks=ServerCallbacks(oauth_validate=v.validate))
+    s = bearer_server(callbacks=ServerCallbacks(oauth_validate=v.validate))
     assert s.evaluate_response(initial("good-carol", {"ok": "1", "other": "2"}), NOW) == b""
     assert s.get_authorization_id() == "carol"
     assert s.get_negotiated_property("CREDENTIAL.LIFETIME.MS") == NOW + 1000
     # No extension validation offered: every extension is ignored (Kafka's
     # backwards-compatible behaviour), none is exposed.
     assert s.get_negotiated_property("ok") is None
-    s = server(callbacks=ServerCallbacks(oauth_validate=v.validate))
+    s = bearer_server(callbacks=ServerCallbacks(oauth_validate=v.validate))
     assert s.evaluate_response(initial("nope"), NOW) == (
         b'{"status":"invalid_token", "scope":"kafka", '
         b'"openid-configuration":"https://idp/.well-known"}')
@@ -346,10 +346,11 @@ def test_pluggable_validator_class_and_extension_validation():
     """Kafka: OAuthBearerSaslServerTest.throwsAuthenticationExceptionOnInvalidExtensions."""
     configs = {"sasl.server.callback.handler.class":
                f"{__name__}._Validator"}
-    s = server({"opt": "1"}, configs=configs)
+    s = bearer_server({"opt": "1"}, configs=configs)
     assert s.evaluate_response(initial("good-dan", {"ok": "1", "other": "2"}), NOW) == b""
     assert s.extensions == {"ok": "1"}                 # "other" ignored, not exposed
-    s = server(configs={"oauthbearer.sasl.server.callback.handler.class": f"{__name__}._Validator"})
+    s = bearer_server(configs={
+        "oauthbearer.sasl.server.callback.handler.class": f"{__name__}._Validator"})
     with pytest.raises(SaslAuthenticationError) as info:
         s.evaluate_response(initial("good-dan", {"bad": "x"}), NOW)
     assert str(info.value) == \
@@ -359,7 +360,7 @@ def test_pluggable_validator_class_and_extension_validation():
 def test_broken_validator_fails_closed():
     def boom(token, now):
         raise RuntimeError("database down")
-    s = server(callbacks=ServerCallbacks(oauth_validate=boom))
+    s = bearer_server(callbacks=ServerCallbacks(oauth_validate=boom))
     with pytest.raises(SaslAuthenticationError) as info:
         s.evaluate_response(initial("t"), NOW)
     assert str(info.value) == GENERIC_FAILURE_MESSAGE
@@ -369,18 +370,18 @@ def test_broken_validator_fails_closed():
 def test_java_class_names_for_handlers():
     java = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
             "OAuthBearerUnsecuredValidatorCallbackHandler")
-    s = server(configs={"sasl.server.callback.handler.class": java})
-    assert s.evaluate_response(client().evaluate_challenge(b""), NOW) == b""
+    s = bearer_server(configs={"sasl.server.callback.handler.class": java})
+    assert s.evaluate_response(oauth_client().evaluate_challenge(b""), NOW) == b""
     jwks = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
     with pytest.raises(ConfigError, match="sasl.oauthbearer.jwks.endpoint.url is required"):
-        server(configs={"sasl.server.callback.handler.class": jwks})
+        bearer_server(configs={"sasl.server.callback.handler.class": jwks})
     with pytest.raises(ConfigError, match="Java class"):
-        server(configs={"sasl.server.callback.handler.class": "org.apache.kafka.Other"})
+        bearer_server(configs={"sasl.server.callback.handler.class": "org.apache.kafka.Other"})
 
 
 def test_client_rejects_non_empty_first_challenge():
     with pytest.raises(SaslAuthenticationError, match="Expected empty challenge"):
-        client().evaluate_challenge(b"x")
+        oauth_client().evaluate_challenge(b"x")
 
 
 # -- real client libraries' OAUTHBEARER code against our server --------------------------------
@@ -397,13 +398,13 @@ def test_kafka_python_oauth_against_our_server():
             return {"traceId": "kp"}
 
     peer = oauth.SaslMechanismOAuth(sasl_oauth_token_provider=Provider())
-    s = server()
+    s = bearer_server()
     peer.receive(s.evaluate_response(peer.auth_bytes(), NOW))
     assert peer.is_authenticated() and s.get_authorization_id() == "alice"
     assert s.get_negotiated_property("traceId") == "kp"
     # Error path: kafka-python acknowledges with %x01 too.
     peer = oauth.SaslMechanismOAuth(sasl_oauth_token_provider=Provider())
-    s = server()
+    s = bearer_server()
     peer.receive(s.evaluate_response(peer.auth_bytes(), NOW + 3_600_000))
     with pytest.raises(SaslAuthenticationError, match="invalid_token"):
         s.evaluate_response(peer.auth_bytes(), NOW)
@@ -439,7 +440,7 @@ def test_java_hashmap_order():
     st.builds(lambda t, e: b"n,,\x01auth=Bearer " + t + e + b"\x01\x01",
               st.binary(max_size=200), st.binary(max_size=60))))
 def test_arbitrary_bytes_fail_closed(data):
-    s = server({"unsecuredValidatorRequiredScope": "x"})
+    s = bearer_server({"unsecuredValidatorRequiredScope": "x"})
     try:
         challenge = s.evaluate_response(data, NOW)
     except SaslAuthenticationError:
@@ -460,7 +461,7 @@ def test_arbitrary_bytes_fail_closed(data):
                                                  max_size=3))))
 def test_arbitrary_claims_never_crash_validator(claims):
     token = unsecured(claims)
-    s = server()
+    s = bearer_server()
     try:
         challenge = s.evaluate_response(initial(token), NOW)
     except SaslAuthenticationError:
@@ -644,8 +645,8 @@ def jwt_claims(**extra):
 def jwks_server(keys, tmp_path, **configs):
     path = tmp_path / "jwks.json"
     path.write_text(json.dumps(keys["jwks"]))
-    return server(configs={"sasl.server.callback.handler.class": JWKS_HANDLER,
-                           "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(), **configs})
+    return bearer_server(configs={"sasl.server.callback.handler.class": JWKS_HANDLER,
+                                  "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(), **configs})
 
 
 @pytest.mark.parametrize("alg,kid", [("RS256", "r1"), ("PS256", "r1"), ("ES256", "e1")])
@@ -738,7 +739,7 @@ def test_librdkafka_signed_token_end_to_end(signing_keys, tmp_path):
 def test_jwks_validator_arbitrary_tokens_fail_closed(parts):
     from kchannel.security.sasl.oauthbearer import JwtValidator
     validator = JwtValidator(jwks={"keys": [{"kty": "RSA", "kid": "k", "n": "AQAB", "e": "AQAB"}]})
-    s = server(callbacks=ServerCallbacks(oauth_validate=validator.validate))
+    s = bearer_server(callbacks=ServerCallbacks(oauth_validate=validator.validate))
     try:
         challenge = s.evaluate_response(initial(".".join(parts) or "x"), NOW)
     except SaslAuthenticationError:

@@ -19,14 +19,14 @@ API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 CALLBACKS = server_callbacks()
 
 
-def _server(mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")):
+def _fuzz_server(mechanisms=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")):
     return SaslServerAuthenticator(enabled_mechanisms=list(mechanisms), callbacks=CALLBACKS,
                                    max_receive_size=4096)
 
 
 def _prefix(name):
     """Put a fresh server in the named state."""
-    io, server = FrameIO(), _server()
+    io, server = FrameIO(), _fuzz_server()
     steps = {
         "INITIAL_REQUEST": [],
         "HANDSHAKE_REQUEST": [request(API_VERSIONS, 3, {"client_software_name": "x",

@@ -545,7 +545,7 @@ def test_session_lifetime_from_connections_max_reauth_ms(version, expect):
     assert server.connected_client_supports_reauthentication() == (version > 0)
 
 
-def _token_callbacks(expiry_ms, owner="alice"):
+def _expiring_token_callbacks(expiry_ms, owner="alice"):
     cred = scram.generate_credential("SCRAM-SHA-256", "hmac-of-token", 4096)
 
     def token_credential(token_id, mechanism, now):
@@ -561,7 +561,7 @@ def test_session_lifetime_is_min_of_credential_expiry_and_max_reauth(max_reauth,
     """Kafka: SaslServerAuthenticatorTest.testSessionExpiresAtTokenExpiry,
     testSessionExpiresAtTokenExpiryDespiteNoReauthIsSet."""
     client_io, server_io = pair()
-    server = make_server(("SCRAM-SHA-256",), callbacks=_token_callbacks(NOW + 5_000),
+    server = make_server(("SCRAM-SHA-256",), callbacks=_expiring_token_callbacks(NOW + 5_000),
                          connections_max_reauth_ms=max_reauth)
     client = SaslClientAuthenticator(
         mechanism="SCRAM-SHA-256",

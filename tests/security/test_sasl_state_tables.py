@@ -116,7 +116,7 @@ class RawGssapiServer:
         pass
 
 
-def make_server(mechanisms=("PLAIN",), **kw):
+def table_server(mechanisms=("PLAIN",), **kw):
     kw.setdefault("callbacks", _CALLBACKS)
     kw.setdefault("connections_max_reauth_ms", 10_000)
     return SaslServerAuthenticator(enabled_mechanisms=list(mechanisms), **kw)
@@ -160,7 +160,7 @@ def drive_to_failure(client, client_io, server, server_io, now=NOW):
 def authenticated_pair(mechanisms=("PLAIN",), client_io=None, server_io=None):
     if client_io is None:
         client_io, server_io = pair()
-    server, client = make_server(mechanisms), make_client()
+    server, client = table_server(mechanisms), make_client()
     drive(client, client_io, server, server_io)
     return client, client_io, server, server_io
 
@@ -174,7 +174,7 @@ def scenario_first_authentication_and_reauthentication():
     # KIP-368 with fresh authenticators (the channel's swap) ...
     new_client = make_client()
     new_client.reauthenticate(client_io, None, LATER, client)
-    new_server = make_server()
+    new_server = table_server()
     new_server.reauthenticate(server_io, server_io.read_frame(), LATER, server)
     drive(new_client, client_io, new_server, server_io, now=LATER)
     # ... and in place.
@@ -188,7 +188,7 @@ def scenario_reauthentication_with_another_mechanism():
     client, client_io, server, server_io = authenticated_pair(("PLAIN", "SCRAM-SHA-256"))
     other = make_client("SCRAM-SHA-256")
     other.reauthenticate(client_io, None, LATER, client)
-    new_server = make_server(("PLAIN", "SCRAM-SHA-256"))
+    new_server = table_server(("PLAIN", "SCRAM-SHA-256"))
     new_server.reauthenticate(server_io, server_io.read_frame(), LATER, server)
     assert new_server.state is SS.REAUTH_BAD_MECHANISM
     other.authenticate(client_io, LATER)
@@ -200,7 +200,7 @@ def scenario_reauthentication_with_a_disabled_mechanism():
     client, client_io, server, server_io = authenticated_pair()
     other = make_client("SCRAM-SHA-512")
     other.reauthenticate(client_io, None, LATER, client)
-    new_server = make_server()
+    new_server = table_server()
     with pytest.raises(AuthenticationError):
         new_server.reauthenticate(server_io, server_io.read_frame(), LATER, server)
     new_server.handle_authentication_failure()
@@ -222,7 +222,7 @@ def scenario_reauthentication_mechanism_error():
     broken = SaslClientAuthenticator(
         mechanism="PLAIN", mechanism_factory=lambda m, **kw: TwoStepClientMechanism(1))
     broken.reauthenticate(client_io, None, LATER, client)
-    make_server().reauthenticate(server_io, server_io.read_frame(), LATER, server)
+    table_server().reauthenticate(server_io, server_io.read_frame(), LATER, server)
     with pytest.raises(AuthenticationError):
         broken.authenticate(client_io, LATER)
 
@@ -232,28 +232,28 @@ def scenario_server_refusals():
     io = FrameIO()
     io.feed_frame(b"\x01\x02\x03\x04 not kafka")
     with pytest.raises(AuthenticationError):
-        make_server().authenticate(io, NOW)
+        table_server().authenticate(io, NOW)
     # SaslHandshake (no ApiVersions first) for a disabled mechanism.
     io = FrameIO()
     io.feed_frame(request(SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"}, 1))
     with pytest.raises(AuthenticationError):
-        make_server().authenticate(io, NOW)
+        table_server().authenticate(io, NOW)
     # ApiVersions twice.
     io = FrameIO()
     io.feed_frame(request(API_VERSIONS, 0, {}, 1))
     io.feed_frame(request(API_VERSIONS, 0, {}, 2))
     with pytest.raises(InvalidRequestError):
-        make_server().authenticate(io, NOW)
+        table_server().authenticate(io, NOW)
     # ApiVersions where re-authentication expects its SaslHandshake.
     client, client_io, server, server_io = authenticated_pair()
     with pytest.raises(InvalidRequestError):
-        make_server().reauthenticate(server_io, request(API_VERSIONS, 0, {}, 99), LATER,
-                                     server)
+        table_server().reauthenticate(server_io, request(API_VERSIONS, 0, {}, 99), LATER,
+                                      server)
 
 
 def scenario_handshake_without_api_versions_and_bad_password():
     server_io = FrameIO()
-    server = make_server()
+    server = table_server()
     # Skip the client's ApiVersions: hand the server its SaslHandshake first.
     server_io.feed_frame(request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, 1))
     server.authenticate(server_io, NOW)
@@ -266,12 +266,12 @@ def scenario_handshake_without_api_versions_and_bad_password():
     client = SaslClientAuthenticator(mechanism="PLAIN",
                                      jaas_options={"username": "alice",
                                                    "password": "wrong"})
-    drive_to_failure(client, client_io, make_server(), server_io)
+    drive_to_failure(client, client_io, table_server(), server_io)
 
 
 def scenario_legacy_gssapi_token():
     io = FrameIO()
-    server = make_server(("GSSAPI",), mechanism_factory=lambda m, **kw: RawGssapiServer())
+    server = table_server(("GSSAPI",), mechanism_factory=lambda m, **kw: RawGssapiServer())
     io.feed_frame(b"\x60\x82\x01\x00" + b"\x06\x09*\x86H\x86\xf7\x12\x01\x02\x02" + b"x" * 40)
     assert server.authenticate(io, NOW) == 0
     assert server.complete()
@@ -302,7 +302,7 @@ def scenario_client_failures():
         client.authenticate(io, NOW)
     # The server does not enable the mechanism (a real server answers).
     client_io, server_io = pair()
-    drive_to_failure(make_client("SCRAM-SHA-512"), client_io, make_server(), server_io)
+    drive_to_failure(make_client("SCRAM-SHA-512"), client_io, table_server(), server_io)
     # The mechanism fails on its first token.
     io = FrameIO()
     client = SaslClientAuthenticator(

@@ -64,7 +64,7 @@ def client(mech, username, password, **kw):
                                   server_host="localhost", **kw)
 
 
-def server(mech, store=None, callbacks=None, **kw):
+def mech_server(mech, store=None, callbacks=None, **kw):
     if callbacks is None:
         callbacks = ServerCallbacks.default(store=store)
     return registry.create_server(mech, jaas_options={}, configs={}, callbacks=callbacks,
@@ -89,7 +89,7 @@ def test_rfc7677_server_messages_byte_exact():
     store = InMemoryScramCredentialStore()
     store.put("user", "SCRAM-SHA-256",
               credential_from_password("SCRAM-SHA-256", "pencil", 4096, RFC7677["salt"]))
-    s = server("SCRAM-SHA-256", store, nonce=RFC7677["server_nonce"])
+    s = mech_server("SCRAM-SHA-256", store, nonce=RFC7677["server_nonce"])
     assert s.evaluate_response(RFC7677["client_first"], 0) == RFC7677["server_first"]
     assert s.evaluate_response(RFC7677["client_final"], 0) == RFC7677["server_final"]
     assert s.is_complete()
@@ -181,7 +181,7 @@ def test_secure_random_strings_are_130_bit_base36_and_differ_across_fork():
 def test_round_trip(mech):
     """Kafka: ScramSaslServerTest.validateNonceExchange."""
     store = make_store({("alice", mech): "alice-secret"})
-    s = exchange(client(mech, "alice", "alice-secret"), server(mech, store))
+    s = exchange(client(mech, "alice", "alice-secret"), mech_server(mech, store))
     assert s.get_authorization_id() == "alice"
     assert s.mechanism_name == mech
 
@@ -195,7 +195,7 @@ def test_usernames_with_comma_and_equals_are_escaped(username):
     bare_name = first.split(b",")[2]
     assert bare_name == b"n=" + scram.sasl_name(username).encode()
     assert b"," not in bare_name[2:] and scram.username_from_sasl_name(bare_name[2:].decode()) == username
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     c2 = client("SCRAM-SHA-256", username, "pw")
     assert exchange(c2, s).get_authorization_id() == username
 
@@ -212,7 +212,7 @@ def test_sasl_name_escaping_rules():
 
 def test_wrong_password_generic_message():
     store = make_store({("alice", "SCRAM-SHA-256"): "right"})
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     with pytest.raises(SaslAuthenticationError) as exc:
         exchange(client("SCRAM-SHA-256", "alice", "wrong"), s)
     assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
@@ -223,7 +223,7 @@ def test_unknown_user_indistinguishable_from_wrong_password():
     store = make_store({("alice", "SCRAM-SHA-256"): "right"})
 
     def run(user):
-        s = server("SCRAM-SHA-256", store)
+        s = mech_server("SCRAM-SHA-256", store)
         c = client("SCRAM-SHA-256", user, "wrong", nonce="fixednonce")
         first = c.evaluate_challenge(b"")
         server_first = s.evaluate_response(first, 0)
@@ -246,7 +246,7 @@ def test_unknown_user_indistinguishable_from_wrong_password():
 
 
 def test_unknown_user_cannot_authenticate_with_any_password():
-    s = server("SCRAM-SHA-256", InMemoryScramCredentialStore())
+    s = mech_server("SCRAM-SHA-256", InMemoryScramCredentialStore())
     with pytest.raises(SaslAuthenticationError):
         exchange(client("SCRAM-SHA-256", "ghost", ""), s)
 
@@ -254,9 +254,9 @@ def test_unknown_user_cannot_authenticate_with_any_password():
 def test_credential_for_only_one_variant():
     """Kafka: SaslAuthenticatorTest.testUserCredentialsUnavailableForScramMechanism."""
     store = make_store({("alice", "SCRAM-SHA-512"): "pw"})
-    exchange(client("SCRAM-SHA-512", "alice", "pw"), server("SCRAM-SHA-512", store))
+    exchange(client("SCRAM-SHA-512", "alice", "pw"), mech_server("SCRAM-SHA-512", store))
     with pytest.raises(SaslAuthenticationError) as exc:
-        exchange(client("SCRAM-SHA-256", "alice", "pw"), server("SCRAM-SHA-256", store))
+        exchange(client("SCRAM-SHA-256", "alice", "pw"), mech_server("SCRAM-SHA-256", store))
     assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
 
 
@@ -264,7 +264,7 @@ def test_stored_credential_below_minimum_iterations_refused():
     store = InMemoryScramCredentialStore()
     store.put("alice", "SCRAM-SHA-256", credential_from_password("SCRAM-SHA-256", "pw", 1000))
     with pytest.raises(SaslAuthenticationError) as exc:
-        exchange(client("SCRAM-SHA-256", "alice", "pw"), server("SCRAM-SHA-256", store))
+        exchange(client("SCRAM-SHA-256", "alice", "pw"), mech_server("SCRAM-SHA-256", store))
     assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
 
 
@@ -272,18 +272,18 @@ def test_authzid_must_match_username():
     """Kafka: ScramSaslServerTest.authorizationIdEqualsAuthenticationId,
     authorizationIdNotEqualsAuthenticationId."""
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     with pytest.raises(SaslAuthenticationError) as exc:
         s.evaluate_response(b"n,a=bob,n=alice,r=abc", 0)
     assert str(exc.value) == ("Authentication failed: Client requested an authorization id "
                               "that is different from username")
     # Same answer for a user that does not exist.
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     with pytest.raises(SaslAuthenticationError) as exc2:
         s.evaluate_response(b"n,a=bob,n=nobody,r=abc", 0)
     assert str(exc2.value) == str(exc.value)
     # Equal authzid is accepted, and the channel binding then covers it.
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     first = s.evaluate_response(b"n,a=alice,n=alice,r=abc", 0)
     assert first.startswith(b"r=abc")
 
@@ -291,7 +291,7 @@ def test_authzid_must_match_username():
 def test_channel_binding_must_be_gs2_header():
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
     c = client("SCRAM-SHA-256", "alice", "pw")
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     first = s.evaluate_response(c.evaluate_challenge(b""), 0)
     final = c.evaluate_challenge(first)
     assert final.startswith(b"c=biws,")
@@ -304,7 +304,7 @@ def test_server_refuses_final_nonce_mismatch():
     """Kafka: ScramSaslServerTest.validateFailedNonceExchange."""
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
     c = client("SCRAM-SHA-256", "alice", "pw")
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     first = s.evaluate_response(c.evaluate_challenge(b""), 0)
     final = c.evaluate_challenge(first)
     parts = final.split(b",")
@@ -314,7 +314,7 @@ def test_server_refuses_final_nonce_mismatch():
 
 
 def test_server_refuses_mandatory_extension():
-    s = server("SCRAM-SHA-256", make_store({("alice", "SCRAM-SHA-256"): "pw"}))
+    s = mech_server("SCRAM-SHA-256", make_store({("alice", "SCRAM-SHA-256"): "pw"}))
     with pytest.raises(SaslAuthenticationError):
         s.evaluate_response(b"n,,m=foo,n=alice,r=abc", 0)
 
@@ -398,7 +398,7 @@ def test_salted_password_cache_hit_and_no_plaintext_key():
     store = make_store({("alice", "SCRAM-SHA-256"): "alice-secret"})
     for _ in range(3):
         exchange(client("SCRAM-SHA-256", "alice", "alice-secret", cache=cache),
-                 server("SCRAM-SHA-256", store))
+                 mech_server("SCRAM-SHA-256", store))
     assert (cache.misses, cache.hits) == (1, 2)
     for key in cache._entries:
         assert b"alice-secret" not in key
@@ -445,7 +445,7 @@ def test_tokenauth_extension_parsed_and_token_credential_used():
         "username": "tok1", "password": hmac_b64, "tokenauth": "true"})
     first = c.evaluate_challenge(b"")
     assert first.endswith(b",tokenauth=true")
-    s = server("SCRAM-SHA-512", callbacks=_token_callbacks(tokens, calls))
+    s = mech_server("SCRAM-SHA-512", callbacks=_token_callbacks(tokens, calls))
     token = first
     challenge = s.evaluate_response(token, 1_000)
     c.evaluate_challenge(s.evaluate_response(c.evaluate_challenge(challenge), 1_000))
@@ -460,7 +460,7 @@ def test_tokenauth_extension_parsed_and_token_credential_used():
 
 def test_tokenauth_false_uses_user_credentials():
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     c = client("SCRAM-SHA-256", "alice", "pw", extensions={"tokenauth": "false", "other": "x"})
     exchange(c, s)
     assert not s.token_authenticated
@@ -476,7 +476,7 @@ def test_token_failures_are_generic(case):
     c = registry.create_client("SCRAM-SHA-256", server_host="h", jaas_options={
         "username": "tok2" if case == "unknown" else "tok1",
         "password": "bad" if case == "wrong-password" else "hmac", "tokenauth": "TRUE"})
-    s = server("SCRAM-SHA-256", callbacks=_token_callbacks(tokens))
+    s = mech_server("SCRAM-SHA-256", callbacks=_token_callbacks(tokens))
     with pytest.raises(SaslAuthenticationError) as exc:
         exchange(c, s, now=1_000)
     assert str(exc.value) == GENERIC.format("SCRAM-SHA-256")
@@ -519,7 +519,7 @@ def test_kchannel_client_against_scramp_server_wrong_password():
 def test_scramp_client_against_kchannel_server(mech):
     store = make_store({("bob=1,x", mech): "pw"})
     cl = scramp.ScramClient([mech], "bob=1,x", "pw")
-    s = server(mech, store)
+    s = mech_server(mech, store)
     cl.set_server_first(s.evaluate_response(cl.get_client_first().encode(), 0).decode())
     cl.set_server_final(s.evaluate_response(cl.get_client_final().encode(), 0).decode())
     assert s.get_authorization_id() == "bob=1,x"
@@ -529,7 +529,7 @@ def test_scramp_client_against_kchannel_server(mech):
 def test_scramp_client_wrong_password_against_kchannel_server():
     store = make_store({("bob", "SCRAM-SHA-256"): "pw"})
     cl = scramp.ScramClient(["SCRAM-SHA-256"], "bob", "bad")
-    s = server("SCRAM-SHA-256", store)
+    s = mech_server("SCRAM-SHA-256", store)
     cl.set_server_first(s.evaluate_response(cl.get_client_first().encode(), 0).decode())
     with pytest.raises(SaslAuthenticationError):
         s.evaluate_response(cl.get_client_final().encode(), 0)
@@ -541,7 +541,7 @@ def test_credentials_made_by_scramp_verify_in_kchannel_server():
     salt, stored, server_key, iterations = m.make_auth_info("pw", iteration_count=8192)
     store = InMemoryScramCredentialStore()
     store.put("carol", "SCRAM-SHA-256", ScramCredential(salt, stored, server_key, iterations))
-    s = exchange(client("SCRAM-SHA-256", "carol", "pw"), server("SCRAM-SHA-256", store))
+    s = exchange(client("SCRAM-SHA-256", "carol", "pw"), mech_server("SCRAM-SHA-256", store))
     assert s.get_authorization_id() == "carol"
 
 
@@ -549,7 +549,7 @@ def test_credentials_made_by_scramp_verify_in_kchannel_server():
 
 def test_server_after_completion_refuses_more():
     store = make_store({("alice", "SCRAM-SHA-256"): "pw"})
-    s = exchange(client("SCRAM-SHA-256", "alice", "pw"), server("SCRAM-SHA-256", store))
+    s = exchange(client("SCRAM-SHA-256", "alice", "pw"), mech_server("SCRAM-SHA-256", store))
     with pytest.raises(SaslAuthenticationError):
         s.evaluate_response(b"n,,n=alice,r=abc", 0)
 
@@ -562,7 +562,7 @@ _STORE = make_store({("alice", "SCRAM-SHA-256"): "pw"})
                        st.builds(lambda s: b"n,,n=" + s, st.binary(max_size=80))),
        second=st.binary(max_size=200), step=st.integers(0, 2))
 def test_arbitrary_bytes_fail_closed(first, second, step):
-    s = server("SCRAM-SHA-256", _STORE)
+    s = mech_server("SCRAM-SHA-256", _STORE)
     ok_first = b"n,,n=alice,r=abc"
     try:
         if step == 0:
@@ -621,7 +621,7 @@ def test_unknown_user_salt_same_on_every_server_sharing_a_store(tmp_path):
     from kchannel.security.sasl.scram_store import SqliteScramCredentialStore
 
     def salt_shown(store):
-        s = server("SCRAM-SHA-256", store)
+        s = mech_server("SCRAM-SHA-256", store)
         first = s.evaluate_response(b"n,,n=ghost,r=abc", 0)
         return scram.ServerFirstMessage.parse(first).salt
 
@@ -820,7 +820,7 @@ def scram_server(tmp_path):
         store.close()
 
 
-def client_configs(mechanism, username, password):
+def scram_client_configs(mechanism, username, password):
     return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
             "sasl.jaas.config": f'{SCRAM_MODULE} required username="{username}" '
                                 f'password="{password}";'}
@@ -850,7 +850,7 @@ def test_configs_cli_over_the_api_then_login(scram_server):
     # alice can now log in with either mechanism, but as she is not a super
     # user she may neither read nor change credentials.
     for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        c = KafkaClient(client_configs(mech, "alice", "alice-secret"))
+        c = KafkaClient(scram_client_configs(mech, "alice", "alice-secret"))
         try:
             c.connect("127.0.0.1", port)
             body = c.request(int(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS), {"users": None})
@@ -874,7 +874,7 @@ def test_configs_cli_over_the_api_then_login(scram_server):
 
     r = kc(*target, "--alter", "--delete-config", "SCRAM-SHA-512", "--user", "alice")
     assert r.returncode == 0
-    c = KafkaClient(client_configs("SCRAM-SHA-512", "alice", "alice-secret"))
+    c = KafkaClient(scram_client_configs("SCRAM-SHA-512", "alice", "alice-secret"))
     with pytest.raises(SaslAuthenticationError) as exc:
         c.connect("127.0.0.1", port)
     c.close()
@@ -884,7 +884,7 @@ def test_configs_cli_over_the_api_then_login(scram_server):
 @pytest.mark.parametrize("user,password", [("admin", "wrong"), ("nobody", "wrong")])
 def test_wrong_password_and_unknown_user_same_error(scram_server, user, password):
     server, _, _ = scram_server
-    c = KafkaClient(client_configs("SCRAM-SHA-256", user, password))
+    c = KafkaClient(scram_client_configs("SCRAM-SHA-256", user, password))
     with pytest.raises(SaslAuthenticationError) as exc:
         c.connect("127.0.0.1", server.bound_port("SASL_PLAINTEXT"))
     c.close()
@@ -988,7 +988,7 @@ def test_librdkafka_admin_alters_and_describes_credentials(scram_server):
 
     # The credentials librdkafka created work for logging in.
     for mech, password in (("SCRAM-SHA-256", "pw-256"), ("SCRAM-SHA-512", "pw-512")):
-        c = KafkaClient(client_configs(mech, "rdk-user", password))
+        c = KafkaClient(scram_client_configs(mech, "rdk-user", password))
         try:
             c.connect("127.0.0.1", port)
         finally:

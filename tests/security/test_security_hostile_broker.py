@@ -223,7 +223,7 @@ def _configs(mechanism):
             "socket.connection.setup.timeout.max.ms": str(TIMEOUT_MS)}
 
 
-def _connect(broker, mechanism):
+def _connect_on_watchdog(broker, mechanism):
     """connect() on a watchdog thread: ``("ready", None)`` or
     ``("error", exc)``; fails the test if it outlives the watchdog."""
     out = {}
@@ -263,7 +263,7 @@ _actions = st.one_of(
        step=st.integers(0, 4), action=_actions)
 def test_hostile_answers_fail_closed(broker, mechanism, step, action):
     broker.plan = (mechanism, step, action)
-    outcome, exc = _connect(broker, mechanism)
+    outcome, exc = _connect_on_watchdog(broker, mechanism)
     assert broker.errors == []
     if outcome == "error":
         assert isinstance(exc, KChannelError), repr(exc)
@@ -277,7 +277,7 @@ def test_hostile_answers_fail_closed(broker, mechanism, step, action):
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_client_rejects_wrong_server_signature(broker, mechanism):
     broker.plan = (mechanism, 99, None)
-    outcome, exc = _connect(broker, mechanism)
+    outcome, exc = _connect_on_watchdog(broker, mechanism)
     assert outcome == "error" and isinstance(exc, SaslAuthenticationError)
     assert "Invalid server signature" in str(exc)
 
@@ -295,7 +295,7 @@ def test_scram_client_rejects_bad_server_first(broker, first, message):
     broker.plan = ("SCRAM-SHA-256", 99, None)
     broker.server_first = first
     try:
-        outcome, exc = _connect(broker, "SCRAM-SHA-256")
+        outcome, exc = _connect_on_watchdog(broker, "SCRAM-SHA-256")
     finally:
         broker.server_first = None
     assert outcome == "error" and isinstance(exc, SaslAuthenticationError), exc
@@ -306,7 +306,7 @@ def test_scram_client_rejects_server_final_without_signature(broker):
     broker.plan = ("SCRAM-SHA-256", 99, None)
     broker.server_final = b"v="
     try:
-        outcome, exc = _connect(broker, "SCRAM-SHA-256")
+        outcome, exc = _connect_on_watchdog(broker, "SCRAM-SHA-256")
     finally:
         broker.server_final = None
     assert outcome == "error" and isinstance(exc, SaslAuthenticationError), exc
@@ -316,4 +316,4 @@ def test_fake_broker_answers_legitimately_until_its_hostile_step(broker):
     """Control: without a hostile step a PLAIN login completes, so the
     property above exercises every step of a real exchange."""
     broker.plan = ("PLAIN", 99, None)
-    assert _connect(broker, "PLAIN") == ("ready", None)
+    assert _connect_on_watchdog(broker, "PLAIN") == ("ready", None)

@@ -19,7 +19,6 @@ import gc
 import socket
 import ssl
 import struct
-import time
 import tracemalloc
 
 import pytest
@@ -29,6 +28,7 @@ from kchannel.network.channel import KafkaChannel
 from kchannel.protocol.api_keys import ApiKey
 from kchannel.protocol.headers import RequestHeader, encode_request
 from kchannel.server import Server
+from tests.fixtures.waiting import wait_until
 
 MiB = 1024 * 1024
 # Just under the pre-authentication limit (524288): the server accepts the
@@ -54,16 +54,6 @@ def _recv_frame(sock):
             buf += chunk
         return bytes(buf)
     return exact(struct.unpack(">i", exact(4))[0])
-
-
-def _wait(condition, what, timeout_s=60):
-    """Wait for the server thread to get somewhere (a bound on waiting, not
-    an assertion on speed)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting: {what}")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -115,12 +105,14 @@ def _round(server, pki, stage, rst):
     socks = [_open(server, pki, stage) for _ in range(BATCH)]
     if stage != "failed":
         # The server holds (nearly) every byte sent before they go away.
-        _wait(lambda: _buffered(server) >= BATCH * SENT * 0.9, "server reads the frames")
+        wait_until(lambda: _buffered(server) >= BATCH * SENT * 0.9, "server reads the frames",
+                   timeout_s=60, interval_s=0.01)
     for sock in socks:
         if rst:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
-    _wait(lambda: _idle(server), "server closes every connection")
+    wait_until(lambda: _idle(server), "server closes every connection", timeout_s=60,
+               interval_s=0.01)
 
 
 def _live_channels():

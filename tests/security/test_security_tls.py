@@ -34,7 +34,7 @@ def legacy_client_context(pki, version):
     return ctx
 
 
-def handshake(ctx, port, host="localhost"):
+def tls_handshake(ctx, port, host="localhost"):
     """Complete a handshake and one read; returns the SSLSocket or raises."""
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
     try:
@@ -58,7 +58,7 @@ def test_server_refuses_legacy_tls_by_default(pki, servers, version):
     default = tls_server(pki)
     servers.append(default)
     with pytest.raises(ssl.SSLError):
-        handshake(legacy_client_context(pki, version), default.bound_port("SSL"))
+        tls_handshake(legacy_client_context(pki, version), default.bound_port("SSL"))
     # Control: the same client is accepted once the listener enables that
     # version (so the refusal above is the listener's default, not an
     # OpenSSL build without TLS < 1.2).
@@ -67,7 +67,7 @@ def test_server_refuses_legacy_tls_by_default(pki, servers, version):
                                 "ssl.cipher.suites": "DEFAULT@SECLEVEL=0"})
     servers.append(legacy)
     try:
-        s = handshake(legacy_client_context(pki, version), legacy.bound_port("SSL"))
+        s = tls_handshake(legacy_client_context(pki, version), legacy.bound_port("SSL"))
     except ssl.SSLError as exc:
         pytest.skip(f"this OpenSSL cannot negotiate {name} at all: {exc}")
     assert s.version() == name
@@ -104,7 +104,7 @@ def test_client_refuses_legacy_tls_server_by_default(pki):
     t.start()
     try:
         try:
-            handshake(legacy_client_context(pki, ssl.TLSVersion.TLSv1_1), port).close()
+            tls_handshake(legacy_client_context(pki, ssl.TLSVersion.TLSv1_1), port).close()
         except ssl.SSLError as exc:
             pytest.skip(f"this OpenSSL cannot negotiate TLSv1.1 at all: {exc}")
         cfg = pki.client_configs()
@@ -152,7 +152,7 @@ def test_no_compression_negotiated(pki, servers):
     ctx.options &= ~ssl.OP_NO_COMPRESSION       # the client offers it
     for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
         ctx.minimum_version = ctx.maximum_version = version
-        conn = handshake(ctx, s.bound_port("SSL"))
+        conn = tls_handshake(ctx, s.bound_port("SSL"))
         assert conn.compression() is None
         conn.close()
 
@@ -214,7 +214,7 @@ def test_client_auth_required_is_enforced(pki, servers):
     ctx = ssl.create_default_context(cafile=pki.ca.cert_path)
     ctx.maximum_version = ssl.TLSVersion.TLSv1_2
     with pytest.raises((ssl.SSLError, ConnectionError)):
-        conn = handshake(ctx, port)
+        conn = tls_handshake(ctx, port)
         conn.recv(1)
     # With its certificate the client is served.
     cfg = pki.client_configs(keystore="pem")

@@ -49,7 +49,7 @@ def cluster_server():
     s.shutdown()
 
 
-def client(server, listener, **configs):
+def listener_client(server, listener, **configs):
     c = KafkaClient({"request.timeout.ms": 5000, **configs})
     return c.connect("127.0.0.1", server.bound_port(listener))
 
@@ -74,7 +74,7 @@ EXPECTED = {
 @pytest.mark.parametrize("listener", sorted(EXPECTED))
 @pytest.mark.parametrize("version", [0, 1])
 def test_describe_cluster_lists_nodes_at_the_request_listener(cluster_server, listener, version):
-    with client(cluster_server, listener) as c:
+    with listener_client(cluster_server, listener) as c:
         body = c.request(ApiKey.DESCRIBE_CLUSTER, {}, version=version)
     assert body["error_code"] == 0 and body["error_message"] is None
     assert brokers(body) == EXPECTED[listener]
@@ -88,7 +88,7 @@ def test_describe_cluster_lists_nodes_at_the_request_listener(cluster_server, li
 @pytest.mark.parametrize("listener", sorted(EXPECTED))
 @pytest.mark.parametrize("version", [0, 1, 4, 9, 12])
 def test_metadata_lists_nodes_at_the_request_listener(cluster_server, listener, version):
-    with client(cluster_server, listener) as c:
+    with listener_client(cluster_server, listener) as c:
         body = c.request(ApiKey.METADATA, {"topics": []}, version=version)
     expected = EXPECTED[listener]
     if version == 0:
@@ -105,7 +105,7 @@ def test_cluster_authorized_operations_when_requested(cluster_server):
     # ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
     # IDEMPOTENT_WRITE as a 32-bit field).
     assert CLUSTER_SUPPORTED_OPERATIONS == 0b1111110100000
-    with client(cluster_server, "INTERNAL") as c:
+    with listener_client(cluster_server, "INTERNAL") as c:
         body = c.request(ApiKey.DESCRIBE_CLUSTER,
                          {"include_cluster_authorized_operations": True})
     assert body["cluster_authorized_operations"] == CLUSTER_SUPPORTED_OPERATIONS
@@ -119,7 +119,7 @@ def test_cluster_authorized_operations_when_requested(cluster_server):
     (7, Errors.UNSUPPORTED_ENDPOINT_TYPE, "Unsupported endpoint type 7"),
 ])
 def test_describe_cluster_endpoint_type(cluster_server, endpoint_type, error, message):
-    with client(cluster_server, "INTERNAL") as c:
+    with listener_client(cluster_server, "INTERNAL") as c:
         body = c.request(ApiKey.DESCRIBE_CLUSTER, {"endpoint_type": endpoint_type}, version=1)
         assert body["error_code"] == error
         assert body["error_message"] == message
@@ -139,13 +139,13 @@ def test_listener_not_advertised_leaves_this_node_out():
                 "kchannel.cluster.nodes": "6@PRIVATE://six.private:9093"})
     s.start()
     try:
-        with client(s, "PRIVATE") as c:
+        with listener_client(s, "PRIVATE") as c:
             d = c.request(ApiKey.DESCRIBE_CLUSTER, {})
             m = c.request(ApiKey.METADATA, {"topics": []})
         assert brokers(d) == [(6, "six.private", 9093, None)]
         assert d["controller_id"] == -1
         assert brokers(m) == [(6, "six.private", 9093, None)]
-        with client(s, "PUBLIC") as c:
+        with listener_client(s, "PUBLIC") as c:
             assert brokers(c.request(ApiKey.DESCRIBE_CLUSTER, {})) == [
                 (5, "public.example", 9092, None)]
     finally:
@@ -156,7 +156,7 @@ def test_single_node_without_cluster_nodes():
     s = Server(listeners=["PLAINTEXT://127.0.0.1:0"], node_id=4)
     s.start()
     try:
-        with client(s, "PLAINTEXT") as c:
+        with listener_client(s, "PLAINTEXT") as c:
             assert c.api_versions[ApiKey.DESCRIBE_CLUSTER] == (0, 1)
             body = c.request(ApiKey.DESCRIBE_CLUSTER, {})
         assert brokers(body) == [(4, "127.0.0.1", s.bound_port("PLAINTEXT"), None)]
@@ -177,7 +177,7 @@ def test_registered_handler_replaces_builtin():
     s.register_handler(ApiKey.DESCRIBE_CLUSTER, mine)
     s.start()
     try:
-        with client(s, "PLAINTEXT") as c:
+        with listener_client(s, "PLAINTEXT") as c:
             assert c.request(ApiKey.DESCRIBE_CLUSTER, {})["brokers"][0]["broker_id"] == 4
         assert seen == ["User:ANONYMOUS"]
     finally:
@@ -189,7 +189,7 @@ def test_register_cluster_handlers_with_explicit_nodes():
     register_cluster_handlers(s, "9@PLAINTEXT://nine:1")
     s.start()
     try:
-        with client(s, "PLAINTEXT") as c:
+        with listener_client(s, "PLAINTEXT") as c:
             assert [b["node_id"] for b in c.request(ApiKey.METADATA, {"topics": []})["brokers"]] \
                 == [4, 9]
     finally:
@@ -343,7 +343,7 @@ def test_inter_broker_ssl_with_broker_wide_keys_and_listener_override(pki):
         target.close()
 
 
-def sasl_props(pki, node_id, jaas_key_value=None, **extra):
+def sasl_ssl_props(pki, node_id, jaas_key_value=None, **extra):
     props = {
         "node.id": str(node_id),
         "listeners": "CLIENTS://127.0.0.1:0,REPLICATION://127.0.0.1:0",
@@ -367,12 +367,12 @@ BROKER_JAAS = (f'{PLAIN} required username="broker" password="broker-secret" '
 
 
 def test_inter_broker_sasl_uses_the_listener_server_jaas(pki):
-    config = ServerConfig(sasl_props(pki, 1, BROKER_JAAS))
+    config = ServerConfig(sasl_ssl_props(pki, 1, BROKER_JAAS))
     configs = config.inter_broker_client_configs()
     assert configs["security.protocol"] == "SASL_SSL"
     assert configs["sasl.mechanism"] == "PLAIN"
     assert "broker-secret" not in repr(configs)            # Password hides it
-    target = Recording(sasl_props(pki, 2, BROKER_JAAS))
+    target = Recording(sasl_ssl_props(pki, 2, BROKER_JAAS))
     try:
         with connect_inter_broker(config, "127.0.0.1",
                                   target.server.bound_port("REPLICATION")) as c:
@@ -396,16 +396,16 @@ def test_inter_broker_sasl_from_jaas_file_listener_section(pki):
         f'  {PLAIN} required username="broker" password="broker-secret" '
         'user_broker="broker-secret";\n'
         "};\n")
-    config = ServerConfig(sasl_props(pki, 1), jaas_file)
-    target = Recording(sasl_props(pki, 2, BROKER_JAAS))
+    config = ServerConfig(sasl_ssl_props(pki, 1), jaas_file)
+    target = Recording(sasl_ssl_props(pki, 2, BROKER_JAAS))
     try:
         with connect_inter_broker(config, "127.0.0.1",
                                   target.server.bound_port("REPLICATION")) as c:
             c.request(ApiKey.DESCRIBE_CLUSTER, {})
         assert target.principals == [("REPLICATION", "User:broker")]
         # The target's JAAS does not know the credentials of this one.
-        other = ServerConfig(sasl_props(pki, 3, f'{PLAIN} required username="broker" '
-                                        'password="not-it" user_broker="not-it";'))
+        other = ServerConfig(sasl_ssl_props(pki, 3, f'{PLAIN} required username="broker" '
+                                            'password="not-it" user_broker="not-it";'))
         with pytest.raises(SaslAuthenticationError):
             connect_inter_broker(other, "127.0.0.1", target.server.bound_port("REPLICATION"))
     finally:
@@ -414,7 +414,7 @@ def test_inter_broker_sasl_from_jaas_file_listener_section(pki):
 
 def test_no_inter_broker_jaas_is_a_config_error(pki):
     with pytest.raises(ConfigError) as exc:
-        ServerConfig(sasl_props(pki, 1))
+        ServerConfig(sasl_ssl_props(pki, 1))
     assert "Could not find a 'KafkaServer' or 'replication.KafkaServer' entry" in str(exc.value)
 
 

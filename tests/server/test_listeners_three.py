@@ -243,7 +243,7 @@ def raw_sasl_handshake(broker, listener, mechanism):
         sock.close()
 
 
-def rdkafka_conf(broker, listener, **extra):
+def listener_rdkafka_conf(broker, listener, **extra):
     conf = {"bootstrap.servers": broker.bootstrap(listener), "socket.timeout.ms": 5000,
             "socket.connection.setup.timeout.ms": 5000}
     if listener == "INTERNAL":
@@ -305,7 +305,7 @@ CERT_SUBJECTS = {"EXTERNAL": "CN=external", "REPLICATION": "CN=replication"}
 @pytest.mark.parametrize("listener", LISTENERS)
 def test_librdkafka_sees_the_listener_address(broker, listener):
     admin_mod = pytest.importorskip("confluent_kafka.admin")
-    admin = admin_mod.AdminClient(rdkafka_conf(broker, listener))
+    admin = admin_mod.AdminClient(listener_rdkafka_conf(broker, listener))
     md = admin.list_topics(timeout=TIMEOUT_S)
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == \
         {1: broker.address(listener)}
@@ -430,7 +430,8 @@ WRONG_MECHANISM = [
 
 @pytest.mark.parametrize("listener, mechanism, offered", WRONG_MECHANISM)
 def test_librdkafka_wrong_mechanism(broker, listener, mechanism, offered):
-    errors = _rdkafka_errors(rdkafka_conf(broker, listener, **{"sasl.mechanism": mechanism}))
+    errors = _rdkafka_errors(listener_rdkafka_conf(broker, listener,
+                                                   **{"sasl.mechanism": mechanism}))
     assert any("Unsupported SASL mechanism" in e and offered in e for e in errors), errors
 
 
@@ -503,7 +504,7 @@ def test_replication_refuses_clients_without_certificate(broker):
     with pytest.raises(SslAuthenticationError):
         KafkaClient(conf).connect(*address)
     # librdkafka
-    rd = rdkafka_conf(broker, "REPLICATION")
+    rd = listener_rdkafka_conf(broker, "REPLICATION")
     del rd["ssl.certificate.location"], rd["ssl.key.location"]
     errors = _rdkafka_errors(rd)
     assert any("SSL" in e and ("certificate required" in e or "handshake" in e.lower())

@@ -501,7 +501,7 @@ def kchannel_peer(kchannel_server_module):
                                                       "alice": "alice-secret"})
 
 
-def answers(configs, api_key, body):
+def answer_once(configs, api_key, body):
     with KafkaClient(configs) as client:
         client.connect()
         return client.request(api_key, body)
@@ -528,8 +528,8 @@ def results(response, with_credentials=False):
 def test_describe_same_answer_as_kafka(kafka_broker, kchannel_peer, case):
     kafka, mine = peers(kafka_broker, kchannel_peer)
     body = {"users": DESCRIBE_CASES[case]}
-    expected = results(answers(kafka, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body), True)
-    got = results(answers(mine, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body), True)
+    expected = results(answer_once(kafka, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body), True)
+    got = results(answer_once(mine, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body), True)
     assert got == expected
 
 
@@ -553,8 +553,8 @@ ZK_MODE_ALTER = {
 def test_alter_same_answer_as_kafka(kafka_broker, kchannel_peer, case):
     kafka, mine = peers(kafka_broker, kchannel_peer)
     body = ALTER_CASES[case]
-    expected = results(answers(kafka, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body))
-    got = results(answers(mine, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body))
+    expected = results(answer_once(kafka, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body))
+    got = results(answer_once(mine, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body))
     if case in ZK_MODE_ALTER:
         assert (expected[1], got[1]) == ZK_MODE_ALTER[case]
         assert expected[0] == got[0]

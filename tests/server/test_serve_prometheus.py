@@ -33,7 +33,7 @@ DEADLINE_S = 60
 start = start_serve_config
 
 
-def scrape(port):
+def scrape_http(port):
     """{family name: {(sample name, labels...): value}} of one scrape."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
@@ -93,14 +93,14 @@ def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
         m, buf = read_log_until(proc, rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.")
         port = int(m.group(1))
         read_log_until(proc, rb"(?s)(Worker \d of 2 \(pid \d+\) serving.*){2}", buf)
-        before = _until(lambda: scrape(prom), "a first scrape")
+        before = _until(lambda: scrape_http(prom), "a first scrape")
         assert total(before, AUTH_OK) == 0 and total(before, CONNECTIONS) == 0
         for _ in range(8):
             clients.append(login(pki, port, "alice-secret"))
         with pytest.raises(Exception):
             login(pki, port, "wrong")
         during = _until(lambda: (lambda s: s if total(s, AUTH_OK) == 8 and total(
-            s, AUTH_FAILED) == 1 and total(s, CONNECTIONS) == 8 else None)(scrape(prom)),
+            s, AUTH_FAILED) == 1 and total(s, CONNECTIONS) == 8 else None)(scrape_http(prom)),
             "the storm in a scrape")
         # Every server metric examples/grafana-dashboard.json plots is there.
         with open(os.path.join(ROOT, "examples", "grafana-dashboard.json")) as f:
@@ -118,7 +118,7 @@ def test_prometheus_scrape_follows_a_sasl_ssl_storm(tmp_path, pki):
             c.close()
         clients = []
         after = _until(lambda: (lambda s: s if total(s, CONNECTIONS) == 0 else None)(
-            scrape(prom)), "the connections to close")
+            scrape_http(prom)), "the connections to close")
         assert total(after, AUTH_OK) == 8
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(f"http://127.0.0.1:{prom}/nothing", timeout=10)

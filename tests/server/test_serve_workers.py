@@ -52,7 +52,7 @@ def sockets_of(pid):
     return n
 
 
-def client(port, username, password, token=False):
+def worker_client(port, username, password, token=False):
     extra = ' tokenauth="true"' if token else ""
     c = KafkaClient({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
                      "sasl.jaas.config": f'{SCRAM} required username="{username}" '
@@ -75,7 +75,7 @@ def test_two_workers_share_the_listener_and_the_token_store(tmp_path):
         port = int(ports.pop())
         before = {pid: sockets_of(pid) for pid in pids}
 
-        with client(port, "alice", "alice-secret") as c:
+        with worker_client(port, "alice", "alice-secret") as c:
             token = DelegationTokenAdmin(c).create()
         # Sixteen connections logging in with the token, kept open: the
         # kernel spreads them over both workers (each lands on either with
@@ -84,8 +84,8 @@ def test_two_workers_share_the_listener_and_the_token_store(tmp_path):
         deadline = time.monotonic() + DEADLINE_S
         while len(clients) < 16:
             try:
-                clients.append(client(port, token.token_info.token_id, token.hmac_base64,
-                                      token=True))
+                clients.append(worker_client(port, token.token_info.token_id, token.hmac_base64,
+                                             token=True))
             except SaslAuthenticationError:
                 # The other worker's token cache may not have seen the new
                 # token yet; it refreshes when the store changed.
@@ -160,7 +160,7 @@ def test_metrics_file_per_worker_and_summed(tmp_path):
                              buf).group(1))
         # Twelve logins kept open: the kernel spreads them over both workers.
         for _ in range(12):
-            clients.append(client(port, "alice", "alice-secret"))
+            clients.append(worker_client(port, "alice", "alice-secret"))
         deadline = time.monotonic() + DEADLINE_S
         data = _read_json(path, deadline, lambda d: len(d["workers"]) == 2 and _metric(
             d["metrics"], "successful-authentication-total") == 12)
@@ -196,14 +196,14 @@ def test_metrics_file_single_process(tmp_path):
                                            "kchannel.metrics.file.interval.ms": "100"}))
     try:
         m, _ = read_log_until(proc, rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.")
-        with client(int(m.group(1)), "alice", "alice-secret"):
+        with worker_client(int(m.group(1)), "alice", "alice-secret"):
             data = _read_json(path, time.monotonic() + DEADLINE_S, lambda d: _metric(
                 d["metrics"], "connection-count") == 1)
         assert [w["pid"] for w in data["workers"]] == [proc.pid]
         assert data["metrics"] == data["workers"][0]["metrics"]
         with pytest.raises(Exception):
             # The wrong password is counted as a failed authentication.
-            client(int(m.group(1)), "alice", "wrong")
+            worker_client(int(m.group(1)), "alice", "wrong")
         _read_json(path, time.monotonic() + DEADLINE_S, lambda d: _metric(
             d["metrics"], "failed-authentication-total") == 1)
     finally:
@@ -238,7 +238,7 @@ def test_server_package_runs_the_workers_without_the_cli(tmp_path):
         _, buf = read_log_until(proc, rb"(?s)(Worker \d of 2 \(pid \d+\) serving.*){2}", buf)
         port = int(re.search(rb"Awaiting socket connections on 127\.0\.0\.1:(\d+)\.",
                              buf).group(1))
-        with client(port, "alice", "alice-secret"):
+        with worker_client(port, "alice", "alice-secret"):
             pass
         _read_json(path, time.monotonic() + DEADLINE_S, lambda d: len(d["workers"]) == 2 and
                    _metric(d["metrics"], "successful-authentication-total") == 1)

@@ -51,7 +51,7 @@ from tests.fixtures.servers import PolledPeer, connections, poll
 PLAIN = "PLAINTEXT"
 
 
-def make_server(servers, clock=None, **props):
+def limited_server(servers, clock=None, **props):
     base = {"listeners": "PLAINTEXT://127.0.0.1:0"}
     base.update({k.replace("_", "."): str(v) for k, v in props.items()})
     server = Server(base, time=clock)
@@ -59,7 +59,7 @@ def make_server(servers, clock=None, **props):
     return server
 
 
-def connect(server, listener="PLAINTEXT"):
+def open_socket(server, listener="PLAINTEXT"):
     return socket.create_connection(("127.0.0.1", server.bound_port(listener)), timeout=10)
 
 
@@ -69,7 +69,7 @@ def api_versions(peer):
 
 # ------------------------------------------------- max.connections, sockets
 def test_max_connections_holds_new_connections_until_one_closes(servers):
-    server = make_server(servers, max_connections=2)
+    server = limited_server(servers, max_connections=2)
     first, second = PolledPeer(server), PolledPeer(server)
     assert api_versions(first)["error_code"] == 0
     assert api_versions(second)["error_code"] == 0
@@ -88,7 +88,7 @@ def test_max_connections_holds_new_connections_until_one_closes(servers):
 
 
 def test_listener_max_connections(servers):
-    server = make_server(servers, 
+    server = limited_server(servers, 
         listeners="PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
         **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
            "listener.name.other.max.connections": 1})
@@ -106,7 +106,7 @@ def test_listener_max_connections(servers):
 
 
 def test_inter_broker_listener_not_held_back_by_the_broker_wide_limit(servers):
-    server = make_server(servers, 
+    server = limited_server(servers, 
         listeners="CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
         max_connections=1,
         **{"listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
@@ -127,7 +127,7 @@ def test_inter_broker_listener_not_held_back_by_the_broker_wide_limit(servers):
 
 
 def test_unlimited_by_default(servers):
-    server = make_server(servers)
+    server = limited_server(servers)
     assert server.max_connections == 2147483647
     peers = [PolledPeer(server) for _ in range(5)]
     for p in peers:
@@ -153,7 +153,7 @@ def test_socket_buffer_sizes(servers, sndbuf, rcvbuf):
     if sndbuf is not None:
         props["socket.send.buffer.bytes"] = sndbuf
         props["socket.receive.buffer.bytes"] = rcvbuf
-    server = make_server(servers, **props)
+    server = limited_server(servers, **props)
     peer = PolledPeer(server)
     assert api_versions(peer)["error_code"] == 0
     (ch,) = connections(server)
@@ -166,7 +166,7 @@ def test_socket_buffer_sizes(servers, sndbuf, rcvbuf):
 
 
 def test_socket_buffer_os_default(servers):
-    server = make_server(servers, **{"socket.send.buffer.bytes": -1,
+    server = limited_server(servers, **{"socket.send.buffer.bytes": -1,
                             "socket.receive.buffer.bytes": -1})
     assert (server.selector._factory.send_buffer_size,
             server.selector._factory.receive_buffer_size) == (-1, -1)
@@ -231,11 +231,11 @@ def metric(server, name, listener=None):
 
 # ------------------------------------------------------------ per-IP limits
 def test_max_connections_per_ip_rejects_at_once(servers, caplog):
-    server = make_server(servers, max_connections_per_ip=2)
-    first, second = connect(server), connect(server)
+    server = limited_server(servers, max_connections_per_ip=2)
+    first, second = open_socket(server), open_socket(server)
     poll(server)
     with caplog.at_level(logging.INFO, logger="kchannel.server"):
-        third = connect(server)
+        third = open_socket(server)
         assert closed_by_server(server, third)
     assert ("Rejected connection from 127.0.0.1, address already has the configured maximum "
             "of 2 connections.") in caplog.text
@@ -244,7 +244,7 @@ def test_max_connections_per_ip_rejects_at_once(servers, caplog):
     # A slot comes back when a connection closes.
     first.close()
     poll(server)
-    fourth = connect(server)
+    fourth = open_socket(server)
     assert api_versions(PolledPeer(server, sock=fourth))["error_code"] == 0
     assert server.connection_quotas.count("127.0.0.1") == 2
     for s in (second, third, fourth):
@@ -252,11 +252,11 @@ def test_max_connections_per_ip_rejects_at_once(servers, caplog):
 
 
 def test_per_ip_overrides(servers):
-    server = make_server(servers, max_connections_per_ip=0,
-                         max_connections_per_ip_overrides="127.0.0.1:1, 10.1.2.3:5")
-    first = connect(server)
+    server = limited_server(servers, max_connections_per_ip=0,
+                            max_connections_per_ip_overrides="127.0.0.1:1, 10.1.2.3:5")
+    first = open_socket(server)
     assert api_versions(PolledPeer(server, sock=first))["error_code"] == 0
-    second = connect(server)
+    second = open_socket(server)
     assert closed_by_server(server, second)
     assert server.connection_quotas.max_for("10.1.2.3") == 5
     assert server.connection_quotas.max_for("192.0.2.1") == 0
@@ -267,15 +267,15 @@ def test_per_ip_overrides(servers):
 def test_per_ip_counts_follow_every_close(servers):
     """Connections the server itself closes (a bad size prefix) give their
     slot back as well."""
-    server = make_server(servers, max_connections_per_ip=1)
+    server = limited_server(servers, max_connections_per_ip=1)
     for _ in range(5):
-        sock = connect(server)
+        sock = open_socket(server)
         sock.sendall(b"\xff\xff\xff\xff")
         assert closed_by_server(server, sock)
         sock.close()
         poll(server)
         assert server.connection_quotas.count("127.0.0.1") == 0
-    last = connect(server)
+    last = open_socket(server)
     assert api_versions(PolledPeer(server, sock=last))["error_code"] == 0
     last.close()
 
@@ -317,8 +317,8 @@ def test_quota_defaults_are_kafkas():
 # ----------------------------------------------------- creation rate quotas
 def test_broker_connection_creation_rate_throttles_the_acceptor(servers):
     clock = Clock(1_000_000)
-    server = make_server(servers, clock, max_connection_creation_rate=2)
-    socks = [connect(server) for _ in range(25)]
+    server = limited_server(servers, clock, max_connection_creation_rate=2)
+    socks = [open_socket(server) for _ in range(25)]
     poll(server)
     # 2/s over 11 samples of 1 s: a fresh window counts as 10 s, so 20
     # connections fit; the 21st makes the rate 2.1/s and waits
@@ -352,14 +352,14 @@ def test_broker_connection_creation_rate_throttles_the_acceptor(servers):
 
 def test_listener_connection_creation_rate(servers):
     clock = Clock(1_000_000)
-    server = make_server(
+    server = limited_server(
         servers, clock, listeners="PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
         **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
            "listener.name.other.max.connection.creation.rate": 1})
     assert server.listener("OTHER").max_connection_creation_rate == 1
     assert server.listener("PLAINTEXT").max_connection_creation_rate == 2147483647
-    other = [connect(server, "OTHER") for _ in range(15)]
-    plain = [connect(server) for _ in range(30)]
+    other = [open_socket(server, "OTHER") for _ in range(15)]
+    plain = [open_socket(server) for _ in range(30)]
     poll(server)
     assert len(connections(server, "OTHER")) == 10
     assert len(connections(server, "PLAINTEXT")) == 30
@@ -374,15 +374,15 @@ def test_listener_connection_creation_rate(servers):
 
 def test_inter_broker_listener_obeys_only_its_own_rate(servers):
     clock = Clock(1_000_000)
-    server = make_server(
+    server = limited_server(
         servers, clock, listeners="CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0",
         max_connection_creation_rate=1,
         **{"listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
            "inter.broker.listener.name": "REPLICATION",
            "listener.name.replication.max.connection.creation.rate": 1000})
-    replication = [connect(server, "REPLICATION") for _ in range(30)]
+    replication = [open_socket(server, "REPLICATION") for _ in range(30)]
     poll(server)
-    clients = [connect(server, "CLIENT") for _ in range(30)]
+    clients = [open_socket(server, "CLIENT") for _ in range(30)]
     poll(server)
     assert len(connections(server, "REPLICATION")) == 30
     # The broker-wide rate counts only the CLIENT connections: 10 fit.
@@ -393,8 +393,8 @@ def test_inter_broker_listener_obeys_only_its_own_rate(servers):
 
 def test_parked_connection_closed_at_shutdown(servers):
     clock = Clock(1_000_000)
-    server = make_server(servers, clock, max_connection_creation_rate=0)
-    sock = connect(server)
+    server = limited_server(servers, clock, max_connection_creation_rate=0)
+    sock = open_socket(server)
     poll(server)
     parked = server.listener("PLAINTEXT").parked
     assert parked is not None and not connections(server)

@@ -36,7 +36,7 @@ def server_props(reauth_ms=None, delay_ms=100):
     return p
 
 
-def client_configs(server, password="alice-secret"):
+def alice_configs(server, password="alice-secret"):
     return {"bootstrap.servers": f"127.0.0.1:{server.bound_port('SASL')}",
             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
             "sasl.jaas.config": jaas_client("alice", password)}
@@ -70,7 +70,7 @@ def test_sasl_plain_principal_and_api_versions(principals):
     add_whoami(s, principals)
     s.start()
     try:
-        with KafkaClient(client_configs(s)).connect() as c:
+        with KafkaClient(alice_configs(s)).connect() as c:
             assert ApiKey.SASL_HANDSHAKE in c.api_versions
             assert ApiKey.SASL_AUTHENTICATE in c.api_versions
             c.request(ApiKey.DESCRIBE_CLUSTER, {})
@@ -90,8 +90,8 @@ def test_sasl_plain_principal_and_api_versions(principals):
 def test_failed_authentication_close_is_delayed_without_blocking_others():
     clock = Clock()
     s = Server(server_props(delay_ms=5000), time=clock)
-    good = NetworkClient(client_configs(s))
-    bad = NetworkClient(client_configs(s, password="wrong"))
+    good = NetworkClient(alice_configs(s))
+    bad = NetworkClient(alice_configs(s, password="wrong"))
     port = s.bound_port("SASL")
     try:
         good.connect("g", "127.0.0.1", port)
@@ -128,7 +128,7 @@ def test_failed_authentication_close_is_delayed_without_blocking_others():
 def test_client_reauthentication_and_responses_keep_flowing():
     clock = Clock()
     s = Server(server_props(reauth_ms=10_000), time=clock)
-    net = NetworkClient(client_configs(s), time=clock)
+    net = NetworkClient(alice_configs(s), time=clock)
     try:
         net.connect("n", "127.0.0.1", s.bound_port("SASL"))
         drive(s, net, lambda out: net.is_ready("n"))
@@ -153,7 +153,7 @@ def test_expired_session_is_killed_on_next_request():
     server_clock = Clock()
     client_clock = Clock()        # never moves: this client never re-authenticates
     s = Server(server_props(reauth_ms=10_000), time=server_clock)
-    net = NetworkClient(client_configs(s), time=client_clock)
+    net = NetworkClient(alice_configs(s), time=client_clock)
     try:
         net.connect("n", "127.0.0.1", s.bound_port("SASL"))
         drive(s, net, lambda out: net.is_ready("n"))
@@ -172,7 +172,7 @@ def test_disconnected_state_carries_authentication_exception():
     s = Server(server_props(delay_ms=0))
     s.start()
     try:
-        net = NetworkClient(client_configs(s, password="nope"))
+        net = NetworkClient(alice_configs(s, password="nope"))
         net.connect("x", "127.0.0.1", s.bound_port("SASL"))
         states = {}
         for _ in range(500):
@@ -192,7 +192,7 @@ def test_connections_with_equal_api_versions_share_them():
     # the nodes share one body and one map instead of ~3 KB each; what each
     # node reports is unchanged.
     s = Server(server_props())
-    net = NetworkClient(client_configs(s))
+    net = NetworkClient(alice_configs(s))
     port = s.bound_port("SASL")
     try:
         for node in ("a", "b"):

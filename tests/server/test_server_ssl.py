@@ -30,7 +30,7 @@ class FixedPrincipalBuilder:
         return KafkaPrincipal("User", f"fixed-{getattr(context, 'peer_subject_dn', None)}")
 
 
-def make_server(pki, client_auth="required", extra=None):
+def ssl_server(pki, client_auth="required", extra=None):
     configs = pki.server_configs(client_auth=client_auth)
     configs.update(extra or {})
     s = Server(listeners=[
@@ -65,7 +65,7 @@ def plaintext_client(server):
 
 @pytest.fixture
 def server(pki):
-    s = make_server(pki)
+    s = ssl_server(pki)
     yield s
     s.shutdown()
 
@@ -82,7 +82,7 @@ def test_ssl_api_versions_metadata_and_principal(pki, server):
 
 
 def test_ssl_principal_mapping_rules(pki):
-    s = make_server(pki, extra={
+    s = ssl_server(pki, extra={
         "ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=(.*?),.*$/$1@$2/L,DEFAULT"})
     try:
         with ssl_client(pki, s).connect() as c:
@@ -95,7 +95,7 @@ def test_ssl_principal_mapping_rules(pki):
 
 
 def test_principal_builder_class(pki):
-    s = make_server(pki, extra={
+    s = ssl_server(pki, extra={
         "principal.builder.class": f"{__name__}.FixedPrincipalBuilder"})
     try:
         with ssl_client(pki, s).connect() as c:
@@ -108,7 +108,7 @@ def test_principal_builder_class(pki):
 def test_no_client_cert_is_anonymous_when_not_required(pki):
     """Kafka: DefaultKafkaPrincipalBuilderTest.testPrincipalIfSSLPeerIsNotAuthenticated (through a
     server)."""
-    s = make_server(pki, client_auth="none")
+    s = ssl_server(pki, client_auth="none")
     try:
         with ssl_client(pki, s, keystore=None).connect() as c:
             c.request(ApiKey.DESCRIBE_CLUSTER, {})

@@ -50,7 +50,7 @@ def secrets_of(kafka_broker):
     return [password, jaas]
 
 
-def worker_stats(session, n=12):
+def stats_by_pid(session, n=12):
     rows = session.read.format("kchannel_stats").option("numPartitions", str(n)).load().collect()
     return {r["pid"]: r.asDict() for r in rows}
 
@@ -109,7 +109,7 @@ def test_batch_read_and_write_with_only_the_token_on_executors(spark_cluster, ka
     # their own, each with its token cache: one or two tokens)
     ids = {t.token_info.token_id for t in describe_tokens(kafka_broker, "User:cluster-batch")}
     assert ids
-    stats = worker_stats(session)
+    stats = stats_by_pid(session)
     on_executors = {pid: s for pid, s in stats.items() if executor_of(spark_cluster, pid)}
     assert {executor_of(spark_cluster, pid) for pid in on_executors} == \
         {eid for _, eid, _ in spark_cluster.executors()}
@@ -339,7 +339,7 @@ def test_gateway_counts_logins_per_executor_not_per_task(spark_cluster, kafka_br
     assert tasks >= 40
     assert sorted(bytes(r["value"]) for r in rows) == sorted(v for _, v, _, _ in records)
     assert len(topic_values(plain, target, 4)) == 400
-    stats = worker_stats(session)
+    stats = stats_by_pid(session)
     executors = {executor_of(spark_cluster, pid) for pid in stats} - {None}
     workers = [pid for pid in stats if executor_of(spark_cluster, pid)]
     brokers = 1     # the gateway advertises one node for Kafka's one broker
@@ -398,7 +398,7 @@ def test_worker_added_mid_stream_gets_the_current_token_after_a_renewal(
         (new,) = [e for e in spark_cluster.wait_executors(len(old) + 1) if e[1] not in old]
         for w in range(2, 8):
             wave(w)
-            stats = worker_stats(session, 18)
+            stats = stats_by_pid(session, 18)
             mine = [s for pid, s in stats.items() if pid in descendants(new[0])]
             if any(s["consumers_created"] and s["authentications"] for s in mine):
                 break

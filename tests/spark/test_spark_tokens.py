@@ -211,7 +211,7 @@ def test_driver_login_with_any_mechanism_gives_executors_a_token(kafka_broker, m
     assert sorted(got) == sorted(b"v%d" % i for i in range(7))
 
 
-def _reader(kafka_broker, topic, client_id, max_lifetime_ms, renewers):
+def _token_reader(kafka_broker, topic, client_id, max_lifetime_ms, renewers):
     """The driver's planning of a read of ``topic`` whose executors log in
     with a delegation token of ``max_lifetime_ms``, one record per fetch
     (each record is its own batch) and, with workers.BATCH_ROWS patched to
@@ -238,7 +238,7 @@ def _reader(kafka_broker, topic, client_id, max_lifetime_ms, renewers):
     return reader, part
 
 
-def _values(batches):
+def _column_values(batches):
     return [v for batch in batches for v in batch.column(1).to_pylist()]
 
 
@@ -267,9 +267,10 @@ def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
     produce(plain, topic, [(None, v, [], None) for v in values], **{"batch.size": 1,
                                                                        "linger.ms": 0})
     # Tokens that outlive the test first: (b)'s newer token, (c)'s renewable one.
-    newer, newer_part = _reader(kafka_broker, topic, "expiry-moving", 60_000, "User:expiry-b2")
-    renewed, renewed_part = _reader(kafka_broker, topic, "expiry-renewed", 120_000,
-                                    "User:expiry-c")
+    newer, newer_part = _token_reader(kafka_broker, topic, "expiry-moving", 60_000,
+                                      "User:expiry-b2")
+    renewed, renewed_part = _token_reader(kafka_broker, topic, "expiry-renewed", 120_000,
+                                          "User:expiry-c")
     token_id = tokens.token_id_of(renewed.executor_configs)
     with KafkaClient(dict(_driver(kafka_broker))) as c:
         c.connect()
@@ -281,12 +282,13 @@ def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
         # each read logs in and reads its first record right after its
         # token's expiry was set 3 s ahead (however loaded the machine)
         reads.append(reader.read(part))
-        assert _values([next(reads[-1])]) == values[:1]
+        assert _column_values([next(reads[-1])]) == values[:1]
     try:
-        alone, alone_part = _reader(kafka_broker, topic, "expiry-alone", 3000, "User:expiry-a")
+        alone, alone_part = _token_reader(kafka_broker, topic, "expiry-alone", 3000,
+                                          "User:expiry-a")
         start_reading(alone, alone_part)
-        moving, moving_part = _reader(kafka_broker, topic, "expiry-moving", 3000,
-                                      "User:expiry-b")
+        moving, moving_part = _token_reader(kafka_broker, topic, "expiry-moving", 3000,
+                                            "User:expiry-b")
         start_reading(moving, moving_part)
         # (c) the driver has set its renewable token's expiry 3 s ahead
         with KafkaClient(dict(_driver(kafka_broker))) as c:
@@ -294,7 +296,7 @@ def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
             renewed.token_expiry_ms = DelegationTokenAdmin(c).renew(token.hmac, 3000)
         start_reading(renewed, renewed_part)
         # (b) the process gets a newer token of "moving"'s cluster and settings
-        assert _values(newer.read(newer_part)) == values
+        assert _column_values(newer.read(newer_part)) == values
         # (c) the driver renews its token (its expiry moves on by 2 minutes)
         with KafkaClient(dict(_driver(kafka_broker))) as c:
             c.connect()
@@ -306,7 +308,7 @@ def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
 
         started = time.monotonic()
         with pytest.raises(errors.SaslAuthenticationError) as info:
-            _values(reads[0])
+            _column_values(reads[0])
         waited = time.monotonic() - started
         message = str(info.value)
         alone_id = tokens.token_id_of(alone.executor_configs)
@@ -318,7 +320,7 @@ def test_executor_read_past_its_token_expiry(kafka_broker, monkeypatch):
         assert waited < 20, waited
         print(f"failed {waited:.1f} s after the expiry was reached")
 
-        assert _values(reads[1]) == values[1:]
-        assert _values(reads[2]) == values[1:]
+        assert _column_values(reads[1]) == values[1:]
+        assert _column_values(reads[2]) == values[1:]
     finally:
         workers.close_all()

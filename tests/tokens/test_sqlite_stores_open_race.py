@@ -19,7 +19,7 @@ PROCESSES = 6
 ROUNDS = 12
 
 
-def _open(cls, path, barrier, results):
+def _open_in_process(cls, path, barrier, results):
     barrier.wait()
     try:
         store = cls(path)
@@ -37,7 +37,7 @@ def test_processes_opening_one_new_store_together_all_succeed(cls, tmp_path):
         path = os.path.join(tmp_path, f"round{n}", "store.db")
         barrier = ctx.Barrier(PROCESSES)
         results = ctx.Queue()
-        procs = [ctx.Process(target=_open, args=(cls, path, barrier, results))
+        procs = [ctx.Process(target=_open_in_process, args=(cls, path, barrier, results))
                  for _ in range(PROCESSES)]
         for p in procs:
             p.start()
