@@ -35,9 +35,9 @@ from kchannel.config._common import (SUPPORTED_MECHANISMS, ConfigFactories,
                                      normalise_ssl_values, read_text_file, store_errors)
 from kchannel.config.definitions import (CLIENT_CONFIG_DEF, SERVER_CONFIG_DEF, Type,
                                          java_list_str, warn_unsupported)
-from kchannel.config.listeners import (config_prefix, normalise_listener_name, parse_listeners,
-                                       parse_security_protocol_map, validate_advertised_listeners,
-                                       validate_listeners)
+from kchannel.config.listeners import (Endpoint, config_prefix, normalise_listener_name,
+                                       parse_listeners, parse_security_protocol_map,
+                                       validate_advertised_listeners, validate_listeners)
 from kchannel.config.types import Password, reveal
 from kchannel.config.client import ClientConfig
 from kchannel.errors import ConfigError
@@ -438,7 +438,8 @@ class ServerConfig(ConfigFactories):
         return self._values.get(key), SRC_DEFAULT, None
 
     def _listener_name(self, listener):
-        name = listener.listener_name if hasattr(listener, "listener_name") else normalise_listener_name(listener)
+        name = (listener.listener_name if isinstance(listener, Endpoint)
+                else normalise_listener_name(listener))
         if name not in self._listener_over:
             raise KeyError(f"No listener named {name}; listeners are "
                            f"{', '.join(e.listener_name for e in self._listeners)}")

@@ -573,7 +573,8 @@ class Selector(SelectorLoop):
                 self.sensors.failed_reauthentication.record(1.0, now)
             else:
                 self.sensors.failed_authentication.record(1.0, now)
-            mechanism = getattr(cause, "mechanism", None)
+            mechanism = (cause.mechanism if isinstance(cause, errors.SaslAuthenticationError)
+                         else None)
             log.warning("Failed %sauthentication with %s%s (%s)", "re-" if reauth else "",
                         desc, f" using SASL mechanism {mechanism}" if mechanism else "", cause)
             if ch.state != State.AUTHENTICATION_FAILED:

@@ -20,7 +20,7 @@ Kafka's behaviour, mirrored here:
 import re
 
 from kchannel.protocol.errors import Errors
-from kchannel.protocol.headers import encode_response_header
+from kchannel.protocol.headers import RequestHeader, encode_response_header
 from kchannel.protocol.messages import API_VERSIONS
 
 __all__ = [
@@ -58,7 +58,8 @@ def api_versions_fallback(correlation_id, min_version=None, max_version=None):
     """The whole fallback response payload (response header v0 + v0 body, no
     size prefix) for a request with ``correlation_id``.  Accepts a
     ``RequestHeader`` too."""
-    correlation_id = getattr(correlation_id, "correlation_id", correlation_id)
+    if isinstance(correlation_id, RequestHeader):
+        correlation_id = correlation_id.correlation_id
     body = api_versions_fallback_body(min_version, max_version)
     return (encode_response_header(_KEY, 0, correlation_id)
             + API_VERSIONS.response.encode(body, 0))

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from kchannel.client import KafkaClient
+from kchannel.errors import SaslAuthenticationError
 from kchannel.utils import now_ms
 
 from tests.fixtures.sasl_servers import client_configs, start_server
@@ -63,3 +64,27 @@ def test_unsecured_oauthbearer_login_logs_at_debug(servers, caplog):
     assert len(retrieved) == 2
     assert {r.levelno for r in retrieved} == {logging.DEBUG}
     assert [r.getMessage() for r in records if r.levelno > logging.DEBUG] == []
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_failed_authentication_warning_names_the_mechanism(servers, caplog, mechanism):
+    # The server's warning names the SASL mechanism the failure carries (a
+    # SaslAuthenticationError's), as Kafka's "Failed authentication with
+    # ... (channelId=...) using SASL mechanism ...".
+    caplog.set_level(logging.DEBUG, logger="kchannel")
+    server, port = start_server()
+    servers.append(server)
+    with KafkaClient(client_configs("SASL_PLAINTEXT", mechanism, password="wrong")) as client:
+        with pytest.raises(SaslAuthenticationError):
+            client.connect("127.0.0.1", port)
+
+    def failures():
+        # the server's channel: channelId=<its address>-<peer address>-<n>
+        return [r for r in caplog.records if r.name == "kchannel.network.selector"
+                and r.getMessage().startswith("Failed authentication with")
+                and f"(channelId=127.0.0.1:{port}-" in r.getMessage()]
+
+    assert _wait_for(lambda: failures()), [r.getMessage() for r in caplog.records]
+    (record,) = failures()
+    assert record.levelno == logging.WARNING
+    assert f" using SASL mechanism {mechanism} (" in record.getMessage(), record.getMessage()
