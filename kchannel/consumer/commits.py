@@ -13,7 +13,8 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.consumer.membership import ConsumerMembershipManager
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import COORDINATOR_ERRORS, RETRIABLE_ERRORS, Errors, exception_for
+from kchannel.protocol.errors import (COORDINATOR_MOVED_ERRORS, RETRIABLE_ERRORS, Errors,
+                                      exception_for)
 
 __all__ = ["GroupCommits", "OffsetAndMetadata", "OffsetAndTimestamp"]
 
@@ -25,8 +26,7 @@ _OFFSET_FETCH = messages.OFFSET_FETCH.api_key
 # Kafka's AbstractCoordinator: the coordinator moved (or the request to it
 # timed out on the broker): find it again.  COORDINATOR_LOAD_IN_PROGRESS only
 # waits (the coordinator is the right one, still loading the group).
-_MOVED_COORDINATOR_ERRORS = (COORDINATOR_ERRORS - {Errors.COORDINATOR_LOAD_IN_PROGRESS}) | \
-    {Errors.REQUEST_TIMED_OUT}
+_MOVED_COORDINATOR_ERRORS = COORDINATOR_MOVED_ERRORS | {Errors.REQUEST_TIMED_OUT}
 
 
 class OffsetAndMetadata:

@@ -29,7 +29,8 @@ from kchannel.consumer.assignors import (ASSIGNORS, COOPERATIVE, EAGER, decode_a
                                          subscription_version)
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import COORDINATOR_ERRORS, RETRIABLE_ERRORS, Errors, exception_for
+from kchannel.protocol.errors import (COORDINATOR_MOVED_ERRORS, RETRIABLE_ERRORS, Errors,
+                                      exception_for)
 
 __all__ = ["ConsumerCoordinator"]
 
@@ -45,7 +46,7 @@ _RESET_MEMBER = frozenset({Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION,
                            Errors.FENCED_INSTANCE_ID})
 # The coordinator moved: find it again (COORDINATOR_LOAD_IN_PROGRESS: the
 # right one, still loading; retry after the back-off).
-_MOVED = COORDINATOR_ERRORS - {Errors.COORDINATOR_LOAD_IN_PROGRESS}
+_MOVED = COORDINATOR_MOVED_ERRORS
 
 
 

@@ -41,7 +41,7 @@ from kchannel.client.metadata import TopicPartition
 from kchannel.consumer.coordinator import commit_before_revoking
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import Errors, exception_for
+from kchannel.protocol.errors import COORDINATOR_MOVED_ERRORS, Errors, exception_for
 
 __all__ = ["ConsumerMembershipManager", "MemberState"]
 
@@ -53,7 +53,7 @@ JOIN_GROUP_MEMBER_EPOCH = 0
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
-_MOVED = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
+_MOVED = COORDINATOR_MOVED_ERRORS
 _FENCED = frozenset({Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID})
 _UNSUPPORTED_PROTOCOL = ("The cluster does not support the new CONSUMER group protocol. Set "
                          "group.protocol=classic on the consumer configs to revert to the "

@@ -38,7 +38,8 @@ from kchannel.client import RequestTimeoutError
 from kchannel.client.metadata import TopicPartition
 from kchannel.log import get_logger
 from kchannel.protocol import messages
-from kchannel.protocol.errors import RETRIABLE_ERRORS, Errors, error_name, exception_for
+from kchannel.protocol.errors import (COORDINATOR_MOVED_ERRORS, RETRIABLE_ERRORS, Errors, error_name,
+                                      exception_for)
 
 __all__ = ["State", "TransactionManager", "TransactionalRequestResult",
            "FATAL_TRANSACTION_ERRORS"]
@@ -73,7 +74,7 @@ FATAL_TRANSACTION_ERRORS = (errors.ProducerFencedError, errors.InvalidProducerEp
                             errors.TransactionalIdAuthorizationError,
                             errors.UnsupportedVersionError)
 
-_COORDINATOR_MOVED = frozenset((Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE))
+_COORDINATOR_MOVED = COORDINATOR_MOVED_ERRORS
 _FENCED = frozenset((Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED))
 
 

@@ -5,7 +5,8 @@ from enum import IntEnum
 from kchannel import errors as _errors
 
 __all__ = ["Errors", "ERROR_TABLE", "error_name", "error_message", "exception_for",
-           "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "COORDINATOR_ERRORS"]
+           "RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "COORDINATOR_ERRORS",
+           "COORDINATOR_MOVED_ERRORS"]
 
 # (code, name, default message) for every Kafka error.
 ERROR_TABLE = (
@@ -314,6 +315,11 @@ RETRIABLE_ERRORS = INVALID_METADATA_ERRORS | frozenset(Errors[name] for name in 
 # again (Kafka's AbstractCoordinator marks it unknown) and retry.
 COORDINATOR_ERRORS = frozenset((Errors.COORDINATOR_LOAD_IN_PROGRESS,
                                 Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR))
+# Of those, the ones that mean the coordinator is elsewhere or gone: find it
+# again before retrying (COORDINATOR_LOAD_IN_PROGRESS only waits: the
+# coordinator is the right one, still loading).  The group and transaction
+# coordinators' clients all use this one set.
+COORDINATOR_MOVED_ERRORS = COORDINATOR_ERRORS - {Errors.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 # The transaction errors with an exception class of their own (by name:

@@ -202,3 +202,52 @@ def test_core_error_codes_are_kafkas():
     assert SaslAuthenticationError("x").error_code == Errors.SASL_AUTHENTICATION_FAILED
     assert IllegalSaslStateError("x").error_code == Errors.ILLEGAL_SASL_STATE
     assert UnsupportedSaslMechanismError("x").error_code == Errors.UNSUPPORTED_SASL_MECHANISM
+
+
+# The error sets kchannel.protocol.errors defines once for every layer.
+_SHARED_SETS = ("RETRIABLE_ERRORS", "INVALID_METADATA_ERRORS", "COORDINATOR_ERRORS",
+                "COORDINATOR_MOVED_ERRORS")
+
+
+def written_error_sets(source, path="<string>"):
+    """``[(path:line, frozenset)]``: each set, frozenset, tuple or list literal
+    of two or more ``Errors.X`` members in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source, path)):
+        # (frozenset((Errors.A, Errors.B)) is found as its tuple)
+        if not isinstance(node, (ast.Set, ast.Tuple, ast.List)) or len(node.elts) < 2:
+            continue
+        members = [e.attr for e in node.elts if isinstance(e, ast.Attribute)
+                   and isinstance(e.value, ast.Name) and e.value.id == "Errors"
+                   and e.attr in Errors.__members__]
+        if len(members) == len(node.elts):
+            found.append((f"{path}:{node.lineno}", frozenset(Errors[m] for m in members)))
+    return found
+
+
+def test_shared_error_sets_are_not_written_again():
+    # A set of error codes that equals one kchannel.protocol.errors shares
+    # (the retriable codes, the coordinator's) is written there only: a
+    # second copy drifts when one is corrected (Kafka adds a retriable code).
+    from kchannel.protocol import errors as protocol_errors
+    shared = {getattr(protocol_errors, n): n for n in _SHARED_SETS}
+    own = os.path.join(PACKAGE, "protocol", "errors.py")
+    copies = []
+    for dirpath, _dirs, files in os.walk(PACKAGE):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if not name.endswith(".py") or path == own:
+                continue
+            with open(path, encoding="utf-8") as f:
+                for where, codes in written_error_sets(f.read(), os.path.relpath(path, ROOT)):
+                    if codes in shared:
+                        copies.append(f"{where}: {shared[codes]}")
+    assert not copies, ("import the set from kchannel.protocol.errors:\n" + "\n".join(copies))
+
+
+def test_the_error_set_scan_finds_copies():
+    sample = ("_MOVED = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})\n"
+              "if code in (Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE): pass\n"
+              "ONE = frozenset({Errors.NOT_COORDINATOR})\n")
+    moved = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
+    assert [codes for _, codes in written_error_sets(sample)] == [moved, moved]
