@@ -102,7 +102,7 @@ def test_a_batch_opened_with_memory_free_takes_it_without_the_waiting_path(monke
     max(batch.size, the record's bound) at once under the append's lock
     (the waiting path, _allocate, and its re-check of the deque are for
     appends that had to wait); with a waiter in line it still queues."""
-    acc = _accumulator(3)
+    acc = _accumulator_of_batches(3)
 
     def no_wait(size, max_block_ms):
         raise AssertionError("an append with memory free went through _allocate")
