@@ -269,10 +269,19 @@ def _crc32c_hardware():
 
 # -- encoding ----------------------------------------------------------------
 
+cdef extern from "Python.h":
+    int _PyBytes_Resize(PyObject** obj, Py_ssize_t size) except -1
+    void Py_XDECREF_raw "Py_XDECREF"(PyObject* o)
+
+
 cdef struct _Buf:
     uint8_t* data
     Py_ssize_t len
     Py_ssize_t cap
+    # NULL: ``data`` is malloc'ed.  Else a bytes object made here (its only
+    # reference) whose buffer ``data`` is: what is written is returned
+    # without a copy (_bytes_buf / _bytes_done).
+    PyObject* obj
 
 
 cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
@@ -284,6 +293,12 @@ cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
     cap = b.cap * 2 if b.cap else 256
     while cap < need:
         cap *= 2
+    if b.obj != NULL:
+        # (on failure _PyBytes_Resize frees the object and sets it NULL)
+        _PyBytes_Resize(&b.obj, cap)
+        b.data = <uint8_t*>PyBytes_AS_STRING(<object>b.obj)
+        b.cap = cap
+        return 0
     nd = <uint8_t*>realloc(b.data, cap)
     if nd == NULL:
         raise MemoryError()
@@ -489,6 +504,31 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
     return 0
 
 
+cdef int _bytes_buf(_Buf* b, Py_ssize_t cap) except -1:
+    """``b`` writing into a new bytes object of ``cap`` bytes (grown as
+    needed): a batch is written once, not written then copied into its
+    bytes (at 1 KiB records that copy was a tenth of the producer's
+    instructions per record under callgrind)."""
+    b.obj = NULL
+    b.len = 0
+    b.cap = 0
+    obj = PyBytes_FromStringAndSize(NULL, cap)
+    Py_INCREF(obj)
+    b.obj = <PyObject*>obj
+    b.data = <uint8_t*>PyBytes_AS_STRING(obj)
+    b.cap = cap
+    return 0
+
+
+cdef object _bytes_done(_Buf* b):
+    """The bytes of ``b`` (made by _bytes_buf), cut to what was written."""
+    _PyBytes_Resize(&b.obj, b.len)
+    out = <object>b.obj
+    Py_XDECREF_raw(b.obj)
+    b.obj = NULL
+    return out
+
+
 def encode_records(records, base_timestamp):
     cdef _Buf b
     cdef int64_t base = _int64(base_timestamp, "varlong")
@@ -496,6 +536,7 @@ def encode_records(records, base_timestamp):
     b.data = NULL
     b.len = 0
     b.cap = 0
+    b.obj = NULL
     try:
         _write_records(&b, records, base, &max_ts)
         if b.len == 0:
@@ -535,11 +576,12 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
     if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
         raise ValueError("producer epoch and attributes are int16")
     base = _int64(_timestamp(records[0]), "varlong")
-    b.data = NULL
-    b.len = 0
-    b.cap = 0
+    b.obj = NULL
     try:
-        _reserve(&b, size_hint if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n)
+        # (+ 5: _write_records reserves a record's length varint's
+        # largest size, 5 bytes, beyond the record; an exact size_hint
+        # would grow, i.e. copy, the buffer at the last record)
+        _bytes_buf(&b, (size_hint if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n) + 5)
         b.len = _BATCH_HEADER
         _write_records(&b, records, base, &max_ts)
         if max_timestamp is not None:
@@ -560,9 +602,10 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
         _put_be(b.data + 57, <uint64_t><uint32_t>n, 4)
         crc = _crc32c(0, b.data + _CRC_FROM, b.len - _CRC_FROM)
         _put_be(b.data + 17, crc, 4)
-        return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+        return _bytes_done(&b)
     finally:
-        free(b.data)
+        # (an error part-way: the unfinished bytes object)
+        Py_XDECREF_raw(b.obj)
 
 
 # -- decoding ----------------------------------------------------------------
