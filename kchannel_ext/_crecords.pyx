@@ -273,6 +273,10 @@ cdef struct _Buf:
     uint8_t* data
     Py_ssize_t len
     Py_ssize_t cap
+    # data is the memory of a bytes object (the result being written in
+    # place), not malloc'd: moved to malloc'd memory if it must grow, and
+    # never freed here
+    bint borrowed
 
 
 cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
@@ -284,7 +288,13 @@ cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
     cap = b.cap * 2 if b.cap else 256
     while cap < need:
         cap *= 2
-    nd = <uint8_t*>realloc(b.data, cap)
+    if b.borrowed:
+        nd = <uint8_t*>malloc(cap)
+        if nd != NULL:
+            memcpy(nd, b.data, b.len)
+            b.borrowed = False
+    else:
+        nd = <uint8_t*>realloc(b.data, cap)
     if nd == NULL:
         raise MemoryError()
     b.data = nd
@@ -496,6 +506,7 @@ def encode_records(records, base_timestamp):
     b.data = NULL
     b.len = 0
     b.cap = 0
+    b.borrowed = False
     try:
         _write_records(&b, records, base, &max_ts)
         if b.len == 0:
@@ -516,6 +527,12 @@ cdef Py_ssize_t _BATCH_HEADER = 61
 cdef Py_ssize_t _CRC_FROM = 21
 
 
+cdef extern from "Python.h":
+    PyObject* _kc_bytes_new "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n) except NULL
+    int _kc_bytes_resize "_PyBytes_Resize"(PyObject** b, Py_ssize_t n) except -1
+    void _kc_xdecref "Py_XDECREF"(PyObject* o)
+
+
 def encode_plain_batch(records, int attributes, int64_t producer_id, int producer_epoch,
                        int base_sequence, int64_t base_offset=0,
                        int partition_leader_epoch=-1, max_timestamp=None,
@@ -525,21 +542,31 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
     builds (the producer's path for every batch it sends uncompressed).
     ``max_timestamp`` None: the records' largest; ``size_hint``: the
     expected size (the producer's estimate, an upper bound), so that the
-    buffer is allocated once."""
+    buffer is allocated once: the batch is written in place into the bytes
+    object returned (trimmed to its size at the end, in place), not into a
+    buffer then copied into one (~16 KiB per batch at the defaults); only
+    a batch outgrowing the hint moves to a buffer of its own."""
     cdef _Buf b
     cdef Py_ssize_t n = len(records)
     cdef int64_t base, max_ts = INT64_MIN
     cdef uint32_t crc
+    cdef PyObject* out = NULL
+    cdef Py_ssize_t cap
     if n == 0:
         raise ValueError("a record batch needs at least one record")
     if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
         raise ValueError("producer epoch and attributes are int16")
     base = _int64(_timestamp(records[0]), "varlong")
-    b.data = NULL
+    # (+ 5: _write_records reserves room for each record's size prefix at
+    # its longest, 5 bytes, where the hint counts its actual length: an
+    # exact hint must not make the last record move the batch)
+    cap = size_hint + 5 if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n
+    out = _kc_bytes_new(NULL, cap)
+    b.data = <uint8_t*>PyBytes_AS_STRING(<object>out)
     b.len = 0
-    b.cap = 0
+    b.cap = cap
+    b.borrowed = True
     try:
-        _reserve(&b, size_hint if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n)
         b.len = _BATCH_HEADER
         _write_records(&b, records, base, &max_ts)
         if max_timestamp is not None:
@@ -560,9 +587,16 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
         _put_be(b.data + 57, <uint64_t><uint32_t>n, 4)
         crc = _crc32c(0, b.data + _CRC_FROM, b.len - _CRC_FROM)
         _put_be(b.data + 17, crc, 4)
-        return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+        if not b.borrowed:
+            return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+        if b.len != cap:
+            _kc_bytes_resize(&out, b.len)     # (sets out to NULL if it fails)
+        result = <object>out
+        return result
     finally:
-        free(b.data)
+        if not b.borrowed:
+            free(b.data)
+        _kc_xdecref(out)
 
 
 # -- decoding ----------------------------------------------------------------
