@@ -20,10 +20,10 @@ and per record on the application thread, counted by valgrind's callgrind
 (``--separate-threads``, independent of the machine's load): the producer
 runs twice under callgrind, with ``--records`` and five times as many after
 the same warm-up, and the difference is divided by the extra Produce
-requests (Sender) or records (application).  Kernel time is not counted:
-the system calls per request are printed beside (strace-free: the
-Selector's own counters are not used; ``--syscalls`` counts them with
-``strace -c -f``, which slows the run but not the count).
+requests (Sender) or records (application).  Kernel time is not counted
+(nor are the wake-ups and system calls: under valgrind the threads take
+turns, so the passes of the Sender's loop per request differ from a
+native run's).
 """
 import argparse
 import collections
