@@ -179,6 +179,8 @@ def cmd_calls(args):
           f"({records / requests:.1f} records per request; "
           f"{'pure' if args.pure else 'compiled'} twins)")
     for name, c in sorted(counter.by_thread.items()):
+        if not c.calls:
+            continue          # (a thread that only passed through the hook)
         is_app = name == "MainThread"
         n, unit = (records, "record") if is_app else (requests, "Produce request")
         total = sum(c.calls.values()) / n
