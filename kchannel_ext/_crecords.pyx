@@ -269,19 +269,14 @@ def _crc32c_hardware():
 
 # -- encoding ----------------------------------------------------------------
 
-cdef extern from "Python.h":
-    int _PyBytes_Resize(PyObject** obj, Py_ssize_t size) except -1
-    void Py_XDECREF_raw "Py_XDECREF"(PyObject* o)
-
-
 cdef struct _Buf:
     uint8_t* data
     Py_ssize_t len
     Py_ssize_t cap
-    # NULL: ``data`` is malloc'ed.  Else a bytes object made here (its only
-    # reference) whose buffer ``data`` is: what is written is returned
-    # without a copy (_bytes_buf / _bytes_done).
-    PyObject* obj
+    # data is the memory of a bytes object (the result being written in
+    # place), not malloc'd: moved to malloc'd memory if it must grow, and
+    # never freed here
+    bint borrowed
 
 
 cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
@@ -293,13 +288,13 @@ cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
     cap = b.cap * 2 if b.cap else 256
     while cap < need:
         cap *= 2
-    if b.obj != NULL:
-        # (on failure _PyBytes_Resize frees the object and sets it NULL)
-        _PyBytes_Resize(&b.obj, cap)
-        b.data = <uint8_t*>PyBytes_AS_STRING(<object>b.obj)
-        b.cap = cap
-        return 0
-    nd = <uint8_t*>realloc(b.data, cap)
+    if b.borrowed:
+        nd = <uint8_t*>malloc(cap)
+        if nd != NULL:
+            memcpy(nd, b.data, b.len)
+            b.borrowed = False
+    else:
+        nd = <uint8_t*>realloc(b.data, cap)
     if nd == NULL:
         raise MemoryError()
     b.data = nd
@@ -504,31 +499,6 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
     return 0
 
 
-cdef int _bytes_buf(_Buf* b, Py_ssize_t cap) except -1:
-    """``b`` writing into a new bytes object of ``cap`` bytes (grown as
-    needed): a batch is written once, not written then copied into its
-    bytes (at 1 KiB records that copy was a tenth of the producer's
-    instructions per record under callgrind)."""
-    b.obj = NULL
-    b.len = 0
-    b.cap = 0
-    obj = PyBytes_FromStringAndSize(NULL, cap)
-    Py_INCREF(obj)
-    b.obj = <PyObject*>obj
-    b.data = <uint8_t*>PyBytes_AS_STRING(obj)
-    b.cap = cap
-    return 0
-
-
-cdef object _bytes_done(_Buf* b):
-    """The bytes of ``b`` (made by _bytes_buf), cut to what was written."""
-    _PyBytes_Resize(&b.obj, b.len)
-    out = <object>b.obj
-    Py_XDECREF_raw(b.obj)
-    b.obj = NULL
-    return out
-
-
 def encode_records(records, base_timestamp):
     cdef _Buf b
     cdef int64_t base = _int64(base_timestamp, "varlong")
@@ -536,7 +506,7 @@ def encode_records(records, base_timestamp):
     b.data = NULL
     b.len = 0
     b.cap = 0
-    b.obj = NULL
+    b.borrowed = False
     try:
         _write_records(&b, records, base, &max_ts)
         if b.len == 0:
@@ -557,6 +527,12 @@ cdef Py_ssize_t _BATCH_HEADER = 61
 cdef Py_ssize_t _CRC_FROM = 21
 
 
+cdef extern from "Python.h":
+    PyObject* _kc_bytes_new "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n) except NULL
+    int _kc_bytes_resize "_PyBytes_Resize"(PyObject** b, Py_ssize_t n) except -1
+    void _kc_xdecref "Py_XDECREF"(PyObject* o)
+
+
 def encode_plain_batch(records, int attributes, int64_t producer_id, int producer_epoch,
                        int base_sequence, int64_t base_offset=0,
                        int partition_leader_epoch=-1, max_timestamp=None,
@@ -566,22 +542,31 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
     builds (the producer's path for every batch it sends uncompressed).
     ``max_timestamp`` None: the records' largest; ``size_hint``: the
     expected size (the producer's estimate, an upper bound), so that the
-    buffer is allocated once."""
+    buffer is allocated once: the batch is written in place into the bytes
+    object returned (trimmed to its size at the end, in place), not into a
+    buffer then copied into one (~16 KiB per batch at the defaults); only
+    a batch outgrowing the hint moves to a buffer of its own."""
     cdef _Buf b
     cdef Py_ssize_t n = len(records)
     cdef int64_t base, max_ts = INT64_MIN
     cdef uint32_t crc
+    cdef PyObject* out = NULL
+    cdef Py_ssize_t cap
     if n == 0:
         raise ValueError("a record batch needs at least one record")
     if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
         raise ValueError("producer epoch and attributes are int16")
     base = _int64(_timestamp(records[0]), "varlong")
-    b.obj = NULL
+    # (+ 5: _write_records reserves room for each record's size prefix at
+    # its longest, 5 bytes, where the hint counts its actual length: an
+    # exact hint must not make the last record move the batch)
+    cap = size_hint + 5 if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n
+    out = _kc_bytes_new(NULL, cap)
+    b.data = <uint8_t*>PyBytes_AS_STRING(<object>out)
+    b.len = 0
+    b.cap = cap
+    b.borrowed = True
     try:
-        # (+ 5: _write_records reserves a record's length varint's
-        # largest size, 5 bytes, beyond the record; an exact size_hint
-        # would grow, i.e. copy, the buffer at the last record)
-        _bytes_buf(&b, (size_hint if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n) + 5)
         b.len = _BATCH_HEADER
         _write_records(&b, records, base, &max_ts)
         if max_timestamp is not None:
@@ -602,10 +587,16 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
         _put_be(b.data + 57, <uint64_t><uint32_t>n, 4)
         crc = _crc32c(0, b.data + _CRC_FROM, b.len - _CRC_FROM)
         _put_be(b.data + 17, crc, 4)
-        return _bytes_done(&b)
+        if not b.borrowed:
+            return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+        if b.len != cap:
+            _kc_bytes_resize(&out, b.len)     # (sets out to NULL if it fails)
+        result = <object>out
+        return result
     finally:
-        # (an error part-way: the unfinished bytes object)
-        Py_XDECREF_raw(b.obj)
+        if not b.borrowed:
+            free(b.data)
+        _kc_xdecref(out)
 
 
 # -- decoding ----------------------------------------------------------------

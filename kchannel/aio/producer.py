@@ -120,7 +120,6 @@ class AIOProducer:
         self._client = p._client
         self._send = p.send          # the appender's fast path (transactional: joins it)
         self._txn = p._txn
-        self._sender.wakeup = _sender_wakeup(self._acc, self._selector.wakeup)
 
     # -- driving the Sender ----------------------------------------------------------
     def _get_loop(self):
@@ -478,17 +477,6 @@ class _Transaction:
             # exception is what the application sees.
             await p.abort_transaction()
         return False
-
-
-def _sender_wakeup(acc, wakeup):
-    """``Sender.wakeup`` for the loop producer: the same test, then the loop
-    selector's ``wakeup`` itself instead of through the ClusterClient and
-    the network Selector (called per batch an application opens or fills:
-    two interpreted calls fewer per batch, at 1 KiB records one per 15)."""
-    def sender_wakeup():
-        if acc.wakeup_needed:
-            wakeup()
-    return sender_wakeup
 
 
 def _release(waiters):
