@@ -606,6 +606,19 @@ cdef extern from *:
     static inline PyObject *kc_new_bare(PyTypeObject *t, Py_ssize_t n) {
         return (PyObject *)_PyObject_GC_NewVar(t, n);
     }
+    /* An empty list, not tracked by the garbage collector: what PyList_New(0)
+       then PyObject_GC_UnTrack make, in one step (a record's headers list;
+       a poll frees hundreds at once, past the lists' free list, so
+       PyList_New allocates them anyway). */
+    static inline PyObject *kc_list_untracked(void) {
+        PyListObject *op = PyObject_GC_New(PyListObject, &PyList_Type);
+        if (op == NULL) return NULL;
+        op->ob_item = NULL;
+        Py_SET_SIZE(op, 0);
+        op->allocated = 0;
+        return (PyObject *)op;
+    }
+
     #ifndef Py_TPFLAGS_MANAGED_DICT
     #define Py_TPFLAGS_MANAGED_DICT 0
     #endif
@@ -621,8 +634,17 @@ cdef extern from *:
     }
     """
     int kc_zz2(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t* out) noexcept nogil
+    object kc_list_untracked()
     PyObject* kc_new_bare(PyTypeObject* t, Py_ssize_t n) except NULL
     int kc_bare_tuple_type(PyTypeObject* t) noexcept
+
+
+# The bounds within which C arithmetic on offsets and timestamps cannot
+# overflow, as C values: a bare ``(1 << 61)`` is a Python int to Cython, and
+# comparing an int64 with it makes a Python int of the int64 first (two per
+# record, ~150 instructions).
+cdef int64_t _LIM61 = (<int64_t>1) << 61
+cdef int64_t _LIM62 = (<int64_t>1) << 62
 
 
 cdef inline void _set(object t, Py_ssize_t i, object o):
@@ -631,7 +653,7 @@ cdef inline void _set(object t, Py_ssize_t i, object o):
     PyTuple_SET_ITEM(t, i, o)
 
 
-cdef object _record(cls, topic, partition, offset, timestamp, timestamp_type, key, value,
+cdef inline object _record(cls, topic, partition, offset, timestamp, timestamp_type, key, value,
                     headers, bint untracked=False):
     # ``cls`` (a tuple subclass, checked by the callers) of the 9 fields,
     # leader_epoch None: what ``tuple.__new__(cls, fields)`` makes, without
@@ -890,8 +912,8 @@ cdef class RecordReader:
         self._base_off = base_offset
         self._base_ts = base_timestamp
         self._log_append_time = log_append_time
-        self._fast = (-(1 << 62) <= base_offset <= (1 << 62)) and \
-            (-(1 << 62) <= base_timestamp <= (1 << 62))
+        self._fast = (-_LIM62 <= base_offset <= _LIM62) and \
+            (-_LIM62 <= base_timestamp <= _LIM62)
         self._c_base_off = base_offset if self._fast else 0
         self._c_base_ts = base_timestamp if self._fast else 0
         self._error = None
@@ -1020,10 +1042,10 @@ cdef class RecordReader:
                 raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
             if as_tuple and nheaders == 0:
                 headers = ()
+            elif untracked:
+                headers = kc_list_untracked()
             else:
                 headers = []
-                if untracked:
-                    _gc_untrack(<PyObject*>headers)
             for h in range(nheaders):
                 hsize = c.varint()
                 if hsize < 0:
@@ -1050,7 +1072,7 @@ cdef class RecordReader:
                 raise CorruptRecordError(
                     f"Invalid record size: expected to read {size} bytes in record payload, "
                     f"but instead read {c.pos - start}")
-            if fast and -(1 << 61) <= ts_delta <= (1 << 61):
+            if fast and -_LIM61 <= ts_delta <= _LIM61:
                 if log_append_time is None:
                     # Records of one batch often share a millisecond: the
                     # previous record's int then serves (ints are immutable).
@@ -1262,7 +1284,7 @@ cdef class PartitionReader:
             producer_id = _be64(b + 43)
             if magic != 2 or attributes & 0x07 or \
                     (self._read_committed and producer_id >= 0) or \
-                    not (-(1 << 62) <= base_offset <= (1 << 62)):
+                    not (-_LIM62 <= base_offset <= _LIM62):
                 # Legacy, compressed, transactional under read_committed
                 # (aborted transactions) or absurd offsets: the caller's.
                 self._special = (pos, end)
