@@ -1049,7 +1049,11 @@ cdef class RecordReader:
             for h in range(nheaders):
                 hsize = c.varint()
                 if hsize < 0:
-                    raise CorruptRecordError("Invalid negative header key size")
+                    # (As the pure twin: the size is named unless it is -1,
+                    # a null key.)
+                    raise CorruptRecordError(
+                        "Invalid negative header key size" if hsize == -1
+                        else f"Invalid negative header key size {hsize}")
                 if hsize > stop - c.pos:
                     raise CorruptRecordError(
                         f"Record header key of {hsize} bytes runs past the record")
