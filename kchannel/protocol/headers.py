@@ -333,6 +333,10 @@ def response_decoder(api_key, api_version):
             if len(payload) < 4:
                 _decode_response_header(payload, 0)     # raises the usual error
             return decode(payload, 4)
+        # The body decoder itself, ``(payload, 4) -> body``, for a caller
+        # that has checked the correlation id is there (a NetworkClient:
+        # one interpreted call less per response).
+        decode_v0.body_decoder = decode
         return decode_v0
 
     def decode_v1(payload):
