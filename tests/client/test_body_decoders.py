@@ -13,7 +13,7 @@ from kchannel.server import Server
 METADATA = int(ApiKey.METADATA)
 
 
-def _serve():
+def _metadata_server():
     server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=-1)
     seen = []
 
@@ -28,7 +28,7 @@ def _serve():
     return server
 
 
-def _responses(net, n, depth):
+def _pipelined_metadata(net, n, depth):
     sent = got = 0
     out = []
     while got < n:
@@ -43,13 +43,13 @@ def _responses(net, n, depth):
 
 
 def test_header_v0_bodies_decoded_straight_and_factories_take_over():
-    server = _serve()
+    server = _metadata_server()
     net = NetworkClient({"client.id": "body-decoders"})
     try:
         net.connect(0, "127.0.0.1", server.bound_port("PLAINTEXT"))
         while not net.is_ready(0):
             net.poll(100)
-        first = _responses(net, 30, depth=10)
+        first = _pipelined_metadata(net, 30, depth=10)
         key = (METADATA << 16) | 1
         assert key in net._body_decoders         # the straight path is the one taken
         assert [r.correlation_id for r in first] == sorted(r.correlation_id for r in first)
@@ -70,7 +70,7 @@ def test_header_v0_bodies_decoded_straight_and_factories_take_over():
             return decode
         net.add_response_decoder(METADATA, make)
         assert key not in net._body_decoders
-        later = _responses(net, 5, depth=5)
+        later = _pipelined_metadata(net, 5, depth=5)
         assert made == [1]
         assert [r.body for r in later] == [{"mine": i} for i in range(31, 36)]
     finally:
