@@ -176,6 +176,10 @@ class WireModule(Protocol):
                               client_id: Optional[str], header_version: int) -> bytes: ...
     def encode_response_header(self, correlation_id: int, header_version: int) -> bytes: ...
     def decode_response_header(self, payload: Any, header_version: int) -> Tuple[int, int]: ...
+    def frame_message(self, prefix: bytes, correlation_id: int, tail: bytes, data: bytes
+                      ) -> bytes:
+        """The frame (4-byte size first) of ``prefix + correlation id (int32)
+        + tail + data``; ValueError "frame payload too large" past 2 GiB."""
 
 
 # ---------------------------------------------------------------------------

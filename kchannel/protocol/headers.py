@@ -29,6 +29,7 @@ from kchannel.protocol.messages import API
 from kchannel.protocol.wire import decode_response_header as _decode_response_header
 from kchannel.protocol.wire import encode_request_header as _encode_request_header
 from kchannel.protocol.wire import encode_response_header as _encode_response_header
+from kchannel.protocol.wire import frame_message as _frame_message
 from kchannel.protocol.wire import parse_request_header as _parse_request_header
 
 __all__ = [
@@ -281,11 +282,9 @@ def request_encoder(api_key, api_version, client_id, framed=False, parts=False):
                                            hv) + data
             return encode_frame(whole) if framed else whole
         if framed:
-            n = fixed + len(data)
-            if n > 0x7FFFFFFF:
-                raise ValueError(f"frame payload too large ({n} bytes)")
-            return join((n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"), tail,
-                         data))
+            # (size, head, correlation id, tail, body in one allocation:
+            # the wire twin's; "frame payload too large" past 2 GiB)
+            return _frame_message(head, correlation_id, tail, data)
         return join((head, correlation_id.to_bytes(4, "big"), tail, data))
     return encode_request_fast
 
@@ -300,7 +299,6 @@ def response_encoder(api_key, api_version, framed=False):
     encode_dict = (_message_function(api.response, api_version, "encode")
                    if api is not None else None)
     tail = b"\x00" if hv == 1 else b""
-    fixed = 4 + len(tail)
     join = b"".join
 
     def encode_response_fast(correlation_id, body):
@@ -316,11 +314,8 @@ def response_encoder(api_key, api_version, framed=False):
             whole = _encode_response_header(correlation_id, hv) + data
             return encode_frame(whole) if framed else whole
         if framed:
-            n = fixed + len(data)
-            if n > 0x7FFFFFFF:
-                raise ValueError(f"frame payload too large ({n} bytes)")
-            return join((n.to_bytes(4, "big"), correlation_id.to_bytes(4, "big", signed=True),
-                         tail, data))
+            # (one allocation in the wire twin; ValueError past 2 GiB)
+            return _frame_message(b"", correlation_id, tail, data)
         return join((correlation_id.to_bytes(4, "big", signed=True), tail, data))
     return encode_response_fast
 
@@ -343,6 +338,10 @@ def response_decoder(api_key, api_version):
             if len(payload) < 4:
                 _decode_response_header(payload, 0)     # raises the usual error
             return decode(payload, 4)
+        # The body decoder itself, ``(payload, 4) -> body``, for a caller
+        # that has checked the correlation id is there (a NetworkClient:
+        # one interpreted call less per response).
+        decode_v0.body_decoder = decode
         return decode_v0
 
     def decode_v1(payload):
