@@ -67,9 +67,7 @@ from ..network.channel_state import ChannelMuteState
 from ..network.selector import Selector
 from ..protocol import messages
 from ..protocol.api_versions import api_versions_fallback
-from ..protocol.api_keys import REQUEST_FLEXIBLE_FROM
-from ..protocol.headers import RequestHeader, response_encoder
-from ..protocol.wire import parse_request_header as _parse_request_header
+from ..protocol.headers import parse_request_header, response_encoder
 from ..security.channel_builders import create_channel_builder
 from ..utils import now_ms
 from ..log import get_logger
@@ -493,10 +491,7 @@ class Server(_ConnectionAdmission):
             if ch is None:
                 return
         try:
-            # (headers.parse_request_header, inlined: one call less per request)
-            api_key, api_version, corr, client_id, hv, off = _parse_request_header(
-                payload, REQUEST_FLEXIBLE_FROM)
-            header = RequestHeader(api_key, api_version, corr, client_id, hv)
+            header, off = parse_request_header(payload)
         except errors.InvalidRequestError as exc:
             log.info("Closing connection %s from %s: invalid request header: %s",
                      cid, ch.socket_description(), exc)
