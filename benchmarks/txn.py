@@ -40,6 +40,24 @@ machine), and the share differs between clients with when their first write
 of a transaction goes out (a kchannel or Java producer sends its first full
 batch at once; librdkafka registers the partition about a millisecond later),
 so it moves the per-CPU-second ratio from run to run.
+
+    python benchmarks/txn.py instructions [--transactions 10] [--clients kchannel,...]
+                             [--pure] [--split] [--baseline DIR] [--keep DIR]
+
+``instructions``: instructions per transaction of each kchannel client (at
+its defaults; ``--clients`` picks among kchannel, kchannel-tuned,
+kchannel-idempotent), counted by valgrind's callgrind (independent of the
+machine's load), against the broker started as above (or
+``--bootstrap``): the client's process runs twice under callgrind, with
+``--transactions`` and three times as many, and the difference is divided
+by the extra transactions (start-up, ``init_transactions`` and warm-up
+cancel out).  Every thread of the client counts (the Sender's too); the
+broker runs natively.  Under callgrind the client runs about 50 times
+slower, so its GIL switch interval (wall time) is scaled by 50 as well:
+the threads hand the GIL over about as often per instruction as natively.
+``--split`` adds the instructions per transaction of the main entry points
+(the appender's send, the Sender's passes, requests and responses);
+``--baseline DIR`` counts kchannel from DIR (at its defaults) as well.
 """
 import argparse
 import json
@@ -57,6 +75,9 @@ from benchmarks._results import row  # noqa: E402
 CHILD = r'''
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
+if {switch!r}:
+    # under callgrind (see the module docstring: instructions)
+    sys.setswitchinterval({switch!r})
 if {baseline!r}:
     # this checkout of kchannel, not the benchmark's
     sys.path.insert(0, {baseline!r})
@@ -123,7 +144,7 @@ print(json.dumps({{"cpu": c1 - c0, "wall": t1 - t0, "records": txns * per, "slow
 
 def run_child(client, bootstrap, topic, txns, per, size, baseline=None):
     code = CHILD.format(root=ROOT, args=(client, bootstrap, topic, txns, per, size),
-                        baseline=baseline if client == "baseline" else None)
+                        baseline=baseline if client == "baseline" else None, switch=None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=600)
     if out.returncode != 0:
@@ -150,7 +171,122 @@ def _load():
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+class _Broker:
+    """``--bootstrap``'s broker, or the fixture's started in a temporary
+    directory (stopped on exit)."""
+
+    def __init__(self, bootstrap):
+        self.bootstrap = bootstrap
+        self.broker = self.tmp = None
+
+    def __enter__(self):
+        if self.bootstrap is None:
+            from tests.fixtures.certs import make_pki
+            from tests.fixtures.kafka import start_kafka_broker
+            self.tmp = tempfile.TemporaryDirectory(prefix="kchannel-txn-bench-")
+            os.makedirs(os.path.join(self.tmp.name, "pki"))
+            self.broker = start_kafka_broker(os.path.join(self.tmp.name, "kafka"),
+                                             make_pki(os.path.join(self.tmp.name, "pki")))
+            self.bootstrap = self.broker.bootstrap("PLAINTEXT")
+        return self.bootstrap
+
+    def __exit__(self, *exc):
+        if self.broker is not None:
+            self.broker.stop()
+            self.broker.oauth.close()
+            self.tmp.cleanup()
+
+
+# Callgrind runs a client about this many times slower than natively.
+CALLGRIND_SLOWDOWN = 50
+
+# (label, the function whose inclusive instructions it is) for --split
+_SPLIT = [
+    ("Appender.send (the per-record path, application thread)", r"Appender_\d+send$"),
+    ("Sender.run_once (every pass of the network thread)", r"SenderLoop_\d+run_once$"),
+    ("  send_producer_data (ready, drain, Produce requests)",
+     r"SenderLoop_\d+send_producer_data$"),
+    ("    encode the batches", r"SenderLoop_\d+_encode$"),
+    ("  NetworkClient.poll (I/O, responses, completions)", r"ClientLoop_\d+poll$"),
+    ("    Produce responses (batches completed)",
+     r"SenderLoop_\d+_handle_produce_response$"),
+]
+
+
+def _callgrind_totals(out):
+    with open(out) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError("no totals in " + out)
+
+
+def cmd_instructions(args):
+    from benchmarks.rt_cost import _inclusive
+    from tests.fixtures.records import create_topic
+    import re
+    clients = args.clients.split(",") + (["baseline"] if args.baseline else [])
+    if args.baseline:
+        NAMES["baseline"] = f"kchannel from {args.baseline}"
+    small, big = args.transactions, args.transactions * 3
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if args.pure:
+        env["KCHANNEL_NO_EXTENSIONS"] = "1"
+    # the default switch interval (5 ms) times the slowdown
+    switch = 0.005 * CALLGRIND_SLOWDOWN
+    with _Broker(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as d:
+        if args.keep:
+            d = args.keep
+            os.makedirs(d, exist_ok=True)
+        for client in clients:
+            totals, outs = [], []
+            for n in (small, big):
+                topic = create_topic(bootstrap, f"txn-cg-{client}-{uuid.uuid4().hex[:8]}",
+                                     partitions=1)
+                code = CHILD.format(root=ROOT, args=(client, bootstrap, topic, n,
+                                                     args.per_transaction, args.size),
+                                    baseline=args.baseline if client == "baseline" else None,
+                                    switch=switch)
+                out = os.path.join(d, f"cg.{client}.{n}")
+                outs.append(out)
+                res = subprocess.run(["valgrind", "--tool=callgrind",
+                                      f"--callgrind-out-file={out}", sys.executable, "-c",
+                                      code], env=env, capture_output=True, text=True,
+                                     timeout=1800)
+                if res.returncode != 0:
+                    raise RuntimeError(f"{client} failed under callgrind:\n"
+                                       f"{res.stderr[-3000:]}")
+                totals.append(_callgrind_totals(out))
+            per = (totals[1] - totals[0]) / (big - small)
+            print(f"{NAMES[client]}: {per:,.0f} instructions per transaction of "
+                  f"{args.per_transaction} x {args.size} B ({per / args.per_transaction:,.0f}"
+                  f" per record; {'pure' if args.pure else 'compiled'} twins; callgrind, "
+                  f"{small} and {big} transactions)")
+            if args.split:
+                incl = [_inclusive(o) for o in outs]
+                for label, pat in _SPLIT:
+                    rx = re.compile(pat)
+                    vals = [max([v for k, v in t.items() if rx.search(k)] or [0])
+                            for t in incl]
+                    print(f"  {label:<58} {(vals[1] - vals[0]) / (big - small):>12,.0f}")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "instructions":
+        ap = argparse.ArgumentParser(description="instructions per transaction (callgrind)")
+        ap.add_argument("mode")
+        ap.add_argument("--bootstrap")
+        ap.add_argument("--transactions", type=int, default=10)
+        ap.add_argument("--per-transaction", type=int, default=1000)
+        ap.add_argument("--size", type=int, default=100)
+        ap.add_argument("--clients", default="kchannel")
+        ap.add_argument("--pure", action="store_true")
+        ap.add_argument("--split", action="store_true")
+        ap.add_argument("--keep", help="keep the callgrind outputs in this directory")
+        ap.add_argument("--baseline", metavar="DIR",
+                        help="also count kchannel from this checkout (its twins built)")
+        cmd_instructions(ap.parse_args())
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap")
     ap.add_argument("--transactions", type=int, default=100)
@@ -163,19 +299,8 @@ def main():
     clients = CLIENTS + (("baseline",) if args.baseline else ())
     if args.baseline:
         NAMES["baseline"] = f"kchannel from {args.baseline}"
-    broker = None
-    bootstrap = args.bootstrap
-    tmp = None
-    if bootstrap is None:
-        from tests.fixtures.certs import make_pki
-        from tests.fixtures.kafka import start_kafka_broker
-        tmp = tempfile.TemporaryDirectory(prefix="kchannel-txn-bench-")
-        os.makedirs(os.path.join(tmp.name, "pki"))
-        broker = start_kafka_broker(os.path.join(tmp.name, "kafka"),
-                                    make_pki(os.path.join(tmp.name, "pki")))
-        bootstrap = broker.bootstrap("PLAINTEXT")
-    load_before = _load()
-    try:
+    with _Broker(args.bootstrap) as bootstrap:
+        load_before = _load()
         from tests.fixtures.records import create_topic
         rounds = []
         for i in range(args.rounds):
@@ -186,11 +311,6 @@ def main():
                 results[client] = run_child(client, bootstrap, topic, args.transactions,
                                             args.per_transaction, args.size, args.baseline)
             rounds.append(results)
-    finally:
-        if broker is not None:
-            broker.stop()
-            broker.oauth.close()
-            tmp.cleanup()
     load_after = _load()
 
     def per_cpu(r):

@@ -531,18 +531,27 @@ class RecordAccumulator:
                 self.on_new_batch(tp)
             allocation = max(self.batch_size,
                              body + RECORD_OVERHEAD_EXTRA_MAX + RECORD_BATCH_OVERHEAD)
-            self._allocate(allocation, max_block_ms)
-            if self.closed:
-                self.used_memory -= allocation
-                raise RuntimeError("Cannot send after the producer is closed.")
-            # Re-read the deque: another thread may have appended meanwhile.
-            last = dq[-1] if dq else None
-            size = last.room_for(record, body, self.batch_size) if last is not None else -1
-            if size >= 0:
-                self.used_memory -= allocation
-                self._signal_first_waiter()
-                future = last.append(record, size, callback, key_size, value_size)
-                return future, len(dq) > 1 or last.is_full(self.batch_size), False
+            if not self._memory_waiters and \
+                    self.used_memory + allocation <= self.buffer_memory:
+                # _allocate's no-wait case, inline: the lock was held
+                # throughout, so the deque and ``closed`` are as read above
+                # (no re-check: two calls and a room_for per batch opened).
+                self.used_memory += allocation
+            else:
+                self._allocate(allocation, max_block_ms)
+                if self.closed:
+                    self.used_memory -= allocation
+                    raise RuntimeError("Cannot send after the producer is closed.")
+                # Re-read the deque: another thread may have appended while
+                # this one waited.
+                last = dq[-1] if dq else None
+                size = last.room_for(record, body, self.batch_size) \
+                    if last is not None else -1
+                if size >= 0:
+                    self.used_memory -= allocation
+                    self._signal_first_waiter()
+                    future = last.append(record, size, callback, key_size, value_size)
+                    return future, len(dq) > 1 or last.is_full(self.batch_size), False
             if last is not None:
                 last.closed = True
             batch = ProducerBatch(tp, self.time(), allocation)

@@ -92,13 +92,13 @@ class ProducerSequences:
                 self._last_acked[tp] = -1
             else:
                 self._last_acked.pop(tp, None)
-        elif self.first_unacked(tp, in_flight):
-            return False
+        elif in_flight and tp not in self._last_acked and not self.first_sequence_checked:
+            return False        # first_unacked, inline (a call per batch)
         seq = self._next[tp]
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = seq
-        self._next[tp] = (seq + batch.record_count) & 0x7FFFFFFF
+        self._next[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
         return True
 
     def first_unacked(self, tp, in_flight):
@@ -119,7 +119,7 @@ class ProducerSequences:
         """A batch was written: its last sequence is acknowledged."""
         tp = batch.tp
         if self._started.get(tp) == (batch.producer_id, batch.producer_epoch):
-            last = (batch.base_sequence + batch.record_count - 1) & 0x7FFFFFFF
+            last = (batch.base_sequence + len(batch.records) - 1) & 0x7FFFFFFF
             if last > self._last_acked.get(tp, -1):
                 self._last_acked[tp] = last
 

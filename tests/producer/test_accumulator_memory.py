@@ -101,3 +101,32 @@ def test_a_waiting_append_times_out_and_leaves_the_line():
     acc.deallocate(held)
     _new_batch(acc, 1, max_block_ms=0)   # nobody left in line ahead of it
     assert acc.used_memory == BATCH
+
+
+def test_a_batch_opened_with_memory_free_takes_it_without_the_waiting_path(monkeypatch):
+    """Opening a batch while memory is free and nobody waits takes
+    max(batch.size, the record's bound) at once under the append's lock
+    (the waiting path, _allocate, and its re-check of the deque are for
+    appends that had to wait); with a waiter in line it still queues."""
+    acc = _accumulator(3)
+
+    def no_wait(size, max_block_ms):
+        raise AssertionError("an append with memory free went through _allocate")
+    monkeypatch.setattr(acc, "_allocate", no_wait)
+    first = _new_batch(acc, 0)
+    second = _new_batch(acc, 1)
+    assert acc.used_memory == 2 * BATCH
+    assert (first.allocated, second.allocated) == (BATCH, BATCH)
+    # a record joining the open batch takes nothing more
+    acc.append(TopicPartition("t", 0), QueuedRecord(0, None, b"v", ()), 40, None, -1, 1,
+               10000)
+    assert acc.used_memory == 2 * BATCH and len(acc.batches[TopicPartition("t", 0)]) == 1
+    monkeypatch.undo()
+    acc.deallocate(first)
+    acc.deallocate(second)
+    assert acc.used_memory == 0
+    # someone in line: a new batch queues behind it even though memory is free
+    acc._memory_waiters.append([BATCH, threading.Condition(acc.lock)])
+    with pytest.raises(RequestTimeoutError):
+        _new_batch(acc, 2, max_block_ms=50)
+    assert acc.used_memory == 0
