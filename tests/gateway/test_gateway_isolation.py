@@ -343,6 +343,13 @@ def test_misconfigured_allow_lists_are_refused(tmp_path, key, value, says):
     named = key if key != "kchannel.upstream.bootstrap.servers" else \
         "listener.name.external.kchannel.gateway.allowed.principals"
     assert named in r.stdout and says in r.stdout, r.stdout
+    # ... and kchannel serve does not start with it, naming the key
+    bad["log.dirs"] = str(tmp_path / "data")
+    path = write_properties(str(tmp_path / "serve.properties"), bad)
+    r = run_kchannel("serve", "--config", path, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Cannot start: " in r.stderr and named in r.stderr and says in r.stderr, r.stderr
+    assert "Awaiting socket connections" not in r.stdout + r.stderr
 
 
 def test_kchannel_serve_refuses_a_misspelled_key(tmp_path):
