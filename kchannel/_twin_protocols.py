@@ -305,16 +305,18 @@ class NetloopModule(Protocol):
 class QueuedSend(Protocol):
     """One frame queued on a channel: what is left to write (``data``), the
     size reported once written (``size``), whether it is reported
-    (``report``: False for authentication frames) and the size prefix
-    still to write before ``data`` (``head``) or None."""
+    (``report``: False for authentication frames), the bytes still to
+    write before ``data`` (``head``: the size prefix, or a frame's parts
+    before its large part) or None, and those after it (``tail``) or None."""
 
     data: Any
     size: int
     report: bool
     head: Optional[bytes]
+    tail: Optional[bytes]
 
     def __init__(self, data: Any, size: int, report: bool,
-                 head: Optional[bytes] = None) -> None: ...
+                 head: Optional[bytes] = None, tail: Optional[bytes] = None) -> None: ...
 
     def __repr__(self) -> str: ...
 

@@ -156,12 +156,19 @@ class ClientLoop:
         self._next_corr = (corr + 1) & 0x7FFFFFFF
         encode = self._request_encoders.get((api_key << 16) | version)
         if encode is None:
+            # (parts: a body given as parts, a producer's request with its
+            # record batch, comes back as the frame's parts, which the send
+            # queue writes without copying the batch into a frame)
             encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
-                api_key, version, self.client_id, framed=True)
+                api_key, version, self.client_id, framed=True, parts=True)
         frame = encode(corr, body)
         stats = node.stats
         stats.tx += 1
-        stats.txbytes += len(frame)
+        if type(frame) is tuple:
+            # (its first part is the size prefix)
+            stats.txbytes += int.from_bytes(frame[0], "big") + 4
+        else:
+            stats.txbytes += len(frame)
         self.selector.send(node.id, frame, True)
         if expect_response:
             t = self.time     # self.time(), the default clock's call inlined

@@ -233,7 +233,7 @@ def _message_function(spec, version, part):
         return lambda buf, offset=0: spec.decode(buf, version, offset)
 
 
-def request_encoder(api_key, api_version, client_id, framed=False):
+def request_encoder(api_key, api_version, client_id, framed=False, parts=False):
     """A function ``(correlation_id, body) -> bytes`` equal to
     ``encode_request(RequestHeader(api_key, api_version, correlation_id,
     client_id), body)``; with ``framed``, the same bytes behind their 4-byte
@@ -241,8 +241,12 @@ def request_encoder(api_key, api_version, client_id, framed=False):
     it).  ``body`` may also be a tuple of ``bytes``: the parts of an encoded
     body, joined with the header in one copy (a producer's request carries
     its record batches, ~16 KiB at the defaults, which a joined body would
-    copy twice).  Raises ``UnsupportedVersionError`` at once for an API key
-    no schema knows (as ``encode_request`` does on first use)."""
+    copy twice).  With ``framed`` and ``parts``, a tuple body gives the
+    frame as a tuple of parts instead (size prefix, header pieces, the
+    body's parts: their concatenation is the frame), for a send queue that
+    writes the large parts from their own memory (``set_send``).  Raises
+    ``UnsupportedVersionError`` at once for an API key no schema knows (as
+    ``encode_request`` does on first use)."""
     hv = request_header_version(api_key, api_version)
     whole = _encode_request_header(api_key, api_version, 0, client_id, hv)
     head, tail = whole[:4], whole[8:]
@@ -262,8 +266,9 @@ def request_encoder(api_key, api_version, client_id, framed=False):
                     n += len(part)
                 if n > 0x7FFFFFFF:
                     raise ValueError(f"frame payload too large ({n} bytes)")
-                return join((n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"),
-                             tail) + body)
+                frame = (n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"),
+                         tail) + body
+                return frame if parts else join(frame)
             data = join(body)
         elif type(body) is dict:
             data = encode_dict(body)
