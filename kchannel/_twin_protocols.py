@@ -176,6 +176,10 @@ class WireModule(Protocol):
                               client_id: Optional[str], header_version: int) -> bytes: ...
     def encode_response_header(self, correlation_id: int, header_version: int) -> bytes: ...
     def decode_response_header(self, payload: Any, header_version: int) -> Tuple[int, int]: ...
+    def frame_message(self, prefix: bytes, correlation_id: int, tail: bytes, data: bytes
+                      ) -> bytes:
+        """The frame (4-byte size first) of ``prefix + correlation id (int32)
+        + tail + data``; ValueError "frame payload too large" past 2 GiB."""
 
 
 # ---------------------------------------------------------------------------
@@ -305,16 +309,18 @@ class NetloopModule(Protocol):
 class QueuedSend(Protocol):
     """One frame queued on a channel: what is left to write (``data``), the
     size reported once written (``size``), whether it is reported
-    (``report``: False for authentication frames) and the size prefix
-    still to write before ``data`` (``head``) or None."""
+    (``report``: False for authentication frames), the bytes still to
+    write before ``data`` (``head``: the size prefix, or a frame's parts
+    before its large part) or None, and those after it (``tail``) or None."""
 
     data: Any
     size: int
     report: bool
     head: Optional[bytes]
+    tail: Optional[bytes]
 
     def __init__(self, data: Any, size: int, report: bool,
-                 head: Optional[bytes] = None) -> None: ...
+                 head: Optional[bytes] = None, tail: Optional[bytes] = None) -> None: ...
 
     def __repr__(self) -> str: ...
 

@@ -273,6 +273,10 @@ cdef struct _Buf:
     uint8_t* data
     Py_ssize_t len
     Py_ssize_t cap
+    # data is the memory of a bytes object (the result being written in
+    # place), not malloc'd: moved to malloc'd memory if it must grow, and
+    # never freed here
+    bint borrowed
 
 
 cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
@@ -284,7 +288,13 @@ cdef int _reserve(_Buf* b, Py_ssize_t extra) except -1:
     cap = b.cap * 2 if b.cap else 256
     while cap < need:
         cap *= 2
-    nd = <uint8_t*>realloc(b.data, cap)
+    if b.borrowed:
+        nd = <uint8_t*>malloc(cap)
+        if nd != NULL:
+            memcpy(nd, b.data, b.len)
+            b.borrowed = False
+    else:
+        nd = <uint8_t*>realloc(b.data, cap)
     if nd == NULL:
         raise MemoryError()
     b.data = nd
@@ -496,6 +506,7 @@ def encode_records(records, base_timestamp):
     b.data = NULL
     b.len = 0
     b.cap = 0
+    b.borrowed = False
     try:
         _write_records(&b, records, base, &max_ts)
         if b.len == 0:
@@ -516,6 +527,12 @@ cdef Py_ssize_t _BATCH_HEADER = 61
 cdef Py_ssize_t _CRC_FROM = 21
 
 
+cdef extern from "Python.h":
+    PyObject* _kc_bytes_new "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n) except NULL
+    int _kc_bytes_resize "_PyBytes_Resize"(PyObject** b, Py_ssize_t n) except -1
+    void _kc_xdecref "Py_XDECREF"(PyObject* o)
+
+
 def encode_plain_batch(records, int attributes, int64_t producer_id, int producer_epoch,
                        int base_sequence, int64_t base_offset=0,
                        int partition_leader_epoch=-1, max_timestamp=None,
@@ -525,21 +542,31 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
     builds (the producer's path for every batch it sends uncompressed).
     ``max_timestamp`` None: the records' largest; ``size_hint``: the
     expected size (the producer's estimate, an upper bound), so that the
-    buffer is allocated once."""
+    buffer is allocated once: the batch is written in place into the bytes
+    object returned (trimmed to its size at the end, in place), not into a
+    buffer then copied into one (~16 KiB per batch at the defaults); only
+    a batch outgrowing the hint moves to a buffer of its own."""
     cdef _Buf b
     cdef Py_ssize_t n = len(records)
     cdef int64_t base, max_ts = INT64_MIN
     cdef uint32_t crc
+    cdef PyObject* out = NULL
+    cdef Py_ssize_t cap
     if n == 0:
         raise ValueError("a record batch needs at least one record")
     if not -0x8000 <= producer_epoch <= 0x7FFF or not -0x8000 <= attributes <= 0x7FFF:
         raise ValueError("producer epoch and attributes are int16")
     base = _int64(_timestamp(records[0]), "varlong")
-    b.data = NULL
+    # (+ 5: _write_records reserves room for each record's size prefix at
+    # its longest, 5 bytes, where the hint counts its actual length: an
+    # exact hint must not make the last record move the batch)
+    cap = size_hint + 5 if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n
+    out = _kc_bytes_new(NULL, cap)
+    b.data = <uint8_t*>PyBytes_AS_STRING(<object>out)
     b.len = 0
-    b.cap = 0
+    b.cap = cap
+    b.borrowed = True
     try:
-        _reserve(&b, size_hint if size_hint > _BATCH_HEADER else _BATCH_HEADER + 64 * n)
         b.len = _BATCH_HEADER
         _write_records(&b, records, base, &max_ts)
         if max_timestamp is not None:
@@ -560,9 +587,16 @@ def encode_plain_batch(records, int attributes, int64_t producer_id, int produce
         _put_be(b.data + 57, <uint64_t><uint32_t>n, 4)
         crc = _crc32c(0, b.data + _CRC_FROM, b.len - _CRC_FROM)
         _put_be(b.data + 17, crc, 4)
-        return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+        if not b.borrowed:
+            return PyBytes_FromStringAndSize(<char*>b.data, b.len)
+        if b.len != cap:
+            _kc_bytes_resize(&out, b.len)     # (sets out to NULL if it fails)
+        result = <object>out
+        return result
     finally:
-        free(b.data)
+        if not b.borrowed:
+            free(b.data)
+        _kc_xdecref(out)
 
 
 # -- decoding ----------------------------------------------------------------
@@ -578,24 +612,97 @@ cdef extern from "Python.h":
     PyObject* _tuple_item "PyTuple_GET_ITEM"(object t, Py_ssize_t i)
 
 
+# The per-record steps of RecordReader._decode_into in C, inlined into it.
+cdef extern from *:
+    """
+    /* The zigzag varint (or varlong) at p[pos], pos < end, when it takes one
+       or two bytes (every record size, delta and length below 8 KiB): the
+       bytes it took (its value in *out), else 0 and the caller's general
+       decoder (_Cursor) reads it, errors included.  Two bytes hold 14 bits:
+       no 32- or 64-bit range check applies. */
+    static inline int kc_zz2(const uint8_t *p, Py_ssize_t pos, Py_ssize_t end,
+                             int64_t *out) {
+        uint64_t v;
+        if (pos >= end) return 0;
+        v = p[pos];
+        if (v < 0x80) { *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1); return 1; }
+        if (pos + 1 >= end || p[pos + 1] >= 0x80) return 0;
+        v = (v & 0x7F) | ((uint64_t)p[pos + 1] << 7);
+        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        return 2;
+    }
+
+    /* A record of a tuple subclass of n items whose instances are the bare
+       tuple layout (no __dict__, no __weakref__: checked by kc_bare_tuple_type),
+       allocated as PyTuple_New allocates: not tracked by the garbage
+       collector and not zeroed (the caller sets every item), unlike
+       PyType_GenericAlloc (zeroed, tracked, then untracked by the caller). */
+    static inline PyObject *kc_new_bare(PyTypeObject *t, Py_ssize_t n) {
+        return (PyObject *)_PyObject_GC_NewVar(t, n);
+    }
+    /* An empty list, not tracked by the garbage collector: what PyList_New(0)
+       then PyObject_GC_UnTrack make, in one step (a record's headers list;
+       a poll frees hundreds at once, past the lists' free list, so
+       PyList_New allocates them anyway). */
+    static inline PyObject *kc_list_untracked(void) {
+        PyListObject *op = PyObject_GC_New(PyListObject, &PyList_Type);
+        if (op == NULL) return NULL;
+        op->ob_item = NULL;
+        Py_SET_SIZE(op, 0);
+        op->allocated = 0;
+        return (PyObject *)op;
+    }
+
+    #ifndef Py_TPFLAGS_MANAGED_DICT
+    #define Py_TPFLAGS_MANAGED_DICT 0
+    #endif
+    static int kc_bare_tuple_type(PyTypeObject *t) {
+        /* Up to 3.13: 3.14's tuples cache their hash in a field that
+           PyTuple_New initialises. */
+        return PY_VERSION_HEX < 0x030E0000
+            && t->tp_basicsize == PyTuple_Type.tp_basicsize
+            && t->tp_itemsize == PyTuple_Type.tp_itemsize
+            && t->tp_dictoffset == 0 && t->tp_weaklistoffset == 0
+            && !(t->tp_flags & Py_TPFLAGS_MANAGED_DICT)
+            && t->tp_alloc == PyType_GenericAlloc;
+    }
+    """
+    int kc_zz2(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t* out) noexcept nogil
+    object kc_list_untracked()
+    PyObject* kc_new_bare(PyTypeObject* t, Py_ssize_t n) except NULL
+    int kc_bare_tuple_type(PyTypeObject* t) noexcept
+
+
+# The bounds within which C arithmetic on offsets and timestamps cannot
+# overflow, as C values: a bare ``(1 << 61)`` is a Python int to Cython, and
+# comparing an int64 with it makes a Python int of the int64 first (two per
+# record, ~150 instructions).
+cdef int64_t _LIM61 = (<int64_t>1) << 61
+cdef int64_t _LIM62 = (<int64_t>1) << 62
+
+
 cdef inline void _set(object t, Py_ssize_t i, object o):
     # PyTuple_SET_ITEM steals a reference.
     Py_INCREF(o)
     PyTuple_SET_ITEM(t, i, o)
 
 
-cdef object _record(cls, topic, partition, offset, timestamp, timestamp_type, key, value,
+cdef inline object _record(cls, topic, partition, offset, timestamp, timestamp_type, key, value,
                     headers, bint untracked=False):
     # ``cls`` (a tuple subclass, checked by the callers) of the 9 fields,
     # leader_epoch None: what ``tuple.__new__(cls, fields)`` makes, without
     # the fields tuple.  ``untracked``: not tracked by the garbage collector
     # (see RecordReader._decode).
-    cdef PyObject* raw = _kc_tp_alloc(<PyTypeObject*>cls, 9)
+    cdef PyObject* raw
+    if untracked and kc_bare_tuple_type(<PyTypeObject*>cls):
+        raw = kc_new_bare(<PyTypeObject*>cls, 9)
+    else:
+        raw = _kc_tp_alloc(<PyTypeObject*>cls, 9)
+        if untracked:
+            _gc_untrack(raw)
     cdef object obj = <object>raw
-    # PyType_GenericAlloc returned a new reference; <object> took one more.
+    # The allocator returned a new reference; <object> took one more.
     Py_DECREF_raw(raw)
-    if untracked:
-        _gc_untrack(raw)
     _set(obj, 0, topic)
     _set(obj, 1, partition)
     _set(obj, 2, offset)
@@ -666,7 +773,42 @@ cdef class _Cursor:
                 raise CorruptRecordError("Record has a varint that is too long")
         return value
 
+    # varint, varlong and blob: the one- and two-byte varints that nearly
+    # every record field is (kc_zz2) in a few lines the C compiler inlines
+    # into the record loop; the general decoder, errors included, in a
+    # function of its own.
     cdef inline int64_t varint(self) except? -0x7FFFFFFFFFFFFFFF:
+        cdef int64_t out
+        cdef int k = kc_zz2(self.p, self.pos, self.end, &out)
+        if k:
+            self.pos += k
+            return out
+        return self._varint()
+
+    cdef inline int64_t varlong(self) except? -0x7FFFFFFFFFFFFFFF:
+        cdef int64_t out
+        cdef int k = kc_zz2(self.p, self.pos, self.end, &out)
+        if k:
+            self.pos += k
+            return out
+        return self._varlong()
+
+    cdef inline object blob(self, Py_ssize_t stop, str what):
+        cdef int64_t n
+        cdef object v
+        cdef int k = kc_zz2(self.p, self.pos, self.end, &n)
+        if k:
+            if 0 <= n <= stop - self.pos - k:
+                self.pos += k
+                v = PyBytes_FromStringAndSize(<const char*>(self.p + self.pos), n)
+                self.pos += n
+                return v
+            if n == -1:
+                self.pos += k
+                return None
+        return self._blob(stop, what)
+
+    cdef int64_t _varint(self) except? -0x7FFFFFFFFFFFFFFF:
         cdef Py_ssize_t start = self.pos
         cdef uint64_t v = self.uvarint(35)
         # The 5th byte may carry up to 7 bits: more than 32 is invalid.
@@ -674,15 +816,15 @@ cdef class _Cursor:
             raise CorruptRecordError("Record has a varint that does not fit in 32 bits")
         return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
 
-    cdef inline int64_t varlong(self) except? -0x7FFFFFFFFFFFFFFF:
+    cdef int64_t _varlong(self) except? -0x7FFFFFFFFFFFFFFF:
         cdef Py_ssize_t start = self.pos
         cdef uint64_t v = self.uvarint(70)
         if self.pos - start == 10 and self.p[self.pos - 1] > 0x01:
             raise CorruptRecordError("Record has a varlong that does not fit in 64 bits")
         return <int64_t>(v >> 1) ^ -(<int64_t>(v & 1))
 
-    cdef object blob(self, Py_ssize_t stop, str what):
-        cdef int64_t n = self.varint()
+    cdef object _blob(self, Py_ssize_t stop, str what):
+        cdef int64_t n = self._varint()
         cdef object v
         if n < 0:
             if n == -1:
@@ -804,8 +946,8 @@ cdef class RecordReader:
         self._base_off = base_offset
         self._base_ts = base_timestamp
         self._log_append_time = log_append_time
-        self._fast = (-(1 << 62) <= base_offset <= (1 << 62)) and \
-            (-(1 << 62) <= base_timestamp <= (1 << 62))
+        self._fast = (-_LIM62 <= base_offset <= _LIM62) and \
+            (-_LIM62 <= base_timestamp <= _LIM62)
         self._c_base_off = base_offset if self._fast else 0
         self._c_base_ts = base_timestamp if self._fast else 0
         self._error = None
@@ -934,14 +1076,18 @@ cdef class RecordReader:
                 raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
             if as_tuple and nheaders == 0:
                 headers = ()
+            elif untracked:
+                headers = kc_list_untracked()
             else:
                 headers = []
-                if untracked:
-                    _gc_untrack(<PyObject*>headers)
             for h in range(nheaders):
                 hsize = c.varint()
                 if hsize < 0:
-                    raise CorruptRecordError("Invalid negative header key size")
+                    # (As the pure twin: the size is named unless it is -1,
+                    # a null key.)
+                    raise CorruptRecordError(
+                        "Invalid negative header key size" if hsize == -1
+                        else f"Invalid negative header key size {hsize}")
                 if hsize > stop - c.pos:
                     raise CorruptRecordError(
                         f"Record header key of {hsize} bytes runs past the record")
@@ -964,7 +1110,7 @@ cdef class RecordReader:
                 raise CorruptRecordError(
                     f"Invalid record size: expected to read {size} bytes in record payload, "
                     f"but instead read {c.pos - start}")
-            if fast and -(1 << 61) <= ts_delta <= (1 << 61):
+            if fast and -_LIM61 <= ts_delta <= _LIM61:
                 if log_append_time is None:
                     # Records of one batch often share a millisecond: the
                     # previous record's int then serves (ints are immutable).
@@ -1176,7 +1322,7 @@ cdef class PartitionReader:
             producer_id = _be64(b + 43)
             if magic != 2 or attributes & 0x07 or \
                     (self._read_committed and producer_id >= 0) or \
-                    not (-(1 << 62) <= base_offset <= (1 << 62)):
+                    not (-_LIM62 <= base_offset <= _LIM62):
                 # Legacy, compressed, transactional under read_committed
                 # (aborted transactions) or absurd offsets: the caller's.
                 self._special = (pos, end)

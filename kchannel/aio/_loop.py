@@ -77,6 +77,7 @@ class LoopSelector(selectors.BaseSelector):
         self.yield_on_zero = False
         self._waiter = None      # future a greenlet waiting in select() awaits
         self._timer = None       # the loop timer ending such waits (Bridge.wait_io)
+        self._timer_when = 0.0   # its loop time (not asked of the timer per wait)
 
     @property
     def loop(self):
@@ -102,7 +103,11 @@ class LoopSelector(selectors.BaseSelector):
         events[fd] = events.get(fd, 0) | mask
         waiter = self._waiter
         if waiter is not None:
-            if not waiter.done():
+            if waiter.__class__ is _Resume:
+                # (the Driver's wait, once per pass of the producer's
+                # Sender: set_result checks whether it fired itself)
+                waiter.set_result(None)
+            elif not waiter.done():
                 waiter.set_result(None)
             return
         if self._on_event is not None and self._on_event():
@@ -321,16 +326,17 @@ def _wake_after(sel, waiter, timeout):
     timer, moved only when this wait must end earlier than it fires."""
     if timeout is None:
         return
-    loop = sel.loop
+    loop = sel._loop or sel.loop
     if timeout <= 0:
         loop.call_soon(_done, waiter)
         return
     when = loop.time() + timeout
     timer = sel._timer
-    if timer is None or timer.when() > when:
+    if timer is None or sel._timer_when > when:
         if timer is not None:
             timer.cancel()
         sel._timer = loop.call_at(when, sel._timer_fired)
+        sel._timer_when = when
 
 
 class Driver:

@@ -47,6 +47,7 @@ cdef class ClientLoop:
     cdef public dict _request_timeouts
     cdef public dict _request_encoders
     cdef public dict _response_decoders
+    cdef public dict _body_decoders
     cdef public object _next_corr
     cdef public object _next_request_deadline_ms
     cdef public object _next_setup_deadline_ms
@@ -54,7 +55,7 @@ cdef class ClientLoop:
     cdef public object time
 
     # (NetworkClient's ApiVersions exchange calls _send too)
-    @cython.locals(entry=InFlight)
+    @cython.locals(entry=InFlight, stats=NodeStats)
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
-    @cython.locals(entry=InFlight)
+    @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats)
     cdef _handle_response(self, node, payload, now, list out)

@@ -121,7 +121,8 @@ class ClientLoop:
     # (_cclientloop.pxd declares the same names); __dict__ holds the rest.
     __slots__ = ("__dict__", "__weakref__",
                  "_nodes", "_pending", "selector", "_sent_without_response",
-                 "_request_timeouts", "_request_encoders", "_response_decoders", "_next_corr",
+                 "_request_timeouts", "_request_encoders", "_response_decoders",
+                 "_body_decoders", "_next_corr",
                  "_next_request_deadline_ms", "_next_setup_deadline_ms", "request_timeout_ms",
                  "time")
 
@@ -156,12 +157,19 @@ class ClientLoop:
         self._next_corr = (corr + 1) & 0x7FFFFFFF
         encode = self._request_encoders.get((api_key << 16) | version)
         if encode is None:
+            # (parts: a body given as parts, a producer's request with its
+            # record batch, comes back as the frame's parts, which the send
+            # queue writes without copying the batch into a frame)
             encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
-                api_key, version, self.client_id, framed=True)
+                api_key, version, self.client_id, framed=True, parts=True)
         frame = encode(corr, body)
         stats = node.stats
         stats.tx += 1
-        stats.txbytes += len(frame)
+        if type(frame) is tuple:
+            # (its first part is the size prefix)
+            stats.txbytes += int.from_bytes(frame[0], "big") + 4
+        else:
+            stats.txbytes += len(frame)
         self.selector.send(node.id, frame, True)
         if expect_response:
             t = self.time     # self.time(), the default clock's call inlined
@@ -293,11 +301,29 @@ class ClientLoop:
             self._handle_api_versions_payload(node, version, payload, out)
             return
         try:
-            decode = self._response_decoders.get((api_key << 16) | version)
-            if decode is None:
-                decode = self._new_response_decoder(api_key, version)
-            body = decode(payload)
+            key = (api_key << 16) | version
+            # (the usual header-v0 response: its body decoder straight,
+            # the correlation id checked above; see _new_response_decoder)
+            decode = self._body_decoders.get(key)
+            if decode is not None:
+                body = decode(payload, 4)
+            else:
+                decode = self._response_decoders.get(key)
+                if decode is None:
+                    decode = self._new_response_decoder(api_key, version)
+                body = decode(payload)
         except errors.KChannelError as exc:
             self._protocol_failure(node, exc, out)
             return
-        out.append(ClientResponse(node.id, api_key, version, corr, body, None, sent, now))
+        # ClientResponse(node.id, api_key, version, corr, body, None, sent,
+        # now) without the call with eight arguments (as InFlight in _send)
+        resp = ClientResponse.__new__(ClientResponse)
+        resp.node_id = node.id
+        resp.api_key = api_key
+        resp.api_version = version
+        resp.correlation_id = corr
+        resp.body = body
+        resp.exception = None
+        resp.request_time_ms = sent
+        resp.receive_time_ms = now
+        out.append(resp)

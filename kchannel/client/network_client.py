@@ -219,6 +219,10 @@ class NetworkClient(ClientLoop):
         # per (api_key << 16 | version)
         self._request_encoders = {}
         self._response_decoders = {}
+        # the body decoders ((payload, 4) -> body) of header-v0 responses
+        # decoded by the schema (no caller's own decoder), per the same key:
+        # _handle_response calls them without the decoder's wrapper
+        self._body_decoders = {}
         # {api_key: make(version, generic decoder) -> decoder}: a caller's
         # own decoder for its hot response (the producer's Produce), made
         # once per version in use (see add_response_decoder).
@@ -306,12 +310,17 @@ class NetworkClient(ClientLoop):
         self.response_decoder_factories[api_key] = make
         for key in [k for k in self._response_decoders if k >> 16 == api_key]:
             del self._response_decoders[key]
+            self._body_decoders.pop(key, None)
 
     def _new_response_decoder(self, api_key, version):
         decode = response_decoder(api_key, version)
         make = self.response_decoder_factories.get(api_key)
         if make is not None:
             decode = make(version, decode)
+        else:
+            body = getattr(decode, "body_decoder", None)
+            if body is not None:
+                self._body_decoders[(api_key << 16) | version] = body
         self._response_decoders[(api_key << 16) | version] = decode
         return decode
 

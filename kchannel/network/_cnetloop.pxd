@@ -45,7 +45,7 @@ cdef class SelectorLoop:
     # The per-channel steps of a poll: C calls from poll, send and
     # write_queued (nothing overrides them; Selector's Python code calls
     # only the public methods).
-    cdef _write_now(self, ch, bint only=*)
+    cdef _write_now(self, ch, bint only=*, bint record=*)
     cdef _report_deferred(self, now)
     cdef _flush_queued(self, now)
     cdef _poll_channel(self, ch, readable, writable, now)

@@ -14,9 +14,13 @@ cdef class QueuedSend:
     cdef public object size
     cdef public bint report
     cdef public object head
+    cdef public object tail
 
 
-cdef QueuedSend _new_send(data, size, bint report, head)
+cdef QueuedSend _new_send(data, size, bint report, head, tail=*)
+
+@cython.locals(i=Py_ssize_t)
+cdef QueuedSend _parts_send(ch, tuple parts)
 
 
 @cython.locals(e=QueuedSend, n=Py_ssize_t)

@@ -66,23 +66,28 @@ class QueuedSend:
     frame as queued, a memoryview once partly written); ``size``, the frame
     size reported once it is completely written; ``report``, False for an
     authentication frame (not reported as a completed send); ``head``, the
-    4-byte size prefix still to be written before ``data`` when the payload
-    was queued without being copied into a frame, else None."""
+    bytes still to be written before ``data`` when the payload was queued
+    without being copied into a frame (its 4-byte size prefix, or every
+    byte of a frame queued as parts before its large part), else None;
+    ``tail``, the bytes of a frame queued as parts that follow ``data``
+    (written after it), else None."""
 
-    __slots__ = ("data", "size", "report", "head")
+    __slots__ = ("data", "size", "report", "head", "tail")
 
-    def __init__(self, data, size, report, head=None):
+    def __init__(self, data, size, report, head=None, tail=None):
         self.data = data
         self.size = size
         self.report = report
         self.head = head
+        self.tail = tail
 
     def __repr__(self):
         return (f"QueuedSend({len(self.data)} bytes left of {self.size}, "
-                f"report={self.report}, head={self.head is not None})")
+                f"report={self.report}, head={self.head is not None}, "
+                f"tail={self.tail is not None})")
 
 
-def _new_send(data, size, report, head):
+def _new_send(data, size, report, head, tail=None):
     # QueuedSend(...) without its __init__'s frame (pure twin) or argument
     # parsing (compiled twin): one per request and per response.
     e = QueuedSend.__new__(QueuedSend)
@@ -90,7 +95,30 @@ def _new_send(data, size, report, head):
     e.size = size
     e.report = report
     e.head = head
+    e.tail = tail
     return e
+
+
+def _parts_send(ch, parts):
+    """The QueuedSend of a whole frame given as a tuple of parts (their
+    concatenation is the frame, size prefix included): over a transport
+    that writes buffer lists, the first ``bytes`` part of at least
+    SEPARATE_FROM bytes (a producer's record batch in its Produce request)
+    is queued as it is, the parts before it joined as ``head`` and those
+    after it as ``tail``: the batch is written from its own memory instead
+    of being copied into a frame (and again into a gather write).  Else
+    the parts are joined into one frame."""
+    if ch._write_vectored is not None:
+        i = 0
+        for part in parts:
+            if type(part) is bytes and len(part) >= SEPARATE_FROM:
+                head = b"".join(parts[:i])
+                tail = b"".join(parts[i + 1:])
+                return _new_send(memoryview(part), len(head) + len(part) + len(tail), True,
+                                 head if head else None, tail if tail else None)
+            i += 1
+    data = b"".join(parts)
+    return _new_send(data, len(data), True, None)
 
 
 def set_send(ch, payload, already_framed=False):
@@ -99,13 +127,18 @@ def set_send(ch, payload, already_framed=False):
     queue up behind each other; each is reported once fully written.
 
     A large ``bytes`` payload (immutable, so it can be kept as it is) is
-    not copied into a frame when the transport writes buffer lists.
+    not copied into a frame when the transport writes buffer lists.  A
+    ``tuple`` payload is a whole frame as parts (``bytes`` whose
+    concatenation is the frame, size prefix included; see _parts_send).
 
     Returns True when sends were already queued (this one waits behind
     them), False when it is the only one: the selector's question
     before queuing, answered without a call of its own."""
     sends = ch._sends
-    if (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
+    if type(payload) is tuple:
+        # a whole frame as parts (already framed: see _parts_send)
+        e = _parts_send(ch, payload)
+    elif (not already_framed and type(payload) is bytes and len(payload) <= _MAX_PAYLOAD
             and len(payload) >= (SEPARATE_FROM if ch._write_vectored is not None
                                  else SEPARATE_FROM_UNGATHERED)):
         n = len(payload)
@@ -133,7 +166,7 @@ def write_sends(ch, max_bytes=4194304):
         # below, unrolled for it.
         entry = sends[0]
         mv = entry.data
-        if entry.head is None and len(mv) <= max_bytes:
+        if entry.head is None and entry.tail is None and len(mv) <= max_bytes:
             ch._mid_write = True
             n = t.write(mv)
             if n == len(mv) and (not t.holds_bytes or t.flush()):
@@ -154,7 +187,8 @@ def write_sends(ch, max_bytes=4194304):
         entry = sends[0]
         mv = entry.data
         ch._mid_write = True
-        if writev is not None and (len(sends) > 1 or entry.head is not None):
+        if writev is not None and (len(sends) > 1 or entry.head is not None
+                                   or entry.tail is not None):
             # One gather write (sendmsg) of several frames: size
             # prefixes and large payloads as they are, runs of small
             # frames joined.
@@ -221,12 +255,17 @@ def gather(ch):
     for e in ch._sends:
         mv = e.data
         head = e.head
-        ln = len(mv) if head is None else len(mv) + len(head)
+        tail = e.tail
+        ln = len(mv)
+        if head is not None:
+            ln += len(head)
+        if tail is not None:
+            ln += len(tail)
         if total and total + ln > GATHER_MAX:
             break
         total += ln
         count += 1
-        if head is None and ln < COALESCE_BELOW:
+        if head is None and tail is None and ln < COALESCE_BELOW:
             run.append(mv)
             run_bytes += ln
             if run_bytes < COALESCE_MAX:
@@ -235,10 +274,12 @@ def gather(ch):
             bufs.append(run[0] if len(run) == 1 else b"".join(run))
             run = []
             run_bytes = 0
-        if ln and (head is not None or ln >= COALESCE_BELOW):
+        if ln and (head is not None or tail is not None or ln >= COALESCE_BELOW):
             if head is not None:
                 bufs.append(head)
             bufs.append(mv)
+            if tail is not None:
+                bufs.append(tail)
         if len(bufs) >= GATHER_MAX_BUFFERS:
             break
     if run:
@@ -269,6 +310,15 @@ def retire(ch, n):
                 e.data = (data if type(data) is memoryview else memoryview(data))[n:]
             return
         n -= ln
+        tail = e.tail
+        if tail is not None:
+            if n < len(tail):
+                # the payload written, not all of its tail: what is left of
+                # the tail becomes the entry's data
+                e.data = memoryview(tail)[n:]
+                e.tail = None
+                return
+            n -= len(tail)
         sends.popleft()
         if e.report:
             ch._accepted.append(e.size)

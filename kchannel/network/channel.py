@@ -532,6 +532,44 @@ class KafkaChannel(ChannelSendQueue):
         drained = False
         stash = self._stash
         decoder = self.decoder
+        if (not stash and self._invalid is None and not self._eof and max_frames > 0
+                and max_bytes > 0 and decoder.buffered < 4):
+            # The usual case, nothing kept from an earlier read: the loop
+            # below would read once (its first pass), take the complete
+            # frames out (its second) and stop on a drained socket (its
+            # third).  The same steps, written out: each pass of the loop
+            # cost as much as the read itself (a request or response read
+            # per connection per poll: a server's, a gateway's both ways).
+            t = self.transport
+            try:
+                n = t.receive_into(decoder)
+            except errors.ChannelConnectionError:
+                self._eof = True
+                n = 0
+            if n == 0:
+                if self._eof:
+                    raise errors.ChannelConnectionError(
+                        f"Connection with {self.socket_description()} closed by peer")
+                return frames, 0
+            bytes_read = n
+            drained = t.drained
+            if drained and decoder.buffered >= 4:
+                try:
+                    got = decoder.frames()
+                except errors.InvalidReceiveError as exc:
+                    got = exc.frames
+                    exc.frames = []
+                    if not got:
+                        raise
+                    self._invalid = exc
+                if got:
+                    if len(got) > max_frames:
+                        stash.extend(got[max_frames:])
+                        return got[:max_frames], bytes_read
+                    if self._invalid is not None or not decoder.buffered:
+                        # (the loop's next pass stops there)
+                        return got, bytes_read
+                    frames = got      # (a list of its own) the loop goes on
         while True:
             if stash:
                 take = max_frames - len(frames)

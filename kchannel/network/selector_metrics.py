@@ -247,6 +247,35 @@ class SelectorMetrics:
             totals.count += 1
             self._net_io_total.total += 1
             return
+        # Several sends (a server's or gateway's flush of many channels):
+        # the stats' open windows updated with the sum, the largest and the
+        # count at once, as recording them one by one at ``now`` would
+        # (the sizes are ints: the sum is exact in any order); a window to
+        # open goes through the stats' record_many.
+        avg = self._send_size_avg
+        window = avg.config.time_window_ms
+        samples = avg._samples
+        mx = self._send_size_max._samples
+        io = self._net_io_rate._samples
+        if (n and window > 0 and samples and now - samples[-1].start < window
+                and mx and now - mx[-1].start < window and io and now - io[-1].start < window):
+            total = sum(sizes)
+            cur = samples[-1]
+            cur.value += total
+            cur.count += n
+            cur = mx[-1]
+            m = max(sizes)
+            if m > cur.value:
+                cur.value = m
+            cur.count += n
+            cur = io[-1]
+            cur.value += n
+            cur.count += n
+            totals = self._send_totals
+            totals.total += total
+            totals.count += n
+            self._net_io_total.total += n
+            return
         self._send_size_avg.record_many(sizes, now)
         self._send_size_max.record_many(sizes, now)
         self._send_totals.record_many(sizes, now)

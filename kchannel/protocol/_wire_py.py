@@ -49,6 +49,7 @@ __all__ = [
     "encode_request_header",
     "encode_response_header",
     "decode_response_header",
+    "frame_message",
 ]
 
 _I8 = struct.Struct(">b")
@@ -632,6 +633,18 @@ def encode_response_header(correlation_id, header_version):
     if header_version == 1:
         return head + b"\x00"
     return head
+
+
+def frame_message(prefix, correlation_id, tail, data):
+    """The whole frame of a request or response: its 4-byte size, then
+    ``prefix`` (a request header's api key and version; empty for a
+    response), the correlation id (int32), ``tail`` (the rest of the header)
+    and ``data`` (the body).  Raises ValueError past a frame's 2 GiB."""
+    n = len(prefix) + 4 + len(tail) + len(data)
+    if n > 0x7FFFFFFF:
+        raise ValueError(f"frame payload too large ({n} bytes)")
+    return b"".join((n.to_bytes(4, "big"), prefix,
+                     correlation_id.to_bytes(4, "big", signed=True), tail, data))
 
 
 def decode_response_header(payload, header_version):

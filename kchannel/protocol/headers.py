@@ -29,6 +29,7 @@ from kchannel.protocol.messages import API
 from kchannel.protocol.wire import decode_response_header as _decode_response_header
 from kchannel.protocol.wire import encode_request_header as _encode_request_header
 from kchannel.protocol.wire import encode_response_header as _encode_response_header
+from kchannel.protocol.wire import frame_message as _frame_message
 from kchannel.protocol.wire import parse_request_header as _parse_request_header
 
 __all__ = [
@@ -233,7 +234,7 @@ def _message_function(spec, version, part):
         return lambda buf, offset=0: spec.decode(buf, version, offset)
 
 
-def request_encoder(api_key, api_version, client_id, framed=False):
+def request_encoder(api_key, api_version, client_id, framed=False, parts=False):
     """A function ``(correlation_id, body) -> bytes`` equal to
     ``encode_request(RequestHeader(api_key, api_version, correlation_id,
     client_id), body)``; with ``framed``, the same bytes behind their 4-byte
@@ -241,8 +242,12 @@ def request_encoder(api_key, api_version, client_id, framed=False):
     it).  ``body`` may also be a tuple of ``bytes``: the parts of an encoded
     body, joined with the header in one copy (a producer's request carries
     its record batches, ~16 KiB at the defaults, which a joined body would
-    copy twice).  Raises ``UnsupportedVersionError`` at once for an API key
-    no schema knows (as ``encode_request`` does on first use)."""
+    copy twice).  With ``framed`` and ``parts``, a tuple body gives the
+    frame as a tuple of parts instead (size prefix, header pieces, the
+    body's parts: their concatenation is the frame), for a send queue that
+    writes the large parts from their own memory (``set_send``).  Raises
+    ``UnsupportedVersionError`` at once for an API key no schema knows (as
+    ``encode_request`` does on first use)."""
     hv = request_header_version(api_key, api_version)
     whole = _encode_request_header(api_key, api_version, 0, client_id, hv)
     head, tail = whole[:4], whole[8:]
@@ -262,8 +267,9 @@ def request_encoder(api_key, api_version, client_id, framed=False):
                     n += len(part)
                 if n > 0x7FFFFFFF:
                     raise ValueError(f"frame payload too large ({n} bytes)")
-                return join((n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"),
-                             tail) + body)
+                frame = (n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"),
+                         tail) + body
+                return frame if parts else join(frame)
             data = join(body)
         elif type(body) is dict:
             data = encode_dict(body)
@@ -276,11 +282,9 @@ def request_encoder(api_key, api_version, client_id, framed=False):
                                            hv) + data
             return encode_frame(whole) if framed else whole
         if framed:
-            n = fixed + len(data)
-            if n > 0x7FFFFFFF:
-                raise ValueError(f"frame payload too large ({n} bytes)")
-            return join((n.to_bytes(4, "big"), head, correlation_id.to_bytes(4, "big"), tail,
-                         data))
+            # (size, head, correlation id, tail, body in one allocation:
+            # the wire twin's; "frame payload too large" past 2 GiB)
+            return _frame_message(head, correlation_id, tail, data)
         return join((head, correlation_id.to_bytes(4, "big"), tail, data))
     return encode_request_fast
 
@@ -295,7 +299,6 @@ def response_encoder(api_key, api_version, framed=False):
     encode_dict = (_message_function(api.response, api_version, "encode")
                    if api is not None else None)
     tail = b"\x00" if hv == 1 else b""
-    fixed = 4 + len(tail)
     join = b"".join
 
     def encode_response_fast(correlation_id, body):
@@ -311,11 +314,8 @@ def response_encoder(api_key, api_version, framed=False):
             whole = _encode_response_header(correlation_id, hv) + data
             return encode_frame(whole) if framed else whole
         if framed:
-            n = fixed + len(data)
-            if n > 0x7FFFFFFF:
-                raise ValueError(f"frame payload too large ({n} bytes)")
-            return join((n.to_bytes(4, "big"), correlation_id.to_bytes(4, "big", signed=True),
-                         tail, data))
+            # (one allocation in the wire twin; ValueError past 2 GiB)
+            return _frame_message(b"", correlation_id, tail, data)
         return join((correlation_id.to_bytes(4, "big", signed=True), tail, data))
     return encode_response_fast
 
@@ -338,6 +338,10 @@ def response_decoder(api_key, api_version):
             if len(payload) < 4:
                 _decode_response_header(payload, 0)     # raises the usual error
             return decode(payload, 4)
+        # The body decoder itself, ``(payload, 4) -> body``, for a caller
+        # that has checked the correlation id is there (a NetworkClient:
+        # one interpreted call less per response).
+        decode_v0.body_decoder = decode
         return decode_v0
 
     def decode_v1(payload):

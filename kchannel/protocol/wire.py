@@ -14,6 +14,7 @@ parse_request_header = _mod.parse_request_header
 encode_request_header = _mod.encode_request_header
 encode_response_header = _mod.encode_response_header
 decode_response_header = _mod.decode_response_header
+frame_message = _mod.frame_message
 
 __all__ = [
     "Reader",
@@ -26,4 +27,5 @@ __all__ = [
     "encode_request_header",
     "encode_response_header",
     "decode_response_header",
+    "frame_message",
 ]

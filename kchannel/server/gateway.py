@@ -146,6 +146,9 @@ from .gateway_upstreams import _OwnUpstreams
 
 log = get_logger("kchannel.gateway")
 
+# (int(ApiKey.JOIN_GROUP) was read per forwarded Produce: an enum lookup and a call)
+_JOIN_GROUP = int(ApiKey.JOIN_GROUP)
+
 __all__ = ["Gateway", "GatewayRequest", "AllowListAuthorizer", "UPSTREAM_PREFIX",
            "LOCAL_API_KEYS", "install_gateway"]
 
@@ -422,7 +425,7 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routin
             if wait:
                 # Kafka's consumer: JoinGroup gets rebalance timeout + 5 s.
                 timeout_ms = max(self.request_timeout_ms, wait + JOIN_GROUP_TIMEOUT_LAPSE_MS) \
-                    if key == int(ApiKey.JOIN_GROUP) else self.request_timeout_ms + wait
+                    if key == _JOIN_GROUP else self.request_timeout_ms + wait
         except IndexError:
             pass     # a malformed request on its own connection: the upstream says so
         except Exception as exc:  # noqa: BLE001 - whatever the codec raises on bad bytes

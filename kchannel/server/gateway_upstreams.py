@@ -77,6 +77,16 @@ class _OwnUpstreams:
         ups = self.ups
         now = self.client.selector.poll_time_ms
         sel = self.server.selector
+        channels = sel._channels
+        # The clients' responses of this upstream poll are queued, then
+        # written together by one flush_sends below (a client's several
+        # responses in one write, the send metrics recorded once for all):
+        # as the server writes its answers to a batch of pipelined requests.
+        # Written through one by one, each recorded the selector's send
+        # metrics on its own, a sixth of the gateway's instructions per
+        # forwarded request.
+        batched = sel._writes.batched
+        sent = None
         times = self._times
         rewritten = REWRITTEN_API_KEYS
         for uid, frame in receives:
@@ -117,20 +127,17 @@ class _OwnUpstreams:
             # _deliver's pass-through of a client's only request (one in
             # flight: the usual case), inlined: the frame goes to the
             # client's socket as it came (its correlation id the client's),
-            # written at once when the socket takes it, counted until
-            # written otherwise
+            # written by the flush below, counted until written if the
+            # socket does not take it
             dq.popleft()
             cid = ds.cid
-            ch = sel.channel(cid)
-            held = False
+            ch = channels.get(cid)      # (sel.channel(cid))
             if ch is not None:
+                batched.add(cid)
                 sel.send(cid, frame)
-                if ch.has_pending_writes():
-                    n = len(frame)
-                    ds.out_bytes += n
-                    self.queued_bytes += n
-                    self._draining.add(ds)
-                    held = True
+                if sent is None:
+                    sent = []
+                sent.append((ds, len(frame)))
                 # the response's arrival (this upstream poll's clock, the
                 # server's) is when it was queued for the client (_record)
                 key = slot.api_key
@@ -138,8 +145,22 @@ class _OwnUpstreams:
                 if t is None:
                     t = times[key] = []
                 t.append(now - slot.start)
-            if held or ds.muted or ds.up_muted or self._total_over:
+            if ds.muted or ds.up_muted or self._total_over:
                 self._update_flow(ds)
+        if sent is not None:
+            sel.flush_sends()
+            for ds, n in sent:
+                if ds.closed:
+                    continue
+                ch = channels.get(ds.cid)
+                # (ch.has_pending_writes(): a transport holding no bytes,
+                # plaintext, is not asked)
+                if ch is not None and (ch._sends or (ch.transport.holds_bytes
+                                                     and ch.has_pending_writes())):
+                    ds.out_bytes += n
+                    self.queued_bytes += n
+                    self._draining.add(ds)
+                    self._update_flow(ds)
 
     def _up_protocol_failure(self, up, what):
         log.warning("Closing upstream connection %s: %s", up.uid, what)

@@ -67,7 +67,9 @@ from ..network.channel_state import ChannelMuteState
 from ..network.selector import Selector
 from ..protocol import messages
 from ..protocol.api_versions import api_versions_fallback
-from ..protocol.headers import parse_request_header, response_encoder
+from ..protocol.api_keys import REQUEST_FLEXIBLE_FROM
+from ..protocol.headers import RequestHeader, response_encoder
+from ..protocol.wire import parse_request_header as _parse_request_header
 from ..security.channel_builders import create_channel_builder
 from ..utils import now_ms
 from ..log import get_logger
@@ -79,6 +81,7 @@ log = get_logger("kchannel.server")
 __all__ = ["Server", "Listener"]
 
 _SASL_HANDSHAKE = messages.SASL_HANDSHAKE.api_key
+_API_VERSIONS = messages.API_VERSIONS.api_key
 _NOT_MUTED = ChannelMuteState.NOT_MUTED
 # An authenticator class that keeps this base hook never expires a session
 # (see _process_request).
@@ -201,6 +204,9 @@ class Server(_ConnectionAdmission):
         self.handlers = HandlerRegistry()
         # response encoders per (api_key << 16 | version)
         self._response_encoders = {}
+        # request body decoders (the schema's generated function) per
+        # (api_key << 16 | version), valid versions only
+        self._request_decoders = {}
         # (ApiVersions version, listener) -> (handlers.generation, encoded body)
         self._api_versions_bytes = {}
         # Set by register_cluster_handlers (kchannel.server.cluster.ClusterView).
@@ -491,16 +497,20 @@ class Server(_ConnectionAdmission):
             if ch is None:
                 return
         try:
-            header, off = parse_request_header(payload)
+            # (headers.parse_request_header, its call saved: the wire
+            # twin's parse and the header built here)
+            api_key, v, corr, client_id, hv, off = _parse_request_header(
+                payload, REQUEST_FLEXIBLE_FROM)
         except errors.InvalidRequestError as exc:
             log.info("Closing connection %s from %s: invalid request header: %s",
                      cid, ch.socket_description(), exc)
             self._fail(cid, exc)
             return
+        header = RequestHeader(api_key, v, corr, client_id, hv)
         # the time the poll read it (the selector's clock, the server's):
         # one clock read less per request
         now = sel.poll_time_ms
-        if header.api_key == _SASL_HANDSHAKE:
+        if api_key == _SASL_HANDSHAKE:
             if batch is not None:
                 # Whatever the client pipelined behind its SaslHandshake is
                 # the re-authentication's to read (when one begins; else it
@@ -532,10 +542,9 @@ class Server(_ConnectionAdmission):
         if (self.gateway is not None and not local
                 and self.gateway.intercept(ch, header, payload, off, now)):
             return      # forwarded upstream, or queued behind what was
-        handler = self.handlers.get(header.api_key)
-        api = messages.API.get(header.api_key)
-        v = header.api_version
-        if header.api_key == messages.API_VERSIONS.api_key:
+        handler = self.handlers.get(api_key)
+        api = messages.API.get(api_key)
+        if api_key == _API_VERSIONS:
             lo, hi = ((handler.min_version, handler.max_version) if handler is not None
                       else (0, -1))
             if not (lo <= v <= hi):
@@ -544,21 +553,21 @@ class Server(_ConnectionAdmission):
                 log.debug("ApiVersions v%d from %s is not supported; sending v0 "
                           "UNSUPPORTED_VERSION", v, cid)
                 sel.send(cid, api_versions_fallback(
-                    header.correlation_id,
+                    corr,
                     handler.min_version if handler else api.min_version,
                     handler.max_version if handler else api.max_version))
                 return
-        if handler is None and header.api_key in SASL_API_KEYS and api is not None \
+        if handler is None and api_key in SASL_API_KEYS and api is not None \
                 and api.min_version <= v <= api.max_version:
             # Listed in ApiVersions on every listener and answered as
             # Kafka's KafkaApis does outside SASL authentication.
-            handler = Handler(header.api_key, handle_sasl_after_authentication,
+            handler = Handler(api_key, handle_sasl_after_authentication,
                               api.min_version, api.max_version)
         if handler is None or api is None:
             exc = errors.UnsupportedVersionError(
-                f"Unsupported API key {header.api_key}")
+                f"Unsupported API key {api_key}")
             log.info("Closing connection %s from %s: no handler for API key %d (version %d)",
-                     cid, ch.socket_description(), header.api_key, v)
+                     cid, ch.socket_description(), api_key, v)
             self._fail(cid, exc)
             return
         if not (handler.min_version <= v <= handler.max_version):
@@ -568,8 +577,15 @@ class Server(_ConnectionAdmission):
             log.info("Closing connection %s from %s: %s", cid, ch.socket_description(), exc)
             self._fail(cid, exc)
             return
+        key = (api_key << 16) | v
         try:
-            body = api.request.decode(payload, v, off)
+            # (api.request.decode(payload, v, off), its call saved: the
+            # generated decoder of the version straight from this cache)
+            decode = self._request_decoders.get(key)
+            if decode is None:
+                decode = self._request_decoders[key] = api.request._message_function(
+                    v, "decode")
+            body = decode(payload, off)
         except errors.KChannelError as exc:
             log.info("Closing connection %s from %s: invalid %s v%d request: %s",
                      cid, ch.socket_description(), api.name, v, exc)
@@ -588,11 +604,10 @@ class Server(_ConnectionAdmission):
         if response is None:
             return
         try:
-            encode = self._response_encoders.get((header.api_key << 16) | v)
+            encode = self._response_encoders.get(key)
             if encode is None:
-                encode = self._response_encoders[(header.api_key << 16) | v] = \
-                    response_encoder(header.api_key, v, framed=True)
-            out = encode(header.correlation_id, response)
+                encode = self._response_encoders[key] = response_encoder(api_key, v, framed=True)
+            out = encode(corr, response)
         except Exception as exc:  # noqa: BLE001
             log.error("Could not encode %s v%d response for %s; closing connection",
                       api.name, v, cid, exc_info=True)

@@ -343,6 +343,13 @@ def test_misconfigured_allow_lists_are_refused(tmp_path, key, value, says):
     named = key if key != "kchannel.upstream.bootstrap.servers" else \
         "listener.name.external.kchannel.gateway.allowed.principals"
     assert named in r.stdout and says in r.stdout, r.stdout
+    # ... and kchannel serve does not start with it, naming the key
+    bad["log.dirs"] = str(tmp_path / "data")
+    path = write_properties(str(tmp_path / "serve.properties"), bad)
+    r = run_kchannel("serve", "--config", path, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Cannot start: " in r.stderr and named in r.stderr and says in r.stderr, r.stderr
+    assert "Awaiting socket connections" not in r.stdout + r.stderr
 
 
 def test_kchannel_serve_refuses_a_misspelled_key(tmp_path):
@@ -369,6 +376,28 @@ def test_node_port_colliding_with_a_listener_is_refused_at_start(kafka_broker, t
         if f"{port + 1}: Address already in use" not in out:
             break
     assert f"= {port + 1}" in out and "listener B" in out, out
+
+
+def test_node_ports_colliding_with_each_other_are_refused():
+    """Node ports of two listeners that land on each other (listener A's
+    upstream node 2 and listener B's node 0 both at A's port + 3) are
+    refused as a node port on a listener is; the session's one-broker
+    upstream cannot show it end to end, so the check that kchannel serve
+    runs at start (_probe_response(at_start=True)) is asked directly."""
+    from types import SimpleNamespace
+    from kchannel.server.gateway_endpoints import _Endpoints
+
+    def listener(name, port):
+        return SimpleNamespace(name=name, host="127.0.0.1", port=port, upstream_node=None)
+    gw = SimpleNamespace(server=SimpleNamespace(listeners=[listener("A", 9100),
+                                                           listener("B", 9102)]),
+                         node_listeners={}, node_id_base=0)
+    problem = _Endpoints._node_port_collision(gw, [0, 2])
+    assert problem is not None and "= 9103" in problem and "listener B" in problem \
+        and "upstream node 2 on listener A" in problem, problem
+    # the same nodes with room between the listeners: nothing to refuse
+    gw.server.listeners[1].port = 9110
+    assert _Endpoints._node_port_collision(gw, [0, 2]) is None
 
 
 def _serve_with_node_port_on_listener_b(kafka_broker, tmp_path, workers, port):

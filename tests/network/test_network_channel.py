@@ -419,3 +419,52 @@ def test_queued_sends_are_named_entries_through_a_partial_write():
     finally:
         a.close()
         b.close()
+
+
+def test_frame_queued_as_parts_writes_its_large_part_uncopied_through_partial_writes():
+    # A frame handed over as parts (a Produce request: size prefix and
+    # header pieces, the record batch, the tagged fields after it) is queued
+    # with the batch as its own buffer: the parts before it joined as the
+    # entry's head, those after it as its tail.  Retired byte range by byte
+    # range (a write ending inside the head, at its end, inside the batch,
+    # inside the tail), each gather write offers exactly the frame's bytes
+    # not yet written, and the send is reported once, with the frame's size.
+    from kchannel.network.channel_sends import SEPARATE_FROM
+    a, b = socket.socketpair()
+    try:
+        ch = KafkaChannel("x", _plaintext_transport(a), lambda: DefaultAuthenticator(),
+                          mode="client")
+        ch.mark_connected()
+        assert ch.prepare(0) == OP_NONE
+        batch = bytes(range(256)) * (SEPARATE_FROM // 256 + 3)
+        parts = (b"\x00\x00\x00\x00", b"header-", b"part", batch, b"\x00\x01\x02")
+        frame = b"".join(parts)
+        assert ch.set_send(parts, True) is False
+        (e,) = ch._sends
+        assert e.data.obj is batch and len(e.data) == len(batch)
+        assert (e.head, e.tail, e.size, e.report) == (b"\x00\x00\x00\x00header-part",
+                                                     b"\x00\x01\x02", len(frame), True)
+        written = 0
+        for n in (5, 10, len(batch) - 1, 2, 2):
+            bufs, total, count = ch._gather()
+            assert b"".join(bytes(x) for x in bufs) == frame[written:]
+            assert (total, count) == (len(frame) - written, 1)
+            # the batch is never copied while any of it is left to write
+            assert any(type(x) is memoryview and x.obj is batch for x in bufs) == (
+                written < len(frame) - 3)
+            ch._retire(n)
+            written += n
+            assert ch.take_accepted() == ([len(frame)] if written == len(frame) else [])
+        assert not ch._sends
+        # a frame without a large part, or over a transport without gather
+        # writes, is joined into one frame as before
+        assert ch.set_send((b"\x00\x00\x00\x02", b"ab"), True) is False
+        assert ch._sends[0].data == b"\x00\x00\x00\x02ab" and ch._sends[0].head is None
+        ch._sends.clear()
+        ch._write_vectored = None
+        ch.set_send(parts, True)
+        assert ch._sends[0].data == frame and ch._sends[0].head is ch._sends[0].tail is None
+        ch.close()
+    finally:
+        a.close()
+        b.close()

@@ -59,6 +59,8 @@ def test_request_frame_from_parts_equals_the_joined_body(version):
     from kchannel.producer.sender import produce_request_parts, produce_request_parts_one
     encode = request_encoder(messages.PRODUCE.api_key, version, "producer-1", framed=True)
     plain = request_encoder(messages.PRODUCE.api_key, version, "producer-1")
+    as_parts = request_encoder(messages.PRODUCE.api_key, version, "producer-1", framed=True,
+                               parts=True)
     several = {"t": [(0, b"r" * 5), (3, b"q" * 300)], "u": [(1, b"z" * 20000)]}
     for parts in (produce_request_parts_one(version, "tx", 1, 30000, "t", 2, b"z" * 16384),
                   produce_request_parts(version, None, -1, 30000, several)):
@@ -69,6 +71,11 @@ def test_request_frame_from_parts_equals_the_joined_body(version):
             assert frame == encode(corr, body)
             assert int.from_bytes(frame[:4], "big") == len(frame) - 4
             assert plain(corr, parts) == plain(corr, body) == frame[4:]
+            # as the network client encodes it: the frame as parts, the
+            # record batches among them as they are (not copied)
+            pieces = as_parts(corr, parts)
+            assert type(pieces) is tuple and b"".join(pieces) == frame
+            assert any(p is batch for p in pieces for batch in parts if len(batch) >= 16384)
         header, decoded = decode_request(frame[4:])
         assert (header.correlation_id, header.api_version) == (0x7FFFFFFF, version)
         assert decoded == PRODUCE.request.decode(body, version)

@@ -479,3 +479,39 @@ def test_reader_reads_received_frames_in_place(impl):
         assert view.obj is frame.obj
         with pytest.raises(InvalidRequestError):
             w.Reader(frame, 99)
+
+
+# -- frame_message (the framing of request_encoder / response_encoder) ---------
+
+@pytest.mark.parametrize("prefix,corr,tail,data", [
+    (b"", 0, b"", b""),
+    (b"", 7, b"\x00", b"body"),
+    (b"", -1, b"", b"x" * 300),
+    (b"", -0x80000000, b"\x00", b"\x01\x02"),
+    (b"\x00\x03\x00\x01", 0x7FFFFFFF, b"\x00\x02id", b"\x00\x00\x00\x00"),
+    (b"\x00\x12\x00\x03", 5, b"\x00\x02id\x00", bytes(range(256)) * 70),
+])
+def test_frame_message_is_size_prefix_corr_and_parts(impl, prefix, corr, tail, data):
+    payload = prefix + struct.pack(">i", corr) + tail + data
+    assert impl.wire.frame_message(prefix, corr, tail, data) == (
+        struct.pack(">i", len(payload)) + payload)
+
+
+def test_request_and_response_encoders_frame_as_before():
+    """The framed encoders (whose framing is frame_message) give the bytes
+    of the unframed encoding behind its size, as encode_request /
+    encode_response do; for a correlation id outside int32 too."""
+    from kchannel.protocol.headers import (RequestHeader, encode_request, encode_response,
+                                           request_encoder, response_encoder)
+    body = {"topics": [{"name": "t"}]}
+    req = request_encoder(3, 1, "client-1", framed=True)
+    for corr in (0, 1, 0x7FFFFFFF):
+        whole = encode_request(RequestHeader(3, 1, corr, "client-1"), body)
+        assert req(corr, body) == struct.pack(">i", len(whole)) + whole
+    resp_body = {"brokers": [{"node_id": 1, "host": "h", "port": 9092}],
+                 "controller_id": 1, "topics": []}
+    for version in (1, 9):      # header v0 and v1 (flexible)
+        resp = response_encoder(3, version, framed=True)
+        for corr in (0, -1, -0x80000000, 0x7FFFFFFF):
+            whole = encode_response(3, version, corr, resp_body)
+            assert resp(corr, resp_body) == struct.pack(">i", len(whole)) + whole

@@ -175,6 +175,19 @@ def test_twins_encode_whole_plain_batches_identically(impl_pair, recs, attribute
     assert raw == struct.pack(">qiibI", base_offset, 49 + len(payload), 7, 2, crc) + after + payload
 
 
+def test_plain_batch_whatever_the_size_hint(impl_pair):
+    """The compiled encoder writes the batch in place into the bytes it
+    returns, sized by the hint: a hint that is exact, too large (trimmed)
+    or too small (the batch moves to a buffer of its own, growing several
+    times) gives the same bytes as the pure twin, of the batch's length."""
+    pure, compiled = impl_pair
+    recs = [(1_700_000_000_000 + i, b"k%d" % i, bytes([i]) * (1000 + i), ()) for i in range(15)]
+    want = pure.records.encode_plain_batch(recs, 0, -1, -1, -1, 0, -1, None, 0)
+    for hint in (0, 62, 100, len(want) - 1, len(want), len(want) + 1, 16384, 1 << 20):
+        got = compiled.records.encode_plain_batch(recs, 0, -1, -1, -1, 0, -1, None, hint)
+        assert type(got) is bytes and len(got) == len(want) and got == want, hint
+
+
 def test_compressed_batch_of_queued_records():
     """encode_batch's compressed path reads QueuedRecord timestamps by name."""
     recs = [(1_700_000_000_000 + d, b"k%d" % d, b"v" * d, (("h", b"x"),)) for d in (5, 0, 9)]
