@@ -580,7 +580,7 @@ def test_kafka_acls_adds_and_removes_the_gateways_acls(both, acl_kafka):
         return r.stdout
 
     def bob_describes():
-        with contextlib.closing(connect(both["gateway"], "bob")) as c:
+        with contextlib.closing(connect_as(both["gateway"], "bob")) as c:
             md = c.request(ApiKey.METADATA, {"topics": [{"name": name}],
                                              "allow_auto_topic_creation": False}, version=12)
             return md["topics"][0]["error_code"]

@@ -74,7 +74,7 @@ def test_frames_as_parts_arrive_intact_and_in_order(sndbuf, protocol, request):
     # are joined; either way the peer gets the frames as sent, in order,
     # each reported once with its frame size.
     pki = request.getfixturevalue("pki") if protocol == "SSL" else None
-    server, client, ls = _pair(sndbuf, protocol, pki)
+    server, client, ls = selector_pair(64, sndbuf, protocol, pki)
     try:
         payloads = _payloads() * 2
         expected = [bytes(p) for p in payloads]
