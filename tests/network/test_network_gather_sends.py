@@ -34,23 +34,29 @@ def test_mixed_sizes_arrive_intact_and_in_order(sndbuf, protocol, request):
         expected = [bytes(p) for p in payloads]
         for p in payloads:
             client.send("c", p)
-        got, sent = [], []
-        for _ in range(5000):
-            client.poll(1)
-            sent.extend(size for cid, size in client.completed_sends)
-            server.poll(1)
-            got.extend(p for _, p in server.completed_receives)
-            if len(got) == len(expected) and len(sent) == len(expected):
-                break
-        assert len(got) == len(expected)
-        for i, (a, b) in enumerate(zip(got, expected)):
-            assert a == b, f"frame {i} differs"
-        assert sent == [len(p) + 4 for p in expected]
-        assert not server.disconnected and not client.disconnected
+        _assert_delivered_in_order(client, server, expected)
     finally:
         client.close()
         server.close()
         ls.close()
+
+
+def _assert_delivered_in_order(client, server, expected):
+    """Poll both ends until every frame sent arrived; each must arrive
+    intact and in order, and be reported sent once with its frame size."""
+    got, sent = [], []
+    for _ in range(5000):
+        client.poll(1)
+        sent.extend(size for cid, size in client.completed_sends)
+        server.poll(1)
+        got.extend(p for _, p in server.completed_receives)
+        if len(got) == len(expected) and len(sent) == len(expected):
+            break
+    assert len(got) == len(expected)
+    for i, (a, b) in enumerate(zip(got, expected)):
+        assert a == b, f"frame {i} differs"
+    assert sent == [len(p) + 4 for p in expected]
+    assert not server.disconnected and not client.disconnected
 
 
 def _frame_parts(payload, i):
@@ -83,19 +89,7 @@ def test_frames_as_parts_arrive_intact_and_in_order(sndbuf, protocol, request):
                 client.send("c", _frame_parts(p, i), True)
             else:
                 client.send("c", p)
-        got, sent = [], []
-        for _ in range(5000):
-            client.poll(1)
-            sent.extend(size for cid, size in client.completed_sends)
-            server.poll(1)
-            got.extend(p for _, p in server.completed_receives)
-            if len(got) == len(expected) and len(sent) == len(expected):
-                break
-        assert len(got) == len(expected)
-        for i, (a, b) in enumerate(zip(got, expected)):
-            assert a == b, f"frame {i} differs"
-        assert sent == [len(p) + 4 for p in expected]
-        assert not server.disconnected and not client.disconnected
+        _assert_delivered_in_order(client, server, expected)
     finally:
         client.close()
         server.close()
