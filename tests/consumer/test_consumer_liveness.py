@@ -71,6 +71,74 @@ def _counting_sends(consumer, api_key):
     return sent
 
 
+IDEMPOTENT_RECORDS = 30_000
+IDEMPOTENT_KEYS = 60
+
+
+def test_idempotent_producer_through_leader_kills_loses_duplicates_and_reorders_nothing(
+        kafka_cluster):
+    # First in the module (the tests run in file order), on the cluster as
+    # it started: the later tests' kills and restarts leave nothing to wait
+    # for here.
+    topic = kafka_cluster.create_topic(topic_name("idem"), PARTITIONS)
+    _wait_in_sync(kafka_cluster)
+    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    victims = []
+    futures = []
+    try:
+        with Producer({"bootstrap.servers": kafka_cluster.bootstrap(), "acks": "all",
+                       "enable.idempotence": True, "linger.ms": 5}) as p:
+            for i in range(IDEMPOTENT_RECORDS):
+                futures.append(p.send(topic, b"%d" % i,
+                                      key=b"k%d" % (i % IDEMPOTENT_KEYS)))
+                if i % 1000 == 999:
+                    # paced, so that each kill lands while batches are in flight
+                    time.sleep(0.05)
+                if i in (IDEMPOTENT_RECORDS // 3, 2 * IDEMPOTENT_RECORDS // 3):
+                    if victims:
+                        # the first victim back and in sync: killing a second
+                        # node leaves min.insync.replicas=2 satisfiable
+                        kafka_cluster.restart(victims[-1])
+                        _wait_in_sync(kafka_cluster)
+                    victim = kafka_cluster.busiest_leader(topic)
+                    kafka_cluster.kill(victim)
+                    victims.append(victim)
+                    print(f"killed node {victim} after {i + 1} records sent")
+            p.flush(240)
+            acked = {}
+            for i, f in enumerate(futures):
+                md = f.get(0)           # raises if the record failed
+                acked[(md.partition, md.offset)] = i
+    finally:
+        for v in victims:
+            kafka_cluster.restart(v)
+    assert len(victims) == 2
+    assert len(acked) == IDEMPOTENT_RECORDS     # no two records at one offset
+    c = Consumer({"bootstrap.servers": kafka_cluster.bootstrap(),
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        c.assign(tps)
+        ends = c.end_offsets(tps)
+        read = []
+        deadline = time.monotonic() + 120
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "log not read to its end"
+            read.extend(c.poll(1.0))
+    finally:
+        c.close()
+    values = [int(r.value) for r in read]
+    assert sum(ends.values()) == IDEMPOTENT_RECORDS, "duplicates or losses in the log"
+    assert sorted(values) == list(range(IDEMPOTENT_RECORDS))
+    # each record where its acknowledgement said
+    assert {(r.partition, r.offset): int(r.value) for r in read} == acked
+    by_key = {}
+    for r in sorted(read, key=lambda r: (r.partition, r.offset)):
+        by_key.setdefault(r.key, []).append(int(r.value))
+    assert len(by_key) == IDEMPOTENT_KEYS
+    for key, seq in by_key.items():
+        assert seq == sorted(seq), f"records of key {key!r} out of send order"
+
+
 def test_consumer_joining_after_a_leader_kill_reads_live_partitions(kafka_cluster):
     topic = _topic_with_records(kafka_cluster)
     leaders = kafka_cluster.leaders(topic)
@@ -508,67 +576,3 @@ def test_kip848_group_survives_a_coordinator_kill(kafka_cluster):
             kafka_cluster.restart(victim)
 
 
-
-IDEMPOTENT_RECORDS = 30_000
-IDEMPOTENT_KEYS = 60
-
-
-def test_idempotent_producer_through_leader_kills_loses_duplicates_and_reorders_nothing(
-        kafka_cluster):
-    topic = kafka_cluster.create_topic(topic_name("idem"), PARTITIONS)
-    _wait_in_sync(kafka_cluster)
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    victims = []
-    futures = []
-    try:
-        with Producer({"bootstrap.servers": kafka_cluster.bootstrap(), "acks": "all",
-                       "enable.idempotence": True, "linger.ms": 5}) as p:
-            for i in range(IDEMPOTENT_RECORDS):
-                futures.append(p.send(topic, b"%d" % i,
-                                      key=b"k%d" % (i % IDEMPOTENT_KEYS)))
-                if i % 1000 == 999:
-                    # paced, so that each kill lands while batches are in flight
-                    time.sleep(0.05)
-                if i in (IDEMPOTENT_RECORDS // 3, 2 * IDEMPOTENT_RECORDS // 3):
-                    if victims:
-                        # the first victim back and in sync: killing a second
-                        # node leaves min.insync.replicas=2 satisfiable
-                        kafka_cluster.restart(victims[-1])
-                        _wait_in_sync(kafka_cluster)
-                    victim = kafka_cluster.busiest_leader(topic)
-                    kafka_cluster.kill(victim)
-                    victims.append(victim)
-                    print(f"killed node {victim} after {i + 1} records sent")
-            p.flush(240)
-            acked = {}
-            for i, f in enumerate(futures):
-                md = f.get(0)           # raises if the record failed
-                acked[(md.partition, md.offset)] = i
-    finally:
-        for v in victims:
-            kafka_cluster.restart(v)
-    assert len(victims) == 2
-    assert len(acked) == IDEMPOTENT_RECORDS     # no two records at one offset
-    c = Consumer({"bootstrap.servers": kafka_cluster.bootstrap(),
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    try:
-        c.assign(tps)
-        ends = c.end_offsets(tps)
-        read = []
-        deadline = time.monotonic() + 120
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, "log not read to its end"
-            read.extend(c.poll(1.0))
-    finally:
-        c.close()
-    values = [int(r.value) for r in read]
-    assert sum(ends.values()) == IDEMPOTENT_RECORDS, "duplicates or losses in the log"
-    assert sorted(values) == list(range(IDEMPOTENT_RECORDS))
-    # each record where its acknowledgement said
-    assert {(r.partition, r.offset): int(r.value) for r in read} == acked
-    by_key = {}
-    for r in sorted(read, key=lambda r: (r.partition, r.offset)):
-        by_key.setdefault(r.key, []).append(int(r.value))
-    assert len(by_key) == IDEMPOTENT_KEYS
-    for key, seq in by_key.items():
-        assert seq == sorted(seq), f"records of key {key!r} out of send order"
