@@ -134,6 +134,20 @@ class ThreadCalls:
         self.by_thread[threading.current_thread().name](frame, event, arg)
 
 
+def _profile_sender_from_next_pass(prod, profiler):
+    """Install ``profiler`` (None: remove it) in the running Sender thread,
+    from its next call of its loop's entry point on (run_once goes through
+    _run_safely): sys.setprofile reaches only the calling thread."""
+    sender = prod._sender
+    orig = sender._run_safely
+
+    def once(*a, **k):
+        sys.setprofile(profiler)
+        sender._run_safely = orig
+        return orig(*a, **k)
+    sender._run_safely = once
+
+
 def cmd_calls(args):
     p, port, ctl = _start_server()
     counter = ThreadCalls()
@@ -143,30 +157,13 @@ def cmd_calls(args):
         ctl.send("count")
         marks["before"] = ctl.recv()
         threading.setprofile(counter)
-        # the Sender thread is running: install in it from its next call
-        # of its loop's entry point (run_once goes through _run_safely)
-        sender = prod._sender
-        orig = sender._run_safely
-
-        def first(*a, **k):
-            sys.setprofile(counter)
-            sender._run_safely = orig
-            return orig(*a, **k)
-        sender._run_safely = first
+        _profile_sender_from_next_pass(prod, counter)
         sys.setprofile(counter)
 
     def after(prod):
         sys.setprofile(None)
         threading.setprofile(None)
-        sender = prod._sender
-        orig = sender._run_safely
-
-        def last(*a, **k):
-            # the Sender's profiler off from its next pass on
-            sys.setprofile(None)
-            sender._run_safely = orig
-            return orig(*a, **k)
-        sender._run_safely = last
+        _profile_sender_from_next_pass(prod, None)
         ctl.send("count")
         marks["after"] = ctl.recv()
 
