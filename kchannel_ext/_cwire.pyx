@@ -61,6 +61,13 @@ cdef inline uint32_t _be32(const unsigned char* p) noexcept:
             | (<uint32_t>p[2] << 8) | p[3])
 
 
+cdef inline void _store_be32(unsigned char* p, uint32_t v) noexcept:
+    p[0] = v >> 24
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
 cdef inline uint64_t _be64(const unsigned char* p) noexcept:
     return (<uint64_t>_be32(p) << 32) | _be32(p + 4)
 
@@ -444,11 +451,7 @@ cdef class Writer:
         p[1] = v & 0xFF
 
     cdef inline void _put32(self, uint32_t v) except *:
-        cdef unsigned char* p = self._reserve(4)
-        p[0] = v >> 24
-        p[1] = (v >> 16) & 0xFF
-        p[2] = (v >> 8) & 0xFF
-        p[3] = v & 0xFF
+        _store_be32(self._reserve(4), v)
 
     cdef inline void _put64(self, uint64_t v) except *:
         self._put32(<uint32_t>(v >> 32))
@@ -749,10 +752,7 @@ def encode_response_header(correlation_id, header_version):
     cdef unsigned char tmp[5]
     cdef uint32_t c = <uint32_t><int32_t>_as_int(correlation_id, -0x80000000, 0x7FFFFFFF,
                                                  "int32")
-    tmp[0] = c >> 24
-    tmp[1] = (c >> 16) & 0xFF
-    tmp[2] = (c >> 8) & 0xFF
-    tmp[3] = c & 0xFF
+    _store_be32(tmp, c)
     tmp[4] = 0
     return PyBytes_FromStringAndSize(<const char*>tmp, 5 if header_version == 1 else 4)
 
@@ -775,18 +775,12 @@ def frame_message(bytes prefix not None, correlation_id, bytes tail not None,
                                                  "int32")
     out = PyBytes_FromStringAndSize(NULL, n + 4)
     cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(out)
-    p[0] = n >> 24
-    p[1] = (n >> 16) & 0xFF
-    p[2] = (n >> 8) & 0xFF
-    p[3] = n & 0xFF
+    _store_be32(p, <uint32_t>n)
     p += 4
     if lp:
         memcpy(p, PyBytes_AS_STRING(prefix), lp)
         p += lp
-    p[0] = c >> 24
-    p[1] = (c >> 16) & 0xFF
-    p[2] = (c >> 8) & 0xFF
-    p[3] = c & 0xFF
+    _store_be32(p, c)
     p += 4
     if lt:
         memcpy(p, PyBytes_AS_STRING(tail), lt)
