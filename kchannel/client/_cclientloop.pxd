@@ -46,6 +46,7 @@ cdef class ClientLoop:
     cdef public bint _sent_without_response
     cdef public dict _request_timeouts
     cdef public dict _request_encoders
+    cdef public dict _request_heads
     cdef public dict _response_decoders
     cdef public dict _body_decoders
     cdef public object _next_corr

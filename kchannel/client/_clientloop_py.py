@@ -23,14 +23,17 @@ from .. import errors
 from ..log import get_logger
 from ..network.channel import State
 from ..protocol import messages
-from ..protocol.headers import request_encoder
+from ..protocol.headers import request_encoder, request_header_parts
 from ..utils import now_ms
 from .connection_state import ConnectionState
 
 # NetworkClient's logger: these methods are NetworkClient's.
 log = get_logger("kchannel.client")
 
-__all__ = ["ClientLoop", "ClientResponse", "InFlight", "NodeStats", "RTT_SAMPLES"]
+__all__ = ["ClientLoop", "ClientResponse", "InFlight", "NodeStats", "RTT_SAMPLES",
+           "complete_responses"]
+# ClusterClient's logger, for complete_responses (its poll's loop)
+_cluster_log = get_logger("kchannel.cluster_client")
 
 _API_VERSIONS = messages.API_VERSIONS.api_key
 # The marker of a request forwarded by send_raw (its response is not decoded).
@@ -66,6 +69,32 @@ class ClientResponse:
         return (f"ClientResponse(node={self.node_id!r}, api_key={self.api_key}, "
                 f"v{self.api_version}, corr={self.correlation_id}, "
                 f"{'error=' + repr(self.exception) if self.exception else 'ok'})")
+
+
+def complete_responses(responses, start, callbacks, stop_key):
+    """``ClusterClient.poll``'s hand-out of ``responses`` from index
+    ``start`` on: each one's callback (``callbacks.pop((node id,
+    correlation id))``, responses without one skipped) called in order, an
+    error it raises logged; returns the index of the first response whose
+    key is ``stop_key`` (the cluster client's Metadata request, which it
+    handles itself before calling this again from the next index), -1 at
+    the end.  A response per Produce request: the loop in the interpreter
+    cost more than the callback it calls."""
+    n = len(responses)
+    i = start
+    while i < n:
+        resp = responses[i]
+        key = (resp.node_id, resp.correlation_id)
+        if key == stop_key:
+            return i
+        cb = callbacks.pop(key, None)
+        if cb is not None:
+            try:
+                cb(resp)
+            except Exception:
+                _cluster_log.exception("Uncaught error in request completion for %r", resp)
+        i += 1
+    return -1
 
 
 class InFlight:
@@ -121,7 +150,8 @@ class ClientLoop:
     # (_cclientloop.pxd declares the same names); __dict__ holds the rest.
     __slots__ = ("__dict__", "__weakref__",
                  "_nodes", "_pending", "selector", "_sent_without_response",
-                 "_request_timeouts", "_request_encoders", "_response_decoders",
+                 "_request_timeouts", "_request_encoders", "_request_heads",
+                 "_response_decoders",
                  "_body_decoders", "_next_corr",
                  "_next_request_deadline_ms", "_next_setup_deadline_ms", "request_timeout_ms",
                  "time")
@@ -155,20 +185,34 @@ class ClientLoop:
     def _send(self, node, api_key, version, body, internal, expect_response=True):
         corr = self._next_corr          # self._corr(), inlined (once per request)
         self._next_corr = (corr + 1) & 0x7FFFFFFF
-        encode = self._request_encoders.get((api_key << 16) | version)
-        if encode is None:
-            # (parts: a body given as parts, a producer's request with its
-            # record batch, comes back as the frame's parts, which the send
-            # queue writes without copying the batch into a frame)
-            encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
-                api_key, version, self.client_id, framed=True, parts=True)
-        frame = encode(corr, body)
         stats = node.stats
-        stats.tx += 1
-        if type(frame) is tuple:
-            # (its first part is the size prefix)
-            stats.txbytes += int.from_bytes(frame[0], "big") + 4
+        if type(body) is tuple:
+            # A body given as parts (a producer's request with its record
+            # batch): the frame as parts, size prefix, header and the
+            # body's parts, which the send queue writes without copying the
+            # batch into a frame.  The header's fixed bytes come from a
+            # cache: no encoder call per request (what request_encoder's
+            # framed parts path returns, written here).
+            hdr = self._request_heads.get((api_key << 16) | version)
+            if hdr is None:
+                hdr = self._request_heads[(api_key << 16) | version] = request_header_parts(
+                    api_key, version, self.client_id)
+            head, tail = hdr
+            n = len(head) + 4 + len(tail)
+            for part in body:
+                n += len(part)
+            if n > 0x7FFFFFFF:
+                raise ValueError(f"frame payload too large ({n} bytes)")
+            frame = (n.to_bytes(4, "big"), head, corr.to_bytes(4, "big"), tail) + body
+            stats.tx += 1
+            stats.txbytes += n + 4
         else:
+            encode = self._request_encoders.get((api_key << 16) | version)
+            if encode is None:
+                encode = self._request_encoders[(api_key << 16) | version] = request_encoder(
+                    api_key, version, self.client_id, framed=True, parts=True)
+            frame = encode(corr, body)
+            stats.tx += 1
             stats.txbytes += len(frame)
         self.selector.send(node.id, frame, True)
         if expect_response:

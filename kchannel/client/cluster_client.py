@@ -10,7 +10,7 @@ except :meth:`wakeup`.
 
 from kchannel import errors
 from kchannel.client.connection_state import ConnectionState
-from kchannel.client.network_client import NetworkClient
+from kchannel.client.network_client import NetworkClient, complete_responses
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
@@ -203,19 +203,14 @@ class ClusterClient:
             # refused connection may mean stale metadata (a dead leader or
             # coordinator), so refresh it (the retry back-off paces this).
             self.metadata.request_update()
-        for resp in responses:
-            key = (resp.node_id, resp.correlation_id)
-            if key == self._metadata_in_flight:
+        # Each response's callback in order (the clientloop twin's loop);
+        # the Metadata response, where it comes, handled here.
+        if responses:
+            i = complete_responses(responses, 0, self._callbacks, self._metadata_in_flight)
+            while i >= 0:
                 self._metadata_in_flight = None
-                self._handle_metadata(resp, now)
-                continue
-            cb = self._callbacks.pop(key, None)
-            if cb is None:
-                continue
-            try:
-                cb(resp)
-            except Exception:
-                log.exception("Uncaught error in request completion for %r", resp)
+                self._handle_metadata(responses[i], now)
+                i = complete_responses(responses, i + 1, self._callbacks, None)
         # (the count of nodes keeping an authentication error is never below
         # their number: zero means none, without a call per poll)
         if client.authentication_exceptions:

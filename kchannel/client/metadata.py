@@ -68,6 +68,13 @@ class Cluster:
             by_topic[p.topic][p.partition] = p
         self._by_topic = {t: [ps[i] for i in sorted(ps)] for t, ps in by_topic.items()}
         self._by_tp = {TopicPartition(p.topic, p.partition): p for p in partitions}
+        # {tp: leader id} of the partitions whose leader is known (in the
+        # nodes): leader_for's answers, computed once per Metadata response
+        # (this view never changes), read without a call per partition by
+        # the producer's ready scan and drain.
+        nodes = self.nodes
+        self.leaders = {tp: p.leader for tp, p in self._by_tp.items()
+                        if p.leader is not None and p.leader >= 0 and p.leader in nodes}
         self._available = {t: [p for p in ps if p.leader is not None and p.leader >= 0
                                and p.leader in self.nodes]
                            for t, ps in self._by_topic.items()}
@@ -99,10 +106,9 @@ class Cluster:
         return self._by_tp.get(tp)
 
     def leader_for(self, tp):
-        p = self._by_tp.get(tp)
-        if p is None or p.leader is None or p.leader < 0 or p.leader not in self.nodes:
-            return None
-        return p.leader
+        """The leader's node id, None when unknown (no partition, no leader,
+        or a leader outside the nodes)."""
+        return self.leaders.get(tp)
 
     def partition_count(self, topic):
         ps = self._by_topic.get(topic)

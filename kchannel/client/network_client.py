@@ -55,6 +55,7 @@ ClientResponse = _clientloop.ClientResponse
 InFlight = _clientloop.InFlight
 NodeStats = _clientloop.NodeStats
 RTT_SAMPLES = _clientloop.RTT_SAMPLES
+complete_responses = _clientloop.complete_responses
 # in_flight marker of a request sent by send_raw (response handed over undecoded).
 _RAW = _clientloop._RAW
 
@@ -218,6 +219,9 @@ class NetworkClient(ClientLoop):
         # request encoders (they hold the client id) and response decoders,
         # per (api_key << 16 | version)
         self._request_encoders = {}
+        # (head, tail) of the request header per the same key, for a body
+        # given as parts (see ClientLoop._send)
+        self._request_heads = {}
         self._response_decoders = {}
         # the body decoders ((payload, 4) -> body) of header-v0 responses
         # decoded by the schema (no caller's own decoder), per the same key:
@@ -609,6 +613,7 @@ class NetworkClient(ClientLoop):
     def client_id(self, value):
         self._client_id = value
         self._request_encoders.clear()
+        self._request_heads.clear()
 
     # ----------------------------------------------------------------- send
     def _corr(self):

@@ -37,6 +37,11 @@ cdef class SenderLoop:
     cdef public object transactional_id
     cdef public object _batch_stats
     cdef public object _response_stats
+    cdef public object _produce_versions
+    cdef public object _produce_version
+    cdef public object _head
+    cdef public object _head_version
+    cdef public object _head_topic
 
 
 cdef class ProduceResponseDecoder:
@@ -46,3 +51,8 @@ cdef class ProduceResponseDecoder:
     cdef object _name
     cdef dict _partition
     cdef dict _body
+
+    # (the response's bytes read as C values: no object per byte compared)
+    @cython.locals(data=bytes, version=int, n=Py_ssize_t, size=Py_ssize_t, pos=Py_ssize_t,
+                   fixed=Py_ssize_t, extra=Py_ssize_t)
+    cpdef _fast(self, payload)

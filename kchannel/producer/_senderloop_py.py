@@ -24,6 +24,7 @@ import time as _time
 
 from .. import errors
 from ..client import RequestTimeoutError
+from ..client.connection_state import ConnectionState
 from ..log import get_logger
 from ..protocol import messages
 from ..protocol.errors import Errors, exception_for
@@ -31,11 +32,15 @@ from ..protocol.records import CompressionType, encode_batch
 from ..protocol.records.batch import encode_plain_batch
 from ..protocol.wire import encode_unsigned_varint
 from ..utils import now_ms
+from ._done_lock import DONE_LOCK
 
 # The Sender's logger: these methods are the Sender's.
 log = get_logger("kchannel.producer.sender")
+# (the accumulator's, for accumulator_complete_batch)
+_accumulator_log = get_logger("kchannel.producer.accumulator")
 
-__all__ = ["SenderLoop", "accumulator_ready", "accumulator_drain", "produce_request_parts",
+__all__ = ["SenderLoop", "accumulator_ready", "accumulator_drain", "accumulator_complete_batch",
+           "produce_request_parts",
            "produce_request_parts_one", "encode_produce_request",
            "encode_produce_request_one", "ProduceResponseDecoder",
            "produce_response_decoder"]
@@ -47,6 +52,9 @@ _DUPLICATE_SEQUENCE_NUMBER = Errors.DUPLICATE_SEQUENCE_NUMBER
 _MESSAGE_TOO_LARGE = Errors.MESSAGE_TOO_LARGE
 _UNKNOWN_SERVER_ERROR = Errors.UNKNOWN_SERVER_ERROR
 _NEVER = 2 ** 31 - 1
+_READY = ConnectionState.READY
+# accumulator_ready's "no topic without a leader" (its callers only read it)
+_NO_TOPICS = frozenset()
 
 # Attributes bit of a transactional batch (Kafka's RecordBatch).
 _TRANSACTIONAL = 0x10
@@ -104,7 +112,14 @@ def produce_request_parts_one(version, transactional_id, acks, timeout_ms, topic
     parts, ``records`` among them as it is: the request encoder joins them
     behind the header in one copy (see ``request_encoder``).  The fields
     before the partition come from a cache."""
-    head = _one_partition_head(version, transactional_id, acks, timeout_ms, topic)
+    return _one_partition_parts(
+        version, _one_partition_head(version, transactional_id, acks, timeout_ms, topic),
+        partition, records)
+
+
+def _one_partition_parts(version, head, partition, records):
+    """produce_request_parts_one's parts after ``head`` (its
+    _one_partition_head)."""
     if version >= _FLEXIBLE_PRODUCE:
         n = len(records) + 1
         size = encode_unsigned_varint(n) if n >= 0x80 else _BYTE[n]
@@ -193,50 +208,51 @@ class ProduceResponseDecoder:
     def _fast(self, payload):
         # A receive is a read-only memoryview of the receive buffer: its
         # slices and comparisons cost more than one copy of these ~60 bytes.
-        if type(payload) is not bytes:
-            payload = bytes(payload)
+        # (``data``: bytes, whose items the compiled twin reads as C values;
+        # see _csenderloop.pxd)
+        data = payload if type(payload) is bytes else bytes(payload)
         version = self.version
-        n = len(payload)
+        n = len(data)
         if version >= _FLEXIBLE_PRODUCE:
             # header's tagged fields (empty), one topic
-            if n < 8 or payload[4] != 0 or payload[5] != 2:
+            if n < 8 or data[4] != 0 or data[5] != 2:
                 return None
-            size = payload[6]            # compact string: length + 1
+            size = data[6]            # compact string: length + 1
             if size == 0 or size >= 0x80:
                 return None
             pos = 6 + size
-            raw = payload[7:pos]
+            raw = data[7:pos]
             # one partition; fixed fields; no record errors (compact array
             # of 0), null message, no tagged fields; topic's tagged fields;
             # throttle time; the response's tagged fields: the end
-            if n != pos + 1 + 30 + 3 + 1 + 4 + 1 or payload[pos] != 2 or \
-                    payload[pos + 31] != 1 or payload[pos + 32] != 0 or \
-                    payload[pos + 33] != 0 or payload[pos + 34] != 0 or payload[n - 1] != 0:
+            if n != pos + 1 + 30 + 3 + 1 + 4 + 1 or data[pos] != 2 or \
+                    data[pos + 31] != 1 or data[pos + 32] != 0 or \
+                    data[pos + 33] != 0 or data[pos + 34] != 0 or data[n - 1] != 0:
                 return None
-            index, code, base, append_time, start = _PARTITION_V5.unpack_from(payload, pos + 1)
-            throttle = _I32.unpack_from(payload, pos + 35)[0]
+            index, code, base, append_time, start = _PARTITION_V5.unpack_from(data, pos + 1)
+            throttle = _I32.unpack_from(data, pos + 35)[0]
         else:
-            if n < 10 or payload[4:8] != b"\x00\x00\x00\x01":
+            if n < 10 or data[4:8] != b"\x00\x00\x00\x01":
                 return None
-            size = (payload[8] << 8) | payload[9]
+            size = (data[8] << 8) | data[9]
             if size >= 0x8000:
                 return None
             pos = 10 + size
-            raw = payload[10:pos]
+            raw = data[10:pos]
             fixed = 30 if version >= 5 else 22
             extra = 6 if version >= 8 else 0        # empty record errors, null message
-            if n != pos + 4 + fixed + extra + 4 or payload[pos:pos + 4] != b"\x00\x00\x00\x01":
+            if n != pos + 4 + fixed + extra + 4 or data[pos:pos + 4] != b"\x00\x00\x00\x01":
                 return None
             if version >= 5:
-                index, code, base, append_time, start = _PARTITION_V5.unpack_from(payload,
+                index, code, base, append_time, start = _PARTITION_V5.unpack_from(data,
                                                                                    pos + 4)
             else:
-                index, code, base, append_time = _PARTITION_V2.unpack_from(payload, pos + 4)
+                index, code, base, append_time = _PARTITION_V2.unpack_from(data, pos + 4)
                 start = -1
-            if extra and payload[pos + 4 + fixed:pos + 4 + fixed + 6] != \
+            if extra and data[pos + 4 + fixed:pos + 4 + fixed + 6] != \
                     b"\x00\x00\x00\x00\xff\xff":
                 return None
-            throttle = _I32.unpack_from(payload, n - 4)[0]
+            throttle = _I32.unpack_from(data, n - 4)[0]
         if raw != self._name_raw:
             try:
                 name = raw.decode("utf-8")
@@ -294,18 +310,62 @@ def produce_response_decoder(version, generic):
 
 
 # -- the accumulator's Sender side ------------------------------------------------
+
+
+def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
+    """``batch.complete(base_offset, log_append_time)`` and then
+    ``acc.deallocate(batch)`` (Kafka's order: a flush() woken by the last
+    deallocation returns with every record's callback run), in one call:
+    the Sender's per acknowledged batch (``RecordAccumulator.complete_batch``).
+    The usual batch (no record callbacks, not part of a split, not yet
+    done) is completed here, ProducerBatch.complete's steps inline;
+    deallocate's body follows (keep both equal to their methods): two
+    interpreted calls per Produce request less on the network thread."""
+    try:
+        if batch.callbacks is not None or batch.parent is not None or batch.done_flag:
+            batch.complete(base_offset, log_append_time)
+        else:
+            batch.base_offset = -1 if base_offset is None else base_offset
+            batch.log_append_time = -1 if log_append_time is None else log_append_time
+            batch.exception = None
+            with DONE_LOCK:
+                batch.done_flag = True
+                done_callbacks = batch.done_callbacks
+                batch.done_callbacks = None
+                event = batch.event
+            if event is not None:
+                event.set()
+            if done_callbacks:
+                for fn, future in done_callbacks:
+                    try:
+                        fn(future)
+                    except Exception:
+                        _accumulator_log.exception("Error in a done callback of a record future")
+    finally:
+        with acc.lock:
+            acc.incomplete.discard(batch)
+            acc.used_memory -= batch.allocated
+            batch.allocated = 0
+            if acc._memory_waiters:
+                acc._signal_first_waiter()
+            if acc.flushes_in_progress and not acc.incomplete:
+                acc.memory.notify_all()
+
+
 def accumulator_ready(acc, cluster, now):
     """``(ready leader ids, ms until the next check, topics whose leader
     is unknown)`` (Kafka's ``RecordAccumulator.ready``)."""
     ready = set()
     next_check = _NEVER
-    unknown = set()
+    # (made when a topic without a leader is met: none, usually)
+    unknown = None
     linger = acc.linger_ms
     batch_size = acc.batch_size
     expire_before = now - acc.delivery_timeout_ms
     expiry_due = False
     muted = acc.muted
-    leader_for = cluster.leader_for
+    # cluster.leader_for(tp)'s answers, read without a call per partition
+    leaders = cluster.leaders
     with acc.lock:
         # Always sendable: memory exhausted (appends wait), closing, flushing.
         hurry = acc.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
@@ -316,8 +376,10 @@ def accumulator_ready(acc, cluster, now):
             created_ms = batch.created_ms
             if created_ms <= expire_before:
                 expiry_due = True
-            leader = leader_for(tp)
+            leader = leaders.get(tp)
             if leader is None:
+                if unknown is None:
+                    unknown = set()
                 unknown.add(tp.topic)
                 continue
             if leader in ready or tp in muted:
@@ -343,22 +405,23 @@ def accumulator_ready(acc, cluster, now):
                     next_check = wait
         acc.wakeup_needed = True
         acc.expiry_due = expiry_due
-    return ready, next_check, unknown
+    return ready, next_check, _NO_TOPICS if unknown is None else unknown
 
 
 def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     """``{node: [batches]}``: per ready node at most one batch per
     partition, up to ``max_size`` bytes (estimated) per request.
-    ``can_drain(tp, batch)`` vetoes a partition (muted, in retry)."""
+    ``can_drain(tp, batch)`` vetoes a partition (muted, in retry); None:
+    none is vetoed."""
     out = {}
     muted = acc.muted
-    leader_for = cluster.leader_for
+    leaders = cluster.leaders     # (cluster.leader_for's answers)
     with acc.lock:
         batches = acc.batches
         by_node = {}
         for tp, dq in batches.items():
             if dq:
-                leader = leader_for(tp)
+                leader = leaders.get(tp)
                 if leader in nodes:
                     tps = by_node.get(leader)
                     if tps is None:
@@ -384,7 +447,7 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                 if batch.attempts > 0 and \
                         now - batch.last_attempt_ms < acc.retry_backoff(batch.attempts):
                     continue
-                if not can_drain(tp, batch):
+                if can_drain is not None and not can_drain(tp, batch):
                     continue
                 if ready and size + batch.estimated_size > max_size:
                     break
@@ -396,6 +459,16 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
             if ready:
                 out[node] = ready
     return out
+
+
+def _can_send_more(state, max_in_flight):
+    """ClusterClient.can_send_more of the node whose network client state
+    is ``state`` (None: unknown)."""
+    return state is not None and state.state is _READY and len(state.in_flight) < max_in_flight
+
+
+# _queued_behind's "ask the ready scan"
+_UNSURE = object()
 
 
 class _ProduceCallback:
@@ -425,7 +498,8 @@ class SenderLoop:
                  "request_timeout_ms", "max_in_flight", "idempotent", "compression",
                  "guarantee_order", "running", "force_close", "fatal_error", "sequences",
                  "in_flight", "retrying", "sensors", "txn", "transactional_id",
-                 "_batch_stats", "_response_stats")
+                 "_batch_stats", "_response_stats", "_produce_versions", "_produce_version",
+                 "_head", "_head_version", "_head_topic")
 
     def __init__(self):
         # (Sender.__init__ sets the state up; nothing to do here)
@@ -492,20 +566,33 @@ class SenderLoop:
         client = self.client
         max_in_flight = self.max_in_flight
         in_flight = self.in_flight
-        can_drain = self._can_drain
+        # (None when _can_drain would allow every partition: no
+        # transaction, no idempotence, no ordering by muting; a call per
+        # partition drained less)
+        can_drain = (None if self.txn is None and not self.idempotent and not self.guarantee_order
+                     else self._can_drain)
         ready, next_check, unknown = accumulator_ready(accumulator, cluster, now)
         if unknown:
             for topic in unknown:
                 self.metadata.add_topic(topic, now)
             self.metadata.request_update()
         not_ready_timeout = _NEVER
+        # (the network client's nodes: client.can_send_more and
+        # ready_to_send read inline, no call per node and request)
+        nodes = client._nodes
         for node in list(ready):
-            # (client.ready(node, now) and client.can_send_more(node,
-            # max_in_flight), in one call)
-            if not client.ready_to_send(node, now, max_in_flight):
-                ready.discard(node)
-                not_ready_timeout = min(not_ready_timeout,
-                                        max(client.connection_delay(node, now), 0))
+            # client.ready_to_send(node, now, max_in_flight): ready(node,
+            # now) and can_send_more(node, max_in_flight); ready() only for
+            # a node not READY (it may start connecting)
+            state = nodes.get(node)
+            if state is not None and state.state is _READY:
+                if len(state.in_flight) < max_in_flight:
+                    continue
+            else:
+                client.ready(node, now)
+            ready.discard(node)
+            not_ready_timeout = min(not_ready_timeout,
+                                    max(client.connection_delay(node, now), 0))
         if ready:
             drained = accumulator_drain(accumulator, cluster, ready, self.max_request_size,
                                         now, can_drain)
@@ -533,14 +620,16 @@ class SenderLoop:
         # poll each: the same requests in the same order, for one pass of
         # the loop's fixed cost (poll, ready, expiry) instead of one each.
         for _ in range(max_in_flight - 1):
-            # (the cheaper test first: usually nothing more is queued)
-            if not self._more_queued(drained):
+            # (one look at the partitions just drained: usually nothing
+            # more is queued)
+            more = self._queued_behind(drained, nodes, max_in_flight)
+            if more is None:
                 break
-            nodes = [n for n in drained if client.can_send_more(n, max_in_flight)]
-            if not nodes:
-                break
-            more, _, _ = accumulator_ready(accumulator, cluster, now)
-            more.intersection_update(nodes)
+            if more is _UNSURE:
+                # (client.can_send_more(n, max_in_flight) inline)
+                open_nodes = [n for n in drained if _can_send_more(nodes.get(n), max_in_flight)]
+                more, _, _ = accumulator_ready(accumulator, cluster, now)
+                more.intersection_update(open_nodes)
             if not more:
                 break
             drained = accumulator_drain(accumulator, cluster, more, self.max_request_size,
@@ -567,7 +656,10 @@ class SenderLoop:
             again, again_check, _ = accumulator_ready(accumulator, cluster, now)
             timeout = min(timeout, again_check)
             for node in again:
-                if client.ready_to_send(node, now, max_in_flight) and \
+                state = nodes.get(node)
+                if state is None or state.state is not _READY:
+                    client.ready(node, now)       # (what ready_to_send does then)
+                elif len(state.in_flight) < max_in_flight and \
                         not self._all_held_back(cluster, node):
                     timeout = 0
                     break
@@ -583,24 +675,55 @@ class SenderLoop:
         in_flight = self.in_flight
         first_unacked = self.sequences.first_unacked
         for tp, dq in list(self.accumulator.batches.items()):
-            if dq and cluster.leader_for(tp) == node:
+            if dq and cluster.leaders.get(tp) == node:
                 flight = in_flight.get(tp)
                 if not flight or not first_unacked(tp, flight):
                     return False
         return True
 
-    def _more_queued(self, drained):
-        """Whether a partition just drained has another full batch waiting
-        (a read without the lock: a stale answer only defers it to the next
-        pass)."""
-        batches = self.accumulator.batches
-        size = self.accumulator.batch_size
-        for sent in drained.values():
+    def _queued_behind(self, drained, nodes, max_in_flight):
+        """After a pass's requests (``drained``: {node: batches sent}):
+        None when no partition just drained has another full batch waiting
+        (a stale answer only defers it to the next pass); else the nodes that can take another
+        request now (``nodes``: the network client's) if the ready scan
+        would find each of them ready, which this tells without one (a
+        pass's further request at the defaults: a scan of every partition
+        under the lock per request): each has a partition just drained
+        whose next batch is full or has one behind it, not muted and never
+        tried (no back-off to wait for; its leader is the node it was
+        drained for, the pass's cluster being the same); _UNSURE when some
+        node is not known ready that way, for the scan to decide.  (A read
+        without the lock: appends only make batches readier.)"""
+        acc = self.accumulator
+        batches = acc.batches
+        size = acc.batch_size
+        muted = acc.muted
+        queued = False
+        sure = set()
+        unsure = False
+        for node, sent in drained.items():
+            can_send = _can_send_more(nodes.get(node), max_in_flight)
+            known = False
             for b in sent:
-                dq = batches.get(b.tp)
-                if dq and (len(dq) > 1 or dq[0].is_full(size)):
-                    return True
-        return False
+                tp = b.tp
+                dq = batches.get(tp)
+                if not dq:
+                    continue
+                head = dq[0]
+                # (head.is_full(size), inline)
+                if len(dq) > 1 or head.closed or head.estimated_size >= size:
+                    queued = True
+                    if tp not in muted and head.attempts == 0:
+                        known = True
+                        break
+            if can_send:
+                if known:
+                    sure.add(node)
+                else:
+                    unsure = True
+        if not queued:
+            return None
+        return _UNSURE if unsure else sure
 
     def _encode(self, batch):
         if batch.encoded is None:
@@ -653,16 +776,44 @@ class SenderLoop:
                 for record in batch_size:
                     record(size, now)
         client = self.client
+        network = client.client
         try:
-            version = client.choose_version(node, _PRODUCE)
+            # client.choose_version(node, _PRODUCE), reused while the node's
+            # ApiVersions answer (its map, held here: "is" cannot match a
+            # new one) is the same: a call less per request
+            state = network._nodes.get(node)
+            versions = state.api_versions if state is not None else None
+            if versions is not None and versions is self._produce_versions:
+                version = self._produce_version
+            else:
+                version = network.choose_version(node, _PRODUCE)
+                self._produce_versions = versions
+                self._produce_version = version
             # Transaction version 1 must not send Produce v12+, which would
             # add the partitions to the transaction itself (KIP-890).
             if self.txn is not None:
                 limit = self.txn.produce_max_version()
                 if limit is not None:
                     version = min(version, limit)
-            body = produce_request_parts(version, self.transactional_id, self.acks,
-                                         self.request_timeout_ms, by_topic)
+            if len(sendable) == 1:
+                # One partition's batch, the usual request at the defaults:
+                # produce_request_parts' one-partition parts, the fields
+                # before the partition kept from this Sender's last request
+                # (the same version and topic, usually; the transactional
+                # id, acks and timeout are the Sender's own) instead of
+                # their cache's five-field key built and hashed per request.
+                for tp, b in sendable.items():
+                    topic = tp.topic
+                    if version != self._head_version or topic != self._head_topic:
+                        self._head = _one_partition_head(version, self.transactional_id,
+                                                         self.acks, self.request_timeout_ms,
+                                                         topic)
+                        self._head_version = version
+                        self._head_topic = topic
+                    body = _one_partition_parts(version, self._head, tp.partition, b.encoded)
+            else:
+                body = produce_request_parts(version, self.transactional_id, self.acks,
+                                             self.request_timeout_ms, by_topic)
             if self.acks == 0:
                 client.send(node, _PRODUCE, body, None, version=version,
                             expect_response=False)
@@ -670,8 +821,12 @@ class SenderLoop:
                     self._remove_in_flight(b)
                     self._complete(b, -1, None)
                 return
-            client.send(node, _PRODUCE, body, _ProduceCallback(self, sendable),
-                        version=version)
+            # client.send(node, _PRODUCE, body, callback, version=version):
+            # the network client's send and the cluster client's callback
+            # map written here, positionally (the cluster client's wrapper
+            # and its keyword calls were two calls per request).
+            corr = network.send(node, _PRODUCE, body, version)
+            client._callbacks[(node, corr)] = _ProduceCallback(self, sendable)
         except errors.KChannelError as exc:
             # Not sendable (version, connection gone): retry like a lost request.
             for b in sendable.values():
@@ -700,17 +855,30 @@ class SenderLoop:
             for record in throttle:
                 record(value, now)
         idempotent = self.idempotent
-        seen = set()
+        in_flight = self.in_flight
+        # The partitions answered: a set for a request of several batches;
+        # for one (the usual request), whether it was answered.
+        seen = set() if len(batches) > 1 else None
+        answered = False
         for topic in body.get("responses") or ():
             name = topic["name"]
             for p in topic["partition_responses"]:
                 batch = batches.get((name, p["index"]))
                 if batch is None:
                     continue
-                seen.add(batch.tp)
+                if seen is None:
+                    answered = True
+                else:
+                    seen.add(batch.tp)
                 code = p["error_code"]
                 if code == _NO_ERROR or code == _DUPLICATE_SEQUENCE_NUMBER:
-                    self._remove_in_flight(batch)
+                    # self._remove_in_flight(batch), inline
+                    flight = in_flight.get(batch.tp)
+                    if flight:
+                        if flight[0] is batch:
+                            del flight[0]
+                        elif batch in flight:
+                            flight.remove(batch)
                     if idempotent:
                         self.sequences.acked(batch)
                     self._complete(batch, p["base_offset"], p.get("log_append_time_ms", -1))
@@ -727,9 +895,10 @@ class SenderLoop:
                                        for e in record_errors)
                     message = f"{message or ''} ({detail})".strip()
                 self._complete_or_retry(batch, exception_for(code, message), code, now)
-        if len(seen) < len(batches):
+        missing = (not answered) if seen is None else len(seen) < len(batches)
+        if missing:
             for tp, b in batches.items():
-                if tp not in seen:
+                if seen is None or tp not in seen:
                     self._complete_or_retry(b, errors.KafkaError(
                         _UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR",
                         f"The produce response did not include partition "
@@ -747,8 +916,5 @@ class SenderLoop:
     def _complete(self, batch, base_offset, log_append_time):
         # Kafka's order (completeBatch, then deallocate): the futures and
         # callbacks first, so a flush() woken by the last deallocation
-        # returns with every record's callback run.
-        try:
-            batch.complete(base_offset, log_append_time)
-        finally:
-            self.accumulator.deallocate(batch)
+        # returns with every record's callback run; one call for both.
+        accumulator_complete_batch(self.accumulator, batch, base_offset, log_append_time)

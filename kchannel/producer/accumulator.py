@@ -14,6 +14,9 @@ import threading
 from kchannel._impl import load as _load_twin
 from kchannel.client import RequestTimeoutError
 from kchannel.log import get_logger
+# (guards a batch's done flag, done callbacks and event; the senderloop
+# twin's complete_batch takes it too)
+from kchannel.producer._done_lock import DONE_LOCK as _DONE_LOCK
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
 
 _senderloop = _load_twin("kchannel.producer._senderloop_py", "kchannel.producer._csenderloop")
@@ -24,13 +27,6 @@ __all__ = ["RecordMetadata", "FutureRecordMetadata", "ProducerBatch", "RecordAcc
            "RECORD_OVERHEAD_EXTRA_MAX"]
 
 log = get_logger("kchannel.producer.accumulator")
-
-# Guards every batch's completion against its waiters and done callbacks.
-# One lock for all batches rather than a lock and an Event per batch: a
-# batch is created per batch.size bytes on the application's thread, and
-# most batches are never waited on (send() without get()), so their Event
-# is made only when a future waits (see ProducerBatch.wait).
-_DONE_LOCK = threading.Lock()
 
 # What a v2 record's length, timestamp delta and offset delta take at most
 # beyond their smallest (1 byte each, counted by record_size): Kafka's
@@ -638,6 +634,9 @@ class RecordAccumulator:
     # partition: the senderloop twin's (compiled when built).
     ready = _senderloop.accumulator_ready
     drain = _senderloop.accumulator_drain
+    # complete(batch) and deallocate(batch) in one call, the usual batch
+    # completed inline (the twin's accumulator_complete_batch)
+    complete_batch = _senderloop.accumulator_complete_batch
 
     def reenqueue(self, batch, now):
         """Put a batch to retry back at the head of its partition, in

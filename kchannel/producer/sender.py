@@ -86,6 +86,15 @@ class Sender(SenderLoop):
         self.in_flight = collections.defaultdict(list)   # tp -> batches in flight
         self.retrying = set()                             # idempotent tps with a retry pending
         self.metadata_wait_ms = 0
+        # The Produce version last chosen and the node's ApiVersions map it
+        # was chosen for (see _send_produce_request).
+        self._produce_versions = None
+        self._produce_version = None
+        # The Produce request's fields before the partition for a request of
+        # one partition, and the version and topic they are for.
+        self._head = None
+        self._head_version = None
+        self._head_topic = None
         self.sensors = sensors        # ProducerMetrics, or None
         if sensors is not None:
             # The stats recorded per batch sent and per response, called

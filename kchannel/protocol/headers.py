@@ -34,6 +34,7 @@ from kchannel.protocol.wire import parse_request_header as _parse_request_header
 
 __all__ = [
     "RequestHeader",
+    "request_header_parts",
     "request_header_version",
     "response_header_version",
     "parse_request_header",
@@ -232,6 +233,17 @@ def _message_function(spec, version, part):
         if part == "encode":
             return lambda body: spec.encode(body, version)
         return lambda buf, offset=0: spec.decode(buf, version, offset)
+
+
+def request_header_parts(api_key, api_version, client_id):
+    """``(head, tail)``: the request header's bytes before and after its
+    correlation id (API key and version; client id and tagged fields), the
+    same for every request of one API version and client: a caller writes
+    ``head + correlation id + tail`` without a call per request (the
+    network client's request path, for a body given as parts)."""
+    whole = _encode_request_header(api_key, api_version, 0, client_id,
+                                   request_header_version(api_key, api_version))
+    return whole[:4], whole[8:]
 
 
 def request_encoder(api_key, api_version, client_id, framed=False, parts=False):

@@ -325,7 +325,9 @@ def test_a_transaction_takes_about_one_sender_pass_per_request(kafka_broker):
     # Kafka's defaults (batch.size 16384): about seven batches a transaction.
     with Producer({"bootstrap.servers": plain, "transactional.id": f"passes-{topic}"}) as p:
         p.init_transactions(30)
-        sender, client = p._sender, p._client
+        # (every request, the Sender's Produce requests included, goes
+        # through the network client's send)
+        sender, client = p._sender, p._client.client
         run_once, send = sender.run_once, client.send
 
         def counted_run_once():

@@ -46,13 +46,15 @@ def _produce_on_twin(monkeypatch, twin, bootstrap, topic, configs, rounds):
         for f in warm:
             f.get(10)
         before = _metrics(p)
-        client = p._sender.client
+        # (the Sender sends its Produce requests through the network
+        # client's send, positionally)
+        client = p._sender.client.client
         send = client.send
 
-        def recording_send(node, api_key, body, callback, version=None, **kw):
+        def recording_send(node, api_key, body, version=None, *args, **kw):
             if api_key == messages.PRODUCE.api_key:
                 requests.append((version, b"".join(body)))
-            return send(node, api_key, body, callback, version=version, **kw)
+            return send(node, api_key, body, version, *args, **kw)
         client.send = recording_send
         mds = []
         for records in rounds:
