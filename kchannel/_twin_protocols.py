@@ -435,6 +435,13 @@ class ClientloopModule(Protocol):
     NodeStats: type[NodeStats]
     ClientLoop: type[ClientLoop]
 
+    def complete_responses(self, responses: list, start: int, callbacks: dict,
+                           stop_key: Any) -> int:
+        """``ClusterClient.poll``'s hand-out of ``responses`` from ``start``:
+        each one's callback popped from ``callbacks`` and called in order;
+        the index of the first response whose (node, correlation id) is
+        ``stop_key``, -1 at the end."""
+
 
 # ---------------------------------------------------------------------------
 # scram: kchannel.security.sasl._scram_py / kchannel._cscram
@@ -666,8 +673,13 @@ class SenderloopModule(Protocol):
         """``RecordAccumulator.ready``."""
 
     def accumulator_drain(self, acc: Any, cluster: Any, nodes: Any, max_size: int, now: int,
-                          can_drain: Callable[[Any, Any], bool]) -> dict:
+                          can_drain: Optional[Callable[[Any, Any], bool]]) -> dict:
         """``RecordAccumulator.drain``."""
+
+    def accumulator_complete_batch(self, acc: Any, batch: Any, base_offset: Optional[int],
+                                   log_append_time: Optional[int]) -> None:
+        """``RecordAccumulator.complete_batch``: ``batch.complete`` and then
+        ``acc.deallocate(batch)``."""
 
     def produce_request_parts(self, version: int, transactional_id: Optional[str], acks: int,
                               timeout_ms: int, topics: dict) -> tuple:
