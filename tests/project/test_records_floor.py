@@ -51,8 +51,11 @@ def _accumulated(n, size, batch_size):
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 11])
+# (1151 bytes: exactly 10 records of 100 B, a batch that fills batch.size to
+# the byte)
 @pytest.mark.parametrize("size,batch_size,n", [(100, 16384, 400), (1024, 16384, 100),
-                                               (1024, 4000, 10), (100, 1000000, 300)])
+                                               (1024, 4000, 10), (100, 1000000, 300),
+                                               (100, 1151, 25)])
 def test_floor_requests_are_the_producers_batches(version, size, batch_size, n):
     frames = records_clients.floor_requests(TOPIC, n, size, batch_size, version,
                                             correlation_id=7, timestamp=TS)
@@ -71,6 +74,8 @@ def test_floor_requests_are_the_producers_batches(version, size, batch_size, n):
         # Byte for byte the batch the producer would send, within batch.size.
         assert bytes(part["records"]) == batch
         assert len(batch) <= batch_size or count == 1
+    if batch_size == 1151:
+        assert [c for _, c in frames] == [10, 10, 5]
     if size == 1024 and batch_size == 16384:
         # The figure: 15 records of 1 KiB per request at the defaults.
         assert frames[0][1] == 15
