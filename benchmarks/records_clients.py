@@ -270,8 +270,10 @@ FLOOR_BUFFER = 1 << 16
 
 
 def floor_encoder(topic, size, batch_size, version, client_id="producer-1"):
-    """A function ``next_request(left, correlation_id, timestamp) ->
-    (frame, records)``: the next Produce request (acks=1, version
+    """Functions ``(fill, write)``: ``fill(left)`` is ``(records, bytes)``
+    of the next batch, ``write(records, bytes, correlation_id, timestamp)``
+    that batch's Produce request; ``fill`` then ``write`` make the next
+    Produce request (acks=1, version
     ``version``, partition 0 of ``topic``, a whole frame with its size
     prefix) of one batch holding as many of the ``left`` records of
     ``size`` bytes (no key, no headers, as the benchmark's producers send
@@ -289,7 +291,7 @@ def floor_encoder(topic, size, batch_size, version, client_id="producer-1"):
     body = record_body_size(None, value, None)
     encode = request_encoder(messages.PRODUCE.api_key, version, client_id, framed=True)
 
-    def next_request(left, correlation_id, timestamp):
+    def fill(left):
         # Every record of a batch has its first record's timestamp: the
         # deltas the producer's records would have (a few ms) take one
         # byte as 0 does.
@@ -300,14 +302,17 @@ def floor_encoder(topic, size, batch_size, version, client_id="producer-1"):
                 break
             estimated += more
             count += 1
+        return count, estimated
+
+    def write(count, estimated, correlation_id, timestamp):
         batch = encode_plain_batch([(timestamp, None, value, ())] * count, 0, -1, -1, -1, 0, -1,
                                    None, estimated)
         if len(batch) != estimated:
             raise AssertionError(f"a batch of {count} records is {len(batch)} bytes, "
                                  f"not the {estimated} its records' sizes add up to")
         parts = produce_request_parts_one(version, None, 1, FLOOR_TIMEOUT_MS, topic, 0, batch)
-        return encode(correlation_id, parts), count
-    return next_request
+        return encode(correlation_id, parts)
+    return fill, write
 
 
 def floor_requests(topic, n, size, batch_size, version, correlation_id=1,
@@ -315,31 +320,33 @@ def floor_requests(topic, n, size, batch_size, version, correlation_id=1,
     """[(frame, records)]: ``n`` records of ``size`` bytes in Produce
     requests of one batch each (see floor_encoder), correlation ids from
     ``correlation_id`` on."""
-    next_request = floor_encoder(topic, size, batch_size, version, client_id)
+    fill, write = floor_encoder(topic, size, batch_size, version, client_id)
     if timestamp is None:
         timestamp = int(time.time() * 1000)
     out = []
     left = n
     while left:
-        frame, count = next_request(left, correlation_id + len(out), timestamp)
-        out.append((frame, count))
+        count, estimated = fill(left)
+        out.append((write(count, estimated, correlation_id + len(out), timestamp), count))
         left -= count
     return out
 
 
 def floor_encoding_cost(topic, size, batch_size, version, requests=200):
-    """CPU seconds per request that encoding a full request takes (the
-    batch's sizes counted, the batch and the request written: the work the
-    floor does before its clock), each request dropped before the next as
-    a producer drops a sent one (the floor's own frames, all kept until
-    sent, are fresh memory: page faults a producer reusing its memory does
-    not pay)."""
-    next_request = floor_encoder(topic, size, batch_size, version)
+    """CPU seconds per request that writing a full request takes (its
+    batch, header and CRC included, kchannel's encoders: the work the floor
+    does before its clock, less the sizing of its records, which a producer
+    does as it appends them), each request dropped before the next as a
+    producer drops a sent one (the floor's own frames, all kept until sent,
+    are fresh memory: page faults a producer reusing its memory does not
+    pay)."""
+    fill, write = floor_encoder(topic, size, batch_size, version)
     timestamp = int(time.time() * 1000)
-    next_request(1 << 30, 1, timestamp)
+    count, estimated = fill(1 << 30)
+    write(count, estimated, 1, timestamp)
     t0 = time.process_time()
     for k in range(requests):
-        next_request(1 << 30, k, timestamp)
+        write(count, estimated, k, timestamp)
     return (time.process_time() - t0) / requests
 
 
@@ -455,14 +462,14 @@ def _leader(client, topic):
 def floor_run(bootstrap, topic, n, size, batch_size, in_flight=FLOOR_IN_FLIGHT):
     """The request floor for ``n`` records of ``size`` bytes in requests of
     one batch of at most ``batch_size`` bytes (see floor_requests), sent to
-    partition 0 of ``topic`` (which exists, empty, with one partition).  Outside
-    the clock: the leader and the Produce version (the one kchannel's
-    producer would choose), the encoding, and afterwards the checks that the
-    broker stored every record (read back: ``n`` records, offsets 0 to
-    n - 1), that no
-    response carried an error and that the last response is the last
-    request's (its base offset).  Returns {"wall", "cpu", "utime",
-    "stime", "requests", "records", "encode"}: the loop's wall and CPU
+    partition 0 of ``topic`` (which exists, empty, with one partition).
+    Outside the clock: the leader and the Produce version (the one
+    kchannel's producer would choose), the encoding, and afterwards the
+    checks that the broker stored every record (read back: ``n`` records,
+    offsets 0 to n - 1), that no response carried an error and that the
+    last response is the last request's (its base offset).  Returns
+    {"wall", "cpu", "utime", "stime", "requests", "records", "encode"}:
+    the loop's wall and CPU
     seconds (the process's user + system, as the other clients' rows count
     theirs; ``utime`` and ``stime`` split it as the kernel's tick sampling
     does), the number of requests, the records in the fullest one, and the
