@@ -346,6 +346,10 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
             acc.incomplete.discard(batch)
             acc.used_memory -= batch.allocated
             batch.allocated = 0
+            # (its encoded bytes go back with its memory, as deallocate's:
+            # the application may keep a done batch alive through its
+            # futures)
+            batch.encoded = None
             if acc._memory_waiters:
                 acc._signal_first_waiter()
             if acc.flushes_in_progress and not acc.incomplete:

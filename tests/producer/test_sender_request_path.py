@@ -43,7 +43,8 @@ def _drained_batch(acc, n, callback=None):
 
 def _batch_state(acc, batch):
     return (batch.done_flag, batch.base_offset, batch.log_append_time, batch.exception,
-            batch.done_callbacks, batch.allocated, batch in acc.incomplete, acc.used_memory)
+            batch.done_callbacks, batch.allocated, batch.encoded, batch in acc.incomplete,
+            acc.used_memory)
 
 
 @pytest.mark.parametrize("append_time", [-1, 5555, None])
@@ -51,6 +52,7 @@ def test_complete_batch_leaves_what_complete_and_deallocate_left(append_time):
     one, two = _acc(), _acc()
     b1, f1 = _drained_batch(one, 3)
     b2, f2 = _drained_batch(two, 3)
+    b1.encoded = b2.encoded = b"the batch as sent"
     assert one.used_memory > 0
     one.complete_batch(b1, 100, append_time)
     b2.complete(100, append_time)
