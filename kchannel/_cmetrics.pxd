@@ -41,7 +41,8 @@ cdef class Rate(_SampledStat):
     @cython.locals(samples=list, cur=Sample)
     cpdef record(self, double value, double now)
 
-    @cython.locals(cur=Sample, n=Py_ssize_t, i=Py_ssize_t, acc=cython.double)
+    @cython.locals(cur=Sample, n=Py_ssize_t, i=Py_ssize_t, acc=cython.double,
+                   ix=cython.longlong, dx=cython.double)
     cpdef record_many(self, values, double now)
 
 
@@ -49,7 +50,8 @@ cdef class Avg(_SampledStat):
     @cython.locals(samples=list, cur=Sample)
     cpdef record(self, double value, double now)
 
-    @cython.locals(cur=Sample, n=Py_ssize_t, i=Py_ssize_t, acc=cython.double)
+    @cython.locals(cur=Sample, n=Py_ssize_t, i=Py_ssize_t, acc=cython.double,
+                   ix=cython.longlong, dx=cython.double)
     cpdef record_many(self, values, double now)
 
 
@@ -57,7 +59,8 @@ cdef class Max(_SampledStat):
     @cython.locals(samples=list, cur=Sample)
     cpdef record(self, double value, double now)
 
-    @cython.locals(cur=Sample, n=Py_ssize_t, i=Py_ssize_t, m=cython.double, v=cython.double)
+    @cython.locals(cur=Sample, n=Py_ssize_t, i=Py_ssize_t, m=cython.double, v=cython.double,
+                   ix=cython.longlong)
     cpdef record_many(self, values, double now)
 
 
@@ -66,7 +69,7 @@ cdef class CumulativeSum(Stat):
 
     cpdef record(self, double value, double now)
 
-    @cython.locals(total=cython.double)
+    @cython.locals(total=cython.double, ix=cython.longlong, dx=cython.double)
     cpdef record_many(self, values, double now)
 
 
@@ -75,7 +78,7 @@ cdef class CumulativeSumCount(CumulativeSum):
 
     cpdef record(self, double value, double now)
 
-    @cython.locals(total=cython.double)
+    @cython.locals(total=cython.double, ix=cython.longlong, dx=cython.double)
     cpdef record_many(self, values, double now)
 
 
@@ -102,8 +105,9 @@ cdef class Sensor:
     cdef public list _other
     cdef public list _other_many
 
-    @cython.locals(stat=Stat, parent=Sensor)
+    @cython.locals(stat=Stat, parent=Sensor, fast=list, iv=cython.longlong, it=cython.longlong,
+                   v=cython.double, t=cython.double)
     cpdef record(self, value=*, now=*)
 
-    @cython.locals(stat=Stat, parent=Sensor)
+    @cython.locals(stat=Stat, parent=Sensor, fast=list, it=cython.longlong, t=cython.double)
     cpdef record_many(self, values, now=*)

@@ -170,7 +170,14 @@ class Rate(_SampledStat):
         else:
             acc = cur.value
             for i in range(1, n):
-                acc += values[i]
+                x = values[i]
+                # (an int through a C integer, compiled: see Sensor.record)
+                if x.__class__ is int:
+                    ix = x
+                    acc += ix
+                else:
+                    dx = x
+                    acc += dx
             cur.value = acc
         cur.count += n - 1
 
@@ -241,7 +248,13 @@ class Avg(_SampledStat):
             return
         acc = cur.value
         for i in range(1, n):
-            acc += values[i]
+            x = values[i]
+            if x.__class__ is int:
+                ix = x
+                acc += ix
+            else:
+                dx = x
+                acc += dx
         cur.value = acc
         cur.count += n - 1
 
@@ -294,7 +307,12 @@ class Max(_SampledStat):
             return
         m = cur.value
         for i in range(1, n):
-            v = values[i]
+            x = values[i]
+            if x.__class__ is int:
+                ix = x
+                v = ix
+            else:
+                v = x
             if v > m:
                 m = v
         cur.value = float(m)
@@ -327,8 +345,13 @@ class CumulativeSum(Stat):
 
     def record_many(self, values, now):
         total = self.total
-        for v in values:
-            total += v
+        for x in values:
+            if x.__class__ is int:
+                ix = x
+                total += ix
+            else:
+                dx = x
+                total += dx
         self.total = total
 
     def measure(self, now):
@@ -351,8 +374,13 @@ class CumulativeSumCount(CumulativeSum):
 
     def record_many(self, values, now):
         total = self.total
-        for v in values:
-            total += v
+        for x in values:
+            if x.__class__ is int:
+                ix = x
+                total += ix
+            else:
+                dx = x
+                total += dx
         self.total = total
         self.count += len(values)
 
@@ -470,8 +498,24 @@ class Sensor:
         # the GIL, so the hot path takes no lock.
         if now is None:
             now = self.registry.time()
-        for stat in self._fast:
-            stat.record(value, now)
+        fast = self._fast
+        if fast:
+            # The value and the time as C doubles once for every stat
+            # (compiled; pure Python: themselves).  An int goes through a C
+            # integer: a double's conversion of an int builds a float
+            # object first (epoch milliseconds take its slowest path).
+            if value.__class__ is int:
+                iv = value
+                v = iv
+            else:
+                v = value
+            if now.__class__ is int:
+                it = now
+                t = it
+            else:
+                t = now
+            for stat in fast:
+                stat.record(v, t)
         if self._other:
             for record in self._other:
                 record(value, now)
@@ -490,8 +534,15 @@ class Sensor:
             # the usual case (one request or response per poll)
             self.record(values[0], now)
             return
-        for stat in self._fast:
-            stat.record_many(values, now)
+        fast = self._fast
+        if fast:
+            if now.__class__ is int:
+                it = now
+                t = it
+            else:
+                t = now
+            for stat in fast:
+                stat.record_many(values, t)
         if self._other_many:
             for record_many in self._other_many:
                 record_many(values, now)

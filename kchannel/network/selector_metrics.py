@@ -12,8 +12,6 @@ from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, 
 
 __all__ = ["SelectorMetrics"]
 
-_ONE = (1.0,)
-
 
 class SelectorMetrics:
     """Kafka's Selector.SelectorMetrics: sensors with Kafka's metric names in
@@ -157,19 +155,29 @@ class SelectorMetrics:
         as recording them per channel, since every channel of a poll is
         served at the same ``now``), once per poll."""
         if sent:
-            self.requests_sent.record_many(sent, now)
+            if len(sent) == 1:
+                self.requests_sent.record(sent[0], now)
+            else:
+                self.requests_sent.record_many(sent, now)
         self.select_time.record(select_ns, now)
         self.io_time.record(io_ns, now)
         if bytes_read:
             # (one event per poll instead of one per channel read: the
             # incoming-byte metrics measure sums only)
             self.bytes_received.record(bytes_read, now)
-        if receives:
+        if receives == 1:
+            self.responses_received.record(1.0, now)
+            self.bytes_transferred.record(1.0, now)
+        elif receives:
             # (count stats: the values are not read, their number is)
-            ones = _ONE if receives == 1 else (1.0,) * receives
+            ones = (1.0,) * receives
             self.responses_received.record_many(ones, now)
             self.bytes_transferred.record_many(ones, now)
 
     def record_sends(self, sizes, now):
         """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
-        self.requests_sent.record_many(sizes, now)
+        if len(sizes) == 1:
+            # (the usual case: a call less than record_many's)
+            self.requests_sent.record(sizes[0], now)
+        else:
+            self.requests_sent.record_many(sizes, now)
