@@ -22,17 +22,13 @@ called from others.
 """
 import math
 
+from .metrics_base import MetricConfig, MetricName
+
 __all__ = ["Sample", "Stat", "Rate", "Avg", "Max", "CumulativeSum", "CumulativeSumCount",
            "CumulativeCount", "Value", "Sensor", "one_by_one"]
 
 _NAN = math.nan
 _NEG_INF = -math.inf
-
-
-def _default_config():
-    # (imported when used: kchannel.metrics imports this module)
-    from .metrics import MetricConfig
-    return MetricConfig()
 
 
 class Sample:
@@ -87,7 +83,7 @@ class _SampledStat(Stat):
 
     def __init__(self, config=None):
         if config is None:
-            config = _default_config()
+            config = MetricConfig()
         self.config = config
         # the windows, oldest first (Sample: start ms, value, event count)
         self._samples = []
@@ -477,7 +473,6 @@ class Sensor:
 
     def add_meter(self, group, base, description="", tags=None, count=False):
         """Kafka's Meter: ``<base>-rate`` (per second) and ``<base>-total``."""
-        from .metrics import MetricName
         rate_name = MetricName.of(f"{base}-rate", group,
                                   f"The number of {description} per second", tags)
         total_name = MetricName.of(f"{base}-total", group,

@@ -24,9 +24,9 @@ each name wins when the same name is registered with different tags).
 """
 import json
 import threading
-from dataclasses import dataclass, field
 
 from . import _impl
+from .metrics_base import MetricConfig, MetricName
 from .metrics_export import prometheus_label, prometheus_name, prometheus_samples
 from .utils import now_ms as _now_ms
 
@@ -51,30 +51,6 @@ __all__ = [
     "MetricName", "MetricConfig", "Metrics", "Sensor", "Rate", "CumulativeSum",
     "CumulativeCount", "CumulativeSumCount", "Avg", "Max", "Value", "Gauge", "meter", "MetricGroup",
 ]
-
-
-@dataclass(frozen=True)
-class MetricName:
-    name: str
-    group: str
-    description: str = field(default="", compare=False)
-    tags: tuple = ()          # sorted tuple of (key, value) pairs, hashable
-
-    @classmethod
-    def of(cls, name, group, description="", tags=None):
-        return cls(name, group, description, tuple(sorted((tags or {}).items())))
-
-    def __str__(self):
-        tags = ",".join(f"{k}={v}" for k, v in self.tags)
-        return f"{self.group}:{self.name}" + (f"{{{tags}}}" if tags else "")
-
-
-@dataclass
-class MetricConfig:
-    """Window configuration (Kafka's ``metrics.num.samples`` = 2 and
-    ``metrics.sample.window.ms`` = 30000)."""
-    samples: int = 2
-    time_window_ms: int = 30000
 
 
 class Gauge:

@@ -31,7 +31,7 @@ def _same(a, b):
                       and math.isnan(a) and math.isnan(b))
 
 
-def _state(stat):
+def _held(stat):
     """Everything a stat holds, as floats (the pure twin keeps the ints it
     is given where the compiled one has C doubles)."""
     samples = [(float(s.start), float(s.value), int(s.count))
@@ -41,7 +41,7 @@ def _state(stat):
 
 
 def _states_equal(a, b):
-    sa, sb = _state(a), _state(b)
+    sa, sb = _held(a), _held(b)
     flat_a = [x for s in sa[0] for x in s] + list(sa[1:])
     flat_b = [x for s in sb[0] for x in s] + list(sb[1:])
     return len(flat_a) == len(flat_b) and all(_same(x, y) for x, y in zip(flat_a, flat_b))
@@ -71,7 +71,7 @@ def test_each_stat_measures_the_same_on_both_twins(impl_pair, kind, window, samp
             for v in vals:
                 a.record(v, now)
                 b.record(v, now)
-        assert _states_equal(a, b), (kind, _state(a), _state(b))
+        assert _states_equal(a, b), (kind, _held(a), _held(b))
         for later in (0, 1, window - 1, window, samples * window, samples * window + 7):
             x, y = a.measure(now + later), b.measure(now + later)
             assert _same(float(x), float(y)), (kind, later, x, y)
@@ -90,7 +90,7 @@ def test_record_many_equals_recording_one_by_one(impl, kind, window, samples, sc
         for v in vals:
             one.record(v, now)
         many.record_many(vals, now)
-        assert _states_equal(one, many), (kind, _state(one), _state(many))
+        assert _states_equal(one, many), (kind, _held(one), _held(many))
     assert _same(float(one.measure(now + 1)), float(many.measure(now + 1)))
 
 

@@ -5,7 +5,7 @@ functions alike: an import moved into a function to dodge a cycle is still a
 dependency).  Layers, bottom to top (README, "Architecture")::
 
     core      kchannel, _impl, _twin_protocols, errors, utils, log, principal,
-              framing, metrics, metrics_export
+              framing, metrics (its twin _metrics_py, metrics_base), metrics_export
     protocol  kchannel.protocol.*          config  kchannel.config.*
     network   kchannel.network.*
     security  kchannel.security.*
@@ -42,7 +42,7 @@ LAYERS = [
     ("core", 0, ("kchannel", "kchannel._impl", "kchannel.errors", "kchannel.utils",
                  "kchannel.log", "kchannel.principal", "kchannel.framing",
                  "kchannel._framing_py", "kchannel._twin_protocols", "kchannel.metrics",
-                 "kchannel.metrics_export")),
+                 "kchannel._metrics_py", "kchannel.metrics_base", "kchannel.metrics_export")),
     ("protocol", 1, ("kchannel.protocol",)),
     ("config", 1, ("kchannel.config",)),
     ("network", 2, ("kchannel.network",)),
