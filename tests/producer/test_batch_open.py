@@ -255,3 +255,37 @@ def test_a_waiting_append_is_not_overtaken(impl):
     s.acc.close()
     t.join(5)
     assert outcome == ["RuntimeError"]
+
+
+def test_a_send_waits_for_the_lock_another_thread_holds(impl):
+    """The appender skips the lock only when no thread holds it (the
+    compiled twin reads the lock's state in C): while another thread holds
+    it, a record joining a batch waits for it."""
+    s = _Setup(impl.appender, clock=now_ms)
+    s.send(TOPIC, b"a", partition=0)
+    s.send(TOPIC, b"b", partition=0)
+    (dq,) = s.acc.batches.values()
+    held, release = threading.Event(), threading.Event()
+    seen = []
+
+    def hold():
+        with s.acc.lock:
+            held.set()
+            release.wait(5)
+            seen.append(len(dq[-1].records))
+
+    def send():
+        s.send(TOPIC, b"c", partition=0)
+        seen.append("sent")
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(5)
+    u = threading.Thread(target=send)
+    u.start()
+    u.join(0.3)
+    assert seen == []
+    release.set()
+    t.join(5)
+    u.join(5)
+    assert seen == [2, "sent"]
+    assert len(dq[-1].records) == 3
