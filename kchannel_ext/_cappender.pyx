@@ -425,32 +425,50 @@ cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
     return True
 
 
-cdef inline bint _sticky_restart(list sticky, Py_ssize_t p) except -1:
+cdef inline bint _sticky_move(list sticky, Py_ssize_t p, list available,
+                              object choice) except -1:
     """The sticky partitioner's update when a batch's worth went to ``p``
-    and ``p`` is the topic's only available partition (its _choose has no
-    choice to make: ``p`` again): the count starts again from 0.  False
-    (nothing changed) if ``p`` is no longer its partition."""
+    (its count plus the record's reached batch.size): its _choose, without
+    the calls of update, _choose and the available list's making per batch.
+    ``available`` is what _choose draws among (the topic's available
+    partitions in this cluster, all of them when none is); one partition
+    there is taken with no draw, as _choose takes it; else ``choice`` (the
+    partitioner's random.choice) draws among them less ``p`` (all of them
+    when that leaves none), the same draw as _choose's.  The count starts
+    again from 0.  False (nothing changed) if ``p`` is no longer the
+    partition."""
     cdef PyObject *o
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(available)
+    cdef list others
     if PyList_GET_SIZE(sticky) != 2:
         return False
     o = PyList_GET_ITEM(sticky, 0)
     if type(<object>o) is not int or PyLong_AsSsize_t(<object>o) != p:
         return False
+    if n == 1:
+        nxt = available[0]
+    else:
+        others = []
+        for i in range(n):
+            x = <object>PyList_GET_ITEM(available, i)
+            if PyLong_AsSsize_t(x) != p:
+                others.append(x)
+        nxt = choice(others if others else available)
+    sticky[0] = nxt
     sticky[1] = 0
     return True
 
 
-cdef Py_ssize_t _only_partition(cluster, topic, Py_ssize_t count) except -2:
-    """The partition the sticky partitioner's _choose always picks for
-    ``topic`` in ``cluster`` (its only available partition; partition 0 of
-    a topic of one partition with none available), or -1 when it draws
-    among several."""
-    available = cluster.available_partitions_for_topic(topic)
-    if len(available) == 1:
-        return available[0].partition
-    if not available and count == 1:
-        return 0
-    return -1
+cdef list _available(cluster, topic, Py_ssize_t count):
+    """The partitions the sticky partitioner's _choose draws among for
+    ``topic`` in ``cluster`` (which is immutable: kept per cluster)."""
+    available = [x.partition for x in cluster.available_partitions_for_topic(topic)]
+    if not available:
+        available = list(range(count))
+    for x in available:
+        if type(x) is not int:
+            return None
+    return available
 
 
 def _gil_enabled():
@@ -486,12 +504,13 @@ cdef class Appender:
     cdef Py_ssize_t _headers_size
     # Opening a batch here (see _open): the accumulator's dict (None: the
     # accumulator's append opens every batch), whether the producer's clock
-    # is now_ms (then read in C), the topic's one available partition (-1:
-    # not exactly one; the sticky switch), the topic and time add_topic
-    # was last called with (see send).
+    # is now_ms (then read in C), the partitions the sticky partitioner
+    # draws among for the topic (see _sticky_move), the topic and time
+    # add_topic was last called with (see send).
     cdef dict _acc_d
     cdef bint _c_clock
-    cdef Py_ssize_t _single
+    cdef list _avail
+    cdef object _choice
     cdef object _touched_topic
     cdef int64_t _touched_ms
     # The clock's last timestamp (ms) and its int (see send).
@@ -559,7 +578,10 @@ cdef class Appender:
                                          "closed")) \
             if _b_defaults is not None and type(acc.incomplete) is set else None
         self._c_clock = path.time is _now_ms_py and acc.time is _now_ms_py
-        self._single = -1
+        self._avail = None
+        # _choose's draw (see _sticky_move); None: update() moves on.
+        rng = getattr(partitioner, "random", None)
+        self._choice = rng.choice if rng is not None else None
         self._touched_topic = None
         self._touched_ms = 0
         self._stamp = None
@@ -662,7 +684,8 @@ cdef class Appender:
             self._tps = [TopicPartition(topic, i) for i in range(count)]
             self._dqs = [None] * count
             self._topic_sticky = None
-            self._single = _only_partition(cluster, topic, count)
+            self._avail = _available(cluster, topic, count) \
+                if self._choice is not None else None
         ks = len(<bytes>key) if key is not None else -1
         vs = len(<bytes>value) if value is not None else -1
         # The exact size but for the offset and timestamp deltas and the
@@ -871,7 +894,8 @@ cdef class Appender:
             self._sticky_acquire()
             try:
                 if _sticky_add(sticky, p, size, self._sticky_size) or \
-                        (self._single == p and _sticky_restart(sticky, p)):
+                        (self._avail is not None and
+                         _sticky_move(sticky, p, self._avail, self._choice)):
                     sticky = None
             finally:
                 self._sticky_release()

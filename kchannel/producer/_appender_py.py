@@ -119,7 +119,7 @@ class Appender:
                  "_sender", "_slow",
                  "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
                  "_cluster", "_count", "_tps", "_dqs", "_sizes", "_headers", "_headers_size",
-                 "_single", "_touched_topic", "_touched_ms")
+                 "_avail", "_choice", "_touched_topic", "_touched_ms")
 
     def __init__(self, path):
         acc = path.accumulator
@@ -157,9 +157,12 @@ class Appender:
         # caller's own (immutable) header tuples are kept.
         self._headers = None
         self._headers_size = 0
-        # The topic's only available partition, -1 when the sticky
-        # partitioner draws among several (see send).
-        self._single = -1
+        # The partitions the sticky partitioner draws among for the topic
+        # (per cluster, which is immutable) and its draw (see send); None:
+        # its update() moves on.
+        self._avail = None
+        rng = getattr(partitioner, "random", None)
+        self._choice = rng.choice if rng is not None else None
         # The topic and time (ms) add_topic was last called with.
         self._touched_topic = None
         self._touched_ms = 0
@@ -220,7 +223,8 @@ class Appender:
             self._count = count
             self._tps = [TopicPartition(topic, p) for p in range(count)]
             self._dqs = [None] * count
-            self._single = _only_partition(cluster, topic, count)
+            self._avail = _available(cluster, topic, count) \
+                if self._choice is not None else None
         ks = len(key) if key is not None else -1
         vs = len(value) if value is not None else -1
         # The record's exact size but for its offset and timestamp deltas and
@@ -365,10 +369,17 @@ class Appender:
                     if sticky[1] + size < self._sticky_size:
                         sticky[1] += size
                         sticky = None
-                    elif self._single == p:
-                        # A batch's worth went to the topic's only available
-                        # partition: the partitioner's update would choose
-                        # it again and count from 0 (no call, no draw).
+                    elif self._avail is not None:
+                        # A batch's worth went to this partition: move on
+                        # as the partitioner's update and _choose do (one
+                        # available partition: no draw; else random.choice
+                        # among the others), without their calls and the
+                        # available list made per batch.
+                        avail = self._avail
+                        if len(avail) == 1:
+                            sticky[0] = avail[0]
+                        else:
+                            sticky[0] = self._choice([q for q in avail if q != p] or avail)
                         sticky[1] = 0
                         sticky = None
             if sticky is not None:
@@ -387,14 +398,8 @@ class Appender:
         return future
 
 
-def _only_partition(cluster, topic, count):
-    """The partition the sticky partitioner's _choose always picks for
-    ``topic`` in ``cluster`` (its only available partition; partition 0 of a
-    topic of one partition with none available), or -1 when it draws among
-    several."""
-    available = cluster.available_partitions_for_topic(topic)
-    if len(available) == 1:
-        return available[0].partition
-    if not available and count == 1:
-        return 0
-    return -1
+def _available(cluster, topic, count):
+    """The partitions the sticky partitioner's _choose draws among for
+    ``topic`` in ``cluster``: its available ones, all when none is."""
+    return [x.partition for x in cluster.available_partitions_for_topic(topic)] or \
+        list(range(count))
