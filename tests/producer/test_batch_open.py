@@ -57,9 +57,10 @@ class _Sender:
             self.woken += 1
 
 
-def _cluster(partitions):
+def _topic_cluster(partitions, leaderless=()):
     return Cluster(nodes={0: ("h", 9092, None)},
-                   partitions=[PartitionInfo(TOPIC, i, 0) for i in range(partitions)])
+                   partitions=[PartitionInfo(TOPIC, i, -1 if i in leaderless else 0)
+                               for i in range(partitions)])
 
 
 def _slow(*args):
@@ -68,7 +69,7 @@ def _slow(*args):
 
 class _Setup:
     def __init__(self, twin, partitions=3, buffer_memory=1 << 20, max_block_ms=1000,
-                 reference=False, seed=7, clock=None):
+                 reference=False, seed=7, clock=None, leaderless=()):
         # A fixed clock where batches are compared slot by slot; the real
         # one where max.block.ms must pass.
         self.clock = clock or (lambda: 1234)
@@ -84,7 +85,7 @@ class _Setup:
             self.appends += 1
             return append(*args, **kwargs)
         acc.append = counted
-        self.cluster = _cluster(partitions)
+        self.cluster = _topic_cluster(partitions, leaderless)
         self.partitioner = StickyPartitioner(BATCH, rng=random.Random(seed), lock=acc.lock)
         self.sender = _Sender(acc)
         self.metadata = _Metadata(self.cluster)
@@ -94,7 +95,7 @@ class _Setup:
         self.send = self.appender.send
 
 
-def _sends(n, callbacks):
+def _shape_sends(n, callbacks):
     out = []
     for i in range(n):
         kw = dict(value=b"v" * (i * 37 % 300), timestamp_ms=TS + (i * 13 % 200) - 50)
@@ -124,7 +125,7 @@ def _batch_fields(b):
     return out
 
 
-def _run(twin, sends, reference):
+def _send_all(twin, sends, reference):
     s = _Setup(twin, reference=reference)
     futures = [s.send(TOPIC, **kw) for kw in sends]
     acc = s.acc
@@ -144,9 +145,9 @@ def test_opened_batches_equal_the_accumulators(impl):
     twin = impl.appender
     called = []
     callbacks = [(lambda i: lambda md, exc: called.append(i))(i) for i in range(600)]
-    sends = _sends(600, callbacks)
-    got, s, batches = _run(twin, sends, reference=False)
-    want, ref, _ = _run(twin, sends, reference=True)
+    sends = _shape_sends(600, callbacks)
+    got, s, batches = _send_all(twin, sends, reference=False)
+    want, ref, _ = _send_all(twin, sends, reference=True)
     assert got == want
     n_batches = sum(len(dq) for dq in batches.values())
     assert n_batches > 20
@@ -162,11 +163,14 @@ def test_opened_batches_equal_the_accumulators(impl):
     assert sorted(called) == [i for i in range(600) if i % 4 == 0]
 
 
-@pytest.mark.parametrize("partitions", [1, 3])
-def test_the_sticky_partition_moves_on_as_update_moves_it(impl, partitions):
-    s = _Setup(impl.appender, partitions=partitions, seed=11)
+@pytest.mark.parametrize("partitions, leaderless", [(1, ()), (3, ()), (4, (1, 2)),
+                                                    (2, (0, 1))])
+def test_the_sticky_partition_moves_on_as_update_moves_it(impl, partitions, leaderless):
+    """Partitions without a leader are not drawn (all are when none has
+    one), as the partitioner's _choose draws."""
+    s = _Setup(impl.appender, partitions=partitions, seed=11, leaderless=leaderless)
     model = StickyPartitioner(BATCH, rng=random.Random(11))
-    cluster = _cluster(partitions)
+    cluster = _topic_cluster(partitions, leaderless)
     seen = set()
     for i in range(400):
         value = b"s" * (i * 53 % 250)
@@ -176,7 +180,8 @@ def test_the_sticky_partition_moves_on_as_update_moves_it(impl, partitions):
         seen.add(p)
         model.update(TOPIC, p, estimate_record_size(None, value, None), cluster)
         assert s.partitioner.state == model.state, i
-    assert len(seen) == partitions
+    led = set(range(partitions)) - set(leaderless)
+    assert seen == (led or set(range(partitions)))
 
 
 def test_a_batch_is_opened_only_with_its_memory_free(impl):
