@@ -326,6 +326,16 @@ def main():
                                     ("f", "send+flush"), ("c", "consumer"))), flush=True)
             if "aio" not in results:
                 continue
+            if args.rounds > 1:
+                # Each round's own ratio beside the medians': the rounds
+                # swing with the machine's load, a round's pair does less.
+                for label, k, others in (("producer", "p", ("aiokafka", "confluent.aio")),
+                                         ("consumer", "c", ("aiokafka", "confluent.aio"))):
+                    for o in others:
+                        if o in runs:
+                            print(f"{size} B aio {label} / {o}, each round: " + ", ".join(
+                                f"{x / y:.2f}x" for x, y in zip(runs["aio"][k], runs[o][k])),
+                                flush=True)
             for side, k, targets in (("AIOProducer", 0, {"aiokafka": 3.0, "confluent.aio": 1.0}),
                                      ("AIOConsumer", 1, {"aiokafka": 1.5, "confluent.aio": 1.0})):
                 ratios = {o: results["aio"][k] / results[o][k] for o in targets if o in results}

@@ -29,6 +29,7 @@ import asyncio
 import contextvars
 import inspect
 import selectors
+import time as _time
 
 from greenlet import GreenletExit, getcurrent, greenlet
 
@@ -38,6 +39,7 @@ __all__ = ["LoopSelector", "Bridge", "Driver"]
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
+_BASE_TIME = asyncio.BaseEventLoop.time
 
 
 def _fd(fileobj):
@@ -78,11 +80,16 @@ class LoopSelector(selectors.BaseSelector):
         self._waiter = None      # future a greenlet waiting in select() awaits
         self._timer = None       # the loop timer ending such waits (Bridge.wait_io)
         self._timer_when = 0.0   # its loop time (not asked of the timer per wait)
+        self._now = None         # the loop's clock (set with the loop)
 
     @property
     def loop(self):
         if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+            self._loop = loop = asyncio.get_running_loop()
+            # loop.time() per wait of the Driver: asyncio's own loops'
+            # is time.monotonic() behind a Python method; others' (uvloop's
+            # cached clock) is called as is.
+            self._now = (_time.monotonic if type(loop).time is _BASE_TIME else loop.time)
         return self._loop
 
     # -- loop callbacks --------------------------------------------------------------
@@ -92,21 +99,25 @@ class LoopSelector(selectors.BaseSelector):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _readable(self, fd):
-        self._event(fd, _READ)
-
-    def _writable(self, fd):
-        self._event(fd, _WRITE)
-
     def _event(self, fd, mask):
+        # The loop's reader/writer callback (registered with its mask: no
+        # per-direction wrapper frame).
         events = self._events
         events[fd] = events.get(fd, 0) | mask
         waiter = self._waiter
         if waiter is not None:
             if waiter.__class__ is _Resume:
-                # (the Driver's wait, once per pass of the producer's
-                # Sender: set_result checks whether it fired itself)
-                waiter.set_result(None)
+                # The Driver's wait, once per pass of the producer's Sender
+                # (a response read): _Resume.set_result and Driver._resume
+                # inline, the greenlet switched into from here.
+                if not waiter._fired:
+                    waiter._fired = True
+                    driver = waiter._driver
+                    if waiter is driver._token:
+                        driver._token = None
+                        g = driver.current
+                        g.parent = getcurrent()
+                        g.switch()
             elif not waiter.done():
                 waiter.set_result(None)
             return
@@ -140,9 +151,9 @@ class LoopSelector(selectors.BaseSelector):
     def _add(self, fd, events):
         loop = self.loop
         if events & _READ:
-            loop.add_reader(fd, self._readable, fd)
+            loop.add_reader(fd, self._event, fd, _READ)
         if events & _WRITE:
-            loop.add_writer(fd, self._writable, fd)
+            loop.add_writer(fd, self._event, fd, _WRITE)
 
     def _remove(self, fd, events):
         loop = self.loop
@@ -203,8 +214,12 @@ class LoopSelector(selectors.BaseSelector):
         if not self._events:
             return []
         keys = self._keys
-        out = [(keys[fd], mask & keys[fd].events) for fd, mask in self._events.items()
-               if fd in keys]
+        out = []
+        # (a loop, not a comprehension: one frame fewer per pass)
+        for fd, mask in self._events.items():
+            key = keys.get(fd)
+            if key is not None:
+                out.append((key, mask & key.events))
         self._events.clear()
         return out
 
@@ -434,12 +449,22 @@ class Driver:
         return True
 
     def wait_io(self, sel, timeout):
-        """:meth:`Bridge.wait_io`, resumed by the selector's callbacks."""
+        """:meth:`Bridge.wait_io`, resumed by the selector's callbacks.
+        Once per pass of the producer's Sender: ``_wake_after``'s usual
+        case (the timer already due earlier: left alone) and
+        :meth:`_suspend` are inline."""
         token = sel._waiter = _Resume(self)
-        _wake_after(sel, token, timeout)
+        if timeout is not None:
+            if timeout > 0 and sel._timer is not None and \
+                    sel._timer_when <= sel._now() + timeout:
+                pass
+            else:
+                _wake_after(sel, token, timeout)
+        self._token = token
         try:
-            self._suspend(token)
+            self.current.parent.switch()
         finally:
+            self._token = None
             sel._waiter = None
 
     def await_(self, awaitable):

@@ -619,6 +619,13 @@ class RecordAccumulator:
             self.incomplete.discard(batch)
             self.used_memory -= batch.allocated
             batch.allocated = 0
+            # Its encoded bytes go back with its memory (Kafka's deallocate
+            # returns the batch's buffer to the pool): the application may
+            # keep a done batch alive for long through its records' futures
+            # (only its records and sizes are read then, for RecordMetadata),
+            # and ~batch.size bytes per batch kept made the heap grow by as
+            # much per batch sent, every page of it faulted in.
+            batch.encoded = None
             if self._memory_waiters:
                 self._signal_first_waiter()
             # flush() waits on ``memory`` until no batch is incomplete: it

@@ -439,6 +439,27 @@ def test_send_is_a_coroutine_as_asyncio_expects(kafka_broker):
     assert md.timestamp > 0 and md2.offset == 1
 
 
+def test_acknowledged_batches_let_go_of_their_bytes(kafka_broker):
+    """A batch acknowledged drops its encoded bytes with its memory, while
+    the application still holds its records' futures (which give their
+    RecordMetadata from the records and sizes kept): holding every future
+    of a long run kept ~batch.size bytes per batch sent."""
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-let-go"), partitions=1)
+
+    async def scenario():
+        async with AIOProducer({"bootstrap.servers": plain, "batch.size": 4096}) as p:
+            futures = [await p.send(topic, b"x" * 1000, key=b"k") for _ in range(40)]
+            mds = [await f for f in futures]
+            batches = list({id(f._batch): f._batch for f in futures}.values())
+            return mds, batches
+    mds, batches = run_coro(scenario())
+    assert [(md.offset, md.serialized_key_size, md.serialized_value_size) for md in mds] == \
+        [(i, 1, 1000) for i in range(40)]
+    assert len(batches) >= 10 and all(b.done_flag for b in batches)
+    assert [b.encoded for b in batches] == [None] * len(batches)
+
+
 def test_send_errors_fail_the_future(kafka_broker):
     """A record larger than the broker allows fails its future with the
     broker's error; the producer goes on."""
