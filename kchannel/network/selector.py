@@ -94,6 +94,7 @@ from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_READ
 from .os_registrations import OsRegistrations
 from .selector_metrics import SelectorMetrics
+from .wakeup import LoopDrivenSelector
 from .selector_policies import (IDLE_CLOSE_BUDGET_S, MAX_LINGER_BYTES,  # noqa: F401
                                 DelayedCloses, IdleExpiryManager, LingeringSockets,
                                 SetupDeadlines, WriteScheduler, _Linger)
@@ -221,10 +222,11 @@ class Selector(SelectorLoop):
     server-side close that follows a response keeps draining the half-closed
     socket (see the module docstring; 0 closes at once).
     ``os_selector``: the ``selectors.BaseSelector`` the sockets are
-    registered with (default: a new ``selectors.DefaultSelector``).  One
-    driven from outside, by an event loop's readers and writers
-    (``kchannel.aio``), also has ``wakeup()``: it replaces the wakeup
-    socket pair, and its ``select`` never blocks the loop.
+    registered with (default: a new ``selectors.DefaultSelector``).  A
+    :class:`~kchannel.network.wakeup.LoopDrivenSelector` (driven from
+    outside, by an event loop's readers and writers: ``kchannel.aio``) has
+    its own ``wakeup()``: it replaces the wakeup socket pair, and its
+    ``select`` never blocks the loop.
     """
 
     def __init__(self, channel_builder=None, metrics=None, connections_max_idle_ms=600000, *,
@@ -252,10 +254,10 @@ class Selector(SelectorLoop):
         # What is registered with the OS selector (channels, listeners, the
         # wake-up pipe unless the event loop driving ``sel`` has its own
         # wakeup: a scheduled callback, no socket pair nor syscall).
-        loop_wakeup = getattr(os_selector, "wakeup", None)
-        self._os = OsRegistrations(sel, wakeup_pipe=loop_wakeup is None)
-        if loop_wakeup is not None:
-            self.wakeup = loop_wakeup
+        loop_driven = isinstance(sel, LoopDrivenSelector)
+        self._os = OsRegistrations(sel, wakeup_pipe=not loop_driven)
+        if loop_driven:
+            self.wakeup = sel.wakeup
         # The stdlib's epoll selector is waited on directly (its select()
         # inlined in poll: one Python call and a list less per poll); any
         # other (an event loop's, another platform's) through its select().
