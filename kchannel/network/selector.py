@@ -262,14 +262,16 @@ class Selector(SelectorLoop):
         # The OS registrations' epoll object and fd -> key map (None: poll
         # waits through the OS selector's select()), kept as C fields of the
         # compiled loop, which reads them on every poll (read through
-        # self._os instead: +360 instructions per depth-1 round trip on the
-        # client, benchmarks/rt_cost.py instructions, 90,390 against 90,030).
+        # self._os instead: +300 instructions per depth-1 round trip on the
+        # client, 90,189 against 89,888: benchmarks/rt_cost.py instructions
+        # with the cyclic GC off, whose collections otherwise move the count
+        # by up to 800 between builds).
         self._epoll = self._os.epoll
         self._fd_to_key = self._os.fd_to_key
         self._channels = {}              # id -> KafkaChannel
         # id -> events registered: the OS registrations' own dict, kept as
         # a typed C field of the compiled loop, which reads it on every
-        # settle (read through self._os.ops instead: +320 more, 90,710).
+        # settle (read through self._os.ops instead: +324 more, 90,513).
         self._fd_ops = self._os.ops
         self._immediately_connected = set()
         self._buffered = set()           # ids with data no event will announce

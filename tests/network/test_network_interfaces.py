@@ -180,11 +180,7 @@ ALLOWED_PROBES = {
         "principal.builder.class plugin: close() optional (Kafka's Closeable)",
     ("kchannel/server/gateway.py", "hasattr(authorizer, 'configure')"):
         "kchannel.gateway.authorizer.class plugin: configure() optional (Kafka's Configurable)",
-    # Values a caller hands over in either of two documented forms.
-    ("kchannel/security/sasl/scram.py", "getattr(owner, 'name', owner)"):
-        "a delegation token's owner: a KafkaPrincipal (TokenCredential.owner is untyped)",
-    ("kchannel/security/authorizer/setup.py", "getattr(token_info, 'owner', None)"):
-        "the token manager's token information or a caller's stand-in without an owner",
+    # A value the application hands over as it likes.
     ("kchannel/client/group_metadata.py", "getattr(group_metadata, 'group_id', None)"):
         "send_offsets_to_transaction's argument as the application gives it (Kafka's "
         "message for anything without a group id)",

@@ -55,7 +55,7 @@ def test_write_scheduler_write_through_and_reports():
 # SelectorLoop (its pure twin's slots) plus what Selector.__init__ keeps in
 # __dict__ (the channel factory and the on_close hook).  Three of the C
 # fields alias state of the OS registrations collaborator (_epoll,
-# _fd_to_key, _fd_ops) for speed: reading them through it costs 360 and 320
+# _fd_to_key, _fd_ops) for speed: reading them through it costs 300 and 324
 # more instructions per depth-1 round trip (selector.py says where).
 # linger_ms and the metrics registry live in their collaborators
 # (LingeringSockets, SelectorMetrics) since session 12: 32 attributes before.

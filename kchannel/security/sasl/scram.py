@@ -730,9 +730,7 @@ class ScramSaslServer(SaslServerMechanism):
                 return None, username, None
             if token.expiry_ms is not None and now is not None and token.expiry_ms <= now:
                 return None, username, None
-            owner = token.owner
-            owner_name = getattr(owner, "name", owner)
-            return token.credential, owner_name, token.expiry_ms
+            return token.credential, token.owner.name, token.expiry_ms
         fn = cb.scram_credential if cb is not None else None
         credential = fn(username, self.mechanism_name) if fn is not None else None
         return credential, username, None
