@@ -318,3 +318,42 @@ def test_readme_architecture_is_drawn_from_the_tree():
                 f"`{folder}`" in text or f"`tests/{folder}`" in text):
             missing.append(f"tests/{folder}")
     assert not missing, "README \"Architecture\" does not name: " + ", ".join(missing)
+
+
+def _kchannel_imports(tree, module):
+    """[(imported module, names)] of the kchannel imports in ``tree`` (the
+    module ``module``), relative ones resolved."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            name = node.module or ""
+            if node.level:
+                base = module.split(".")[:-node.level]
+                name = ".".join(base + ([name] if name else []))
+            if name == "kchannel":      # from kchannel import errors: the module
+                out += [(f"kchannel.{a.name}", []) for a in node.names]
+            elif name.startswith("kchannel"):
+                out.append((name, sorted(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.startswith("kchannel")]
+    return out
+
+
+# What ``kchannel serve`` may use: the arguments are parsed here, the broker
+# (handlers, stores, authorizer, gateway, workers) is the server package's
+# (issue 21, What 1: a program calling kchannel.server gets what the CLI
+# runs).
+SERVE_CLI_MAY_IMPORT = {"kchannel.errors", "kchannel.config", "kchannel.server.workers"}
+
+
+def test_kchannel_serve_only_parses_arguments():
+    path = os.path.join(PACKAGE_DIR, "cli", "serve.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    imports = _kchannel_imports(tree, "kchannel.cli.serve")
+    assert imports, "the scan sees the command's imports"
+    extra = [(m, n) for m, n in imports
+             if not any(m == ok or m.startswith(ok + ".") for ok in SERVE_CLI_MAY_IMPORT)]
+    assert not extra, f"kchannel/cli/serve.py builds part of the broker itself: {extra}"
+    assert ("kchannel.server.workers", ["serve"]) in imports
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
