@@ -319,7 +319,7 @@ def authorizer_cost(n, topic):
 
     class _Hook(_Authorization):
         request_authorizer = RequestAuthorizer(a)
-        _acl_version = a.store.version
+        _acl_version = request_authorizer.acl_version
 
     class _Channel:          # what the hook reads of a client's channel
         remote_address = ("127.0.0.1", 50000)

@@ -36,6 +36,7 @@ TWINS = {
     "appender": ("kchannel.producer._appender_py", "kchannel._cappender"),
     "senderloop": ("kchannel.producer._senderloop_py", "kchannel.producer._csenderloop"),
     "aiosend": ("kchannel.aio._aiosend_py", "kchannel._caiosend"),
+    "metrics": ("kchannel._metrics_py", "kchannel._cmetrics"),
 }
 
 _loaded = {}    # twin name -> "compiled" | "pure"

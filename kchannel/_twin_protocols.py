@@ -717,6 +717,192 @@ class AiosendModule(Protocol):
         ``future`` runs, ending with its RecordMetadata or its error."""
 
 
+# ---------------------------------------------------------------------------
+# metrics: kchannel._metrics_py / kchannel._cmetrics (the same .py compiled)
+# ---------------------------------------------------------------------------
+class Sample(Protocol):
+    """One window of a sampled stat: ``start`` (ms), ``value``, ``count``."""
+
+    start: float
+    value: float
+    count: int
+
+    def __init__(self, start: float, value: float, count: int = 0) -> None: ...
+
+    def __repr__(self) -> str: ...
+
+    def __eq__(self, other: Any) -> bool: ...
+
+
+class Stat(Protocol):
+    """What a sensor records into."""
+
+    def __init__(self) -> None: ...
+
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class Rate(Protocol):
+    config: Any
+    count: bool
+    per_ns: bool
+
+    def __init__(self, config: Any = None, count: bool = False,
+                 per_ns: bool = False) -> None: ...
+
+    @staticmethod
+    def view_of(stat: Any, count: bool = False, per_ns: bool = False) -> "Rate":
+        """A Rate measured from ``stat``'s samples, never recorded itself."""
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class Avg(Protocol):
+    config: Any
+
+    def __init__(self, config: Any = None) -> None: ...
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class Max(Protocol):
+    config: Any
+
+    def __init__(self, config: Any = None) -> None: ...
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class CumulativeSum(Protocol):
+    total: float
+
+    def __init__(self, initial: float = 0.0) -> None: ...
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class CumulativeSumCount(Protocol):
+    total: float
+    count: int
+
+    def __init__(self, initial: float = 0.0) -> None: ...
+
+    def count_view(self) -> Any:
+        """The CumulativeCount of the same records."""
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class CumulativeCount(Protocol):
+    total: float
+
+    def __init__(self, initial: float = 0.0) -> None: ...
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class Value(Protocol):
+    value: float
+
+    def __init__(self) -> None: ...
+    def record(self, value: float, now: float) -> None:
+        """One value at ``now`` (ms)."""
+
+    def record_many(self, values: Any, now: float) -> None:
+        """``record(v, now)`` for each of ``values``, in order."""
+
+    def measure(self, now: float) -> float:
+        """The metric's value at ``now``."""
+
+
+class Sensor(Protocol):
+    """Records a value into every stat added to it, then into its parents."""
+
+    registry: Any
+    name: str
+    parents: list
+
+    def __init__(self, registry: Any, name: str, parents: Any = ()) -> None: ...
+
+    def add(self, metric_name: Any, stat: Any) -> "Sensor":
+        """Register ``stat`` under ``metric_name`` and record into it."""
+
+    def add_view(self, metric_name: Any, stat: Any) -> "Sensor":
+        """Register ``stat`` under ``metric_name`` without recording into it."""
+
+    def add_meter(self, group: str, base: str, description: str = "", tags: Any = None,
+                  count: bool = False) -> "Sensor":
+        """Kafka's Meter: ``<base>-rate`` and ``<base>-total``."""
+
+    def recorders(self) -> list:
+        """The bound ``record`` of every stat (the live list)."""
+
+    def record(self, value: float = 1.0, now: Optional[float] = None) -> None:
+        """``value`` into every stat, then into the parents."""
+
+    def record_many(self, values: Any, now: Optional[float] = None) -> None:
+        """``record(v, now)`` for each of ``values``."""
+
+
+class MetricsModule(Protocol):
+    Sample: type[Sample]
+    Stat: type[Stat]
+    Rate: type[Rate]
+    Avg: type[Avg]
+    Max: type[Max]
+    CumulativeSum: type[CumulativeSum]
+    CumulativeSumCount: type[CumulativeSumCount]
+    CumulativeCount: type[CumulativeCount]
+    Value: type[Value]
+    Sensor: type[Sensor]
+
+    def one_by_one(self, stat: Any) -> Callable[[Any, float], None]:
+        """A ``record_many(values, now)`` recording each value into ``stat``."""
+
+
 # Twin name (as in kchannel._impl.TWINS) -> its module protocol.
 CONTRACTS = {
     "framing": FramingModule,
@@ -731,4 +917,5 @@ CONTRACTS = {
     "appender": AppenderModule,
     "senderloop": SenderloopModule,
     "aiosend": AiosendModule,
+    "metrics": MetricsModule,
 }

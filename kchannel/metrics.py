@@ -11,6 +11,11 @@ group, tags), fed by :class:`Sensor` objects that record values into stats:
   and :class:`Gauge` (a callable measured on read).
 * :func:`meter` -- Kafka's ``Meter``: a ``<base>-rate`` + ``<base>-total`` pair.
 
+A sensor records into its parents too (``Metrics.sensor(name, *parents)``,
+Kafka's sensor hierarchy).  The stats and :class:`Sensor` are a twin
+(``kchannel._metrics_py``, compiled as ``kchannel._cmetrics``): compiled, a
+sensor's ``record()`` is one call that updates every stat in C.
+
 Time is epoch milliseconds supplied by the caller (``kchannel.utils.now_ms``
 by default), so tests can drive windows deterministically.
 
@@ -19,345 +24,33 @@ each name wins when the same name is registered with different tags).
 """
 import json
 import threading
-from dataclasses import dataclass, field
 
+from . import _impl
+from .metrics_base import MetricConfig, MetricName
 from .metrics_export import prometheus_label, prometheus_name, prometheus_samples
 from .utils import now_ms as _now_ms
+
+# The stats and Sensor (their record path) are a twin: compiled, each
+# sensor's record() updates all its stats in C (see kchannel/_metrics_py.py).
+_twin = _impl.load_twin("metrics")
+Sample = _twin.Sample
+Stat = _twin.Stat
+_SampledStat = _twin._SampledStat
+Rate = _twin.Rate
+Avg = _twin.Avg
+Max = _twin.Max
+CumulativeSum = _twin.CumulativeSum
+CumulativeSumCount = _twin.CumulativeSumCount
+CumulativeCount = _twin.CumulativeCount
+_CountView = _twin._CountView
+Value = _twin.Value
+Sensor = _twin.Sensor
+_one_by_one = _twin.one_by_one
 
 __all__ = [
     "MetricName", "MetricConfig", "Metrics", "Sensor", "Rate", "CumulativeSum",
     "CumulativeCount", "CumulativeSumCount", "Avg", "Max", "Value", "Gauge", "meter", "MetricGroup",
 ]
-
-
-@dataclass(frozen=True)
-class MetricName:
-    name: str
-    group: str
-    description: str = field(default="", compare=False)
-    tags: tuple = ()          # sorted tuple of (key, value) pairs, hashable
-
-    @classmethod
-    def of(cls, name, group, description="", tags=None):
-        return cls(name, group, description, tuple(sorted((tags or {}).items())))
-
-    def __str__(self):
-        tags = ",".join(f"{k}={v}" for k, v in self.tags)
-        return f"{self.group}:{self.name}" + (f"{{{tags}}}" if tags else "")
-
-
-@dataclass
-class MetricConfig:
-    """Window configuration (Kafka's ``metrics.num.samples`` = 2 and
-    ``metrics.sample.window.ms`` = 30000)."""
-    samples: int = 2
-    time_window_ms: int = 30000
-
-
-class Sample:
-    """One window of a sampled stat (Kafka's ``SampledStat.Sample``):
-    ``start`` (ms the window opened), ``value`` (what the stat folds the
-    window's values into: their sum, their maximum...) and ``count`` (events
-    recorded in it).  Recording in the open window only adds to ``value``
-    and ``count`` (the Selector inlines that, see
-    ``SelectorMetrics.record_poll``)."""
-
-    __slots__ = ("start", "value", "count")
-
-    def __init__(self, start, value, count=0):
-        self.start = start
-        self.value = value
-        self.count = count
-
-    def __repr__(self):
-        return f"Sample(start={self.start!r}, value={self.value!r}, count={self.count!r})"
-
-    def __eq__(self, other):
-        if other.__class__ is not Sample:
-            return NotImplemented
-        return (self.start, self.value, self.count) == (other.start, other.value, other.count)
-
-    __hash__ = None
-
-
-class _SampledStat:
-    """Kafka's SampledStat: values fall into ``samples`` rolling windows."""
-
-    def __init__(self, config=None):
-        self.config = config or MetricConfig()
-        # the windows, oldest first (Sample: start ms, value, event count)
-        self._samples = []
-
-    def _initial(self):
-        return 0.0
-
-    def _combine_into(self, sample, value):
-        sample.value += value
-
-    def record(self, value, now):
-        samples = self._samples
-        # fast path: the current window is still open
-        if samples:
-            cur = samples[-1]
-            if now - cur.start < self.config.time_window_ms:
-                self._combine_into(cur, value)
-                cur.count += 1
-                return
-        cur = self._current(now)
-        self._combine_into(cur, value)
-        cur.count += 1
-
-    def record_many(self, values, now):
-        """``record(v, now)`` for each of ``values``, in order."""
-        for v in values:
-            self.record(v, now)
-
-    def _rest_into_current(self, values, now):
-        """After ``record(values[0], now)``: the current sample to fold the
-        remaining values into, or None when they must go one by one (a
-        zero-length window opens a sample per value)."""
-        if len(values) < 2 or self.config.time_window_ms <= 0:
-            return None
-        return self._samples[-1]
-
-    def _current(self, now):
-        if self._samples:
-            cur = self._samples[-1]
-            if now - cur.start < self.config.time_window_ms:
-                return cur
-        cur = Sample(now, self._initial())
-        self._samples.append(cur)
-        if len(self._samples) > self.config.samples:
-            del self._samples[0]
-        return cur
-
-    def _live(self, now):
-        """Samples still inside the window (read-only: measuring from another
-        thread never races with the recording thread's appends)."""
-        limit = self.config.samples * self.config.time_window_ms
-        return [s for s in list(self._samples) if now - s.start < limit]
-
-
-class Rate(_SampledStat):
-    """Value recorded per second (``unit_ns=True`` makes it a ratio of
-    nanoseconds per nanosecond, as Kafka's io-ratio / io-wait-ratio)."""
-
-    def __init__(self, config=None, count=False, per_ns=False):
-        super().__init__(config)
-        self.count = count          # WindowedCount: count events, not values
-        self.per_ns = per_ns
-
-    def _combine_into(self, sample, value):
-        sample.value += 1 if self.count else value
-
-    def record(self, value, now):
-        # Hot path (several sensors per request): _SampledStat.record with
-        # _combine_into inlined.
-        samples = self._samples
-        if samples:
-            cur = samples[-1]
-            if now - cur.start < self.config.time_window_ms:
-                cur.value += 1 if self.count else value
-                cur.count += 1
-                return
-        _SampledStat.record(self, value, now)
-
-    def record_many(self, values, now):
-        # same sample state as recording the values one by one at ``now``
-        if not values:
-            return
-        self.record(values[0], now)
-        cur = self._rest_into_current(values, now)
-        if cur is None:
-            for v in values[1:]:
-                self.record(v, now)
-            return
-        n = len(values) - 1
-        if self.count:
-            cur.value += n
-        else:
-            acc = cur.value
-            for v in values[1:]:
-                acc += v
-            cur.value = acc
-        cur.count += n
-
-    @classmethod
-    def view_of(cls, stat, count=False, per_ns=False):
-        """A Rate measured from ``stat``'s samples (an :class:`Avg`'s hold
-        each window's sum and event count), never recorded itself: the same
-        value a Rate recorded with the same values at the same times would
-        measure, at no cost per record."""
-        view = cls(stat.config, count=count, per_ns=per_ns)
-        view._samples = stat._samples
-        return view
-
-    def measure(self, now):
-        live = self._live(now)
-        # a count Rate's sample value equals its event count, which a
-        # view over an Avg's samples (value = the sum) must use
-        total = sum(s.count for s in live) if self.count else sum(s.value for s in live)
-        elapsed_ms = now - (live[0].start if live else now)
-        full = elapsed_ms // self.config.time_window_ms
-        min_full = self.config.samples - 1
-        # Kafka pads young windows so a single early event is not reported as
-        # a huge rate.
-        if full < min_full:
-            elapsed_ms += (min_full - full) * self.config.time_window_ms
-        if elapsed_ms <= 0:
-            return 0.0
-        if self.per_ns:
-            return total / (elapsed_ms * 1e6)
-        return total / (elapsed_ms / 1000.0)
-
-
-class Avg(_SampledStat):
-    def record(self, value, now):
-        # _SampledStat.record with the summing _combine_into inlined
-        samples = self._samples
-        if samples:
-            cur = samples[-1]
-            if now - cur.start < self.config.time_window_ms:
-                cur.value += value
-                cur.count += 1
-                return
-        _SampledStat.record(self, value, now)
-
-    def record_many(self, values, now):
-        if not values:
-            return
-        self.record(values[0], now)
-        cur = self._rest_into_current(values, now)
-        if cur is None:
-            for v in values[1:]:
-                self.record(v, now)
-            return
-        acc = cur.value
-        for v in values[1:]:
-            acc += v
-        cur.value = acc
-        cur.count += len(values) - 1
-
-    def measure(self, now):
-        live = self._live(now)
-        count = sum(s.count for s in live)
-        if count == 0:
-            return float("nan")
-        return sum(s.value for s in live) / count
-
-
-class Max(_SampledStat):
-    def _initial(self):
-        return float("-inf")
-
-    def _combine_into(self, sample, value):
-        sample.value = max(sample.value, value)
-
-    def record(self, value, now):
-        samples = self._samples
-        if samples:
-            cur = samples[-1]
-            if now - cur.start < self.config.time_window_ms:
-                # same result as max(cur.value, value), NaN included
-                if value > cur.value:
-                    cur.value = value
-                cur.count += 1
-                return
-        _SampledStat.record(self, value, now)
-
-    def record_many(self, values, now):
-        if not values:
-            return
-        self.record(values[0], now)
-        cur = self._rest_into_current(values, now)
-        if cur is None:
-            for v in values[1:]:
-                self.record(v, now)
-            return
-        m = cur.value
-        for v in values[1:]:
-            if v > m:
-                m = v
-        cur.value = m
-        cur.count += len(values) - 1
-
-    def measure(self, now):
-        live = [s for s in self._live(now) if s.count]
-        if not live:
-            return float("nan")
-        return max(s.value for s in live)
-
-
-class CumulativeSum:
-    def __init__(self, initial=0.0):
-        self.total = float(initial)
-
-    def record(self, value, now):
-        self.total += value
-
-    def record_many(self, values, now):
-        total = self.total
-        for v in values:
-            total += v
-        self.total = total
-
-    def measure(self, now):
-        return self.total
-
-
-class CumulativeSumCount(CumulativeSum):
-    """A CumulativeSum that also counts the values recorded; :meth:`count_view`
-    is the CumulativeCount of the same records (one record feeds both)."""
-
-    def __init__(self, initial=0.0):
-        super().__init__(initial)
-        self.count = 0
-
-    def record(self, value, now):
-        self.total += value
-        self.count += 1
-
-    def record_many(self, values, now):
-        total = self.total
-        for v in values:
-            total += v
-        self.total = total
-        self.count += len(values)
-
-    def count_view(self):
-        return _CountView(self)
-
-
-class _CountView:
-    __slots__ = ("stat",)
-
-    def __init__(self, stat):
-        self.stat = stat
-
-    def record(self, value, now):   # fed through the viewed stat
-        pass
-
-    def measure(self, now):
-        return float(self.stat.count)
-
-
-class CumulativeCount(CumulativeSum):
-    def record(self, value, now):
-        self.total += 1
-
-    def record_many(self, values, now):
-        self.total += len(values)
-
-
-class Value:
-    def __init__(self):
-        self.value = float("nan")
-
-    def record(self, value, now):
-        self.value = float(value)
-
-    def measure(self, now):
-        return self.value
 
 
 class Gauge:
@@ -371,82 +64,6 @@ class Gauge:
 
     def measure(self, now):
         return self.fn()
-
-
-class Sensor:
-    """Records a value into every stat attached to it."""
-
-    def __init__(self, registry, name):
-        self.registry = registry
-        self.name = name
-        self._stats = []
-        self._recorders = []    # bound stat.record of every stat, in order
-        self._many = []         # the same for several values at once
-
-    def add(self, metric_name, stat):
-        self.registry._register(metric_name, stat)
-        self._stats.append(stat)
-        self._recorders.append(stat.record)
-        self._many.append(getattr(stat, "record_many", None) or _one_by_one(stat))
-        return self
-
-    def add_view(self, metric_name, stat):
-        """Register a metric measured from ``stat`` without recording into
-        it from this sensor (a view of a stat fed elsewhere, or an alias of
-        one); removed with the sensor."""
-        self.registry._register(metric_name, stat)
-        self._stats.append(stat)
-        return self
-
-    def add_meter(self, group, base, description="", tags=None, count=False):
-        """Kafka's Meter: ``<base>-rate`` (per second) and ``<base>-total``."""
-        rate_name = MetricName.of(f"{base}-rate", group,
-                                  f"The number of {description} per second", tags)
-        total_name = MetricName.of(f"{base}-total", group,
-                                   f"The total number of {description}", tags)
-        self.add(rate_name, Rate(self.registry.config, count=count))
-        self.add(total_name, CumulativeCount() if count else CumulativeSum())
-        return self
-
-    def recorders(self):
-        """The bound ``record(value, now)`` of every stat of this sensor (the
-        live list: stats added later are in it), for a hot path recording
-        several sensors per event with one call per stat instead of one per
-        sensor as well."""
-        return self._recorders
-
-    def record(self, value=1.0, now=None):
-        # Sensors are recorded from the single I/O thread; readers in other
-        # threads only measure, which tolerates a concurrent append under
-        # the GIL, so the hot path takes no lock.
-        if now is None:
-            now = self.registry.time()
-        for record in self._recorders:
-            record(value, now)
-
-    def record_many(self, values, now=None):
-        """``record(v, now)`` for each of ``values`` (a sequence), with one
-        call per stat instead of one per stat and value."""
-        if not values:
-            return
-        if now is None:
-            now = self.registry.time()
-        if len(values) == 1:
-            # the usual case (one request or response per poll): one call
-            # per stat instead of a stat's record_many calling its record
-            value = values[0]
-            for record in self._recorders:
-                record(value, now)
-            return
-        for record_many in self._many:
-            record_many(values, now)
-
-
-def _one_by_one(stat):
-    def record_many(values, now):
-        for v in values:
-            stat.record(v, now)
-    return record_many
 
 
 def meter(sensor, group, base, description="", tags=None, count=False):
@@ -463,10 +80,12 @@ class Metrics:
         self._sensors = {}
         self._lock = threading.Lock()
 
-    def sensor(self, name):
+    def sensor(self, name, *parents):
+        """The sensor called ``name``, created (recording into ``parents``
+        as well: Kafka's sensor hierarchy) if there is none yet."""
         s = self._sensors.get(name)
         if s is None:
-            s = self._sensors[name] = Sensor(self, name)
+            s = self._sensors[name] = Sensor(self, name, parents)
         return s
 
     def get_sensor(self, name):
@@ -532,8 +151,8 @@ class MetricGroup:
         self.tags = {"client-id": client_id}
         self._key = f"{group}:{client_id}:{id(self)}"
 
-    def sensor(self, name):
-        return self.metrics.sensor(f"{self._key}:{name}")
+    def sensor(self, name, *parents):
+        return self.metrics.sensor(f"{self._key}:{name}", *parents)
 
     def name(self, name, description):
         return MetricName.of(name, self.group, description, self.tags)

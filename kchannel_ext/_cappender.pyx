@@ -34,6 +34,7 @@ from kchannel.log import get_logger
 from kchannel.producer.accumulator import (FutureRecordMetadata, ProducerBatch,
                                           RECORD_OVERHEAD_EXTRA_MAX, RecordMetadata)
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD
+from kchannel.utils import now_ms as _now_ms_py
 
 import _thread
 _LockType = _thread.LockType
@@ -213,6 +214,64 @@ cdef object _ProducerBatch = ProducerBatch
 cdef object _FutureRecordMetadata = FutureRecordMetadata
 
 
+# A batch opened here (Appender._open) is made as object.__new__ makes it and
+# its slots filled at their offsets, as ProducerBatch.__init__ and a first
+# append leave them, without those two Python calls (and the accumulator's
+# append, room_for, record_size and the future's __init__ around them: ~15 k
+# instructions a batch).  The slots a new batch sets from its record and
+# clock are listed here; every other slot takes the value __init__ gives it,
+# read from a batch made by __init__ at import, provided that value is
+# immutable (None, a bool, an int, a str): a slot added to ProducerBatch with
+# such a default needs no change here, one with a mutable default (a list, a
+# dict) turns this path off and every batch is opened by the accumulator's
+# append as before.
+_B_SET_HERE = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
+               "allocated", "last_attempt_ms", "drained_ms")
+cdef Py_ssize_t _B_TP = slot_offset(ProducerBatch, "tp")
+cdef Py_ssize_t _B_CREATED = slot_offset(ProducerBatch, "created_ms")
+cdef Py_ssize_t _B_ALLOCATED = slot_offset(ProducerBatch, "allocated")
+cdef Py_ssize_t _B_LAST_ATTEMPT = slot_offset(ProducerBatch, "last_attempt_ms")
+cdef Py_ssize_t _B_DRAINED = slot_offset(ProducerBatch, "drained_ms")
+# (offset, value) of the other slots, or None when a default is not immutable;
+# the same as C arrays (the values kept alive by the list).
+cdef list _b_defaults = []
+cdef Py_ssize_t _b_ndefaults = 0
+cdef Py_ssize_t _b_off[64]
+cdef PyObject *_b_val[64]
+
+
+cdef _init_batch_defaults():
+    global _b_defaults, _b_ndefaults
+    names = []
+    for klass in ProducerBatch.__mro__:
+        for name in klass.__dict__.get("__slots__", ()):
+            names.append(name)
+    template = ProducerBatch(None, 0, 0)
+    out = []
+    for name in names:
+        if name in _B_SET_HERE:
+            continue
+        try:
+            value = getattr(template, name)
+        except AttributeError:
+            continue          # left unset by __init__: left unset here too
+        if value is not None and type(value) not in (bool, int, str):
+            _b_defaults = None
+            return
+        out.append((slot_offset(ProducerBatch, name), value))
+    if len(out) > 64:
+        _b_defaults = None
+        return
+    _b_defaults = out
+    for i, (off, value) in enumerate(out):
+        _b_off[i] = off
+        _b_val[i] = <PyObject *>value
+    _b_ndefaults = len(out)
+
+
+_init_batch_defaults()
+
+
 cdef inline PyObject *_slot(object obj, Py_ssize_t offset) noexcept:
     """The object in a slot (borrowed; NULL when unset)."""
     return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
@@ -283,6 +342,31 @@ cdef extern from *:
     bint kc_int_set(PyObject *o, Py_ssize_t v) noexcept
 
 
+# Whether a _thread.lock is held, read from the lock object itself (CPython
+# 3.11's lockobject: its ``locked`` byte, set and cleared by acquire and
+# release with the GIL held) instead of a call of its locked() method
+# (~110 instructions a record).  Elsewhere kc_lock_readable() is 0 and the
+# method is called.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    typedef struct {
+        PyObject_HEAD
+        void *lock_lock;
+        PyObject *in_weakreflist;
+        char locked;
+    } kc_lockobject;
+    #define kc_lock_readable() 1
+    #define kc_lock_held(o) (((kc_lockobject *)(o))->locked != 0)
+    #else
+    #define kc_lock_readable() 0
+    #define kc_lock_held(o) 1
+    #endif
+    """
+    bint kc_lock_readable() noexcept
+    bint kc_lock_held(object o) noexcept
+
+
 cdef class _Attr:
     """One attribute of one object read per record (``closed``,
     ``fatal_error``, ``cluster``): from the object's dict when
@@ -341,6 +425,52 @@ cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
     return True
 
 
+cdef inline bint _sticky_move(list sticky, Py_ssize_t p, list available,
+                              object choice) except -1:
+    """The sticky partitioner's update when a batch's worth went to ``p``
+    (its count plus the record's reached batch.size): its _choose, without
+    the calls of update, _choose and the available list's making per batch.
+    ``available`` is what _choose draws among (the topic's available
+    partitions in this cluster, all of them when none is); one partition
+    there is taken with no draw, as _choose takes it; else ``choice`` (the
+    partitioner's random.choice) draws among them less ``p`` (all of them
+    when that leaves none), the same draw as _choose's.  The count starts
+    again from 0.  False (nothing changed) if ``p`` is no longer the
+    partition."""
+    cdef PyObject *o
+    cdef Py_ssize_t i, n = PyList_GET_SIZE(available)
+    cdef list others
+    if PyList_GET_SIZE(sticky) != 2:
+        return False
+    o = PyList_GET_ITEM(sticky, 0)
+    if type(<object>o) is not int or PyLong_AsSsize_t(<object>o) != p:
+        return False
+    if n == 1:
+        nxt = available[0]
+    else:
+        others = []
+        for i in range(n):
+            x = <object>PyList_GET_ITEM(available, i)
+            if PyLong_AsSsize_t(x) != p:
+                others.append(x)
+        nxt = choice(others if others else available)
+    sticky[0] = nxt
+    sticky[1] = 0
+    return True
+
+
+cdef list _available(cluster, topic, Py_ssize_t count):
+    """The partitions the sticky partitioner's _choose draws among for
+    ``topic`` in ``cluster`` (which is immutable: kept per cluster)."""
+    available = [x.partition for x in cluster.available_partitions_for_topic(topic)]
+    if not available:
+        available = list(range(count))
+    for x in available:
+        if type(x) is not int:
+            return None
+    return available
+
+
 def _gil_enabled():
     """False only on a free-threaded build running without the GIL."""
     import sys
@@ -354,7 +484,7 @@ cdef bint _in_place = _gil_enabled()
 
 
 cdef class Appender:
-    cdef object _acc, _acquire, _release, _locked, _sticky_acquire, _sticky_release
+    cdef object _acc, _acquire, _release, _locked, _sticky_acquire, _sticky_release, _lock
     cdef object _partitioner, _time, _acc_append, _add_topic
     cdef dict _batches, _sticky
     cdef _Attr _closed, _fatal_error, _cluster_attr
@@ -372,6 +502,23 @@ cdef class Appender:
     # The headers converted last and their size (see the pure twin).
     cdef tuple _headers
     cdef Py_ssize_t _headers_size
+    # Opening a batch here (see _open): the accumulator's dict (None: the
+    # accumulator's append opens every batch), whether the producer's clock
+    # is now_ms (then read in C), the partitions the sticky partitioner
+    # draws among for the topic (see _sticky_move), the topic and time
+    # add_topic was last called with (see send).
+    cdef dict _acc_d
+    cdef bint _c_clock
+    cdef list _avail
+    cdef object _choice
+    cdef object _touched_topic
+    cdef int64_t _touched_ms
+    # The clock's last timestamp (ms) and its int (see send).
+    cdef object _stamp
+    cdef int64_t _stamp_ms
+    # Whether the accumulator's lock is a _thread.lock whose state is read
+    # in C (see kc_lock_held).
+    cdef bint _c_locked
 
     def __init__(self, path):
         acc = path.accumulator
@@ -380,6 +527,7 @@ cdef class Appender:
         self._acquire = lock.acquire
         self._release = lock.release
         self._locked = lock.locked
+        self._lock = lock
         # See send: the lock is taken only when someone holds it.  That
         # needs the GIL, and a lock of the thread module (whose acquire
         # does not release the GIL when the lock is free).
@@ -422,6 +570,86 @@ cdef class Appender:
         self._spare = None
         self._headers = None
         self._headers_size = 0
+        # What _open reads and writes of the accumulator, plain instance
+        # attributes of it (read from its dict: no generic attribute
+        # lookups with the lock held).
+        self._acc_d = _plain_dict(acc, ("used_memory", "buffer_memory", "waiters",
+                                         "on_new_batch", "incomplete", "wakeup_needed",
+                                         "closed")) \
+            if _b_defaults is not None and type(acc.incomplete) is set else None
+        self._c_clock = path.time is _now_ms_py and acc.time is _now_ms_py
+        self._avail = None
+        # _choose's draw (see _sticky_move); None: update() moves on.
+        rng = getattr(partitioner, "random", None)
+        self._choice = rng.choice if rng is not None else None
+        self._touched_topic = None
+        self._touched_ms = 0
+        self._stamp = None
+        self._stamp_ms = 0
+        self._c_locked = self._elide and kc_lock_readable()
+
+    cdef object _open(self, object dq, object last, object tp, QueuedRecord record,
+                      Py_ssize_t body, object callback, Py_ssize_t allocation):
+        """Open a batch for ``record`` at the end of ``dq`` (after ``last``,
+        its last batch, which has no room) as the accumulator's append does
+        when buffer.memory has room and no one waits for it: the memory
+        taken, ``last`` closed, the batch made (see _B_SET_HERE) with the
+        record in it, queued and counted incomplete.  None, with nothing
+        changed, in every other case (closed, memory short or waited for, a
+        transaction's on_new_batch hook): the caller then goes through the
+        accumulator's append (blocking, max.block.ms, errors).  Call with
+        the accumulator's lock held."""
+        cdef dict d = self._acc_d
+        cdef PyObject *o
+        cdef Py_ssize_t used, rs, i
+        cdef object batch, now
+        if d is None:
+            return None
+        o = PyDict_GetItemWithError(d, "closed")
+        if o == NULL or o != Py_False:
+            return None
+        o = PyDict_GetItemWithError(d, "on_new_batch")
+        if o == NULL or o != Py_None:
+            return None
+        o = PyDict_GetItemWithError(d, "waiters")
+        if o == NULL or type(<object>o) is not int or <object>o != 0:
+            return None
+        o = PyDict_GetItemWithError(d, "used_memory")
+        if o == NULL or type(<object>o) is not int:
+            return None
+        used = PyLong_AsSsize_t(<object>o)
+        o = PyDict_GetItemWithError(d, "buffer_memory")
+        if o == NULL or type(<object>o) is not int or \
+                used + allocation > PyLong_AsSsize_t(<object>o):
+            return None
+        o = PyDict_GetItemWithError(d, "incomplete")
+        if o == NULL or type(<object>o) is not set:
+            return None
+        incomplete = <object>o
+        now = _now_ms() if self._c_clock else self._time()
+        d["used_memory"] = used + allocation
+        if last is not None:
+            _put(last, _B_CLOSED, True)
+        # The record's exact size as a batch's first (offset and timestamp
+        # deltas 0: a byte each), as record_size(body, 0, 0).
+        rs = body + 2
+        rs += _varint_size(<uint64_t>rs << 1)
+        batch = (<PyTypeObject *>_ProducerBatch).tp_new(_ProducerBatch, <PyObject *>_EMPTY,
+                                                        NULL)
+        for i in range(_b_ndefaults):
+            _put(batch, _b_off[i], <object>_b_val[i])
+        _put(batch, _B_TP, tp)
+        _put(batch, _B_CREATED, now)
+        _put(batch, _B_LAST_ATTEMPT, now)
+        _put(batch, _B_DRAINED, now)
+        _put(batch, _B_RECORDS, [record])
+        _put(batch, _B_SIZES, [self._sizes])
+        _put(batch, _B_CALLBACKS, {0: callback} if callback is not None else None)
+        _put(batch, _B_ESTIMATED, _BATCH_OVERHEAD + rs)
+        _put(batch, _B_ALLOCATED, allocation)
+        dq.append(batch)
+        (<set>incomplete).add(batch)
+        return batch
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -433,8 +661,9 @@ cdef class Appender:
         cdef PyObject *o
         cdef PyObject *callbacks
         cdef QueuedRecord record
-        cdef bint full = False, held = False
+        cdef bint full = False, held = False, opened = False
         cdef bint convert
+        cdef object last
         # (A closed accumulator is seen where the record would join a
         # batch, and sends it to the full path from there.)
         if (not self._enabled or
@@ -455,6 +684,8 @@ cdef class Appender:
             self._tps = [TopicPartition(topic, i) for i in range(count)]
             self._dqs = [None] * count
             self._topic_sticky = None
+            self._avail = _available(cluster, topic, count) \
+                if self._choice is not None else None
         ks = len(<bytes>key) if key is not None else -1
         vs = len(<bytes>value) if value is not None else -1
         # The exact size but for the offset and timestamp deltas and the
@@ -509,7 +740,13 @@ cdef class Appender:
                 p = sticky[0]
         if timestamp_ms is None:
             ts = _now_ms()
-            stamp = ts
+            # Records sent within one millisecond (most of them, at tens of
+            # thousands a second) share their timestamp's int: no int made
+            # and freed per record (~150 instructions).  Ints are immutable.
+            if ts != self._stamp_ms or self._stamp is None:
+                self._stamp = ts
+                self._stamp_ms = ts
+            stamp = self._stamp
         elif -0x8000000000000000 <= timestamp_ms <= 0x7FFFFFFFFFFFFFFF:
             ts = timestamp_ms
             stamp = timestamp_ms
@@ -563,11 +800,13 @@ cdef class Appender:
             # of an acquire and a release (~600 instructions a record).
             # A batch's first callback needs a dict: the lock is taken
             # then (free, so taken without letting the GIL go).
-            if not self._elide or self._locked():
+            if not self._elide or (kc_lock_held(self._lock) if self._c_locked
+                                   else self._locked()):
                 self._acquire()
                 held = True
             try:
                 batch = dq[-1] if len(dq) else None
+                last = batch
                 if batch is None or type(batch) is not _ProducerBatch or \
                         _slot(batch, _B_CLOSED) != Py_False or \
                         self._closed.get():
@@ -606,6 +845,25 @@ cdef class Appender:
                         if sticky is not None and self._sticky_shared and \
                                 _sticky_add(sticky, p, size, self._sticky_size):
                             sticky = None
+                if batch is None and self._acc_d is not None and \
+                        (last is None or type(last) is _ProducerBatch):
+                    # A new batch, opened here when the accumulator's
+                    # append would open it without waiting (see _open),
+                    # under the lock itself: a batch is made and queued
+                    # (free, so taken without letting the GIL go: what was
+                    # read above still holds).
+                    if not held:
+                        self._acquire()
+                        held = True
+                    batch = self._open(dq, last, self._tps[p], record, body, callback,
+                                       max(self._batch_size, size + _BATCH_OVERHEAD))
+                    if batch is not None:
+                        opened = True
+                        index = 0
+                        full = True
+                        if sticky is not None and self._sticky_shared and \
+                                _sticky_add(sticky, p, size, self._sticky_size):
+                            sticky = None
             finally:
                 if held:
                     self._release()
@@ -615,6 +873,7 @@ cdef class Appender:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
             self._add_topic(topic, self._time())
+            self._touched_topic = None
             future, full_, new_batch = self._acc_append(
                 self._tps[p], record, body, callback, ks, vs, self._max_block_ms)
             full = full_ or new_batch
@@ -622,15 +881,36 @@ cdef class Appender:
             _put(future, _F_BATCH, batch)
             _put(future, _F_INDEX, index)
             _put(future, _F_FAILED, None)
+            if opened:
+                # Keeps the topic in the metadata (see the pure twin): at
+                # most once a second per topic, not per batch.
+                td = _now_ms()
+                if (topic is not self._touched_topic and topic != self._touched_topic) or \
+                        td - self._touched_ms >= 1000:
+                    self._add_topic(topic, self._time())
+                    self._touched_topic = topic
+                    self._touched_ms = td
         if sticky is not None:
             self._sticky_acquire()
             try:
-                if _sticky_add(sticky, p, size, self._sticky_size):
+                if _sticky_add(sticky, p, size, self._sticky_size) or \
+                        (self._avail is not None and
+                         _sticky_move(sticky, p, self._avail, self._choice)):
                     sticky = None
             finally:
                 self._sticky_release()
             if sticky is not None:
                 self._partitioner.update(topic, p, size, cluster)
-        if full:
+        if full and self._wakeup_needed():
             self._sender.wakeup()
         return future
+
+    cdef inline bint _wakeup_needed(self):
+        """Whether Sender.wakeup would wake the network thread (its
+        ``acc.wakeup_needed``, read here: most batches are opened while the
+        Sender is awake, and the call would be for nothing)."""
+        cdef PyObject *o
+        if self._acc_d is None:
+            return True
+        o = PyDict_GetItemWithError(self._acc_d, "wakeup_needed")
+        return o == NULL or o != Py_False

@@ -61,7 +61,7 @@ TWIN_INDEPENDENT = frozenset({
     "tests/config/test_config_properties.py",
     "tests/config/test_config_server.py",
     "tests/config/test_config_unsupported.py",
-    "tests/cli/test_config_cli.py",
+    "tests/cli/test_cli_config.py",
     "tests/cli/test_cli_version.py",
     "tests/server/test_listeners_bad_configs.py",
     "tests/server/test_server_interface.py",

@@ -33,6 +33,7 @@ import time as _time
 
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from kchannel.network.wakeup import LoopDrivenSelector
 from kchannel.utils import BLOCKING_RUNNER
 
 __all__ = ["LoopSelector", "Bridge", "Driver"]
@@ -46,7 +47,7 @@ def _fd(fileobj):
     return fileobj if isinstance(fileobj, int) else fileobj.fileno()
 
 
-class LoopSelector(selectors.BaseSelector):
+class LoopSelector(LoopDrivenSelector):
     """``selectors.BaseSelector`` over ``loop``'s readers and writers.
 
     An event no greenlet waiting in :meth:`select` takes goes to

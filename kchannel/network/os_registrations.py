@@ -6,8 +6,8 @@ sockets, and the wake-up pipe.
 The Selector decides which events a channel wants (its state, mute and
 back-pressure); :meth:`OsRegistrations.set_interest` only brings the OS
 registration in line, touching it when the wanted events changed.  The
-per-poll loop (``_netloop_py``) reads ``ops`` (the Selector's ``_fd_ops``,
-the same dict) to skip that call when nothing changed.
+per-poll loop (``_netloop_py``) reads ``ops`` to skip that call when nothing
+changed, and waits on ``epoll`` directly when there is one.
 """
 import selectors
 
@@ -28,15 +28,24 @@ class OsRegistrations:
     """The OS selector ``sel`` and what is registered with it: ``fds`` (id ->
     file descriptor at registration, which unregisters it even once its
     socket is closed), ``ops`` (id -> events registered) and ``waker`` (the
-    wake-up pipe, or None when the event loop driving ``sel`` wakes it)."""
+    wake-up pipe, or None when the event loop driving ``sel`` wakes it);
+    ``epoll``/``fd_to_key``: see ``__init__``."""
 
-    __slots__ = ("sel", "fds", "ops", "waker")
+    __slots__ = ("sel", "fds", "ops", "waker", "epoll", "fd_to_key")
 
     def __init__(self, os_selector, wakeup_pipe=True):
         self.sel = os_selector
         self.fds = {}
         self.ops = {}
         self.waker = _WakeupPipe(os_selector) if wakeup_pipe else None
+        # The stdlib's epoll selector is waited on directly (its select()
+        # inlined in the Selector's poll: one Python call and a list less
+        # per poll): its epoll object and fd -> key map; None for any other
+        # (an event loop's, another platform's), waited on through select().
+        self.epoll = self.fd_to_key = None
+        if type(os_selector) is selectors.EpollSelector:
+            self.epoll = os_selector._selector
+            self.fd_to_key = os_selector._fd_to_key
 
     def set_interest(self, id, ch, want):
         """Register channel ``ch`` (``id``) for the events ``want`` (OP_NONE:

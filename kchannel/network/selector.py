@@ -94,6 +94,7 @@ from .channel import DEFAULT_MAX_RECEIVE_SIZE, ChannelState, State
 from .ops import OP_READ
 from .os_registrations import OsRegistrations
 from .selector_metrics import SelectorMetrics
+from .wakeup import LoopDrivenSelector
 from .selector_policies import (IDLE_CLOSE_BUDGET_S, MAX_LINGER_BYTES,  # noqa: F401
                                 DelayedCloses, IdleExpiryManager, LingeringSockets,
                                 SetupDeadlines, WriteScheduler, _Linger)
@@ -221,10 +222,11 @@ class Selector(SelectorLoop):
     server-side close that follows a response keeps draining the half-closed
     socket (see the module docstring; 0 closes at once).
     ``os_selector``: the ``selectors.BaseSelector`` the sockets are
-    registered with (default: a new ``selectors.DefaultSelector``).  One
-    driven from outside, by an event loop's readers and writers
-    (``kchannel.aio``), also has ``wakeup()``: it replaces the wakeup
-    socket pair, and its ``select`` never blocks the loop.
+    registered with (default: a new ``selectors.DefaultSelector``).  A
+    :class:`~kchannel.network.wakeup.LoopDrivenSelector` (driven from
+    outside, by an event loop's readers and writers: ``kchannel.aio``) has
+    its own ``wakeup()``: it replaces the wakeup socket pair, and its
+    ``select`` never blocks the loop.
     """
 
     def __init__(self, channel_builder=None, metrics=None, connections_max_idle_ms=600000, *,
@@ -234,8 +236,10 @@ class Selector(SelectorLoop):
                  max_read_per_channel=MAX_READ_PER_CHANNEL_PER_POLL,
                  max_receives_per_channel=1, linger_ms=LINGER_MS, os_selector=None):
         self.time = time or now_ms
-        self.metrics = metrics if metrics is not None else Metrics(time=self.time)
-        self.sensors = SelectorMetrics(self.metrics, metric_group_prefix, metric_tags,
+        if metrics is None:
+            metrics = Metrics(time=self.time)
+        # (the registry is the sensors': see the metrics property)
+        self.sensors = SelectorMetrics(metrics, metric_group_prefix, metric_tags,
                                        connection_count=lambda: len(self._channels))
         # The policies, one collaborator each (see selector_policies).
         self._idle_expiry = IdleExpiryManager(connections_max_idle_ms)
@@ -246,26 +250,28 @@ class Selector(SelectorLoop):
                                        receive_buffer_size, self.time)
         self.max_read_per_channel = max_read_per_channel
         self.max_receives_per_channel = max_receives_per_channel
-        self.linger_ms = linger_ms
 
         sel = os_selector if os_selector is not None else selectors.DefaultSelector()
         # What is registered with the OS selector (channels, listeners, the
         # wake-up pipe unless the event loop driving ``sel`` has its own
         # wakeup: a scheduled callback, no socket pair nor syscall).
-        loop_wakeup = getattr(os_selector, "wakeup", None)
-        self._os = OsRegistrations(sel, wakeup_pipe=loop_wakeup is None)
-        if loop_wakeup is not None:
-            self.wakeup = loop_wakeup
-        # The stdlib's epoll selector is waited on directly (its select()
-        # inlined in poll: one Python call and a list less per poll); any
-        # other (an event loop's, another platform's) through its select().
-        self._epoll = self._fd_to_key = None
-        if type(sel) is selectors.EpollSelector:
-            self._epoll = sel._selector
-            self._fd_to_key = sel._fd_to_key
+        loop_driven = isinstance(sel, LoopDrivenSelector)
+        self._os = OsRegistrations(sel, wakeup_pipe=not loop_driven)
+        if loop_driven:
+            self.wakeup = sel.wakeup
+        # The OS registrations' epoll object and fd -> key map (None: poll
+        # waits through the OS selector's select()), kept as C fields of the
+        # compiled loop, which reads them on every poll (read through
+        # self._os instead: +300 instructions per depth-1 round trip on the
+        # client, 90,189 against 89,888: benchmarks/rt_cost.py instructions
+        # with the cyclic GC off, whose collections otherwise move the count
+        # by up to 800 between builds).
+        self._epoll = self._os.epoll
+        self._fd_to_key = self._os.fd_to_key
         self._channels = {}              # id -> KafkaChannel
-        # id -> events registered (the OS registrations' own dict: read by
-        # the poll loop on every settle)
+        # id -> events registered: the OS registrations' own dict, kept as
+        # a typed C field of the compiled loop, which reads it on every
+        # settle (read through self._os.ops instead: +324 more, 90,513).
         self._fd_ops = self._os.ops
         self._immediately_connected = set()
         self._buffered = set()           # ids with data no event will announce
@@ -290,9 +296,24 @@ class Selector(SelectorLoop):
         # handshake and authentication done): a NetworkClient starts their
         # ApiVersions exchange without asking every connecting node.
         self.newly_ready = []
-        self._lingering = LingeringSockets(sel)
+        self._lingering = LingeringSockets(sel, linger_ms)
 
     # ------------------------------------------------------------------ access
+    @property
+    def metrics(self):
+        """The ``Metrics`` registry of the selector's sensors."""
+        return self.sensors.metrics
+
+    @property
+    def linger_ms(self):
+        """How long a server-side close after a response drains the socket
+        (the lingering sockets' policy holds it)."""
+        return self._lingering.linger_ms
+
+    @linger_ms.setter
+    def linger_ms(self, value):
+        self._lingering.linger_ms = value
+
     def channel(self, id):
         """The open channel ``id`` or None."""
         return self._channels.get(id)
@@ -684,11 +705,12 @@ class Selector(SelectorLoop):
         self._backlogged.discard(id)
         self._idle_expiry.remove(id)
         self._delayed.remove(id)
-        linger = (flush and ch.mode == "server" and self.linger_ms is not None
-                  and self.linger_ms > 0 and not self._closed)
+        linger_ms = self._lingering.linger_ms
+        linger = (flush and ch.mode == "server" and linger_ms is not None
+                  and linger_ms > 0 and not self._closed)
         sock = ch.close(flush=flush, linger=linger)
         if sock is not None:
-            self._lingering.start(sock, self.time() + self.linger_ms)
+            self._lingering.start(sock, self.time() + linger_ms)
         self.sensors.connection_closed.record()
         if self.on_close is not None:
             self.on_close(ch)

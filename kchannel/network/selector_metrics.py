@@ -1,8 +1,9 @@
 """Kafka's ``Selector.SelectorMetrics``: the sensors of a
 :class:`~kchannel.network.selector.Selector` (connections created and
 closed, authentications, bytes and requests sent and received, select and
-I/O time), with Kafka's metric names in group ``<prefix>-metrics``; the
-per-poll and per-send records inline the open window of their stats.
+I/O time), with Kafka's metric names in group ``<prefix>-metrics``.  A
+send and a poll are recorded through their sensors (compiled, each sensor's
+record is one call updating its stats in C: see ``kchannel._metrics_py``).
 
 Moved out of ``selector.py`` unchanged; ``kchannel.network.selector``
 still exports it.
@@ -23,8 +24,8 @@ class SelectorMetrics:
         tags = dict(tags or {})
         key = f"{group_prefix}:{sorted(tags.items())}:{id(self)}"
 
-        def sensor(name):
-            return metrics.sensor(f"{key}:{name}")
+        def sensor(name, *parents):
+            return metrics.sensor(f"{key}:{name}", *parents)
 
         def mn(name, desc):
             return MetricName.of(name, g, desc, tags)
@@ -65,28 +66,32 @@ class SelectorMetrics:
         # count of the sizes sent, from which request-rate and
         # outgoing-byte-rate are measured; one CumulativeSumCount gives
         # outgoing-byte-total and request-total.  The same values as a
-        # stat per metric recorded with the same sizes, for three records
-        # per send instead of eight (see record_sends).
+        # stat per metric recorded with the same sizes, for three stats per
+        # send instead of eight.  requests_sent records them (and, as its
+        # parent, bytes_transferred: network-io counts each send), so a
+        # send is one sensor record (see record_sends).
         self.bytes_sent = sensor("bytes-sent")
-        self.requests_sent = sensor("requests-sent")
+        self.requests_sent = sensor("requests-sent", self.bytes_transferred)
         self._send_size_avg = Avg(metrics.config)
         self._send_size_max = Max(metrics.config)
         self._send_totals = CumulativeSumCount()
         self.bytes_sent.add_view(mn("outgoing-byte-rate",
                                     "The number of outgoing bytes sent to all servers per second"),
                                  Rate.view_of(self._send_size_avg))
-        self.bytes_sent.add_view(mn("outgoing-byte-total",
-                                    "The total number of outgoing bytes sent to all servers"),
-                                 self._send_totals)
+        outgoing_total = mn("outgoing-byte-total",
+                            "The total number of outgoing bytes sent to all servers")
+        self.bytes_sent.add_view(outgoing_total, self._send_totals)
         self.requests_sent.add_view(mn("request-rate", "The number of requests sent per second"),
                                     Rate.view_of(self._send_size_avg, count=True))
         self.requests_sent.add_view(mn("request-total", "The total number of requests sent"),
                                     self._send_totals.count_view())
-        self.requests_sent.add_view(mn("request-size-avg", "The average size of requests sent."),
-                                    self._send_size_avg)
-        self.requests_sent.add_view(mn("request-size-max",
-                                       "The maximum size of any request sent."),
-                                    self._send_size_max)
+        self.requests_sent.add(mn("request-size-avg", "The average size of requests sent."),
+                               self._send_size_avg)
+        self.requests_sent.add(mn("request-size-max", "The maximum size of any request sent."),
+                               self._send_size_max)
+        # (registered by bytes_sent above: the same name and stat again,
+        # recorded by requests_sent)
+        self.requests_sent.add(outgoing_total, self._send_totals)
         self.bytes_received = sensor("bytes-received").add_meter(
             g, "incoming-byte", "bytes read off all sockets", tags)
         self.responses_received = sensor("responses-received").add_meter(
@@ -96,7 +101,7 @@ class SelectorMetrics:
         # select-total and io-wait-time-ns-total (and its deprecated alias)
         # from one CumulativeSumCount; io-time-ns-avg and io-ratio from one
         # Avg, io-time-ns-total (and alias) from one CumulativeSum: four
-        # records per poll instead of ten, the same values.
+        # stats per poll instead of ten, the same values.
         self.select_time = sensor("select-time")
         self.io_time = sensor("io-time")
         self._select_avg = Avg(metrics.config)
@@ -110,26 +115,26 @@ class SelectorMetrics:
         st.add_view(mn("select-total", "The total number of times the I/O layer checked for "
                                        "new I/O to perform"),
                     self._select_totals.count_view())
-        st.add_view(mn("io-wait-time-ns-avg",
-                       "The average length of time the I/O thread spent waiting for "
-                       "a socket ready for reads or writes in nanoseconds."),
-                    self._select_avg)
+        st.add(mn("io-wait-time-ns-avg",
+                  "The average length of time the I/O thread spent waiting for "
+                  "a socket ready for reads or writes in nanoseconds."),
+               self._select_avg)
         st.add_view(mn("io-wait-ratio", "The fraction of time the I/O thread spent waiting"),
                     Rate.view_of(self._select_avg, per_ns=True))
-        st.add_view(mn("io-wait-time-ns-total",
-                       "The total time the I/O thread spent waiting in nanoseconds"),
-                    self._select_totals)
+        st.add(mn("io-wait-time-ns-total",
+                  "The total time the I/O thread spent waiting in nanoseconds"),
+               self._select_totals)
         st.add_view(mn("io-waittime-total", "*Deprecated* io-wait-time-ns-total"),
                     self._select_totals)
         it = self.io_time
-        it.add_view(mn("io-time-ns-avg",
-                       "The average length of time for I/O per select call in nanoseconds."),
-                    self._io_avg)
+        it.add(mn("io-time-ns-avg",
+                  "The average length of time for I/O per select call in nanoseconds."),
+               self._io_avg)
         it.add_view(mn("io-ratio", "The fraction of time the I/O thread spent doing I/O"),
                     Rate.view_of(self._io_avg, per_ns=True))
-        it.add_view(mn("io-time-ns-total",
-                       "The total time the I/O thread spent doing I/O in nanoseconds"),
-                    self._io_total)
+        it.add(mn("io-time-ns-total",
+                  "The total time the I/O thread spent doing I/O in nanoseconds"),
+               self._io_total)
         it.add_view(mn("iotime-total", "*Deprecated* io-time-ns-total"), self._io_total)
         self.expired_connections_killed = sensor("expired-connections-killed-count").add(
             mn("expired-connections-killed-count",
@@ -141,13 +146,6 @@ class SelectorMetrics:
                               connection_count)
 
 
-        # The stats behind the per-poll records (see record_poll and
-        # record_sends), recorded directly: their sensors' record() would
-        # make two calls per stat.
-        self._in_rate, self._in_total = self.bytes_received._stats
-        self._resp_rate, self._resp_total = self.responses_received._stats
-        self._net_io_rate, self._net_io_total = self.bytes_transferred._stats
-
     def record_poll(self, select_ns, io_ns, now, bytes_read=0, receives=0, sent=None):
         """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O,
         ``bytes_read`` read off the sockets, ``receives`` complete receives
@@ -155,128 +153,31 @@ class SelectorMetrics:
         (the ``bytes_received``, ``responses_received``, ``bytes_sent``,
         ``requests_sent`` and ``bytes_transferred`` sensors: the same values
         as recording them per channel, since every channel of a poll is
-        served at the same ``now``).  Everything is recorded from here, once
-        per poll: the stats' usual case (the current window still open)
-        inlined, their record() called only to open a window."""
+        served at the same ``now``), once per poll."""
         if sent:
-            # (the sends the poll completed, recorded by record_sends: one
-            # copy of the stats' inlined update)
-            self.record_sends(sent, now)
-        window = self._select_avg.config.time_window_ms
-        samples = self._select_avg._samples
-        if samples and now - samples[-1].start < window:
-            cur = samples[-1]
-            cur.value += select_ns
-            cur.count += 1
-        else:
-            self._select_avg.record(select_ns, now)
-        totals = self._select_totals
-        totals.total += select_ns
-        totals.count += 1
-        samples = self._io_avg._samples
-        if samples and now - samples[-1].start < window:
-            cur = samples[-1]
-            cur.value += io_ns
-            cur.count += 1
-        else:
-            self._io_avg.record(io_ns, now)
-        self._io_total.total += io_ns
+            if len(sent) == 1:
+                self.requests_sent.record(sent[0], now)
+            else:
+                self.requests_sent.record_many(sent, now)
+        self.select_time.record(select_ns, now)
+        self.io_time.record(io_ns, now)
         if bytes_read:
             # (one event per poll instead of one per channel read: the
             # incoming-byte metrics measure sums only)
-            samples = self._in_rate._samples
-            if samples and now - samples[-1].start < window:
-                cur = samples[-1]
-                cur.value += bytes_read
-                cur.count += 1
-            else:
-                self._in_rate.record(bytes_read, now)
-            self._in_total.total += bytes_read
-        if receives:
-            # count Rates: value and event count both grow by one per receive
-            samples = self._resp_rate._samples
-            if samples and now - samples[-1].start < window:
-                cur = samples[-1]
-                cur.value += receives
-                cur.count += receives
-            else:
-                self._resp_rate.record_many([1.0] * receives, now)
-            self._resp_total.total += receives
-            samples = self._net_io_rate._samples
-            if samples and now - samples[-1].start < window:
-                cur = samples[-1]
-                cur.value += receives
-                cur.count += receives
-            else:
-                self._net_io_rate.record_many([1.0] * receives, now)
-            self._net_io_total.total += receives
+            self.bytes_received.record(bytes_read, now)
+        if receives == 1:
+            self.responses_received.record(1.0, now)
+            self.bytes_transferred.record(1.0, now)
+        elif receives:
+            # (count stats: the values are not read, their number is)
+            ones = (1.0,) * receives
+            self.responses_received.record_many(ones, now)
+            self.bytes_transferred.record_many(ones, now)
 
     def record_sends(self, sizes, now):
         """Requests (or responses) of ``sizes`` bytes sent at ``now``."""
-        n = len(sizes)
-        if n == 1:
-            # the usual case, the stats' open window inlined (see record_poll)
-            size = sizes[0]
-            avg = self._send_size_avg
-            samples = avg._samples
-            if samples and now - samples[-1].start < avg.config.time_window_ms:
-                cur = samples[-1]
-                cur.value += size
-                cur.count += 1
-                samples = self._send_size_max._samples
-                cur = samples[-1] if samples else None
-                if cur is not None and now - cur.start < avg.config.time_window_ms:
-                    if size > cur.value:
-                        cur.value = size
-                    cur.count += 1
-                else:
-                    self._send_size_max.record(size, now)
-                samples = self._net_io_rate._samples
-                cur = samples[-1] if samples else None
-                if cur is not None and now - cur.start < avg.config.time_window_ms:
-                    cur.value += 1
-                    cur.count += 1
-                else:
-                    self._net_io_rate.record(1.0, now)
-            else:
-                avg.record(size, now)
-                self._send_size_max.record(size, now)
-                self._net_io_rate.record(1.0, now)
-            totals = self._send_totals
-            totals.total += size
-            totals.count += 1
-            self._net_io_total.total += 1
-            return
-        # Several sends (a server's or gateway's flush of many channels):
-        # the stats' open windows updated with the sum, the largest and the
-        # count at once, as recording them one by one at ``now`` would
-        # (the sizes are ints: the sum is exact in any order); a window to
-        # open goes through the stats' record_many.
-        avg = self._send_size_avg
-        window = avg.config.time_window_ms
-        samples = avg._samples
-        mx = self._send_size_max._samples
-        io = self._net_io_rate._samples
-        if (n and window > 0 and samples and now - samples[-1].start < window
-                and mx and now - mx[-1].start < window and io and now - io[-1].start < window):
-            total = sum(sizes)
-            cur = samples[-1]
-            cur.value += total
-            cur.count += n
-            cur = mx[-1]
-            m = max(sizes)
-            if m > cur.value:
-                cur.value = m
-            cur.count += n
-            cur = io[-1]
-            cur.value += n
-            cur.count += n
-            totals = self._send_totals
-            totals.total += total
-            totals.count += n
-            self._net_io_total.total += n
-            return
-        self._send_size_avg.record_many(sizes, now)
-        self._send_size_max.record_many(sizes, now)
-        self._send_totals.record_many(sizes, now)
-        self.bytes_transferred.record_many([1.0] * n, now)
+        if len(sizes) == 1:
+            # (the usual case: a call less than record_many's)
+            self.requests_sent.record(sizes[0], now)
+        else:
+            self.requests_sent.record_many(sizes, now)

@@ -341,13 +341,15 @@ class LingeringSockets:
     ``kchannel.network.selector`` module docstring).  These sockets are no
     longer channels: the only sockets a policy holds.  Registered with the
     Selector's OS selector, their events carry their :class:`_Linger` entry
-    for :meth:`on_readable`."""
+    for :meth:`on_readable`.  ``linger_ms``: how long at most (the
+    Selector's ``linger_ms``; 0 or None: closes are not lingered)."""
 
-    __slots__ = ("_sel", "entries")
+    __slots__ = ("_sel", "entries", "linger_ms")
 
-    def __init__(self, os_selector):
+    def __init__(self, os_selector, linger_ms=0):
         self._sel = os_selector
         self.entries = []        # _Linger entries, by deadline
+        self.linger_ms = linger_ms
 
     def __len__(self):
         return len(self.entries)

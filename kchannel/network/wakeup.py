@@ -4,7 +4,12 @@ selector, written to from another thread to make a blocked select return.
 
 Moved out of ``selector.py`` unchanged; the Selector's
 :class:`~kchannel.network.os_registrations.OsRegistrations` holds it.
+
+:class:`LoopDrivenSelector` is the interface of an OS selector that has a
+wake-up of its own (``kchannel.aio``'s, driven by an event loop): a
+Selector given one uses its ``wakeup`` instead of a pipe.
 """
+import abc
 import selectors
 import socket
 
@@ -12,6 +17,21 @@ from .. import _impl
 
 # The key data the per-poll loop (the netloop twin) recognises as the pipe.
 _WAKEUP = _impl.load_twin("netloop")._WAKEUP
+
+
+class LoopDrivenSelector(selectors.BaseSelector):
+    """A ``selectors.BaseSelector`` driven from outside, by an event loop's
+    readers and writers, whose ``select`` never blocks the loop: it wakes
+    itself.  A :class:`~kchannel.network.selector.Selector` registered with
+    one calls its :meth:`wakeup` (a scheduled callback) instead of writing
+    to a socket pair, and registers no pipe.  Declared here, in the network
+    layer, so the Selector tells it by its type, not by probing for a
+    method (``kchannel.aio``'s ``LoopSelector`` implements it)."""
+
+    @abc.abstractmethod
+    def wakeup(self):
+        """Make a ``select`` waiting now return, or the next one not wait
+        (thread-safe, coalesced as the pipe's)."""
 
 
 class _WakeupPipe:

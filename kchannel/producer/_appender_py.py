@@ -23,8 +23,9 @@ work per ``send()``, not the wire (see README, Benchmarks).
 import time as _time
 
 from kchannel.log import get_logger
-from kchannel.producer.accumulator import (FutureRecordMetadata, RECORD_OVERHEAD_EXTRA_MAX,
-                                          RecordMetadata, _varint_size)
+from kchannel.producer.accumulator import (FutureRecordMetadata, ProducerBatch,
+                                          RECORD_OVERHEAD_EXTRA_MAX, RecordMetadata,
+                                          _varint_size)
 from kchannel.client.metadata import TopicPartition
 from kchannel.producer._partitioner_py import partition_for_key
 from kchannel.protocol.records import RECORD_BATCH_OVERHEAD, QueuedRecord
@@ -117,7 +118,8 @@ class Appender:
                  "_partitioner", "_sticky", "_sticky_lock", "_sticky_shared", "_sticky_size",
                  "_sender", "_slow",
                  "_enabled", "_ignore_keys", "_size_limit", "_max_block_ms", "_topic",
-                 "_cluster", "_count", "_tps", "_dqs", "_sizes", "_headers", "_headers_size")
+                 "_cluster", "_count", "_tps", "_dqs", "_sizes", "_headers", "_headers_size",
+                 "_avail", "_choice", "_touched_topic", "_touched_ms")
 
     def __init__(self, path):
         acc = path.accumulator
@@ -155,6 +157,52 @@ class Appender:
         # caller's own (immutable) header tuples are kept.
         self._headers = None
         self._headers_size = 0
+        # The partitions the sticky partitioner draws among for the topic
+        # (per cluster, which is immutable) and its draw (see send); None:
+        # its update() moves on.
+        self._avail = None
+        rng = getattr(partitioner, "random", None)
+        self._choice = rng.choice if rng is not None else None
+        # The topic and time (ms) add_topic was last called with.
+        self._touched_topic = None
+        self._touched_ms = 0
+
+    def _open(self, dq, last, tp, record, body, callback, sizes, allocation):
+        """A new batch for ``record`` at the end of ``dq`` (after ``last``,
+        its last batch, which has no room), opened as the accumulator's
+        append opens it when buffer.memory has room and no one waits for
+        it: the memory taken, ``last`` closed, the batch made with the
+        record in it, queued and counted incomplete.  None, with nothing
+        changed, in every other case (closed, memory short or waited for,
+        a transaction's ``on_new_batch``): the caller then goes through the
+        accumulator's append (blocking, max.block.ms, errors).  Call with
+        the accumulator's lock held.
+
+        Why here: a record that opens a batch (one in ~15 at 1 KiB and
+        Kafka's batch.size) cost ~45 k instructions more than one that joins
+        a batch, mostly the interpreted calls of the append path (append,
+        room_for, record_size, ProducerBatch.append, the future's
+        __init__) around the batch's making."""
+        acc = self._acc
+        if acc.closed or acc.on_new_batch is not None or acc.waiters or \
+                acc.used_memory + allocation > acc.buffer_memory:
+            return None
+        acc.used_memory += allocation
+        if last is not None:
+            last.closed = True
+        batch = ProducerBatch(tp, self._time(), allocation)
+        # The record's exact size as a batch's first (offset and timestamp
+        # deltas 0: a byte each), accumulator.record_size(body, 0, 0).
+        rs = body + 2
+        rs += 1 if rs < 64 else 2 if rs < 8192 else _varint_size(rs << 1)
+        batch.records.append(record)
+        batch.sizes.append(sizes)
+        if callback is not None:
+            batch.callbacks = {0: callback}
+        batch.estimated_size += rs
+        dq.append(batch)
+        acc.incomplete.add(batch)
+        return batch
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
@@ -175,6 +223,8 @@ class Appender:
             self._count = count
             self._tps = [TopicPartition(topic, p) for p in range(count)]
             self._dqs = [None] * count
+            self._avail = _available(cluster, topic, count) \
+                if self._choice is not None else None
         ks = len(key) if key is not None else -1
         vs = len(value) if value is not None else -1
         # The record's exact size but for its offset and timestamp deltas and
@@ -228,6 +278,7 @@ class Appender:
             timestamp_ms = int(_time.time() * 1000)
         record = QueuedRecord(timestamp_ms, key, value, hs)
         full = False
+        opened = None
         with self._lock:
             if self._acc.closed:
                 future = None
@@ -274,23 +325,62 @@ class Appender:
                             sticky[1] + size < self._sticky_size:
                         sticky[1] += size
                         sticky = None
+                elif dq is not None and (batch is None or type(batch) is ProducerBatch):
+                    # A new batch, opened here when the accumulator's append
+                    # would open it without waiting (see _open).
+                    sizes = self._sizes
+                    if sizes[0] != ks or sizes[1] != vs:
+                        sizes = self._sizes = (ks, vs)
+                    opened = self._open(dq, batch, self._tps[p], record, body, callback,
+                                        sizes, max(self._batch_size,
+                                                   size + RECORD_BATCH_OVERHEAD))
+                    if opened is not None:
+                        future = FutureRecordMetadata(opened, 0)
+                        full = True
+                        if sticky is not None and self._sticky_shared and \
+                                sticky[0] == p and sticky[1] + size < self._sticky_size:
+                            sticky[1] += size
+                            sticky = None
         if future is None:
             # A new batch: the accumulator's own append (memory budget,
-            # max.block.ms), once per batch.  It is also where the topic is
-            # kept in the metadata (Kafka's doSend touches it on every send;
-            # per batch keeps it well within metadata.max.idle.ms).
+            # max.block.ms), when _open could not open it.  It is also where
+            # the topic is kept in the metadata (Kafka's doSend touches it on
+            # every send; see below for the batches opened here).
             if self._acc.closed:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
             self._metadata.add_topic(topic, self._time())
+            self._touched_topic = None
             future, full, new_batch = self._acc.append(
                 self._tps[p], record, body, callback, ks, vs, self._max_block_ms)
             full = full or new_batch
+        elif opened is not None:
+            # Keeps the topic in the metadata for the batches opened here:
+            # at most once a second per topic (well within
+            # metadata.max.idle.ms), not a call per batch.
+            now = int(_time.time() * 1000)
+            if topic != self._touched_topic or now - self._touched_ms >= 1000:
+                self._metadata.add_topic(topic, self._time())
+                self._touched_topic = topic
+                self._touched_ms = now
         if sticky is not None:
             with self._sticky_lock:
                 if sticky[0] == p:
                     if sticky[1] + size < self._sticky_size:
                         sticky[1] += size
+                        sticky = None
+                    elif self._avail is not None:
+                        # A batch's worth went to this partition: move on
+                        # as the partitioner's update and _choose do (one
+                        # available partition: no draw; else random.choice
+                        # among the others), without their calls and the
+                        # available list made per batch.
+                        avail = self._avail
+                        if len(avail) == 1:
+                            sticky[0] = avail[0]
+                        else:
+                            sticky[0] = self._choice([q for q in avail if q != p] or avail)
+                        sticky[1] = 0
                         sticky = None
             if sticky is not None:
                 # A batch's worth went to this partition: move on (random
@@ -300,6 +390,16 @@ class Appender:
         # Kafka's append also wakes it while an older full batch is undrained
         # (dq.size() > 1); that batch's creation already woke it, so here
         # that would only be a wakeup per record.
-        if full:
+        # Sender.wakeup wakes the network thread only when the accumulator's
+        # wakeup_needed is set; most batches are opened or filled while it
+        # is awake (the call would be for nothing).
+        if full and self._acc.wakeup_needed:
             self._sender.wakeup()
         return future
+
+
+def _available(cluster, topic, count):
+    """The partitions the sticky partitioner's _choose draws among for
+    ``topic`` in ``cluster``: its available ones, all when none is."""
+    return [x.partition for x in cluster.available_partitions_for_topic(topic)] or \
+        list(range(count))

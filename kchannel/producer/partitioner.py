@@ -22,7 +22,9 @@ class StickyPartitioner:
     ``state`` (topic -> ``[partition, bytes produced]``) and ``lock`` are
     public for the producer's per-record path (``Appender``): it reads the
     sticky partition and adds a record's size under ``lock`` without a call,
-    and calls ``partition``/``update`` only to start or move on.  A topic's
+    and moves on as ``update``/``_choose`` do (``random.choice`` among the
+    topic's available partitions but the current one, none drawn when only
+    one is available), calling ``partition`` only to start.  A topic's
     list, once made, is changed in place, never replaced (the compiled
     appender keeps it)."""
 
@@ -33,7 +35,9 @@ class StickyPartitioner:
         # then counts a record's bytes under the lock it appends under,
         # one lock per record instead of two.
         self.lock = lock if lock is not None else threading.Lock()
-        self._random = rng or random.Random()
+        # Public for the per-record path: a topic's partition moves on with
+        # random.choice among the others (see _choose), drawn from this.
+        self.random = self._random = rng or random.Random()
 
     def partition(self, topic, cluster):
         with self.lock:

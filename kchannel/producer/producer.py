@@ -47,12 +47,18 @@ class AppendPath:
     * ``accumulator``: ``lock``, ``batches`` (tp -> deque of batches; a
       partition's deque, once made, stays the same object),
       ``batch_size``, ``closed`` and ``append(...)`` (a record that opens a
-      batch); a batch's ``records``, ``sizes``, ``callbacks`` (index ->
-      callback), ``estimated_size`` and ``closed``.
+      batch the appender does not open itself); a batch's ``records``,
+      ``sizes``, ``callbacks`` (index -> callback), ``estimated_size`` and
+      ``closed``.  To open a batch itself (``Appender._open``), as
+      ``append`` opens one without waiting: ``used_memory``,
+      ``buffer_memory``, ``waiters`` (appends waiting for memory),
+      ``on_new_batch``, ``incomplete`` and a batch made as
+      ``ProducerBatch(tp, now, allocated)`` makes it; ``wakeup_needed``
+      before calling the Sender's ``wakeup``.
     * ``metadata``: ``cluster`` and ``add_topic(topic, now)``; ``time()``
       is the producer's clock (ms) for it.
     * ``partitioner``: the :class:`StickyPartitioner` (``state``, ``lock``,
-      ``sticky_batch_size``, ``partition``, ``update``); its ``lock`` is the
+      ``sticky_batch_size``, ``random``, ``partition``, ``update``); its ``lock`` is the
       accumulator's, so a record's sticky bytes are counted in the same
       critical section as its append; a topic's ``state`` list, once made,
       stays the same object.

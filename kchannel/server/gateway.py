@@ -181,9 +181,9 @@ class Gateway(_UpstreamLogin, _OwnUpstreams, _Endpoints, _Authorization, _Routin
         self.request_authorizer = request_authorizer
         # its ACL store's change counter, read per request by the
         # per-connection cache of decisions (see _authorize_request); None:
-        # an authorizer without one, nothing cached
-        store = getattr(getattr(request_authorizer, "authorizer", None), "store", None)
-        self._acl_version = getattr(store, "version", None)
+        # no request authorizer, nothing cached
+        self._acl_version = (request_authorizer.acl_version
+                             if request_authorizer is not None else None)
         mode = str(upstream_connections).strip().lower()
         if mode not in ("shared", "per-client"):
             raise errors.ConfigError(

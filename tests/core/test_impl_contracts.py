@@ -40,6 +40,8 @@ def _contract_members(proto, of_module=False):
             continue
         if isinstance(value, property):
             members[name] = "property"
+        elif isinstance(value, staticmethod):
+            members[name] = "method"
         elif inspect.isfunction(value) and (
                 not name.startswith("_")
                 or not of_module and (name == "__init__" or name in FIXED_SIGNATURE_DUNDERS)):

@@ -5,7 +5,7 @@ second: endpoint rewriting, ApiVersions intersection, correlation ids and
 order of pipelined requests (forwarded and local mixed), authentication
 before anything reaches upstream, the allow-list, backpressure, an upstream
 that dies.  The client libraries against Tansu and Apache Kafka are in
-tests/interop/test_gateway_interop.py."""
+tests/interop/test_interop_gateway.py."""
 import socket
 import struct
 import threading

@@ -120,3 +120,165 @@ def test_the_abcs_declare_what_the_channel_uses():
     for name in ("write_vectored", "defer_handshake_flush", "has_bytes_buffered",
                  "finish_connect", "peer_subject_dn", "close"):
         assert hasattr(TransportLayer, name), name
+
+
+# -- no getattr/hasattr at all in the layers below the clients' and the servers' APIs --------
+
+# The packages where every object a module handles has a declared type
+# (ABCs, dataclasses, classes): an attribute is read, never probed.
+NO_PROBE_LAYERS = ("kchannel/network/", "kchannel/security/", "kchannel/server/",
+                   "kchannel/client/")
+
+# The probes left, each with why it is not an interface probe: (file, the
+# call as ast.unparse writes it) -> reason.  An entry that no longer
+# matches a call fails the test below (a stale allowance would hide a new
+# probe of the same text).
+ALLOWED_PROBES = {
+    # The platform: stdlib modules whose members depend on the OS.
+    ("kchannel/network/_netloop_py.py", "getattr(select, 'EPOLLIN', 0)"):
+        "select.EPOLLIN exists on Linux only (the poll loop runs elsewhere too)",
+    ("kchannel/network/_netloop_py.py", "getattr(select, 'EPOLLOUT', 0)"):
+        "select.EPOLLOUT exists on Linux only",
+    ("kchannel/network/ssl_factory.py", "getattr(os, 'memfd_create', None)"):
+        "os.memfd_create exists on Linux only (keystores are written to a file elsewhere)",
+    ("kchannel/network/ssl_factory.py", "getattr(os, 'MFD_CLOEXEC', 0)"):
+        "os.MFD_CLOEXEC exists on Linux only",
+    ("kchannel/server/workers.py", "hasattr(socket, 'SO_REUSEPORT')"):
+        "socket.SO_REUSEPORT is missing on some platforms (one worker process then)",
+    # Objects of other libraries or of Python itself.
+    ("kchannel/network/transport.py", "getattr(exc, 'errno', None)"):
+        "any exception a socket call raises: not every one has errno",
+    ("kchannel/network/ssl_principal.py", "getattr(attr, '_type', None)"):
+        "cryptography's x509 NameAttribute: the ASN.1 string tag is private there and "
+        "absent from some versions",
+    ("kchannel/network/ssl_principal.py", "getattr(tag_obj, 'value', tag_obj)"):
+        "the tag above: an enum member in cryptography, or a plain value",
+    ("kchannel/network/authenticator.py", "getattr(current, 'name', current)"):
+        "an error message naming a state: an enum member, or the plain value a subclass uses",
+    ("kchannel/network/authenticator.py", "getattr(state, 'name', state)"):
+        "as above, the state asked for",
+    ("kchannel/server/handlers.py", "getattr(self, k)"):
+        "repr/eq over the class's own field names (_FIELDS), not a probe",
+    ("kchannel/server/handlers.py", "getattr(other, k)"):
+        "eq over the same fields of an instance of the same class",
+    ("kchannel/security/sasl/oauthbearer/mechanism.py",
+     "getattr(importlib.import_module(module_name), cls_name)"):
+        "loads the class a config names (module.Name), as Kafka's Class.forName",
+    # User plugins named by a config: Kafka's optional Configurable/Closeable
+    # and optional hooks; a plugin need not subclass anything of kchannel.
+    ("kchannel/security/sasl/oauthbearer/mechanism.py", "hasattr(handler, 'configure')"):
+        "sasl.*.callback.handler.class plugin: configure() optional (Kafka's Configurable)",
+    ("kchannel/security/sasl/oauthbearer/mechanism.py", "hasattr(self._provider, 'extensions')"):
+        "sasl.login.callback.handler.class token provider: SASL extensions optional "
+        "(Kafka's SaslExtensionsCallback is optional for a login handler)",
+    ("kchannel/security/sasl/oauthbearer/mechanism.py",
+     "getattr(self._validator, 'validate_extensions', None)"):
+        "sasl.server.callback.handler.class validator: extension support optional "
+        "(Kafka's OAuthBearerExtensionsValidatorCallback: unsupported means none kept)",
+    ("kchannel/security/sasl/server_authenticator.py",
+     "getattr(self._principal_builder, 'close', None)"):
+        "principal.builder.class plugin: close() optional (Kafka's Closeable)",
+    ("kchannel/server/gateway.py", "hasattr(authorizer, 'configure')"):
+        "kchannel.gateway.authorizer.class plugin: configure() optional (Kafka's Configurable)",
+    # A value the application hands over as it likes.
+    ("kchannel/client/group_metadata.py", "getattr(group_metadata, 'group_id', None)"):
+        "send_offsets_to_transaction's argument as the application gives it (Kafka's "
+        "message for anything without a group id)",
+    ("kchannel/client/network_client.py", "getattr(decode, 'body_decoder', None)"):
+        "a response decoder function: the generated ones carry their body decoder as a "
+        "function attribute, a hand-written one has none",
+}
+
+
+def _probes_in(rel, tree):
+    """[(call text, line)] of every getattr/hasattr call in ``tree``."""
+    return [(ast.unparse(node), node.lineno) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")]
+
+
+def _layer_probes():
+    out = []
+    for _, path, tree in parsed_modules():
+        rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+        if rel.startswith(NO_PROBE_LAYERS):
+            out += [(rel, text, line) for text, line in _probes_in(rel, tree)]
+    return out
+
+
+def test_no_getattr_in_network_security_server_client_but_the_allowed():
+    found = _layer_probes()
+    unexplained = [f"{rel}:{line}: {text}" for rel, text, line in found
+                   if (rel, text) not in ALLOWED_PROBES]
+    assert not unexplained, (
+        "getattr/hasattr in a layer where every object has a declared interface: read the "
+        "attribute the interface declares (or add it to the ABC/dataclass), or add the call "
+        "to ALLOWED_PROBES saying why it is no interface probe:\n" + "\n".join(unexplained))
+    stale = sorted(set(ALLOWED_PROBES) - {(rel, text) for rel, text, _ in found})
+    assert not stale, f"ALLOWED_PROBES entries that match no call any more: {stale}"
+
+
+def test_the_layer_scan_catches_a_new_probe():
+    tree = ast.parse('w = getattr(os_selector, "wakeup", None)\nhasattr(store, "version")')
+    assert [t for t, _ in _probes_in("kchannel/network/x.py", tree)] == [
+        "getattr(os_selector, 'wakeup', None)", "hasattr(store, 'version')"]
+    assert all((("kchannel/network/selector.py", t) not in ALLOWED_PROBES)
+               for t, _ in _probes_in("kchannel/network/x.py", tree))
+
+
+def test_a_loop_driven_os_selector_is_told_by_its_type():
+    # The aio selector's own wake-up replaces the pipe because it is a
+    # LoopDrivenSelector, not because it has a ``wakeup`` attribute.
+    import selectors
+    from kchannel.network.selector import Selector
+    from kchannel.network.wakeup import LoopDrivenSelector
+
+    class _Driven(LoopDrivenSelector):
+        woken = 0
+
+        def register(self, fileobj, events, data=None):
+            raise AssertionError("no wake-up pipe is registered with a loop-driven selector")
+
+        def unregister(self, fileobj):
+            pass
+
+        def select(self, timeout=None):
+            return []
+
+        def get_map(self):
+            return {}
+
+        def wakeup(self):
+            self.woken += 1
+
+    driven = _Driven()
+    sel = Selector(os_selector=driven)
+    try:
+        assert sel._os.waker is None
+        sel.wakeup()
+        assert driven.woken == 1
+    finally:
+        sel.close()
+
+    class _Plain(selectors.DefaultSelector):
+        def wakeup(self):        # a method of that name is no declaration
+            raise AssertionError("called")
+
+    plain = _Plain()
+    sel = Selector(os_selector=plain)
+    try:
+        assert sel._os.waker is not None
+        sel.wakeup()             # the pipe
+    finally:
+        sel.close()
+
+
+def test_request_authorizer_declares_the_acl_version_the_gateway_reads():
+    from kchannel.security.authorizer.requests import RequestAuthorizer
+    from kchannel.security.authorizer.standard import StandardAuthorizer
+    from kchannel.security.authorizer.store import InMemoryAclStore
+    store = InMemoryAclStore()
+    ra = RequestAuthorizer(StandardAuthorizer(store))
+    before = ra.acl_version()
+    store.add([])            # what creating ACLs in any process does to the counter
+    assert ra.acl_version() == before + 1 == store.version()

@@ -49,3 +49,43 @@ def test_write_scheduler_write_through_and_reports():
     assert w.take_deferred_sends() == [(server, [10])]
     assert list(w.take_deferred_failures()) == ["s"]
     assert not w.has_pending()
+
+
+# Kafka's Selector has 22 fields.  Ours: the C fields of the compiled
+# SelectorLoop (its pure twin's slots) plus what Selector.__init__ keeps in
+# __dict__ (the channel factory and the on_close hook).  Three of the C
+# fields alias state of the OS registrations collaborator (_epoll,
+# _fd_to_key, _fd_ops) for speed: reading them through it costs 300 and 324
+# more instructions per depth-1 round trip (selector.py says where).
+# linger_ms and the metrics registry live in their collaborators
+# (LingeringSockets, SelectorMetrics) since session 12: 32 attributes before.
+MAX_SELECTOR_ATTRIBUTES = 30
+
+
+def _selector_attributes(sel):
+    slots = {n for cls in type(sel).__mro__ for n in cls.__dict__.get("__slots__", ())}
+    # the compiled twin's C fields are member descriptors, not __slots__
+    fields = {n for cls in type(sel).__mro__[1:] for n, v in vars(cls).items()
+              if type(v).__name__ in ("member_descriptor", "getset_descriptor")
+              and not n.startswith("__")}
+    return sorted((slots | fields | set(vars(sel))) - {"__dict__", "__weakref__"})
+
+
+def test_the_selector_has_at_most_the_stated_attributes():
+    from kchannel.network.selector import Selector
+    sel = Selector()
+    try:
+        names = _selector_attributes(sel)
+        assert len(names) >= 25, names          # the count sees the C fields
+        assert len(names) <= MAX_SELECTOR_ATTRIBUTES, (
+            f"{len(names)} attributes (at most {MAX_SELECTOR_ATTRIBUTES}): put policy state "
+            f"in its collaborator: {names}")
+        # policy state lives in the collaborators, read through properties
+        assert "linger_ms" not in vars(sel) and "metrics" not in vars(sel)
+        sel.linger_ms = 7
+        assert sel._lingering.linger_ms == 7 and sel.metrics is sel.sensors.metrics
+        # the aliases are the OS registrations' own objects, not copies
+        assert sel._fd_ops is sel._os.ops and sel._epoll is sel._os.epoll
+        assert sel._fd_to_key is sel._os.fd_to_key
+    finally:
+        sel.close()

@@ -5,7 +5,7 @@ functions alike: an import moved into a function to dodge a cycle is still a
 dependency).  Layers, bottom to top (README, "Architecture")::
 
     core      kchannel, _impl, _twin_protocols, errors, utils, log, principal,
-              framing, metrics, metrics_export
+              framing, metrics (its twin _metrics_py, metrics_base), metrics_export
     protocol  kchannel.protocol.*          config  kchannel.config.*
     network   kchannel.network.*
     security  kchannel.security.*
@@ -42,7 +42,7 @@ LAYERS = [
     ("core", 0, ("kchannel", "kchannel._impl", "kchannel.errors", "kchannel.utils",
                  "kchannel.log", "kchannel.principal", "kchannel.framing",
                  "kchannel._framing_py", "kchannel._twin_protocols", "kchannel.metrics",
-                 "kchannel.metrics_export")),
+                 "kchannel._metrics_py", "kchannel.metrics_base", "kchannel.metrics_export")),
     ("protocol", 1, ("kchannel.protocol",)),
     ("config", 1, ("kchannel.config",)),
     ("network", 2, ("kchannel.network",)),
@@ -318,3 +318,42 @@ def test_readme_architecture_is_drawn_from_the_tree():
                 f"`{folder}`" in text or f"`tests/{folder}`" in text):
             missing.append(f"tests/{folder}")
     assert not missing, "README \"Architecture\" does not name: " + ", ".join(missing)
+
+
+def _kchannel_imports(tree, module):
+    """[(imported module, names)] of the kchannel imports in ``tree`` (the
+    module ``module``), relative ones resolved."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            name = node.module or ""
+            if node.level:
+                base = module.split(".")[:-node.level]
+                name = ".".join(base + ([name] if name else []))
+            if name == "kchannel":      # from kchannel import errors: the module
+                out += [(f"kchannel.{a.name}", []) for a in node.names]
+            elif name.startswith("kchannel"):
+                out.append((name, sorted(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names if a.name.startswith("kchannel")]
+    return out
+
+
+# What ``kchannel serve`` may use: the arguments are parsed here, the broker
+# (handlers, stores, authorizer, gateway, workers) is the server package's
+# (issue 21, What 1: a program calling kchannel.server gets what the CLI
+# runs).
+SERVE_CLI_MAY_IMPORT = {"kchannel.errors", "kchannel.config", "kchannel.server.workers"}
+
+
+def test_kchannel_serve_only_parses_arguments():
+    path = os.path.join(PACKAGE_DIR, "cli", "serve.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    imports = _kchannel_imports(tree, "kchannel.cli.serve")
+    assert imports, "the scan sees the command's imports"
+    extra = [(m, n) for m, n in imports
+             if not any(m == ok or m.startswith(ok + ".") for ok in SERVE_CLI_MAY_IMPORT)]
+    assert not extra, f"kchannel/cli/serve.py builds part of the broker itself: {extra}"
+    assert ("kchannel.server.workers", ["serve"]) in imports
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]

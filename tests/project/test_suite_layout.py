@@ -2,7 +2,8 @@
 (``tests/<layer>/``, each a package), never directly in ``tests/``; helpers
 shared between test modules live in ``tests/fixtures/``, never in a collected
 ``test_*`` module (importing one from another runs its module-level set-up
-twice and hides the helper)."""
+twice and hides the helper); in a layer folder each subject has one module or
+one family ``test_[<layer>_]<subject>_<aspect>.py`` (``naming_problems``)."""
 import ast
 import os
 import pathlib
@@ -94,6 +95,99 @@ def test_xdist_groups_name_existing_paths_and_ci_uses_them():
     assert not missing, missing
     ci_test = (root / ".ci" / "test").read_text(encoding="utf-8")
     assert "--dist loadfile" in ci_test and "--no-loadscope-reorder" in ci_test
+
+
+# -- one file per subject ------------------------------------------------------------------
+
+# Kafka names written with an underscore that are one word of a module name
+# (``kafka-broker-api-versions`` is about the ApiVersions API, not about
+# ``--version``).
+COMPOUND_WORDS = ("api_versions",)
+
+
+def _words(layer, stem):
+    """(whether the name starts with the layer word, [words after it]) of the
+    module ``test_<stem>.py`` in ``tests/<layer>/``: compound words joined,
+    each word singular (a trailing ``s`` dropped from words of 4+ letters)."""
+    for compound in COMPOUND_WORDS:
+        stem = stem.replace(compound, compound.replace("_", ""))
+    words = stem.split("_")
+    prefixed = len(words) > 1 and words[0] == layer
+    if prefixed:
+        words = words[1:]
+    return prefixed, [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words]
+
+
+def naming_problems(layer, module_names):
+    """What breaks the one-file-per-subject rule among ``module_names``
+    (``test_*.py`` files of the folder ``tests/<layer>/``).
+
+    The rule: a module is named ``test_[<layer>_]<subject>[_<aspect>...].py``.
+    Its *subject* is the first word after ``test_`` and the optional layer
+    word (words compare singular, see ``_words``); the folder's modules of
+    one subject are that subject's *family* (``test_scram.py``,
+    ``test_scram_store.py``).  Then:
+
+    1. no module has another family's subject among its later words (a
+       subject tested under two prefixes: ``test_sasl_scram.py`` beside
+       ``test_scram_store.py``, ``test_kafka_reauth.py`` beside
+       ``test_reauth.py``);
+    2. the layer word, when a module's name has it, comes first
+       (``test_cli_serve.py``, not ``test_serve_cli.py``);
+    3. one family is named one way: all of its modules with the layer word
+       or all without (not ``test_network_selector.py`` beside
+       ``test_selector_policies.py``).
+    """
+    parsed = {}
+    for name in module_names:
+        stem = name[len("test_"):-len(".py")]
+        parsed[name] = _words(layer, stem)
+    families = {}
+    for name, (prefixed, words) in parsed.items():
+        families.setdefault(words[0], []).append(name)
+    problems = []
+    for name, (prefixed, words) in sorted(parsed.items()):
+        for word in words[1:]:
+            if word in families and word != words[0]:
+                problems.append(f"tests/{layer}/{name}: '{word}' is the subject of "
+                                f"{', '.join(sorted(families[word]))}; name it "
+                                f"test_{layer}_{word}_<aspect>.py or test_{word}_<aspect>.py")
+        if layer in words[1:]:
+            problems.append(f"tests/{layer}/{name}: the layer word '{layer}' comes first "
+                            f"(test_{layer}_...)")
+    for subject, names in sorted(families.items()):
+        if len({parsed[n][0] for n in names}) > 1:
+            problems.append(f"tests/{layer}/: the family '{subject}' is named with and without "
+                            f"the layer word: {', '.join(sorted(names))}")
+    return problems
+
+
+def test_one_family_per_subject():
+    problems = []
+    for layer in sorted(LAYER_FOLDERS):
+        folder = os.path.join(TESTS, layer)
+        if os.path.isdir(folder):
+            names = sorted(n for n in os.listdir(folder)
+                           if n.startswith("test_") and n.endswith(".py"))
+            problems += naming_problems(layer, names)
+    assert problems == [], ("each subject one module, or one family test_<subject>_<aspect>.py, "
+                            "per layer folder (see naming_problems):\n" + "\n".join(problems))
+
+
+def test_the_subject_rule_catches_a_subject_under_two_prefixes():
+    ok = ["test_scram.py", "test_scram_store.py", "test_sasl_plain.py", "test_sasl_e2e.py",
+          "test_security_tls.py", "test_security_tokens.py"]
+    assert naming_problems("security", ok) == []
+    # SCRAM tested under a second prefix (the issue's example), by word or plural
+    assert naming_problems("security", ok + ["test_sasl_scram_reauth.py"])
+    assert naming_problems("security", ok + ["test_server_scrams.py"])
+    # the layer word after the subject
+    assert naming_problems("cli", ["test_cli_topics.py", "test_serve_cli.py"])
+    # one family with and without the layer word
+    assert naming_problems("network", ["test_network_selector.py", "test_selector_policies.py"])
+    # Kafka's ApiVersions is one word: not the subject "version"
+    assert naming_problems("cli", ["test_cli_version.py",
+                                   "test_cli_broker_api_versions_logging.py"]) == []
 
 
 # Helper names (module-level functions other than tests and fixtures) defined

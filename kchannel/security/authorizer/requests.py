@@ -223,11 +223,18 @@ def _extend(key):
 
 class RequestAuthorizer:
     """Kafka's per-request authorization rules over an authorizer with
-    ``authorize(principal, host, operation, resource_type, name)`` and
-    ``authorize_by_resource_type(principal, host, operation, type)``."""
+    ``authorize(principal, host, operation, resource_type, name)``,
+    ``authorize_by_resource_type(principal, host, operation, type)``,
+    ``super_users`` and ``store`` (an ``AclStore``): the
+    :class:`~kchannel.security.authorizer.standard.StandardAuthorizer`."""
 
     def __init__(self, authorizer, auto_create_topics=True):
         self.authorizer = authorizer
+        # The ACL store's change counter (a callable, moved by every ACL
+        # created or deleted in any worker process): a caller caching
+        # decisions (the gateway's per-connection cache) drops them when it
+        # moves.
+        self.acl_version = authorizer.store.version
         # the upstream's auto.create.topics.enable (Kafka's default: true)
         self.auto_create_topics = auto_create_topics
         k = ApiKey

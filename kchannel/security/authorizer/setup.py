@@ -93,7 +93,7 @@ class AclTokenAuthorizer:
         if self.authorizer.authorize(who, self.HOST, AclOperation.DESCRIBE,
                                      ResourceType.DELEGATION_TOKEN, token_info.token_id):
             return True
-        owner = getattr(token_info, "owner", None)
+        owner = token_info.owner
         return owner is not None and self.authorizer.authorize(
             who, self.HOST, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, str(_plain(owner)))
 

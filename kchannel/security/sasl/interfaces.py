@@ -11,6 +11,7 @@ imports them, so the dependency points one way.
 from dataclasses import dataclass
 
 from kchannel.config.types import reveal
+from kchannel.principal import KafkaPrincipal
 
 # Negotiated property names (Kafka's SaslInternalConfigs / ScramLoginModule).
 CREDENTIAL_LIFETIME_MS = "CREDENTIAL.LIFETIME.MS"
@@ -86,7 +87,7 @@ class TokenCredential:
     token's expiry time (epoch ms)."""
 
     credential: object
-    owner: object
+    owner: KafkaPrincipal
     expiry_ms: int
     token_id: str
 

@@ -64,6 +64,9 @@ class ServerCallbacks:
     * ``scram_credential(username, mechanism) -> ScramCredential | None``
     * ``token_credential(token_id, mechanism, now) -> TokenCredential | None``
     * ``oauth_validate(token_str, now) -> OAuthBearerToken`` (raises on failure)
+    * ``oauth_validate_extensions(token, extensions) -> dict``: the SASL
+      extensions kept for a token ``oauth_validate`` accepted (None: none are
+      kept, as Kafka without extension support)
     * ``scram_secret``: bytes from which the SCRAM server derives the salt it
       shows for unknown users; taken from the credential store so that all
       servers sharing a store answer alike (a per-process secret otherwise).
@@ -73,6 +76,7 @@ class ServerCallbacks:
     scram_credential: Optional[Callable] = None
     token_credential: Optional[Callable] = None
     oauth_validate: Optional[Callable] = None
+    oauth_validate_extensions: Optional[Callable] = None
     scram_secret: Optional[bytes] = field(default=None, repr=False)
 
     @classmethod
@@ -91,7 +95,7 @@ class ServerCallbacks:
             plain_authenticate = plain.jaas_plain_authenticator(jaas_options)
         scram_credential = store.get if store is not None else None
         secret = None
-        if store is not None and hasattr(store, "secret"):
+        if store is not None:
             secret = store.secret()
         return cls(plain_authenticate=plain_authenticate, scram_credential=scram_credential,
                    token_credential=token_credential, oauth_validate=oauth_validate,

@@ -184,7 +184,7 @@ def create_client(mechanism, *, jaas_options, configs, server_host, username=Non
 
 
 def create_server(mechanism, *, jaas_options, configs, callbacks, server_host, now, **_kw):
-    authenticate = getattr(callbacks, "plain_authenticate", None) if callbacks else None
+    authenticate = callbacks.plain_authenticate if callbacks is not None else None
     if authenticate is None:
         authenticate = jaas_plain_authenticator(jaas_options)
     return PlainSaslServer(authenticate)

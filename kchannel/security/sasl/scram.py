@@ -724,16 +724,14 @@ class ScramSaslServer(SaslServerMechanism):
         """Return (credential or None, authorization id, expiry ms)."""
         cb = self._callbacks
         if self._token_auth:
-            fn = getattr(cb, "token_credential", None)
+            fn = cb.token_credential if cb is not None else None
             token = fn(username, self.mechanism_name, now) if fn is not None else None
             if token is None or token.owner is None:
                 return None, username, None
             if token.expiry_ms is not None and now is not None and token.expiry_ms <= now:
                 return None, username, None
-            owner = token.owner
-            owner_name = getattr(owner, "name", owner)
-            return token.credential, owner_name, token.expiry_ms
-        fn = getattr(cb, "scram_credential", None)
+            return token.credential, token.owner.name, token.expiry_ms
+        fn = cb.scram_credential if cb is not None else None
         credential = fn(username, self.mechanism_name) if fn is not None else None
         return credential, username, None
 
@@ -768,7 +766,8 @@ class ScramSaslServer(SaslServerMechanism):
         # paths do the same work, so the time to the server-first message
         # does not tell them apart (benchmarks/scram_timing.py).
         stand_in = stand_in_credential(self.mech, username,
-                                       getattr(self._callbacks, "scram_secret", None))
+                                       self._callbacks.scram_secret
+                                       if self._callbacks is not None else None)
         if credential is not None and credential.iterations < self.mech.min_iterations:
             log.warning("SASL/%s: stored credential has %d iterations, less than the minimum "
                         "%d", self.mechanism_name, credential.iterations,

@@ -277,10 +277,9 @@ def create_client(mechanism=MECHANISM, *, jaas_options=None, configs=None, serve
 def create_server(mechanism=MECHANISM, *, jaas_options=None, configs=None, callbacks=None,
                   server_host=None, now=None, **kw):
     validator = kw.get("validator")
-    if validator is None and callbacks is not None and getattr(
-            callbacks, "oauth_validate", None) is not None:
+    if validator is None and callbacks is not None and callbacks.oauth_validate is not None:
         validator = _CallbackValidator(callbacks.oauth_validate,
-                                       getattr(callbacks, "oauth_validate_extensions", None))
+                                       callbacks.oauth_validate_extensions)
     if validator is None:
         validator = _handler(configs, SERVER_CALLBACK_HANDLER_CLASS, _JAVA_UNSECURED_VALIDATOR,
                              UnsecuredValidator, jaas_options)
