@@ -6,6 +6,8 @@
 (its base class); they use the consumer's client, clock, configuration and
 group state set up by ``Consumer.__init__``.
 """
+from typing import NamedTuple
+
 from kchannel import errors
 from kchannel.client import ClientResponse, RequestTimeoutError
 from kchannel.client.group_metadata import ConsumerGroupMetadata
@@ -16,7 +18,7 @@ from kchannel.protocol import messages
 from kchannel.protocol.errors import (COORDINATOR_MOVED_ERRORS, RETRIABLE_ERRORS, Errors,
                                       exception_for)
 
-__all__ = ["GroupCommits", "OffsetAndMetadata", "OffsetAndTimestamp"]
+__all__ = ["CoordinatorNode", "GroupCommits", "OffsetAndMetadata", "OffsetAndTimestamp"]
 
 log = get_logger("kchannel.consumer")
 
@@ -27,6 +29,15 @@ _OFFSET_FETCH = messages.OFFSET_FETCH.api_key
 # timed out on the broker): find it again.  COORDINATOR_LOAD_IN_PROGRESS only
 # waits (the coordinator is the right one, still loading the group).
 _MOVED_COORDINATOR_ERRORS = COORDINATOR_MOVED_ERRORS | {Errors.REQUEST_TIMED_OUT}
+
+
+class CoordinatorNode(NamedTuple):
+    """The group coordinator as FindCoordinator answered it: ``node_id`` is
+    the connection id of its own (Kafka's ``Integer.MAX_VALUE - node id``),
+    host and port where that connection goes."""
+    node_id: int
+    host: str
+    port: int
 
 
 class OffsetAndMetadata:
@@ -96,10 +107,10 @@ class GroupCommits:
         coordinator, self._coordinator = self._coordinator, None
         if coordinator is not None:
             log.info("Group coordinator %s:%s (id: %s rack: null) is unavailable or invalid due "
-                     "to cause: %s. Rediscovery will be attempted.", coordinator[1],
-                     coordinator[2], coordinator[0], cause)
+                     "to cause: %s. Rediscovery will be attempted.", coordinator.host,
+                     coordinator.port, coordinator.node_id, cause)
             # As Kafka: no request stays in flight to the old coordinator.
-            self._client.client.disconnect(coordinator[0])
+            self._client.client.disconnect(coordinator.node_id)
         self._next_lookup_ms = max(self._next_lookup_ms, now + self._retry_backoff_ms())
 
     def _coordinator_answered(self):
@@ -112,7 +123,7 @@ class GroupCommits:
         or a connection is under way or backing off; the caller polls)."""
         coordinator = self._coordinator
         if coordinator is not None:
-            node = coordinator[0]
+            node = coordinator.node_id
             if self._client.ready(node, now):
                 return node
             if self._client.client.connection_failed(node) and \
@@ -157,7 +168,7 @@ class GroupCommits:
         if code == 0:
             # A connection of its own, as Kafka's coordinator node id.
             coord_id = 2 ** 31 - 1 - entry["node_id"]
-            self._coordinator = (coord_id, entry["host"], entry["port"])
+            self._coordinator = CoordinatorNode(coord_id, entry["host"], entry["port"])
             self._client.extra_nodes[coord_id] = (entry["host"], entry["port"])
             log.info("Discovered group coordinator %s:%s (id: %s rack: null)", entry["host"],
                      entry["port"], coord_id)
@@ -243,7 +254,7 @@ class GroupCommits:
             if resp.exception is None:
                 return resp
             box = None
-            if self._coordinator is not None and resp.node_id == self._coordinator[0]:
+            if self._coordinator is not None and resp.node_id == self._coordinator.node_id:
                 self._mark_coordinator_unknown(resp.exception)
 
     def commit(self, offsets=None, timeout=None):
@@ -439,7 +450,7 @@ class GroupCommits:
                     return None
             resp, box = box["r"], None
             if resp.exception is not None:
-                if self._coordinator is not None and resp.node_id == self._coordinator[0]:
+                if self._coordinator is not None and resp.node_id == self._coordinator.node_id:
                     self._mark_coordinator_unknown(resp.exception)
                 continue
             out = self._offset_fetch_result(resp, tps)
@@ -475,7 +486,7 @@ class GroupCommits:
             if resp.exception is not None:
                 log.warning("Asynchronous auto-commit of offsets %s failed: %s",
                             _offsets_text(offsets), resp.exception)
-                if self._coordinator is not None and resp.node_id == self._coordinator[0]:
+                if self._coordinator is not None and resp.node_id == self._coordinator.node_id:
                     self._mark_coordinator_unknown(resp.exception)
                 return
             try:

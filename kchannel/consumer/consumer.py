@@ -86,7 +86,7 @@ class Consumer(GroupCommits):
         self._fetcher = Fetcher(self._client, self.metadata, self.subscriptions, values,
                                 extras.get("key_deserializer"), extras.get("value_deserializer"),
                                 sensors=self.sensors)
-        self._coordinator = None      # (node id, host, port) of the group coordinator
+        self._coordinator = None      # commits.CoordinatorNode of the group coordinator
         self._lookup = None           # the FindCoordinator in flight: {"node", "version", "r"}
         self._next_lookup_ms = 0      # no FindCoordinator before (retry back-off)
         # Failed attempts at the coordinator since it last answered: the

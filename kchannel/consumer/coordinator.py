@@ -170,7 +170,7 @@ class ConsumerCoordinator:
             if resp.exception is not None:
                 log.info("%s failed: %s", "JoinGroup" if box["stage"] == "join" else
                          "SyncGroup", resp.exception)
-                if c._coordinator is not None and resp.node_id == c._coordinator[0]:
+                if c._coordinator is not None and resp.node_id == c._coordinator.node_id:
                     c._mark_coordinator_unknown(resp.exception)
                 continue
             latency = resp.receive_time_ms - resp.request_time_ms
@@ -380,7 +380,7 @@ class ConsumerCoordinator:
         self.heartbeat_in_flight = False
         c = self.consumer
         if resp.exception is not None:
-            if c._coordinator is not None and resp.node_id == c._coordinator[0]:
+            if c._coordinator is not None and resp.node_id == c._coordinator.node_id:
                 c._mark_coordinator_unknown(resp.exception)
             return
         c.sensors.heartbeat_latency.record(resp.receive_time_ms - resp.request_time_ms)

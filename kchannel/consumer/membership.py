@@ -355,7 +355,7 @@ class ConsumerMembershipManager:
             # Due now; when the coordinator is not ready, look again after
             # the retry back-off rather than spinning.
             return 0 if self.consumer._coordinator is not None and \
-                self.consumer._client.ready(self.consumer._coordinator[0], now) \
+                self.consumer._client.ready(self.consumer._coordinator.node_id, now) \
                 else self.consumer.config["retry.backoff.ms"]
         left = self.last_heartbeat_ms + self.heartbeat_interval_ms - now
         return left if left > 0 else self.consumer.config["retry.backoff.ms"]
@@ -378,7 +378,7 @@ class ConsumerMembershipManager:
         c = self.consumer
         if resp.exception is not None:
             log.info("ConsumerGroupHeartbeatRequest failed: %s", resp.exception)
-            if c._coordinator is not None and resp.node_id == c._coordinator[0]:
+            if c._coordinator is not None and resp.node_id == c._coordinator.node_id:
                 c._mark_coordinator_unknown(resp.exception)
             self._sent = None      # the next one repeats every field
             self._send_now = True

@@ -251,3 +251,53 @@ def test_the_error_set_scan_finds_copies():
               "ONE = frozenset({Errors.NOT_COORDINATOR})\n")
     moved = frozenset({Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE})
     assert [codes for _, codes in written_error_sets(sample)] == [moved, moved]
+
+
+
+def _enum_classes():
+    """{class name: [(module path, member names)]} for every ``enum`` class
+    defined in kchannel/."""
+    found = {}
+    for dirpath, _dirs, files in os.walk(PACKAGE):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and any(
+                        (isinstance(b, ast.Attribute) and b.attr.endswith("Enum"))
+                        or (isinstance(b, ast.Name) and b.id.endswith("Enum"))
+                        for b in node.bases):
+                    members = frozenset(t.id for stmt in node.body if isinstance(stmt, ast.Assign)
+                                        for t in stmt.targets if isinstance(t, ast.Name))
+                    found.setdefault(node.name, []).append((os.path.relpath(path, ROOT), members))
+    return found
+
+
+def _copied_enums(found):
+    """Pairs of enums of one name where one's members are all the other's: a
+    vocabulary written twice (Kafka's own ``State`` enums of different classes,
+    SslTransportLayer's and ChannelState's, share a name but not their states)."""
+    copies = []
+    for name, defs in found.items():
+        for i, (path_a, members_a) in enumerate(defs):
+            for path_b, members_b in defs[i + 1:]:
+                if members_a <= members_b or members_b <= members_a:
+                    copies.append((name, path_a, path_b))
+    return copies
+
+
+def test_each_state_vocabulary_is_one_enum():
+    # Two SaslState enums once lived side by side (issue 21): a vocabulary of
+    # states is written once, in one enum.
+    found = _enum_classes()
+    assert "SaslState" in found, "the scan no longer finds the SASL state enum"
+    assert not _copied_enums(found), _copied_enums(found)
+
+
+def test_the_enum_scan_finds_a_copy():
+    sasl = _enum_classes()["SaslState"][0]
+    planted = {"SaslState": [sasl, ("kchannel/planted.py", sasl[1] | {"EXTRA"})]}
+    assert _copied_enums(planted) == [("SaslState", sasl[0], "kchannel/planted.py")]
