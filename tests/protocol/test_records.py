@@ -799,3 +799,28 @@ def test_decoded_records_are_named(impl):
     legacy = R.encode_legacy_message(5, b"k", b"v", magic=1, timestamp=42)
     (batch,) = R.iter_batches(legacy)
     assert batch.records() == [R.DecodedRecord(5, 42, b"k", b"v", [])]
+
+
+def test_decode_records_hands_out_gc_tracked_records(impl_pair):
+    # decode_records (RecordBatch.records()) allocates DecodedRecords as
+    # PyTuple_New does and tracks each once filled: a record holds its
+    # headers list, so a cycle through it must be found by the collector.
+    import gc
+    import weakref
+    _, compiled = impl_pair
+    recs = sample_records(10)
+    data = compiled.records.encode_records(recs, 0)
+    got = compiled.records.decode_records(data, 10, 0, 0, None)
+    assert [(r.offset, r.key, r.value) for r in got] == [(i, r[1], r[2]) for i, r in enumerate(recs)]
+    assert all(gc.is_tracked(r) and gc.is_tracked(r.headers) for r in got)
+
+    class Marker:
+        pass
+    marker = Marker()
+    alive = weakref.ref(marker)
+    first = got[0]
+    first.headers.append(("self", first))    # record -> headers -> record
+    first.headers.append(("marker", marker))
+    del got, first, marker
+    gc.collect()
+    assert alive() is None, "a cycle through a decoded record's headers was not collected"
