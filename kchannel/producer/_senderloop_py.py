@@ -318,9 +318,10 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     deallocation returns with every record's callback run), in one call:
     the Sender's per acknowledged batch (``RecordAccumulator.complete_batch``).
     The usual batch (no record callbacks, not part of a split, not yet
-    done) is completed here, ProducerBatch.complete's steps inline;
-    deallocate's body follows (keep both equal to their methods): two
-    interpreted calls per Produce request less on the network thread."""
+    done) is completed here, ProducerBatch.complete's steps inline (keep
+    them equal to the method): one interpreted call per Produce request
+    less on the network thread.  The memory goes back through the
+    accumulator's own ``deallocate``, the one place that releases it."""
     try:
         if batch.callbacks is not None or batch.parent is not None or batch.done_flag:
             batch.complete(base_offset, log_append_time)
@@ -342,18 +343,7 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
                     except Exception:
                         _accumulator_log.exception("Error in a done callback of a record future")
     finally:
-        with acc.lock:
-            acc.incomplete.discard(batch)
-            acc.used_memory -= batch.allocated
-            batch.allocated = 0
-            # (its encoded bytes go back with its memory, as deallocate's:
-            # the application may keep a done batch alive through its
-            # futures)
-            batch.encoded = None
-            if acc._memory_waiters:
-                acc._signal_first_waiter()
-            if acc.flushes_in_progress and not acc.incomplete:
-                acc.memory.notify_all()
+        acc.deallocate(batch)
 
 
 def accumulator_ready(acc, cluster, now):
