@@ -396,6 +396,15 @@ cdef class _Attr:
         return self.value
 
 
+cdef inline bint _sticky_on(list sticky, Py_ssize_t p) except -1:
+    """Whether the sticky partitioner's count (``[partition, bytes]``) is
+    still on partition ``p``."""
+    if PyList_GET_SIZE(sticky) != 2:
+        return False
+    cdef PyObject *o = PyList_GET_ITEM(sticky, 0)
+    return type(<object>o) is int and PyLong_AsSsize_t(<object>o) == p
+
+
 cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
                              Py_ssize_t limit) except -1:
     """The sticky partitioner's count (``state[topic]``, ``[partition,
@@ -405,10 +414,7 @@ cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
     made for ``p`` and ``size``, one for the new count."""
     cdef PyObject *o
     cdef object count
-    if PyList_GET_SIZE(sticky) != 2:
-        return False
-    o = PyList_GET_ITEM(sticky, 0)
-    if type(<object>o) is not int or PyLong_AsSsize_t(<object>o) != p:
+    if not _sticky_on(sticky, p):
         return False
     o = PyList_GET_ITEM(sticky, 1)
     if type(<object>o) is not int:
@@ -437,13 +443,9 @@ cdef inline bint _sticky_move(list sticky, Py_ssize_t p, list available,
     when that leaves none), the same draw as _choose's.  The count starts
     again from 0.  False (nothing changed) if ``p`` is no longer the
     partition."""
-    cdef PyObject *o
     cdef Py_ssize_t i, n = PyList_GET_SIZE(available)
     cdef list others
-    if PyList_GET_SIZE(sticky) != 2:
-        return False
-    o = PyList_GET_ITEM(sticky, 0)
-    if type(<object>o) is not int or PyLong_AsSsize_t(<object>o) != p:
+    if not _sticky_on(sticky, p):
         return False
     if n == 1:
         nxt = available[0]
