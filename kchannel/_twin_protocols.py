@@ -681,6 +681,9 @@ class SenderloopModule(Protocol):
         """``RecordAccumulator.complete_batch``: ``batch.complete`` and then
         ``acc.deallocate(batch)``."""
 
+    def accumulator_deallocate(self, acc: Any, batch: Any) -> None:
+        """``RecordAccumulator.deallocate``: the batch's memory back."""
+
     def produce_request_parts(self, version: int, transactional_id: Optional[str], acks: int,
                               timeout_ms: int, topics: dict) -> tuple:
         """A ProduceRequest body as a tuple of parts."""

@@ -56,7 +56,7 @@ cdef class ClientLoop:
     cdef public object time
 
     # (NetworkClient's ApiVersions exchange calls _send too)
-    @cython.locals(entry=InFlight, stats=NodeStats)
+    @cython.locals(entry=InFlight, stats=NodeStats, n=Py_ssize_t)
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
     @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats)
     cdef _handle_response(self, node, payload, now, list out)

@@ -40,6 +40,9 @@ _API_VERSIONS = messages.API_VERSIONS.api_key
 _RAW = "raw"
 _DISCONNECTED = ConnectionState.DISCONNECTED
 _AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
+# (read per request: an Enum member read from its class is a metaclass
+# __getattr__ call, ~850 instructions compiled)
+_READY = ConnectionState.READY
 _wall_time = _time.time
 
 
@@ -170,7 +173,7 @@ class ClientLoop:
         overrides ``request.timeout.ms`` for this request (Kafka gives
         JoinGroup the rebalance timeout)."""
         node = self._nodes.get(node_id)
-        if node is None or node.state is not ConnectionState.READY:
+        if node is None or node.state is not _READY:
             raise errors.KChannelError(f"Node {node_id} is not ready")
         if version is None:
             version = self.choose_version(node_id, api_key)

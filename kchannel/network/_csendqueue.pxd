@@ -19,7 +19,7 @@ cdef class QueuedSend:
 
 cdef QueuedSend _new_send(data, size, bint report, head, tail=*)
 
-@cython.locals(i=Py_ssize_t)
+@cython.locals(i=Py_ssize_t, separate=Py_ssize_t)
 cdef QueuedSend _parts_send(ch, tuple parts)
 
 

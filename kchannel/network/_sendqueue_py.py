@@ -110,8 +110,9 @@ def _parts_send(ch, parts):
     the parts are joined into one frame."""
     if ch._write_vectored is not None:
         i = 0
+        separate = SEPARATE_FROM       # (a C integer compiled: no object compared per part)
         for part in parts:
-            if type(part) is bytes and len(part) >= SEPARATE_FROM:
+            if type(part) is bytes and len(part) >= separate:
                 head = b"".join(parts[:i])
                 tail = b"".join(parts[i + 1:])
                 return _new_send(memoryview(part), len(head) + len(part) + len(tail), True,

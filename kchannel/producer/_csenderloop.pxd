@@ -12,6 +12,18 @@ cdef class _ProduceCallback:
     cdef public object batches
 
 
+# The module's functions the Sender calls per request: cpdef, so a call from
+# this module is a C call (no module-global lookup, no argument parsing of a
+# Python call), while RecordAccumulator and the tests keep their Python
+# wrappers.
+cpdef tuple _one_partition_parts(version, head, partition, records)
+cpdef accumulator_complete_batch(acc, batch, base_offset, log_append_time)
+cpdef accumulator_deallocate(acc, batch)
+cpdef tuple accumulator_ready(acc, cluster, now)
+cpdef dict accumulator_drain(acc, cluster, nodes, max_size, now, can_drain)
+cpdef bint _can_send_more(state, max_in_flight)
+
+
 cdef class SenderLoop:
     cdef dict __dict__
     cdef object __weakref__
@@ -42,6 +54,15 @@ cdef class SenderLoop:
     cdef public object _head
     cdef public object _head_version
     cdef public object _head_topic
+
+    # The per-request methods: cpdef, a C call from this class's own code
+    # (a Python call each otherwise); Sender overrides none of them.
+    cpdef _encode(self, batch)
+    cpdef _send_produce_request(self, node, batches, now)
+    cpdef _handle_produce_response(self, resp, batches)
+    cpdef _remove_in_flight(self, batch)
+    cpdef _complete(self, batch, base_offset, log_append_time)
+    cpdef _queued_behind(self, drained, nodes, max_in_flight)
 
 
 cdef class ProduceResponseDecoder:

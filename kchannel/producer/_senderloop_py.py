@@ -40,6 +40,7 @@ log = get_logger("kchannel.producer.sender")
 _accumulator_log = get_logger("kchannel.producer.accumulator")
 
 __all__ = ["SenderLoop", "accumulator_ready", "accumulator_drain", "accumulator_complete_batch",
+           "accumulator_deallocate",
            "produce_request_parts",
            "produce_request_parts_one", "encode_produce_request",
            "encode_produce_request_one", "ProduceResponseDecoder",
@@ -73,6 +74,12 @@ _FIRST_FAST_PRODUCE = 3
 _LAST_FAST_PRODUCE = 12
 _BYTE = [bytes((i,)) for i in range(0x80)]
 _wall_time = _time.time
+# The locks are taken with acquire() and release() in a try statement, not
+# a with statement: compiled, a with statement looks its __enter__ and
+# __exit__ up and calls __exit__ with three arguments, ~1,000 instructions
+# per use more (several uses per Produce request).
+_done_acquire = DONE_LOCK.acquire
+_done_release = DONE_LOCK.release
 
 
 # -- the Produce request body ---------------------------------------------------
@@ -321,7 +328,8 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     done) is completed here, ProducerBatch.complete's steps inline (keep
     them equal to the method): one interpreted call per Produce request
     less on the network thread.  The memory goes back through the
-    accumulator's own ``deallocate``, the one place that releases it."""
+    accumulator's own ``deallocate`` (accumulator_deallocate), the one
+    place that releases it."""
     try:
         if batch.callbacks is not None or batch.parent is not None or batch.done_flag:
             batch.complete(base_offset, log_append_time)
@@ -329,11 +337,14 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
             batch.base_offset = -1 if base_offset is None else base_offset
             batch.log_append_time = -1 if log_append_time is None else log_append_time
             batch.exception = None
-            with DONE_LOCK:
+            _done_acquire()
+            try:
                 batch.done_flag = True
                 done_callbacks = batch.done_callbacks
                 batch.done_callbacks = None
                 event = batch.event
+            finally:
+                _done_release()
             if event is not None:
                 event.set()
             if done_callbacks:
@@ -343,7 +354,37 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
                     except Exception:
                         _accumulator_log.exception("Error in a done callback of a record future")
     finally:
-        acc.deallocate(batch)
+        accumulator_deallocate(acc, batch)
+
+
+def accumulator_deallocate(acc, batch):
+    """``RecordAccumulator.deallocate``: the batch's memory back to the
+    budget, the one place that releases it (a method of the accumulator
+    compiled with the Sender's side: an interpreted call per Produce
+    request was ~5,000 instructions of the network thread)."""
+    lock = acc.lock
+    lock.acquire()
+    try:
+        acc.incomplete.discard(batch)
+        acc.used_memory -= batch.allocated
+        batch.allocated = 0
+        # Its encoded bytes go back with its memory (Kafka's deallocate
+        # returns the batch's buffer to the pool): the application may
+        # keep a done batch alive for long through its records' futures
+        # (only its records and sizes are read then, for RecordMetadata),
+        # and ~batch.size bytes per batch kept made the heap grow by as
+        # much per batch sent, every page of it faulted in.
+        batch.encoded = None
+        if acc._memory_waiters:
+            acc._signal_first_waiter()
+        # flush() waits on ``memory`` until no batch is incomplete: it
+        # is woken when the last one completes, not per batch (a wake-up
+        # per batch cost both threads a switch and a pass of the wait
+        # loop, per batch.size bytes, to find batches still pending).
+        if acc.flushes_in_progress and not acc.incomplete:
+            acc.memory.notify_all()
+    finally:
+        lock.release()
 
 
 def accumulator_ready(acc, cluster, now):
@@ -360,7 +401,9 @@ def accumulator_ready(acc, cluster, now):
     muted = acc.muted
     # cluster.leader_for(tp)'s answers, read without a call per partition
     leaders = cluster.leaders
-    with acc.lock:
+    lock = acc.lock
+    lock.acquire()
+    try:
         # Always sendable: memory exhausted (appends wait), closing, flushing.
         hurry = acc.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
         for tp, dq in acc.batches.items():
@@ -399,6 +442,8 @@ def accumulator_ready(acc, cluster, now):
                     next_check = wait
         acc.wakeup_needed = True
         acc.expiry_due = expiry_due
+    finally:
+        lock.release()
     return ready, next_check, _NO_TOPICS if unknown is None else unknown
 
 
@@ -410,7 +455,9 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     out = {}
     muted = acc.muted
     leaders = cluster.leaders     # (cluster.leader_for's answers)
-    with acc.lock:
+    lock = acc.lock
+    lock.acquire()
+    try:
         batches = acc.batches
         by_node = {}
         for tp, dq in batches.items():
@@ -452,6 +499,8 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                 ready.append(batch)
             if ready:
                 out[node] = ready
+    finally:
+        lock.release()
     return out
 
 
@@ -459,6 +508,18 @@ def _can_send_more(state, max_in_flight):
     """ClusterClient.can_send_more of the node whose network client state
     is ``state`` (None: unknown)."""
     return state is not None and state.state is _READY and len(state.in_flight) < max_in_flight
+
+
+def _error_message(p):
+    """A failed partition response's message, its record errors appended."""
+    message = p.get("error_message")
+    record_errors = p.get("record_errors") or ()
+    if record_errors:
+        detail = "; ".join(f"record {e['batch_index']}: "
+                           f"{e.get('batch_index_error_message')}"
+                           for e in record_errors)
+        message = f"{message or ''} ({detail})".strip()
+    return message
 
 
 # _queued_behind's "ask the ready scan"
@@ -737,22 +798,15 @@ class SenderLoop:
     def _send_produce_request(self, node, batches, now):
         # (one partition's batch per leader, the usual request at the
         # defaults, is encoded by produce_request_parts' one-partition path)
-        by_topic = {}
         sendable = {}
         for b in batches:
             try:
-                records = self._encode(b)
+                self._encode(b)
             except Exception as exc:  # an unencodable value, a missing codec
                 self._remove_in_flight(b)
                 self._fail_batch(b, exc)
                 continue
-            tp = b.tp
-            parts = by_topic.get(tp.topic)
-            if parts is None:
-                by_topic[tp.topic] = [(tp.partition, records)]
-            else:
-                parts.append((tp.partition, records))
-            sendable[tp] = b
+            sendable[b.tp] = b
         if not sendable:
             return
         if self.sensors is not None:
@@ -806,6 +860,16 @@ class SenderLoop:
                         self._head_topic = topic
                     body = _one_partition_parts(version, self._head, tp.partition, b.encoded)
             else:
+                # {topic: [(partition, records)]}, topics and partitions in
+                # the order of the batches (made only for a request of
+                # several batches)
+                by_topic = {}
+                for tp, b in sendable.items():
+                    parts = by_topic.get(tp.topic)
+                    if parts is None:
+                        by_topic[tp.topic] = [(tp.partition, b.encoded)]
+                    else:
+                        parts.append((tp.partition, b.encoded))
                 body = produce_request_parts(version, self.transactional_id, self.acks,
                                              self.request_timeout_ms, by_topic)
             if self.acks == 0:
@@ -820,7 +884,12 @@ class SenderLoop:
             # map written here, positionally (the cluster client's wrapper
             # and its keyword calls were two calls per request).
             corr = network.send(node, _PRODUCE, body, version)
-            client._callbacks[(node, corr)] = _ProduceCallback(self, sendable)
+            # _ProduceCallback(self, sendable) without the __init__ call
+            # (as the client's InFlight: a C-field object made directly)
+            callback = _ProduceCallback.__new__(_ProduceCallback)
+            callback.sender = self
+            callback.batches = sendable
+            client._callbacks[(node, corr)] = callback
         except errors.KChannelError as exc:
             # Not sendable (version, connection gone): retry like a lost request.
             for b in sendable.values():
@@ -881,14 +950,8 @@ class SenderLoop:
                         not batch.done_flag:
                     self._split(batch, now)
                     continue
-                message = p.get("error_message")
-                record_errors = p.get("record_errors") or ()
-                if record_errors:
-                    detail = "; ".join(f"record {e['batch_index']}: "
-                                       f"{e.get('batch_index_error_message')}"
-                                       for e in record_errors)
-                    message = f"{message or ''} ({detail})".strip()
-                self._complete_or_retry(batch, exception_for(code, message), code, now)
+                self._complete_or_retry(batch, exception_for(code, _error_message(p)), code,
+                                        now)
         missing = (not answered) if seen is None else len(seen) < len(batches)
         if missing:
             for tp, b in batches.items():

@@ -610,26 +610,9 @@ class RecordAccumulator:
                     self.used_memory <= 0:
                 cond.notify()
 
-    def deallocate(self, batch):
-        with self.lock:
-            self.incomplete.discard(batch)
-            self.used_memory -= batch.allocated
-            batch.allocated = 0
-            # Its encoded bytes go back with its memory (Kafka's deallocate
-            # returns the batch's buffer to the pool): the application may
-            # keep a done batch alive for long through its records' futures
-            # (only its records and sizes are read then, for RecordMetadata),
-            # and ~batch.size bytes per batch kept made the heap grow by as
-            # much per batch sent, every page of it faulted in.
-            batch.encoded = None
-            if self._memory_waiters:
-                self._signal_first_waiter()
-            # flush() waits on ``memory`` until no batch is incomplete: it
-            # is woken when the last one completes, not per batch (a wake-up
-            # per batch cost both threads a switch and a pass of the wait
-            # loop, per batch.size bytes, to find batches still pending).
-            if self.flushes_in_progress and not self.incomplete:
-                self.memory.notify_all()
+    # deallocate(batch): the batch's memory back (the network thread's, per
+    # batch completed: the senderloop twin's, compiled when built)
+    deallocate = _senderloop.accumulator_deallocate
 
     # -- sender side ------------------------------------------------------------
     def retry_backoff(self, attempts):
