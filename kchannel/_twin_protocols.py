@@ -647,6 +647,26 @@ class SenderLoop(Protocol):
         """Drain ready batches into Produce requests; the poll timeout (ms)."""
 
 
+class AccumulatorState(Protocol):
+    """The base class of ``RecordAccumulator``: the state its Sender side
+    reads per pass and per request (``RecordAccumulator.__init__`` sets it
+    up)."""
+
+    batches: dict
+    lock: Any
+    memory: Any
+    muted: set
+    linger_ms: int
+    batch_size: int
+    delivery_timeout_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    flushes_in_progress: int
+    expiry_due: bool
+
+    def __init__(self) -> None: ...
+
+
 class ProduceResponseDecoder(Protocol):
     """``decoder(payload) -> body`` of ProduceResponse ``version`` (3 to
     12): the schema codec's dict (``generic``'s), read directly for the
@@ -662,6 +682,7 @@ class ProduceResponseDecoder(Protocol):
 
 class SenderloopModule(Protocol):
     SenderLoop: type[SenderLoop]
+    AccumulatorState: type[AccumulatorState]
     ProduceResponseDecoder: type[ProduceResponseDecoder]
 
     def produce_response_decoder(self, version: int,

@@ -17,6 +17,7 @@ frame, the in-flight map and counters are read without attribute lookups).
 Pure Python runs the same code with ``__slots__``.
 """
 import collections
+import struct
 import time as _time
 
 from .. import errors
@@ -40,6 +41,10 @@ _API_VERSIONS = messages.API_VERSIONS.api_key
 _RAW = "raw"
 _DISCONNECTED = ConnectionState.DISCONNECTED
 _AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
+# A frame's size prefix, its header's first four bytes (API key and
+# version) and the correlation id, packed in one call per request.
+_SIZE_HEAD_CORR = struct.Struct(">i4si")
+_I32 = struct.Struct(">i")
 # (read per request: an Enum member read from its class is a metaclass
 # __getattr__ call, ~850 instructions compiled)
 _READY = ConnectionState.READY
@@ -206,7 +211,7 @@ class ClientLoop:
                 n += len(part)
             if n > 0x7FFFFFFF:
                 raise ValueError(f"frame payload too large ({n} bytes)")
-            frame = (n.to_bytes(4, "big"), head, corr.to_bytes(4, "big"), tail) + body
+            frame = (_SIZE_HEAD_CORR.pack(n, head, corr), tail) + body
             stats.tx += 1
             stats.txbytes += n + 4
         else:
@@ -316,7 +321,7 @@ class ClientLoop:
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Response of {len(payload)} bytes has no correlation id"), out)
             return
-        corr = int.from_bytes(payload[:4], "big", signed=True)
+        corr = _I32.unpack_from(payload)[0]
         if not node.in_flight:
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Received a response (correlation id {corr}) with no request in flight"), out)

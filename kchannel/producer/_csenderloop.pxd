@@ -7,9 +7,22 @@
 cimport cython
 
 
-cdef class _ProduceCallback:
-    cdef public object sender
-    cdef public object batches
+cdef class AccumulatorState:
+    cdef dict __dict__
+    cdef object __weakref__
+    cdef public dict batches
+    cdef public object lock
+    cdef public object memory
+    cdef public set muted
+    cdef public object linger_ms
+    cdef public object batch_size
+    cdef public object delivery_timeout_ms
+    cdef public object retry_backoff_ms
+    cdef public object retry_backoff_max_ms
+    cdef public object flushes_in_progress
+    cdef public object _drain_index
+    cdef public object _memory_waiters
+    cdef public bint expiry_due
 
 
 # The module's functions the Sender calls per request: cpdef, so a call from
@@ -17,10 +30,10 @@ cdef class _ProduceCallback:
 # Python call), while RecordAccumulator and the tests keep their Python
 # wrappers.
 cpdef tuple _one_partition_parts(version, head, partition, records)
-cpdef accumulator_complete_batch(acc, batch, base_offset, log_append_time)
-cpdef accumulator_deallocate(acc, batch)
-cpdef tuple accumulator_ready(acc, cluster, now)
-cpdef dict accumulator_drain(acc, cluster, nodes, max_size, now, can_drain)
+cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
+cpdef accumulator_deallocate(AccumulatorState acc, batch)
+cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
+cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
 cpdef bint _can_send_more(state, max_in_flight)
 
 
@@ -59,10 +72,15 @@ cdef class SenderLoop:
     # (a Python call each otherwise); Sender overrides none of them.
     cpdef _encode(self, batch)
     cpdef _send_produce_request(self, node, batches, now)
+    # (the decoded response's dicts read without a method call per key)
+    @cython.locals(body=dict, topic=dict, p=dict)
     cpdef _handle_produce_response(self, resp, batches)
     cpdef _remove_in_flight(self, batch)
     cpdef _complete(self, batch, base_offset, log_append_time)
+    @cython.locals(acc=AccumulatorState)
     cpdef _queued_behind(self, drained, nodes, max_in_flight)
+    @cython.locals(accumulator=AccumulatorState)
+    cpdef send_producer_data(self, now)
 
 
 cdef class ProduceResponseDecoder:
@@ -77,3 +95,9 @@ cdef class ProduceResponseDecoder:
     @cython.locals(data=bytes, version=int, n=Py_ssize_t, size=Py_ssize_t, pos=Py_ssize_t,
                    fixed=Py_ssize_t, extra=Py_ssize_t)
     cpdef _fast(self, payload)
+
+
+cdef class _ProduceCallback:
+    # (a C call of the sender's cpdef method per response)
+    cdef public SenderLoop sender
+    cdef public object batches

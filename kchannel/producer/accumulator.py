@@ -459,7 +459,9 @@ def _insert_in_sequence_order(dq, batch):
     dq.insert(i, batch)
 
 
-class RecordAccumulator:
+class RecordAccumulator(_senderloop.AccumulatorState):
+    # (its base class holds the state the Sender reads per request: C
+    # fields when compiled; see AccumulatorState)
     def __init__(self, batch_size, linger_ms, retry_backoff_ms, retry_backoff_max_ms,
                  delivery_timeout_ms, buffer_memory, time):
         self.batch_size = batch_size
