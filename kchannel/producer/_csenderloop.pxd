@@ -30,11 +30,18 @@ cdef class AccumulatorState:
 # Python call), while RecordAccumulator and the tests keep their Python
 # wrappers.
 cpdef tuple _one_partition_parts(version, head, partition, records)
+cdef tuple _one_partition_records(version, head, records)
 cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
+# (cluster.leaders: a dict, read with the dict C API)
+@cython.locals(leaders=dict)
 cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
+@cython.locals(leaders=dict)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
 cpdef bint _can_send_more(state, max_in_flight)
+
+
+cdef class _ProduceCallback
 
 
 cdef class SenderLoop:
@@ -66,20 +73,21 @@ cdef class SenderLoop:
     cdef public object _produce_version
     cdef public object _head
     cdef public object _head_version
-    cdef public object _head_topic
+    cdef public object _head_tp
 
     # The per-request methods: cpdef, a C call from this class's own code
     # (a Python call each otherwise); Sender overrides none of them.
     cpdef _encode(self, batch)
+    @cython.locals(callback=_ProduceCallback)
     cpdef _send_produce_request(self, node, batches, now)
     # (the decoded response's dicts read without a method call per key)
     @cython.locals(body=dict, topic=dict, p=dict)
-    cpdef _handle_produce_response(self, resp, batches)
+    cpdef _handle_produce_response(self, resp, dict batches)
     cpdef _remove_in_flight(self, batch)
     cpdef _complete(self, batch, base_offset, log_append_time)
     @cython.locals(acc=AccumulatorState)
-    cpdef _queued_behind(self, drained, nodes, max_in_flight)
-    @cython.locals(accumulator=AccumulatorState)
+    cpdef _queued_behind(self, dict drained, dict nodes, max_in_flight)
+    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict)
     cpdef send_producer_data(self, now)
 
 

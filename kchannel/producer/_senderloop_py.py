@@ -138,6 +138,16 @@ def _one_partition_parts(version, head, partition, records):
     return (head, _I32_I32.pack(partition, len(records)), records)
 
 
+def _one_partition_records(version, head, records):
+    """_one_partition_parts' parts with the partition index at the end of
+    ``head`` (the same bytes joined)."""
+    if version >= _FLEXIBLE_PRODUCE:
+        n = len(records) + 1
+        size = encode_unsigned_varint(n) if n >= 0x80 else _BYTE[n]
+        return (head, size, records, b"\x00\x00\x00")
+    return (head, _I32.pack(len(records)), records)
+
+
 def encode_produce_request_one(version, transactional_id, acks, timeout_ms, topic, partition,
                                records):
     """``encode_produce_request`` for one partition of one topic."""
@@ -579,7 +589,7 @@ class SenderLoop:
                  "guarantee_order", "running", "force_close", "fatal_error", "sequences",
                  "in_flight", "retrying", "sensors", "txn", "transactional_id",
                  "_batch_stats", "_response_stats", "_produce_versions", "_produce_version",
-                 "_head", "_head_version", "_head_topic")
+                 "_head", "_head_version", "_head_tp")
 
     def __init__(self):
         # (Sender.__init__ sets the state up; nothing to do here)
@@ -875,15 +885,16 @@ class SenderLoop:
                 # (the same version and topic, usually; the transactional
                 # id, acks and timeout are the Sender's own) instead of
                 # their cache's five-field key built and hashed per request.
+                # (the partition's index kept with them: the same partition
+                # again, usually, at the defaults' one partition per leader)
                 for tp, b in sendable.items():
-                    topic = tp.topic
-                    if version != self._head_version or topic != self._head_topic:
-                        self._head = _one_partition_head(version, self.transactional_id,
-                                                         self.acks, self.request_timeout_ms,
-                                                         topic)
+                    if version != self._head_version or tp != self._head_tp:
+                        self._head = _one_partition_head(
+                            version, self.transactional_id, self.acks,
+                            self.request_timeout_ms, tp.topic) + _I32.pack(tp.partition)
                         self._head_version = version
-                        self._head_topic = topic
-                    body = _one_partition_parts(version, self._head, tp.partition, b.encoded)
+                        self._head_tp = tp
+                    body = _one_partition_records(version, self._head, b.encoded)
             else:
                 # {topic: [(partition, records)]}, topics and partitions in
                 # the order of the batches (made only for a request of

@@ -90,11 +90,12 @@ class Sender(SenderLoop):
         # was chosen for (see _send_produce_request).
         self._produce_versions = None
         self._produce_version = None
-        # The Produce request's fields before the partition for a request of
-        # one partition, and the version and topic they are for.
+        # The Produce request's fields up to the partition index for a
+        # request of one partition, and the version and partition they are
+        # for.
         self._head = None
         self._head_version = None
-        self._head_topic = None
+        self._head_tp = None
         self.sensors = sensors        # ProducerMetrics, or None
         if sensors is not None:
             # What is called per batch sent and per response: each sensor's

@@ -16,8 +16,9 @@ from kchannel.server import Server
 TOPICS = ("alpha", "beta-topic")
 
 
-def _produce_server(produce_max=None):
-    """A Server naming itself leader of partition 0 of each of TOPICS and
+def _produce_server(produce_max=None, partitions=1):
+    """A Server naming itself leader of ``partitions`` partitions (0, 1...)
+    of each of TOPICS and
     answering each Produce with the offsets counted per partition; the
     request bodies and versions it got, as (version, body) in a list."""
     server = Server(listeners=["PLAINTEXT://127.0.0.1:0"], connections_max_idle_ms=-1)
@@ -31,10 +32,11 @@ def _produce_server(produce_max=None):
                              "port": server.bound_port("PLAINTEXT"), "rack": None}],
                 "cluster_id": "one", "controller_id": node,
                 "topics": [{"error_code": 0, "name": t, "is_internal": False,
-                            "partitions": [{"error_code": 0, "partition_index": 0,
+                            "partitions": [{"error_code": 0, "partition_index": i,
                                             "leader_id": node, "leader_epoch": 0,
                                             "replica_nodes": [node], "isr_nodes": [node],
-                                            "offline_replicas": []}]} for t in TOPICS]}
+                                            "offline_replicas": []}
+                                           for i in range(partitions)]} for t in TOPICS]}
 
     def produce(ctx):
         out = []
@@ -114,3 +116,40 @@ def test_the_produce_version_follows_the_nodes_answer():
         server.shutdown()
     _check(got, results)
     assert {v for v, _ in got} == {8}
+
+
+def test_one_partition_requests_alternating_partitions():
+    """The fields kept from the last request end with its partition's
+    index: runs of records for partitions 0 and 1 of one topic, each run
+    flushed in its own requests, name their own partition every time."""
+    server, got = _produce_server(partitions=2)
+    try:
+        p = Producer({"bootstrap.servers": f"127.0.0.1:{server.bound_port('PLAINTEXT')}",
+                      "acks": "1", "enable.idempotence": "false", "linger.ms": 0,
+                      "max.in.flight.requests.per.connection": 1})
+        try:
+            futures = []
+            for i in range(30):
+                partition = (i // 3) % 2    # runs of three records per partition
+                futures.append((partition, p.send(TOPICS[0], b"value-%d" % i,
+                                                  partition=partition)))
+                if i % 3 == 2:
+                    p.flush(10)
+            results = [(partition, f.get(10)) for partition, f in futures]
+        finally:
+            p.close(10)
+    finally:
+        server.shutdown()
+    for partition in (0, 1):
+        mds = [md for q, md in results if q == partition]
+        assert all(md.partition == partition and md.topic == TOPICS[0] for md in mds)
+        # offsets counted by the server per partition named in the request
+        assert [md.offset for md in mds] == list(range(len(mds))), (partition, mds)
+    indexes = []
+    for _, body in got:
+        assert [t["name"] for t in body["topic_data"]] == [TOPICS[0]]
+        parts = body["topic_data"][0]["partition_data"]
+        assert len(parts) == 1
+        indexes.append(parts[0]["index"])
+    # the partitions alternated from request to request
+    assert sum(a != b for a, b in zip(indexes, indexes[1:])) >= 5, indexes
