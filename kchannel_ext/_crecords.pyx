@@ -673,6 +673,85 @@ cdef extern from *:
     int kc_bare_tuple_type(PyTypeObject* t) noexcept
 
 
+# DecodedRecord (a NamedTuple: a heap-type tuple subclass) allocated and
+# freed as a plain tuple is, through the tuple free list.  Measured first
+# (callgrind, 2000 records of 100 B): subtype_dealloc and the allocator, not
+# the decoding, made the named records ~1.6x slower than plain tuples at
+# ebe5f2b: a plain 5-tuple is popped from and pushed back to CPython's free
+# list of 5-tuples (no pymalloc call, no collector count), the subclass's
+# instance went through _PyObject_GC_NewVar and subtype_dealloc (its checks
+# for finalizers, __del__, slots and weak references, then tupledealloc,
+# PyObject_GC_Del and a type decref).
+cdef extern from *:
+    """
+    static PyTypeObject *kc_decoded_tp = NULL;
+
+    /* DecodedRecord's tp_dealloc, installed by kc_decoded_install.  Every
+       instance of the exact type is a tuple in all but its type pointer
+       (kc_bare_tuple_type: same size, no __dict__, no weak references, no
+       finalizer), so it is handed to tupledealloc as a tuple: its items are
+       released and its memory goes to the tuple free list, which
+       PyTuple_New (kc_decoded_new) takes it from again.  A user subclass's
+       instance arrives here from subtype_dealloc (which finds this as the
+       nearest non-subtype_dealloc base), its own __dict__ and weak
+       references already cleared: it keeps its type, so tupledealloc frees
+       it with its type's tp_free, as before.  Either way the instance's
+       reference to its heap type is released here, as a heap type's
+       dealloc must (subtype_dealloc leaves that to a heap base's dealloc). */
+    static void kc_decoded_dealloc(PyObject *op) {
+        PyTypeObject *tp = Py_TYPE(op);
+        if (tp == kc_decoded_tp && Py_SIZE(op) > 0) {
+            if (tp->tp_finalize != NULL) {
+                /* A __del__ added to the class afterwards: as
+                   subtype_dealloc does for it. */
+                if (PyObject_CallFinalizerFromDealloc(op) < 0)
+                    return;               /* resurrected */
+            }
+            PyObject_GC_UnTrack(op);
+            Py_SET_TYPE(op, &PyTuple_Type);
+        }
+        PyTuple_Type.tp_dealloc(op);
+        Py_DECREF(tp);
+    }
+
+    /* Installs kc_decoded_dealloc on t (DecodedRecord) if its instances are
+       the bare tuple layout and nothing else runs at their deallocation:
+       1 if installed (or already), else 0 (records are then allocated as
+       any tuple subclass's). */
+    static int kc_decoded_install(PyTypeObject *t) {
+    #ifdef Py_GIL_DISABLED
+        return 0;
+    #else
+        if (kc_decoded_tp == t) return 1;
+        if (kc_decoded_tp != NULL || !kc_bare_tuple_type(t)
+                || t->tp_base != &PyTuple_Type
+                || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE)
+                || t->tp_finalize != NULL || t->tp_del != NULL
+                || t->tp_free != PyObject_GC_Del)
+            return 0;
+        kc_decoded_tp = t;
+        Py_INCREF(t);          /* kept for good: compared by address */
+        t->tp_dealloc = kc_decoded_dealloc;
+        return 1;
+    #endif
+    }
+
+    /* A new DecodedRecord of n (unset) items, not tracked by the collector
+       (see RecordReader._decode): a tuple from PyTuple_New (the free list),
+       given the type. */
+    static inline PyObject *kc_decoded_new(Py_ssize_t n) {
+        PyObject *op = PyTuple_New(n);
+        if (op == NULL) return NULL;
+        PyObject_GC_UnTrack(op);
+        Py_INCREF(kc_decoded_tp);
+        Py_SET_TYPE(op, kc_decoded_tp);
+        return op;
+    }
+    """
+    int kc_decoded_install(PyTypeObject* t) except -1
+    PyObject* kc_decoded_new(Py_ssize_t n) except NULL
+
+
 # The bounds within which C arithmetic on offsets and timestamps cannot
 # overflow, as C values: a bare ``(1 << 61)`` is a Python int to Cython, and
 # comparing an int64 with it makes a Python int of the int64 first (two per
@@ -716,40 +795,52 @@ cdef inline object _record(cls, topic, partition, offset, timestamp, timestamp_t
 
 
 cdef object _DecodedRecord = None
+cdef bint _decoded_as_tuple = False
 
 
 cdef object _decoded_type():
     # Imported on first use: kchannel.protocol.records (the type's package)
     # loads this module while it is being imported itself.
-    global _DecodedRecord
+    global _DecodedRecord, _decoded_as_tuple
     if _DecodedRecord is None:
         from kchannel.protocol.records.record import DecodedRecord
+        _decoded_as_tuple = kc_decoded_install(<PyTypeObject*>DecodedRecord) == 1
         _DecodedRecord = DecodedRecord
     return _DecodedRecord
 
 
 cdef object _decoded(dtype, offset, timestamp, key, value, headers):
     # dtype(offset, timestamp, key, value, headers) (dtype: DecodedRecord),
-    # allocated and filled as tuple.__new__ does (see _record).  Of the bare
-    # tuple layout, it is allocated as PyTuple_New allocates (unzeroed,
-    # untracked) and tracked once filled: the record holds a headers list,
-    # so the collector must see it, but zeroing and tracking an empty object
-    # first made decode_records ~1.5x slower than with plain tuples.
+    # allocated and filled as tuple.__new__ does (see _record), not tracked
+    # by the garbage collector: RecordReader._decode tracks it with the
+    # call's other records once all are built.  Of the bare tuple layout, it
+    # is allocated as PyTuple_New allocates (unzeroed: zeroing an object
+    # that is filled at once made decode_records ~1.5x slower).
     cdef PyObject* raw
-    cdef bint bare = kc_bare_tuple_type(<PyTypeObject*>dtype)
-    if bare:
+    cdef object obj
+    if _decoded_as_tuple:
+        # As a plain tuple, from the tuple free list (see kc_decoded_dealloc).
+        raw = kc_decoded_new(5)
+        obj = <object>raw
+        Py_DECREF_raw(raw)
+        _set(obj, 0, offset)
+        _set(obj, 1, timestamp)
+        _set(obj, 2, key)
+        _set(obj, 3, value)
+        _set(obj, 4, headers)
+        return obj
+    if kc_bare_tuple_type(<PyTypeObject*>dtype):
         raw = kc_new_bare(<PyTypeObject*>dtype, 5)
     else:
         raw = _kc_tp_alloc(<PyTypeObject*>dtype, 5)
-    cdef object obj = <object>raw
+        _gc_untrack(raw)
+    obj = <object>raw
     Py_DECREF_raw(raw)
     _set(obj, 0, offset)
     _set(obj, 1, timestamp)
     _set(obj, 2, key)
     _set(obj, 3, value)
     _set(obj, 4, headers)
-    if bare:
-        _gc_track(raw)
     return obj
 
 
@@ -1039,12 +1130,20 @@ cdef class RecordReader:
         # Nothing can reach them in between but the list ``out`` (tracked:
         # the collector skips untracked objects in it), and they are
         # tracked before anyone gets them, also when decoding fails.
+        #
+        # decode_records' DecodedRecords too: with them tracked as built, a
+        # 2000-record batch set off ~3 young collections per call that found
+        # them alive and promoted them, and so full collections of the whole
+        # heap every few calls (the cost then grew with what the
+        # application had imported, not with the batch).
         cdef list out = []
         try:
             self._decode_into(out, n)
         finally:
             if self._cls is not None:
                 _track_records(out, 0)
+            else:
+                _track_decoded(out)
         return out
 
     cdef int _decode_into(self, list out, Py_ssize_t n) except -1:
@@ -1087,10 +1186,8 @@ cdef class RecordReader:
                 raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
             if as_tuple and nheaders == 0:
                 headers = ()
-            elif untracked:
-                headers = kc_list_untracked()
             else:
-                headers = []
+                headers = kc_list_untracked()
             for h in range(nheaders):
                 hsize = c.varint()
                 if hsize < 0:
@@ -1371,6 +1468,21 @@ cdef class PartitionReader:
             self._live = True
             self._prefix = base_offset < self._position
             return True
+
+
+cdef void _track_decoded(list records) noexcept:
+    # Track what _decode built untracked for decode_records: each
+    # DecodedRecord and its headers list (a record holds a mutable list, so
+    # a cycle can pass through it: it stays tracked, as plain tuples were).
+    cdef object r
+    cdef PyObject* o
+    for r in records:
+        o = _tuple_item(r, 4)  # borrowed
+        if _PyObject_IS_GC(o) and not _gc_is_tracked(o):
+            _gc_track(o)
+        o = <PyObject*>r
+        if not _gc_is_tracked(o):
+            _gc_track(o)
 
 
 cdef void _track_records(list records, Py_ssize_t start) noexcept:
