@@ -1120,7 +1120,7 @@ cdef class RecordReader:
         return out
 
     cdef list _decode(self, Py_ssize_t n):
-        # (offset, timestamp, key, value, headers) tuples if ``_cls`` is
+        # DecodedRecord(offset, timestamp, key, value, headers) if ``_cls`` is
         # None (decode_records), else ``_cls`` records.
         #
         # The records and their headers lists are built untracked by the
