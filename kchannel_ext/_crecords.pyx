@@ -673,34 +673,36 @@ cdef extern from *:
     int kc_bare_tuple_type(PyTypeObject* t) noexcept
 
 
-# DecodedRecord (a NamedTuple: a heap-type tuple subclass) allocated and
-# freed as a plain tuple is, through the tuple free list: a plain 5-tuple is
-# popped from and pushed back to CPython's free list of 5-tuples (no
-# pymalloc call, no count towards a collection), the subclass's instance
-# went through _PyObject_GC_NewVar and subtype_dealloc (its checks for
-# finalizers, slots and weak references, then tupledealloc, PyObject_GC_Del
-# and a type decref).  Counted (callgrind, 2000 records of 100 B decoded
-# and dropped): 1,740 -> 1,563 instructions a record with the records built
-# untracked (RecordReader._decode), 2,346 -> 1,928 with them tracked as built.
+# Named records (DecodedRecord, a NamedTuple; the consumer's ConsumerRecord:
+# heap-type tuple subclasses) allocated and freed as plain tuples are,
+# through the tuple free list: a plain tuple is popped from and pushed back
+# to CPython's free list of its length (no pymalloc call, no count towards a
+# collection), a subclass's instance went through _PyObject_GC_NewVar and
+# subtype_dealloc (its checks for finalizers, slots and weak references,
+# then tupledealloc, PyObject_GC_Del and a type decref).  Counted (callgrind,
+# 2000 DecodedRecords of 100 B decoded and dropped): 1,740 -> 1,563
+# instructions a record with the records built untracked
+# (RecordReader._decode), 2,346 -> 1,928 with them tracked as built.
 cdef extern from *:
     """
-    static PyTypeObject *kc_decoded_tp = NULL;
+    static void kc_pooled_dealloc(PyObject *op);
 
-    /* DecodedRecord's tp_dealloc, installed by kc_decoded_install.  Every
-       instance of the exact type is a tuple in all but its type pointer
+    /* The tp_dealloc of a record type installed by kc_pooled_install.  An
+       instance of such a type is a tuple in all but its type pointer
        (kc_bare_tuple_type: same size, no __dict__, no weak references, no
-       finalizer), so it is handed to tupledealloc as a tuple: its items are
-       released and its memory goes to the tuple free list, which
-       PyTuple_New (kc_decoded_new) takes it from again.  A user subclass's
-       instance arrives here from subtype_dealloc (which finds this as the
-       nearest non-subtype_dealloc base), its own __dict__ and weak
-       references already cleared: it keeps its type, so tupledealloc frees
-       it with its type's tp_free, as before.  Either way the instance's
-       reference to its heap type is released here, as a heap type's
-       dealloc must (subtype_dealloc leaves that to a heap base's dealloc). */
-    static void kc_decoded_dealloc(PyObject *op) {
+       finalizer), so it is handed to tupledealloc as a tuple: its items
+       are released and its memory goes to the tuple free list, which
+       PyTuple_New (kc_pooled_new) takes it from again.  An instance of a
+       subclass (an application's, not installed) arrives here from
+       subtype_dealloc, which finds this as the nearest base dealloc other
+       than its own, with its __dict__ and weak references already
+       cleared: it keeps its type, so tupledealloc frees it with its type's
+       tp_free, as before.  Either way the instance's reference to its heap
+       type is released here, as a heap type's dealloc must
+       (subtype_dealloc leaves that to a heap base's dealloc). */
+    static void kc_pooled_dealloc(PyObject *op) {
         PyTypeObject *tp = Py_TYPE(op);
-        if (tp == kc_decoded_tp && Py_SIZE(op) > 0) {
+        if (tp->tp_dealloc == kc_pooled_dealloc && Py_SIZE(op) > 0) {
             if (tp->tp_finalize != NULL) {
                 /* A __del__ added to the class afterwards: run as
                    subtype_dealloc runs it (the object still tracked), and
@@ -718,42 +720,63 @@ cdef extern from *:
         Py_DECREF(tp);
     }
 
-    /* Installs kc_decoded_dealloc on t (DecodedRecord) if its instances are
-       the bare tuple layout and nothing else runs at their deallocation:
-       1 if installed (or already), else 0 (records are then allocated as
-       any tuple subclass's). */
-    static int kc_decoded_install(PyTypeObject *t) {
+    /* A Python class whose dealloc is only what a Python class's is
+       (subtype_dealloc, that of ``probe``, a bare tuple subclass defined in
+       this module) and whose instances are the bare tuple layout. */
+    static int kc_plain_tuple_class(PyTypeObject *t, PyTypeObject *probe) {
+        return (t->tp_flags & Py_TPFLAGS_HEAPTYPE)
+            && (t->tp_dealloc == probe->tp_dealloc || t->tp_dealloc == kc_pooled_dealloc)
+            && kc_bare_tuple_type(t)
+            && t->tp_finalize == NULL && t->tp_del == NULL
+            && t->tp_free == PyObject_GC_Del;
+    }
+
+    /* Installs kc_pooled_dealloc on t if t and every class between it and
+       tuple are plain tuple classes (kc_plain_tuple_class: nothing of
+       theirs runs at deallocation but releasing the items and the type):
+       1 if installed (now or before), else 0 (t's records are then
+       allocated as any tuple subclass's).  t is kept alive for good. */
+    static int kc_pooled_install(PyTypeObject *t, PyTypeObject *probe) {
     #ifdef Py_GIL_DISABLED
         return 0;
     #else
-        if (kc_decoded_tp == t) return 1;
-        if (kc_decoded_tp != NULL || !kc_bare_tuple_type(t)
-                || t->tp_base != &PyTuple_Type
-                || !(t->tp_flags & Py_TPFLAGS_HEAPTYPE)
-                || t->tp_finalize != NULL || t->tp_del != NULL
-                || t->tp_free != PyObject_GC_Del)
-            return 0;
-        kc_decoded_tp = t;
-        Py_INCREF(t);          /* kept for good: compared by address */
-        t->tp_dealloc = kc_decoded_dealloc;
+        PyTypeObject *b;
+        if (t->tp_dealloc == kc_pooled_dealloc) return 1;
+        for (b = t; b != &PyTuple_Type; b = b->tp_base) {
+            if (b == NULL || !kc_plain_tuple_class(b, probe)) return 0;
+        }
+        Py_INCREF(t);
+        t->tp_dealloc = kc_pooled_dealloc;
         return 1;
     #endif
     }
 
-    /* A new DecodedRecord of n (unset) items, not tracked by the collector
-       (see RecordReader._decode): a tuple from PyTuple_New (the free list),
-       given the type. */
-    static inline PyObject *kc_decoded_new(Py_ssize_t n) {
+    /* A new record of type t (installed) of n (unset) items, not tracked
+       by the collector: a tuple from PyTuple_New (the free list), given
+       the type. */
+    static inline PyObject *kc_pooled_new(PyTypeObject *t, Py_ssize_t n) {
         PyObject *op = PyTuple_New(n);
         if (op == NULL) return NULL;
         PyObject_GC_UnTrack(op);
-        Py_INCREF(kc_decoded_tp);
-        Py_SET_TYPE(op, kc_decoded_tp);
+        Py_INCREF(t);
+        Py_SET_TYPE(op, t);
         return op;
     }
     """
-    int kc_decoded_install(PyTypeObject* t) except -1
-    PyObject* kc_decoded_new(Py_ssize_t n) except NULL
+    int kc_pooled_install(PyTypeObject* t, PyTypeObject* probe) except -1
+    PyObject* kc_pooled_new(PyTypeObject* t, Py_ssize_t n) except NULL
+
+
+class _PlainTupleProbe(tuple):
+    # Its tp_dealloc is what every Python class's is (subtype_dealloc),
+    # which C code cannot name: see kc_plain_tuple_class.
+    __slots__ = ()
+
+
+cdef bint _pooled(cls) except -1:
+    # cls's records allocated from and freed to the tuple free list
+    # (kc_pooled_install), if it is a plain tuple class.
+    return kc_pooled_install(<PyTypeObject*>cls, <PyTypeObject*>_PlainTupleProbe) == 1
 
 
 # The bounds within which C arithmetic on offsets and timestamps cannot
@@ -771,13 +794,16 @@ cdef inline void _set(object t, Py_ssize_t i, object o):
 
 
 cdef inline object _record(cls, topic, partition, offset, timestamp, timestamp_type, key, value,
-                    headers, bint untracked=False):
+                    headers, bint untracked=False, bint pooled=False):
     # ``cls`` (a tuple subclass, checked by the callers) of the 9 fields,
     # leader_epoch None: what ``tuple.__new__(cls, fields)`` makes, without
     # the fields tuple.  ``untracked``: not tracked by the garbage collector
-    # (see RecordReader._decode).
+    # (see RecordReader._decode).  ``pooled`` (with ``untracked``): cls is
+    # installed by _pooled, the record comes from the tuple free list.
     cdef PyObject* raw
-    if untracked and kc_bare_tuple_type(<PyTypeObject*>cls):
+    if pooled:
+        raw = kc_pooled_new(<PyTypeObject*>cls, 9)
+    elif untracked and kc_bare_tuple_type(<PyTypeObject*>cls):
         raw = kc_new_bare(<PyTypeObject*>cls, 9)
     else:
         raw = _kc_tp_alloc(<PyTypeObject*>cls, 9)
@@ -808,7 +834,7 @@ cdef object _decoded_type():
     global _DecodedRecord, _decoded_as_tuple
     if _DecodedRecord is None:
         from kchannel.protocol.records.record import DecodedRecord
-        _decoded_as_tuple = kc_decoded_install(<PyTypeObject*>DecodedRecord) == 1
+        _decoded_as_tuple = _pooled(DecodedRecord)
         _DecodedRecord = DecodedRecord
     return _DecodedRecord
 
@@ -823,8 +849,8 @@ cdef object _decoded(dtype, offset, timestamp, key, value, headers):
     cdef PyObject* raw
     cdef object obj
     if _decoded_as_tuple:
-        # As a plain tuple, from the tuple free list (see kc_decoded_dealloc).
-        raw = kc_decoded_new(5)
+        # As a plain tuple, from the tuple free list (see kc_pooled_dealloc).
+        raw = kc_pooled_new(<PyTypeObject*>dtype, 5)
         obj = <object>raw
         Py_DECREF_raw(raw)
         _set(obj, 0, offset)
@@ -971,6 +997,7 @@ cdef class RecordReader:
     cdef object _error
     cdef bint _checked
     cdef bint _tuple_headers
+    cdef bint _pooled         # _cls's records from the tuple free list (_pooled)
 
     def __init__(self, buf, count, base_offset, base_timestamp, log_append_time, cls, topic,
                  partition, timestamp_type, tuple_headers=False):
@@ -978,6 +1005,7 @@ cdef class RecordReader:
             raise TypeError("cls must be a tuple subclass")
         self._open(buf, count, base_offset, base_timestamp, log_append_time)
         self._cls = cls
+        self._pooled = _pooled(cls)
         self._topic = topic
         self._partition = partition
         self._ttype = timestamp_type
@@ -1160,6 +1188,7 @@ cdef class RecordReader:
         cdef bint fast = self._fast
         cdef bint untracked = cls is not None
         cdef bint as_tuple = untracked and self._tuple_headers
+        cdef bint pooled = untracked and self._pooled
         cdef object dtype = None if untracked else _decoded_type()
         cdef object headers
         cdef object pair
@@ -1246,7 +1275,7 @@ cdef class RecordReader:
                 out.append(_decoded(dtype, offset, timestamp, key, value, headers))
             else:
                 out.append(_record(cls, self._topic, self._partition, offset, timestamp,
-                                   self._ttype, key, value, headers, True))
+                                   self._ttype, key, value, headers, True, pooled))
         return 0
 
 
@@ -1309,6 +1338,7 @@ cdef class PartitionReader:
         self._read_committed = read_committed
         self._reader = RecordReader.__new__(RecordReader)
         self._reader._cls = cls
+        self._reader._pooled = _pooled(cls)
         self._reader._topic = topic
         self._reader._partition = partition
         self._reader._tuple_headers = bool(tuple_headers)
