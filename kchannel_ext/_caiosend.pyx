@@ -21,6 +21,7 @@ value through the ``am_send`` slot (no StopIteration made, no frame).
   method's own generator.
 """
 from collections.abc import Coroutine as _Coroutine
+from weakref import ref as _weakref
 
 cimport cython
 
@@ -35,7 +36,7 @@ from kchannel._slots cimport slot_offset
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
-__all__ = ["send", "future_await"]
+__all__ = ["send", "bind_send", "future_await"]
 
 cdef extern from "Python.h":
     ctypedef enum PySendResult:
@@ -53,6 +54,8 @@ cdef extern from "Python.h":
     void PyErr_SetString(object, const char *)
     void PyType_Modified(PyTypeObject *)
     void PyObject_GC_UnTrack(void *)
+    PyObject *PyDict_GetItemWithError(object, object) except? NULL
+    Py_ssize_t PyLong_AsSsize_t(object) except? -1
     bint PyTuple_Check(object)
     bint PyList_CheckExact(object)
     PyObject *Py_True
@@ -213,6 +216,72 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
         # holds is never freed early.
         PyObject_GC_UnTrack(<PyObject *>future)
     return _ready(future)
+
+
+@cython.final
+cdef class _BoundSend:
+    """``send`` bound to one AIOProducer, what ``bind_send`` returns the
+    ``send`` method of: the producer's parts it reads per record kept in C
+    fields (the appender's bound ``send``, the memory limit) and the
+    accumulator's ``used_memory`` read from its instance dict -- not five
+    generic attribute lookups on the producer and its accumulator per
+    record (~120 instructions each, a type lookup and a dict lookup).
+    The producer itself by a weak reference: held by the producer's
+    instance dict, a strong one would make the producer a cycle, freed
+    (and its sockets let go, see _LoopProducer.close) only by the garbage
+    collector instead of when dropped."""
+    cdef object producer_ref
+    cdef object append
+    cdef object acc
+    cdef object acc_dict
+    cdef Py_ssize_t limit
+    cdef bint started
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+             headers=None):
+        """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
+        cdef PyObject *used
+        if not self.started:
+            producer = self.producer_ref()
+            if producer._driver is None:
+                producer._start_driver()
+            # (_driver stays set once started: close() leaves it.)
+            self.started = producer._driver is not None
+        used = NULL
+        if self.acc_dict is not None:
+            used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
+        if used != NULL and type(<object>used) is int:
+            over = PyLong_AsSsize_t(<object>used) > self.limit
+        else:
+            over = self.acc.used_memory > self.limit
+        if over:
+            return _send_slow(self.producer_ref(), topic, value, key, partition, timestamp_ms,
+                              headers)
+        try:
+            future = self.append(topic, value, key, headers, partition, timestamp_ms)
+        except _MetadataNeeded:
+            return _send_slow(self.producer_ref(), topic, value, key, partition, timestamp_ms,
+                              headers)
+        except Exception as exc:
+            return _raise(exc)
+        if type(future) is _FutureRecordMetadata and _slot(future, _F_FAILED) == Py_None:
+            # (Untracked: see send.)
+            PyObject_GC_UnTrack(<PyObject *>future)
+        return _ready(future)
+
+
+def bind_send(producer):
+    """``producer.send`` (an AIOProducer's), bound once: what ``__init__``
+    sets as the instance's ``send``.  Reads ``_send`` (the appender's send)
+    and ``_memory_limit`` once: both are set for good by ``__init__``."""
+    cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
+    b.producer_ref = _weakref(producer)
+    b.append = producer._send
+    b.acc = producer._acc
+    b.acc_dict = getattr(b.acc, "__dict__", None)
+    b.limit = producer._memory_limit
+    b.started = False
+    return b.send
 
 
 def future_await(future):

@@ -12,7 +12,7 @@ with no generator (see ``kchannel_ext/_caiosend.pyx``).
 """
 from kchannel.producer.accumulator import FutureRecordMetadata
 
-__all__ = ["send", "future_await"]
+__all__ = ["send", "bind_send", "future_await"]
 
 
 class _MetadataNeeded(Exception):
@@ -46,6 +46,13 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
         # Raised where the result is awaited, as from a coroutine.
         return _raise(exc)
     return _done(future)
+
+
+def bind_send(producer):
+    """``producer.send`` bound once, to be set as the instance's ``send``;
+    None: nothing to bind here (the class's ``send`` is this twin's; the
+    compiled twin's keeps what it reads per record in C fields)."""
+    return None
 
 
 async def _send_slow(producer, topic, value, key, partition, timestamp_ms, headers):

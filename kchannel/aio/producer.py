@@ -120,6 +120,11 @@ class AIOProducer:
         self._client = p._client
         self._send = p.send          # the appender's fast path (transactional: joins it)
         self._txn = p._txn
+        # send bound once (the compiled twin: what it reads per record held
+        # in C fields); a subclass overriding send keeps its own.
+        bound = _aiosend.bind_send(self) if type(self).send is AIOProducer.send else None
+        if bound is not None:
+            self.send = self.produce = bound
 
     # -- driving the Sender ----------------------------------------------------------
     def _get_loop(self):

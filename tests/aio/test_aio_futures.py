@@ -149,3 +149,64 @@ def test_a_cycle_through_a_held_futures_done_callback_is_freed():
     del b, p
     gc.collect()
     assert ref() is None
+
+
+class _StubProducer:
+    """What the bound send reads of an AIOProducer (weakly referable, as
+    the AIOProducer is)."""
+
+    def __init__(self, batch, used_memory=0):
+        self._driver = None
+        self.started = 0
+        self.memory_waits = 0
+        self._acc = SimpleNamespace(used_memory=used_memory)
+        self._memory_limit = 1000
+        self._send = send_stub(batch)._send
+
+    def _start_driver(self):
+        self.started += 1
+        self._driver = object()
+
+    async def _wait_for_memory(self):
+        self.memory_waits += 1
+        self._acc.used_memory = 0
+
+
+def test_bound_send_starts_the_driver_once_and_waits_for_memory():
+    """``bind_send``'s send (the instance's, compiled) as the class's:
+    starts the Sender once, appends at once while the accumulator's memory
+    is under the limit, else returns the waiting coroutine, which appends
+    once memory is free; every future gives its record's metadata."""
+    b = ProducerBatch(TopicPartition("topic-a", 0), 0, 0)
+    p = _StubProducer(b)
+    bound = aiosend.bind_send(p)
+    if bound is None:                 # (the pure twin: the class's send)
+        bound = lambda *a, **k: aiosend.send(p, *a, **k)   # noqa: E731
+
+    async def scenario():
+        first = await bound("topic-a", b"a")
+        p._acc.used_memory = 5000     # over the limit: the send waits
+        pending = bound("topic-a", b"bb", key=b"k")
+        assert len(b.sizes) == 1      # not appended yet
+        second = await pending
+        b.complete(0, -1)
+        return [await first, await second]
+    mds = asyncio.run(scenario())
+    assert (p.started, p.memory_waits) == (1, 1)
+    assert [fields(md) for md in mds] == [("topic-a", 0, 0, T0, -1, 1),
+                                          ("topic-a", 0, 1, T0 + 1, 1, 2)]
+
+
+def test_send_is_bound_on_the_instance_unless_overridden():
+    """The AIOProducer's send (and produce) is the bound one where the
+    compiled twin binds it; a subclass's own send is kept."""
+    p = AIOProducer({"bootstrap.servers": "127.0.0.1:1"})
+    assert p.send == p.produce
+    assert ("send" in vars(p)) is COMPILED
+
+    class Sub(AIOProducer):
+        async def send(self, *args, **kwargs):
+            return "own"
+    s = Sub({"bootstrap.servers": "127.0.0.1:1"})
+    assert "send" not in vars(s)
+    assert asyncio.run(s.send("t", b"v")) == "own"
