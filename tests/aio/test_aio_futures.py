@@ -210,3 +210,25 @@ def test_send_is_bound_on_the_instance_unless_overridden():
     s = Sub({"bootstrap.servers": "127.0.0.1:1"})
     assert "send" not in vars(s)
     assert asyncio.run(s.send("t", b"v")) == "own"
+
+
+def test_a_held_metadata_is_never_refilled():
+    """The compiled await refills the RecordMetadata it gave last only when
+    nothing else holds it: one the application keeps (in a list, a local)
+    keeps its record's fields through later awaits."""
+    b = batch_of(6)
+    b.complete(50, -1)
+    futures = [FutureRecordMetadata(b, i) for i in range(6)]
+
+    async def scenario():
+        kept = [await futures[0]]
+        one = await futures[1]
+        for f in futures[2:4]:
+            await f                   # (given and let go: may be refilled)
+        kept.append(await futures[4])
+        last = await futures[5]
+        return kept, one, last
+    kept, one, last = asyncio.run(scenario())
+    assert [fields(md) for md in kept + [one, last]] == \
+        [fields(futures[i].get()) for i in (0, 4, 1, 5)]
+    assert len({id(md) for md in kept + [one, last]}) == 4
