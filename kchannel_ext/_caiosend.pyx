@@ -36,7 +36,7 @@ from kchannel._slots cimport slot_offset
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
-__all__ = ["send", "bind_send", "future_await"]
+__all__ = ["send", "bind_send", "future_await", "install_await"]
 
 cdef extern from "Python.h":
     ctypedef enum PySendResult:
@@ -45,7 +45,9 @@ cdef extern from "Python.h":
         PYGEN_NEXT
     ctypedef PySendResult (*sendfunc)(PyObject *, PyObject *, PyObject **)
     ctypedef PyObject *(*iternextfunc)(PyObject *)
+    ctypedef PyObject *(*unaryfunc)(PyObject *)
     ctypedef struct PyAsyncMethods:
+        unaryfunc am_await
         sendfunc am_send
     ctypedef struct PyTypeObjectSlots "PyTypeObject":
         PyAsyncMethods *tp_as_async
@@ -294,6 +296,25 @@ def future_await(future):
     """``FutureRecordMetadata.__await__`` (installed by ``kchannel.aio``):
     an acknowledged record's metadata (ProducerBatch.metadata's common case)
     with no generator; the other cases by the method's own."""
+    return _future_await(future)
+
+
+def install_await():
+    """Make ``future_await`` the await of every FutureRecordMetadata (the
+    sync producer's are the same type and await the same way): set as the
+    class's ``__await__``, then as its type's ``am_await`` slot itself.
+    Set as ``__await__`` alone, the slot is CPython's ``slot_am_await``,
+    which looks ``__await__`` up on the type and calls it as a Python
+    callable, argument parsing included, per await.  (Assigning
+    ``__await__`` on the class again resets the slot, consistently.)"""
+    cdef PyTypeObjectSlots *t = <PyTypeObjectSlots *>_FutureRecordMetadata
+    _FutureRecordMetadata.__await__ = future_await
+    if t.tp_as_async == NULL:
+        return
+    t.tp_as_async.am_await = <unaryfunc>_future_await
+
+
+cdef object _future_await(object future):
     cdef PyObject *batch = NULL
     if type(future) is _FutureRecordMetadata:
         batch = _slot(future, _F_BATCH)

@@ -12,7 +12,7 @@ with no generator (see ``kchannel_ext/_caiosend.pyx``).
 """
 from kchannel.producer.accumulator import FutureRecordMetadata
 
-__all__ = ["send", "bind_send", "future_await"]
+__all__ = ["send", "bind_send", "future_await", "install_await"]
 
 
 class _MetadataNeeded(Exception):
@@ -83,3 +83,8 @@ def future_await(future):
     """``FutureRecordMetadata.__await__`` (installed on the class by
     kchannel.aio): here the method's own generator."""
     return _await(future)
+
+
+def install_await():
+    """Here nothing: ``FutureRecordMetadata.__await__`` is the method's own
+    (the compiled twin installs its await on the class)."""

@@ -27,7 +27,6 @@ from kchannel.client import RequestTimeoutError
 from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.log import get_logger
 from kchannel.producer import Producer
-from kchannel.producer.accumulator import FutureRecordMetadata
 from kchannel.producer.transaction_manager import State
 
 __all__ = ["AIOProducer"]
@@ -45,8 +44,7 @@ _aiosend = _impl.load_twin("aiosend")
 # pure twin's is the method's own, left in place).  Set on the class, not per
 # instance: the sync producer's futures are the same type and await the same
 # way.
-if _impl.loaded_kind("aiosend") == "compiled":
-    FutureRecordMetadata.__await__ = _aiosend.future_await
+_aiosend.install_await()
 
 
 class _LoopProducer(Producer):
