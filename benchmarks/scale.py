@@ -77,6 +77,24 @@ def _serve(pipe, pki, log_dir):
         finally:
             _waited[0] += time.perf_counter() - t0
     sel._os.sel.select = timed_select
+
+    # The poll loop calls epoll directly where it can (Selector._epoll), not
+    # the selectors module: its wait is timed there.
+    class _TimedEpoll:
+        def __init__(self, epoll):
+            self._epoll = epoll
+
+        def poll(self, *args):
+            t0 = time.perf_counter()
+            try:
+                return self._epoll.poll(*args)
+            finally:
+                _waited[0] += time.perf_counter() - t0
+
+        def __getattr__(self, name):
+            return getattr(self._epoll, name)
+    if getattr(sel, "_epoll", None) is not None:
+        sel._epoll = _TimedEpoll(sel._epoll)
     sel.poll = timed_poll
     server.start()
     pipe.send(server.bound_port("SASL_SSL"))
