@@ -21,7 +21,6 @@ value through the ``am_send`` slot (no StopIteration made, no frame).
   method's own generator.
 """
 from collections.abc import Coroutine as _Coroutine
-from weakref import ref as _weakref
 
 cimport cython
 
@@ -234,11 +233,12 @@ cdef class _BoundSend:
     accumulator's ``used_memory`` read from its instance dict -- not five
     generic attribute lookups on the producer and its accumulator per
     record (~120 instructions each, a type lookup and a dict lookup).
-    The producer itself by a weak reference: held by the producer's
-    instance dict, a strong one would make the producer a cycle, freed
-    (and its sockets let go, see _LoopProducer.close) only by the garbage
-    collector instead of when dropped."""
-    cdef object producer_ref
+    It holds the producer, as a bound method does (``send = p.send`` keeps
+    ``p`` alive); held by the producer's instance dict, that is one more
+    reference cycle through the producer, which has others already (its
+    selector's and Sender's bound methods): the collector frees it either
+    way (this type is tracked)."""
+    cdef object producer
     cdef object append
     cdef object acc
     cdef object acc_dict
@@ -250,7 +250,7 @@ cdef class _BoundSend:
         """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
         cdef PyObject *used
         if not self.started:
-            producer = self.producer_ref()
+            producer = self.producer
             if producer._driver is None:
                 producer._start_driver()
             # (_driver stays set once started: close() leaves it.)
@@ -263,12 +263,12 @@ cdef class _BoundSend:
         else:
             over = self.acc.used_memory > self.limit
         if over:
-            return _send_slow(self.producer_ref(), topic, value, key, partition, timestamp_ms,
+            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
         try:
             future = self.append(topic, value, key, headers, partition, timestamp_ms)
         except _MetadataNeeded:
-            return _send_slow(self.producer_ref(), topic, value, key, partition, timestamp_ms,
+            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
         except Exception as exc:
             return _raise(exc)
@@ -283,7 +283,7 @@ def bind_send(producer):
     sets as the instance's ``send``.  Reads ``_send`` (the appender's send)
     and ``_memory_limit`` once: both are set for good by ``__init__``."""
     cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
-    b.producer_ref = _weakref(producer)
+    b.producer = producer
     b.append = producer._send
     b.acc = producer._acc
     b.acc_dict = getattr(b.acc, "__dict__", None)
