@@ -673,6 +673,112 @@ cdef extern from *:
     int kc_bare_tuple_type(PyTypeObject* t) noexcept
 
 
+# Named records (DecodedRecord, a NamedTuple; the consumer's ConsumerRecord:
+# heap-type tuple subclasses) allocated and freed as plain tuples are,
+# through the tuple free list: a plain tuple is popped from and pushed back
+# to CPython's free list of its length (no pymalloc call, no count towards a
+# collection), a subclass's instance went through _PyObject_GC_NewVar and
+# subtype_dealloc (its checks for finalizers, slots and weak references,
+# then tupledealloc, PyObject_GC_Del and a type decref).  Counted (callgrind,
+# 2000 DecodedRecords of 100 B decoded and dropped): 1,740 -> 1,563
+# instructions a record with the records built untracked
+# (RecordReader._decode), 2,346 -> 1,928 with them tracked as built.
+cdef extern from *:
+    """
+    static void kc_pooled_dealloc(PyObject *op);
+
+    /* The tp_dealloc of a record type installed by kc_pooled_install.  An
+       instance of such a type is a tuple in all but its type pointer
+       (kc_bare_tuple_type: same size, no __dict__, no weak references, no
+       finalizer), so it is handed to tupledealloc as a tuple: its items
+       are released and its memory goes to the tuple free list, which
+       PyTuple_New (kc_pooled_new) takes it from again.  An instance of a
+       subclass (an application's, not installed) arrives here from
+       subtype_dealloc, which finds this as the nearest base dealloc other
+       than its own, with its __dict__ and weak references already
+       cleared: it keeps its type, so tupledealloc frees it with its type's
+       tp_free, as before.  Either way the instance's reference to its heap
+       type is released here, as a heap type's dealloc must
+       (subtype_dealloc leaves that to a heap base's dealloc). */
+    static void kc_pooled_dealloc(PyObject *op) {
+        PyTypeObject *tp = Py_TYPE(op);
+        if (tp->tp_dealloc == kc_pooled_dealloc && Py_SIZE(op) > 0) {
+            if (tp->tp_finalize != NULL) {
+                /* A __del__ added to the class afterwards: run as
+                   subtype_dealloc runs it (the object still tracked), and
+                   the memory freed, not kept: the collector's "finalized"
+                   mark would stay on it in the free list. */
+                if (PyObject_CallFinalizerFromDealloc(op) < 0)
+                    return;               /* resurrected */
+            }
+            else {
+                PyObject_GC_UnTrack(op);
+                Py_SET_TYPE(op, &PyTuple_Type);
+            }
+        }
+        PyTuple_Type.tp_dealloc(op);
+        Py_DECREF(tp);
+    }
+
+    /* A Python class whose dealloc is only what a Python class's is
+       (subtype_dealloc, that of ``probe``, a bare tuple subclass defined in
+       this module) and whose instances are the bare tuple layout. */
+    static int kc_plain_tuple_class(PyTypeObject *t, PyTypeObject *probe) {
+        return (t->tp_flags & Py_TPFLAGS_HEAPTYPE)
+            && (t->tp_dealloc == probe->tp_dealloc || t->tp_dealloc == kc_pooled_dealloc)
+            && kc_bare_tuple_type(t)
+            && t->tp_finalize == NULL && t->tp_del == NULL
+            && t->tp_free == PyObject_GC_Del;
+    }
+
+    /* Installs kc_pooled_dealloc on t if t and every class between it and
+       tuple are plain tuple classes (kc_plain_tuple_class: nothing of
+       theirs runs at deallocation but releasing the items and the type):
+       1 if installed (now or before), else 0 (t's records are then
+       allocated as any tuple subclass's).  t is kept alive for good. */
+    static int kc_pooled_install(PyTypeObject *t, PyTypeObject *probe) {
+    #ifdef Py_GIL_DISABLED
+        return 0;
+    #else
+        PyTypeObject *b;
+        if (t->tp_dealloc == kc_pooled_dealloc) return 1;
+        for (b = t; b != &PyTuple_Type; b = b->tp_base) {
+            if (b == NULL || !kc_plain_tuple_class(b, probe)) return 0;
+        }
+        Py_INCREF(t);
+        t->tp_dealloc = kc_pooled_dealloc;
+        return 1;
+    #endif
+    }
+
+    /* A new record of type t (installed) of n (unset) items, not tracked
+       by the collector: a tuple from PyTuple_New (the free list), given
+       the type. */
+    static inline PyObject *kc_pooled_new(PyTypeObject *t, Py_ssize_t n) {
+        PyObject *op = PyTuple_New(n);
+        if (op == NULL) return NULL;
+        PyObject_GC_UnTrack(op);
+        Py_INCREF(t);
+        Py_SET_TYPE(op, t);
+        return op;
+    }
+    """
+    int kc_pooled_install(PyTypeObject* t, PyTypeObject* probe) except -1
+    PyObject* kc_pooled_new(PyTypeObject* t, Py_ssize_t n) except NULL
+
+
+class _PlainTupleProbe(tuple):
+    # Its tp_dealloc is what every Python class's is (subtype_dealloc),
+    # which C code cannot name: see kc_plain_tuple_class.
+    __slots__ = ()
+
+
+cdef bint _pooled(cls) except -1:
+    # cls's records allocated from and freed to the tuple free list
+    # (kc_pooled_install), if it is a plain tuple class.
+    return kc_pooled_install(<PyTypeObject*>cls, <PyTypeObject*>_PlainTupleProbe) == 1
+
+
 # The bounds within which C arithmetic on offsets and timestamps cannot
 # overflow, as C values: a bare ``(1 << 61)`` is a Python int to Cython, and
 # comparing an int64 with it makes a Python int of the int64 first (two per
@@ -688,13 +794,16 @@ cdef inline void _set(object t, Py_ssize_t i, object o):
 
 
 cdef inline object _record(cls, topic, partition, offset, timestamp, timestamp_type, key, value,
-                    headers, bint untracked=False):
+                    headers, bint untracked=False, bint pooled=False):
     # ``cls`` (a tuple subclass, checked by the callers) of the 9 fields,
     # leader_epoch None: what ``tuple.__new__(cls, fields)`` makes, without
     # the fields tuple.  ``untracked``: not tracked by the garbage collector
-    # (see RecordReader._decode).
+    # (see RecordReader._decode).  ``pooled`` (with ``untracked``): cls is
+    # installed by _pooled, the record comes from the tuple free list.
     cdef PyObject* raw
-    if untracked and kc_bare_tuple_type(<PyTypeObject*>cls):
+    if pooled:
+        raw = kc_pooled_new(<PyTypeObject*>cls, 9)
+    elif untracked and kc_bare_tuple_type(<PyTypeObject*>cls):
         raw = kc_new_bare(<PyTypeObject*>cls, 9)
     else:
         raw = _kc_tp_alloc(<PyTypeObject*>cls, 9)
@@ -716,40 +825,52 @@ cdef inline object _record(cls, topic, partition, offset, timestamp, timestamp_t
 
 
 cdef object _DecodedRecord = None
+cdef bint _decoded_as_tuple = False
 
 
 cdef object _decoded_type():
     # Imported on first use: kchannel.protocol.records (the type's package)
     # loads this module while it is being imported itself.
-    global _DecodedRecord
+    global _DecodedRecord, _decoded_as_tuple
     if _DecodedRecord is None:
         from kchannel.protocol.records.record import DecodedRecord
+        _decoded_as_tuple = _pooled(DecodedRecord)
         _DecodedRecord = DecodedRecord
     return _DecodedRecord
 
 
 cdef object _decoded(dtype, offset, timestamp, key, value, headers):
     # dtype(offset, timestamp, key, value, headers) (dtype: DecodedRecord),
-    # allocated and filled as tuple.__new__ does (see _record).  Of the bare
-    # tuple layout, it is allocated as PyTuple_New allocates (unzeroed,
-    # untracked) and tracked once filled: the record holds a headers list,
-    # so the collector must see it, but zeroing and tracking an empty object
-    # first made decode_records ~1.5x slower than with plain tuples.
+    # allocated and filled as tuple.__new__ does (see _record), not tracked
+    # by the garbage collector: RecordReader._decode tracks it with the
+    # call's other records once all are built.  Of the bare tuple layout, it
+    # is allocated as PyTuple_New allocates (unzeroed: zeroing an object
+    # that is filled at once made decode_records ~1.5x slower).
     cdef PyObject* raw
-    cdef bint bare = kc_bare_tuple_type(<PyTypeObject*>dtype)
-    if bare:
+    cdef object obj
+    if _decoded_as_tuple:
+        # As a plain tuple, from the tuple free list (see kc_pooled_dealloc).
+        raw = kc_pooled_new(<PyTypeObject*>dtype, 5)
+        obj = <object>raw
+        Py_DECREF_raw(raw)
+        _set(obj, 0, offset)
+        _set(obj, 1, timestamp)
+        _set(obj, 2, key)
+        _set(obj, 3, value)
+        _set(obj, 4, headers)
+        return obj
+    if kc_bare_tuple_type(<PyTypeObject*>dtype):
         raw = kc_new_bare(<PyTypeObject*>dtype, 5)
     else:
         raw = _kc_tp_alloc(<PyTypeObject*>dtype, 5)
-    cdef object obj = <object>raw
+        _gc_untrack(raw)
+    obj = <object>raw
     Py_DECREF_raw(raw)
     _set(obj, 0, offset)
     _set(obj, 1, timestamp)
     _set(obj, 2, key)
     _set(obj, 3, value)
     _set(obj, 4, headers)
-    if bare:
-        _gc_track(raw)
     return obj
 
 
@@ -876,6 +997,7 @@ cdef class RecordReader:
     cdef object _error
     cdef bint _checked
     cdef bint _tuple_headers
+    cdef bint _pooled         # _cls's records from the tuple free list (_pooled)
 
     def __init__(self, buf, count, base_offset, base_timestamp, log_append_time, cls, topic,
                  partition, timestamp_type, tuple_headers=False):
@@ -883,6 +1005,7 @@ cdef class RecordReader:
             raise TypeError("cls must be a tuple subclass")
         self._open(buf, count, base_offset, base_timestamp, log_append_time)
         self._cls = cls
+        self._pooled = _pooled(cls)
         self._topic = topic
         self._partition = partition
         self._ttype = timestamp_type
@@ -1025,7 +1148,7 @@ cdef class RecordReader:
         return out
 
     cdef list _decode(self, Py_ssize_t n):
-        # (offset, timestamp, key, value, headers) tuples if ``_cls`` is
+        # DecodedRecord(offset, timestamp, key, value, headers) if ``_cls`` is
         # None (decode_records), else ``_cls`` records.
         #
         # The records and their headers lists are built untracked by the
@@ -1039,12 +1162,20 @@ cdef class RecordReader:
         # Nothing can reach them in between but the list ``out`` (tracked:
         # the collector skips untracked objects in it), and they are
         # tracked before anyone gets them, also when decoding fails.
+        #
+        # decode_records' DecodedRecords too: with them tracked as built, a
+        # 2000-record batch set off ~3 young collections per call that found
+        # them alive and promoted them, and so full collections of the whole
+        # heap every few calls (the cost then grew with what the
+        # application had imported, not with the batch).
         cdef list out = []
         try:
             self._decode_into(out, n)
         finally:
             if self._cls is not None:
                 _track_records(out, 0)
+            else:
+                _track_decoded(out)
         return out
 
     cdef int _decode_into(self, list out, Py_ssize_t n) except -1:
@@ -1057,6 +1188,7 @@ cdef class RecordReader:
         cdef bint fast = self._fast
         cdef bint untracked = cls is not None
         cdef bint as_tuple = untracked and self._tuple_headers
+        cdef bint pooled = untracked and self._pooled
         cdef object dtype = None if untracked else _decoded_type()
         cdef object headers
         cdef object pair
@@ -1087,10 +1219,8 @@ cdef class RecordReader:
                 raise CorruptRecordError(f"Found invalid number of record headers {nheaders}")
             if as_tuple and nheaders == 0:
                 headers = ()
-            elif untracked:
-                headers = kc_list_untracked()
             else:
-                headers = []
+                headers = kc_list_untracked()
             for h in range(nheaders):
                 hsize = c.varint()
                 if hsize < 0:
@@ -1145,7 +1275,7 @@ cdef class RecordReader:
                 out.append(_decoded(dtype, offset, timestamp, key, value, headers))
             else:
                 out.append(_record(cls, self._topic, self._partition, offset, timestamp,
-                                   self._ttype, key, value, headers, True))
+                                   self._ttype, key, value, headers, True, pooled))
         return 0
 
 
@@ -1208,6 +1338,7 @@ cdef class PartitionReader:
         self._read_committed = read_committed
         self._reader = RecordReader.__new__(RecordReader)
         self._reader._cls = cls
+        self._reader._pooled = _pooled(cls)
         self._reader._topic = topic
         self._reader._partition = partition
         self._reader._tuple_headers = bool(tuple_headers)
@@ -1371,6 +1502,21 @@ cdef class PartitionReader:
             self._live = True
             self._prefix = base_offset < self._position
             return True
+
+
+cdef void _track_decoded(list records) noexcept:
+    # Track what _decode built untracked for decode_records: each
+    # DecodedRecord and its headers list (a record holds a mutable list, so
+    # a cycle can pass through it: it stays tracked, as plain tuples were).
+    cdef object r
+    cdef PyObject* o
+    for r in records:
+        o = _tuple_item(r, 4)  # borrowed
+        if _PyObject_IS_GC(o) and not _gc_is_tracked(o):
+            _gc_track(o)
+        o = <PyObject*>r
+        if not _gc_is_tracked(o):
+            _gc_track(o)
 
 
 cdef void _track_records(list records, Py_ssize_t start) noexcept:
