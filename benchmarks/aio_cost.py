@@ -97,7 +97,11 @@ def _exclusive(out):
 
 
 def run_callgrind(bootstrap, topic, n, size, mode, pure, out, client="aio", tree=ROOT):
-    """Instructions of one child run (``out`` None: natively, not counted)."""
+    """Instructions of one child run (``out`` None: natively, not counted).
+    Run in ``tree``: ``python -c`` puts its working directory first on
+    sys.path, so run from another kchannel tree it imported that one's
+    kchannel, whatever PYTHONPATH said (``--tree`` measured the current
+    tree)."""
     env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if pure:
         env["KCHANNEL_NO_EXTENSIONS"] = "1"
@@ -106,10 +110,10 @@ def run_callgrind(bootstrap, topic, n, size, mode, pure, out, client="aio", tree
     cmd = [sys.executable, "-c", CHILD if client == "aio" else SYNC_CHILD,
            bootstrap, topic, str(n), str(size), mode]
     if out is None:
-        subprocess.run(cmd, capture_output=True, env=env, timeout=600, check=True)
+        subprocess.run(cmd, capture_output=True, env=env, timeout=600, check=True, cwd=tree)
         return None
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + cmd
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, cwd=tree)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-3000:])
     return _totals(out)

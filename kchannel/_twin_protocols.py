@@ -740,6 +740,15 @@ class AiosendModule(Protocol):
         """``FutureRecordMetadata.__await__``: the iterator an await of
         ``future`` runs, ending with its RecordMetadata or its error."""
 
+    def bind_send(self, producer: Any) -> Any:
+        """``producer.send`` bound once (set as the AIOProducer's own
+        ``send`` by its ``__init__``), or None where the class's ``send``
+        is as good (the pure twin)."""
+
+    def install_await(self) -> None:
+        """Install ``future_await`` as every FutureRecordMetadata's await
+        (the compiled twin; the pure twin leaves the method's own)."""
+
 
 # ---------------------------------------------------------------------------
 # metrics: kchannel._metrics_py / kchannel._cmetrics (the same .py compiled)

@@ -24,15 +24,18 @@ from collections.abc import Coroutine as _Coroutine
 
 cimport cython
 
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF, _Py_REFCNT
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
+from kchannel._crecords cimport QueuedRecord
 from kchannel._slots cimport slot_offset
 
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
-__all__ = ["send", "future_await"]
+__all__ = ["send", "bind_send", "future_await", "install_await"]
 
 cdef extern from "Python.h":
     ctypedef enum PySendResult:
@@ -41,7 +44,9 @@ cdef extern from "Python.h":
         PYGEN_NEXT
     ctypedef PySendResult (*sendfunc)(PyObject *, PyObject *, PyObject **)
     ctypedef PyObject *(*iternextfunc)(PyObject *)
+    ctypedef PyObject *(*unaryfunc)(PyObject *)
     ctypedef struct PyAsyncMethods:
+        unaryfunc am_await
         sendfunc am_send
     ctypedef struct PyTypeObjectSlots "PyTypeObject":
         PyAsyncMethods *tp_as_async
@@ -49,6 +54,11 @@ cdef extern from "Python.h":
     void PyErr_SetObject(object, object)
     void PyErr_SetString(object, const char *)
     void PyType_Modified(PyTypeObject *)
+    void PyObject_GC_UnTrack(void *)
+    PyObject *PyDict_GetItemWithError(object, object) except? NULL
+    Py_ssize_t PyLong_AsSsize_t(object) except? -1
+    bint PyTuple_Check(object)
+    bint PyList_CheckExact(object)
     PyObject *Py_True
     PyObject *Py_None
 
@@ -56,6 +66,12 @@ cdef object _await_slow = FutureRecordMetadata.__await__
 cdef object _RecordMetadata = RecordMetadata
 cdef object _FutureRecordMetadata = FutureRecordMetadata
 cdef tuple _EMPTY = ()
+# The RecordMetadata the last await gave, refilled by the next one when
+# nothing else holds it any more (the await's caller let it go, the usual
+# case: ``for f in futures: await f``): no allocation, deallocation and
+# garbage collector count per record awaited (as run_callbacks in
+# kchannel._cappender).  One still held anywhere is never touched.
+cdef object _md_cache = None
 
 
 # The future's, its batch's and RecordMetadata's __slots__ read and filled
@@ -66,6 +82,8 @@ cdef tuple _EMPTY = ()
 # object slots any more fail this module's import: the pure twin is used.
 cdef Py_ssize_t _F_BATCH = slot_offset(FutureRecordMetadata, "_batch")
 cdef Py_ssize_t _F_INDEX = slot_offset(FutureRecordMetadata, "_index")
+cdef Py_ssize_t _F_FAILED = slot_offset(FutureRecordMetadata, "_failed")
+cdef Py_ssize_t _B_RECORDS = slot_offset(ProducerBatch, "records")
 cdef Py_ssize_t _B_TP = slot_offset(ProducerBatch, "tp")
 cdef Py_ssize_t _B_DONE = slot_offset(ProducerBatch, "done_flag")
 cdef Py_ssize_t _B_EXCEPTION = slot_offset(ProducerBatch, "exception")
@@ -191,13 +209,112 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
     except Exception as exc:
         # Raised where the result is awaited, as from the coroutine.
         return _raise(exc)
+    if type(future) is _FutureRecordMetadata and _slot(future, _F_FAILED) == Py_None:
+        # Left out of the garbage collector's lists: an application holds
+        # a future per record (``[await p.send(...) for ...]``, then each
+        # awaited), and every gen0/gen1 collection traversed each one held
+        # (subtype_traverse, ~700 instructions per 1 KiB record under
+        # callgrind).  It can close no cycle that outlives its batch: it
+        # holds its batch and an int; the batch refers back to it only
+        # through done_callbacks (add_done_callback, an await before the
+        # batch is done), which the batch's completion drops -- every batch
+        # completes, acknowledged, failed or aborted by close().  An
+        # untracked object is an external root to the collector, so what it
+        # holds is never freed early.
+        PyObject_GC_UnTrack(<PyObject *>future)
     return _ready(future)
+
+
+@cython.final
+cdef class _BoundSend:
+    """``send`` bound to one AIOProducer, what ``bind_send`` returns the
+    ``send`` method of: the producer's parts it reads per record kept in C
+    fields (the appender's bound ``send``, the memory limit) and the
+    accumulator's ``used_memory`` read from its instance dict -- not five
+    generic attribute lookups on the producer and its accumulator per
+    record (~120 instructions each, a type lookup and a dict lookup).
+    It holds the producer, as a bound method does (``send = p.send`` keeps
+    ``p`` alive); held by the producer's instance dict, that is one more
+    reference cycle through the producer, which has others already (its
+    selector's and Sender's bound methods): the collector frees it either
+    way (this type is tracked)."""
+    cdef object producer
+    cdef object append
+    cdef object acc
+    cdef object acc_dict
+    cdef Py_ssize_t limit
+    cdef bint started
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+             headers=None):
+        """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
+        cdef PyObject *used
+        if not self.started:
+            producer = self.producer
+            if producer._driver is None:
+                producer._start_driver()
+            # (_driver stays set once started: close() leaves it.)
+            self.started = producer._driver is not None
+        used = NULL
+        if self.acc_dict is not None:
+            used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
+        if used != NULL and type(<object>used) is int:
+            over = PyLong_AsSsize_t(<object>used) > self.limit
+        else:
+            over = self.acc.used_memory > self.limit
+        if over:
+            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
+                              headers)
+        try:
+            future = self.append(topic, value, key, headers, partition, timestamp_ms)
+        except _MetadataNeeded:
+            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
+                              headers)
+        except Exception as exc:
+            return _raise(exc)
+        if type(future) is _FutureRecordMetadata and _slot(future, _F_FAILED) == Py_None:
+            # (Untracked: see send.)
+            PyObject_GC_UnTrack(<PyObject *>future)
+        return _ready(future)
+
+
+def bind_send(producer):
+    """``producer.send`` (an AIOProducer's), bound once: what ``__init__``
+    sets as the instance's ``send``.  Reads ``_send`` (the appender's send)
+    and ``_memory_limit`` once: both are set for good by ``__init__``."""
+    cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
+    b.producer = producer
+    b.append = producer._send
+    b.acc = producer._acc
+    b.acc_dict = getattr(b.acc, "__dict__", None)
+    b.limit = producer._memory_limit
+    b.started = False
+    return b.send
 
 
 def future_await(future):
     """``FutureRecordMetadata.__await__`` (installed by ``kchannel.aio``):
     an acknowledged record's metadata (ProducerBatch.metadata's common case)
     with no generator; the other cases by the method's own."""
+    return _future_await(future)
+
+
+def install_await():
+    """Make ``future_await`` the await of every FutureRecordMetadata (the
+    sync producer's are the same type and await the same way): set as the
+    class's ``__await__``, then as its type's ``am_await`` slot itself.
+    Set as ``__await__`` alone, the slot is CPython's ``slot_am_await``,
+    which looks ``__await__`` up on the type and calls it as a Python
+    callable, argument parsing included, per await.  (Assigning
+    ``__await__`` on the class again resets the slot, consistently.)"""
+    cdef PyTypeObjectSlots *t = <PyTypeObjectSlots *>_FutureRecordMetadata
+    _FutureRecordMetadata.__await__ = future_await
+    if t.tp_as_async == NULL:
+        return
+    t.tp_as_async.am_await = <unaryfunc>_future_await
+
+
+cdef object _future_await(object future):
     cdef PyObject *batch = NULL
     if type(future) is _FutureRecordMetadata:
         batch = _slot(future, _F_BATCH)
@@ -213,19 +330,43 @@ def future_await(future):
     cdef PyObject *p_sizes = _slot(b, _B_SIZES)
     cdef PyObject *p_base = _slot(b, _B_BASE)
     cdef PyObject *p_ts = _slot(b, _B_APPEND_TIME)
-    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL:
+    cdef PyObject *p_records = _slot(b, _B_RECORDS)
+    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL \
+            or p_records == NULL:
         return _await_slow(future)
+    tp = <object>p_tp
+    sizes = <object>p_sizes
     i = <object>p_index
     cdef Py_ssize_t k = i
-    tp = <object>p_tp      # a TopicPartition (a tuple)
-    sz = <tuple?>(<list?><object>p_sizes)[k]
+    # The TopicPartition read as the tuple it is: indexing a tuple
+    # subclass (a namedtuple) goes through slot_sq_item, a Python-level
+    # __getitem__ call with an int made per index (~750 instructions each,
+    # two per record); PyTuple_GET_ITEM reads the item.
+    if not PyTuple_Check(tp) or PyTuple_GET_SIZE(tp) != 2 or not PyList_CheckExact(sizes) \
+            or k < 0 or k >= PyList_GET_SIZE(sizes):
+        return _await_slow(future)
+    sz = <tuple?><object>PyList_GET_ITEM(sizes, k)
     base = <object>p_base
     ts = <object>p_ts
     if ts < 0:
-        ts = b.records[k].timestamp
-    md = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata, <PyObject *>_EMPTY, NULL)
-    _put(md, _M_TOPIC, tp[0])
-    _put(md, _M_PARTITION, tp[1])
+        # CreateTime: the record's own timestamp, its C field (no attribute
+        # lookup on the batch and the record).
+        records = <object>p_records
+        if not PyList_CheckExact(records) or k >= PyList_GET_SIZE(records):
+            return _await_slow(future)
+        record = <object>PyList_GET_ITEM(records, k)
+        if type(record) is not QueuedRecord:
+            return _await_slow(future)
+        ts = (<QueuedRecord>record).timestamp
+    global _md_cache
+    cdef PyObject *cached = <PyObject *>_md_cache
+    if cached != Py_None and _Py_REFCNT(cached) == 1:
+        md = _md_cache
+    else:
+        md = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata, <PyObject *>_EMPTY, NULL)
+        _md_cache = md
+    _put(md, _M_TOPIC, <object>PyTuple_GET_ITEM(tp, 0))
+    _put(md, _M_PARTITION, <object>PyTuple_GET_ITEM(tp, 1))
     _put(md, _M_OFFSET, base + i if base >= 0 else -1)
     _put(md, _M_TIMESTAMP, ts)
     _put(md, _M_KEY_SIZE, sz[0])

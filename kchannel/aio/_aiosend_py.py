@@ -12,7 +12,7 @@ with no generator (see ``kchannel_ext/_caiosend.pyx``).
 """
 from kchannel.producer.accumulator import FutureRecordMetadata
 
-__all__ = ["send", "future_await"]
+__all__ = ["send", "bind_send", "future_await", "install_await"]
 
 
 class _MetadataNeeded(Exception):
@@ -48,6 +48,13 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
     return _done(future)
 
 
+def bind_send(producer):
+    """``producer.send`` bound once, to be set as the instance's ``send``;
+    None: nothing to bind here (the class's ``send`` is this twin's; the
+    compiled twin's keeps what it reads per record in C fields)."""
+    return None
+
+
 async def _send_slow(producer, topic, value, key, partition, timestamp_ms, headers):
     # send() where the record waits first: buffer memory, a new topic's
     # metadata (both awaited up to max.block.ms).
@@ -76,3 +83,8 @@ def future_await(future):
     """``FutureRecordMetadata.__await__`` (installed on the class by
     kchannel.aio): here the method's own generator."""
     return _await(future)
+
+
+def install_await():
+    """Here nothing: ``FutureRecordMetadata.__await__`` is the method's own
+    (the compiled twin installs its await on the class)."""

@@ -27,7 +27,6 @@ from kchannel.client import RequestTimeoutError
 from kchannel.client.group_metadata import ConsumerGroupMetadata
 from kchannel.log import get_logger
 from kchannel.producer import Producer
-from kchannel.producer.accumulator import FutureRecordMetadata
 from kchannel.producer.transaction_manager import State
 
 __all__ = ["AIOProducer"]
@@ -45,8 +44,7 @@ _aiosend = _impl.load_twin("aiosend")
 # pure twin's is the method's own, left in place).  Set on the class, not per
 # instance: the sync producer's futures are the same type and await the same
 # way.
-if _impl.loaded_kind("aiosend") == "compiled":
-    FutureRecordMetadata.__await__ = _aiosend.future_await
+_aiosend.install_await()
 
 
 class _LoopProducer(Producer):
@@ -120,6 +118,11 @@ class AIOProducer:
         self._client = p._client
         self._send = p.send          # the appender's fast path (transactional: joins it)
         self._txn = p._txn
+        # send bound once (the compiled twin: what it reads per record held
+        # in C fields); a subclass overriding send keeps its own.
+        bound = _aiosend.bind_send(self) if type(self).send is AIOProducer.send else None
+        if bound is not None:
+            self.send = self.produce = bound
 
     # -- driving the Sender ----------------------------------------------------------
     def _get_loop(self):

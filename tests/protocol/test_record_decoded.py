@@ -198,7 +198,14 @@ def test_decoded_records_are_built_untracked_then_tracked(impl_pair):
         gc.set_threshold(*threshold)
     assert all(gc.is_tracked(r) and gc.is_tracked(r.headers) for r in got)
     promoted = sum(id(r) not in young for r in got)
-    assert promoted == 0, f"{promoted} of {len(got)} records promoted while being decoded"
+    if sys.version_info >= (3, 12):
+        # 3.12 and later run a due collection at the interpreter's next
+        # check (the eval breaker), not inside the allocation that made it
+        # due: no collection runs while decode_records builds, so the
+        # records are at most promoted together, once all are built.
+        assert promoted in (0, len(got)), f"{promoted} of {len(got)} records promoted"
+    else:
+        assert promoted == 0, f"{promoted} of {len(got)} records promoted while being decoded"
 
 
 # -- the same allocation for the consumer's record type ------------------------
