@@ -100,14 +100,22 @@ def test_idempotent_producer_survives_cut_connections(kafka_broker, caplog):
 
     t = threading.Thread(target=cutter)
     t.start()
+    futures = []
     try:
-        futures = [p.send(topic, value=b"%d" % i) for i in range(n)]
-        p.flush(120)
+        # At least n records, and on until connections were cut at least 3
+        # times: a fast Sender can otherwise finish n records between two
+        # of the cutter's looks.
+        deadline = time.monotonic() + 60
+        while len(futures) < n or (sum(cuts) < 3 and time.monotonic() < deadline):
+            futures.extend(p.send(topic, value=b"%d" % i)
+                           for i in range(len(futures), len(futures) + 500))
+            p.flush(120)
     finally:
         stop.set()
         t.join()
         p.close()
     assert sum(cuts) >= 3, cuts
+    n = len(futures)
     # batches in flight at a cut were really retried
     assert any("retrying" in r.getMessage() for r in caplog.records)
     offsets = [f.get(0).offset for f in futures]
