@@ -17,6 +17,8 @@ cdef class QueuedSend:
     cdef public object tail
 
 
+# (its fields set as C fields)
+@cython.locals(e=QueuedSend)
 cdef QueuedSend _new_send(data, size, bint report, head, tail=*)
 
 @cython.locals(i=Py_ssize_t, separate=Py_ssize_t)

@@ -23,6 +23,8 @@ cdef class AccumulatorState:
     cdef public object _drain_index
     cdef public object _memory_waiters
     cdef public bint expiry_due
+    # (the instance's own __dict__: see AccumulatorState)
+    cdef public dict _instance_dict
 
 
 # The module's functions the Sender calls per request: cpdef, so a call from
@@ -32,6 +34,7 @@ cdef class AccumulatorState:
 cpdef tuple _one_partition_parts(version, head, partition, records)
 cdef tuple _one_partition_records(version, head, records)
 cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
+@cython.locals(state=dict, incomplete=set)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
 @cython.locals(leaders=dict)

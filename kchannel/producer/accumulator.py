@@ -464,6 +464,8 @@ class RecordAccumulator(_senderloop.AccumulatorState):
     # fields when compiled; see AccumulatorState)
     def __init__(self, batch_size, linger_ms, retry_backoff_ms, retry_backoff_max_ms,
                  delivery_timeout_ms, buffer_memory, time):
+        # (the instance dict, read by accumulator_deallocate per request)
+        self._instance_dict = self.__dict__
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
