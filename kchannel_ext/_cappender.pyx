@@ -26,7 +26,7 @@ from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from kchannel._crecords cimport QueuedRecord
-from kchannel._slots cimport slot_offset
+from kchannel._slots cimport PyMemberDescr_Type, slot_offset
 
 from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
@@ -211,6 +211,7 @@ cdef Py_ssize_t _F_BATCH = slot_offset(FutureRecordMetadata, "_batch")
 cdef Py_ssize_t _F_INDEX = slot_offset(FutureRecordMetadata, "_index")
 cdef Py_ssize_t _F_FAILED = slot_offset(FutureRecordMetadata, "_failed")
 cdef object _ProducerBatch = ProducerBatch
+cdef object _BatchState = ProducerBatch.__base__     # (the senderloop twin's BatchState)
 cdef object _FutureRecordMetadata = FutureRecordMetadata
 
 
@@ -244,6 +245,15 @@ cdef _init_batch_defaults():
     global _b_defaults, _b_ndefaults
     names = []
     for klass in ProducerBatch.__mro__:
+        if klass is _BatchState:
+            # The Sender's side's fields (kchannel.producer._csenderloop):
+            # C fields whose defaults the type's tp_new gives (its
+            # __cinit__), not slots; the pure twin's class (its slots at
+            # offsets of its own) is not filled here: this module fails to
+            # import and its pure twin is used.
+            if type(klass.__dict__.get("encoded")) is <object>&PyMemberDescr_Type:
+                raise ImportError("ProducerBatch's base class is not the compiled BatchState")
+            continue
         for name in klass.__dict__.get("__slots__", ()):
             names.append(name)
     template = ProducerBatch(None, 0, 0)

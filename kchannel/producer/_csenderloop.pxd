@@ -27,14 +27,27 @@ cdef class AccumulatorState:
     cdef public dict _instance_dict
 
 
+cdef class BatchState:
+    cdef public object encoded
+    cdef public object producer_id
+    cdef public object producer_epoch
+    cdef public object base_sequence
+    cdef public object attempts
+    cdef public object event
+    cdef public object done_callbacks
+    cdef public object parent
+    cdef public object retry
+
+
 # The module's functions the Sender calls per request: cpdef, so a call from
 # this module is a C call (no module-global lookup, no argument parsing of a
 # Python call), while RecordAccumulator and the tests keep their Python
 # wrappers.
 cpdef tuple _one_partition_parts(version, head, partition, records)
 cdef tuple _one_partition_records(version, head, records)
+@cython.locals(batch=BatchState)
 cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
-@cython.locals(state=dict, incomplete=set)
+@cython.locals(state=dict, incomplete=set, batch=BatchState)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
 @cython.locals(leaders=dict)
@@ -80,8 +93,9 @@ cdef class SenderLoop:
 
     # The per-request methods: cpdef, a C call from this class's own code
     # (a Python call each otherwise); Sender overrides none of them.
+    @cython.locals(batch=BatchState)
     cpdef _encode(self, batch)
-    @cython.locals(callback=_ProduceCallback)
+    @cython.locals(callback=_ProduceCallback, b=BatchState)
     cpdef _send_produce_request(self, node, batches, now)
     # (the decoded response's dicts read without a method call per key)
     @cython.locals(body=dict, topic=dict, p=dict)

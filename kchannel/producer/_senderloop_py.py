@@ -357,6 +357,36 @@ class AccumulatorState:
 
 
 
+class BatchState:
+    """The base class of :class:`ProducerBatch`: the fields only the
+    Sender's side reads and writes per Produce request (the encoded bytes,
+    the producer id, epoch and base sequence it is encoded with, the
+    attempts, and what completing it reads: the event, the done callbacks,
+    the split parent), C fields of the compiled twin (``_csenderloop.pxd``):
+    ~15 generic attribute accesses on the batch per request (~150-300
+    instructions each) become loads and stores.  The fields the appender
+    twins fill or read at their slot offsets (``kchannel._cappender``,
+    ``kchannel._caiosend``) stay ``ProducerBatch``'s own ``__slots__``.
+    ``ProducerBatch.__init__`` sets every field; the compiled twin's
+    ``__cinit__`` gives the same values to a batch made without it (the
+    compiled appender's, by the type's ``tp_new``)."""
+
+    __slots__ = ("encoded", "producer_id", "producer_epoch", "base_sequence", "attempts",
+                 "event", "done_callbacks", "parent", "retry")
+
+    def __cinit__(self, *args, **kwargs):
+        # (compiled twin only: pure Python never calls it)
+        self.encoded = None
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.attempts = 0
+        self.event = None
+        self.done_callbacks = None
+        self.parent = None
+        self.retry = False
+
+
 def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     """``batch.complete(base_offset, log_append_time)`` and then
     ``acc.deallocate(batch)`` (Kafka's order: a flush() woken by the last

@@ -221,14 +221,17 @@ def _wake(waiter):
         waiter.set_result(None)
 
 
-class ProducerBatch:
+class ProducerBatch(_senderloop.BatchState):
     """Records for one partition sent together (Kafka's ``ProducerBatch``)."""
 
+    # (its base class holds the fields only the Sender's side uses per
+    # request: encoded, producer_id, producer_epoch, base_sequence,
+    # attempts, event, done_callbacks, parent, retry; C fields when
+    # compiled, see BatchState)
     __slots__ = ("tp", "created_ms", "records", "callbacks", "sizes", "estimated_size",
-                 "allocated", "attempts", "last_attempt_ms", "drained_ms", "producer_id",
-                 "producer_epoch", "base_sequence", "encoded", "done_flag", "closed", "retry",
-                 "event", "base_offset", "log_append_time", "exception", "done_callbacks",
-                 "parent", "split_results", "split_pending")
+                 "allocated", "last_attempt_ms", "drained_ms", "done_flag", "closed",
+                 "base_offset", "log_append_time", "exception", "split_results",
+                 "split_pending")
 
     def __init__(self, tp, now, allocated):
         self.tp = tp

@@ -117,7 +117,8 @@ def _shape_sends(n, callbacks):
 
 def _batch_fields(b):
     out = {}
-    for name in ProducerBatch.__slots__:
+    # (its own slots and its base class's fields, the Sender's side's)
+    for name in ProducerBatch.__slots__ + ProducerBatch.__base__.__slots__:
         v = getattr(b, name, "<unset>")
         if name == "records":
             v = [(r.timestamp, r.key, r.value, r.headers) for r in v]
