@@ -667,6 +667,23 @@ class AccumulatorState(Protocol):
     def __init__(self) -> None: ...
 
 
+class BatchState(Protocol):
+    """The base class of ``ProducerBatch``: the fields only the Sender's
+    side uses per request (``ProducerBatch.__init__`` sets them)."""
+
+    encoded: Any
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    attempts: int
+    event: Any
+    done_callbacks: Any
+    parent: Any
+    retry: bool
+
+    def __init__(self) -> None: ...
+
+
 class ProduceResponseDecoder(Protocol):
     """``decoder(payload) -> body`` of ProduceResponse ``version`` (3 to
     12): the schema codec's dict (``generic``'s), read directly for the
@@ -683,6 +700,7 @@ class ProduceResponseDecoder(Protocol):
 class SenderloopModule(Protocol):
     SenderLoop: type[SenderLoop]
     AccumulatorState: type[AccumulatorState]
+    BatchState: type[BatchState]
     ProduceResponseDecoder: type[ProduceResponseDecoder]
 
     def produce_response_decoder(self, version: int,

@@ -40,6 +40,7 @@ log = get_logger("kchannel.producer.sender")
 _accumulator_log = get_logger("kchannel.producer.accumulator")
 
 __all__ = ["SenderLoop", "AccumulatorState", "accumulator_ready", "accumulator_drain", "accumulator_complete_batch",
+           "BatchState",
            "accumulator_deallocate",
            "produce_request_parts",
            "produce_request_parts_one", "encode_produce_request",
@@ -373,6 +374,10 @@ class BatchState:
 
     __slots__ = ("encoded", "producer_id", "producer_epoch", "base_sequence", "attempts",
                  "event", "done_callbacks", "parent", "retry")
+
+    def __init__(self):
+        # (ProducerBatch.__init__ sets the fields; nothing to do here)
+        pass
 
     def __cinit__(self, *args, **kwargs):
         # (compiled twin only: pure Python never calls it)
