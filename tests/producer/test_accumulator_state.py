@@ -4,9 +4,12 @@ C fields of the compiled twin; the attributes the compiled appender reads
 from the accumulator's ``__dict__`` (see ``kchannel._cappender``: its
 per-record path reads them there only when each is a plain instance
 attribute, else through ``getattr``) stay plain instance attributes, and
-every attribute reads and writes as before in both twins."""
+every attribute reads and writes as before in both twins.  Likewise
+ProducerBatch's base class (``BatchState``) holds the batch fields only
+the Sender's side uses."""
+from kchannel.client.metadata import TopicPartition
 from kchannel.producer import accumulator as accumulator_module
-from kchannel.producer.accumulator import RecordAccumulator
+from kchannel.producer.accumulator import ProducerBatch, RecordAccumulator
 from kchannel.utils import now_ms
 
 # What kchannel._cappender reads from the accumulator's __dict__.
@@ -48,3 +51,51 @@ def test_the_sender_side_state_is_the_base_class_s():
     acc.end_flush()
     assert acc.flushes_in_progress == 0
 
+
+
+def test_deallocate_reads_and_writes_the_instance_dict():
+    # accumulator_deallocate reaches incomplete and used_memory through
+    # _instance_dict (the accumulator's own __dict__, where the appender
+    # reads them): the attributes show what it did.
+    acc = _new_accumulator()
+    assert acc._instance_dict is vars(acc)
+    batch = ProducerBatch(TopicPartition("t", 0), now_ms(), 300)
+    other = ProducerBatch(TopicPartition("t", 1), now_ms(), 200)
+    batch.encoded = b"x" * 10
+    acc.used_memory = 500
+    acc.incomplete.update((batch, other))
+    acc.deallocate(batch)
+    assert acc.used_memory == 200 and vars(acc)["used_memory"] == 200
+    assert acc.incomplete == {other}
+    assert batch.allocated == 0 and batch.encoded is None
+    acc.deallocate(other)
+    assert acc.used_memory == 0 and not acc.incomplete
+
+
+# ProducerBatch's fields only the Sender's side uses, in its base class.
+BATCH_SENDER_SIDE = ("encoded", "producer_id", "producer_epoch", "base_sequence", "attempts",
+                     "event", "done_callbacks", "parent", "retry")
+
+
+def test_producer_batch_sender_side_fields_are_its_base_class_s():
+    base = accumulator_module._senderloop.BatchState
+    assert ProducerBatch.__base__ is base
+    for name in BATCH_SENDER_SIDE:
+        assert name in vars(base), name
+        assert name not in ProducerBatch.__slots__, name
+    b = ProducerBatch(TopicPartition("t", 0), 5, 100)
+    assert (b.encoded, b.producer_id, b.producer_epoch, b.base_sequence, b.attempts) == \
+        (None, -1, -1, -1, 0)
+    assert (b.event, b.done_callbacks, b.parent, b.retry) == (None, None, None, False)
+    b.producer_id, b.base_sequence, b.attempts, b.retry = 7, 3, 2, True
+    assert (b.producer_id, b.base_sequence, b.attempts, b.retry) == (7, 3, 2, True)
+    if type(vars(base)["encoded"]).__name__ == "getset_descriptor":
+        # The compiled twin: a batch made without __init__ (the compiled
+        # appender opens batches with the type's tp_new) has __init__'s
+        # values in these fields, and the compiled appender accepts the
+        # class (its import refuses a base whose fields it cannot fill).
+        import kchannel._cappender  # noqa: F401
+        raw = ProducerBatch.__new__(ProducerBatch)
+        assert (raw.encoded, raw.producer_id, raw.producer_epoch, raw.base_sequence,
+                raw.attempts, raw.event, raw.done_callbacks, raw.parent, raw.retry) == \
+            (None, -1, -1, -1, 0, None, None, None, False)
