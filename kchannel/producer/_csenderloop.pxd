@@ -25,6 +25,9 @@ cdef class AccumulatorState:
     cdef public bint expiry_due
     # (the instance's own __dict__: see AccumulatorState)
     cdef public dict _instance_dict
+    # (lock.acquire and lock.release, bound once)
+    cdef public object _lock_acquire
+    cdef public object _lock_release
 
 
 cdef class BatchState:
@@ -50,7 +53,7 @@ cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_a
 @cython.locals(state=dict, incomplete=set, batch=BatchState)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
-@cython.locals(leaders=dict, batch=BatchState)
+@cython.locals(leaders=dict, batch=BatchState, state=dict)
 cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
 @cython.locals(leaders=dict, batch=BatchState)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)

@@ -343,13 +343,15 @@ class AccumulatorState:
     ``used_memory``, ``buffer_memory``, ``waiters``, ``on_new_batch``,
     ``incomplete``: see ``kchannel._cappender``) stay instance attributes;
     ``_instance_dict`` is that ``__dict__`` itself, for the Sender side's
-    reads and writes of them (a dict item each, no generic lookup)."""
+    reads and writes of them (a dict item each, no generic lookup);
+    ``_lock_acquire`` and ``_lock_release`` are ``lock``'s bound methods
+    (the lock is never replaced)."""
 
     __slots__ = ("__dict__", "__weakref__",
                  "batches", "lock", "memory", "muted", "linger_ms", "batch_size",
                  "delivery_timeout_ms", "retry_backoff_ms", "retry_backoff_max_ms",
                  "flushes_in_progress", "_drain_index", "_memory_waiters", "expiry_due",
-                 "_instance_dict")
+                 "_instance_dict", "_lock_acquire", "_lock_release")
 
     def __init__(self):
         # (RecordAccumulator.__init__ sets the state up; nothing to do here)
@@ -441,8 +443,9 @@ def accumulator_deallocate(acc, batch):
     # generic write through the class's MRO per request)
     state = acc._instance_dict
     incomplete = state["incomplete"]
-    lock = acc.lock
-    lock.acquire()
+    # (acc.lock.acquire and .release, bound once: no method lookup per call)
+    release = acc._lock_release
+    acc._lock_acquire()
     try:
         incomplete.discard(batch)
         state["used_memory"] = state["used_memory"] - batch.allocated
@@ -463,7 +466,7 @@ def accumulator_deallocate(acc, batch):
         if acc.flushes_in_progress and not incomplete:
             acc.memory.notify_all()
     finally:
-        lock.release()
+        release()
 
 
 def accumulator_ready(acc, cluster, now):
@@ -480,11 +483,14 @@ def accumulator_ready(acc, cluster, now):
     muted = acc.muted
     # cluster.leader_for(tp)'s answers, read without a call per partition
     leaders = cluster.leaders
-    lock = acc.lock
-    lock.acquire()
+    # (acc.lock.acquire and .release, bound once: no method lookup per call)
+    release = acc._lock_release
+    acc._lock_acquire()
     try:
         # Always sendable: memory exhausted (appends wait), closing, flushing.
-        hurry = acc.waiters > 0 or acc.closed or acc.flushes_in_progress > 0
+        # (waiters and closed: instance dict items, see _instance_dict)
+        state = acc._instance_dict
+        hurry = state["waiters"] > 0 or state["closed"] or acc.flushes_in_progress > 0
         for tp, dq in acc.batches.items():
             if not dq:
                 continue
@@ -519,10 +525,10 @@ def accumulator_ready(acc, cluster, now):
                     wait = 0
                 if wait < next_check:
                     next_check = wait
-        acc.wakeup_needed = True
+        state["wakeup_needed"] = True
         acc.expiry_due = expiry_due
     finally:
-        lock.release()
+        release()
     return ready, next_check, _NO_TOPICS if unknown is None else unknown
 
 
@@ -534,8 +540,9 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     out = {}
     muted = acc.muted
     leaders = cluster.leaders     # (cluster.leader_for's answers)
-    lock = acc.lock
-    lock.acquire()
+    # (acc.lock.acquire and .release, bound once: no method lookup per call)
+    release = acc._lock_release
+    acc._lock_acquire()
     try:
         batches = acc.batches
         by_node = {}
@@ -579,7 +586,7 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
             if ready:
                 out[node] = ready
     finally:
-        lock.release()
+        release()
     return out
 
 

@@ -477,6 +477,9 @@ class RecordAccumulator(_senderloop.AccumulatorState):
         self.buffer_memory = buffer_memory
         self.time = time
         self.lock = threading.Lock()
+        # (the Sender's side calls them per pass and per request)
+        self._lock_acquire = self.lock.acquire
+        self._lock_release = self.lock.release
         self.memory = threading.Condition(self.lock)
         self.batches = {}                  # tp -> deque of ProducerBatch
         self.incomplete = set()
