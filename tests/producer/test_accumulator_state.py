@@ -99,3 +99,27 @@ def test_producer_batch_sender_side_fields_are_its_base_class_s():
         assert (raw.encoded, raw.producer_id, raw.producer_epoch, raw.base_sequence,
                 raw.attempts, raw.event, raw.done_callbacks, raw.parent, raw.retry) == \
             (None, -1, -1, -1, 0, None, None, None, False)
+
+
+def test_the_lock_s_methods_are_bound_once():
+    # The Sender's side calls acc._lock_acquire/_lock_release (the lock's
+    # own bound methods): the lock they take is the accumulator's lock.
+    acc = _new_accumulator()
+    assert acc._lock_acquire.__self__ is acc.lock
+    assert acc._lock_release.__self__ is acc.lock
+    acc._lock_acquire()
+    try:
+        assert acc.lock.locked()
+    finally:
+        acc._lock_release()
+    assert not acc.lock.locked()
+    # ready() takes and releases it, and writes wakeup_needed to the
+    # instance dict, where the appender reads it
+    acc.wakeup_needed = False
+
+    class _Cluster:
+        leaders = {}
+
+    acc.ready(_Cluster(), now_ms())
+    assert not acc.lock.locked()
+    assert vars(acc)["wakeup_needed"] is True
