@@ -851,15 +851,7 @@ cdef object _decoded(dtype, offset, timestamp, key, value, headers):
     if _decoded_as_tuple:
         # As a plain tuple, from the tuple free list (see kc_pooled_dealloc).
         raw = kc_pooled_new(<PyTypeObject*>dtype, 5)
-        obj = <object>raw
-        Py_DECREF_raw(raw)
-        _set(obj, 0, offset)
-        _set(obj, 1, timestamp)
-        _set(obj, 2, key)
-        _set(obj, 3, value)
-        _set(obj, 4, headers)
-        return obj
-    if kc_bare_tuple_type(<PyTypeObject*>dtype):
+    elif kc_bare_tuple_type(<PyTypeObject*>dtype):
         raw = kc_new_bare(<PyTypeObject*>dtype, 5)
     else:
         raw = _kc_tp_alloc(<PyTypeObject*>dtype, 5)

@@ -63,10 +63,15 @@ def _produce_server(produce_max=None, partitions=1):
     return server, got
 
 
+def _producer(server):
+    # One request in flight, no linger: each flushed run is its own request.
+    return Producer({"bootstrap.servers": f"127.0.0.1:{server.bound_port('PLAINTEXT')}",
+                     "acks": "1", "enable.idempotence": "false", "linger.ms": 0,
+                     "max.in.flight.requests.per.connection": 1})
+
+
 def _exchange(server):
-    p = Producer({"bootstrap.servers": f"127.0.0.1:{server.bound_port('PLAINTEXT')}",
-                  "acks": "1", "enable.idempotence": "false", "linger.ms": 0,
-                  "max.in.flight.requests.per.connection": 1})
+    p = _producer(server)
     try:
         futures = []
         for i in range(40):
@@ -124,9 +129,7 @@ def test_one_partition_requests_alternating_partitions():
     flushed in its own requests, name their own partition every time."""
     server, got = _produce_server(partitions=2)
     try:
-        p = Producer({"bootstrap.servers": f"127.0.0.1:{server.bound_port('PLAINTEXT')}",
-                      "acks": "1", "enable.idempotence": "false", "linger.ms": 0,
-                      "max.in.flight.requests.per.connection": 1})
+        p = _producer(server)
         try:
             futures = []
             for i in range(30):
