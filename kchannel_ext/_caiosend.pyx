@@ -139,7 +139,9 @@ cdef class _Ready:
         if self.used:
             raise RuntimeError("cannot reuse already awaited coroutine")
         self.used = True
-        raise StopIteration(self.value)
+        value = self.value
+        self.value = None
+        raise StopIteration(value)
 
     def throw(self, typ, val=None, tb=None):
         # As an unstarted coroutine's: the exception raised, the coroutine
@@ -155,10 +157,29 @@ cdef class _Ready:
 
     def close(self):
         self.used = True
+        self.value = None
+
+
+# The _Ready made last, made ready again by the next _ready() when nothing
+# but this module holds it any more (the awaiting frame let it go, the
+# usual case: ``await p.send(...)``, ``await future``): no allocation and
+# deallocation per await, two per record.  One held anywhere else (a task
+# made of it, an awaitable kept) is never touched.  An await hands its
+# value over and forgets it, so a spare _Ready keeps nothing alive (the
+# RecordMetadata it gave is refilled by the next await: _md_cache).
+cdef object _spare_ready = None
 
 
 cdef _Ready _ready(object value):
-    cdef _Ready r = _Ready.__new__(_Ready)
+    global _spare_ready
+    cdef PyObject *spare = <PyObject *>_spare_ready
+    cdef _Ready r
+    if spare != Py_None and _Py_REFCNT(spare) == 1:
+        r = <_Ready>spare
+        r.used = False
+    else:
+        r = _Ready.__new__(_Ready)
+        _spare_ready = r
     r.value = value
     return r
 
@@ -171,6 +192,7 @@ cdef PySendResult _ready_send(PyObject *o, PyObject *arg, PyObject **result) noe
     r.used = True
     Py_INCREF(r.value)
     result[0] = <PyObject *>r.value
+    r.value = None
     return PYGEN_RETURN
 
 
@@ -183,6 +205,7 @@ cdef PyObject *_ready_next(PyObject *o) noexcept:
         return NULL
     r.used = True
     PyErr_SetObject(StopIteration, r.value)
+    r.value = None
     return NULL
 
 

@@ -41,12 +41,30 @@ _LockType = _thread.LockType
 
 __all__ = ["Appender", "run_callbacks"]
 
-_new_future = object.__new__
+# A record's future is made by its type's tp_new (object_new) directly:
+# the class must not define a __new__ of its own.
+if FutureRecordMetadata.__new__ is not object.__new__:
+    raise ImportError("FutureRecordMetadata defines __new__: the pure appender is used")
 
 cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
     PyObject *Py_False
     PyObject *Py_None
+    # A C-level data descriptor's getter (a getset_descriptor: a compiled
+    # class's ``cdef public`` field; a member_descriptor: a __slots__ slot).
+    ctypedef struct PyGetSetDef:
+        object (*get)(object, void *)
+        void *closure
+    ctypedef struct PyGetSetDescrObject:
+        PyGetSetDef *d_getset
+    ctypedef struct PyMemberDef:
+        pass
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    object PyMember_GetOne(const char *, PyMemberDef *)
+
+_GetSetDescriptor = type(type.__dict__["__name__"])
+_MemberDescriptor = type(type.__dict__["__basicsize__"])
 
 # run_callbacks: a RecordMetadata per record, made as object.__new__ makes it
 # (the type's tp_new) and its six __slots__ filled in place at their
@@ -387,6 +405,13 @@ cdef class _Attr:
     cdef dict d
     cdef uint64_t version
     cdef object value
+    # Not in the instance's dict but a C field or slot of its class (the
+    # compiled Sender's ``fatal_error``): the descriptor's C getter called
+    # directly, not a generic getattr (type lookup, descriptor call: ~250
+    # instructions) per record.
+    cdef object descr
+    cdef PyGetSetDef *getset
+    cdef PyMemberDef *member
 
     def __init__(self, obj, str name):
         self.obj = obj
@@ -394,10 +419,31 @@ cdef class _Attr:
         self.d = _plain_dict(obj, (name,))
         self.version = 0
         self.value = None
+        self.getset = NULL
+        self.member = NULL
+        if self.d is None and type(obj).__getattribute__ is object.__getattribute__:
+            for klass in type(obj).__mro__:
+                descr = klass.__dict__.get(name)
+                if descr is None:
+                    continue
+                # (The first class defining it is what getattr finds: a data
+                # descriptor goes before the instance's dict.)
+                if type(descr) is _GetSetDescriptor and \
+                        (<PyGetSetDescrObject *>descr).d_getset.get != NULL:
+                    self.descr = descr
+                    self.getset = (<PyGetSetDescrObject *>descr).d_getset
+                elif type(descr) is _MemberDescriptor:
+                    self.descr = descr
+                    self.member = (<PyMemberDescrObject *>descr).d_member
+                break
 
     cdef inline object get(self):
         cdef uint64_t v
         if self.d is None:
+            if self.getset != NULL:
+                return self.getset.get(self.obj, self.getset.closure)
+            if self.member != NULL:
+                return PyMember_GetOne(<const char *><PyObject *>self.obj, self.member)
             return getattr(self.obj, self.name)
         v = KC_DICT_VERSION(self.d)
         if v == 0 or v != self.version:
@@ -796,7 +842,13 @@ cdef class Appender:
         if self._spare is not None and _Py_REFCNT(<PyObject *>self._spare) == 1:
             future = self._spare
         else:
-            future = _new_future(_FutureRecordMetadata)
+            # Its type's tp_new called directly (object_new, no __init__,
+            # as object.__new__(cls) did): not object.__new__ as a Python
+            # callable, whose argument tuple and tp_new_wrapper checks cost
+            # ~500 instructions per record an application holds the future
+            # of (kchannel.aio: ``[await p.send(...) ...]``).
+            future = (<PyTypeObject *>_FutureRecordMetadata).tp_new(
+                _FutureRecordMetadata, <PyObject *>_EMPTY, NULL)
             self._spare = future
         if dq is not None:
             # The accumulator's lock guards its batches against the

@@ -232,3 +232,36 @@ def test_a_held_metadata_is_never_refilled():
     assert [fields(md) for md in kept + [one, last]] == \
         [fields(futures[i].get()) for i in (0, 4, 1, 5)]
     assert len({id(md) for md in kept + [one, last]}) == 4
+
+
+def test_send_awaitables_keep_their_own_future_until_awaited_then_forget_it():
+    """The compiled send makes its awaitable ready again for a later send
+    only when nothing else holds it: awaitables kept unawaited (as
+    ``create_task`` would) each still give their own record's future after
+    later sends and awaits; awaited once they give it away (holding no
+    reference: a kept awaitable keeps nothing alive) and refuse a second
+    await, as a finished coroutine does."""
+    import sys
+    b = ProducerBatch(TopicPartition("topic-a", 0), 0, 0)
+    p = send_stub(b)
+
+    async def scenario():
+        held = [aiosend.send(p, "topic-a", b"x" * i) for i in range(1, 6)]
+        between = [await aiosend.send(p, "topic-a", b"y") for _ in range(3)]
+        b.complete(0, -1)
+        between_mds = [fields(await f) for f in between]
+        futures = []
+        for a in held:
+            f = await a
+            # (f: the local, getrefcount's argument, the list below not yet)
+            assert sys.getrefcount(f) == 2
+            futures.append(f)
+        with pytest.raises(RuntimeError, match="cannot reuse already awaited coroutine"):
+            await held[0]
+        return futures, between, between_mds
+    futures, between, between_mds = asyncio.run(scenario())
+    assert [f._index for f in futures] == [0, 1, 2, 3, 4]
+    assert [f._index for f in between] == [5, 6, 7]
+    assert [fields(f.get()) for f in futures] == [("topic-a", 0, i, T0 + i, -1, i + 1)
+                                                  for i in range(5)]
+    assert between_mds == [("topic-a", 0, i, T0 + i, -1, 1) for i in (5, 6, 7)]

@@ -295,3 +295,52 @@ def test_a_send_waits_for_the_lock_another_thread_holds(impl):
     u.join(5)
     assert seen == [2, "sent"]
     assert len(dq[-1].records) == 3
+
+
+class _SlotSender(_Sender):
+    """``fatal_error`` a __slots__ slot (the pure SenderLoop's kind), not in
+    an instance dict: the compiled twin reads it through the member
+    descriptor's C getter."""
+    __slots__ = ("fatal_error", "acc", "woken")
+
+
+class _PropertySender(_Sender):
+    """``fatal_error`` a property: Python code, read by getattr per record."""
+
+    def __init__(self, acc):
+        self._fatal = None
+        self.reads = 0
+        super().__init__(acc)
+
+    @property
+    def fatal_error(self):
+        self.reads += 1
+        return self._fatal
+
+    @fatal_error.setter
+    def fatal_error(self, value):
+        self._fatal = value
+
+
+@pytest.mark.parametrize("sender", [_Sender, _SlotSender, _PropertySender])
+def test_the_senders_fatal_error_is_read_per_record_whatever_its_kind(impl, sender):
+    """The Sender's ``fatal_error`` is seen by the very next send whether it
+    is an instance attribute, a slot or a property (the compiled twin
+    reads a slot or a compiled class's field through its descriptor's C
+    getter instead of a getattr, a property by getattr): set, the record
+    goes to the full path; cleared, back to the fast one."""
+    s = _Setup(impl.appender, partitions=1)
+    s.sender = sender(s.acc)
+    path = AppendPath(s.acc, s.metadata, s.clock, s.partitioner, s.sender, _slow, 1 << 20,
+                      False, 1000, False)
+    s.appender = impl.appender.Appender(path)
+    send = s.appender.send
+    futures = [send(TOPIC, b"v%d" % i) for i in range(3)]
+    s.sender.fatal_error = RuntimeError("fenced")
+    with pytest.raises(AssertionError, match="the full path was taken"):
+        send(TOPIC, b"refused")
+    s.sender.fatal_error = None
+    futures.append(send(TOPIC, b"again"))
+    assert [f._index for f in futures] == [0, 1, 2, 3]
+    if sender is _PropertySender:
+        assert s.sender.reads == 5

@@ -63,7 +63,7 @@ def _produce_server(produce_max=None, partitions=1):
     return server, got
 
 
-def _producer(server):
+def _one_in_flight_producer(server):
     # One request in flight, no linger: each flushed run is its own request.
     return Producer({"bootstrap.servers": f"127.0.0.1:{server.bound_port('PLAINTEXT')}",
                      "acks": "1", "enable.idempotence": "false", "linger.ms": 0,
@@ -71,7 +71,7 @@ def _producer(server):
 
 
 def _exchange(server):
-    p = _producer(server)
+    p = _one_in_flight_producer(server)
     try:
         futures = []
         for i in range(40):
@@ -129,7 +129,7 @@ def test_one_partition_requests_alternating_partitions():
     flushed in its own requests, name their own partition every time."""
     server, got = _produce_server(partitions=2)
     try:
-        p = _producer(server)
+        p = _one_in_flight_producer(server)
         try:
             futures = []
             for i in range(30):
