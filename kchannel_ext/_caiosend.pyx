@@ -217,6 +217,24 @@ PyType_Modified(<PyTypeObject *>_Ready)
 _Coroutine.register(_Ready)
 
 
+cdef inline object _appended(future):
+    # What send returns for a record appended: its future, awaitable at once.
+    if type(future) is _FutureRecordMetadata and _slot(future, _F_FAILED) == Py_None:
+        # Left out of the garbage collector's lists: an application holds
+        # a future per record (``[await p.send(...) for ...]``, then each
+        # awaited), and every gen0/gen1 collection traversed each one held
+        # (subtype_traverse, ~700 instructions per 1 KiB record under
+        # callgrind).  It can close no cycle that outlives its batch: it
+        # holds its batch and an int; the batch refers back to it only
+        # through done_callbacks (add_done_callback, an await before the
+        # batch is done), which the batch's completion drops -- every batch
+        # completes, acknowledged, failed or aborted by close().  An
+        # untracked object is an external root to the collector, so what it
+        # holds is never freed early.
+        PyObject_GC_UnTrack(<PyObject *>future)
+    return _ready(future)
+
+
 def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=None,
          headers=None):
     """See the pure twin (``kchannel.aio._aiosend_py``): there a coroutine
@@ -232,20 +250,7 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
     except Exception as exc:
         # Raised where the result is awaited, as from the coroutine.
         return _raise(exc)
-    if type(future) is _FutureRecordMetadata and _slot(future, _F_FAILED) == Py_None:
-        # Left out of the garbage collector's lists: an application holds
-        # a future per record (``[await p.send(...) for ...]``, then each
-        # awaited), and every gen0/gen1 collection traversed each one held
-        # (subtype_traverse, ~700 instructions per 1 KiB record under
-        # callgrind).  It can close no cycle that outlives its batch: it
-        # holds its batch and an int; the batch refers back to it only
-        # through done_callbacks (add_done_callback, an await before the
-        # batch is done), which the batch's completion drops -- every batch
-        # completes, acknowledged, failed or aborted by close().  An
-        # untracked object is an external root to the collector, so what it
-        # holds is never freed early.
-        PyObject_GC_UnTrack(<PyObject *>future)
-    return _ready(future)
+    return _appended(future)
 
 
 @cython.final
@@ -295,10 +300,7 @@ cdef class _BoundSend:
                               headers)
         except Exception as exc:
             return _raise(exc)
-        if type(future) is _FutureRecordMetadata and _slot(future, _F_FAILED) == Py_None:
-            # (Untracked: see send.)
-            PyObject_GC_UnTrack(<PyObject *>future)
-        return _ready(future)
+        return _appended(future)
 
 
 def bind_send(producer):
