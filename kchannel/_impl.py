@@ -29,6 +29,7 @@ TWINS = {
     "tlspump": ("kchannel.network._tlspump_py", "kchannel.network._ctlspump"),
     "netloop": ("kchannel.network._netloop_py", "kchannel.network._cnetloop"),
     "sendqueue": ("kchannel.network._sendqueue_py", "kchannel.network._csendqueue"),
+    "netpass": ("kchannel.network._netpass_py", "kchannel.network._cnetpass"),
     "clientloop": ("kchannel.client._clientloop_py", "kchannel.client._cclientloop"),
     "scram": ("kchannel.security.sasl._scram_py", "kchannel._cscram"),
     "records": ("kchannel.protocol.records._records_py", "kchannel._crecords"),
@@ -36,6 +37,7 @@ TWINS = {
     "appender": ("kchannel.producer._appender_py", "kchannel._cappender"),
     "senderloop": ("kchannel.producer._senderloop_py", "kchannel.producer._csenderloop"),
     "aiosend": ("kchannel.aio._aiosend_py", "kchannel._caiosend"),
+    "looppass": ("kchannel.aio._looppass_py", "kchannel.aio._clooppass"),
     "metrics": ("kchannel._metrics_py", "kchannel._cmetrics"),
 }
 

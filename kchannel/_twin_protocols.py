@@ -304,6 +304,45 @@ class NetloopModule(Protocol):
 
 
 # ---------------------------------------------------------------------------
+# netpass: kchannel.network._netpass_py / kchannel.network._cnetpass (the same .py compiled)
+# ---------------------------------------------------------------------------
+class NetpassModule(Protocol):
+    """The network layer's methods run once per poll and channel, taken as
+    methods by ``KafkaChannel`` (``read_frames``, ``settle_state``: ``ch``
+    is the channel), ``PlaintextTransportLayer`` (``receive_into``,
+    ``write``, ``write_vectored``: ``t``) and ``SelectorMetrics`` (``record_poll``:
+    ``metrics``)."""
+
+    def connection_error(self, exc: OSError, what: str) -> Exception:
+        """The ``ChannelConnectionError`` for an ``OSError`` of a socket
+        call (``kchannel.network.transport.connection_error``)."""
+
+    def read_frames(self, ch: Any, max_frames: int = 1,
+                    max_bytes: int = 1048576) -> Tuple[list, int]:
+        """At most ``max_frames`` complete payloads read off the channel,
+        reading at most ``max_bytes``; ``(frames, bytes_read)``."""
+
+    def settle_state(self, ch: Any) -> Tuple[bool, bool, bool]:
+        """``(has_pending_writes(), is_muted(), buffered)`` of a READY
+        channel."""
+
+    def receive_into(self, t: Any, decoder: Any) -> int:
+        """One ``recv_into`` into the decoder's writable region; the bytes
+        read (0: nothing to read)."""
+
+    def write(self, t: Any, data: Any) -> int:
+        """One ``send`` of ``data``; the bytes the socket took."""
+
+    def write_vectored(self, t: Any, buffers: list) -> int:
+        """One gather ``sendmsg`` of ``buffers``; the bytes the socket took."""
+
+    def record_poll(self, metrics: Any, select_ns: int, io_ns: int, now: int,
+                    bytes_read: int = 0, receives: int = 0,
+                    sent: Optional[list] = None) -> None:
+        """One poll's selector metrics."""
+
+
+# ---------------------------------------------------------------------------
 # sendqueue: kchannel.network._sendqueue_py / kchannel.network._csendqueue (the same .py compiled)
 # ---------------------------------------------------------------------------
 class QueuedSend(Protocol):
@@ -441,6 +480,10 @@ class ClientloopModule(Protocol):
         each one's callback popped from ``callbacks`` and called in order;
         the index of the first response whose (node, correlation id) is
         ``stop_key``, -1 at the end."""
+
+    def cluster_poll(self, cc: Any, timeout_ms: float, now: Optional[int] = None) -> list:
+        """``ClusterClient.poll`` (``cc``: the cluster client): metadata
+        upkeep, I/O, the completed requests' callbacks; the responses."""
 
 
 # ---------------------------------------------------------------------------
@@ -703,6 +746,12 @@ class SenderloopModule(Protocol):
     BatchState: type[BatchState]
     ProduceResponseDecoder: type[ProduceResponseDecoder]
 
+    def assign_sequence(self, seqs: Any, tp: Any, batch: Any, in_flight: Any) -> bool:
+        """``ProducerSequences.assign`` (``seqs``: the sequences)."""
+
+    def ack_sequence(self, seqs: Any, batch: Any) -> None:
+        """``ProducerSequences.acked`` (``seqs``: the sequences)."""
+
     def produce_response_decoder(self, version: int,
                                  generic: Callable[[Any], dict]) -> Callable[[Any], dict]:
         """The Produce response decoder the Sender registers with its client
@@ -740,6 +789,28 @@ class SenderloopModule(Protocol):
                                    acks: int, timeout_ms: int, topic: str, partition: int,
                                    records: Any) -> bytes:
         """``encode_produce_request`` for one partition of one topic."""
+
+
+# ---------------------------------------------------------------------------
+# looppass: kchannel.aio._looppass_py / kchannel.aio._clooppass (the same .py compiled)
+# ---------------------------------------------------------------------------
+class LooppassModule(Protocol):
+    """``kchannel.aio._loop.LoopSelector``'s ``select`` and ``_event``
+    (``on_event``), taken as its methods (``sel``: the selector), and the
+    helpers ``_loop`` shares with them."""
+
+    def select(self, sel: Any, timeout: Optional[float] = None) -> list:
+        """The (key, events) pairs the loop reported since the last call;
+        waits on the loop in a bridged greenlet with nothing to report."""
+
+    def on_event(self, sel: Any, fd: int, mask: int) -> None:
+        """The loop's reader/writer callback for ``fd``."""
+
+    def wake_after(self, sel: Any, waiter: Any, timeout: Optional[float]) -> None:
+        """Ends ``waiter`` after ``timeout`` s with the selector's one timer."""
+
+    def done(self, fut: Any) -> None:
+        """Sets ``fut``'s result (None) unless it is done."""
 
 
 # ---------------------------------------------------------------------------
@@ -961,6 +1032,7 @@ CONTRACTS = {
     "tlspump": TlsPumpModule,
     "netloop": NetloopModule,
     "sendqueue": SendqueueModule,
+    "netpass": NetpassModule,
     "clientloop": ClientloopModule,
     "scram": ScramModule,
     "records": RecordsModule,
@@ -968,5 +1040,6 @@ CONTRACTS = {
     "appender": AppenderModule,
     "senderloop": SenderloopModule,
     "aiosend": AiosendModule,
+    "looppass": LooppassModule,
     "metrics": MetricsModule,
 }

@@ -33,8 +33,17 @@ import time as _time
 
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from kchannel import _impl
 from kchannel.network.wakeup import LoopDrivenSelector
 from kchannel.utils import BLOCKING_RUNNER
+
+# LoopSelector.select and _event, run once per pass of the producer's
+# Sender, and what they share with this module (compiled when built); see
+# kchannel.aio._looppass_py.
+_looppass = _impl.load_twin("looppass")
+_Resume = _looppass._Resume
+_wake_after = _looppass.wake_after
+_done = _looppass.done
 
 __all__ = ["LoopSelector", "Bridge", "Driver"]
 
@@ -100,34 +109,9 @@ class LoopSelector(LoopDrivenSelector):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def _event(self, fd, mask):
-        # The loop's reader/writer callback (registered with its mask: no
-        # per-direction wrapper frame).
-        events = self._events
-        events[fd] = events.get(fd, 0) | mask
-        waiter = self._waiter
-        if waiter is not None:
-            if waiter.__class__ is _Resume:
-                # The Driver's wait, once per pass of the producer's Sender
-                # (a response read): _Resume.set_result and Driver._resume
-                # inline, the greenlet switched into from here.
-                if not waiter._fired:
-                    waiter._fired = True
-                    driver = waiter._driver
-                    if waiter is driver._token:
-                        driver._token = None
-                        g = driver.current
-                        g.parent = getcurrent()
-                        g.switch()
-            elif not waiter.done():
-                waiter.set_result(None)
-            return
-        if self._on_event is not None and self._on_event():
-            return
-        key = self._keys.get(fd)
-        if key is not None and fd not in self._paused:
-            self._paused.add(fd)
-            self._remove(fd, key.events)
+    # (the looppass twin's: the loop's reader/writer callback, registered
+    # with its mask, no per-direction wrapper frame; compiled when built)
+    _event = _looppass.on_event
 
     def wakeup(self):
         """The Selector's ``wakeup``: a greenlet waiting in select() returns,
@@ -195,34 +179,9 @@ class LoopSelector(LoopDrivenSelector):
             self._events[fd] &= events
         return key
 
-    def select(self, timeout=None):
-        self.timeout = timeout
-        if not self._events and not self._woken and (timeout != 0 or self.yield_on_zero):
-            bridge = self.bridge
-            if bridge is not None and bridge.current is getcurrent():
-                wait = timeout
-                if self.max_wait is not None and (wait is None or wait > self.max_wait):
-                    wait = self.max_wait
-                bridge.wait_io(self, wait)
-        self._woken = False
-        if self._paused:
-            keys = self._keys
-            for fd in self._paused:
-                key = keys.get(fd)
-                if key is not None:
-                    self._add(fd, key.events)
-            self._paused.clear()
-        if not self._events:
-            return []
-        keys = self._keys
-        out = []
-        # (a loop, not a comprehension: one frame fewer per pass)
-        for fd, mask in self._events.items():
-            key = keys.get(fd)
-            if key is not None:
-                out.append((key, mask & key.events))
-        self._events.clear()
-        return out
+    # (the looppass twin's, once per pass of the producer's Sender:
+    # compiled when built)
+    select = _looppass.select
 
     def get_map(self):
         return _KeyMap(self._keys)
@@ -266,6 +225,9 @@ class _KeyMap:
 class Bridge:
     """Runs synchronous client code in a greenlet, one call at a time,
     awaiting the loop wherever that code waits (see the module docstring)."""
+
+    # (LoopSelector.select: a wait is a future this class's task awaits)
+    resumed_by_callbacks = False
 
     def __init__(self):
         self.current = None          # the greenlet of the call in progress
@@ -336,25 +298,6 @@ class Bridge:
             sel._waiter = None
 
 
-def _wake_after(sel, waiter, timeout):
-    """Ends ``waiter`` (a future or a _Resume) after ``timeout`` seconds
-    (None: never; <= 0: at the next loop iteration) with the selector's one
-    timer, moved only when this wait must end earlier than it fires."""
-    if timeout is None:
-        return
-    loop = sel._loop or sel.loop
-    if timeout <= 0:
-        loop.call_soon(_done, waiter)
-        return
-    when = loop.time() + timeout
-    timer = sel._timer
-    if timer is None or sel._timer_when > when:
-        if timer is not None:
-            timer.cancel()
-        sel._timer = loop.call_at(when, sel._timer_fired)
-        sel._timer_when = when
-
-
 class Driver:
     """Runs one long-lived synchronous loop (the producer's Sender) in a
     greenlet that the event loop's callbacks resume directly.
@@ -372,6 +315,10 @@ class Driver:
     ``done`` is an ``asyncio.Future`` set with the loop's end (its result or
     exception); :meth:`cancel` raises ``CancelledError`` in the greenlet
     where it waits, as cancelling a bridged task does."""
+
+    # (LoopSelector.select: a wait is a _Resume the loop's callbacks
+    # resume, made and waited on there, Driver.wait_io inline)
+    resumed_by_callbacks = True
 
     def __init__(self):
         self.current = None          # the greenlet, while it runs
@@ -455,6 +402,7 @@ class Driver:
         case (the timer already due earlier: left alone) and
         :meth:`_suspend` are inline."""
         token = sel._waiter = _Resume(self)
+        # (LoopSelector.select has this inline for its Driver)
         if timeout is not None:
             if timeout > 0 and sel._timer is not None and \
                     sel._timer_when <= sel._now() + timeout:
@@ -487,28 +435,3 @@ class Driver:
         if inspect.iscoroutinefunction(fn):
             return self.await_(fn(*args))
         return self.await_(asyncio.get_running_loop().run_in_executor(None, fn, *args))
-
-
-class _Resume:
-    """One wait of a :class:`Driver`'s greenlet, with the two methods of a
-    future the selector calls (``done``, ``set_result``): setting it, from
-    a loop callback, resumes the greenlet at once."""
-    __slots__ = ("_driver", "_fired", "woken")
-
-    def __init__(self, driver):
-        self._driver = driver
-        self._fired = False
-        self.woken = False       # a wakeup() is scheduled for it (LoopSelector.wakeup)
-
-    def done(self):
-        return self._fired
-
-    def set_result(self, _value):
-        if not self._fired:
-            self._fired = True
-            self._driver._resume(self)
-
-
-def _done(fut):
-    if not fut.done():
-        fut.set_result(None)

@@ -111,7 +111,7 @@ class AIOProducer:
         self.config = p.config
         self.client_id = p.client_id
         self._acc = p.accumulator
-        self._memory_slack = self._acc.buffer_memory // 8   # see _run_once
+        self._memory_slack = self._acc.buffer_memory // 8   # see _release_waiters
         # send() awaits buffer memory above this (one batch must fit).
         self._memory_limit = self._acc.buffer_memory - self._acc.batch_size
         self._sender = p._sender
@@ -140,20 +140,27 @@ class AIOProducer:
         self._selector.wakeup()
 
     def _drive(self):
-        """The Sender's thread body (``Sender.run``), in the bridged
-        greenlet, telling the awaiting coroutines after each pass."""
+        """The Sender's thread body (``Sender.run``: passes while it runs,
+        then while its shutdown is pending), in the bridged greenlet,
+        telling the awaiting coroutines after each pass.  A pass is written
+        out here, no method of its own: it runs once per Produce request."""
         sender = self._sender
         log.debug("Starting Kafka producer I/O on the event loop.")
-        while sender.running:
-            self._run_once()
-        while sender.shutdown_pending():
-            self._run_once()
+        shutting_down = False
+        while True:
+            if not shutting_down and not sender.running:
+                shutting_down = True
+            if shutting_down and not sender.shutdown_pending():
+                return
+            try:
+                # (looked up per pass: a test may replace it)
+                sender.run_once()
+            except Exception:
+                log.exception("Uncaught error in kafka producer I/O: ")
+            if self._idle_waiters or self._memory_waiters or self._txn_waiters:
+                self._release_waiters()
 
-    def _run_once(self):
-        try:
-            self._sender.run_once()
-        except Exception:
-            log.exception("Uncaught error in kafka producer I/O: ")
+    def _release_waiters(self):
         acc = self._acc
         if self._idle_waiters and not acc.incomplete:
             _release(self._idle_waiters)

@@ -32,7 +32,7 @@ from .connection_state import ConnectionState
 log = get_logger("kchannel.client")
 
 __all__ = ["ClientLoop", "ClientResponse", "InFlight", "NodeStats", "RTT_SAMPLES",
-           "complete_responses"]
+           "complete_responses", "cluster_poll"]
 # ClusterClient's logger, for complete_responses (its poll's loop)
 _cluster_log = get_logger("kchannel.cluster_client")
 
@@ -103,6 +103,58 @@ def complete_responses(responses, start, callbacks, stop_key):
                 _cluster_log.exception("Uncaught error in request completion for %r", resp)
         i += 1
     return -1
+
+
+def cluster_poll(cc, timeout_ms, now=None):
+    """``ClusterClient.poll``, its method (``cc``: the cluster client):
+    metadata upkeep, I/O for up to ``timeout_ms``, then the callbacks of
+    the completed requests.  Here, not in ``cluster_client``, to be
+    compiled: it runs once per poll (per Produce request of a producer),
+    its caller the compiled Sender."""
+    client = cc.client
+    now = cc.time() if now is None else now
+    md = cc.metadata
+    if not md.need_full_update and not md.failed_attempts:
+        # Metadata.time_to_next_update's usual case (no update asked
+        # for, the last one succeeded), inline: run once per poll, its
+        # three calls and _maybe_update_metadata's cost more than the
+        # comparisons.
+        wait = md.last_successful_refresh_ms + md.metadata_max_age_ms
+        backoff_due = md.last_refresh_ms + md.refresh_backoff_ms
+        if backoff_due > wait:
+            wait = backoff_due
+        wait -= now
+        if wait <= 0:
+            wait = cc._maybe_update_metadata(now)
+    else:
+        wait = cc._maybe_update_metadata(now)
+    if wait < timeout_ms:
+        timeout_ms = wait
+    if timeout_ms < 0:
+        timeout_ms = 0
+    disconnects = client.disconnects
+    responses = client.poll(timeout_ms)
+    # (the clock as the poll's wait ended, read by the selector: no
+    # second read here)
+    now = client.selector.poll_time_ms
+    if client.disconnects != disconnects:
+        # Kafka's DefaultMetadataUpdater.handleServerDisconnect: a lost or
+        # refused connection may mean stale metadata (a dead leader or
+        # coordinator), so refresh it (the retry back-off paces this).
+        cc.metadata.request_update()
+    # Each response's callback in order (the clientloop twin's loop);
+    # the Metadata response, where it comes, handled here.
+    if responses:
+        i = complete_responses(responses, 0, cc._callbacks, cc._metadata_in_flight)
+        while i >= 0:
+            cc._metadata_in_flight = None
+            cc._handle_metadata(responses[i], now)
+            i = complete_responses(responses, i + 1, cc._callbacks, None)
+    # (the count of nodes keeping an authentication error is never below
+    # their number: zero means none, without a call per poll)
+    if client.authentication_exceptions:
+        cc._check_fatal()
+    return responses
 
 
 class InFlight:

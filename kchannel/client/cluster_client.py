@@ -10,7 +10,7 @@ except :meth:`wakeup`.
 
 from kchannel import errors
 from kchannel.client.connection_state import ConnectionState
-from kchannel.client.network_client import NetworkClient, complete_responses
+from kchannel.client.network_client import NetworkClient, _clientloop
 from kchannel.log import get_logger
 from kchannel.protocol import messages
 from kchannel.protocol.errors import Errors, exception_for
@@ -169,53 +169,9 @@ class ClusterClient:
         self.metadata.last_refresh_ms = now
         return self.client.request_timeout_ms
 
-    def poll(self, timeout_ms, now=None):
-        """Metadata upkeep, I/O for up to ``timeout_ms``, then the callbacks
-        of the completed requests."""
-        client = self.client
-        now = self.time() if now is None else now
-        md = self.metadata
-        if not md.need_full_update and not md.failed_attempts:
-            # Metadata.time_to_next_update's usual case (no update asked
-            # for, the last one succeeded), inline: run once per poll, its
-            # three calls and _maybe_update_metadata's cost more than the
-            # comparisons.
-            wait = md.last_successful_refresh_ms + md.metadata_max_age_ms
-            backoff_due = md.last_refresh_ms + md.refresh_backoff_ms
-            if backoff_due > wait:
-                wait = backoff_due
-            wait -= now
-            if wait <= 0:
-                wait = self._maybe_update_metadata(now)
-        else:
-            wait = self._maybe_update_metadata(now)
-        if wait < timeout_ms:
-            timeout_ms = wait
-        if timeout_ms < 0:
-            timeout_ms = 0
-        disconnects = client.disconnects
-        responses = client.poll(timeout_ms)
-        # (the clock as the poll's wait ended, read by the selector: no
-        # second read here)
-        now = client.selector.poll_time_ms
-        if client.disconnects != disconnects:
-            # Kafka's DefaultMetadataUpdater.handleServerDisconnect: a lost or
-            # refused connection may mean stale metadata (a dead leader or
-            # coordinator), so refresh it (the retry back-off paces this).
-            self.metadata.request_update()
-        # Each response's callback in order (the clientloop twin's loop);
-        # the Metadata response, where it comes, handled here.
-        if responses:
-            i = complete_responses(responses, 0, self._callbacks, self._metadata_in_flight)
-            while i >= 0:
-                self._metadata_in_flight = None
-                self._handle_metadata(responses[i], now)
-                i = complete_responses(responses, i + 1, self._callbacks, None)
-        # (the count of nodes keeping an authentication error is never below
-        # their number: zero means none, without a call per poll)
-        if client.authentication_exceptions:
-            self._check_fatal()
-        return responses
+    # (the clientloop twin's cluster_poll, once per poll of the client:
+    # compiled when built, no interpreted frame)
+    poll = _clientloop.cluster_poll
 
     def _authentication_failed(self, node_id, exc):
         # Kafka's DefaultMetadataUpdater.handleServerDisconnect: whoever

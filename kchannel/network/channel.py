@@ -27,6 +27,7 @@ from ..utils import now_ms
 from ..framing import FrameDecoder, encode_frame
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from ..log import get_logger
+from .. import _impl
 # The states and the send queue live in modules of their own; their names
 # are still exported from here.
 from .channel_state import (  # noqa: F401 - re-exported
@@ -36,6 +37,10 @@ from .channel_sends import (  # noqa: F401 - re-exported
     GATHER_MAX_BUFFERS, HEAD_JOIN, SEPARATE_FROM, SEPARATE_FROM_UNGATHERED, ChannelSendQueue)
 
 log = get_logger("kchannel.network.channel")
+
+# The read path run per poll and channel (compiled when built); see
+# kchannel.network._netpass_py.
+_netpass = _impl.load_twin("netpass")
 
 __all__ = ["State", "ChannelState", "ChannelMuteState", "ChannelMuteEvent", "AuthIO",
            "KafkaChannel",
@@ -389,25 +394,7 @@ class KafkaChannel(ChannelSendQueue):
             ops |= OP_WRITE
         return ops
 
-    def settle_state(self):
-        """What the selector asks after serving a READY channel, in one
-        call: ``(has_pending_writes(), is_muted(), buffered)``, where
-        ``buffered`` is ``has_bytes_buffered()`` -- asked only when it can
-        matter (not muted, and for a server not held back by pending
-        writes), False otherwise."""
-        t = self.transport
-        # (a transport that holds no bytes of its own is not asked)
-        holds = t.holds_bytes
-        pending = bool(self._sends) or (holds and bool(t.has_pending_writes()))
-        if self.mute_state is not _NOT_MUTED:
-            return pending, True, False
-        if pending and self.mode == "server":
-            return True, False, False
-        # has_bytes_buffered(), inlined
-        buffered = ((holds and t.has_bytes_buffered()) or bool(self._stash)
-                    or self._invalid is not None
-                    or (self.decoder.buffered >= 4 and self.has_complete_frame()))
-        return pending, False, buffered
+    settle_state = _netpass.settle_state
 
     # -- receive -----------------------------------------------------------------
     def has_bytes_buffered(self):
@@ -516,115 +503,9 @@ class KafkaChannel(ChannelSendQueue):
         (see :meth:`read_frames`)."""
         return self.read_frames(max_frames, max_bytes)[0]
 
-    def read_frames(self, max_frames=1, max_bytes=1048576):
-        """Data phase read: at most ``max_frames`` complete payloads, reading
-        at most ``max_bytes`` from the transport (fairness bound).
-
-        Returns ``(frames, bytes_read)``; the frames are read-only
-        memoryviews of the decoder's receive memory (never changed
-        afterwards; see ``kchannel.framing``).  Raises
-        ``InvalidReceiveError`` for a bad size prefix (once the frames
-        before it have been returned) and ``ChannelConnectionError`` at EOF
-        once every complete frame has been returned.
-        """
-        frames = []
-        bytes_read = 0
-        drained = False
-        stash = self._stash
-        decoder = self.decoder
-        if (not stash and self._invalid is None and not self._eof and max_frames > 0
-                and max_bytes > 0 and decoder.buffered < 4):
-            # The usual case, nothing kept from an earlier read: the loop
-            # below would read once (its first pass), take the complete
-            # frames out (its second) and stop on a drained socket (its
-            # third).  The same steps, written out: each pass of the loop
-            # cost as much as the read itself (a request or response read
-            # per connection per poll: a server's, a gateway's both ways).
-            t = self.transport
-            try:
-                n = t.receive_into(decoder)
-            except errors.ChannelConnectionError:
-                self._eof = True
-                n = 0
-            if n == 0:
-                if self._eof:
-                    raise errors.ChannelConnectionError(
-                        f"Connection with {self.socket_description()} closed by peer")
-                return frames, 0
-            bytes_read = n
-            drained = t.drained
-            if drained and decoder.buffered >= 4:
-                try:
-                    got = decoder.frames()
-                except errors.InvalidReceiveError as exc:
-                    got = exc.frames
-                    exc.frames = []
-                    if not got:
-                        raise
-                    self._invalid = exc
-                if got:
-                    if len(got) > max_frames:
-                        stash.extend(got[max_frames:])
-                        return got[:max_frames], bytes_read
-                    if self._invalid is not None or not decoder.buffered:
-                        # (the loop's next pass stops there)
-                        return got, bytes_read
-                    frames = got      # (a list of its own) the loop goes on
-        while True:
-            if stash:
-                take = max_frames - len(frames)
-                frames.extend(stash[:take])
-                del stash[:take]
-            room = max_frames - len(frames)
-            if room <= 0:
-                break
-            if self._invalid is not None:
-                if frames:
-                    break
-                exc, self._invalid = self._invalid, None
-                raise exc
-            # Every complete frame at once (one C loop in the compiled
-            # decoder); what exceeds max_frames waits in the stash.  (Fewer
-            # than 4 bytes hold no frame nor size prefix to reject: no call.)
-            if decoder.buffered >= 4:
-                try:
-                    got = decoder.frames()
-                except errors.InvalidReceiveError as exc:
-                    got = exc.frames
-                    exc.frames = []
-                    if not got and not frames:
-                        raise
-                    self._invalid = exc
-                if got:
-                    if len(got) > room:
-                        frames.extend(got[:room])
-                        stash.extend(got[room:])
-                        break
-                    frames.extend(got)
-                    continue
-            if (bytes_read >= max_bytes or self._eof or self._invalid is not None
-                    or (drained and not decoder.buffered)):
-                break
-            # self._fill(max_bytes - bytes_read, once=True), inlined: one read
-            try:
-                n = self.transport.receive_into(decoder)
-            except errors.ChannelConnectionError:
-                self._eof = True
-                n = 0
-            bytes_read += n
-            if n == 0:
-                break
-            # A short read emptied the socket: when it also ended on a frame
-            # boundary, the loop takes out what it completed and does not
-            # read again (that would only return EAGAIN; what arrives later
-            # raises a readiness event).  Mid-frame it reads on: the rest of
-            # a large frame is usually arriving while this one is handled,
-            # and stopping would cost a poll per read.
-            drained = self.transport.drained
-        if not frames and self._eof:
-            raise errors.ChannelConnectionError(
-                f"Connection with {self.socket_description()} closed by peer")
-        return frames, bytes_read
+    # (the netpass twin's functions as methods: once per poll and
+    # channel, compiled when built)
+    read_frames = _netpass.read_frames
 
     def drain_after_eof(self):
         """After EOF: every complete frame still buffered."""

@@ -9,6 +9,11 @@ Moved out of ``selector.py`` unchanged; ``kchannel.network.selector``
 still exports it.
 """
 from ..metrics import (Avg, CumulativeSum, CumulativeSumCount, Max, MetricName, Rate)
+from .. import _impl
+
+# record_poll, run per poll (compiled when built); see
+# kchannel.network._netpass_py.
+_netpass = _impl.load_twin("netpass")
 
 __all__ = ["SelectorMetrics"]
 
@@ -146,33 +151,8 @@ class SelectorMetrics:
                               connection_count)
 
 
-    def record_poll(self, select_ns, io_ns, now, bytes_read=0, receives=0, sent=None):
-        """One poll: ``select_ns`` waiting in select, ``io_ns`` doing I/O,
-        ``bytes_read`` read off the sockets, ``receives`` complete receives
-        handed over and ``sent`` the sizes of the sends the poll completed
-        (the ``bytes_received``, ``responses_received``, ``bytes_sent``,
-        ``requests_sent`` and ``bytes_transferred`` sensors: the same values
-        as recording them per channel, since every channel of a poll is
-        served at the same ``now``), once per poll."""
-        if sent:
-            if len(sent) == 1:
-                self.requests_sent.record(sent[0], now)
-            else:
-                self.requests_sent.record_many(sent, now)
-        self.select_time.record(select_ns, now)
-        self.io_time.record(io_ns, now)
-        if bytes_read:
-            # (one event per poll instead of one per channel read: the
-            # incoming-byte metrics measure sums only)
-            self.bytes_received.record(bytes_read, now)
-        if receives == 1:
-            self.responses_received.record(1.0, now)
-            self.bytes_transferred.record(1.0, now)
-        elif receives:
-            # (count stats: the values are not read, their number is)
-            ones = (1.0,) * receives
-            self.responses_received.record_many(ones, now)
-            self.bytes_transferred.record_many(ones, now)
+    # (the netpass twin's: once per poll, compiled when built)
+    record_poll = _netpass.record_poll
 
     def record_sends(self, sizes, now):
         """Requests (or responses) of ``sizes`` bytes sent at ``now``."""

@@ -60,6 +60,11 @@ import threading
 from kchannel.errors import ChannelConnectionError
 from kchannel.network.ops import OP_READ, OP_WRITE
 from kchannel.log import get_logger
+from kchannel import _impl
+
+# receive_into, run per read (compiled when built); see
+# kchannel.network._netpass_py.
+_netpass = _impl.load_twin("netpass")
 
 log = get_logger("kchannel.network.transport")
 
@@ -91,11 +96,8 @@ _DISCONNECT_ERRNOS = frozenset({
 })
 
 
-def connection_error(exc, what):
-    """Translate an OSError from a socket call into ChannelConnectionError."""
-    err = ChannelConnectionError(f"{what}: {exc.strerror or exc}")
-    err.errno = getattr(exc, "errno", None)
-    return err
+# (in the netpass twin, whose transport methods raise it too)
+connection_error = _netpass.connection_error
 
 
 class TransportLayer(abc.ABC):
@@ -269,34 +271,8 @@ class PlaintextTransportLayer(TransportLayer):
         return 0
 
     # --- reads ------------------------------------------------------------
-    def receive_into(self, decoder):
-        """One ``recv_into`` straight into the decoder's writable region (a
-        large frame's own buffer once its size is known, as Kafka's
-        NetworkReceive reads into its payload buffer)."""
-        if self._eof:
-            raise ChannelConnectionError("Connection closed by peer (EOF)")
-        n = 0
-        region = decoder.writable()
-        room = len(region)      # (commit releases the view)
-        try:
-            n = self._sock.recv_into(region)
-        except (BlockingIOError, InterruptedError):
-            self.drained = True
-            return 0
-        except OSError as exc:
-            raise connection_error(exc, "Read failed") from exc
-        finally:
-            # Always: releases the writable view (see FrameDecoder).
-            decoder.commit(n)
-        if n == 0:
-            self._eof = True
-            raise ChannelConnectionError("Connection closed by peer (EOF)")
-        # A read shorter than the room offered took everything the socket
-        # held: reading again now would only cost an EAGAIN (what arrives
-        # later raises a readiness event).  Level-triggered selection makes
-        # stopping here safe.
-        self.drained = n < room
-        return n
+    # (the netpass twin's: one per read, compiled when built)
+    receive_into = _netpass.receive_into
 
     def read_into(self, sink):
         if self._eof:
@@ -329,33 +305,10 @@ class PlaintextTransportLayer(TransportLayer):
         return data
 
     # --- writes -----------------------------------------------------------
-    def write(self, data):
-        if self._closed:
-            raise ChannelConnectionError("Write on a closed transport")
-        if not data:
-            return 0
-        try:
-            n = self._sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            return 0
-        except OSError as exc:
-            raise connection_error(exc, "Write failed") from exc
-        # Plaintext never holds bytes it accepted: what send() did not take
-        # stays with the caller.
-        return n
+    # (the netpass twin's: one per request written, compiled when built)
+    write = _netpass.write
 
-    def write_vectored(self, buffers):
-        """``write`` of the concatenation of ``buffers`` (a list of
-        bytes-like) with one gather ``sendmsg``, without joining them:
-        returns how many bytes of it the socket took (0: not now)."""
-        if self._closed:
-            raise ChannelConnectionError("Write on a closed transport")
-        try:
-            return self._sock.sendmsg(buffers)
-        except (BlockingIOError, InterruptedError):
-            return 0
-        except OSError as exc:
-            raise connection_error(exc, "Write failed") from exc
+    write_vectored = _netpass.write_vectored
 
     def has_pending_writes(self):
         # write() never keeps bytes, so there is never anything to flush.

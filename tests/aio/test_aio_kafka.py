@@ -116,6 +116,62 @@ def test_no_thread_is_started(kafka_broker):
     assert during - before == set()
 
 
+# The functions a pass of the AIOProducer's Sender runs once per Produce
+# request (its read, write, poll and wait, the loop's callback resuming it,
+# the sequence bookkeeping): the netpass, clientloop, senderloop and
+# looppass twins' functions, taken as their classes' methods.
+_PER_PASS = {"read_frames", "settle_state", "receive_into", "write", "record_poll",
+             "cluster_poll", "assign_sequence", "ack_sequence", "select", "on_event"}
+# (a larger request's: a gather write)
+_PER_PASS_LARGE = {"write_vectored"}
+
+
+def test_a_sender_pass_runs_its_per_request_functions_compiled(kafka_broker):
+    """Each record sent and awaited alone (a Produce request and a pass of
+    the Sender each): with the compiled twins, none of the functions a pass
+    runs once per request is an interpreted frame, nor is there a per-pass
+    method of the driver (``_run_once``) or a wait token's ``__init__``;
+    with the pure twins the same functions are the interpreted ones."""
+    import sys
+    plain = kafka_broker.bootstrap("PLAINTEXT")
+    topic = create_topic(plain, topic_name("aio-pass"), partitions=1)
+    n = 30
+
+    async def scenario():
+        calls = {}
+
+        def profile(frame, event, arg):
+            if event == "call" and "kchannel" in frame.f_code.co_filename:
+                key = frame.f_code.co_qualname
+                calls[key] = calls.get(key, 0) + 1
+        async with AIOProducer({"bootstrap.servers": plain}) as p:
+            await p.send_and_wait(topic, b"warm-up")
+            sys.setprofile(profile)
+            try:
+                for i in range(n):
+                    await p.send_and_wait(topic, b"v%d" % i)
+            finally:
+                sys.setprofile(None)
+        return calls
+    calls = run_coro(scenario())
+    assert not {"AIOProducer._run_once", "Driver.wait_io", "_Resume.__init__"} & set(calls)
+    # (by their own names: methods of the same names, such as
+    # KafkaChannel.read_frames, count too)
+    names = {}
+    for qualname, count in calls.items():
+        name = qualname.rpartition(".")[2]
+        names[name] = names.get(name, 0) + count
+    kinds = {loaded_kind(t) for t in ("netpass", "clientloop", "senderloop", "looppass")}
+    if kinds == {"compiled"}:
+        every = _PER_PASS | _PER_PASS_LARGE
+        assert every.isdisjoint(names), sorted(every & set(names))
+    elif kinds == {"pure"}:
+        # one Produce request and its response per record, each read, polled
+        # for, waited for and acknowledged
+        for name in _PER_PASS:
+            assert names.get(name, 0) >= n, (name, names.get(name))
+
+
 @pytest.mark.parametrize("peer", ["aiokafka", "confluent-kafka"])
 def test_interop_both_ways(kafka_broker, peer):
     plain = kafka_broker.bootstrap("PLAINTEXT")

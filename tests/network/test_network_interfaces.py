@@ -146,7 +146,7 @@ ALLOWED_PROBES = {
     ("kchannel/server/workers.py", "hasattr(socket, 'SO_REUSEPORT')"):
         "socket.SO_REUSEPORT is missing on some platforms (one worker process then)",
     # Objects of other libraries or of Python itself.
-    ("kchannel/network/transport.py", "getattr(exc, 'errno', None)"):
+    ("kchannel/network/_netpass_py.py", "getattr(exc, 'errno', None)"):
         "any exception a socket call raises: not every one has errno",
     ("kchannel/network/ssl_principal.py", "getattr(attr, '_type', None)"):
         "cryptography's x509 NameAttribute: the ASN.1 string tag is private there and "
