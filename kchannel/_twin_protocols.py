@@ -410,6 +410,19 @@ class NodeStats(Protocol):
     def __init__(self, now: int) -> None: ...
 
 
+class NodeState(Protocol):
+    """The base class of ``network_client._Node``: the fields of a node
+    the per-request path reads (``_Node.__init__`` sets them)."""
+
+    id: Any
+    state: Any
+    in_flight: Any
+    api_versions: Any
+    stats: Any
+
+    def __init__(self) -> None: ...
+
+
 class ClientLoop(Protocol):
     """The per-request hot path of ``kchannel.client.NetworkClient`` (its
     base class; ``NetworkClient.__init__`` sets the state up)."""
@@ -433,6 +446,7 @@ class ClientloopModule(Protocol):
     ClientResponse: type[ClientResponse]
     InFlight: type[InFlight]
     NodeStats: type[NodeStats]
+    NodeState: type[NodeState]
     ClientLoop: type[ClientLoop]
 
     def complete_responses(self, responses: list, start: int, callbacks: dict,
