@@ -61,6 +61,44 @@ cdef extern from "Python.h":
     bint PyList_CheckExact(object)
     PyObject *Py_True
     PyObject *Py_None
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+# A dict's version tag (CPython 3.11's ma_version_tag, new at each change of
+# that dict), or 0 where there is none; as kchannel._cappender reads it.
+# And an int only its container holds (reference count 1) given a new value
+# in place when it fits one digit (kchannel._cappender's kc_int_set, which
+# says why; 3.11's int layout, elsewhere 0: a new int is made).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    #define KC_AIO_DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
+    static inline int kc_aio_int_set(PyObject *o, Py_ssize_t v) {
+        if (o != NULL && Py_REFCNT(o) == 1 && PyLong_CheckExact(o) && Py_SIZE(o) == 1
+                && v > 0 && v < ((Py_ssize_t)1 << PyLong_SHIFT)) {
+            ((PyLongObject *)o)->ob_digit[0] = (digit)v;
+            return 1;
+        }
+        return 0;
+    }
+    #else
+    #define KC_AIO_DICT_VERSION(d) ((unsigned long long)0)
+    static inline int kc_aio_int_set(PyObject *o, Py_ssize_t v) { return 0; }
+    #endif
+    """
+    unsigned long long KC_AIO_DICT_VERSION(object d) noexcept
+    bint kc_aio_int_set(PyObject *o, Py_ssize_t v) noexcept
+
+
+def _gil_enabled():
+    """False only on a free-threaded build running without the GIL."""
+    import sys
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())
+
+
+# Ints changed in place only where the GIL keeps another thread from reading
+# one meanwhile.
+cdef bint _in_place = _gil_enabled()
 
 cdef object _await_slow = FutureRecordMetadata.__await__
 cdef object _RecordMetadata = RecordMetadata
@@ -272,24 +310,39 @@ cdef class _BoundSend:
     cdef object acc_dict
     cdef Py_ssize_t limit
     cdef bint started
+    # Whether used_memory was over the limit when the accumulator's dict
+    # had the version ``mem_version`` (0: not read yet): the dict changes
+    # per batch, not per record, so most records compare a version instead
+    # of a dict lookup (~110 instructions).
+    cdef unsigned long long mem_version
+    cdef bint mem_over
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
              headers=None):
         """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
         cdef PyObject *used
+        cdef unsigned long long version = 0
         if not self.started:
             producer = self.producer
             if producer._driver is None:
                 producer._start_driver()
             # (_driver stays set once started: close() leaves it.)
             self.started = producer._driver is not None
-        used = NULL
         if self.acc_dict is not None:
-            used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
-        if used != NULL and type(<object>used) is int:
-            over = PyLong_AsSsize_t(<object>used) > self.limit
+            version = KC_AIO_DICT_VERSION(self.acc_dict)
+        if version != 0 and version == self.mem_version:
+            over = self.mem_over
         else:
-            over = self.acc.used_memory > self.limit
+            used = NULL
+            if self.acc_dict is not None:
+                used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
+            if used != NULL and type(<object>used) is int:
+                over = PyLong_AsSsize_t(<object>used) > self.limit
+                self.mem_over = over
+                self.mem_version = version
+            else:
+                over = self.acc.used_memory > self.limit
+                self.mem_version = 0
         if over:
             return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
@@ -392,7 +445,24 @@ cdef object _future_await(object future):
         _md_cache = md
     _put(md, _M_TOPIC, <object>PyTuple_GET_ITEM(tp, 0))
     _put(md, _M_PARTITION, <object>PyTuple_GET_ITEM(tp, 1))
-    _put(md, _M_OFFSET, base + i if base >= 0 else -1)
+    # The offset: in the refilled RecordMetadata's own int when only it
+    # holds that int (no int made and freed per record, ~150
+    # instructions; see kc_aio_int_set).
+    cdef Py_ssize_t off
+    if type(base) is int and type(i) is int:
+        off = PyLong_AsSsize_t(base)
+        if off < 0:
+            off = -1
+        elif off > PY_SSIZE_T_MAX - k:
+            off = -2          # (past int64: the int made as before)
+        else:
+            off += k
+        if off == -2:
+            _put(md, _M_OFFSET, base + i)
+        elif not (_in_place and kc_aio_int_set(_slot(md, _M_OFFSET), off)):
+            _put(md, _M_OFFSET, off)
+    else:
+        _put(md, _M_OFFSET, base + i if base >= 0 else -1)
     _put(md, _M_TIMESTAMP, ts)
     _put(md, _M_KEY_SIZE, sz[0])
     _put(md, _M_VALUE_SIZE, sz[1])
