@@ -25,6 +25,7 @@ from collections.abc import Coroutine as _Coroutine
 cimport cython
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF, _Py_REFCNT
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
@@ -33,6 +34,7 @@ from kchannel._crecords cimport QueuedRecord
 from kchannel._slots cimport slot_offset
 
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
+from kchannel import _impl
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
 __all__ = ["send", "bind_send", "future_await", "install_await"]
@@ -99,6 +101,25 @@ def _gil_enabled():
 # Ints changed in place only where the GIL keeps another thread from reading
 # one meanwhile.
 cdef bint _in_place = _gil_enabled()
+
+# The compiled appender's send as a C function (its SEND_CAPSULE), and its
+# class; None when the appender in use is the pure twin's.
+ctypedef object (*_append_fn)(object, object, object, object, object, object, object,
+                              object)
+cdef _append_fn _append_c = NULL
+cdef object _Appender = None
+
+
+cdef _init_append():
+    global _append_c, _Appender
+    appender = _impl.load_twin("appender")
+    capsule = getattr(appender, "SEND_CAPSULE", None)
+    if capsule is not None and PyCapsule_IsValid(capsule, b"kchannel._cappender.send"):
+        _append_c = <_append_fn>PyCapsule_GetPointer(capsule, b"kchannel._cappender.send")
+        _Appender = appender.Appender
+
+
+_init_append()
 
 cdef object _await_slow = FutureRecordMetadata.__await__
 cdef object _RecordMetadata = RecordMetadata
@@ -306,6 +327,8 @@ cdef class _BoundSend:
     way (this type is tracked)."""
     cdef object producer
     cdef object append
+    # The Appender whose send ``append`` is (then called in C), or None.
+    cdef object appender
     cdef object acc
     cdef object acc_dict
     cdef Py_ssize_t limit
@@ -347,7 +370,11 @@ cdef class _BoundSend:
             return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
         try:
-            future = self.append(topic, value, key, headers, partition, timestamp_ms)
+            if self.appender is not None:
+                future = _append_c(self.appender, topic, value, key, headers, partition,
+                                   timestamp_ms, None)
+            else:
+                future = self.append(topic, value, key, headers, partition, timestamp_ms)
         except _MetadataNeeded:
             return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
@@ -363,6 +390,10 @@ def bind_send(producer):
     cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
     b.producer = producer
     b.append = producer._send
+    b.appender = None
+    owner = getattr(b.append, "__self__", None)
+    if _append_c != NULL and type(owner) is _Appender and b.append == owner.send:
+        b.appender = owner
     b.acc = producer._acc
     b.acc_dict = getattr(b.acc, "__dict__", None)
     b.limit = producer._memory_limit
