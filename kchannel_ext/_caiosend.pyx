@@ -33,7 +33,11 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from kchannel._crecords cimport QueuedRecord
 from kchannel._slots cimport slot_offset
 
+from asyncio import _get_running_loop, get_running_loop as _get_running_loop_or_raise
+
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
+from kchannel.producer._done_lock import DONE_LOCK as _DONE_LOCK
+from kchannel.producer.accumulator import _wake
 from kchannel import _impl
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
@@ -427,10 +431,68 @@ cdef object _future_await(object future):
     cdef PyObject *batch = NULL
     if type(future) is _FutureRecordMetadata:
         batch = _slot(future, _F_BATCH)
+    if batch != NULL and <object>batch is not None and _slot(<object>batch, _B_DONE) != Py_True \
+            and _slot(<object>batch, _B_DONE) != NULL and _slot(future, _F_FAILED) == Py_None:
+        # Not acknowledged yet: the first await of a batch's records, once
+        # per Produce request in ``for f in futures: await f``.
+        return _await_pending(future, <object>batch)
+    md = _acked(future, batch)
+    if md is None:
+        return _await_slow(future)
+    return _ready(md)
+
+
+class _Wake:
+    """The done callback of a record awaited before it was done (as
+    ``kchannel.producer.accumulator._await_done``'s ``wake``): wakes the
+    awaiting task, at once on the loop's thread, else through the loop."""
+    __slots__ = ("loop", "waiter")
+
+    def __init__(self, loop, waiter):
+        self.loop = loop
+        self.waiter = waiter
+
+    def __call__(self, _future):
+        if _get_running_loop() is self.loop:
+            _wake(self.waiter)
+        else:
+            self.loop.call_soon_threadsafe(_wake, self.waiter)
+
+
+def _await_pending(future, batch):
+    """``FutureRecordMetadata.__await__`` for a record not done yet (as
+    the method's own path: ``_await_done`` then ``result()``), compiled: no
+    interpreted frames, closure and cells per wait, and the acknowledged
+    record's metadata as ``_future_await`` builds it."""
+    loop = _get_running_loop_or_raise()
+    waiter = loop.create_future()
+    wake = _Wake(loop, waiter)
+    with _DONE_LOCK:
+        # (add_done_callback's registration; the batch's completion takes
+        # the same lock, then calls each callback.)
+        pending = not batch.done_flag
+        if pending:
+            callbacks = batch.done_callbacks
+            if callbacks is None:
+                callbacks = batch.done_callbacks = []
+            callbacks.append((wake, future))
+    if pending:
+        yield from waiter
+    md = _acked(future, _slot(future, _F_BATCH))
+    if md is None:
+        return future.result()
+    return md
+
+
+cdef object _acked(object future, PyObject *batch):
+    """The RecordMetadata of an acknowledged record (``_md_cache`` refilled
+    when free), or None for every other case (not done, failed, split,
+    slots unset, not the accumulator's types): the caller takes the
+    method's own path."""
     if batch == NULL or <object>batch is None or _slot(<object>batch, _B_DONE) != Py_True \
             or _slot(<object>batch, _B_EXCEPTION) != Py_None \
             or _slot(<object>batch, _B_SPLIT) != Py_None:
-        return _await_slow(future)
+        return None
     b = <object>batch
     # (Slots left unset -- an object not made by its __init__ -- take the
     # method's own path, which raises AttributeError as before.)
@@ -442,7 +504,7 @@ cdef object _future_await(object future):
     cdef PyObject *p_records = _slot(b, _B_RECORDS)
     if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL \
             or p_records == NULL:
-        return _await_slow(future)
+        return None
     tp = <object>p_tp
     sizes = <object>p_sizes
     i = <object>p_index
@@ -453,7 +515,7 @@ cdef object _future_await(object future):
     # two per record); PyTuple_GET_ITEM reads the item.
     if not PyTuple_Check(tp) or PyTuple_GET_SIZE(tp) != 2 or not PyList_CheckExact(sizes) \
             or k < 0 or k >= PyList_GET_SIZE(sizes):
-        return _await_slow(future)
+        return None
     sz = <tuple?><object>PyList_GET_ITEM(sizes, k)
     base = <object>p_base
     ts = <object>p_ts
@@ -462,10 +524,10 @@ cdef object _future_await(object future):
         # lookup on the batch and the record).
         records = <object>p_records
         if not PyList_CheckExact(records) or k >= PyList_GET_SIZE(records):
-            return _await_slow(future)
+            return None
         record = <object>PyList_GET_ITEM(records, k)
         if type(record) is not QueuedRecord:
-            return _await_slow(future)
+            return None
         ts = (<QueuedRecord>record).timestamp
     global _md_cache
     cdef PyObject *cached = <PyObject *>_md_cache
@@ -497,4 +559,4 @@ cdef object _future_await(object future):
     _put(md, _M_TIMESTAMP, ts)
     _put(md, _M_KEY_SIZE, sz[0])
     _put(md, _M_VALUE_SIZE, sz[1])
-    return _ready(md)
+    return md
