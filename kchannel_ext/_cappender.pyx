@@ -15,6 +15,7 @@ and its sizes are made before it), so holding the GIL is holding the lock
 there (see ``Appender.send``).  When the Sender (or any thread) holds the
 lock, it is taken as before.
 """
+cimport cython
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE, PyList_SET_ITEM
@@ -397,6 +398,42 @@ cdef extern from *:
     bint kc_lock_held(object o) noexcept
 
 
+cdef extern from "Python.h":
+    # (tp_alloc returns a new reference, or NULL with an exception set)
+    ctypedef object (*allocfunc)(PyTypeObject *, Py_ssize_t)
+    ctypedef PyObject *(*newfunc)(PyTypeObject *, PyObject *, PyObject *)
+    ctypedef struct _TypeAlloc "PyTypeObject":
+        allocfunc tp_alloc
+        newfunc tp_new
+    object PyType_GenericAlloc(PyTypeObject *, Py_ssize_t)
+
+
+# A record's future made by its type's tp_alloc (what object_new calls, with
+# no argument checks before: ~25 instructions a record) when the type's
+# tp_new is object_new and its tp_alloc the generic one (a plain
+# __slots__ class, as now); else by tp_new as before.
+cdef bint _future_alloc = False
+
+
+cdef _init_future_alloc():
+    global _future_alloc
+    cdef _TypeAlloc *t = <_TypeAlloc *>_FutureRecordMetadata
+    cdef _TypeAlloc *o = <_TypeAlloc *>object
+    _future_alloc = t.tp_alloc == <allocfunc>PyType_GenericAlloc and t.tp_new == o.tp_new
+
+
+_init_future_alloc()
+
+
+cdef inline object _new_future():
+    if _future_alloc:
+        return (<_TypeAlloc *>_FutureRecordMetadata).tp_alloc(
+            <PyTypeObject *>_FutureRecordMetadata, 0)
+    return (<PyTypeObject *>_FutureRecordMetadata).tp_new(_FutureRecordMetadata,
+                                                          <PyObject *>_EMPTY, NULL)
+
+
+@cython.final
 cdef class _Attr:
     """One attribute of one object read per record (``closed``,
     ``fatal_error``, ``cluster``): from the object's dict when
@@ -868,8 +905,7 @@ cdef class Appender:
             # callable, whose argument tuple and tp_new_wrapper checks cost
             # ~500 instructions per record an application holds the future
             # of (kchannel.aio: ``[await p.send(...) ...]``).
-            future = (<PyTypeObject *>_FutureRecordMetadata).tp_new(
-                _FutureRecordMetadata, <PyObject *>_EMPTY, NULL)
+            future = _new_future()
             self._spare = future
         if dq is not None:
             # The accumulator's lock guards its batches against the
