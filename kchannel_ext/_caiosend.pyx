@@ -61,6 +61,8 @@ cdef extern from "Python.h":
     void PyErr_SetString(object, const char *)
     void PyType_Modified(PyTypeObject *)
     void PyObject_GC_UnTrack(void *)
+    void PyObject_GC_Track(void *)
+    int PyObject_GC_IsTracked(object)
     PyObject *PyDict_GetItemWithError(object, object) except? NULL
     Py_ssize_t PyLong_AsSsize_t(object) except? -1
     bint PyTuple_Check(object)
@@ -476,6 +478,10 @@ def _await_pending(future, batch):
             if callbacks is None:
                 callbacks = batch.done_callbacks = []
             callbacks.append((wake, future))
+            # (wake holds the waiting task: back on the collector's lists,
+            # see kchannel._cappender's track_batch)
+            if not PyObject_GC_IsTracked(batch):
+                PyObject_GC_Track(<PyObject *>batch)
     if pending:
         yield from waiter
     md = _acked(future, _slot(future, _F_BATCH))
