@@ -449,6 +449,64 @@ cdef inline object _new_future():
                                                           <PyObject *>_EMPTY, NULL)
 
 
+# A deque's last item read from the deque itself (CPython 3.11's
+# dequeobject: its right block and index; a block holds 64 items), not by
+# len() and a generic dq[-1] (~70 instructions a record); NULL when empty.
+# Elsewhere kc_deque_readable() is 0 and dq[-1] is read as before.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    typedef struct kc_block {
+        struct kc_block *leftlink;
+        PyObject *data[64];
+        struct kc_block *rightlink;
+    } kc_block;
+    typedef struct {
+        PyObject_VAR_HEAD
+        kc_block *leftblock;
+        kc_block *rightblock;
+        Py_ssize_t leftindex;
+        Py_ssize_t rightindex;
+    } kc_dequeobject;
+    #define kc_deque_readable() 1
+    #define kc_deque_last(o) (Py_SIZE(o) > 0 ? \
+        ((kc_dequeobject *)(o))->rightblock->data[((kc_dequeobject *)(o))->rightindex] : NULL)
+    #else
+    #define kc_deque_readable() 0
+    #define kc_deque_last(o) ((PyObject *)NULL)
+    #endif
+    """
+    bint kc_deque_readable() noexcept
+    PyObject *kc_deque_last(object o) noexcept
+
+
+from collections import deque as _deque_type
+cdef object _deque = _deque_type
+
+
+cdef bint _deque_layout_ok():
+    """Whether kc_deque_last reads this interpreter's deques (checked on
+    deques across a block boundary, after pops at both ends)."""
+    cdef PyObject *o
+    if not kc_deque_readable():
+        return False
+    for n in (1, 2, 63, 64, 65, 130):
+        d = _deque(range(1000, 1000 + n + 1))
+        d.popleft()
+        d.append(object())
+        o = kc_deque_last(d)
+        if o == NULL or <object>o is not d[-1]:
+            return False
+        d.pop()
+        o = kc_deque_last(d)
+        if o == NULL or <object>o is not d[-1]:
+            return False
+    return kc_deque_last(_deque()) == NULL
+
+
+cdef bint _c_deque = _deque_layout_ok()
+
+
 @cython.final
 cdef class _Attr:
     """One attribute of one object read per record (``closed``,
@@ -955,7 +1013,11 @@ cdef class Appender:
                 self._acquire()
                 held = True
             try:
-                batch = dq[-1] if len(dq) else None
+                if _c_deque and type(dq) is _deque:
+                    o = kc_deque_last(dq)
+                    batch = <object>o if o != NULL else None
+                else:
+                    batch = dq[-1] if len(dq) else None
                 last = batch
                 if batch is None or type(batch) is not _ProducerBatch or \
                         _slot(batch, _B_CLOSED) != Py_False or \
