@@ -616,6 +616,11 @@ class Appender(Protocol):
 class AppenderModule(Protocol):
     Appender: type[Appender]
 
+    def track_batch(self, batch: Any) -> None:
+        """Put a batch back on the garbage collector's lists (the compiled
+        twin takes a batch opened without a callback off them) before a
+        callback or a done callback is attached to it."""
+
     def run_callbacks(self, callbacks: dict, topic: str, partition: int, base_offset: int,
                       log_append_time: int, records: list, sizes: list) -> None:
         """The callbacks of an acknowledged batch (index -> callback), in
