@@ -243,6 +243,12 @@ def _body(table, client, loop, baseline, **kw):
     return _with_loop(table[client], loop, **kw)
 
 
+def _paired(runs, a, b, key):
+    """Median over the rounds of ``a``'s figure over ``b``'s in the same
+    round."""
+    return _median([x / y for x, y in zip(runs[a][key], runs[b][key])])
+
+
 def _median(values):
     return statistics.median(values)
 
@@ -338,7 +344,10 @@ def main():
                                 flush=True)
             for side, k, targets in (("AIOProducer", 0, {"aiokafka": 3.0, "confluent.aio": 1.0}),
                                      ("AIOConsumer", 1, {"aiokafka": 1.5, "confluent.aio": 1.0})):
-                ratios = {o: results["aio"][k] / results[o][k] for o in targets if o in results}
+                # Each ratio the median of the rounds' own ratios (a round's
+                # pair ran back to back), as the other scripts take theirs.
+                key = "pc"[k]
+                ratios = {o: _paired(runs, "aio", o, key) for o in targets if o in results}
                 ref = ""
                 if "kchannel sync" in results:
                     ref = (f"; sync class {results['kchannel sync'][k] / 1e3:.0f} k "
@@ -348,10 +357,12 @@ def main():
                 if side == "AIOProducer":
                     text += "; tuned (acks=1, linger 5 ms, batch %d for all): %s" % (
                         args.batch_size, ", ".join(
-                            f"{tuned['aio'] / tuned[o]:.2f}x {o}" for o in targets if o in tuned))
+                            f"{_paired(runs, 'aio', o, 't'):.2f}x {o}" for o in targets if o in tuned))
                     text += "; send all then flush, no future awaited: %s" % ", ".join(
-                        f"{flushed['aio'] / flushed[o]:.2f}x {o}" for o in targets
+                        f"{_paired(runs, 'aio', o, 'f'):.2f}x {o}" for o in targets
                         if o in flushed)
+                if args.rounds > 1:
+                    text += f" (medians of {args.rounds} interleaved rounds)"
                 print(f"{size} B {side}: {text}", flush=True)
                 row(f"{side}, records per client CPU-second, {size} B records "
                     f"(`aio_clients.py`, Tansu, {args.loop} loop, every client at its defaults)",

@@ -168,7 +168,7 @@ class Rate(_SampledStat):
             for i in range(1, n):
                 x = values[i]
                 # (an int through a C integer, compiled: see Sensor.record)
-                if x.__class__ is int:
+                if type(x) is int:
                     ix = x
                     acc += ix
                 else:
@@ -245,7 +245,7 @@ class Avg(_SampledStat):
         acc = cur.value
         for i in range(1, n):
             x = values[i]
-            if x.__class__ is int:
+            if type(x) is int:
                 ix = x
                 acc += ix
             else:
@@ -304,7 +304,7 @@ class Max(_SampledStat):
         m = cur.value
         for i in range(1, n):
             x = values[i]
-            if x.__class__ is int:
+            if type(x) is int:
                 ix = x
                 v = ix
             else:
@@ -342,7 +342,7 @@ class CumulativeSum(Stat):
     def record_many(self, values, now):
         total = self.total
         for x in values:
-            if x.__class__ is int:
+            if type(x) is int:
                 ix = x
                 total += ix
             else:
@@ -371,7 +371,7 @@ class CumulativeSumCount(CumulativeSum):
     def record_many(self, values, now):
         total = self.total
         for x in values:
-            if x.__class__ is int:
+            if type(x) is int:
                 ix = x
                 total += ix
             else:
@@ -499,12 +499,15 @@ class Sensor:
             # (compiled; pure Python: themselves).  An int goes through a C
             # integer: a double's conversion of an int builds a float
             # object first (epoch milliseconds take its slowest path).
-            if value.__class__ is int:
+            # (type(x), not x.__class__: compiled, type(x) is int is a
+            # pointer comparison, x.__class__ a generic attribute lookup,
+            # ~300 instructions each, two per call)
+            if type(value) is int:
                 iv = value
                 v = iv
             else:
                 v = value
-            if now.__class__ is int:
+            if type(now) is int:
                 it = now
                 t = it
             else:
@@ -531,7 +534,7 @@ class Sensor:
             return
         fast = self._fast
         if fast:
-            if now.__class__ is int:
+            if type(now) is int:
                 it = now
                 t = it
             else:

@@ -449,6 +449,19 @@ class NodeStats(Protocol):
     def __init__(self, now: int) -> None: ...
 
 
+class NodeState(Protocol):
+    """The base class of ``network_client._Node``: the fields of a node
+    the per-request path reads (``_Node.__init__`` sets them)."""
+
+    id: Any
+    state: Any
+    in_flight: Any
+    api_versions: Any
+    stats: Any
+
+    def __init__(self) -> None: ...
+
+
 class ClientLoop(Protocol):
     """The per-request hot path of ``kchannel.client.NetworkClient`` (its
     base class; ``NetworkClient.__init__`` sets the state up)."""
@@ -472,6 +485,7 @@ class ClientloopModule(Protocol):
     ClientResponse: type[ClientResponse]
     InFlight: type[InFlight]
     NodeStats: type[NodeStats]
+    NodeState: type[NodeState]
     ClientLoop: type[ClientLoop]
 
     def complete_responses(self, responses: list, start: int, callbacks: dict,
@@ -644,6 +658,11 @@ class Appender(Protocol):
 
 class AppenderModule(Protocol):
     Appender: type[Appender]
+
+    def track_batch(self, batch: Any) -> None:
+        """Put a batch back on the garbage collector's lists (the compiled
+        twin takes a batch opened without a callback off them) before a
+        callback or a done callback is attached to it."""
 
     def run_callbacks(self, callbacks: dict, topic: str, partition: int, base_offset: int,
                       log_append_time: int, records: list, sizes: list) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Coroutine as _Coroutine
 cimport cython
 
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF, _Py_REFCNT
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
@@ -32,7 +33,12 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from kchannel._crecords cimport QueuedRecord
 from kchannel._slots cimport slot_offset
 
+from asyncio import _get_running_loop, get_running_loop as _get_running_loop_or_raise
+
 from kchannel.aio._aiosend_py import _MetadataNeeded, _raise, _send_slow
+from kchannel.producer._done_lock import DONE_LOCK as _DONE_LOCK
+from kchannel.producer.accumulator import _wake
+from kchannel import _impl
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
 __all__ = ["send", "bind_send", "future_await", "install_await"]
@@ -55,12 +61,71 @@ cdef extern from "Python.h":
     void PyErr_SetString(object, const char *)
     void PyType_Modified(PyTypeObject *)
     void PyObject_GC_UnTrack(void *)
+    void PyObject_GC_Track(void *)
+    int PyObject_GC_IsTracked(object)
     PyObject *PyDict_GetItemWithError(object, object) except? NULL
     Py_ssize_t PyLong_AsSsize_t(object) except? -1
     bint PyTuple_Check(object)
     bint PyList_CheckExact(object)
     PyObject *Py_True
     PyObject *Py_None
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+# A dict's version tag (CPython 3.11's ma_version_tag, new at each change of
+# that dict), or 0 where there is none; as kchannel._cappender reads it.
+# And an int only its container holds (reference count 1) given a new value
+# in place when it fits one digit (kchannel._cappender's kc_int_set, which
+# says why; 3.11's int layout, elsewhere 0: a new int is made).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    #define KC_AIO_DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
+    static inline int kc_aio_int_set(PyObject *o, Py_ssize_t v) {
+        if (o != NULL && Py_REFCNT(o) == 1 && PyLong_CheckExact(o) && Py_SIZE(o) == 1
+                && v > 0 && v < ((Py_ssize_t)1 << PyLong_SHIFT)) {
+            ((PyLongObject *)o)->ob_digit[0] = (digit)v;
+            return 1;
+        }
+        return 0;
+    }
+    #else
+    #define KC_AIO_DICT_VERSION(d) ((unsigned long long)0)
+    static inline int kc_aio_int_set(PyObject *o, Py_ssize_t v) { return 0; }
+    #endif
+    """
+    unsigned long long KC_AIO_DICT_VERSION(object d) noexcept
+    bint kc_aio_int_set(PyObject *o, Py_ssize_t v) noexcept
+
+
+def _gil_enabled():
+    """False only on a free-threaded build running without the GIL."""
+    import sys
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())
+
+
+# Ints changed in place only where the GIL keeps another thread from reading
+# one meanwhile.
+cdef bint _in_place = _gil_enabled()
+
+# The compiled appender's send as a C function (its SEND_CAPSULE), and its
+# class; None when the appender in use is the pure twin's.
+ctypedef object (*_append_fn)(object, object, object, object, object, object, object,
+                              object)
+cdef _append_fn _append_c = NULL
+cdef object _Appender = None
+
+
+cdef _init_append():
+    global _append_c, _Appender
+    appender = _impl.load_twin("appender")
+    capsule = getattr(appender, "SEND_CAPSULE", None)
+    if capsule is not None and PyCapsule_IsValid(capsule, b"kchannel._cappender.send"):
+        _append_c = <_append_fn>PyCapsule_GetPointer(capsule, b"kchannel._cappender.send")
+        _Appender = appender.Appender
+
+
+_init_append()
 
 cdef object _await_slow = FutureRecordMetadata.__await__
 cdef object _RecordMetadata = RecordMetadata
@@ -268,33 +333,54 @@ cdef class _BoundSend:
     way (this type is tracked)."""
     cdef object producer
     cdef object append
+    # The Appender whose send ``append`` is (then called in C), or None.
+    cdef object appender
     cdef object acc
     cdef object acc_dict
     cdef Py_ssize_t limit
     cdef bint started
+    # Whether used_memory was over the limit when the accumulator's dict
+    # had the version ``mem_version`` (0: not read yet): the dict changes
+    # per batch, not per record, so most records compare a version instead
+    # of a dict lookup (~110 instructions).
+    cdef unsigned long long mem_version
+    cdef bint mem_over
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
              headers=None):
         """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
         cdef PyObject *used
+        cdef unsigned long long version = 0
         if not self.started:
             producer = self.producer
             if producer._driver is None:
                 producer._start_driver()
             # (_driver stays set once started: close() leaves it.)
             self.started = producer._driver is not None
-        used = NULL
         if self.acc_dict is not None:
-            used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
-        if used != NULL and type(<object>used) is int:
-            over = PyLong_AsSsize_t(<object>used) > self.limit
+            version = KC_AIO_DICT_VERSION(self.acc_dict)
+        if version != 0 and version == self.mem_version:
+            over = self.mem_over
         else:
-            over = self.acc.used_memory > self.limit
+            used = NULL
+            if self.acc_dict is not None:
+                used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
+            if used != NULL and type(<object>used) is int:
+                over = PyLong_AsSsize_t(<object>used) > self.limit
+                self.mem_over = over
+                self.mem_version = version
+            else:
+                over = self.acc.used_memory > self.limit
+                self.mem_version = 0
         if over:
             return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
         try:
-            future = self.append(topic, value, key, headers, partition, timestamp_ms)
+            if self.appender is not None:
+                future = _append_c(self.appender, topic, value, key, headers, partition,
+                                   timestamp_ms, None)
+            else:
+                future = self.append(topic, value, key, headers, partition, timestamp_ms)
         except _MetadataNeeded:
             return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
                               headers)
@@ -310,6 +396,10 @@ def bind_send(producer):
     cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
     b.producer = producer
     b.append = producer._send
+    b.appender = None
+    owner = getattr(b.append, "__self__", None)
+    if _append_c != NULL and type(owner) is _Appender and b.append == owner.send:
+        b.appender = owner
     b.acc = producer._acc
     b.acc_dict = getattr(b.acc, "__dict__", None)
     b.limit = producer._memory_limit
@@ -343,10 +433,72 @@ cdef object _future_await(object future):
     cdef PyObject *batch = NULL
     if type(future) is _FutureRecordMetadata:
         batch = _slot(future, _F_BATCH)
+    if batch != NULL and <object>batch is not None and _slot(<object>batch, _B_DONE) != Py_True \
+            and _slot(<object>batch, _B_DONE) != NULL and _slot(future, _F_FAILED) == Py_None:
+        # Not acknowledged yet: the first await of a batch's records, once
+        # per Produce request in ``for f in futures: await f``.
+        return _await_pending(future, <object>batch)
+    md = _acked(future, batch)
+    if md is None:
+        return _await_slow(future)
+    return _ready(md)
+
+
+class _Wake:
+    """The done callback of a record awaited before it was done (as
+    ``kchannel.producer.accumulator._await_done``'s ``wake``): wakes the
+    awaiting task, at once on the loop's thread, else through the loop."""
+    __slots__ = ("loop", "waiter")
+
+    def __init__(self, loop, waiter):
+        self.loop = loop
+        self.waiter = waiter
+
+    def __call__(self, _future):
+        if _get_running_loop() is self.loop:
+            _wake(self.waiter)
+        else:
+            self.loop.call_soon_threadsafe(_wake, self.waiter)
+
+
+def _await_pending(future, batch):
+    """``FutureRecordMetadata.__await__`` for a record not done yet (as
+    the method's own path: ``_await_done`` then ``result()``), compiled: no
+    interpreted frames, closure and cells per wait, and the acknowledged
+    record's metadata as ``_future_await`` builds it."""
+    loop = _get_running_loop_or_raise()
+    waiter = loop.create_future()
+    wake = _Wake(loop, waiter)
+    with _DONE_LOCK:
+        # (add_done_callback's registration; the batch's completion takes
+        # the same lock, then calls each callback.)
+        pending = not batch.done_flag
+        if pending:
+            callbacks = batch.done_callbacks
+            if callbacks is None:
+                callbacks = batch.done_callbacks = []
+            callbacks.append((wake, future))
+            # (wake holds the waiting task: back on the collector's lists,
+            # see kchannel._cappender's track_batch)
+            if not PyObject_GC_IsTracked(batch):
+                PyObject_GC_Track(<PyObject *>batch)
+    if pending:
+        yield from waiter
+    md = _acked(future, _slot(future, _F_BATCH))
+    if md is None:
+        return future.result()
+    return md
+
+
+cdef object _acked(object future, PyObject *batch):
+    """The RecordMetadata of an acknowledged record (``_md_cache`` refilled
+    when free), or None for every other case (not done, failed, split,
+    slots unset, not the accumulator's types): the caller takes the
+    method's own path."""
     if batch == NULL or <object>batch is None or _slot(<object>batch, _B_DONE) != Py_True \
             or _slot(<object>batch, _B_EXCEPTION) != Py_None \
             or _slot(<object>batch, _B_SPLIT) != Py_None:
-        return _await_slow(future)
+        return None
     b = <object>batch
     # (Slots left unset -- an object not made by its __init__ -- take the
     # method's own path, which raises AttributeError as before.)
@@ -358,7 +510,7 @@ cdef object _future_await(object future):
     cdef PyObject *p_records = _slot(b, _B_RECORDS)
     if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL \
             or p_records == NULL:
-        return _await_slow(future)
+        return None
     tp = <object>p_tp
     sizes = <object>p_sizes
     i = <object>p_index
@@ -369,7 +521,7 @@ cdef object _future_await(object future):
     # two per record); PyTuple_GET_ITEM reads the item.
     if not PyTuple_Check(tp) or PyTuple_GET_SIZE(tp) != 2 or not PyList_CheckExact(sizes) \
             or k < 0 or k >= PyList_GET_SIZE(sizes):
-        return _await_slow(future)
+        return None
     sz = <tuple?><object>PyList_GET_ITEM(sizes, k)
     base = <object>p_base
     ts = <object>p_ts
@@ -378,10 +530,10 @@ cdef object _future_await(object future):
         # lookup on the batch and the record).
         records = <object>p_records
         if not PyList_CheckExact(records) or k >= PyList_GET_SIZE(records):
-            return _await_slow(future)
+            return None
         record = <object>PyList_GET_ITEM(records, k)
         if type(record) is not QueuedRecord:
-            return _await_slow(future)
+            return None
         ts = (<QueuedRecord>record).timestamp
     global _md_cache
     cdef PyObject *cached = <PyObject *>_md_cache
@@ -392,8 +544,25 @@ cdef object _future_await(object future):
         _md_cache = md
     _put(md, _M_TOPIC, <object>PyTuple_GET_ITEM(tp, 0))
     _put(md, _M_PARTITION, <object>PyTuple_GET_ITEM(tp, 1))
-    _put(md, _M_OFFSET, base + i if base >= 0 else -1)
+    # The offset: in the refilled RecordMetadata's own int when only it
+    # holds that int (no int made and freed per record, ~150
+    # instructions; see kc_aio_int_set).
+    cdef Py_ssize_t off
+    if type(base) is int and type(i) is int:
+        off = PyLong_AsSsize_t(base)
+        if off < 0:
+            off = -1
+        elif off > PY_SSIZE_T_MAX - k:
+            off = -2          # (past int64: the int made as before)
+        else:
+            off += k
+        if off == -2:
+            _put(md, _M_OFFSET, base + i)
+        elif not (_in_place and kc_aio_int_set(_slot(md, _M_OFFSET), off)):
+            _put(md, _M_OFFSET, off)
+    else:
+        _put(md, _M_OFFSET, base + i if base >= 0 else -1)
     _put(md, _M_TIMESTAMP, ts)
     _put(md, _M_KEY_SIZE, sz[0])
     _put(md, _M_VALUE_SIZE, sz[1])
-    return _ready(md)
+    return md

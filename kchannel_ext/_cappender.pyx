@@ -15,7 +15,9 @@ and its sizes are made before it), so holding the GIL is holding the lock
 there (see ``Appender.send``).  When the Sender (or any thread) holds the
 lock, it is taken as before.
 """
+cimport cython
 from cpython.dict cimport PyDict_GetItemWithError
+from cpython.pycapsule cimport PyCapsule_New
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsSsize_t
 from cpython.tuple cimport PyTuple_GET_SIZE
@@ -39,7 +41,7 @@ from kchannel.utils import now_ms as _now_ms_py
 import _thread
 _LockType = _thread.LockType
 
-__all__ = ["Appender", "run_callbacks"]
+__all__ = ["Appender", "run_callbacks", "track_batch"]
 
 # A record's future is made by its type's tp_new (object_new) directly:
 # the class must not define a __new__ of its own.
@@ -62,6 +64,9 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
     object PyMember_GetOne(const char *, PyMemberDef *)
+    void PyObject_GC_UnTrack(void *)
+    void PyObject_GC_Track(void *)
+    int PyObject_GC_IsTracked(object)
 
 _GetSetDescriptor = type(type.__dict__["__name__"])
 _MemberDescriptor = type(type.__dict__["__basicsize__"])
@@ -99,6 +104,20 @@ cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
     Py_INCREF(value)
     slot[0] = <PyObject *>value
     Py_XDECREF(old)
+
+
+cdef inline void _track(object batch) noexcept:
+    if not PyObject_GC_IsTracked(batch):
+        PyObject_GC_Track(<PyObject *>batch)
+
+
+def track_batch(batch):
+    """See the pure twin: a batch this module opened with no callback (see
+    _open) back on the garbage collector's lists, before a callback or a
+    done callback is attached to it."""
+    if type(batch) is not _ProducerBatch:
+        raise TypeError("track_batch takes a ProducerBatch")
+    _track(batch)
 
 
 def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
@@ -370,6 +389,29 @@ cdef extern from *:
     bint kc_int_set(PyObject *o, Py_ssize_t v) noexcept
 
 
+# An int's value read inline when it is a non-negative int of at most one
+# digit (CPython 3.11's layout; the counts and sizes read per record are),
+# else by PyLong_AsSsize_t (a call, ~25 instructions).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    #define KC_ONE_DIGIT(o) (PyLong_CheckExact(o) && (Py_SIZE(o) == 0 || Py_SIZE(o) == 1))
+    #define KC_DIGIT_VALUE(o) (Py_SIZE(o) ? (Py_ssize_t)((PyLongObject *)(o))->ob_digit[0] : 0)
+    #else
+    #define KC_ONE_DIGIT(o) 0
+    #define KC_DIGIT_VALUE(o) 0
+    #endif
+    """
+    bint KC_ONE_DIGIT(object o) noexcept
+    Py_ssize_t KC_DIGIT_VALUE(object o) noexcept
+
+
+cdef inline Py_ssize_t _as_ssize(object o) except? -1:
+    if KC_ONE_DIGIT(o):
+        return KC_DIGIT_VALUE(o)
+    return PyLong_AsSsize_t(o)
+
+
 # Whether a _thread.lock is held, read from the lock object itself (CPython
 # 3.11's lockobject: its ``locked`` byte, set and cleared by acquire and
 # release with the GIL held) instead of a call of its locked() method
@@ -395,6 +437,100 @@ cdef extern from *:
     bint kc_lock_held(object o) noexcept
 
 
+cdef extern from "Python.h":
+    # (tp_alloc returns a new reference, or NULL with an exception set)
+    ctypedef object (*allocfunc)(PyTypeObject *, Py_ssize_t)
+    ctypedef PyObject *(*newfunc)(PyTypeObject *, PyObject *, PyObject *)
+    ctypedef struct _TypeAlloc "PyTypeObject":
+        allocfunc tp_alloc
+        newfunc tp_new
+    object PyType_GenericAlloc(PyTypeObject *, Py_ssize_t)
+
+
+# A record's future made by its type's tp_alloc (what object_new calls, with
+# no argument checks before: ~25 instructions a record) when the type's
+# tp_new is object_new and its tp_alloc the generic one (a plain
+# __slots__ class, as now); else by tp_new as before.
+cdef bint _future_alloc = False
+
+
+cdef _init_future_alloc():
+    global _future_alloc
+    cdef _TypeAlloc *t = <_TypeAlloc *>_FutureRecordMetadata
+    cdef _TypeAlloc *o = <_TypeAlloc *>object
+    _future_alloc = t.tp_alloc == <allocfunc>PyType_GenericAlloc and t.tp_new == o.tp_new
+
+
+_init_future_alloc()
+
+
+cdef inline object _new_future():
+    if _future_alloc:
+        return (<_TypeAlloc *>_FutureRecordMetadata).tp_alloc(
+            <PyTypeObject *>_FutureRecordMetadata, 0)
+    return (<PyTypeObject *>_FutureRecordMetadata).tp_new(_FutureRecordMetadata,
+                                                          <PyObject *>_EMPTY, NULL)
+
+
+# A deque's last item read from the deque itself (CPython 3.11's
+# dequeobject: its right block and index; a block holds 64 items), not by
+# len() and a generic dq[-1] (~70 instructions a record); NULL when empty.
+# Elsewhere kc_deque_readable() is 0 and dq[-1] is read as before.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    typedef struct kc_block {
+        struct kc_block *leftlink;
+        PyObject *data[64];
+        struct kc_block *rightlink;
+    } kc_block;
+    typedef struct {
+        PyObject_VAR_HEAD
+        kc_block *leftblock;
+        kc_block *rightblock;
+        Py_ssize_t leftindex;
+        Py_ssize_t rightindex;
+    } kc_dequeobject;
+    #define kc_deque_readable() 1
+    #define kc_deque_last(o) (Py_SIZE(o) > 0 ? \
+        ((kc_dequeobject *)(o))->rightblock->data[((kc_dequeobject *)(o))->rightindex] : NULL)
+    #else
+    #define kc_deque_readable() 0
+    #define kc_deque_last(o) ((PyObject *)NULL)
+    #endif
+    """
+    bint kc_deque_readable() noexcept
+    PyObject *kc_deque_last(object o) noexcept
+
+
+from collections import deque as _deque_type
+cdef object _deque = _deque_type
+
+
+cdef bint _deque_layout_ok():
+    """Whether kc_deque_last reads this interpreter's deques (checked on
+    deques across a block boundary, after pops at both ends)."""
+    cdef PyObject *o
+    if not kc_deque_readable():
+        return False
+    for n in (1, 2, 63, 64, 65, 130):
+        d = _deque(range(1000, 1000 + n + 1))
+        d.popleft()
+        d.append(object())
+        o = kc_deque_last(d)
+        if o == NULL or <object>o is not d[-1]:
+            return False
+        d.pop()
+        o = kc_deque_last(d)
+        if o == NULL or <object>o is not d[-1]:
+            return False
+    return kc_deque_last(_deque()) == NULL
+
+
+cdef bint _c_deque = _deque_layout_ok()
+
+
+@cython.final
 cdef class _Attr:
     """One attribute of one object read per record (``closed``,
     ``fatal_error``, ``cluster``): from the object's dict when
@@ -458,7 +594,7 @@ cdef inline bint _sticky_on(list sticky, Py_ssize_t p) except -1:
     if PyList_GET_SIZE(sticky) != 2:
         return False
     cdef PyObject *o = PyList_GET_ITEM(sticky, 0)
-    return type(<object>o) is int and PyLong_AsSsize_t(<object>o) == p
+    return type(<object>o) is int and _as_ssize(<object>o) == p
 
 
 cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
@@ -475,7 +611,7 @@ cdef inline bint _sticky_add(list sticky, Py_ssize_t p, Py_ssize_t size,
     o = PyList_GET_ITEM(sticky, 1)
     if type(<object>o) is not int:
         return False
-    size += PyLong_AsSsize_t(<object>o)
+    size += _as_ssize(<object>o)
     if size >= limit:
         return False
     if _in_place and kc_int_set(o, size):
@@ -700,17 +836,49 @@ cdef class Appender:
         _put(batch, _B_CREATED, now)
         _put(batch, _B_LAST_ATTEMPT, now)
         _put(batch, _B_DRAINED, now)
-        _put(batch, _B_RECORDS, [record])
-        _put(batch, _B_SIZES, [self._sizes])
+        # The records and sizes lists left out of the garbage collector's
+        # lists: they hold only QueuedRecords (not tracked: no_gc) and
+        # (key size, value size) tuples of ints, so they can close no
+        # cycle, and every collection while the batch waits traversed both
+        # (list_traverse, ~160 instructions per 1 KiB record in an
+        # AIOProducer holding its futures).  Appending keeps a list
+        # untracked; what it holds is kept alive as before (an untracked
+        # container is an external root to the collector).
+        records_list = [record]
+        PyObject_GC_UnTrack(<PyObject *>records_list)
+        sizes_list = [self._sizes]
+        PyObject_GC_UnTrack(<PyObject *>sizes_list)
+        _put(batch, _B_RECORDS, records_list)
+        _put(batch, _B_SIZES, sizes_list)
         _put(batch, _B_CALLBACKS, {0: callback} if callback is not None else None)
         _put(batch, _B_ESTIMATED, _BATCH_OVERHEAD + rs)
         _put(batch, _B_ALLOCATED, allocation)
+        if callback is None:
+            # Left out of the garbage collector's lists, as its records and
+            # sizes lists: it holds nothing that can refer back to it (its
+            # TopicPartition, ints, bools, None, those lists; later the
+            # Sender's encoded bytes and an Event), and every gen0/gen1
+            # collection while it waited traversed it (subtype_traverse,
+            # ~130 instructions per 1 KiB record in an AIOProducer holding
+            # its futures).  Whatever attaches a callback or a done callback
+            # to it (a record's callback here or in ProducerBatch.append,
+            # FutureRecordMetadata.add_done_callback, kchannel._caiosend's
+            # wait) puts it back first (track_batch): a cycle through one is
+            # collected as before.
+            PyObject_GC_UnTrack(<PyObject *>batch)
         dq.append(batch)
         (<set>incomplete).add(batch)
         return batch
 
     def send(self, topic, value=None, key=None, headers=None, partition=None,
              timestamp_ms=None, callback=None):
+        return self._send(topic, value, key, headers, partition, timestamp_ms, callback)
+
+    cdef object _send(self, object topic, object value, object key, object headers,
+                      object partition, object timestamp_ms, object callback):
+        # send's body: also called from C by kchannel._caiosend (through
+        # SEND_CAPSULE), without the bound method's call and argument
+        # parsing.
         cdef Py_ssize_t ks, vs, size, body, hsize, p, index = -1, rs, est
         cdef int64_t ts, td
         cdef list sticky = None
@@ -847,8 +1015,7 @@ cdef class Appender:
             # callable, whose argument tuple and tp_new_wrapper checks cost
             # ~500 instructions per record an application holds the future
             # of (kchannel.aio: ``[await p.send(...) ...]``).
-            future = (<PyTypeObject *>_FutureRecordMetadata).tp_new(
-                _FutureRecordMetadata, <PyObject *>_EMPTY, NULL)
+            future = _new_future()
             self._spare = future
         if dq is not None:
             # The accumulator's lock guards its batches against the
@@ -869,7 +1036,11 @@ cdef class Appender:
                 self._acquire()
                 held = True
             try:
-                batch = dq[-1] if len(dq) else None
+                if _c_deque and type(dq) is _deque:
+                    o = kc_deque_last(dq)
+                    batch = <object>o if o != NULL else None
+                else:
+                    batch = dq[-1] if len(dq) else None
                 last = batch
                 if batch is None or type(batch) is not _ProducerBatch or \
                         _slot(batch, _B_CLOSED) != Py_False or \
@@ -886,7 +1057,7 @@ cdef class Appender:
                     rs = body + _varint_size(<uint64_t>index << 1) + \
                         _varint_size((<uint64_t>td << 1) ^ <uint64_t>(td >> 63))
                     rs += _varint_size(<uint64_t>rs << 1)
-                    est = PyLong_AsSsize_t(<object>_slot(batch, _B_ESTIMATED)) + rs
+                    est = _as_ssize(<object>_slot(batch, _B_ESTIMATED)) + rs
                     if est > self._batch_size:
                         batch = None
                     else:
@@ -898,6 +1069,9 @@ cdef class Appender:
                                     self._acquire()
                                     held = True
                                 _put(batch, _B_CALLBACKS, {})
+                                # (the callback may hold what refers back
+                                # to the batch: see _open)
+                                _track(batch)
                                 callbacks = _slot(batch, _B_CALLBACKS)
                         records.append(record)
                         (<list?><object>_slot(batch, _B_SIZES)).append(self._sizes)
@@ -978,3 +1152,16 @@ cdef class Appender:
             return True
         o = PyDict_GetItemWithError(self._acc_d, "wakeup_needed")
         return o == NULL or o != Py_False
+
+
+# Appender.send for other compiled twins to call in C (kchannel._caiosend:
+# an AIOProducer's send, per record), without a bound method call and its
+# argument parsing (~200 instructions): ``appender`` must be an Appender.
+cdef object _send_entry(object appender, object topic, object value, object key,
+                        object headers, object partition, object timestamp_ms,
+                        object callback):
+    return (<Appender>appender)._send(topic, value, key, headers, partition, timestamp_ms,
+                                      callback)
+
+
+SEND_CAPSULE = PyCapsule_New(<void *>_send_entry, b"kchannel._cappender.send", NULL)

@@ -414,6 +414,18 @@ cdef int _put_tuple_headers(_Buf* b, tuple headers) except -1:
     return 0
 
 
+# (the same calls and macros on borrowed pointers: no reference counting
+# of a temporary per use, see _write_records' fast path)
+cdef extern from "Python.h":
+    bint _kc_long_exact "PyLong_CheckExact"(PyObject* o) noexcept
+    bint _kc_bytes_exact "PyBytes_CheckExact"(PyObject* o) noexcept
+    bint _kc_tuple_exact "PyTuple_CheckExact"(PyObject* o) noexcept
+    Py_ssize_t _kc_tuple_size "PyTuple_GET_SIZE"(PyObject* o) noexcept
+    Py_ssize_t _kc_bytes_size "PyBytes_GET_SIZE"(PyObject* o) noexcept
+    char* _kc_bytes_data "PyBytes_AS_STRING"(PyObject* o) noexcept
+    long long _kc_as_longlong "PyLong_AsLongLongAndOverflow"(PyObject* o, int* overflow) noexcept
+
+
 cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) except -1:
     """Append the v2 records of ``records`` to ``b``; ``max_ts[0]`` is
     raised to the largest timestamp seen."""
@@ -423,8 +435,69 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
     cdef bint tuple_headers
     cdef Py_ssize_t hsize
     cdef object key, value, headers, hk, hv, rec, timestamp
+    # (the fast path's borrowed fields of a QueuedRecord)
+    cdef PyObject* qt
+    cdef PyObject* qk
+    cdef PyObject* qv
+    cdef PyObject* qh
+    cdef Py_ssize_t kn, vn
+    cdef int overflow
     for rec in records:
         if type(rec) is QueuedRecord:
+            # The producer's record (an int timestamp, bytes or None key
+            # and value, no headers), written from its fields as borrowed
+            # pointers: no reference taken and dropped per field, no call
+            # per field check, one size computed (the general path below
+            # cost ~300 instructions per record more; it handles the rest
+            # and raises the errors).
+            qt = <PyObject*>(<QueuedRecord>rec).timestamp
+            qk = <PyObject*>(<QueuedRecord>rec).key
+            qv = <PyObject*>(<QueuedRecord>rec).value
+            qh = <PyObject*>(<QueuedRecord>rec).headers
+            if _kc_long_exact(qt) and (qk == <PyObject*>None or _kc_bytes_exact(qk)) and \
+                    (qv == <PyObject*>None or _kc_bytes_exact(qv)) and \
+                    (qh == <PyObject*>None or (_kc_tuple_exact(qh) and _kc_tuple_size(qh) == 0)) \
+                    and delta <= 0x7FFFFFFF:
+                overflow = 0
+                ts = _kc_as_longlong(qt, &overflow)
+                kn = -1 if qk == <PyObject*>None else _kc_bytes_size(qk)
+                vn = -1 if qv == <PyObject*>None else _kc_bytes_size(qv)
+                if not overflow and kn <= 0x7FFFFFFF and vn <= 0x7FFFFFFF and \
+                        not ((base < 0 and ts > base + INT64_MAX) or
+                             (base > 0 and ts < base + INT64_MIN)):
+                    if ts > max_ts[0]:
+                        max_ts[0] = ts
+                    ts_delta = ts - base
+                    # attributes, timestamp delta, offset delta, key,
+                    # value, header count (0)
+                    size = 2 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
+                    size += 1 if kn < 0 else _size_uvarint(_zz32(kn)) + kn
+                    size += 1 if vn < 0 else _size_uvarint(_zz32(vn)) + vn
+                    if size <= 0x7FFFFFFF:
+                        _reserve(b, size + 5)
+                        _put_uvarint(b, _zz32(size))
+                        b.data[b.len] = 0
+                        b.len += 1
+                        _put_uvarint(b, _zz64(ts_delta))
+                        _put_uvarint(b, _zz32(delta))
+                        if kn < 0:
+                            b.data[b.len] = 1
+                            b.len += 1
+                        else:
+                            _put_uvarint(b, _zz32(kn))
+                            memcpy(b.data + b.len, _kc_bytes_data(qk), kn)
+                            b.len += kn
+                        if vn < 0:
+                            b.data[b.len] = 1
+                            b.len += 1
+                        else:
+                            _put_uvarint(b, _zz32(vn))
+                            memcpy(b.data + b.len, _kc_bytes_data(qv), vn)
+                            b.len += vn
+                        b.data[b.len] = 0
+                        b.len += 1
+                        delta += 1
+                        continue
             timestamp = (<QueuedRecord>rec).timestamp
             key = (<QueuedRecord>rec).key
             value = (<QueuedRecord>rec).value

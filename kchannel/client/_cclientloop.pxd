@@ -37,6 +37,14 @@ cdef class NodeStats:
     cdef public object state_ms
 
 
+cdef class NodeState:
+    cdef public object id
+    cdef public object state
+    cdef public object in_flight
+    cdef public object api_versions
+    cdef public object stats
+
+
 cdef class ClientLoop:
     cdef dict __dict__
     cdef object __weakref__
@@ -56,7 +64,8 @@ cdef class ClientLoop:
     cdef public object time
 
     # (NetworkClient's ApiVersions exchange calls _send too)
-    @cython.locals(entry=InFlight, stats=NodeStats, n=Py_ssize_t)
+    # (node: a _Node, whose NodeState fields are read as C fields)
+    @cython.locals(entry=InFlight, stats=NodeStats, n=Py_ssize_t, node=NodeState)
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
-    @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats)
+    @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats, node=NodeState)
     cdef _handle_response(self, node, payload, now, list out)

@@ -54,6 +54,7 @@ ClientLoop = _clientloop.ClientLoop
 ClientResponse = _clientloop.ClientResponse
 InFlight = _clientloop.InFlight
 NodeStats = _clientloop.NodeStats
+NodeState = _clientloop.NodeState
 RTT_SAMPLES = _clientloop.RTT_SAMPLES
 complete_responses = _clientloop.complete_responses
 # in_flight marker of a request sent by send_raw (response handed over undecoded).
@@ -142,15 +143,18 @@ class ExponentialBackoff:
                 f"initial_interval={self.initial_interval}, jitter={self.jitter})")
 
 
-class _Node:
+class _Node(NodeState):
     """One node's connection and its ClusterConnectionStates entry (kept
-    across connections, so the backoff survives a failure)."""
+    across connections, so the backoff survives a failure).  ``id``,
+    ``state``, ``in_flight``, ``api_versions`` and ``stats`` are
+    :class:`NodeState`'s (C fields, compiled: the per-request path reads
+    them)."""
 
-    __slots__ = ("id", "host", "port", "state", "in_flight", "api_versions",
+    __slots__ = ("host", "port",
                  "api_versions_body", "api_versions_version", "exception",
                  "authentication_exception", "last_connect_attempt_ms", "failed_attempts",
                  "reconnect_backoff_ms", "failed_connect_attempts",
-                 "connection_setup_timeout_ms", "transport_connected", "stats")
+                 "connection_setup_timeout_ms", "transport_connected")
 
     def __init__(self, id, host, port, now, reconnect_backoff_ms, connection_setup_timeout_ms):
         self.id = id

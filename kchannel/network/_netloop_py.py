@@ -22,13 +22,21 @@ import selectors
 import select
 import time as _time
 
-from .. import errors
+from .. import _impl, errors
 from ..log import get_logger
 from ..utils import now_ms
 from .authenticator import Authenticator
 from .channel import ChannelMuteState, ChannelState
 from .ops import OP_NONE, OP_READ, OP_WRITE
 from .selector_policies import _Linger, next_timeout
+
+# ChannelSendQueue.set_send and .write_sends are these functions of the
+# send queue twin, as methods: called as functions here (the per-request
+# send and flush), no attribute lookup on the channel (a __dict__ instance:
+# a type lookup and an instance dict miss) nor bound method per call.
+_sendqueue = _impl.load_twin("sendqueue")
+_set_send = _sendqueue.set_send
+_write_sends = _sendqueue.write_sends
 
 # The selector's own logger: these methods are the selector's.
 log = get_logger("kchannel.network.selector")
@@ -105,7 +113,7 @@ class SelectorLoop:
                 f"Connection id {id} existing connections {list(self._channels)[:10]}")
         if id in self._delayed.ids:
             return   # closing after an authentication failure: drop silently
-        if ch.set_send(payload, already_framed):
+        if _set_send(ch, payload, already_framed):
             # Sends already queued: they are written together by the next
             # poll (flushed before it waits, or on OP_WRITE), or wait for a
             # re-authentication to complete; one more changes nothing.
@@ -142,7 +150,7 @@ class SelectorLoop:
         sizes itself, see :meth:`flush_sends`).  ``only``: the send just
         queued is the only one (nothing was pending before it)."""
         try:
-            done = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
+            done = _write_sends(ch, MAX_WRITE_PER_CHANNEL_PER_POLL)
         except Exception as exc:  # noqa: BLE001 - reported by poll()
             self._writes.deferred_failures[ch.id] = exc
             return None
@@ -395,7 +403,7 @@ class SelectorLoop:
                             self._on_authenticated(ch, True, now)
                     if ready:
                         send_failed = True
-                        written = ch.write_sends(MAX_WRITE_PER_CHANNEL_PER_POLL)
+                        written = _write_sends(ch, MAX_WRITE_PER_CHANNEL_PER_POLL)
                         send_failed = False
                         self._record_sends(ch, written, now)
                         if done is None:

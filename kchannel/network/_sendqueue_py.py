@@ -115,7 +115,11 @@ def _parts_send(ch, parts):
             if type(part) is bytes and len(part) >= separate:
                 head = b"".join(parts[:i])
                 tail = b"".join(parts[i + 1:])
-                return _new_send(memoryview(part), len(head) + len(part) + len(tail), True,
+                # (the bytes themselves, not a memoryview of them: a
+                # gather write takes bytes as they are, and retire makes a
+                # view only of what a partial write leaves; this path is
+                # taken only over a transport that writes buffer lists)
+                return _new_send(part, len(head) + len(part) + len(tail), True,
                                  head if head else None, tail if tail else None)
             i += 1
     data = b"".join(parts)

@@ -5,6 +5,9 @@
 # The pure twin's __slots__ name the same fields: both twins expose the same
 # attributes.
 cimport cython
+# (the network client's node and response types: their fields read as C
+# fields per Produce request)
+from kchannel.client._cclientloop cimport NodeState, ClientResponse
 
 
 cdef class AccumulatorState:
@@ -98,16 +101,16 @@ cdef class SenderLoop:
     # (a Python call each otherwise); Sender overrides none of them.
     @cython.locals(batch=BatchState)
     cpdef _encode(self, batch)
-    @cython.locals(callback=_ProduceCallback, b=BatchState)
+    @cython.locals(callback=_ProduceCallback, b=BatchState, state=NodeState)
     cpdef _send_produce_request(self, node, batches, now)
     # (the decoded response's dicts read without a method call per key)
-    @cython.locals(body=dict, topic=dict, p=dict)
+    @cython.locals(body=dict, topic=dict, p=dict, resp=ClientResponse)
     cpdef _handle_produce_response(self, resp, dict batches)
     cpdef _remove_in_flight(self, batch)
     cpdef _complete(self, batch, base_offset, log_append_time)
     @cython.locals(acc=AccumulatorState, head=BatchState)
     cpdef _queued_behind(self, dict drained, dict nodes, max_in_flight)
-    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict)
+    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict, state=NodeState)
     cpdef send_producer_data(self, now)
 
 

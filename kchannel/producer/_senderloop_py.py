@@ -914,7 +914,9 @@ class SenderLoop:
         try:
             # client.choose_version(node, _PRODUCE), reused while the node's
             # ApiVersions answer (its map, held here: "is" cannot match a
-            # new one) is the same: a call less per request
+            # new one) is the same: a call less per request.  (``state``: the
+            # network client's _Node, a NodeState whose fields the compiled
+            # twin reads as C fields, see _csenderloop.pxd)
             state = network._nodes.get(node)
             versions = state.api_versions if state is not None else None
             if versions is not None and versions is self._produce_versions:

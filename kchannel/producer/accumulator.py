@@ -192,6 +192,9 @@ class FutureRecordMetadata:
                     if batch.done_callbacks is None:
                         batch.done_callbacks = []
                     batch.done_callbacks.append((fn, self))
+                    # (fn may hold what refers back to the batch: see
+                    # track_batch)
+                    (_track_batch or _load_track_batch())(batch)
                     return
         try:
             fn(self)
@@ -294,6 +297,9 @@ class ProducerBatch(_senderloop.BatchState):
         if callback is not None:
             if self.callbacks is None:
                 self.callbacks = {}
+                # (a callback may hold what refers back to the batch: see
+                # track_batch)
+                (_track_batch or _load_track_batch())(self)
             self.callbacks[index] = callback
         self.estimated_size += size
         return FutureRecordMetadata(self, index)
@@ -436,6 +442,23 @@ def _load_run_callbacks():
     _run_callbacks = _load_twin("kchannel.producer._appender_py",
                                 "kchannel._cappender").run_callbacks
     return _run_callbacks
+
+
+# The appender twin's track_batch: the compiled appender opens a batch with
+# no callback off the garbage collector's lists (it holds nothing that can
+# refer back to it, and every collection while it waited traversed it);
+# whatever attaches a callback or a done callback to a batch puts it back
+# first, so a cycle through one (a callback holding its record's future) is
+# still collected.  Loaded at first use, as run_callbacks.
+_track_batch = None
+
+
+def _load_track_batch():
+    global _track_batch
+    _track_batch = _load_twin("kchannel.producer._appender_py",
+                              "kchannel._cappender").track_batch
+    return _track_batch
+
 
 # An append short of buffer.memory waits in line (see _allocate) and re-checks
 # every _WAIT_SLICE_MS besides being woken.

@@ -265,3 +265,68 @@ def test_send_awaitables_keep_their_own_future_until_awaited_then_forget_it():
     assert [fields(f.get()) for f in futures] == [("topic-a", 0, i, T0 + i, -1, i + 1)
                                                   for i in range(5)]
     assert between_mds == [("topic-a", 0, i, T0 + i, -1, 1) for i in (5, 6, 7)]
+
+
+@pytest.mark.parametrize("base_offset", [7, 1 << 31, (1 << 63) - 3])
+def test_offsets_kept_by_the_application_never_change(base_offset):
+    """The compiled await gives the offset in the RecordMetadata it refills
+    (its int changed in place when nothing else holds it): an offset the
+    application kept, with its RecordMetadata let go, keeps its value
+    through later awaits; offsets past one int digit and near int64's end
+    are the getter's too."""
+    b = batch_of(6)
+    b.complete(base_offset, -1)
+    futures = [FutureRecordMetadata(b, i) for i in range(6)]
+
+    async def scenario():
+        offsets = []
+        for f in futures:
+            offsets.append((await f).offset)
+        return offsets
+    offsets = asyncio.run(scenario())
+    assert offsets == [base_offset + i for i in range(6)]
+    assert offsets == [f.get().offset for f in futures]
+
+
+def test_a_cancelled_wait_leaves_the_record_and_a_later_await_gets_it():
+    """A record awaited before it is done, its task cancelled: the await
+    raises CancelledError, the batch's completion still runs (the wake of
+    a cancelled waiter is a no-op), and a later await gives the record's
+    metadata."""
+    b = batch_of(3)
+    future = FutureRecordMetadata(b, 2)
+
+    async def scenario():
+        task = asyncio.ensure_future(_await(future))
+        await asyncio.sleep(0)        # the task waits on the record
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not future.done()
+        assert b.complete(40, -1)
+        return await future
+    md = asyncio.run(scenario())
+    assert fields(md) == ("topic-a", 3, 42, T0 + 2, 1, 3) == fields(future.get())
+
+
+def test_a_wait_is_woken_by_a_batch_completed_on_another_thread():
+    """A record awaited before it is done and completed from another thread
+    (a sync producer's network thread): the await is woken through the
+    loop and gives the metadata; a failed batch's error is raised."""
+    import threading
+    ok, failed = batch_of(2), batch_of(1)
+    exc = exception_for(Errors.NOT_LEADER_OR_FOLLOWER)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.01, lambda: threading.Thread(
+            target=ok.complete, args=(10, -1)).start())
+        md = await FutureRecordMetadata(ok, 1)
+        loop.call_later(0.01, lambda: threading.Thread(
+            target=failed.complete, args=(-1, -1, exc)).start())
+        with pytest.raises(KafkaError) as raised:
+            await FutureRecordMetadata(failed, 0)
+        return md, raised.value
+    md, error = asyncio.run(scenario())
+    assert fields(md) == ("topic-a", 3, 11, T0 + 1, 1, 2)
+    assert error is exc

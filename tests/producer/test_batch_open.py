@@ -344,3 +344,39 @@ def test_the_senders_fatal_error_is_read_per_record_whatever_its_kind(impl, send
     assert [f._index for f in futures] == [0, 1, 2, 3]
     if sender is _PropertySender:
         assert s.sender.reads == 5
+
+
+@pytest.mark.parametrize("attach", ["callback", "done_callback"])
+def test_a_cycle_through_an_opened_batchs_callback_is_freed(impl, attach):
+    """A batch the appender opened with no callback (the compiled twin
+    takes it off the garbage collector's lists: it then holds nothing that
+    refers back to it) gets a record's callback, or a done callback, that
+    holds the record's future (which holds the batch): once nothing else
+    holds them, the collector frees that cycle, as it frees one through a
+    batch opened with its callback."""
+    import gc
+    import weakref
+
+    class Marker:
+        pass
+    s = _Setup(impl.appender, partitions=1)
+    first = s.send(TOPIC, b"v" * 250)       # (the accumulator's append opens it)
+    s.send(TOPIC, b"v" * 250)
+    opener = s.send(TOPIC, b"v" * 250)      # no room: opened by the appender
+    assert opener._batch is not first._batch and opener._index == 0
+    marker = Marker()
+    held = []                 # (a default, not a cell: del empties no cell)
+
+    def fn(*_args, marker=marker, held=held):
+        return held
+
+    if attach == "callback":
+        held.append(s.send(TOPIC, b"v", callback=fn))
+        assert held[0]._batch is opener._batch
+    else:
+        held.append(opener)
+        opener.add_done_callback(fn)
+    gone = weakref.ref(marker)
+    del s, first, opener, marker, fn, held
+    gc.collect()
+    assert gone() is None

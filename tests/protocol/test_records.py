@@ -188,6 +188,44 @@ def test_plain_batch_whatever_the_size_hint(impl_pair):
         assert type(got) is bytes and len(got) == len(want) and got == want, hint
 
 
+def test_plain_batch_of_queued_records_every_field_form(impl_pair):
+    """The compiled encoder's fast path for the producer's QueuedRecord (an
+    int timestamp, bytes or None key and value, no headers) and its
+    fall-back for any other field form give the pure twin's bytes: None and
+    empty headers, a bytearray key, an int subclass timestamp, values whose
+    length takes one to three varint bytes, offset deltas past 63 (two
+    varint bytes), timestamps before and after the first; and the same
+    error for a timestamp delta that does not fit."""
+    pure, compiled = impl_pair
+
+    class Ms(int):
+        pass
+
+    base = 1_700_000_000_000
+    recs = []
+    for i in range(200):
+        key = (None, b"", b"k%d" % i, bytearray(b"ba"))[i % 4]
+        value = (None, b"v" * (i % 70), b"w" * 200, b"x" * 20000)[(i // 4) % 4]
+        headers = (None, (), (("h", b"1"),), [])[(i // 16) % 4]
+        ts = (base + i, base - 5000 + i, Ms(base + 7))[i % 3]
+        recs.append((ts, key, value, headers))
+    want = pure.records.encode_plain_batch(recs, 0, 5, 1, 3, 0, -1, None, 0)
+    for twin in (pure, compiled):
+        queued = [twin.records.QueuedRecord(*r) for r in recs]
+        for hint in (0, len(want)):
+            assert compiled.records.encode_plain_batch(queued, 0, 5, 1, 3, 0, -1, None,
+                                                       hint) == want
+    assert [tuple(r)[1:4] for r in R.read_records(want)][:4] == [
+        (base, None, None), (base - 4999, b"", None), (base + 7, b"k2", None),
+        (base + 3, b"ba", None)]
+    far = [compiled.records.QueuedRecord(base, None, b"v", ()),
+           compiled.records.QueuedRecord(-2 ** 63 + 5, None, b"v", ())]
+    for twin in (pure, compiled):
+        with pytest.raises(ValueError, match="does not fit"):
+            twin.records.encode_plain_batch([tuple(r) for r in far] if twin is pure else far,
+                                            0, -1, -1, -1)
+
+
 def test_compressed_batch_of_queued_records():
     """encode_batch's compressed path reads QueuedRecord timestamps by name."""
     recs = [(1_700_000_000_000 + d, b"k%d" % d, b"v" * d, (("h", b"x"),)) for d in (5, 0, 9)]
