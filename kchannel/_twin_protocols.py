@@ -765,12 +765,6 @@ class SenderloopModule(Protocol):
     BatchState: type[BatchState]
     ProduceResponseDecoder: type[ProduceResponseDecoder]
 
-    def assign_sequence(self, seqs: Any, tp: Any, batch: Any, in_flight: Any) -> bool:
-        """``ProducerSequences.assign`` (``seqs``: the sequences)."""
-
-    def ack_sequence(self, seqs: Any, batch: Any) -> None:
-        """``ProducerSequences.acked`` (``seqs``: the sequences)."""
-
     def produce_response_decoder(self, version: int,
                                  generic: Callable[[Any], dict]) -> Callable[[Any], dict]:
         """The Produce response decoder the Sender registers with its client

@@ -39,7 +39,7 @@ log = get_logger("kchannel.producer.sender")
 # (the accumulator's, for accumulator_complete_batch)
 _accumulator_log = get_logger("kchannel.producer.accumulator")
 
-__all__ = ["assign_sequence", "ack_sequence", "SenderLoop", "AccumulatorState", "accumulator_ready", "accumulator_drain", "accumulator_complete_batch",
+__all__ = ["SenderLoop", "AccumulatorState", "accumulator_ready", "accumulator_drain", "accumulator_complete_batch",
            "BatchState",
            "accumulator_deallocate",
            "produce_request_parts",
@@ -1064,51 +1064,3 @@ class SenderLoop:
         # callbacks first, so a flush() woken by the last deallocation
         # returns with every record's callback run; one call for both.
         accumulator_complete_batch(self.accumulator, batch, base_offset, log_append_time)
-
-
-# -- ProducerSequences' methods run per batch (kchannel.producer.idempotence
-# takes them: compiled with the Sender that calls them, no interpreted frame)
-def assign_sequence(seqs, tp, batch, in_flight):
-    """``ProducerSequences.assign``, its method (``seqs``): give a new
-    batch its producer id, epoch and sequence; False when it must wait:
-    its partition's sequences count under an older epoch and batches of
-    that epoch are still in flight (Java's
-    ``shouldStopDrainBatchesForPartition``), or a bump is pending."""
-    if tp in seqs.bump_partitions:
-        return False
-    current = (seqs.producer_id, seqs.producer_epoch)
-    started = seqs._started.get(tp)
-    if started != current:
-        if in_flight:
-            return False
-        seqs._started[tp] = current
-        seqs._next[tp] = 0
-        if started is not None and started[0] == seqs.producer_id and \
-                tp in seqs._last_acked:
-            # The broker holds this producer's state for the partition
-            # (a batch of an earlier epoch was written): it takes a new
-            # epoch only from sequence 0, so the epoch's batches may go
-            # together (-1: nothing acknowledged yet in this epoch).
-            # Every transaction under transaction version 2 starts an
-            # epoch; its first batch going alone cost a round trip each.
-            seqs._last_acked[tp] = -1
-        else:
-            seqs._last_acked.pop(tp, None)
-    elif in_flight and tp not in seqs._last_acked and not seqs.first_sequence_checked:
-        return False        # first_unacked, inline (a call per batch)
-    seq = seqs._next[tp]
-    batch.producer_id = seqs.producer_id
-    batch.producer_epoch = seqs.producer_epoch
-    batch.base_sequence = seq
-    seqs._next[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
-    return True
-
-
-def ack_sequence(seqs, batch):
-    """``ProducerSequences.acked``, its method (``seqs``): a batch was
-    written, its last sequence is acknowledged."""
-    tp = batch.tp
-    if seqs._started.get(tp) == (batch.producer_id, batch.producer_epoch):
-        last = (batch.base_sequence + len(batch.records) - 1) & 0x7FFFFFFF
-        if last > seqs._last_acked.get(tp, -1):
-            seqs._last_acked[tp] = last

@@ -30,10 +30,7 @@ The transactional producer reuses the books (``assign``, ``acked``,
 goes through InitProducerId with the current id and epoch instead of
 ``bump_epoch``'s local increment, then calls ``set_producer_id``.
 """
-from kchannel import _impl
 from kchannel.log import get_logger
-
-_senderloop = _impl.load_twin("senderloop")
 
 __all__ = ["ProducerSequences", "MAX_EPOCH"]
 
@@ -70,9 +67,39 @@ class ProducerSequences:
         self.producer_epoch = epoch
         log.info("ProducerId set to %d with epoch %d", producer_id, epoch)
 
-    # (the senderloop twin's, once per batch drained: compiled when built,
-    # no interpreted frame; its caller is the compiled Sender)
-    assign = _senderloop.assign_sequence
+    def assign(self, tp, batch, in_flight):
+        """Give a new batch its producer id, epoch and sequence; False when
+        it must wait: its partition's sequences count under an older epoch
+        and batches of that epoch are still in flight (Java's
+        ``shouldStopDrainBatchesForPartition``), or a bump is pending."""
+        if tp in self.bump_partitions:
+            return False
+        current = (self.producer_id, self.producer_epoch)
+        started = self._started.get(tp)
+        if started != current:
+            if in_flight:
+                return False
+            self._started[tp] = current
+            self._next[tp] = 0
+            if started is not None and started[0] == self.producer_id and \
+                    tp in self._last_acked:
+                # The broker holds this producer's state for the partition
+                # (a batch of an earlier epoch was written): it takes a new
+                # epoch only from sequence 0, so the epoch's batches may go
+                # together (-1: nothing acknowledged yet in this epoch).
+                # Every transaction under transaction version 2 starts an
+                # epoch; its first batch going alone cost a round trip each.
+                self._last_acked[tp] = -1
+            else:
+                self._last_acked.pop(tp, None)
+        elif in_flight and tp not in self._last_acked and not self.first_sequence_checked:
+            return False        # first_unacked, inline (a call per batch)
+        seq = self._next[tp]
+        batch.producer_id = self.producer_id
+        batch.producer_epoch = self.producer_epoch
+        batch.base_sequence = seq
+        self._next[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
+        return True
 
     def first_unacked(self, tp, in_flight):
         """Whether a batch of ``tp`` must wait because nothing of the
@@ -88,9 +115,13 @@ class ProducerSequences:
         return bool(in_flight) and tp not in self._last_acked and \
             not self.first_sequence_checked
 
-    # (the senderloop twin's, once per batch acknowledged: compiled when
-    # built, no interpreted frame)
-    acked = _senderloop.ack_sequence
+    def acked(self, batch):
+        """A batch was written: its last sequence is acknowledged."""
+        tp = batch.tp
+        if self._started.get(tp) == (batch.producer_id, batch.producer_epoch):
+            last = (batch.base_sequence + len(batch.records) - 1) & 0x7FFFFFFF
+            if last > self._last_acked.get(tp, -1):
+                self._last_acked[tp] = last
 
     def is_next_sequence(self, tp, sequence):
         """Whether ``sequence`` follows the last acknowledged one (a batch

@@ -117,11 +117,11 @@ def test_no_thread_is_started(kafka_broker):
 
 
 # The functions a pass of the AIOProducer's Sender runs once per Produce
-# request (its read, write, poll and wait, the loop's callback resuming it,
-# the sequence bookkeeping): the netpass, clientloop, senderloop and
-# looppass twins' functions, taken as their classes' methods.
+# request (its read, write, poll and wait, the loop's callback resuming
+# it): the netpass, clientloop and looppass twins' functions, taken as
+# their classes' methods.
 _PER_PASS = {"read_frames", "settle_state", "receive_into", "write", "record_poll",
-             "cluster_poll", "assign_sequence", "ack_sequence", "select", "on_event"}
+             "cluster_poll", "select", "on_event"}
 # (a larger request's: a gather write)
 _PER_PASS_LARGE = {"write_vectored"}
 
@@ -161,7 +161,7 @@ def test_a_sender_pass_runs_its_per_request_functions_compiled(kafka_broker):
     for qualname, count in calls.items():
         name = qualname.rpartition(".")[2]
         names[name] = names.get(name, 0) + count
-    kinds = {loaded_kind(t) for t in ("netpass", "clientloop", "senderloop", "looppass")}
+    kinds = {loaded_kind(t) for t in ("netpass", "clientloop", "looppass")}
     if kinds == {"compiled"}:
         every = _PER_PASS | _PER_PASS_LARGE
         assert every.isdisjoint(names), sorted(every & set(names))
