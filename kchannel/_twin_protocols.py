@@ -746,17 +746,38 @@ class BatchState(Protocol):
     def __init__(self) -> None: ...
 
 
+class ProduceResult(Protocol):
+    """The producer's usual ProduceResponse (one topic, one partition, no
+    record errors, no message, no tagged fields) as its fields."""
+
+    version: int
+    name: str
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    throttle_time_ms: int
+
+    def __init__(self, version: int, name: str, index: int, error_code: int, base_offset: int,
+                 log_append_time_ms: int, log_start_offset: int,
+                 throttle_time_ms: int) -> None: ...
+
+    def as_body(self) -> dict:
+        """The schema codec's dict of the same response."""
+
+
 class ProduceResponseDecoder(Protocol):
     """``decoder(payload) -> body`` of ProduceResponse ``version`` (3 to
-    12): the schema codec's dict (``generic``'s), read directly for the
-    producer's usual response."""
+    12): a ``ProduceResult`` for the producer's usual response, read
+    directly; the schema codec's dict (``generic``'s) for any other."""
 
     version: int
     generic: Callable[[Any], dict]
 
     def __init__(self, version: int, generic: Callable[[Any], dict]) -> None: ...
 
-    def __call__(self, payload: Any) -> dict: ...
+    def __call__(self, payload: Any) -> Any: ...
 
 
 class SenderloopModule(Protocol):
@@ -764,9 +785,10 @@ class SenderloopModule(Protocol):
     AccumulatorState: type[AccumulatorState]
     BatchState: type[BatchState]
     ProduceResponseDecoder: type[ProduceResponseDecoder]
+    ProduceResult: type[ProduceResult]
 
     def produce_response_decoder(self, version: int,
-                                 generic: Callable[[Any], dict]) -> Callable[[Any], dict]:
+                                 generic: Callable[[Any], dict]) -> Callable[[Any], Any]:
         """The Produce response decoder the Sender registers with its client
         (a ``ProduceResponseDecoder``, or ``generic`` for other versions)."""
 

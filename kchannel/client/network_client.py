@@ -312,9 +312,13 @@ class NetworkClient(ClientLoop):
 
     def add_response_decoder(self, api_key, make):
         """Decode ``api_key``'s responses with ``make(version, generic)``,
-        a function ``payload -> body`` that returns what ``generic`` (the
-        schema codec's decoder of that version) returns for every payload
-        (a faster path for the usual response)."""
+        a function ``payload -> body`` (a faster path for the usual
+        response) that returns either what ``generic`` (the schema codec's
+        decoder of that version) returns or an object of the caller's own
+        carrying exactly the same information: whoever registers it is the
+        only reader of those bodies (the Sender's Produce responses: a
+        ``ProduceResult`` or the codec's dict, see
+        ``kchannel.producer._senderloop_py.ProduceResponseDecoder``)."""
         self.response_decoder_factories[api_key] = make
         for key in [k for k in self._response_decoders if k >> 16 == api_key]:
             del self._response_decoders[key]

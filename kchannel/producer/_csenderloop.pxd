@@ -64,6 +64,7 @@ cpdef bint _can_send_more(state, max_in_flight)
 
 
 cdef class _ProduceCallback
+cdef class ProduceResult
 
 
 cdef class SenderLoop:
@@ -103,9 +104,13 @@ cdef class SenderLoop:
     cpdef _encode(self, batch)
     @cython.locals(callback=_ProduceCallback, b=BatchState, state=NodeState)
     cpdef _send_produce_request(self, node, batches, now)
-    # (the decoded response's dicts read without a method call per key)
-    @cython.locals(body=dict, topic=dict, p=dict, resp=ClientResponse)
+    # (the decoded response's dicts read without a method call per key; the
+    # usual response's ProduceResult as C fields)
+    @cython.locals(topic=dict, p=dict, resp=ClientResponse, result=ProduceResult)
     cpdef _handle_produce_response(self, resp, dict batches)
+    @cython.locals(p=dict)
+    cpdef _partition_response(self, batch, code, base_offset, log_append_time, p, now)
+    cpdef _missing(self, dict batches, seen, now)
     cpdef _remove_in_flight(self, batch)
     cpdef _complete(self, batch, base_offset, log_append_time)
     @cython.locals(acc=AccumulatorState, head=BatchState)
@@ -114,17 +119,28 @@ cdef class SenderLoop:
     cpdef send_producer_data(self, now)
 
 
+cdef class ProduceResult:
+    # (read by the Sender as C fields, set by ProduceResponseDecoder; the
+    # integers as Python ints: the Sender passes them on as objects)
+    cdef public int version
+    cdef public object name
+    cdef public object index
+    cdef public object error_code
+    cdef public object base_offset
+    cdef public object log_append_time_ms
+    cdef public object log_start_offset
+    cdef public object throttle_time_ms
+
+
 cdef class ProduceResponseDecoder:
     cdef public int version
     cdef public object generic
     cdef object _name_raw
     cdef object _name
-    cdef dict _partition
-    cdef dict _body
 
     # (the response's bytes read as C values: no object per byte compared)
     @cython.locals(data=bytes, version=int, n=Py_ssize_t, size=Py_ssize_t, pos=Py_ssize_t,
-                   fixed=Py_ssize_t, extra=Py_ssize_t)
+                   fixed=Py_ssize_t, extra=Py_ssize_t, result=ProduceResult)
     cpdef _fast(self, payload)
 
 

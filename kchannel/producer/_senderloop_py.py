@@ -44,7 +44,7 @@ __all__ = ["SenderLoop", "AccumulatorState", "accumulator_ready", "accumulator_d
            "accumulator_deallocate",
            "produce_request_parts",
            "produce_request_parts_one", "encode_produce_request",
-           "encode_produce_request_one", "ProduceResponseDecoder",
+           "encode_produce_request_one", "ProduceResponseDecoder", "ProduceResult",
            "produce_response_decoder"]
 
 _PRODUCE = messages.PRODUCE.api_key
@@ -198,23 +198,70 @@ def produce_request_parts(version, transactional_id, acks, timeout_ms, topics):
 
 
 # -- the Produce response ---------------------------------------------------------
-class ProduceResponseDecoder:
-    """``payload -> body`` for ProduceResponse ``version`` (3 to 12): the
-    dict ``generic`` (the schema codec's decoder, the correlation id
-    included in ``payload``) returns, read directly when the response is
-    the producer's usual one (one topic, one partition, no record errors,
-    no error message, no tagged fields); any other response goes to
-    ``generic``.  A response per batch sent is on the producer's hot path:
-    the schema codec's generated walk cost more than the sender's own work
-    per request (tests/producer compare the dicts with the codec's for
-    every version)."""
+class ProduceResult:
+    """The producer's usual ProduceResponse (one topic, one partition, no
+    record errors, no error message, no current leader, no node endpoints,
+    no tagged fields) as its fields, what :class:`ProduceResponseDecoder`
+    returns for it instead of the codec's dict tree: building that tree,
+    freeing it and reading it back cost the Sender ~8 k instructions per
+    request, this object a fraction of it.  ``as_body()`` gives the codec's
+    dict (tests/producer compare both, field by field, for every
+    version)."""
 
-    __slots__ = ("version", "generic", "_name_raw", "_name", "_partition", "_body")
+    __slots__ = ("version", "name", "index", "error_code", "base_offset", "log_append_time_ms",
+                 "log_start_offset", "throttle_time_ms")
+
+    def __init__(self, version, name, index, error_code, base_offset, log_append_time_ms,
+                 log_start_offset, throttle_time_ms):
+        # (the decoder sets the fields of a __new__ instance: no call with
+        # eight arguments per response)
+        self.version = version
+        self.name = name
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.throttle_time_ms = throttle_time_ms
+
+    def as_body(self):
+        """The dict the schema codec decodes for this response."""
+        partition, body = _templates(self.version)
+        partition["index"] = self.index
+        partition["error_code"] = self.error_code
+        partition["base_offset"] = self.base_offset
+        partition["log_append_time_ms"] = self.log_append_time_ms
+        if self.version >= 5:
+            partition["log_start_offset"] = self.log_start_offset
+        if self.version >= 8:
+            partition["record_errors"] = []
+        body["responses"] = [{"name": self.name, "partition_responses": [partition]}]
+        body["throttle_time_ms"] = self.throttle_time_ms
+        if self.version >= 10:
+            body["node_endpoints"] = []
+        return body
+
+    def __repr__(self):
+        return f"ProduceResult({self.as_body()!r})"
+
+
+class ProduceResponseDecoder:
+    """``payload -> body`` for ProduceResponse ``version`` (3 to 12): a
+    :class:`ProduceResult` when the response is the producer's usual one
+    (one topic, one partition, no record errors, no error message, no
+    tagged fields), read directly; any other response goes to ``generic``
+    (the schema codec's decoder, the correlation id included in
+    ``payload``), whose dict it returns.  A response per batch sent is on
+    the producer's hot path: the schema codec's generated walk cost more
+    than the sender's own work per request, and its dict tree more than
+    the Sender reads of it (tests/producer compare both forms with the
+    codec's dict for every version)."""
+
+    __slots__ = ("version", "generic", "_name_raw", "_name")
 
     def __init__(self, version, generic):
         self.version = version
         self.generic = generic
-        self._partition, self._body = _templates(version)
         # The last topic name read, as bytes and str (a producer's
         # responses name the same topic again and again).
         self._name_raw = None
@@ -281,25 +328,16 @@ class ProduceResponseDecoder:
                 return None
             self._name_raw = raw
             self._name = name
-        # The dicts the codec makes, as copies of this version's templates
-        # with the values set (a copy of a dict costs less than building
-        # it key by key).
-        p = self._partition.copy()
-        p["index"] = index
-        p["error_code"] = code
-        p["base_offset"] = base
-        p["log_append_time_ms"] = append_time
-        if version >= 5:
-            p["log_start_offset"] = start
-        if version >= 8:
-            p["record_errors"] = []
-        topic = {"name": self._name, "partition_responses": [p]}
-        body = self._body.copy()
-        body["responses"] = [topic]
-        body["throttle_time_ms"] = throttle
-        if version >= 10:
-            body["node_endpoints"] = []
-        return body
+        result = ProduceResult.__new__(ProduceResult)
+        result.version = version
+        result.name = self._name
+        result.index = index
+        result.error_code = code
+        result.base_offset = base
+        result.log_append_time_ms = append_time
+        result.log_start_offset = start
+        result.throttle_time_ms = throttle
+        return result
 
 
 def _templates(version):
@@ -998,16 +1036,30 @@ class SenderLoop:
                 self._complete_or_retry(b, resp.exception, None, now)
             return
         body = resp.body
+        # (the usual response: a ProduceResult, see ProduceResponseDecoder;
+        # any other: the codec's dict)
+        result = body if type(body) is ProduceResult else None
         if self.sensors is not None:
             latency, throttle = self._response_stats
             value = resp.receive_time_ms - resp.request_time_ms
             for record in latency:
                 record(value, now)
-            value = body.get("throttle_time_ms") or 0
+            if result is not None:
+                value = result.throttle_time_ms
+            else:
+                value = body.get("throttle_time_ms") or 0
             for record in throttle:
                 record(value, now)
-        idempotent = self.idempotent
-        in_flight = self.in_flight
+        if result is not None:
+            # one partition answered
+            batch = batches.get((result.name, result.index))
+            if batch is not None:
+                self._partition_response(batch, result.error_code, result.base_offset,
+                                         result.log_append_time_ms, None, now)
+                if len(batches) == 1:
+                    return
+            self._missing(batches, None if batch is None else {batch.tp}, now)
+            return
         # The partitions answered: a set for a request of several batches;
         # for one (the usual request), whether it was answered.
         seen = set() if len(batches) > 1 else None
@@ -1022,33 +1074,44 @@ class SenderLoop:
                     answered = True
                 else:
                     seen.add(batch.tp)
-                code = p["error_code"]
-                if code == _NO_ERROR or code == _DUPLICATE_SEQUENCE_NUMBER:
-                    # self._remove_in_flight(batch), inline
-                    flight = in_flight.get(batch.tp)
-                    if flight:
-                        if flight[0] is batch:
-                            del flight[0]
-                        elif batch in flight:
-                            flight.remove(batch)
-                    if idempotent:
-                        self.sequences.acked(batch)
-                    self._complete(batch, p["base_offset"], p.get("log_append_time_ms", -1))
-                    continue
-                if code == _MESSAGE_TOO_LARGE and len(batch.records) > 1 and \
-                        not batch.done_flag:
-                    self._split(batch, now)
-                    continue
-                self._complete_or_retry(batch, exception_for(code, _error_message(p)), code,
-                                        now)
+                self._partition_response(batch, p["error_code"], p["base_offset"],
+                                         p.get("log_append_time_ms", -1), p, now)
         missing = (not answered) if seen is None else len(seen) < len(batches)
         if missing:
-            for tp, b in batches.items():
-                if seen is None or tp not in seen:
-                    self._complete_or_retry(b, errors.KafkaError(
-                        _UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR",
-                        f"The produce response did not include partition "
-                        f"{tp.topic}-{tp.partition}"), None, now)
+            self._missing(batches, seen, now)
+
+    def _partition_response(self, batch, code, base_offset, log_append_time, p, now):
+        """A partition's answer to a Produce request: ``batch`` completed,
+        split or retried; ``p`` the codec's partition dict (its error
+        message and record errors), None for a :class:`ProduceResult`
+        (none of either)."""
+        if code == _NO_ERROR or code == _DUPLICATE_SEQUENCE_NUMBER:
+            # self._remove_in_flight(batch), inline
+            flight = self.in_flight.get(batch.tp)
+            if flight:
+                if flight[0] is batch:
+                    del flight[0]
+                elif batch in flight:
+                    flight.remove(batch)
+            if self.idempotent:
+                self.sequences.acked(batch)
+            self._complete(batch, base_offset, log_append_time)
+            return
+        if code == _MESSAGE_TOO_LARGE and len(batch.records) > 1 and not batch.done_flag:
+            self._split(batch, now)
+            return
+        self._complete_or_retry(batch, exception_for(code, None if p is None else _error_message(p)),
+                                code, now)
+
+    def _missing(self, batches, seen, now):
+        """The batches of ``batches`` whose partition the response did not
+        answer (the partitions of ``seen``, None: none of them)."""
+        for tp, b in batches.items():
+            if seen is None or tp not in seen:
+                self._complete_or_retry(b, errors.KafkaError(
+                    _UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR",
+                    f"The produce response did not include partition "
+                    f"{tp.topic}-{tp.partition}"), None, now)
 
     def _remove_in_flight(self, batch):
         flight = self.in_flight.get(batch.tp)

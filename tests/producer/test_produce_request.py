@@ -115,24 +115,56 @@ def _responses():
     yield body([])
 
 
+def _same_information(result, want, version):
+    """A ProduceResult carries exactly what the codec's dict ``want`` has:
+    one topic, one partition, each field equal, the rest empty."""
+    assert list(want) == (["responses", "throttle_time_ms", "node_endpoints"] if version >= 10
+                          else ["responses", "throttle_time_ms"])
+    assert result.version == version
+    assert result.throttle_time_ms == want["throttle_time_ms"]
+    assert want.get("node_endpoints", []) == []
+    [topic] = want["responses"]
+    assert list(topic) == ["name", "partition_responses"]
+    assert result.name == topic["name"]
+    [p] = topic["partition_responses"]
+    fields = ["index", "error_code", "base_offset", "log_append_time_ms"]
+    if version >= 5:
+        fields.append("log_start_offset")
+    for field in fields:
+        assert getattr(result, field) == p[field], field
+    # the codec's other partition fields: empty in a ProduceResult
+    rest = {k: v for k, v in p.items() if k not in fields}
+    assert rest == ({"record_errors": [], "error_message": None, "current_leader": None}
+                    if version >= 10 else {"record_errors": [], "error_message": None}
+                    if version >= 8 else {})
+    assert result.as_body() == want
+
+
 @pytest.mark.parametrize("version", range(PRODUCE.min_version, PRODUCE.max_version + 1))
 def test_produce_response_decoder_equals_the_codec(impl, version):
-    # The Sender reads its responses with its own decoder (the usual shape
-    # directly, any other through the codec's): the same dict as the codec's
-    # for every version, the same one twice (the topic name it keeps), from
-    # bytes and from the read-only memoryview a receive is.
+    # The Sender reads its responses with its own decoder: the usual shape
+    # directly, as a ProduceResult with exactly the codec's information
+    # (error codes and throttle times included), any other through the
+    # codec's, whose dict it returns; the same twice (the topic name it
+    # keeps), from bytes and from the read-only memoryview a receive is.
     from kchannel.protocol.headers import response_decoder, response_encoder
     generic = response_decoder(messages.PRODUCE.api_key, version)
     decode = impl.senderloop.produce_response_decoder(version, generic)
     assert isinstance(decode, impl.senderloop.ProduceResponseDecoder)
+    ProduceResult = impl.senderloop.ProduceResult
     encode = response_encoder(messages.PRODUCE.api_key, version)
-    fast = 0
+    fast = []
     for body in _responses():
         frame = encode(7, body)
         want = generic(frame)
         for payload in (frame, memoryview(frame).toreadonly(), frame):
-            assert decode(payload) == want
-        fast += decode._fast(frame) is not None
+            got = decode(payload)
+            if type(got) is ProduceResult:
+                _same_information(got, want, version)
+            else:
+                assert type(got) is dict and got == want
+        if type(decode(frame)) is ProduceResult:
+            fast.append(body)
         # a frame cut short or with a byte more is the codec's to refuse
         for bad in (frame[:-1], frame + b"\x00"):
             try:
@@ -141,5 +173,15 @@ def test_produce_response_decoder_equals_the_codec(impl, version):
                 with pytest.raises(type(exc)):
                     decode(bad)
             else:
-                assert decode(bad) == expected
-    assert fast >= 3          # the usual shapes took the direct path
+                got = decode(bad)
+                if type(got) is ProduceResult:
+                    _same_information(got, expected, version)
+                else:
+                    assert got == expected
+    # The usual shapes took the direct path: no errors, a throttle time and
+    # large offsets, an error code (and before v9, a two-byte topic name
+    # length; before v8, error codes whose message the version lacks).
+    assert len(fast) >= (3 if version >= 9 else 4)
+    assert {b["throttle_time_ms"] for b in fast} >= {0, 250}
+    codes = {p["error_code"] for b in fast for t in b["responses"] for p in t["partition_responses"]}
+    assert codes >= {0, 6}
