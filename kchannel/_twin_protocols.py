@@ -702,6 +702,10 @@ class SenderLoop(Protocol):
 
     def __init__(self) -> None: ...
 
+    def response_decoder(self, version: int, generic: Any) -> Any:
+        """The ProduceResponse decoder the Sender registers: this twin's
+        ``produce_response_decoder(version, generic)``."""
+
     def run_once(self) -> None:
         """One pass of the network thread: send what is ready, poll."""
 

@@ -684,6 +684,13 @@ class SenderLoop:
         # (Sender.__init__ sets the state up; nothing to do here)
         pass
 
+    def response_decoder(self, version, generic):
+        """The ProduceResponse decoder this twin's
+        ``_handle_produce_response`` reads (:func:`produce_response_decoder`
+        of the same module): a Sender registers its own, so a Sender on one
+        twin never gets the other twin's ProduceResult."""
+        return produce_response_decoder(version, generic)
+
     # -- one pass of the network thread ----------------------------------------
     def run_once(self):
         t = self.time     # self.time(), the default clock's call inlined

@@ -57,7 +57,9 @@ class Sender(SenderLoop):
     def __init__(self, client, accumulator, metadata, values, time, sensors=None):
         self.client = client
         # A response per batch sent: read directly in its usual shape.
-        client.client.add_response_decoder(_PRODUCE, produce_response_decoder)
+        # (this Sender's twin's decoder: its ProduceResult is the one the
+        # twin's _handle_produce_response reads)
+        client.client.add_response_decoder(_PRODUCE, self.response_decoder)
         self.accumulator = accumulator
         self.metadata = metadata
         self.time = time

@@ -142,3 +142,20 @@ def test_both_twins_send_the_same_requests(kafka_broker, monkeypatch, impl_pair,
     assert met_p == met_c
     assert met_p["record-send-total"] == 180
     assert met_p["record-error-total"] == met_p["record-retry-total"] == 0
+
+
+def test_a_sender_on_either_twin_reads_the_usual_response_of_its_own_decoder(
+        kafka_broker, monkeypatch, impl_pair):
+    # A request for one partition is answered in the usual shape, which the
+    # Sender's decoder returns as its twin's ProduceResult: a Sender on the
+    # pure twin beside the compiled one must register the pure decoder (it
+    # registered the module's, the compiled twin's, whose ProduceResult the
+    # pure _handle_produce_response read as a dict: the flush timed out).
+    bootstrap = kafka_broker.bootstrap("PLAINTEXT")
+    for twin in impl_pair:
+        topic = create_topic(bootstrap, topic_name("twin-decoder"), partitions=3)
+        _, mds, metrics = _produce_on_twin(
+            monkeypatch, twin, bootstrap, topic, {"acks": "1"},
+            [[{"value": b"one partition %d" % i, "partition": 0} for i in range(5)]])
+        assert [m[:2] for m in mds[0]] == [(0, i) for i in range(1, 6)]
+        assert metrics["record-error-total"] == 0
