@@ -352,6 +352,11 @@ cdef int64_t _int64(object v, str what) except? -1:
     return <int64_t>v
 
 
+cdef inline Py_ssize_t _field_size(Py_ssize_t n) noexcept:
+    # A key or value of n bytes, its length included (n < 0: null).
+    return 1 if n < 0 else _size_uvarint(_zz32(n)) + n
+
+
 cdef inline Py_ssize_t _blob_size(object v) except -1:
     cdef Py_ssize_t n
     if v is None:
@@ -359,19 +364,26 @@ cdef inline Py_ssize_t _blob_size(object v) except -1:
     n = PyBytes_GET_SIZE(v)
     if n > 0x7FFFFFFF:
         raise ValueError("record field longer than 2**31-1 bytes")
-    return _size_uvarint(_zz32(n)) + n
+    return _field_size(n)
 
 
-cdef inline void _put_blob(_Buf* b, object v) noexcept:
-    cdef Py_ssize_t n
-    if v is None:
+cdef inline void _put_field(_Buf* b, const char* data, Py_ssize_t n) noexcept:
+    # A key or value: its varint length and its n bytes (n < 0: null, the
+    # length -1 alone).
+    if n < 0:
         b.data[b.len] = 1
         b.len += 1
         return
-    n = PyBytes_GET_SIZE(v)
     _put_uvarint(b, _zz32(n))
-    memcpy(b.data + b.len, PyBytes_AS_STRING(v), n)
+    memcpy(b.data + b.len, data, n)
     b.len += n
+
+
+cdef inline void _put_blob(_Buf* b, object v) noexcept:
+    if v is None:
+        _put_field(b, NULL, -1)
+    else:
+        _put_field(b, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v))
 
 
 cdef extern from "Python.h":
@@ -471,8 +483,7 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
                     # attributes, timestamp delta, offset delta, key,
                     # value, header count (0)
                     size = 2 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
-                    size += 1 if kn < 0 else _size_uvarint(_zz32(kn)) + kn
-                    size += 1 if vn < 0 else _size_uvarint(_zz32(vn)) + vn
+                    size += _field_size(kn) + _field_size(vn)
                     if size <= 0x7FFFFFFF:
                         _reserve(b, size + 5)
                         _put_uvarint(b, _zz32(size))
@@ -480,20 +491,8 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
                         b.len += 1
                         _put_uvarint(b, _zz64(ts_delta))
                         _put_uvarint(b, _zz32(delta))
-                        if kn < 0:
-                            b.data[b.len] = 1
-                            b.len += 1
-                        else:
-                            _put_uvarint(b, _zz32(kn))
-                            memcpy(b.data + b.len, _kc_bytes_data(qk), kn)
-                            b.len += kn
-                        if vn < 0:
-                            b.data[b.len] = 1
-                            b.len += 1
-                        else:
-                            _put_uvarint(b, _zz32(vn))
-                            memcpy(b.data + b.len, _kc_bytes_data(qv), vn)
-                            b.len += vn
+                        _put_field(b, NULL if kn < 0 else _kc_bytes_data(qk), kn)
+                        _put_field(b, NULL if vn < 0 else _kc_bytes_data(qv), vn)
                         b.data[b.len] = 0
                         b.len += 1
                         delta += 1
