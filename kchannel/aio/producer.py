@@ -146,12 +146,7 @@ class AIOProducer:
         out here, no method of its own: it runs once per Produce request."""
         sender = self._sender
         log.debug("Starting Kafka producer I/O on the event loop.")
-        shutting_down = False
-        while True:
-            if not shutting_down and not sender.running:
-                shutting_down = True
-            if shutting_down and not sender.shutdown_pending():
-                return
+        while sender.running or sender.shutdown_pending():
             try:
                 # (looked up per pass: a test may replace it)
                 sender.run_once()
