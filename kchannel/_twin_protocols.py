@@ -750,6 +750,29 @@ class BatchState(Protocol):
     def __init__(self) -> None: ...
 
 
+class SequenceState(Protocol):
+    """The base class of ``ProducerSequences`` (an idempotent producer's
+    books): its fields and the per-batch methods the Sender calls."""
+
+    producer_id: int
+    producer_epoch: int
+    bump_partitions: set
+    first_sequence_checked: bool
+
+    def __init__(self) -> None: ...
+
+    def assign(self, tp: Any, batch: Any, in_flight: Any) -> bool:
+        """Give a new batch its producer id, epoch and sequence; False when
+        it must wait."""
+
+    def first_unacked(self, tp: Any, in_flight: Any) -> bool:
+        """Whether a batch of ``tp`` must wait for the epoch's first batch
+        to be acknowledged."""
+
+    def acked(self, batch: Any) -> None:
+        """A batch was written: its last sequence is acknowledged."""
+
+
 class ProduceResult(Protocol):
     """The producer's usual ProduceResponse (one topic, one partition, no
     record errors, no message, no tagged fields) as its fields."""
@@ -788,6 +811,7 @@ class SenderloopModule(Protocol):
     SenderLoop: type[SenderLoop]
     AccumulatorState: type[AccumulatorState]
     BatchState: type[BatchState]
+    SequenceState: type[SequenceState]
     ProduceResponseDecoder: type[ProduceResponseDecoder]
     ProduceResult: type[ProduceResult]
 
@@ -801,7 +825,8 @@ class SenderloopModule(Protocol):
 
     def accumulator_drain(self, acc: Any, cluster: Any, nodes: Any, max_size: int, now: int,
                           can_drain: Optional[Callable[[Any, Any], bool]]) -> dict:
-        """``RecordAccumulator.drain``."""
+        """``RecordAccumulator.drain``; ``can_drain``: None, a callable
+        ``(tp, batch) -> bool``, or a ``SenderLoop`` (its ``_can_drain``)."""
 
     def accumulator_complete_batch(self, acc: Any, batch: Any, base_offset: Optional[int],
                                    log_append_time: Optional[int]) -> None:

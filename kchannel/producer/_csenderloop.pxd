@@ -45,6 +45,26 @@ cdef class BatchState:
     cdef public object retry
 
 
+cdef class SequenceState:
+    cdef public object producer_id
+    cdef public object producer_epoch
+    cdef public dict _next
+    cdef public dict _last_acked
+    cdef public dict _started
+    cdef public object bump_partitions
+    cdef public bint first_sequence_checked
+
+    # (C calls from the Sender's _can_drain and _partition_response)
+    @cython.locals(started=tuple)
+    cpdef bint assign(self, tp, BatchState batch, in_flight) except -1
+    cpdef bint first_unacked(self, tp, in_flight) except -1
+    @cython.locals(started=tuple)
+    cpdef acked(self, BatchState batch)
+
+
+cdef class SenderLoop
+
+
 # The module's functions the Sender calls per request: cpdef, so a call from
 # this module is a C call (no module-global lookup, no argument parsing of a
 # Python call), while RecordAccumulator and the tests keep their Python
@@ -58,7 +78,7 @@ cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
 @cython.locals(leaders=dict, batch=BatchState, state=dict)
 cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
-@cython.locals(leaders=dict, batch=BatchState)
+@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
 cpdef bint _can_send_more(state, max_in_flight)
 
@@ -108,11 +128,14 @@ cdef class SenderLoop:
     # usual response's ProduceResult as C fields)
     @cython.locals(topic=dict, p=dict, resp=ClientResponse, result=ProduceResult)
     cpdef _handle_produce_response(self, resp, dict batches)
-    @cython.locals(p=dict)
+    @cython.locals(p=dict, sequences=SequenceState)
     cpdef _partition_response(self, batch, code, base_offset, log_append_time, p, now)
     cpdef _missing(self, dict batches, seen, now)
     cpdef _remove_in_flight(self, batch)
     cpdef _complete(self, batch, base_offset, log_append_time)
+    # (called by accumulator_drain per partition drained: a C call)
+    @cython.locals(sequences=SequenceState)
+    cpdef _can_drain(self, tp, batch)
     @cython.locals(acc=AccumulatorState, head=BatchState)
     cpdef _queued_behind(self, dict drained, dict nodes, max_in_flight)
     @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict, state=NodeState)

@@ -30,7 +30,10 @@ The transactional producer reuses the books (``assign``, ``acked``,
 goes through InitProducerId with the current id and epoch instead of
 ``bump_epoch``'s local increment, then calls ``set_producer_id``.
 """
+from kchannel._impl import load_twin
 from kchannel.log import get_logger
+
+_senderloop = load_twin("senderloop")
 
 __all__ = ["ProducerSequences", "MAX_EPOCH"]
 
@@ -39,23 +42,12 @@ log = get_logger("kchannel.producer.idempotence")
 MAX_EPOCH = 32767      # Short.MAX_VALUE: the epoch is an int16
 
 
-class ProducerSequences:
-    __slots__ = ("producer_id", "producer_epoch", "_next", "_last_acked", "_started",
-                 "bump_partitions", "first_sequence_checked")
-
-    def __init__(self):
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self._next = {}           # tp -> next sequence to assign
-        self._last_acked = {}     # tp -> last acknowledged sequence
-        self._started = {}        # tp -> (producer id, epoch) its sequences count under
-        self.bump_partitions = set()  # partitions waiting for an epoch bump
-        # Set by the transaction manager for a transaction under transaction
-        # version 2: the broker verifies each partition's first batch of the
-        # transaction and refuses one that does not start at sequence 0 even
-        # where it holds no state for the producer (Kafka 4's
-        # ProducerAppendInfo.checkSequence), so no batch need wait.
-        self.first_sequence_checked = False
+class ProducerSequences(_senderloop.SequenceState):
+    # The fields (producer_id, producer_epoch, _next, _last_acked,
+    # _started, bump_partitions, first_sequence_checked) and the per-batch
+    # methods (assign, first_unacked, acked) are SequenceState's, in the
+    # Sender's twin: compiled there, the Sender calls them as C calls.
+    __slots__ = ()
 
     def has_producer_id(self):
         return self.producer_id >= 0
@@ -66,62 +58,6 @@ class ProducerSequences:
         self.producer_id = producer_id
         self.producer_epoch = epoch
         log.info("ProducerId set to %d with epoch %d", producer_id, epoch)
-
-    def assign(self, tp, batch, in_flight):
-        """Give a new batch its producer id, epoch and sequence; False when
-        it must wait: its partition's sequences count under an older epoch
-        and batches of that epoch are still in flight (Java's
-        ``shouldStopDrainBatchesForPartition``), or a bump is pending."""
-        if tp in self.bump_partitions:
-            return False
-        current = (self.producer_id, self.producer_epoch)
-        started = self._started.get(tp)
-        if started != current:
-            if in_flight:
-                return False
-            self._started[tp] = current
-            self._next[tp] = 0
-            if started is not None and started[0] == self.producer_id and \
-                    tp in self._last_acked:
-                # The broker holds this producer's state for the partition
-                # (a batch of an earlier epoch was written): it takes a new
-                # epoch only from sequence 0, so the epoch's batches may go
-                # together (-1: nothing acknowledged yet in this epoch).
-                # Every transaction under transaction version 2 starts an
-                # epoch; its first batch going alone cost a round trip each.
-                self._last_acked[tp] = -1
-            else:
-                self._last_acked.pop(tp, None)
-        elif in_flight and tp not in self._last_acked and not self.first_sequence_checked:
-            return False        # first_unacked, inline (a call per batch)
-        seq = self._next[tp]
-        batch.producer_id = self.producer_id
-        batch.producer_epoch = self.producer_epoch
-        batch.base_sequence = seq
-        self._next[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
-        return True
-
-    def first_unacked(self, tp, in_flight):
-        """Whether a batch of ``tp`` must wait because nothing of the
-        epoch is written yet while a batch is in flight: a broker with no
-        state for this producer id takes any sequence number, so a second
-        batch could be written before a first one that is then rejected
-        (too large, say) and sent again, out of order.  Not when a batch of
-        an earlier epoch of the same producer id was written (``assign``):
-        then the broker refuses a new epoch's batch that does not start at
-        sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER, retried behind the
-        first, as Kafka's), nor under transaction version 2
-        (``first_sequence_checked``)."""
-        return bool(in_flight) and tp not in self._last_acked and \
-            not self.first_sequence_checked
-
-    def acked(self, batch):
-        """A batch was written: its last sequence is acknowledged."""
-        tp = batch.tp
-        if self._started.get(tp) == (batch.producer_id, batch.producer_epoch):
-            last = (batch.base_sequence + len(batch.records) - 1) & 0x7FFFFFFF
-            if last > self._last_acked.get(tp, -1):
-                self._last_acked[tp] = last
 
     def is_next_sequence(self, tp, sequence):
         """Whether ``sequence`` follows the last acknowledged one (a batch
