@@ -5,6 +5,8 @@
 # The pure twin's __slots__ name the same fields: both twins expose the same
 # attributes.
 cimport cython
+# (the selector's send, a C call from _send)
+from kchannel.network._cnetloop cimport SelectorLoop
 
 
 cdef class ClientResponse:
@@ -65,7 +67,14 @@ cdef class ClientLoop:
 
     # (NetworkClient's ApiVersions exchange calls _send too)
     # (node: a _Node, whose NodeState fields are read as C fields)
-    @cython.locals(entry=InFlight, stats=NodeStats, n=Py_ssize_t, node=NodeState)
+    @cython.locals(entry=InFlight, stats=NodeStats, n=Py_ssize_t, node=NodeState,
+                   loop=SelectorLoop)
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
     @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats, node=NodeState)
     cdef _handle_response(self, node, payload, now, list out)
+
+
+# (a C call from cluster_poll, once per poll; the responses' fields read as
+# C fields)
+@cython.locals(resp=ClientResponse, n=Py_ssize_t, i=Py_ssize_t)
+cpdef complete_responses(responses, start, dict callbacks, stop_key)

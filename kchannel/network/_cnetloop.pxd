@@ -42,6 +42,9 @@ cdef class SelectorLoop:
     cdef public object max_receives_per_channel
     cdef public object max_read_per_channel
 
+    # (a C call from the network client's _send, once per request)
+    cpdef send(self, id, payload, already_framed=*)
+
     # The per-channel steps of a poll: C calls from poll, send and
     # write_queued (nothing overrides them; Selector's Python code calls
     # only the public methods).

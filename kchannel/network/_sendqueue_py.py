@@ -114,7 +114,10 @@ def _parts_send(ch, parts):
         for part in parts:
             if type(part) is bytes and len(part) >= separate:
                 head = b"".join(parts[:i])
-                tail = b"".join(parts[i + 1:])
+                # (the usual frame has one part after the batch, the tagged
+                # fields: taken as it is, no slice and join)
+                tail = parts[i + 1] if len(parts) == i + 2 and type(parts[i + 1]) is bytes \
+                    else b"".join(parts[i + 1:])
                 # (the bytes themselves, not a memoryview of them: a
                 # gather write takes bytes as they are, and retire makes a
                 # view only of what a partial write leaves; this path is
