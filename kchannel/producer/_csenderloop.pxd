@@ -8,6 +8,8 @@ cimport cython
 # (the network client's node and response types: their fields read as C
 # fields per Produce request)
 from kchannel.client._cclientloop cimport NodeState, ClientResponse
+# (the producer's sensors: their record a C call per batch and response)
+from kchannel._cmetrics cimport Sensor
 
 
 cdef class AccumulatorState:
@@ -122,11 +124,11 @@ cdef class SenderLoop:
     # (a Python call each otherwise); Sender overrides none of them.
     @cython.locals(batch=BatchState)
     cpdef _encode(self, batch)
-    @cython.locals(callback=_ProduceCallback, b=BatchState, state=NodeState)
+    @cython.locals(callback=_ProduceCallback, b=BatchState, state=NodeState, sensor=Sensor)
     cpdef _send_produce_request(self, node, batches, now)
     # (the decoded response's dicts read without a method call per key; the
     # usual response's ProduceResult as C fields)
-    @cython.locals(topic=dict, p=dict, resp=ClientResponse, result=ProduceResult)
+    @cython.locals(topic=dict, p=dict, resp=ClientResponse, result=ProduceResult, sensor=Sensor)
     cpdef _handle_produce_response(self, resp, dict batches)
     @cython.locals(p=dict, sequences=SequenceState)
     cpdef _partition_response(self, batch, code, base_offset, log_append_time, p, now)

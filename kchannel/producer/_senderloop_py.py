@@ -1051,18 +1051,17 @@ class SenderLoop:
             return
         if self.sensors is not None:
             # Kafka's updateProduceRequestMetrics: per batch.
-            # (each stat's own record(), called straight: the interpreter's
-            # specialised attribute access makes those cheaper than the
-            # same updates written here, whose every attribute of a Python
-            # object is a generic lookup once compiled)
+            # (each sensor's record(), which updates its stats in C once
+            # compiled; the sensors typed, see _csenderloop.pxd: a C call
+            # each, where a bound method's was a Python call)
             records_sent, batch_size = self._batch_stats
             for b in sendable.values():
                 count = len(b.records)
-                for record in records_sent:
-                    record(count, now)
+                for sensor in records_sent:
+                    sensor.record(count, now)
                 size = len(b.encoded)
-                for record in batch_size:
-                    record(size, now)
+                for sensor in batch_size:
+                    sensor.record(size, now)
         client = self.client
         network = client.client
         try:
@@ -1158,14 +1157,14 @@ class SenderLoop:
         if self.sensors is not None:
             latency, throttle = self._response_stats
             value = resp.receive_time_ms - resp.request_time_ms
-            for record in latency:
-                record(value, now)
+            for sensor in latency:
+                sensor.record(value, now)
             if result is not None:
                 value = result.throttle_time_ms
             else:
                 value = body.get("throttle_time_ms") or 0
-            for record in throttle:
-                record(value, now)
+            for sensor in throttle:
+                sensor.record(value, now)
         if result is not None:
             # one partition answered
             batch = batches.get((result.name, result.index))

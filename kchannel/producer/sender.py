@@ -100,13 +100,13 @@ class Sender(SenderLoop):
         self._head_tp = None
         self.sensors = sensors        # ProducerMetrics, or None
         if sensors is not None:
-            # What is called per batch sent and per response: each sensor's
-            # own record (a list of one), which updates all its stats (in
-            # C, compiled: cheaper than a call per stat, see
-            # benchmarks/metrics_cost.py).
-            self._batch_stats = ([sensors.records_sent.record], [sensors.batch_size.record])
-            self._response_stats = ([sensors.request_latency.record],
-                                    [sensors.throttle_time.record])
+            # What records per batch sent and per response: each sensor (a
+            # list of one), whose record updates all its stats (in C,
+            # compiled: cheaper than a call per stat, see
+            # benchmarks/metrics_cost.py; a C call from the compiled
+            # senderloop, which reads them as Sensors).
+            self._batch_stats = ([sensors.records_sent], [sensors.batch_size])
+            self._response_stats = ([sensors.request_latency], [sensors.throttle_time])
         # The TransactionManager of a producer with a transactional.id: it
         # sets producer_id and producer_epoch (reset_producer_id).
         self.txn = None
