@@ -65,6 +65,8 @@ cdef class ClientLoop:
     cdef public object request_timeout_ms
     cdef public object time
 
+    # (a C call from the compiled Sender, once per Produce request)
+    cpdef send(self, node_id, api_key, body, version=*, expect_response=*, timeout_ms=*)
     # (NetworkClient's ApiVersions exchange calls _send too)
     # (node: a _Node, whose NodeState fields are read as C fields)
     @cython.locals(entry=InFlight, stats=NodeStats, n=Py_ssize_t, node=NodeState,

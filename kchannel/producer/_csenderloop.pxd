@@ -7,7 +7,7 @@
 cimport cython
 # (the network client's node and response types: their fields read as C
 # fields per Produce request)
-from kchannel.client._cclientloop cimport NodeState, ClientResponse
+from kchannel.client._cclientloop cimport NodeState, ClientResponse, ClientLoop
 # (the producer's sensors: their record a C call per batch and response)
 from kchannel._cmetrics cimport Sensor
 
@@ -124,7 +124,8 @@ cdef class SenderLoop:
     # (a Python call each otherwise); Sender overrides none of them.
     @cython.locals(batch=BatchState)
     cpdef _encode(self, batch)
-    @cython.locals(callback=_ProduceCallback, b=BatchState, state=NodeState, sensor=Sensor)
+    @cython.locals(callback=_ProduceCallback, b=BatchState, state=NodeState, sensor=Sensor,
+                   network=ClientLoop)
     cpdef _send_produce_request(self, node, batches, now)
     # (the decoded response's dicts read without a method call per key; the
     # usual response's ProduceResult as C fields)

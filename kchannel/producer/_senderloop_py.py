@@ -1124,7 +1124,9 @@ class SenderLoop:
             # client.send(node, _PRODUCE, body, callback, version=version):
             # the network client's send and the cluster client's callback
             # map written here, positionally (the cluster client's wrapper
-            # and its keyword calls were two calls per request).
+            # and its keyword calls were two calls per request).  (The
+            # network client's send: a C call of its cpdef method once
+            # compiled; an override set on the instance still takes it.)
             corr = network.send(node, _PRODUCE, body, version)
             # _ProduceCallback(self, sendable) without the __init__ call
             # (as the client's InFlight: a C-field object made directly)
