@@ -57,10 +57,11 @@ cdef class SequenceState:
     cdef public bint first_sequence_checked
 
     # (C calls from the Sender's _can_drain and _partition_response)
-    @cython.locals(started=tuple)
+    @cython.locals(started=tuple, seq=cython.longlong)
     cpdef bint assign(self, tp, BatchState batch, in_flight) except -1
     cpdef bint first_unacked(self, tp, in_flight) except -1
-    @cython.locals(started=tuple)
+    @cython.locals(started=tuple, seq=cython.longlong, last=cython.longlong,
+                   acked=cython.longlong)
     cpdef acked(self, BatchState batch)
 
 

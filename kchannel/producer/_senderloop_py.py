@@ -494,6 +494,7 @@ class SequenceState:
                 self._last_acked.pop(tp, None)
         elif in_flight and tp not in self._last_acked and not self.first_sequence_checked:
             return False        # first_unacked, inline (a call per batch)
+        # (a C integer once compiled: sequences are int32)
         seq = self._next[tp]
         batch.producer_id = producer_id
         batch.producer_epoch = producer_epoch
@@ -523,8 +524,11 @@ class SequenceState:
         # the tuple per batch)
         if started is not None and started[0] == batch.producer_id and \
                 started[1] == batch.producer_epoch:
-            last = (batch.base_sequence + len(batch.records) - 1) & 0x7FFFFFFF
-            if last > self._last_acked.get(tp, -1):
+            # (C integers once compiled: sequences are int32)
+            seq = batch.base_sequence
+            last = (seq + len(batch.records) - 1) & 0x7FFFFFFF
+            acked = self._last_acked.get(tp, -1)
+            if last > acked:
                 self._last_acked[tp] = last
 
 
