@@ -19,7 +19,7 @@ cimport cython
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE, PyList_SET_ITEM
-from cpython.long cimport PyLong_AsSsize_t
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t
 from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF, Py_XDECREF, _Py_REFCNT
@@ -120,7 +120,7 @@ def track_batch(batch):
     _track(batch)
 
 
-def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
+def run_callbacks(list callbacks, topic, partition, int64_t base_offset,
                   int64_t log_append_time, list records, list sizes):
     """See the pure twin (``kchannel.producer._appender_py``).
 
@@ -129,11 +129,15 @@ def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
     next record, refilled: no allocation, deallocation and garbage
     collector count per record.  One still held anywhere is never touched
     (the class has no __weakref__ slot: nothing else can see it)."""
-    cdef Py_ssize_t i
-    cdef object md = None, callback, key, sz, ts
+    cdef Py_ssize_t i = 0
+    cdef object md = None, callback, sz, ts
     cdef PyTypeObject *md_type = <PyTypeObject *>RecordMetadata
-    for key, callback in callbacks.items():
-        i = key
+    # (the list's length read at each step: a callback could change it)
+    while i < PyList_GET_SIZE(callbacks):
+        callback = <object>PyList_GET_ITEM(callbacks, i)
+        if callback is None:
+            i += 1
+            continue
         sz = sizes[i]
         if log_append_time >= 0:
             ts = log_append_time
@@ -156,6 +160,7 @@ def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
         except Exception:
             _log.exception("Error executing user-provided callback on message for "
                            "topic-partition")
+        i += 1
 
 cdef Py_ssize_t _OVERHEAD_EXTRA_MAX = RECORD_OVERHEAD_EXTRA_MAX
 cdef Py_ssize_t _BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
@@ -850,7 +855,7 @@ cdef class Appender:
         PyObject_GC_UnTrack(<PyObject *>sizes_list)
         _put(batch, _B_RECORDS, records_list)
         _put(batch, _B_SIZES, sizes_list)
-        _put(batch, _B_CALLBACKS, {0: callback} if callback is not None else None)
+        _put(batch, _B_CALLBACKS, [callback] if callback is not None else None)
         _put(batch, _B_ESTIMATED, _BATCH_OVERHEAD + rs)
         _put(batch, _B_ALLOCATED, allocation)
         if callback is None:
@@ -882,13 +887,14 @@ cdef class Appender:
         cdef Py_ssize_t ks, vs, size, body, hsize, p, index = -1, rs, est
         cdef int64_t ts, td
         cdef list sticky = None
-        cdef list records
+        cdef list records, cbs
         cdef object hs, batch = None, future, dq, stamp
         cdef PyObject *o
         cdef PyObject *callbacks
         cdef QueuedRecord record
         cdef bint full = False, held = False, opened = False
         cdef bint convert
+        cdef int overflow
         cdef object last
         # (A closed accumulator is seen where the record would join a
         # batch, and sends it to the full path from there.)
@@ -947,10 +953,19 @@ cdef class Appender:
         if size + _BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         if partition is not None:
-            if type(partition) is not int or not 0 <= partition < self._count:
+            # Read in C when it is a one-digit int (every real partition):
+            # the two comparisons of Python ints cost ~100 instructions.
+            if type(partition) is not int:
+                p = -1
+            elif KC_ONE_DIGIT(partition):
+                p = KC_DIGIT_VALUE(partition)
+            elif 0 <= partition < self._count:
+                p = partition
+            else:
+                p = -1
+            if not 0 <= p < self._count:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
-            p = partition
         elif key is not None and not self._ignore_keys:
             p = _partition_for_key(key, self._count)
         else:
@@ -973,12 +988,15 @@ cdef class Appender:
                 self._stamp = ts
                 self._stamp_ms = ts
             stamp = self._stamp
-        elif -0x8000000000000000 <= timestamp_ms <= 0x7FFFFFFFFFFFFFFF:
-            ts = timestamp_ms
-            stamp = timestamp_ms
         else:
-            # Not an int64: the full path's encoder refuses it, as before.
-            return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
+            # (an int, checked above; in C, not two comparisons of Python ints)
+            overflow = 0
+            ts = PyLong_AsLongLongAndOverflow(timestamp_ms, &overflow)
+            if overflow:
+                # Not an int64: the full path's encoder refuses it, as before.
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            stamp = timestamp_ms
         # Made without its __init__ (a Python call): the fields are set
         # here, at C level (kchannel._crecords.pxd).
         record = <QueuedRecord>(<PyTypeObject *>QueuedRecord).tp_new(
@@ -1029,7 +1047,7 @@ cdef class Appender:
             # released but ints' and temporaries').  That is a critical
             # section as the lock makes it, for an attribute read instead
             # of an acquire and a release (~600 instructions a record).
-            # A batch's first callback needs a dict: the lock is taken
+            # A batch's first callback needs a list: the lock is taken
             # then (free, so taken without letting the GIL go).
             if not self._elide or (kc_lock_held(self._lock) if self._c_locked
                                    else self._locked()):
@@ -1068,7 +1086,7 @@ cdef class Appender:
                                 if not held:
                                     self._acquire()
                                     held = True
-                                _put(batch, _B_CALLBACKS, {})
+                                _put(batch, _B_CALLBACKS, [])
                                 # (the callback may hold what refers back
                                 # to the batch: see _open)
                                 _track(batch)
@@ -1076,7 +1094,12 @@ cdef class Appender:
                         records.append(record)
                         (<list?><object>_slot(batch, _B_SIZES)).append(self._sizes)
                         if callbacks != NULL:
-                            (<dict?><object>callbacks)[index] = callback
+                            # (by index, None for the records without
+                            # one: see ProducerBatch.callbacks)
+                            cbs = <list?><object>callbacks
+                            while PyList_GET_SIZE(cbs) < index:
+                                cbs.append(None)
+                            cbs.append(callback)
                         if not (_in_place and kc_int_set(_slot(batch, _B_ESTIMATED), est)):
                             _put(batch, _B_ESTIMATED, est)
                         full = est >= self._batch_size
