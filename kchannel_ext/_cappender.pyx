@@ -8,8 +8,8 @@ batch's and a future's slots at their offsets; the accumulator's ``closed``,
 the Sender's ``fatal_error`` and the metadata's ``cluster`` read again only
 when their object's dict changed), the wall-clock read (``clock_gettime``
 instead of ``time.time()``), the murmur2 call (the hash inline in C, from
-``kchannel/_murmur2.pxd``, as ``kchannel._cpartitioner`` computes it), the
-header walk, and the accumulator's lock when no thread
+``kchannel_ext/include/kchannel/_murmur2.pxd``, as ``kchannel._cpartitioner``
+computes it), the header walk, and the accumulator's lock when no thread
 holds it: the record joins its batch in a section where no Python code runs
 and no object the garbage collector tracks is made (the record, its future
 and its sizes are made before it), so holding the GIL is holding the lock
