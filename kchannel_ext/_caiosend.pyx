@@ -41,7 +41,7 @@ from kchannel.producer.accumulator import _wake
 from kchannel import _impl
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
-__all__ = ["send", "bind_send", "future_await", "install_await"]
+__all__ = ["SendBase", "send", "bind_send", "future_await", "install_await"]
 
 cdef extern from "Python.h":
     ctypedef enum PySendResult:
@@ -318,92 +318,131 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
     return _appended(future)
 
 
-@cython.final
-cdef class _BoundSend:
-    """``send`` bound to one AIOProducer, what ``bind_send`` returns the
-    ``send`` method of: the producer's parts it reads per record kept in C
-    fields (the appender's bound ``send``, the memory limit) and the
-    accumulator's ``used_memory`` read from its instance dict -- not five
+cdef object _fast_send(SendBase st, object producer, object topic, object value, object key,
+                       object partition, object timestamp_ms, object headers):
+    """``send`` for ``producer`` with what it reads per record in ``st``'s
+    C fields (filled by ``bind_send``): the appender's send called in C
+    when it is the compiled Appender's, the accumulator's ``used_memory``
+    read from its instance dict only when that dict changed -- not five
     generic attribute lookups on the producer and its accumulator per
-    record (~120 instructions each, a type lookup and a dict lookup).
-    It holds the producer, as a bound method does (``send = p.send`` keeps
-    ``p`` alive); held by the producer's instance dict, that is one more
-    reference cycle through the producer, which has others already (its
-    selector's and Sender's bound methods): the collector frees it either
-    way (this type is tracked)."""
-    cdef object producer
-    cdef object append
-    # The Appender whose send ``append`` is (then called in C), or None.
-    cdef object appender
-    cdef object acc
-    cdef object acc_dict
-    cdef Py_ssize_t limit
-    cdef bint started
+    record (~120 instructions each, a type lookup and a dict lookup)."""
+    cdef PyObject *used
+    cdef unsigned long long version = 0
+    cdef bint over
+    if not st._sb_started:
+        if producer._driver is None:
+            producer._start_driver()
+        # (_driver stays set once started: close() leaves it.)
+        st._sb_started = producer._driver is not None
     # Whether used_memory was over the limit when the accumulator's dict
-    # had the version ``mem_version`` (0: not read yet): the dict changes
-    # per batch, not per record, so most records compare a version instead
-    # of a dict lookup (~110 instructions).
-    cdef unsigned long long mem_version
-    cdef bint mem_over
+    # had the version ``_sb_mem_version`` (0: not read yet): the dict
+    # changes per batch, not per record, so most records compare a version
+    # instead of a dict lookup (~110 instructions).
+    if st._sb_acc_dict is not None:
+        version = KC_AIO_DICT_VERSION(st._sb_acc_dict)
+    if version != 0 and version == st._sb_mem_version:
+        over = st._sb_mem_over
+    else:
+        used = NULL
+        if st._sb_acc_dict is not None:
+            used = PyDict_GetItemWithError(st._sb_acc_dict, "used_memory")
+        if used != NULL and type(<object>used) is int:
+            over = PyLong_AsSsize_t(<object>used) > st._sb_limit
+            st._sb_mem_over = over
+            st._sb_mem_version = version
+        else:
+            over = st._sb_acc.used_memory > st._sb_limit
+            st._sb_mem_version = 0
+    if over:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    try:
+        if st._sb_appender is not None:
+            future = _append_c(st._sb_appender, topic, value, key, headers, partition,
+                               timestamp_ms, None)
+        else:
+            future = st._sb_append(topic, value, key, headers, partition, timestamp_ms)
+    except _MetadataNeeded:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    except Exception as exc:
+        return _raise(exc)
+    return _appended(future)
+
+
+@cython.auto_pickle(False)
+cdef class SendBase:
+    """SendBase()
+
+    AIOProducer's base class: its ``send`` method, with what that reads of
+    the producer per record kept in C fields, filled once by
+    ``bind_send(producer)`` (``__init__``).  ``send`` is the class's, not
+    a bound method in the instance's dict: an instance attribute shadowing
+    a class attribute keeps the interpreter from specializing
+    ``p.send(...)`` (LOAD_METHOD), which then costs a type lookup, an
+    instance dict lookup and a bound method call per record (~180
+    instructions); a method of the class is found through the type's
+    version tag and called with the instance as its first argument."""
+    cdef object _sb_append
+    # The Appender whose send ``_sb_append`` is (then called in C), or None.
+    cdef object _sb_appender
+    cdef object _sb_acc
+    cdef object _sb_acc_dict
+    cdef Py_ssize_t _sb_limit
+    cdef bint _sb_bound
+    cdef bint _sb_started
+    cdef bint _sb_mem_over
+    cdef unsigned long long _sb_mem_version
+
+    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+             headers=None):
+        """See the pure twin (``kchannel.aio._aiosend_py.SendBase.send``)."""
+        if not self._sb_bound:
+            return send(self, topic, value, key, partition, timestamp_ms, headers)
+        return _fast_send(self, self, topic, value, key, partition, timestamp_ms, headers)
+
+
+cdef _bind(SendBase st, producer):
+    # Reads ``_send`` (the appender's send) and ``_memory_limit`` once: both
+    # are set for good by AIOProducer.__init__.
+    st._sb_append = producer._send
+    st._sb_appender = None
+    owner = getattr(st._sb_append, "__self__", None)
+    if _append_c != NULL and type(owner) is _Appender and st._sb_append == owner.send:
+        st._sb_appender = owner
+    st._sb_acc = producer._acc
+    st._sb_acc_dict = getattr(st._sb_acc, "__dict__", None)
+    st._sb_limit = producer._memory_limit
+    st._sb_started = False
+    st._sb_mem_version = 0
+    st._sb_bound = True
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class _BoundSend(SendBase):
+    """``send`` bound to a producer that is no SendBase (a stand-in with
+    the same attributes): what ``bind_send`` returns the ``send`` method
+    of.  It holds the producer, as a bound method does."""
+    cdef object producer
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
              headers=None):
         """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
-        cdef PyObject *used
-        cdef unsigned long long version = 0
-        if not self.started:
-            producer = self.producer
-            if producer._driver is None:
-                producer._start_driver()
-            # (_driver stays set once started: close() leaves it.)
-            self.started = producer._driver is not None
-        if self.acc_dict is not None:
-            version = KC_AIO_DICT_VERSION(self.acc_dict)
-        if version != 0 and version == self.mem_version:
-            over = self.mem_over
-        else:
-            used = NULL
-            if self.acc_dict is not None:
-                used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
-            if used != NULL and type(<object>used) is int:
-                over = PyLong_AsSsize_t(<object>used) > self.limit
-                self.mem_over = over
-                self.mem_version = version
-            else:
-                over = self.acc.used_memory > self.limit
-                self.mem_version = 0
-        if over:
-            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
-                              headers)
-        try:
-            if self.appender is not None:
-                future = _append_c(self.appender, topic, value, key, headers, partition,
-                                   timestamp_ms, None)
-            else:
-                future = self.append(topic, value, key, headers, partition, timestamp_ms)
-        except _MetadataNeeded:
-            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
-                              headers)
-        except Exception as exc:
-            return _raise(exc)
-        return _appended(future)
+        return _fast_send(self, self.producer, topic, value, key, partition, timestamp_ms,
+                          headers)
 
 
 def bind_send(producer):
-    """``producer.send`` (an AIOProducer's), bound once: what ``__init__``
-    sets as the instance's ``send``.  Reads ``_send`` (the appender's send)
-    and ``_memory_limit`` once: both are set for good by ``__init__``."""
-    cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
+    """Fill a SendBase's (an AIOProducer's) C fields from its ``_send``,
+    ``_acc`` and ``_memory_limit`` and return None: its class's ``send``
+    then reads them.  Any other producer (a stand-in with those
+    attributes): its ``send`` bound once, returned."""
+    cdef _BoundSend b
+    if isinstance(producer, SendBase):
+        _bind(<SendBase>producer, producer)
+        return None
+    b = _BoundSend.__new__(_BoundSend)
     b.producer = producer
-    b.append = producer._send
-    b.appender = None
-    owner = getattr(b.append, "__self__", None)
-    if _append_c != NULL and type(owner) is _Appender and b.append == owner.send:
-        b.appender = owner
-    b.acc = producer._acc
-    b.acc_dict = getattr(b.acc, "__dict__", None)
-    b.limit = producer._memory_limit
-    b.started = False
+    _bind(b, producer)
     return b.send
 
 

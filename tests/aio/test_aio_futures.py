@@ -197,12 +197,17 @@ def test_bound_send_starts_the_driver_once_and_waits_for_memory():
                                           ("topic-a", 0, 1, T0 + 1, 1, 2)]
 
 
-def test_send_is_bound_on_the_instance_unless_overridden():
-    """The AIOProducer's send (and produce) is the bound one where the
-    compiled twin binds it; a subclass's own send is kept."""
+def test_send_is_the_class_method_never_an_instance_attribute():
+    """The AIOProducer's send (and produce) is its SendBase's method, on
+    the class: no instance attribute shadows it (one keeps the interpreter
+    from specializing ``p.send(...)``), in both twins; a subclass's own
+    send is kept; bind_send fills a SendBase and returns None."""
     p = AIOProducer({"bootstrap.servers": "127.0.0.1:1"})
+    assert isinstance(p, aiosend.SendBase)
+    assert type(p).send is aiosend.SendBase.send
     assert p.send == p.produce
-    assert ("send" in vars(p)) is COMPILED
+    assert "send" not in vars(p) and "produce" not in vars(p)
+    assert aiosend.bind_send(p) is None
 
     class Sub(AIOProducer):
         async def send(self, *args, **kwargs):
@@ -210,6 +215,29 @@ def test_send_is_bound_on_the_instance_unless_overridden():
     s = Sub({"bootstrap.servers": "127.0.0.1:1"})
     assert "send" not in vars(s)
     assert asyncio.run(s.send("t", b"v")) == "own"
+
+
+def test_send_of_a_producer_made_without_init_takes_the_generic_path():
+    """A SendBase whose bind_send never ran (a subclass's __init__ not
+    calling AIOProducer's) still sends: its send reads the producer's
+    attributes, as the module's ``send``."""
+    b = ProducerBatch(TopicPartition("topic-a", 0), 0, 0)
+    stub = _StubProducer(b)
+
+    class Bare(aiosend.SendBase):
+        pass
+    p = Bare()
+    for name in ("_driver", "_acc", "_memory_limit", "_send"):
+        setattr(p, name, getattr(stub, name))
+    p._start_driver = stub._start_driver
+
+    async def scenario():
+        future = await p.send("topic-a", b"a")
+        b.complete(7, -1)
+        return await future
+    md = asyncio.run(scenario())
+    assert fields(md) == ("topic-a", 0, 7, T0, -1, 1)
+    assert stub.started == 1
 
 
 def test_a_held_metadata_is_never_refilled():
