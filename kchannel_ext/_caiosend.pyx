@@ -96,6 +96,44 @@ cdef extern from *:
     unsigned long long KC_AIO_DICT_VERSION(object d) noexcept
     bint kc_aio_int_set(PyObject *o, Py_ssize_t v) noexcept
 
+# An exact int's value read in a few instructions when it has at most two
+# digits (3.11's int layout: every offset below 2**60, every index and
+# millisecond timestamp), else 0 (the caller uses PyLong_AsSsize_t).
+# And a slot of an object made here given ``value`` unless it holds that
+# very object already (a refilled RecordMetadata: the topic, partition,
+# size ints and often the timestamp are the last record's).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    static inline int kc_aio_small_int(PyObject *o, Py_ssize_t *out) {
+        Py_ssize_t n;
+        if (!PyLong_CheckExact(o)) return 0;
+        n = Py_SIZE(o);
+        switch (n) {
+        case 0: *out = 0; return 1;
+        case 1: *out = (Py_ssize_t)((PyLongObject *)o)->ob_digit[0]; return 1;
+        case -1: *out = -(Py_ssize_t)((PyLongObject *)o)->ob_digit[0]; return 1;
+        case 2: *out = (Py_ssize_t)(((uint64_t)((PyLongObject *)o)->ob_digit[1] << PyLong_SHIFT)
+                                    | ((PyLongObject *)o)->ob_digit[0]); return 1;
+        default: return 0;
+        }
+    }
+    #else
+    static inline int kc_aio_small_int(PyObject *o, Py_ssize_t *out) { return 0; }
+    #endif
+    static inline void kc_aio_put(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+        PyObject **slot = (PyObject **)((char *)obj + offset);
+        PyObject *old = *slot;
+        if (old != value) {
+            Py_INCREF(value);
+            *slot = value;
+            Py_XDECREF(old);
+        }
+    }
+    """
+    bint kc_aio_small_int(PyObject *o, Py_ssize_t *out) noexcept
+    void kc_aio_put(PyObject *obj, Py_ssize_t offset, PyObject *value) noexcept
+
 
 def _gil_enabled():
     """False only on a free-threaded build running without the GIL."""
@@ -533,75 +571,93 @@ cdef object _acked(object future, PyObject *batch):
     """The RecordMetadata of an acknowledged record (``_md_cache`` refilled
     when free), or None for every other case (not done, failed, split,
     slots unset, not the accumulator's types): the caller takes the
-    method's own path."""
-    if batch == NULL or <object>batch is None or _slot(<object>batch, _B_DONE) != Py_True \
+    method's own path.  Read through borrowed pointers (no reference
+    counted per field read: the batch's and future's slots hold them
+    meanwhile) and slots refilled only where they change."""
+    cdef PyObject *p_index
+    cdef PyObject *p_tp
+    cdef PyObject *p_sizes
+    cdef PyObject *p_base
+    cdef PyObject *p_ts
+    cdef PyObject *p_records
+    cdef PyObject *p_sz
+    cdef PyObject *p_rec
+    cdef PyObject *md
+    cdef Py_ssize_t k, base, ts, off
+    if batch == NULL or batch == Py_None or _slot(<object>batch, _B_DONE) != Py_True \
             or _slot(<object>batch, _B_EXCEPTION) != Py_None \
             or _slot(<object>batch, _B_SPLIT) != Py_None:
         return None
-    b = <object>batch
     # (Slots left unset -- an object not made by its __init__ -- take the
     # method's own path, which raises AttributeError as before.)
-    cdef PyObject *p_index = _slot(future, _F_INDEX)
-    cdef PyObject *p_tp = _slot(b, _B_TP)
-    cdef PyObject *p_sizes = _slot(b, _B_SIZES)
-    cdef PyObject *p_base = _slot(b, _B_BASE)
-    cdef PyObject *p_ts = _slot(b, _B_APPEND_TIME)
-    cdef PyObject *p_records = _slot(b, _B_RECORDS)
-    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL \
-            or p_records == NULL:
+    p_index = _slot(future, _F_INDEX)
+    p_tp = _slot(<object>batch, _B_TP)
+    p_sizes = _slot(<object>batch, _B_SIZES)
+    p_base = _slot(<object>batch, _B_BASE)
+    p_ts = _slot(<object>batch, _B_APPEND_TIME)
+    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL:
         return None
-    tp = <object>p_tp
-    sizes = <object>p_sizes
-    i = <object>p_index
-    cdef Py_ssize_t k = i
+    if not kc_aio_small_int(p_index, &k):
+        if type(<object>p_index) is not int:
+            return None
+        k = PyLong_AsSsize_t(<object>p_index)
     # The TopicPartition read as the tuple it is: indexing a tuple
     # subclass (a namedtuple) goes through slot_sq_item, a Python-level
     # __getitem__ call with an int made per index (~750 instructions each,
     # two per record); PyTuple_GET_ITEM reads the item.
-    if not PyTuple_Check(tp) or PyTuple_GET_SIZE(tp) != 2 or not PyList_CheckExact(sizes) \
-            or k < 0 or k >= PyList_GET_SIZE(sizes):
+    if not PyTuple_Check(<object>p_tp) or PyTuple_GET_SIZE(<object>p_tp) != 2 \
+            or not PyList_CheckExact(<object>p_sizes) \
+            or k < 0 or k >= PyList_GET_SIZE(<object>p_sizes):
         return None
-    sz = <tuple?><object>PyList_GET_ITEM(sizes, k)
-    base = <object>p_base
-    ts = <object>p_ts
+    p_sz = PyList_GET_ITEM(<object>p_sizes, k)
+    if not PyTuple_Check(<object>p_sz) or PyTuple_GET_SIZE(<object>p_sz) != 2:
+        return None
+    if not kc_aio_small_int(p_ts, &ts):
+        if type(<object>p_ts) is not int:
+            return None
+        ts = -1 if <object>p_ts < 0 else 0
     if ts < 0:
         # CreateTime: the record's own timestamp, its C field (no attribute
         # lookup on the batch and the record).
-        records = <object>p_records
-        if not PyList_CheckExact(records) or k >= PyList_GET_SIZE(records):
+        p_records = _slot(<object>batch, _B_RECORDS)
+        if p_records == NULL or not PyList_CheckExact(<object>p_records) \
+                or k >= PyList_GET_SIZE(<object>p_records):
             return None
-        record = <object>PyList_GET_ITEM(records, k)
-        if type(record) is not QueuedRecord:
+        p_rec = PyList_GET_ITEM(<object>p_records, k)
+        if type(<object>p_rec) is not QueuedRecord:
             return None
-        ts = (<QueuedRecord>record).timestamp
+        p_ts = <PyObject *>(<QueuedRecord>p_rec).timestamp
     global _md_cache
-    cdef PyObject *cached = <PyObject *>_md_cache
-    if cached != Py_None and _Py_REFCNT(cached) == 1:
-        md = _md_cache
-    else:
-        md = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata, <PyObject *>_EMPTY, NULL)
-        _md_cache = md
-    _put(md, _M_TOPIC, <object>PyTuple_GET_ITEM(tp, 0))
-    _put(md, _M_PARTITION, <object>PyTuple_GET_ITEM(tp, 1))
+    md = <PyObject *>_md_cache
+    if md == Py_None or _Py_REFCNT(md) != 1:
+        _md_cache = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata,
+                                                             <PyObject *>_EMPTY, NULL)
+        md = <PyObject *>_md_cache
+    kc_aio_put(md, _M_TOPIC, PyTuple_GET_ITEM(<object>p_tp, 0))
+    kc_aio_put(md, _M_PARTITION, PyTuple_GET_ITEM(<object>p_tp, 1))
     # The offset: in the refilled RecordMetadata's own int when only it
     # holds that int (no int made and freed per record, ~150
     # instructions; see kc_aio_int_set).
-    cdef Py_ssize_t off
-    if type(base) is int and type(i) is int:
-        off = PyLong_AsSsize_t(base)
-        if off < 0:
+    cdef bint fits = kc_aio_small_int(p_base, &base)
+    if not fits and type(<object>p_base) is int and \
+            -PY_SSIZE_T_MAX <= <object>p_base <= PY_SSIZE_T_MAX:
+        base = PyLong_AsSsize_t(<object>p_base)
+        fits = True
+    if fits:
+        if base < 0:
             off = -1
-        elif off > PY_SSIZE_T_MAX - k:
+        elif base > PY_SSIZE_T_MAX - k:
             off = -2          # (past int64: the int made as before)
         else:
-            off += k
+            off = base + k
         if off == -2:
-            _put(md, _M_OFFSET, base + i)
-        elif not (_in_place and kc_aio_int_set(_slot(md, _M_OFFSET), off)):
-            _put(md, _M_OFFSET, off)
+            _put(<object>md, _M_OFFSET, <object>p_base + <object>p_index)
+        elif not (_in_place and kc_aio_int_set(_slot(<object>md, _M_OFFSET), off)):
+            _put(<object>md, _M_OFFSET, off)
     else:
-        _put(md, _M_OFFSET, base + i if base >= 0 else -1)
-    _put(md, _M_TIMESTAMP, ts)
-    _put(md, _M_KEY_SIZE, sz[0])
-    _put(md, _M_VALUE_SIZE, sz[1])
-    return md
+        _put(<object>md, _M_OFFSET,
+             <object>p_base + <object>p_index if <object>p_base >= 0 else -1)
+    kc_aio_put(md, _M_TIMESTAMP, p_ts)
+    kc_aio_put(md, _M_KEY_SIZE, PyTuple_GET_ITEM(<object>p_sz, 0))
+    kc_aio_put(md, _M_VALUE_SIZE, PyTuple_GET_ITEM(<object>p_sz, 1))
+    return <object>md

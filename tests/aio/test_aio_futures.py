@@ -295,7 +295,7 @@ def test_send_awaitables_keep_their_own_future_until_awaited_then_forget_it():
     assert between_mds == [("topic-a", 0, i, T0 + i, -1, 1) for i in (5, 6, 7)]
 
 
-@pytest.mark.parametrize("base_offset", [7, 1 << 31, (1 << 63) - 3])
+@pytest.mark.parametrize("base_offset", [7, 1 << 31, (1 << 60) - 3, (1 << 63) - 3])
 def test_offsets_kept_by_the_application_never_change(base_offset):
     """The compiled await gives the offset in the RecordMetadata it refills
     (its int changed in place when nothing else holds it): an offset the
@@ -314,6 +314,28 @@ def test_offsets_kept_by_the_application_never_change(base_offset):
     offsets = asyncio.run(scenario())
     assert offsets == [base_offset + i for i in range(6)]
     assert offsets == [f.get().offset for f in futures]
+
+
+def test_awaits_alternating_between_batches_give_each_records_own_fields():
+    """The compiled await refills one RecordMetadata, each slot only where
+    it changes: futures of two batches (topics, partitions, offsets, key
+    sizes, CreateTime and LogAppendTime) awaited in turn each give their
+    own record's fields, as ``get()``."""
+    a = batch_of(4, partition=3)
+    b = ProducerBatch(TopicPartition("topic-b", 9), 0, 0)
+    for i in range(4):
+        b.records.append(QueuedRecord(T0 + 50 + i, b"kk", b"v" * (i + 3), ()))
+        b.sizes.append((2, i + 3))
+    a.complete(1 << 40, -1)
+    b.complete(11, T0 + 777)
+    futures = [FutureRecordMetadata(x, i) for i in range(4) for x in (a, b)]
+
+    async def scenario():
+        return [fields(await f) for f in futures]
+    got = asyncio.run(scenario())
+    assert got == [fields(f.get()) for f in futures]
+    assert got[:2] == [("topic-a", 3, 1 << 40, T0, -1, 1),
+                       ("topic-b", 9, 11, T0 + 777, 2, 3)]
 
 
 def test_a_cancelled_wait_leaves_the_record_and_a_later_await_gets_it():
