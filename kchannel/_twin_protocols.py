@@ -860,7 +860,7 @@ class SendBase(Protocol):
 
     def __init__(self) -> None: ...
 
-    def send(self, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
+    def send(self, /, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
              partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
              headers: Any = None) -> Any:
         """``AIOProducer.send``: an awaitable (a coroutine for asyncio) of
@@ -881,6 +881,11 @@ class AiosendModule(Protocol):
     def future_await(self, future: Any) -> Any:
         """``FutureRecordMetadata.__await__``: the iterator an await of
         ``future`` runs, ending with its RecordMetadata or its error."""
+
+    def send_method(self, cls: type) -> Any:
+        """``SendBase.send`` to be set as ``cls``'s ``send`` (``cls`` a
+        subclass of SendBase; TypeError otherwise): the compiled twin's is
+        its C function's method descriptor made for ``cls``."""
 
     def bind_send(self, producer: Any) -> Any:
         """Once, from ``AIOProducer.__init__``: a SendBase's ``send`` made

@@ -41,7 +41,7 @@ from kchannel.producer.accumulator import _wake
 from kchannel import _impl
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
-__all__ = ["SendBase", "send", "bind_send", "future_await", "install_await"]
+__all__ = ["SendBase", "send", "send_method", "bind_send", "future_await", "install_await"]
 
 cdef extern from "Python.h":
     ctypedef enum PySendResult:
@@ -57,6 +57,15 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObjectSlots "PyTypeObject":
         PyAsyncMethods *tp_as_async
         iternextfunc tp_iternext
+        PyObject *tp_dict
+    ctypedef struct _MethodDef "PyMethodDef":
+        const char *ml_name
+        void *ml_meth
+        int ml_flags
+        const char *ml_doc
+    object PyDescr_NewMethod(PyTypeObject *, _MethodDef *)
+    int METH_FASTCALL
+    int METH_KEYWORDS
     void PyErr_SetObject(object, object)
     void PyErr_SetString(object, const char *)
     void PyType_Modified(PyTypeObject *)
@@ -430,12 +439,71 @@ cdef class SendBase:
     cdef bint _sb_mem_over
     cdef unsigned long long _sb_mem_version
 
-    def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
+    def send(self, /, topic, value=None, key=None, partition=None, timestamp_ms=None,
              headers=None):
         """See the pure twin (``kchannel.aio._aiosend_py.SendBase.send``)."""
         if not self._sb_bound:
             return send(self, topic, value, key, partition, timestamp_ms, headers)
         return _fast_send(self, self, topic, value, key, partition, timestamp_ms, headers)
+
+
+# SendBase.send as a method descriptor of a METH_FASTCALL | METH_KEYWORDS
+# C function, in place of the method Cython makes: that one's argument
+# parsing takes a reference to each of its seven arguments and their
+# defaults and lets them go again (~150 instructions per record); the usual
+# call, ``p.send(topic, value)`` (positional, no keywords), is read here
+# from the argument array in a few.  Any other call (keywords, a producer
+# bind_send never filled) goes to Cython's method (``_send_cy``), which
+# parses as before.  The text signature is the method's.
+cdef object _send_cy = SendBase.__dict__["send"]
+cdef _MethodDef _send_def
+cdef bytes _send_doc = (
+    b"send($self, /, topic, value=None, key=None, partition=None, timestamp_ms=None, "
+    b"headers=None)\n--\n\n"
+    # (less the signature line embedsignature put first)
+    + ((_send_cy.__doc__ or "").partition("\n\n")[2] or _send_cy.__doc__ or "").encode())
+
+
+cdef object _send_vc(object self, PyObject **args, Py_ssize_t nargs, PyObject *kwnames):
+    cdef Py_ssize_t i
+    if kwnames == NULL and 1 <= nargs <= 6 and (<SendBase>self)._sb_bound:
+        return _fast_send(<SendBase>self, self, <object>args[0],
+                          <object>(args[1] if nargs > 1 else Py_None),
+                          <object>(args[2] if nargs > 2 else Py_None),
+                          <object>(args[3] if nargs > 3 else Py_None),
+                          <object>(args[4] if nargs > 4 else Py_None),
+                          <object>(args[5] if nargs > 5 else Py_None))
+    pos = [<object>args[i] for i in range(nargs)]
+    kw = {}
+    if kwnames != NULL:
+        for i in range(PyTuple_GET_SIZE(<object>kwnames)):
+            kw[<object>PyTuple_GET_ITEM(<object>kwnames, i)] = <object>args[nargs + i]
+    return _send_cy(self, *pos, **kw)
+
+
+_send_def.ml_name = b"send"
+_send_def.ml_meth = <void *>_send_vc
+_send_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_send_def.ml_doc = <const char *>_send_doc
+if (<PyTypeObjectSlots *>SendBase).tp_dict == NULL:
+    raise ImportError("SendBase has no type dict to set send in")
+(<dict><object>(<PyTypeObjectSlots *>SendBase).tp_dict)["send"] = \
+    PyDescr_NewMethod(<PyTypeObject *>SendBase, &_send_def)
+PyType_Modified(<PyTypeObject *>SendBase)
+
+
+def send_method(cls):
+    """SendBase.send as a method of ``cls`` (a subclass of SendBase), to be
+    set as that class's ``send``: the same C function, its descriptor made
+    for ``cls`` itself.  The interpreter calls a method descriptor's C
+    function straight from the call instruction (3.11's
+    PRECALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS) only when the instance's
+    type is exactly the descriptor's class; SendBase's own, called on an
+    AIOProducer, takes the generic call (a type check through the MRO, a
+    deoptimized instruction: ~90 instructions per record)."""
+    if not isinstance(cls, type) or not issubclass(cls, SendBase):
+        raise TypeError(f"{cls!r} is not a subclass of SendBase")
+    return PyDescr_NewMethod(<PyTypeObject *>cls, &_send_def)
 
 
 cdef _bind(SendBase st, producer):

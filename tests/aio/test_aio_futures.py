@@ -204,7 +204,7 @@ def test_send_is_the_class_method_never_an_instance_attribute():
     send is kept; bind_send fills a SendBase and returns None."""
     p = AIOProducer({"bootstrap.servers": "127.0.0.1:1"})
     assert isinstance(p, aiosend.SendBase)
-    assert type(p).send is aiosend.SendBase.send
+    assert vars(AIOProducer)["send"] is vars(AIOProducer)["produce"]
     assert p.send == p.produce
     assert "send" not in vars(p) and "produce" not in vars(p)
     assert aiosend.bind_send(p) is None
@@ -215,6 +215,56 @@ def test_send_is_the_class_method_never_an_instance_attribute():
     s = Sub({"bootstrap.servers": "127.0.0.1:1"})
     assert "send" not in vars(s)
     assert asyncio.run(s.send("t", b"v")) == "own"
+
+
+def test_send_method_is_made_for_subclasses_of_send_base_only():
+    """send_method gives SendBase's send for a subclass (compiled: its
+    method descriptor made for that class, with the method's signature)
+    and refuses any other class."""
+    import inspect
+
+    class Own(aiosend.SendBase):
+        pass
+    method = aiosend.send_method(Own)
+    assert str(inspect.signature(method)) == \
+        "(self, /, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None)"
+    with pytest.raises(TypeError):
+        aiosend.send_method(object)
+    with pytest.raises(TypeError):
+        aiosend.send_method(Own())
+
+
+def test_send_takes_its_arguments_by_keyword_and_position_alike():
+    """The compiled send reads positional arguments itself and passes any
+    call with keywords to the parsing method: both append the same record
+    (key, partition, timestamp and headers as given)."""
+    b = ProducerBatch(TopicPartition("topic-a", 0), 0, 0)
+    got = []
+
+    def _send(topic, value, key, headers, partition, timestamp_ms):
+        got.append((topic, value, key, headers, partition, timestamp_ms))
+        return FutureRecordMetadata(b, 0)
+    p = AIOProducer({"bootstrap.servers": "127.0.0.1:1"})
+    p._driver = object()
+    p._send = _send
+    aiosend.bind_send(p)
+
+    async def scenario():
+        await p.send("t", b"v", b"k", 2, 5, [("h", b"1")])
+        await p.send("t", value=b"v", key=b"k", partition=2, timestamp_ms=5,
+                     headers=[("h", b"1")])
+        await p.send(topic="t", value=b"v", key=b"k", partition=2, timestamp_ms=5,
+                     headers=[("h", b"1")])
+        await p.produce("t", b"v")
+        await p.send("t")
+    asyncio.run(scenario())
+    with pytest.raises(TypeError):
+        p.send()
+    with pytest.raises(TypeError):
+        p.send("t", b"v", None, None, None, None, "extra")
+    full = ("t", b"v", b"k", [("h", b"1")], 2, 5)
+    assert got == [full, full, full, ("t", b"v", None, None, None, None),
+                   ("t", None, None, None, None, None)]
 
 
 def test_send_of_a_producer_made_without_init_takes_the_generic_path():
