@@ -472,6 +472,65 @@ cdef inline object _new_future():
                                                           <PyObject *>_EMPTY, NULL)
 
 
+# A QueuedRecord made by its type's tp_alloc (zeroed memory) and its four
+# fields stored at their offsets, found at import by making one record of
+# four distinct objects: not through Cython's tp_new (its vectorcall glue,
+# each field set to None and then let go for the record's own: ~60
+# instructions a record).  Offsets not found (another layout): tp_new and
+# the fields set as before.
+cdef Py_ssize_t _r_off[4]
+cdef bint _record_alloc = False
+
+
+cdef _init_record_alloc():
+    global _record_alloc
+    cdef Py_ssize_t i, off, found = 0
+    cdef PyObject *p
+    probe = (object(), object(), object(), object())
+    rec = QueuedRecord(*probe)
+    cdef Py_ssize_t size = (<PyTypeObject *>QueuedRecord).tp_basicsize
+    for i in range(4):
+        _r_off[i] = -1
+        off = sizeof(PyObject)
+        while off + <Py_ssize_t>sizeof(PyObject *) <= size:
+            p = (<PyObject **>((<char *><PyObject *>rec) + off))[0]
+            if p == <PyObject *>probe[i]:
+                _r_off[i] = off
+                found += 1
+                break
+            off += sizeof(PyObject *)
+    _record_alloc = found == 4 and (<PyTypeObject *>QueuedRecord).tp_itemsize == 0 and \
+        (<_TypeAlloc *>QueuedRecord).tp_alloc == <allocfunc>PyType_GenericAlloc
+
+
+_init_record_alloc()
+
+
+cdef inline void _set_new(object obj, Py_ssize_t offset, object value) noexcept:
+    # (a field of an object just allocated, still NULL)
+    Py_INCREF(value)
+    (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
+
+
+cdef inline QueuedRecord _new_record(object timestamp, object key, object value,
+                                     object headers):
+    cdef QueuedRecord record
+    if _record_alloc:
+        rec = (<_TypeAlloc *>QueuedRecord).tp_alloc(<PyTypeObject *>QueuedRecord, 0)
+        _set_new(rec, _r_off[0], timestamp)
+        _set_new(rec, _r_off[1], key)
+        _set_new(rec, _r_off[2], value)
+        _set_new(rec, _r_off[3], headers)
+        return <QueuedRecord>rec
+    record = <QueuedRecord>(<PyTypeObject *>QueuedRecord).tp_new(
+        QueuedRecord, <PyObject *>_EMPTY, NULL)
+    record.timestamp = timestamp
+    record.key = key
+    record.value = value
+    record.headers = headers
+    return record
+
+
 # A deque's last item read from the deque itself (CPython 3.11's
 # dequeobject: its right block and index; a block holds 64 items), not by
 # len() and a generic dq[-1] (~70 instructions a record); NULL when empty.
@@ -980,13 +1039,8 @@ cdef class Appender:
             # Not an int64: the full path's encoder refuses it, as before.
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         # Made without its __init__ (a Python call): the fields are set
-        # here, at C level (kchannel._crecords.pxd).
-        record = <QueuedRecord>(<PyTypeObject *>QueuedRecord).tp_new(
-            QueuedRecord, <PyObject *>_EMPTY, NULL)
-        record.timestamp = stamp
-        record.key = key
-        record.value = value
-        record.headers = hs
+        # here, at C level (see _new_record).
+        record = _new_record(stamp, key, value, hs)
         # Records of one shape share their (key, value) sizes tuple
         # (immutable).
         if ks != self._sizes_ks or vs != self._sizes_vs:
