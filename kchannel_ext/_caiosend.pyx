@@ -142,6 +142,8 @@ cdef extern from *:
     """
     bint kc_aio_small_int(PyObject *o, Py_ssize_t *out) noexcept
     void kc_aio_put(PyObject *obj, Py_ssize_t offset, PyObject *value) noexcept
+    # A new reference taken over as an object (no increment).
+    object _steal "(PyObject *)" (PyObject *o)
 
 
 def _gil_enabled():
@@ -157,8 +159,12 @@ cdef bint _in_place = _gil_enabled()
 
 # The compiled appender's send as a C function (its SEND_CAPSULE), and its
 # class; None when the appender in use is the pure twin's.
-ctypedef object (*_append_fn)(object, object, object, object, object, object, object,
-                              object)
+# (Declared returning a PyObject *, a new reference or NULL with the
+# exception set, as the C function does: its error is handled by
+# _append_failed, not by a try statement around every call, whose set-up
+# saves and restores the thread's exception state per record.)
+ctypedef PyObject *(*_append_fn)(object, object, object, object, object, object, object,
+                                 object) noexcept
 cdef _append_fn _append_c = NULL
 cdef object _Appender = None
 
@@ -365,6 +371,24 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
     return _appended(future)
 
 
+cdef int _pending_error() except -1:
+    # (an exception is set: raised where this is called)
+    return -1
+
+
+cdef object _append_failed(object producer, object topic, object value, object key,
+                           object partition, object timestamp_ms, object headers):
+    """The compiled appender's call returned NULL: its exception, handled as
+    ``send`` handles the append's (a record waiting for its topic's
+    metadata, any other error raised where the result is awaited)."""
+    try:
+        _pending_error()
+    except _MetadataNeeded:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    except Exception as exc:
+        return _raise(exc)
+
+
 cdef object _fast_send(SendBase st, object producer, object topic, object value, object key,
                        object partition, object timestamp_ms, object headers):
     """``send`` for ``producer`` with what it reads per record in ``st``'s
@@ -402,16 +426,21 @@ cdef object _fast_send(SendBase st, object producer, object topic, object value,
             st._sb_mem_version = 0
     if over:
         return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
-    try:
-        if st._sb_appender is not None:
-            future = _append_c(st._sb_appender, topic, value, key, headers, partition,
-                               timestamp_ms, None)
-        else:
+    cdef PyObject *res
+    if st._sb_appender is not None:
+        res = _append_c(st._sb_appender, topic, value, key, headers, partition, timestamp_ms,
+                        None)
+        if res == NULL:
+            return _append_failed(producer, topic, value, key, partition, timestamp_ms,
+                                  headers)
+        future = _steal(res)
+    else:
+        try:
             future = st._sb_append(topic, value, key, headers, partition, timestamp_ms)
-    except _MetadataNeeded:
-        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
-    except Exception as exc:
-        return _raise(exc)
+        except _MetadataNeeded:
+            return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+        except Exception as exc:
+            return _raise(exc)
     return _appended(future)
 
 
@@ -466,6 +495,10 @@ cdef bytes _send_doc = (
 
 cdef object _send_vc(object self, PyObject **args, Py_ssize_t nargs, PyObject *kwnames):
     cdef Py_ssize_t i
+    if kwnames == NULL and nargs == 2 and (<SendBase>self)._sb_bound:
+        # (the usual call: ``send(topic, value)``)
+        return _fast_send(<SendBase>self, self, <object>args[0], <object>args[1],
+                          None, None, None, None)
     if kwnames == NULL and 1 <= nargs <= 6 and (<SendBase>self)._sb_bound:
         return _fast_send(<SendBase>self, self, <object>args[0],
                           <object>(args[1] if nargs > 1 else Py_None),
