@@ -428,13 +428,37 @@ cdef extern from *:
     } kc_lockobject;
     #define kc_lock_readable() 1
     #define kc_lock_held(o) (((kc_lockobject *)(o))->locked != 0)
+    /* acquire(blocking=False) and release() as the lock's methods do them
+       (the lock's state, then its ``locked`` byte), with no method call:
+       acquire parses its arguments with PyArg_ParseTupleAndKeywords
+       (~150 instructions). */
+    static inline int kc_lock_try_acquire(PyObject *o) {
+        kc_lockobject *l = (kc_lockobject *)o;
+        if (PyThread_acquire_lock_timed((PyThread_type_lock)l->lock_lock, 0, 0)
+                == PY_LOCK_ACQUIRED) {
+            l->locked = 1;
+            return 1;
+        }
+        return 0;
+    }
+    static inline int kc_lock_release(PyObject *o) {
+        kc_lockobject *l = (kc_lockobject *)o;
+        if (!l->locked) return 0;
+        PyThread_release_lock((PyThread_type_lock)l->lock_lock);
+        l->locked = 0;
+        return 1;
+    }
     #else
     #define kc_lock_readable() 0
     #define kc_lock_held(o) 1
+    #define kc_lock_try_acquire(o) 0
+    #define kc_lock_release(o) 0
     #endif
     """
     bint kc_lock_readable() noexcept
     bint kc_lock_held(object o) noexcept
+    bint kc_lock_try_acquire(PyObject *o) noexcept
+    bint kc_lock_release(PyObject *o) noexcept
 
 
 cdef extern from "Python.h":
@@ -1145,7 +1169,11 @@ cdef class Appender:
                     # (free, so taken without letting the GIL go: what was
                     # read above still holds).
                     if not held:
-                        self._acquire()
+                        # (in C when the lock is a _thread.lock read in C;
+                        # it is free: no one held it above)
+                        if not (self._c_locked and
+                                kc_lock_try_acquire(<PyObject *>self._lock)):
+                            self._acquire()
                         held = True
                     batch = self._open(dq, last, self._tps[p], record, body, callback,
                                        max(self._batch_size, size + _BATCH_OVERHEAD))
@@ -1157,7 +1185,7 @@ cdef class Appender:
                                 _sticky_add(sticky, p, size, self._sticky_size):
                             sticky = None
             finally:
-                if held:
+                if held and not (self._c_locked and kc_lock_release(<PyObject *>self._lock)):
                     self._release()
         if batch is None:
             # A new batch (see the pure twin).
