@@ -970,7 +970,7 @@ cdef class Appender:
         cdef PyObject *o
         cdef PyObject *callbacks
         cdef QueuedRecord record
-        cdef bint full = False, held = False, opened = False
+        cdef bint full = False, held = False, opened = False, c_held = False
         cdef bint convert
         cdef object last
         # (A closed accumulator is seen where the record would join a
@@ -1211,14 +1211,20 @@ cdef class Appender:
                     self._touched_topic = topic
                     self._touched_ms = td
         if sticky is not None:
-            self._sticky_acquire()
+            # (the partitioner's lock, the accumulator's when shared: taken
+            # in C when free, as above; once per batch)
+            c_held = self._sticky_shared and self._c_locked and \
+                kc_lock_try_acquire(<PyObject *>self._lock)
+            if not c_held:
+                self._sticky_acquire()
             try:
                 if _sticky_add(sticky, p, size, self._sticky_size) or \
                         (self._avail is not None and
                          _sticky_move(sticky, p, self._avail, self._choice)):
                     sticky = None
             finally:
-                self._sticky_release()
+                if not (c_held and kc_lock_release(<PyObject *>self._lock)):
+                    self._sticky_release()
             if sticky is not None:
                 self._partitioner.update(topic, p, size, cluster)
         if full and self._wakeup_needed():
