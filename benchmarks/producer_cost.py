@@ -2,6 +2,7 @@
 
     python benchmarks/producer_cost.py calls [--pure] [--records 3000] [--size 1024]
     python benchmarks/producer_cost.py instructions [--pure] [--records 1500] [--size 1024]
+    (either with [--shape plain|key|partition|headers|timestamp|callback|all])
 
 The set-up is that of ``records_clients.py``'s kchannel producer at its
 defaults (Kafka's ``batch.size`` 16384 and ``linger.ms`` 5, acks=1, no
@@ -23,7 +24,12 @@ the same warm-up, and the difference is divided by the extra Produce
 requests (Sender) or records (application).  Kernel time is not counted
 (nor are the wake-ups and system calls: under valgrind the threads take
 turns, so the passes of the Sender's loop per request differ from a
-native run's).
+native run's).  The sum of every thread per record is printed too.
+
+``--shape``: the records are sent as ``records_clients.py`` sends that
+record shape (its SHAPE_KW loop: the shape's keywords spelled out in the
+call), 100 B values with ``--size 100``: what a shape costs against the
+plain record, both threads (a callback runs on the Sender's).
 """
 import argparse
 import collections
@@ -103,21 +109,42 @@ def _start_server():
     return p, port_r.recv(), ctl_parent
 
 
-def produce(port, records, size, warmup=2000, before=None, after=None):
+def _shape_loop(shape, value):
+    """records_clients.py's loop of a record shape (its SHAPE_KW: the
+    shape's keywords spelled out in the call), ``loop(send, n)``; None for
+    the plain record (its own ``for`` loop, as there)."""
+    if shape == "plain":
+        return None
+    import time
+    from benchmarks.records_clients import SHAPE_KW
+    ns = {"SHAPE": shape, "T": TOPIC, "V": value, "time": time}
+    exec(SHAPE_KW, ns)
+    return ns["shape_loop"]("fn(T, V{args})")
+
+
+def produce(port, records, size, warmup=2000, before=None, after=None, shape="plain"):
     """records_clients.py's kchannel producer loop: ``warmup`` records and a
-    flush, ``before()``, ``records`` records and a flush, ``after()``."""
+    flush, ``before()``, ``records`` records and a flush, ``after()``.
+    ``shape``: records_clients.py's record shape (``--shape``)."""
     from kchannel import Producer
     p = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "acks": "1",
                   "enable.idempotence": "false"})
     value = b"x" * size
     send = p.send
-    for _ in range(warmup):
-        send(TOPIC, value)
+    loop = _shape_loop(shape, value)
+    if loop is not None:
+        loop(send, warmup)
+    else:
+        for _ in range(warmup):
+            send(TOPIC, value)
     p.flush()
     if before is not None:
         before(p)
-    for _ in range(records):
-        send(TOPIC, value)
+    if loop is not None:
+        loop(send, records)
+    else:
+        for _ in range(records):
+            send(TOPIC, value)
     p.flush()
     if after is not None:
         after(p)
@@ -167,7 +194,7 @@ def cmd_calls(args):
         ctl.send("count")
         marks["after"] = ctl.recv()
 
-    produce(port, args.records, args.size, before=before, after=after)
+    produce(port, args.records, args.size, before=before, after=after, shape=args.shape)
     ctl.send("stop")
     p.join(10)
     requests = marks["after"][0] - marks["before"][0]
@@ -222,7 +249,7 @@ def cmd_instructions(args):
             out = os.path.join(d, f"cg.{n}")
             cg = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                   f"--callgrind-out-file={out}", sys.executable, here, "_side",
-                  "--records", str(n), "--size", str(args.size)] + (
+                  "--records", str(n), "--size", str(args.size), "--shape", args.shape] + (
                       ["--pure"] if args.pure else [])
             p, port, ctl = _start_server()
             ctl.send("count")
@@ -236,7 +263,8 @@ def cmd_instructions(args):
             runs.append((_thread_totals(out), c1[0] - c0[0], c1[1] - c0[1]))
         (t0, q0, r0), (t1, q1, r1) = runs
         dq, dr = q1 - q0, r1 - r0
-        print(f"{'pure' if args.pure else 'compiled'} twins, {args.size} B records; callgrind, "
+        print(f"{'pure' if args.pure else 'compiled'} twins, {args.size} B records "
+              f"({args.shape}); callgrind, "
               f"{small} and {big} records after the same warm-up: {dr} records in {dq} "
               f"more Produce requests ({dr / dq:.1f} records per request)")
         app = (t1.get(1, 0) - t0.get(1, 0))
@@ -247,13 +275,15 @@ def cmd_instructions(args):
         print(f"  application thread: {app / dr:,.0f} instructions per record "
               f"({app / dq:,.0f} per request)")
         print(f"  Sender thread:      {snd / dq:,.0f} instructions per Produce request")
+        total = app + sum(others.values())
+        print(f"  all threads:        {total / dr:,.0f} instructions per record")
         for k, v in sorted(others.items()):
             if k != sender_tid and abs(v) / dq > 100:
                 print(f"  thread {k}: {v / dq:,.0f} per request")
 
 
 def cmd_side(args):
-    produce(args.port, args.records, args.size)
+    produce(args.port, args.records, args.size, shape=args.shape)
 
 
 def main(argv=None):
@@ -266,6 +296,9 @@ def main(argv=None):
                     help="calls: list functions called at least this often per unit")
     ap.add_argument("--keep", help="keep the callgrind outputs in this directory")
     ap.add_argument("--port", type=int)
+    ap.add_argument("--shape", default="plain",
+                    help="records_clients.py's record shape (plain, key, partition, headers, "
+                         "timestamp, callback, all): its send() call, keywords spelled out")
     args = ap.parse_args(argv)
     if args.pure:
         os.environ["KCHANNEL_NO_EXTENSIONS"] = "1"

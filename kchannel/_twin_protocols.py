@@ -664,9 +664,10 @@ class AppenderModule(Protocol):
         twin takes a batch opened without a callback off them) before a
         callback or a done callback is attached to it."""
 
-    def run_callbacks(self, callbacks: dict, topic: str, partition: int, base_offset: int,
+    def run_callbacks(self, callbacks: list, topic: str, partition: int, base_offset: int,
                       log_append_time: int, records: list, sizes: list) -> None:
-        """The callbacks of an acknowledged batch (index -> callback), in
+        """The callbacks of an acknowledged batch (by record index, None for
+        a record without one), in
         record order, each with its record's ``RecordMetadata``; one that
         raises is logged and the next ones still run."""
 

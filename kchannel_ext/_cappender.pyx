@@ -7,8 +7,9 @@ What the compiled twin saves per record: attribute lookups (C fields; a
 batch's and a future's slots at their offsets; the accumulator's ``closed``,
 the Sender's ``fatal_error`` and the metadata's ``cluster`` read again only
 when their object's dict changed), the wall-clock read (``clock_gettime``
-instead of ``time.time()``), the murmur2 call (``kchannel._cpartitioner``'s
-C function), the header walk, and the accumulator's lock when no thread
+instead of ``time.time()``), the murmur2 call (the hash inline in C, from
+``kchannel_ext/include/kchannel/_murmur2.pxd``, as ``kchannel._cpartitioner``
+computes it), the header walk, and the accumulator's lock when no thread
 holds it: the record joins its batch in a section where no Python code runs
 and no object the garbage collector tracks is made (the record, its future
 and its sizes are made before it), so holding the GIL is holding the lock
@@ -16,10 +17,11 @@ there (see ``Appender.send``).  When the Sender (or any thread) holds the
 lock, it is taken as before.
 """
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.list cimport PyList_AsTuple, PyList_GET_ITEM, PyList_GET_SIZE, PyList_SET_ITEM
-from cpython.long cimport PyLong_AsSsize_t
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_AsSsize_t
 from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF, Py_XDECREF, _Py_REFCNT
@@ -28,9 +30,9 @@ from libc.stdint cimport int64_t, uint64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from kchannel._crecords cimport QueuedRecord
+from kchannel._murmur2 cimport murmur2_ptr
 from kchannel._slots cimport PyMemberDescr_Type, slot_offset
 
-from kchannel._cpartitioner import partition_for_key as _partition_for_key
 from kchannel.client.metadata import TopicPartition
 from kchannel.log import get_logger
 from kchannel.producer.accumulator import (FutureRecordMetadata, ProducerBatch,
@@ -106,6 +108,12 @@ cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
     Py_XDECREF(old)
 
 
+cdef inline void _put_changed(object obj, Py_ssize_t offset, object value) noexcept:
+    """_put, unless the slot already holds ``value`` itself."""
+    if (<PyObject **>((<char *><PyObject *>obj) + offset))[0] != <PyObject *>value:
+        _put(obj, offset, value)
+
+
 cdef inline void _track(object batch) noexcept:
     if not PyObject_GC_IsTracked(batch):
         PyObject_GC_Track(<PyObject *>batch)
@@ -120,7 +128,7 @@ def track_batch(batch):
     _track(batch)
 
 
-def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
+def run_callbacks(list callbacks, topic, partition, int64_t base_offset,
                   int64_t log_append_time, list records, list sizes):
     """See the pure twin (``kchannel.producer._appender_py``).
 
@@ -129,14 +137,18 @@ def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
     next record, refilled: no allocation, deallocation and garbage
     collector count per record.  One still held anywhere is never touched
     (the class has no __weakref__ slot: nothing else can see it)."""
-    cdef Py_ssize_t i
-    cdef object md = None, callback, key, sz, ts
+    cdef Py_ssize_t i = 0
+    cdef object md = None, callback, sz, ts, append_ts = log_append_time
     cdef PyTypeObject *md_type = <PyTypeObject *>RecordMetadata
-    for key, callback in callbacks.items():
-        i = key
+    # (the list's length read at each step: a callback could change it)
+    while i < PyList_GET_SIZE(callbacks):
+        if PyList_GET_ITEM(callbacks, i) == Py_None:
+            i += 1
+            continue
+        callback = <object>PyList_GET_ITEM(callbacks, i)
         sz = sizes[i]
         if log_append_time >= 0:
-            ts = log_append_time
+            ts = append_ts
         else:
             ts = (<QueuedRecord?>records[i]).timestamp
         if _md_in_place:
@@ -144,10 +156,19 @@ def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
                 md = md_type.tp_new(RecordMetadata, <PyObject *>_EMPTY, NULL)
                 _put(md, _md_offsets[0], topic)
                 _put(md, _md_offsets[1], partition)
-            _put(md, _md_offsets[2], base_offset + i if base_offset >= 0 else -1)
-            _put(md, _md_offsets[3], ts)
-            _put(md, _md_offsets[4], (<tuple?>sz)[0])
-            _put(md, _md_offsets[5], (<tuple?>sz)[1])
+            # The offset int of the metadata refilled, when only it holds
+            # that int (the callback kept neither), given its new value in
+            # place (kc_int_set): no int made and freed per record (~150
+            # instructions: offsets are past the cached small ints).
+            if not (_in_place and base_offset >= 0 and
+                    kc_int_set(_slot(md, _md_offsets[2]), base_offset + i)):
+                _put(md, _md_offsets[2], base_offset + i if base_offset >= 0 else -1)
+            # (the same objects again, often: records sent within one
+            # millisecond share their timestamp's int, records of one shape
+            # their sizes tuple; see Appender.send)
+            _put_changed(md, _md_offsets[3], ts)
+            _put_changed(md, _md_offsets[4], (<tuple?>sz)[0])
+            _put_changed(md, _md_offsets[5], (<tuple?>sz)[1])
         else:
             md = RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1,
                                 ts, sz[0], sz[1])
@@ -156,6 +177,7 @@ def run_callbacks(dict callbacks, topic, partition, int64_t base_offset,
         except Exception:
             _log.exception("Error executing user-provided callback on message for "
                            "topic-partition")
+        i += 1
 
 cdef Py_ssize_t _OVERHEAD_EXTRA_MAX = RECORD_OVERHEAD_EXTRA_MAX
 cdef Py_ssize_t _BATCH_OVERHEAD = RECORD_BATCH_OVERHEAD
@@ -404,6 +426,28 @@ cdef extern from *:
     """
     bint KC_ONE_DIGIT(object o) noexcept
     Py_ssize_t KC_DIGIT_VALUE(object o) noexcept
+
+
+# A non-negative int of at most two digits (a millisecond timestamp is two)
+# read inline, else 0 and the caller calls PyLong_AsLongLongAndOverflow
+# (~50 instructions a record with an explicit timestamp).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    static inline int kc_two_digits(PyObject *o, int64_t *out) {
+        Py_ssize_t n = Py_SIZE(o);
+        const digit *d = ((PyLongObject *)o)->ob_digit;
+        if (!PyLong_CheckExact(o) || n < 0 || n > 2)
+            return 0;
+        *out = n == 2 ? ((int64_t)d[1] << PyLong_SHIFT) | (int64_t)d[0] :
+               n == 1 ? (int64_t)d[0] : 0;
+        return 1;
+    }
+    #else
+    static inline int kc_two_digits(PyObject *o, int64_t *out) { return 0; }
+    #endif
+    """
+    bint kc_two_digits(object o, int64_t *out) noexcept
 
 
 cdef inline Py_ssize_t _as_ssize(object o) except? -1:
@@ -933,7 +977,7 @@ cdef class Appender:
         PyObject_GC_UnTrack(<PyObject *>sizes_list)
         _put(batch, _B_RECORDS, records_list)
         _put(batch, _B_SIZES, sizes_list)
-        _put(batch, _B_CALLBACKS, {0: callback} if callback is not None else None)
+        _put(batch, _B_CALLBACKS, [callback] if callback is not None else None)
         _put(batch, _B_ESTIMATED, _BATCH_OVERHEAD + rs)
         _put(batch, _B_ALLOCATED, allocation)
         if callback is None:
@@ -965,13 +1009,14 @@ cdef class Appender:
         cdef Py_ssize_t ks, vs, size, body, hsize, p, index = -1, rs, est
         cdef int64_t ts, td
         cdef list sticky = None
-        cdef list records
+        cdef list records, cbs
         cdef object hs, batch = None, future, dq, stamp
         cdef PyObject *o
         cdef PyObject *callbacks
         cdef QueuedRecord record
         cdef bint full = False, held = False, opened = False, c_held = False
         cdef bint convert
+        cdef int overflow
         cdef object last
         # (A closed accumulator is seen where the record would join a
         # batch, and sends it to the full path from there.)
@@ -1001,7 +1046,10 @@ cdef class Appender:
         # length (see the pure twin): attributes, key, value, headers.
         body = 1 + (ks + _varint_size(<uint64_t>ks << 1) if ks > 0 else 1) + \
             (vs + _varint_size(<uint64_t>vs << 1) if vs > 0 else 1)
-        if headers:
+        # (a list's or tuple's truth read in C: no PyObject_IsTrue call)
+        if (PyList_GET_SIZE(headers) != 0 if type(headers) is list else
+                PyTuple_GET_SIZE(headers) != 0 if type(headers) is tuple else
+                headers is not None and bool(headers)):
             if type(headers) is not list and type(headers) is not tuple:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
@@ -1030,12 +1078,23 @@ cdef class Appender:
         if size + _BATCH_OVERHEAD > self._size_limit:
             return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
         if partition is not None:
-            if type(partition) is not int or not 0 <= partition < self._count:
+            # Read in C when it is a one-digit int (every real partition):
+            # the two comparisons of Python ints cost ~100 instructions.
+            if type(partition) is not int:
+                p = -1
+            elif KC_ONE_DIGIT(partition):
+                p = KC_DIGIT_VALUE(partition)
+            elif 0 <= partition < self._count:
+                p = partition
+            else:
+                p = -1
+            if not 0 <= p < self._count:
                 return self._slow(topic, value, key, headers, partition, timestamp_ms,
                                   callback)
-            p = partition
         elif key is not None and not self._ignore_keys:
-            p = _partition_for_key(key, self._count)
+            # partition_for_key's murmur2, inline on the bytes in place
+            p = (murmur2_ptr(<const unsigned char *>PyBytes_AS_STRING(key),
+                             PyBytes_GET_SIZE(key)) & 0x7FFFFFFF) % self._count
         else:
             # A topic's state list, once made, stays the same object
             # (AppendPath): kept, no dict lookup per record.
@@ -1056,12 +1115,16 @@ cdef class Appender:
                 self._stamp = ts
                 self._stamp_ms = ts
             stamp = self._stamp
-        elif -0x8000000000000000 <= timestamp_ms <= 0x7FFFFFFFFFFFFFFF:
-            ts = timestamp_ms
-            stamp = timestamp_ms
         else:
-            # Not an int64: the full path's encoder refuses it, as before.
-            return self._slow(topic, value, key, headers, partition, timestamp_ms, callback)
+            # (an int, checked above; in C, not two comparisons of Python ints)
+            overflow = 0
+            if not kc_two_digits(timestamp_ms, &ts):
+                ts = PyLong_AsLongLongAndOverflow(timestamp_ms, &overflow)
+            if overflow:
+                # Not an int64: the full path's encoder refuses it, as before.
+                return self._slow(topic, value, key, headers, partition, timestamp_ms,
+                                  callback)
+            stamp = timestamp_ms
         # Made without its __init__ (a Python call): the fields are set
         # here, at C level (see _new_record).
         record = _new_record(stamp, key, value, hs)
@@ -1107,7 +1170,7 @@ cdef class Appender:
             # released but ints' and temporaries').  That is a critical
             # section as the lock makes it, for an attribute read instead
             # of an acquire and a release (~600 instructions a record).
-            # A batch's first callback needs a dict: the lock is taken
+            # A batch's first callback needs a list: the lock is taken
             # then (free, so taken without letting the GIL go).
             if not self._elide or (kc_lock_held(self._lock) if self._c_locked
                                    else self._locked()):
@@ -1146,7 +1209,7 @@ cdef class Appender:
                                 if not held:
                                     self._acquire()
                                     held = True
-                                _put(batch, _B_CALLBACKS, {})
+                                _put(batch, _B_CALLBACKS, [])
                                 # (the callback may hold what refers back
                                 # to the batch: see _open)
                                 _track(batch)
@@ -1154,7 +1217,12 @@ cdef class Appender:
                         records.append(record)
                         (<list?><object>_slot(batch, _B_SIZES)).append(self._sizes)
                         if callbacks != NULL:
-                            (<dict?><object>callbacks)[index] = callback
+                            # (by index, None for the records without
+                            # one: see ProducerBatch.callbacks)
+                            cbs = <list?><object>callbacks
+                            while PyList_GET_SIZE(cbs) < index:
+                                cbs.append(None)
+                            cbs.append(callback)
                         if not (_in_place and kc_int_set(_slot(batch, _B_ESTIMATED), est)):
                             _put(batch, _B_ESTIMATED, est)
                         full = est >= self._batch_size

@@ -4,34 +4,9 @@
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, uint32_t
 
+from kchannel._murmur2 cimport murmur2_ptr
+
 __all__ = ["murmur2", "partition_for_key"]
-
-
-cdef int32_t _murmur2_ptr(const unsigned char *data, Py_ssize_t length) noexcept:
-    cdef uint32_t m = 0x5BD1E995
-    cdef uint32_t h = 0x9747B28C ^ <uint32_t>length
-    cdef uint32_t k
-    cdef Py_ssize_t i, n4 = length & ~3
-    cdef int rest = length & 3
-    for i in range(0, n4, 4):
-        k = (<uint32_t>data[i] | (<uint32_t>data[i + 1] << 8) | (<uint32_t>data[i + 2] << 16)
-             | (<uint32_t>data[i + 3] << 24))
-        k *= m
-        k ^= k >> 24
-        k *= m
-        h *= m
-        h ^= k
-    if rest:
-        if rest == 3:
-            h ^= <uint32_t>data[n4 + 2] << 16
-        if rest >= 2:
-            h ^= <uint32_t>data[n4 + 1] << 8
-        h ^= data[n4]
-        h *= m
-    h ^= h >> 13
-    h *= m
-    h ^= h >> 15
-    return <int32_t>h
 
 
 cdef inline int32_t _murmur2(object data) except? -1:
@@ -39,7 +14,7 @@ cdef inline int32_t _murmur2(object data) except? -1:
     # the hash itself (~250 ns of a keyed send's ~1 us).
     if type(data) is not bytes:
         data = bytes(data)
-    return _murmur2_ptr(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    return murmur2_ptr(<const unsigned char *>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
 
 def murmur2(data):

@@ -432,10 +432,75 @@ cdef extern from "Python.h":
     bint _kc_long_exact "PyLong_CheckExact"(PyObject* o) noexcept
     bint _kc_bytes_exact "PyBytes_CheckExact"(PyObject* o) noexcept
     bint _kc_tuple_exact "PyTuple_CheckExact"(PyObject* o) noexcept
+    bint _kc_unicode_exact "PyUnicode_CheckExact"(PyObject* o) noexcept
     Py_ssize_t _kc_tuple_size "PyTuple_GET_SIZE"(PyObject* o) noexcept
+    PyObject* _kc_tuple_item "PyTuple_GET_ITEM"(PyObject* o, Py_ssize_t i) noexcept
     Py_ssize_t _kc_bytes_size "PyBytes_GET_SIZE"(PyObject* o) noexcept
     char* _kc_bytes_data "PyBytes_AS_STRING"(PyObject* o) noexcept
     long long _kc_as_longlong "PyLong_AsLongLongAndOverflow"(PyObject* o, int* overflow) noexcept
+
+
+# A compact ASCII str's characters are its UTF-8 bytes, stored right after
+# its header: read in place, with no call (PyUnicode_AsUTF8AndSize) per header.
+cdef extern from *:
+    """
+    #define kc_ascii_str(o) PyUnicode_IS_COMPACT_ASCII(o)
+    #define kc_ascii_data(o) ((const char *)PyUnicode_DATA(o))
+    #define kc_ascii_len(o) PyUnicode_GET_LENGTH(o)
+    """
+    bint kc_ascii_str(PyObject* o) noexcept
+    const char* kc_ascii_data(PyObject* o) noexcept
+    Py_ssize_t kc_ascii_len(PyObject* o) noexcept
+
+
+cdef inline Py_ssize_t _fast_headers_size(PyObject* hs) noexcept:
+    """The encoded size of a QueuedRecord's non-empty headers tuple, its
+    count included, when every header is a ``(str, bytes or None)`` tuple
+    whose key is a compact ASCII str (the appenders' tuples, the usual
+    header): read through borrowed pointers.  -1 for anything else: the
+    general path then writes them (or raises)."""
+    cdef Py_ssize_t i, n = _kc_tuple_size(hs), size, kn, vn
+    cdef PyObject* h
+    cdef PyObject* k
+    cdef PyObject* v
+    if n > 0x7FFFFFFF:
+        return -1
+    size = _size_uvarint(_zz32(n))
+    for i in range(n):
+        h = _kc_tuple_item(hs, i)
+        if not _kc_tuple_exact(h) or _kc_tuple_size(h) != 2:
+            return -1
+        k = _kc_tuple_item(h, 0)
+        v = _kc_tuple_item(h, 1)
+        if not _kc_unicode_exact(k) or not kc_ascii_str(k):
+            return -1
+        kn = kc_ascii_len(k)
+        if v == <PyObject*>None:
+            vn = -1
+        elif _kc_bytes_exact(v):
+            vn = _kc_bytes_size(v)
+        else:
+            return -1
+        if kn > 0x7FFFFFFF or vn > 0x7FFFFFFF:
+            return -1
+        size += _field_size(kn) + _field_size(vn)
+    return size
+
+
+cdef inline void _put_fast_headers(_Buf* b, PyObject* hs) noexcept:
+    """Write what _fast_headers_size measured (room reserved)."""
+    cdef Py_ssize_t i, n = _kc_tuple_size(hs)
+    cdef PyObject* h
+    cdef PyObject* v
+    _put_uvarint(b, _zz32(n))
+    for i in range(n):
+        h = _kc_tuple_item(hs, i)
+        _put_field(b, kc_ascii_data(_kc_tuple_item(h, 0)), kc_ascii_len(_kc_tuple_item(h, 0)))
+        v = _kc_tuple_item(h, 1)
+        if v == <PyObject*>None:
+            _put_field(b, NULL, -1)
+        else:
+            _put_field(b, _kc_bytes_data(v), _kc_bytes_size(v))
 
 
 cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) except -1:
@@ -452,12 +517,13 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
     cdef PyObject* qk
     cdef PyObject* qv
     cdef PyObject* qh
-    cdef Py_ssize_t kn, vn
+    cdef Py_ssize_t kn, vn, fh
     cdef int overflow
     for rec in records:
         if type(rec) is QueuedRecord:
             # The producer's record (an int timestamp, bytes or None key
-            # and value, no headers), written from its fields as borrowed
+            # and value, no headers or the usual ones: see
+            # _fast_headers_size), written from its fields as borrowed
             # pointers: no reference taken and dropped per field, no call
             # per field check, one size computed (the general path below
             # cost ~300 instructions per record more; it handles the rest
@@ -466,9 +532,14 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
             qk = <PyObject*>(<QueuedRecord>rec).key
             qv = <PyObject*>(<QueuedRecord>rec).value
             qh = <PyObject*>(<QueuedRecord>rec).headers
-            if _kc_long_exact(qt) and (qk == <PyObject*>None or _kc_bytes_exact(qk)) and \
-                    (qv == <PyObject*>None or _kc_bytes_exact(qv)) and \
-                    (qh == <PyObject*>None or (_kc_tuple_exact(qh) and _kc_tuple_size(qh) == 0)) \
+            # (fh: the headers' encoded size, count included; 1 for none)
+            fh = 1
+            if qh != <PyObject*>None and _kc_tuple_exact(qh) and _kc_tuple_size(qh) != 0:
+                fh = _fast_headers_size(qh)
+            elif qh != <PyObject*>None and not _kc_tuple_exact(qh):
+                fh = -1
+            if fh > 0 and _kc_long_exact(qt) and (qk == <PyObject*>None or _kc_bytes_exact(qk)) \
+                    and (qv == <PyObject*>None or _kc_bytes_exact(qv)) \
                     and delta <= 0x7FFFFFFF:
                 overflow = 0
                 ts = _kc_as_longlong(qt, &overflow)
@@ -481,9 +552,9 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
                         max_ts[0] = ts
                     ts_delta = ts - base
                     # attributes, timestamp delta, offset delta, key,
-                    # value, header count (0)
-                    size = 2 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
-                    size += _field_size(kn) + _field_size(vn)
+                    # value, headers (their count included)
+                    size = 1 + _size_uvarint(_zz64(ts_delta)) + _size_uvarint(_zz32(delta))
+                    size += _field_size(kn) + _field_size(vn) + fh
                     if size <= 0x7FFFFFFF:
                         _reserve(b, size + 5)
                         _put_uvarint(b, _zz32(size))
@@ -493,8 +564,11 @@ cdef int _write_records(_Buf* b, object records, int64_t base, int64_t* max_ts) 
                         _put_uvarint(b, _zz32(delta))
                         _put_field(b, NULL if kn < 0 else _kc_bytes_data(qk), kn)
                         _put_field(b, NULL if vn < 0 else _kc_bytes_data(qv), vn)
-                        b.data[b.len] = 0
-                        b.len += 1
+                        if fh == 1:
+                            b.data[b.len] = 0
+                            b.len += 1
+                        else:
+                            _put_fast_headers(b, qh)
                         delta += 1
                         continue
             timestamp = (<QueuedRecord>rec).timestamp

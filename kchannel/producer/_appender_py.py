@@ -47,7 +47,8 @@ def track_batch(batch):
 
 def run_callbacks(callbacks, topic, partition, base_offset, log_append_time, records, sizes):
     """The callbacks of a batch acknowledged as a whole (``ProducerBatch``'s
-    ``callbacks``, index -> callback), in record order, each with its
+    ``callbacks``, a list by record index, None for a record without one),
+    in record order, each with its
     record's ``RecordMetadata``: offset ``base_offset + index`` (-1 when
     the base offset is unknown), timestamp the log append time when there
     is one (>= 0), else the record's; what is the same for the whole batch
@@ -56,7 +57,9 @@ def run_callbacks(callbacks, topic, partition, base_offset, log_append_time, rec
     common shape: the compiled twin saves the loop's interpretation and
     builds the metadata without a Python call)."""
     new = _new_metadata
-    for i, callback in callbacks.items():
+    for i, callback in enumerate(callbacks):
+        if callback is None:
+            continue
         md = new(RecordMetadata)
         md.topic = topic
         md.partition = partition
@@ -205,7 +208,7 @@ class Appender:
         batch.records.append(record)
         batch.sizes.append(sizes)
         if callback is not None:
-            batch.callbacks = {0: callback}
+            batch.callbacks = [callback]
         batch.estimated_size += rs
         dq.append(batch)
         acc.incomplete.add(batch)
@@ -322,9 +325,13 @@ class Appender:
                         sizes = self._sizes = (ks, vs)
                     batch.sizes.append(sizes)
                     if callback is not None:
-                        if batch.callbacks is None:
-                            batch.callbacks = {}
-                        batch.callbacks[index] = callback
+                        # (see ProducerBatch.callbacks: None up to index)
+                        callbacks = batch.callbacks
+                        if callbacks is None:
+                            callbacks = batch.callbacks = []
+                        if len(callbacks) < index:
+                            callbacks.extend([None] * (index - len(callbacks)))
+                        callbacks.append(callback)
                     batch.estimated_size += rs
                     full = batch.estimated_size >= self._batch_size
                     future = FutureRecordMetadata(batch, index)

@@ -48,7 +48,7 @@ class AppendPath:
       partition's deque, once made, stays the same object),
       ``batch_size``, ``closed`` and ``append(...)`` (a record that opens a
       batch the appender does not open itself); a batch's ``records``,
-      ``sizes``, ``callbacks`` (index -> callback), ``estimated_size`` and
+      ``sizes``, ``callbacks`` (by index, None for none), ``estimated_size`` and
       ``closed``.  To open a batch itself (``Appender._open``), as
       ``append`` opens one without waiting: ``used_memory``,
       ``buffer_memory``, ``waiters`` (appends waiting for memory),

@@ -183,27 +183,32 @@ def test_run_callbacks_builds_each_records_metadata(impl, caplog):
     must report: offset base + index (-1 when unknown), the record's own
     timestamp or the log append time, its key and value sizes; metadata a
     callback keeps stays its own (the compiled twin refills one that no
-    callback kept), and a callback that raises is logged while the next
-    ones still run."""
+    callback kept, its offset int in place when nothing else holds it), so
+    does an offset a callback keeps, and a callback that raises is logged
+    while the next ones still run."""
     from kchannel.producer.accumulator import RecordMetadata
     from kchannel.protocol.records import QueuedRecord
     n = 40
     records = [QueuedRecord(1_700_000_000_000 + 3 * i, None, b"v" * i, ()) for i in range(n)]
     sizes = [(i % 5 - 1, i) for i in range(n)]
     for base, append_time in ((500, -1), (-1, -1), (500, 1_800_000_000_000)):
-        seen, kept = [], []
+        seen, kept, offsets = [], [], []
 
-        def cb(md, exc, kept=kept, seen=seen):
+        def cb(md, exc, kept=kept, seen=seen, offsets=offsets):
             assert exc is None and type(md) is RecordMetadata
             seen.append((md.topic, md.partition, md.offset, md.timestamp,
                          md.serialized_key_size, md.serialized_value_size))
             if md.offset % 4 == 1 or (base < 0 and len(seen) % 4 == 1):
                 kept.append((md, seen[-1]))
+            elif base >= 0 and md.offset % 4 == 3:
+                offsets.append(md.offset)
 
         def boom(md, exc):
             raise RuntimeError("callback failed")
 
-        callbacks = {i: (boom if i == 7 else cb) for i in range(0, n) if i % 3 != 2}
+        # (by index, None for a record without one; the last records
+        # without one are not in the list)
+        callbacks = [None if i % 3 == 2 else boom if i == 7 else cb for i in range(n - 3)]
         with caplog.at_level("ERROR", logger="kchannel.producer.accumulator"):
             caplog.clear()
             impl.appender.run_callbacks(callbacks, "t", 3, base, append_time, records, sizes)
@@ -211,9 +216,11 @@ def test_run_callbacks_builds_each_records_metadata(impl, caplog):
             "Error executing user-provided callback on message for topic-partition"]
         want = [("t", 3, base + i if base >= 0 else -1,
                  append_time if append_time >= 0 else records[i].timestamp,
-                 sizes[i][0], sizes[i][1]) for i in callbacks if i != 7]
+                 sizes[i][0], sizes[i][1]) for i in range(n - 3) if i % 3 != 2 and i != 7]
         assert seen == want
         assert kept and len({id(md) for md, _ in kept}) == len(kept)
+        assert offsets == [base + i for i in range(n - 3)
+                           if base >= 0 and i % 3 != 2 and i != 7 and (base + i) % 4 == 3]
         for md, values in kept:
             assert (md.topic, md.partition, md.offset, md.timestamp, md.serialized_key_size,
                     md.serialized_value_size) == values

@@ -226,6 +226,49 @@ def test_plain_batch_of_queued_records_every_field_form(impl_pair):
                                             0, -1, -1, -1)
 
 
+def test_plain_batch_of_queued_records_with_headers_every_form(impl_pair):
+    """The compiled encoder writes a QueuedRecord's headers in its fast
+    path when each is a (compact ASCII str, bytes or None) tuple, and falls
+    back for any other form: both give the pure twin's bytes.  Header keys
+    and values whose lengths take one or two varint bytes, a null value,
+    64 headers (a two-byte count), an empty key, a non-ASCII key, a str
+    and a bytes subclass, a header given as a list, and headers as a list
+    beside records with none, in one batch."""
+    pure, compiled = impl_pair
+
+    class S(str):
+        pass
+
+    class B(bytes):
+        pass
+
+    base = 1_700_000_000_000
+    forms = [
+        (("h", b"value-01"),),
+        (("k" * 63, b"v" * 63), ("k" * 64, b"v" * 64), ("", b""), ("n", None)),
+        tuple((f"h{i}", bytes([i])) for i in range(64)),
+        (("h", b"1"), ("h\u00e9", b"2")),
+        (("h", b"1"), (S("s"), b"2")),
+        (("h", B(b"b")),),
+        (("h", b"1"), ["l", b"2"]),
+        [("h", b"1")],
+        None,
+        (),
+    ]
+    recs = [(base + i, (None, b"key-0001")[i % 2], b"x" * (i % 3 * 50), forms[i % len(forms)])
+            for i in range(3 * len(forms))]
+    want = pure.records.encode_plain_batch(recs, 0, -1, -1, -1, 0, -1, None, 0)
+    for twin in (pure, compiled):
+        queued = [twin.records.QueuedRecord(*r) for r in recs]
+        for hint in (0, len(want)):
+            assert compiled.records.encode_plain_batch(queued, 0, -1, -1, -1, 0, -1, None,
+                                                       hint) == want
+    got = [(tuple(r)[2], tuple(r)[4]) for r in R.read_records(want)]
+    assert got[0] == (None, [("h", b"value-01")])
+    assert got[1][1] == [("k" * 63, b"v" * 63), ("k" * 64, b"v" * 64), ("", b""), ("n", None)]
+    assert len(got[2][1]) == 64 and got[3][1] == [("h", b"1"), ("h\u00e9", b"2")]
+
+
 def test_compressed_batch_of_queued_records():
     """encode_batch's compressed path reads QueuedRecord timestamps by name."""
     recs = [(1_700_000_000_000 + d, b"k%d" % d, b"v" * d, (("h", b"x"),)) for d in (5, 0, 9)]
