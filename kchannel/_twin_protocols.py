@@ -881,8 +881,22 @@ class LooppassModule(Protocol):
 # ---------------------------------------------------------------------------
 # aiosend: kchannel.aio._aiosend_py / kchannel._caiosend
 # ---------------------------------------------------------------------------
+class SendBase(Protocol):
+    """AIOProducer's base class, holding its ``send``."""
+
+    def __init__(self) -> None: ...
+
+    def send(self, /, topic: str, value: Optional[bytes] = None, key: Optional[bytes] = None,
+             partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
+             headers: Any = None) -> Any:
+        """``AIOProducer.send``: an awaitable (a coroutine for asyncio) of
+        the record's ``FutureRecordMetadata``."""
+
+
 class AiosendModule(Protocol):
     """(Both raise and catch the pure twin's ``_MetadataNeeded``.)"""
+
+    SendBase: type[SendBase]
 
     def send(self, producer: Any, topic: str, value: Optional[bytes] = None,
              key: Optional[bytes] = None, partition: Optional[int] = None,
@@ -894,10 +908,17 @@ class AiosendModule(Protocol):
         """``FutureRecordMetadata.__await__``: the iterator an await of
         ``future`` runs, ending with its RecordMetadata or its error."""
 
+    def send_method(self, cls: type) -> Any:
+        """``SendBase.send`` to be set as ``cls``'s ``send`` (``cls`` a
+        subclass of SendBase; TypeError otherwise): the compiled twin's is
+        its C function's method descriptor made for ``cls``."""
+
     def bind_send(self, producer: Any) -> Any:
-        """``producer.send`` bound once (set as the AIOProducer's own
-        ``send`` by its ``__init__``), or None where the class's ``send``
-        is as good (the pure twin)."""
+        """Once, from ``AIOProducer.__init__``: a SendBase's ``send`` made
+        ready to read ``producer``'s parts (the compiled twin fills its C
+        fields), None; any other producer's ``send`` bound once (the
+        compiled twin), or None where ``send(producer, ...)`` is as good
+        (the pure twin)."""
 
     def install_await(self) -> None:
         """Install ``future_await`` as every FutureRecordMetadata's await

@@ -41,7 +41,7 @@ from kchannel.producer.accumulator import _wake
 from kchannel import _impl
 from kchannel.producer.accumulator import FutureRecordMetadata, ProducerBatch, RecordMetadata
 
-__all__ = ["send", "bind_send", "future_await", "install_await"]
+__all__ = ["SendBase", "send", "send_method", "bind_send", "future_await", "install_await"]
 
 cdef extern from "Python.h":
     ctypedef enum PySendResult:
@@ -57,6 +57,15 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObjectSlots "PyTypeObject":
         PyAsyncMethods *tp_as_async
         iternextfunc tp_iternext
+        PyObject *tp_dict
+    ctypedef struct _MethodDef "PyMethodDef":
+        const char *ml_name
+        void *ml_meth
+        int ml_flags
+        const char *ml_doc
+    object PyDescr_NewMethod(PyTypeObject *, _MethodDef *)
+    int METH_FASTCALL
+    int METH_KEYWORDS
     void PyErr_SetObject(object, object)
     void PyErr_SetString(object, const char *)
     void PyType_Modified(PyTypeObject *)
@@ -96,6 +105,46 @@ cdef extern from *:
     unsigned long long KC_AIO_DICT_VERSION(object d) noexcept
     bint kc_aio_int_set(PyObject *o, Py_ssize_t v) noexcept
 
+# An exact int's value read in a few instructions when it has at most two
+# digits (3.11's int layout: every offset below 2**60, every index and
+# millisecond timestamp), else 0 (the caller uses PyLong_AsSsize_t).
+# And a slot of an object made here given ``value`` unless it holds that
+# very object already (a refilled RecordMetadata: the topic, partition,
+# size ints and often the timestamp are the last record's).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    static inline int kc_aio_small_int(PyObject *o, Py_ssize_t *out) {
+        Py_ssize_t n;
+        if (!PyLong_CheckExact(o)) return 0;
+        n = Py_SIZE(o);
+        switch (n) {
+        case 0: *out = 0; return 1;
+        case 1: *out = (Py_ssize_t)((PyLongObject *)o)->ob_digit[0]; return 1;
+        case -1: *out = -(Py_ssize_t)((PyLongObject *)o)->ob_digit[0]; return 1;
+        case 2: *out = (Py_ssize_t)(((uint64_t)((PyLongObject *)o)->ob_digit[1] << PyLong_SHIFT)
+                                    | ((PyLongObject *)o)->ob_digit[0]); return 1;
+        default: return 0;
+        }
+    }
+    #else
+    static inline int kc_aio_small_int(PyObject *o, Py_ssize_t *out) { return 0; }
+    #endif
+    static inline void kc_aio_put(PyObject *obj, Py_ssize_t offset, PyObject *value) {
+        PyObject **slot = (PyObject **)((char *)obj + offset);
+        PyObject *old = *slot;
+        if (old != value) {
+            Py_INCREF(value);
+            *slot = value;
+            Py_XDECREF(old);
+        }
+    }
+    """
+    bint kc_aio_small_int(PyObject *o, Py_ssize_t *out) noexcept
+    void kc_aio_put(PyObject *obj, Py_ssize_t offset, PyObject *value) noexcept
+    # A new reference taken over as an object (no increment).
+    object _steal "(PyObject *)" (PyObject *o)
+
 
 def _gil_enabled():
     """False only on a free-threaded build running without the GIL."""
@@ -110,8 +159,12 @@ cdef bint _in_place = _gil_enabled()
 
 # The compiled appender's send as a C function (its SEND_CAPSULE), and its
 # class; None when the appender in use is the pure twin's.
-ctypedef object (*_append_fn)(object, object, object, object, object, object, object,
-                              object)
+# (Declared returning a PyObject *, a new reference or NULL with the
+# exception set, as the C function does: its error is handled by
+# _append_failed, not by a try statement around every call, whose set-up
+# saves and restores the thread's exception state per record.)
+ctypedef PyObject *(*_append_fn)(object, object, object, object, object, object, object,
+                                 object) noexcept
 cdef _append_fn _append_c = NULL
 cdef object _Appender = None
 
@@ -318,92 +371,217 @@ def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=Non
     return _appended(future)
 
 
-@cython.final
-cdef class _BoundSend:
-    """``send`` bound to one AIOProducer, what ``bind_send`` returns the
-    ``send`` method of: the producer's parts it reads per record kept in C
-    fields (the appender's bound ``send``, the memory limit) and the
-    accumulator's ``used_memory`` read from its instance dict -- not five
+cdef int _pending_error() except -1:
+    # (an exception is set: raised where this is called)
+    return -1
+
+
+cdef object _append_failed(object producer, object topic, object value, object key,
+                           object partition, object timestamp_ms, object headers):
+    """The compiled appender's call returned NULL: its exception, handled as
+    ``send`` handles the append's (a record waiting for its topic's
+    metadata, any other error raised where the result is awaited)."""
+    try:
+        _pending_error()
+    except _MetadataNeeded:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    except Exception as exc:
+        return _raise(exc)
+
+
+cdef object _fast_send(SendBase st, object producer, object topic, object value, object key,
+                       object partition, object timestamp_ms, object headers):
+    """``send`` for ``producer`` with what it reads per record in ``st``'s
+    C fields (filled by ``bind_send``): the appender's send called in C
+    when it is the compiled Appender's, the accumulator's ``used_memory``
+    read from its instance dict only when that dict changed -- not five
     generic attribute lookups on the producer and its accumulator per
-    record (~120 instructions each, a type lookup and a dict lookup).
-    It holds the producer, as a bound method does (``send = p.send`` keeps
-    ``p`` alive); held by the producer's instance dict, that is one more
-    reference cycle through the producer, which has others already (its
-    selector's and Sender's bound methods): the collector frees it either
-    way (this type is tracked)."""
-    cdef object producer
-    cdef object append
-    # The Appender whose send ``append`` is (then called in C), or None.
-    cdef object appender
-    cdef object acc
-    cdef object acc_dict
-    cdef Py_ssize_t limit
-    cdef bint started
+    record (~120 instructions each, a type lookup and a dict lookup)."""
+    cdef PyObject *used
+    cdef unsigned long long version = 0
+    cdef bint over
+    if not st._sb_started:
+        if producer._driver is None:
+            producer._start_driver()
+        # (_driver stays set once started: close() leaves it.)
+        st._sb_started = producer._driver is not None
     # Whether used_memory was over the limit when the accumulator's dict
-    # had the version ``mem_version`` (0: not read yet): the dict changes
-    # per batch, not per record, so most records compare a version instead
-    # of a dict lookup (~110 instructions).
-    cdef unsigned long long mem_version
-    cdef bint mem_over
+    # had the version ``_sb_mem_version`` (0: not read yet): the dict
+    # changes per batch, not per record, so most records compare a version
+    # instead of a dict lookup (~110 instructions).
+    if st._sb_acc_dict is not None:
+        version = KC_AIO_DICT_VERSION(st._sb_acc_dict)
+    if version != 0 and version == st._sb_mem_version:
+        over = st._sb_mem_over
+    else:
+        used = NULL
+        if st._sb_acc_dict is not None:
+            used = PyDict_GetItemWithError(st._sb_acc_dict, "used_memory")
+        if used != NULL and type(<object>used) is int:
+            over = PyLong_AsSsize_t(<object>used) > st._sb_limit
+            st._sb_mem_over = over
+            st._sb_mem_version = version
+        else:
+            over = st._sb_acc.used_memory > st._sb_limit
+            st._sb_mem_version = 0
+    if over:
+        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+    cdef PyObject *res
+    if st._sb_appender is not None:
+        res = _append_c(st._sb_appender, topic, value, key, headers, partition, timestamp_ms,
+                        None)
+        if res == NULL:
+            return _append_failed(producer, topic, value, key, partition, timestamp_ms,
+                                  headers)
+        future = _steal(res)
+    else:
+        try:
+            future = st._sb_append(topic, value, key, headers, partition, timestamp_ms)
+        except _MetadataNeeded:
+            return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
+        except Exception as exc:
+            return _raise(exc)
+    return _appended(future)
+
+
+@cython.auto_pickle(False)
+cdef class SendBase:
+    """SendBase()
+
+    AIOProducer's base class: its ``send`` method, with what that reads of
+    the producer per record kept in C fields, filled once by
+    ``bind_send(producer)`` (``__init__``).  ``send`` is the class's, not
+    a bound method in the instance's dict: an instance attribute shadowing
+    a class attribute keeps the interpreter from specializing
+    ``p.send(...)`` (LOAD_METHOD), which then costs a type lookup, an
+    instance dict lookup and a bound method call per record (~180
+    instructions); a method of the class is found through the type's
+    version tag and called with the instance as its first argument."""
+    cdef object _sb_append
+    # The Appender whose send ``_sb_append`` is (then called in C), or None.
+    cdef object _sb_appender
+    cdef object _sb_acc
+    cdef object _sb_acc_dict
+    cdef Py_ssize_t _sb_limit
+    cdef bint _sb_bound
+    cdef bint _sb_started
+    cdef bint _sb_mem_over
+    cdef unsigned long long _sb_mem_version
+
+    def send(self, /, topic, value=None, key=None, partition=None, timestamp_ms=None,
+             headers=None):
+        """See the pure twin (``kchannel.aio._aiosend_py.SendBase.send``)."""
+        if not self._sb_bound:
+            return send(self, topic, value, key, partition, timestamp_ms, headers)
+        return _fast_send(self, self, topic, value, key, partition, timestamp_ms, headers)
+
+
+# SendBase.send as a method descriptor of a METH_FASTCALL | METH_KEYWORDS
+# C function, in place of the method Cython makes: that one's argument
+# parsing takes a reference to each of its seven arguments and their
+# defaults and lets them go again (~150 instructions per record); the usual
+# call, ``p.send(topic, value)`` (positional, no keywords), is read here
+# from the argument array in a few.  Any other call (keywords, a producer
+# bind_send never filled) goes to Cython's method (``_send_cy``), which
+# parses as before.  The text signature is the method's.
+cdef object _send_cy = SendBase.__dict__["send"]
+cdef _MethodDef _send_def
+cdef bytes _send_doc = (
+    b"send($self, /, topic, value=None, key=None, partition=None, timestamp_ms=None, "
+    b"headers=None)\n--\n\n"
+    # (less the signature line embedsignature put first)
+    + ((_send_cy.__doc__ or "").partition("\n\n")[2] or _send_cy.__doc__ or "").encode())
+
+
+cdef object _send_vc(object self, PyObject **args, Py_ssize_t nargs, PyObject *kwnames):
+    cdef Py_ssize_t i
+    if kwnames == NULL and nargs == 2 and (<SendBase>self)._sb_bound:
+        # (the usual call: ``send(topic, value)``)
+        return _fast_send(<SendBase>self, self, <object>args[0], <object>args[1],
+                          None, None, None, None)
+    if kwnames == NULL and 1 <= nargs <= 6 and (<SendBase>self)._sb_bound:
+        return _fast_send(<SendBase>self, self, <object>args[0],
+                          <object>(args[1] if nargs > 1 else Py_None),
+                          <object>(args[2] if nargs > 2 else Py_None),
+                          <object>(args[3] if nargs > 3 else Py_None),
+                          <object>(args[4] if nargs > 4 else Py_None),
+                          <object>(args[5] if nargs > 5 else Py_None))
+    pos = [<object>args[i] for i in range(nargs)]
+    kw = {}
+    if kwnames != NULL:
+        for i in range(PyTuple_GET_SIZE(<object>kwnames)):
+            kw[<object>PyTuple_GET_ITEM(<object>kwnames, i)] = <object>args[nargs + i]
+    return _send_cy(self, *pos, **kw)
+
+
+_send_def.ml_name = b"send"
+_send_def.ml_meth = <void *>_send_vc
+_send_def.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_send_def.ml_doc = <const char *>_send_doc
+if (<PyTypeObjectSlots *>SendBase).tp_dict == NULL:
+    raise ImportError("SendBase has no type dict to set send in")
+(<dict><object>(<PyTypeObjectSlots *>SendBase).tp_dict)["send"] = \
+    PyDescr_NewMethod(<PyTypeObject *>SendBase, &_send_def)
+PyType_Modified(<PyTypeObject *>SendBase)
+
+
+def send_method(cls):
+    """SendBase.send as a method of ``cls`` (a subclass of SendBase), to be
+    set as that class's ``send``: the same C function, its descriptor made
+    for ``cls`` itself.  The interpreter calls a method descriptor's C
+    function straight from the call instruction (3.11's
+    PRECALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS) only when the instance's
+    type is exactly the descriptor's class; SendBase's own, called on an
+    AIOProducer, takes the generic call (a type check through the MRO, a
+    deoptimized instruction: ~90 instructions per record)."""
+    if not isinstance(cls, type) or not issubclass(cls, SendBase):
+        raise TypeError(f"{cls!r} is not a subclass of SendBase")
+    return PyDescr_NewMethod(<PyTypeObject *>cls, &_send_def)
+
+
+cdef _bind(SendBase st, producer):
+    # Reads ``_send`` (the appender's send) and ``_memory_limit`` once: both
+    # are set for good by AIOProducer.__init__.
+    st._sb_append = producer._send
+    st._sb_appender = None
+    owner = getattr(st._sb_append, "__self__", None)
+    if _append_c != NULL and type(owner) is _Appender and st._sb_append == owner.send:
+        st._sb_appender = owner
+    st._sb_acc = producer._acc
+    st._sb_acc_dict = getattr(st._sb_acc, "__dict__", None)
+    st._sb_limit = producer._memory_limit
+    st._sb_started = False
+    st._sb_mem_version = 0
+    st._sb_bound = True
+
+
+@cython.final
+@cython.auto_pickle(False)
+cdef class _BoundSend(SendBase):
+    """``send`` bound to a producer that is no SendBase (a stand-in with
+    the same attributes): what ``bind_send`` returns the ``send`` method
+    of.  It holds the producer, as a bound method does."""
+    cdef object producer
 
     def send(self, topic, value=None, key=None, partition=None, timestamp_ms=None,
              headers=None):
         """See the pure twin (``kchannel.aio._aiosend_py.send``)."""
-        cdef PyObject *used
-        cdef unsigned long long version = 0
-        if not self.started:
-            producer = self.producer
-            if producer._driver is None:
-                producer._start_driver()
-            # (_driver stays set once started: close() leaves it.)
-            self.started = producer._driver is not None
-        if self.acc_dict is not None:
-            version = KC_AIO_DICT_VERSION(self.acc_dict)
-        if version != 0 and version == self.mem_version:
-            over = self.mem_over
-        else:
-            used = NULL
-            if self.acc_dict is not None:
-                used = PyDict_GetItemWithError(self.acc_dict, "used_memory")
-            if used != NULL and type(<object>used) is int:
-                over = PyLong_AsSsize_t(<object>used) > self.limit
-                self.mem_over = over
-                self.mem_version = version
-            else:
-                over = self.acc.used_memory > self.limit
-                self.mem_version = 0
-        if over:
-            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
-                              headers)
-        try:
-            if self.appender is not None:
-                future = _append_c(self.appender, topic, value, key, headers, partition,
-                                   timestamp_ms, None)
-            else:
-                future = self.append(topic, value, key, headers, partition, timestamp_ms)
-        except _MetadataNeeded:
-            return _send_slow(self.producer, topic, value, key, partition, timestamp_ms,
-                              headers)
-        except Exception as exc:
-            return _raise(exc)
-        return _appended(future)
+        return _fast_send(self, self.producer, topic, value, key, partition, timestamp_ms,
+                          headers)
 
 
 def bind_send(producer):
-    """``producer.send`` (an AIOProducer's), bound once: what ``__init__``
-    sets as the instance's ``send``.  Reads ``_send`` (the appender's send)
-    and ``_memory_limit`` once: both are set for good by ``__init__``."""
-    cdef _BoundSend b = _BoundSend.__new__(_BoundSend)
+    """Fill a SendBase's (an AIOProducer's) C fields from its ``_send``,
+    ``_acc`` and ``_memory_limit`` and return None: its class's ``send``
+    then reads them.  Any other producer (a stand-in with those
+    attributes): its ``send`` bound once, returned."""
+    cdef _BoundSend b
+    if isinstance(producer, SendBase):
+        _bind(<SendBase>producer, producer)
+        return None
+    b = _BoundSend.__new__(_BoundSend)
     b.producer = producer
-    b.append = producer._send
-    b.appender = None
-    owner = getattr(b.append, "__self__", None)
-    if _append_c != NULL and type(owner) is _Appender and b.append == owner.send:
-        b.appender = owner
-    b.acc = producer._acc
-    b.acc_dict = getattr(b.acc, "__dict__", None)
-    b.limit = producer._memory_limit
-    b.started = False
+    _bind(b, producer)
     return b.send
 
 
@@ -494,75 +672,93 @@ cdef object _acked(object future, PyObject *batch):
     """The RecordMetadata of an acknowledged record (``_md_cache`` refilled
     when free), or None for every other case (not done, failed, split,
     slots unset, not the accumulator's types): the caller takes the
-    method's own path."""
-    if batch == NULL or <object>batch is None or _slot(<object>batch, _B_DONE) != Py_True \
+    method's own path.  Read through borrowed pointers (no reference
+    counted per field read: the batch's and future's slots hold them
+    meanwhile) and slots refilled only where they change."""
+    cdef PyObject *p_index
+    cdef PyObject *p_tp
+    cdef PyObject *p_sizes
+    cdef PyObject *p_base
+    cdef PyObject *p_ts
+    cdef PyObject *p_records
+    cdef PyObject *p_sz
+    cdef PyObject *p_rec
+    cdef PyObject *md
+    cdef Py_ssize_t k, base, ts, off
+    if batch == NULL or batch == Py_None or _slot(<object>batch, _B_DONE) != Py_True \
             or _slot(<object>batch, _B_EXCEPTION) != Py_None \
             or _slot(<object>batch, _B_SPLIT) != Py_None:
         return None
-    b = <object>batch
     # (Slots left unset -- an object not made by its __init__ -- take the
     # method's own path, which raises AttributeError as before.)
-    cdef PyObject *p_index = _slot(future, _F_INDEX)
-    cdef PyObject *p_tp = _slot(b, _B_TP)
-    cdef PyObject *p_sizes = _slot(b, _B_SIZES)
-    cdef PyObject *p_base = _slot(b, _B_BASE)
-    cdef PyObject *p_ts = _slot(b, _B_APPEND_TIME)
-    cdef PyObject *p_records = _slot(b, _B_RECORDS)
-    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL \
-            or p_records == NULL:
+    p_index = _slot(future, _F_INDEX)
+    p_tp = _slot(<object>batch, _B_TP)
+    p_sizes = _slot(<object>batch, _B_SIZES)
+    p_base = _slot(<object>batch, _B_BASE)
+    p_ts = _slot(<object>batch, _B_APPEND_TIME)
+    if p_index == NULL or p_tp == NULL or p_sizes == NULL or p_base == NULL or p_ts == NULL:
         return None
-    tp = <object>p_tp
-    sizes = <object>p_sizes
-    i = <object>p_index
-    cdef Py_ssize_t k = i
+    if not kc_aio_small_int(p_index, &k):
+        if type(<object>p_index) is not int:
+            return None
+        k = PyLong_AsSsize_t(<object>p_index)
     # The TopicPartition read as the tuple it is: indexing a tuple
     # subclass (a namedtuple) goes through slot_sq_item, a Python-level
     # __getitem__ call with an int made per index (~750 instructions each,
     # two per record); PyTuple_GET_ITEM reads the item.
-    if not PyTuple_Check(tp) or PyTuple_GET_SIZE(tp) != 2 or not PyList_CheckExact(sizes) \
-            or k < 0 or k >= PyList_GET_SIZE(sizes):
+    if not PyTuple_Check(<object>p_tp) or PyTuple_GET_SIZE(<object>p_tp) != 2 \
+            or not PyList_CheckExact(<object>p_sizes) \
+            or k < 0 or k >= PyList_GET_SIZE(<object>p_sizes):
         return None
-    sz = <tuple?><object>PyList_GET_ITEM(sizes, k)
-    base = <object>p_base
-    ts = <object>p_ts
+    p_sz = PyList_GET_ITEM(<object>p_sizes, k)
+    if not PyTuple_Check(<object>p_sz) or PyTuple_GET_SIZE(<object>p_sz) != 2:
+        return None
+    if not kc_aio_small_int(p_ts, &ts):
+        if type(<object>p_ts) is not int:
+            return None
+        ts = -1 if <object>p_ts < 0 else 0
     if ts < 0:
         # CreateTime: the record's own timestamp, its C field (no attribute
         # lookup on the batch and the record).
-        records = <object>p_records
-        if not PyList_CheckExact(records) or k >= PyList_GET_SIZE(records):
+        p_records = _slot(<object>batch, _B_RECORDS)
+        if p_records == NULL or not PyList_CheckExact(<object>p_records) \
+                or k >= PyList_GET_SIZE(<object>p_records):
             return None
-        record = <object>PyList_GET_ITEM(records, k)
-        if type(record) is not QueuedRecord:
+        p_rec = PyList_GET_ITEM(<object>p_records, k)
+        if type(<object>p_rec) is not QueuedRecord:
             return None
-        ts = (<QueuedRecord>record).timestamp
+        p_ts = <PyObject *>(<QueuedRecord>p_rec).timestamp
     global _md_cache
-    cdef PyObject *cached = <PyObject *>_md_cache
-    if cached != Py_None and _Py_REFCNT(cached) == 1:
-        md = _md_cache
-    else:
-        md = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata, <PyObject *>_EMPTY, NULL)
-        _md_cache = md
-    _put(md, _M_TOPIC, <object>PyTuple_GET_ITEM(tp, 0))
-    _put(md, _M_PARTITION, <object>PyTuple_GET_ITEM(tp, 1))
+    md = <PyObject *>_md_cache
+    if md == Py_None or _Py_REFCNT(md) != 1:
+        _md_cache = (<PyTypeObject *>_RecordMetadata).tp_new(_RecordMetadata,
+                                                             <PyObject *>_EMPTY, NULL)
+        md = <PyObject *>_md_cache
+    kc_aio_put(md, _M_TOPIC, PyTuple_GET_ITEM(<object>p_tp, 0))
+    kc_aio_put(md, _M_PARTITION, PyTuple_GET_ITEM(<object>p_tp, 1))
     # The offset: in the refilled RecordMetadata's own int when only it
     # holds that int (no int made and freed per record, ~150
     # instructions; see kc_aio_int_set).
-    cdef Py_ssize_t off
-    if type(base) is int and type(i) is int:
-        off = PyLong_AsSsize_t(base)
-        if off < 0:
+    cdef bint fits = kc_aio_small_int(p_base, &base)
+    if not fits and type(<object>p_base) is int and \
+            -PY_SSIZE_T_MAX <= <object>p_base <= PY_SSIZE_T_MAX:
+        base = PyLong_AsSsize_t(<object>p_base)
+        fits = True
+    if fits:
+        if base < 0:
             off = -1
-        elif off > PY_SSIZE_T_MAX - k:
+        elif base > PY_SSIZE_T_MAX - k:
             off = -2          # (past int64: the int made as before)
         else:
-            off += k
+            off = base + k
         if off == -2:
-            _put(md, _M_OFFSET, base + i)
-        elif not (_in_place and kc_aio_int_set(_slot(md, _M_OFFSET), off)):
-            _put(md, _M_OFFSET, off)
+            _put(<object>md, _M_OFFSET, <object>p_base + <object>p_index)
+        elif not (_in_place and kc_aio_int_set(_slot(<object>md, _M_OFFSET), off)):
+            _put(<object>md, _M_OFFSET, off)
     else:
-        _put(md, _M_OFFSET, base + i if base >= 0 else -1)
-    _put(md, _M_TIMESTAMP, ts)
-    _put(md, _M_KEY_SIZE, sz[0])
-    _put(md, _M_VALUE_SIZE, sz[1])
-    return md
+        _put(<object>md, _M_OFFSET,
+             <object>p_base + <object>p_index if <object>p_base >= 0 else -1)
+    kc_aio_put(md, _M_TIMESTAMP, p_ts)
+    kc_aio_put(md, _M_KEY_SIZE, PyTuple_GET_ITEM(<object>p_sz, 0))
+    kc_aio_put(md, _M_VALUE_SIZE, PyTuple_GET_ITEM(<object>p_sz, 1))
+    return <object>md

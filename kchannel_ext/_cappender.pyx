@@ -472,13 +472,37 @@ cdef extern from *:
     } kc_lockobject;
     #define kc_lock_readable() 1
     #define kc_lock_held(o) (((kc_lockobject *)(o))->locked != 0)
+    /* acquire(blocking=False) and release() as the lock's methods do them
+       (the lock's state, then its ``locked`` byte), with no method call:
+       acquire parses its arguments with PyArg_ParseTupleAndKeywords
+       (~150 instructions). */
+    static inline int kc_lock_try_acquire(PyObject *o) {
+        kc_lockobject *l = (kc_lockobject *)o;
+        if (PyThread_acquire_lock_timed((PyThread_type_lock)l->lock_lock, 0, 0)
+                == PY_LOCK_ACQUIRED) {
+            l->locked = 1;
+            return 1;
+        }
+        return 0;
+    }
+    static inline int kc_lock_release(PyObject *o) {
+        kc_lockobject *l = (kc_lockobject *)o;
+        if (!l->locked) return 0;
+        PyThread_release_lock((PyThread_type_lock)l->lock_lock);
+        l->locked = 0;
+        return 1;
+    }
     #else
     #define kc_lock_readable() 0
     #define kc_lock_held(o) 1
+    #define kc_lock_try_acquire(o) 0
+    #define kc_lock_release(o) 0
     #endif
     """
     bint kc_lock_readable() noexcept
     bint kc_lock_held(object o) noexcept
+    bint kc_lock_try_acquire(PyObject *o) noexcept
+    bint kc_lock_release(PyObject *o) noexcept
 
 
 cdef extern from "Python.h":
@@ -514,6 +538,65 @@ cdef inline object _new_future():
             <PyTypeObject *>_FutureRecordMetadata, 0)
     return (<PyTypeObject *>_FutureRecordMetadata).tp_new(_FutureRecordMetadata,
                                                           <PyObject *>_EMPTY, NULL)
+
+
+# A QueuedRecord made by its type's tp_alloc (zeroed memory) and its four
+# fields stored at their offsets, found at import by making one record of
+# four distinct objects: not through Cython's tp_new (its vectorcall glue,
+# each field set to None and then let go for the record's own: ~60
+# instructions a record).  Offsets not found (another layout): tp_new and
+# the fields set as before.
+cdef Py_ssize_t _r_off[4]
+cdef bint _record_alloc = False
+
+
+cdef _init_record_alloc():
+    global _record_alloc
+    cdef Py_ssize_t i, off, found = 0
+    cdef PyObject *p
+    probe = (object(), object(), object(), object())
+    rec = QueuedRecord(*probe)
+    cdef Py_ssize_t size = (<PyTypeObject *>QueuedRecord).tp_basicsize
+    for i in range(4):
+        _r_off[i] = -1
+        off = sizeof(PyObject)
+        while off + <Py_ssize_t>sizeof(PyObject *) <= size:
+            p = (<PyObject **>((<char *><PyObject *>rec) + off))[0]
+            if p == <PyObject *>probe[i]:
+                _r_off[i] = off
+                found += 1
+                break
+            off += sizeof(PyObject *)
+    _record_alloc = found == 4 and (<PyTypeObject *>QueuedRecord).tp_itemsize == 0 and \
+        (<_TypeAlloc *>QueuedRecord).tp_alloc == <allocfunc>PyType_GenericAlloc
+
+
+_init_record_alloc()
+
+
+cdef inline void _set_new(object obj, Py_ssize_t offset, object value) noexcept:
+    # (a field of an object just allocated, still NULL)
+    Py_INCREF(value)
+    (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
+
+
+cdef inline QueuedRecord _new_record(object timestamp, object key, object value,
+                                     object headers):
+    cdef QueuedRecord record
+    if _record_alloc:
+        rec = (<_TypeAlloc *>QueuedRecord).tp_alloc(<PyTypeObject *>QueuedRecord, 0)
+        _set_new(rec, _r_off[0], timestamp)
+        _set_new(rec, _r_off[1], key)
+        _set_new(rec, _r_off[2], value)
+        _set_new(rec, _r_off[3], headers)
+        return <QueuedRecord>rec
+    record = <QueuedRecord>(<PyTypeObject *>QueuedRecord).tp_new(
+        QueuedRecord, <PyObject *>_EMPTY, NULL)
+    record.timestamp = timestamp
+    record.key = key
+    record.value = value
+    record.headers = headers
+    return record
 
 
 # A deque's last item read from the deque itself (CPython 3.11's
@@ -931,7 +1014,7 @@ cdef class Appender:
         cdef PyObject *o
         cdef PyObject *callbacks
         cdef QueuedRecord record
-        cdef bint full = False, held = False, opened = False
+        cdef bint full = False, held = False, opened = False, c_held = False
         cdef bint convert
         cdef int overflow
         cdef object last
@@ -1043,13 +1126,8 @@ cdef class Appender:
                                   callback)
             stamp = timestamp_ms
         # Made without its __init__ (a Python call): the fields are set
-        # here, at C level (kchannel._crecords.pxd).
-        record = <QueuedRecord>(<PyTypeObject *>QueuedRecord).tp_new(
-            QueuedRecord, <PyObject *>_EMPTY, NULL)
-        record.timestamp = stamp
-        record.key = key
-        record.value = value
-        record.headers = hs
+        # here, at C level (see _new_record).
+        record = _new_record(stamp, key, value, hs)
         # Records of one shape share their (key, value) sizes tuple
         # (immutable).
         if ks != self._sizes_ks or vs != self._sizes_vs:
@@ -1159,7 +1237,11 @@ cdef class Appender:
                     # (free, so taken without letting the GIL go: what was
                     # read above still holds).
                     if not held:
-                        self._acquire()
+                        # (in C when the lock is a _thread.lock read in C;
+                        # it is free: no one held it above)
+                        if not (self._c_locked and
+                                kc_lock_try_acquire(<PyObject *>self._lock)):
+                            self._acquire()
                         held = True
                     batch = self._open(dq, last, self._tps[p], record, body, callback,
                                        max(self._batch_size, size + _BATCH_OVERHEAD))
@@ -1171,7 +1253,7 @@ cdef class Appender:
                                 _sticky_add(sticky, p, size, self._sticky_size):
                             sticky = None
             finally:
-                if held:
+                if held and not (self._c_locked and kc_lock_release(<PyObject *>self._lock)):
                     self._release()
         if batch is None:
             # A new batch (see the pure twin).
@@ -1197,14 +1279,20 @@ cdef class Appender:
                     self._touched_topic = topic
                     self._touched_ms = td
         if sticky is not None:
-            self._sticky_acquire()
+            # (the partitioner's lock, the accumulator's when shared: taken
+            # in C when free, as above; once per batch)
+            c_held = self._sticky_shared and self._c_locked and \
+                kc_lock_try_acquire(<PyObject *>self._lock)
+            if not c_held:
+                self._sticky_acquire()
             try:
                 if _sticky_add(sticky, p, size, self._sticky_size) or \
                         (self._avail is not None and
                          _sticky_move(sticky, p, self._avail, self._choice)):
                     sticky = None
             finally:
-                self._sticky_release()
+                if not (c_held and kc_lock_release(<PyObject *>self._lock)):
+                    self._sticky_release()
             if sticky is not None:
                 self._partitioner.update(topic, p, size, cluster)
         if full and self._wakeup_needed():

@@ -12,7 +12,7 @@ with no generator (see ``kchannel_ext/_caiosend.pyx``).
 """
 from kchannel.producer.accumulator import FutureRecordMetadata
 
-__all__ = ["send", "bind_send", "future_await", "install_await"]
+__all__ = ["SendBase", "send", "send_method", "bind_send", "future_await", "install_await"]
 
 
 class _MetadataNeeded(Exception):
@@ -20,38 +20,64 @@ class _MetadataNeeded(Exception):
     topic's metadata: ``send`` awaits it and tries again."""
 
 
+class SendBase:
+    """SendBase()
+
+    AIOProducer's base class: its ``send`` method.  (The compiled twin's
+    keeps what ``send`` reads of the producer per record in C fields,
+    filled by ``bind_send``.)"""
+    __slots__ = ()
+
+    def send(self, /, topic, value=None, key=None, partition=None, timestamp_ms=None,
+             headers=None):
+        """Enqueue one record; returns its
+        :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
+        RecordMetadata, as aiokafka's ``send`` future.  It is not an
+        ``asyncio.Future`` (none is made per record): ``asyncio.gather``
+        wraps each in a task, so for many records await them in turn or
+        ``flush()``.  Awaits metadata of a
+        new topic and buffer memory for up to ``max.block.ms``.
+
+        The record is enqueued when ``send(...)`` is called, when that needs
+        no wait (its topic's metadata known, buffer memory free); what is
+        returned is a coroutine (``asyncio.create_task(p.send(...))``
+        works) that gives the future, or raises the append's error, where
+        it is awaited."""
+        if self._driver is None:
+            self._start_driver()
+        if self._acc.used_memory > self._memory_limit:
+            return _send_slow(self, topic, value, key, partition, timestamp_ms, headers)
+        try:
+            future = self._send(topic, value, key, headers, partition, timestamp_ms)
+        except _MetadataNeeded:
+            return _send_slow(self, topic, value, key, partition, timestamp_ms, headers)
+        except Exception as exc:
+            # Raised where the result is awaited, as from a coroutine.
+            return _raise(exc)
+        return _done(future)
+
+
 def send(producer, topic, value=None, key=None, partition=None, timestamp_ms=None,
          headers=None):
-    """Enqueue one record; returns its
-    :class:`~kchannel.producer.FutureRecordMetadata`: await it for the
-    RecordMetadata, as aiokafka's ``send`` future.  It is not an
-    ``asyncio.Future`` (none is made per record): ``asyncio.gather``
-    wraps each in a task, so for many records await them in turn or
-    ``flush()``.  Awaits metadata of a
-    new topic and buffer memory for up to ``max.block.ms``.
+    """``SendBase.send`` for ``producer`` (an AIOProducer, or any object
+    with its ``_driver``, ``_start_driver``, ``_acc``, ``_memory_limit``,
+    ``_send``, ``_wait_for_memory`` and ``_wait_for_metadata``)."""
+    return SendBase.send(producer, topic, value, key, partition, timestamp_ms, headers)
 
-    The record is enqueued when ``send(...)`` is called, when that needs no
-    wait (its topic's metadata known, buffer memory free); what is returned
-    is a coroutine (``asyncio.create_task(p.send(...))`` works) that gives
-    the future, or raises the append's error, where it is awaited."""
-    if producer._driver is None:
-        producer._start_driver()
-    if producer._acc.used_memory > producer._memory_limit:
-        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
-    try:
-        future = producer._send(topic, value, key, headers, partition, timestamp_ms)
-    except _MetadataNeeded:
-        return _send_slow(producer, topic, value, key, partition, timestamp_ms, headers)
-    except Exception as exc:
-        # Raised where the result is awaited, as from a coroutine.
-        return _raise(exc)
-    return _done(future)
+
+def send_method(cls):
+    """SendBase.send, to be set as ``cls``'s (a subclass of SendBase)
+    ``send``: here the function itself (the compiled twin makes its method
+    descriptor for ``cls``, which the interpreter calls fastest)."""
+    if not isinstance(cls, type) or not issubclass(cls, SendBase):
+        raise TypeError(f"{cls!r} is not a subclass of SendBase")
+    return SendBase.send
 
 
 def bind_send(producer):
-    """``producer.send`` bound once, to be set as the instance's ``send``;
-    None: nothing to bind here (the class's ``send`` is this twin's; the
-    compiled twin's keeps what it reads per record in C fields)."""
+    """None: nothing to bind here (``SendBase.send`` reads the producer's
+    attributes; the compiled twin fills a SendBase's C fields and returns
+    None, or returns a bound send for any other producer)."""
     return None
 
 

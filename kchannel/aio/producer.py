@@ -89,9 +89,12 @@ class _ProducerSelector(LoopSelector):
         self.yield_on_zero = True
 
 
-class AIOProducer:
+class AIOProducer(_aiosend.SendBase):
     """An asyncio Kafka producer; ``config`` (and keyword arguments) as
-    ``kchannel.Producer``'s.  Use ``async with`` or ``await close()``."""
+    ``kchannel.Producer``'s.  Use ``async with`` or ``await close()``.
+
+    ``send`` is its base class's (``kchannel.aio._aiosend_py.SendBase``,
+    compiled when built): the per-record path."""
 
     def __init__(self, config=None, **kwargs):
         self._loop = None
@@ -118,11 +121,11 @@ class AIOProducer:
         self._client = p._client
         self._send = p.send          # the appender's fast path (transactional: joins it)
         self._txn = p._txn
-        # send bound once (the compiled twin: what it reads per record held
-        # in C fields); a subclass overriding send keeps its own.
-        bound = _aiosend.bind_send(self) if type(self).send is AIOProducer.send else None
-        if bound is not None:
-            self.send = self.produce = bound
+        # What send reads per record, read once (the compiled twin: held in
+        # the SendBase's C fields).  No instance attribute named send or
+        # produce: one would shadow the class's method and keep the
+        # interpreter from specializing ``p.send(...)`` (see SendBase).
+        _aiosend.bind_send(self)
 
     # -- driving the Sender ----------------------------------------------------------
     def _get_loop(self):
@@ -214,9 +217,7 @@ class AIOProducer:
         are made when records are sent)."""
         self._start_driver()
 
-    send = _aiosend.send
-
-    produce = send
+    # send: SendBase's (set below, made for this class).
 
     async def send_and_wait(self, topic, value=None, key=None, partition=None,
                             timestamp_ms=None, headers=None):
@@ -445,6 +446,13 @@ class AIOProducer:
 
     async def __aexit__(self, *exc):
         await self.close()
+
+
+# SendBase.send as this class's own method (the compiled twin: a method
+# descriptor of AIOProducer itself, which the interpreter calls without a
+# generic call when the instance's type is exactly AIOProducer; a
+# subclass's instances call it too, or their own send).
+AIOProducer.send = AIOProducer.produce = _aiosend.send_method(AIOProducer)
 
 
 class _Done:

@@ -197,12 +197,17 @@ def test_bound_send_starts_the_driver_once_and_waits_for_memory():
                                           ("topic-a", 0, 1, T0 + 1, 1, 2)]
 
 
-def test_send_is_bound_on_the_instance_unless_overridden():
-    """The AIOProducer's send (and produce) is the bound one where the
-    compiled twin binds it; a subclass's own send is kept."""
+def test_send_is_the_class_method_never_an_instance_attribute():
+    """The AIOProducer's send (and produce) is its SendBase's method, on
+    the class: no instance attribute shadows it (one keeps the interpreter
+    from specializing ``p.send(...)``), in both twins; a subclass's own
+    send is kept; bind_send fills a SendBase and returns None."""
     p = AIOProducer({"bootstrap.servers": "127.0.0.1:1"})
+    assert isinstance(p, aiosend.SendBase)
+    assert vars(AIOProducer)["send"] is vars(AIOProducer)["produce"]
     assert p.send == p.produce
-    assert ("send" in vars(p)) is COMPILED
+    assert "send" not in vars(p) and "produce" not in vars(p)
+    assert aiosend.bind_send(p) is None
 
     class Sub(AIOProducer):
         async def send(self, *args, **kwargs):
@@ -210,6 +215,79 @@ def test_send_is_bound_on_the_instance_unless_overridden():
     s = Sub({"bootstrap.servers": "127.0.0.1:1"})
     assert "send" not in vars(s)
     assert asyncio.run(s.send("t", b"v")) == "own"
+
+
+def test_send_method_is_made_for_subclasses_of_send_base_only():
+    """send_method gives SendBase's send for a subclass (compiled: its
+    method descriptor made for that class, with the method's signature)
+    and refuses any other class."""
+    import inspect
+
+    class Own(aiosend.SendBase):
+        pass
+    method = aiosend.send_method(Own)
+    assert str(inspect.signature(method)) == \
+        "(self, /, topic, value=None, key=None, partition=None, timestamp_ms=None, headers=None)"
+    with pytest.raises(TypeError):
+        aiosend.send_method(object)
+    with pytest.raises(TypeError):
+        aiosend.send_method(Own())
+
+
+def test_send_takes_its_arguments_by_keyword_and_position_alike():
+    """The compiled send reads positional arguments itself and passes any
+    call with keywords to the parsing method: both append the same record
+    (key, partition, timestamp and headers as given)."""
+    b = ProducerBatch(TopicPartition("topic-a", 0), 0, 0)
+    got = []
+
+    def _send(topic, value, key, headers, partition, timestamp_ms):
+        got.append((topic, value, key, headers, partition, timestamp_ms))
+        return FutureRecordMetadata(b, 0)
+    p = AIOProducer({"bootstrap.servers": "127.0.0.1:1"})
+    p._driver = object()
+    p._send = _send
+    aiosend.bind_send(p)
+
+    async def scenario():
+        await p.send("t", b"v", b"k", 2, 5, [("h", b"1")])
+        await p.send("t", value=b"v", key=b"k", partition=2, timestamp_ms=5,
+                     headers=[("h", b"1")])
+        await p.send(topic="t", value=b"v", key=b"k", partition=2, timestamp_ms=5,
+                     headers=[("h", b"1")])
+        await p.produce("t", b"v")
+        await p.send("t")
+    asyncio.run(scenario())
+    with pytest.raises(TypeError):
+        p.send()
+    with pytest.raises(TypeError):
+        p.send("t", b"v", None, None, None, None, "extra")
+    full = ("t", b"v", b"k", [("h", b"1")], 2, 5)
+    assert got == [full, full, full, ("t", b"v", None, None, None, None),
+                   ("t", None, None, None, None, None)]
+
+
+def test_send_of_a_producer_made_without_init_takes_the_generic_path():
+    """A SendBase whose bind_send never ran (a subclass's __init__ not
+    calling AIOProducer's) still sends: its send reads the producer's
+    attributes, as the module's ``send``."""
+    b = ProducerBatch(TopicPartition("topic-a", 0), 0, 0)
+    stub = _StubProducer(b)
+
+    class Bare(aiosend.SendBase):
+        pass
+    p = Bare()
+    for name in ("_driver", "_acc", "_memory_limit", "_send"):
+        setattr(p, name, getattr(stub, name))
+    p._start_driver = stub._start_driver
+
+    async def scenario():
+        future = await p.send("topic-a", b"a")
+        b.complete(7, -1)
+        return await future
+    md = asyncio.run(scenario())
+    assert fields(md) == ("topic-a", 0, 7, T0, -1, 1)
+    assert stub.started == 1
 
 
 def test_a_held_metadata_is_never_refilled():
@@ -267,7 +345,7 @@ def test_send_awaitables_keep_their_own_future_until_awaited_then_forget_it():
     assert between_mds == [("topic-a", 0, i, T0 + i, -1, 1) for i in (5, 6, 7)]
 
 
-@pytest.mark.parametrize("base_offset", [7, 1 << 31, (1 << 63) - 3])
+@pytest.mark.parametrize("base_offset", [7, 1 << 31, (1 << 60) - 3, (1 << 63) - 3])
 def test_offsets_kept_by_the_application_never_change(base_offset):
     """The compiled await gives the offset in the RecordMetadata it refills
     (its int changed in place when nothing else holds it): an offset the
@@ -286,6 +364,28 @@ def test_offsets_kept_by_the_application_never_change(base_offset):
     offsets = asyncio.run(scenario())
     assert offsets == [base_offset + i for i in range(6)]
     assert offsets == [f.get().offset for f in futures]
+
+
+def test_awaits_alternating_between_batches_give_each_records_own_fields():
+    """The compiled await refills one RecordMetadata, each slot only where
+    it changes: futures of two batches (topics, partitions, offsets, key
+    sizes, CreateTime and LogAppendTime) awaited in turn each give their
+    own record's fields, as ``get()``."""
+    a = batch_of(4, partition=3)
+    b = ProducerBatch(TopicPartition("topic-b", 9), 0, 0)
+    for i in range(4):
+        b.records.append(QueuedRecord(T0 + 50 + i, b"kk", b"v" * (i + 3), ()))
+        b.sizes.append((2, i + 3))
+    a.complete(1 << 40, -1)
+    b.complete(11, T0 + 777)
+    futures = [FutureRecordMetadata(x, i) for i in range(4) for x in (a, b)]
+
+    async def scenario():
+        return [fields(await f) for f in futures]
+    got = asyncio.run(scenario())
+    assert got == [fields(f.get()) for f in futures]
+    assert got[:2] == [("topic-a", 3, 1 << 40, T0, -1, 1),
+                       ("topic-b", 9, 11, T0 + 777, 2, 3)]
 
 
 def test_a_cancelled_wait_leaves_the_record_and_a_later_await_gets_it():
