@@ -85,6 +85,25 @@ def _extensions():
     return exts
 
 
+def _stale_pure_twin(ext):
+    """Whether a pure-mode twin's generated C is older than its .pxd.
+
+    The .pxd is named after the module (``_cnetloop.pxd`` beside
+    ``_netloop_py.py``), not after the source, and cythonize's timestamp
+    check only looks for the source's own name: a change to the .pxd alone
+    (a cdef method turned cpdef, which moves the vtable that other
+    extensions cimport and call through) left the module's C as it was,
+    and the rebuilt callers then called into the wrong slots.
+    """
+    (src,) = ext.sources
+    if not src.endswith(".py"):
+        return False
+    pxd = os.path.join(os.path.dirname(src), ext.name.rsplit(".", 1)[-1] + ".pxd")
+    c = src[:-3] + ".c"
+    return (os.path.exists(pxd) and os.path.exists(c)
+            and os.path.getmtime(pxd) > os.path.getmtime(c))
+
+
 class OptionalBuildExt(build_ext):
     """build_ext that cythonizes each extension itself and treats failures as
     optional (warning) unless extensions are required."""
@@ -115,6 +134,8 @@ class OptionalBuildExt(build_ext):
             try:
                 (cythonized,) = cythonize(
                     [ext],
+                    # --force regenerates the C too (not only recompiles it)
+                    force=bool(self.force) or _stale_pure_twin(ext),
                     language_level=3,
                     quiet=True,
                     include_path=[os.path.join(HERE, EXT_DIR, "include")],
