@@ -66,6 +66,8 @@ cdef class ClientLoop:
     cdef public object time
 
     # (a C call from the compiled Sender, once per Produce request)
+    # (node: a _Node or None, its NodeState fields read as C fields)
+    @cython.locals(node=NodeState)
     cpdef send(self, node_id, api_key, body, version=*, expect_response=*, timeout_ms=*)
     # (NetworkClient's ApiVersions exchange calls _send too)
     # (node: a _Node, whose NodeState fields are read as C fields)
