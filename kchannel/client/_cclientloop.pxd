@@ -76,6 +76,10 @@ cdef class ClientLoop:
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
     @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats, node=NodeState)
     cdef _handle_response(self, node, payload, now, list out)
+    # (cpdef only to type its locals: node, a _Node or None, whose state is
+    # read as a C field per response; called through its Python wrapper)
+    @cython.locals(node=NodeState)
+    cpdef poll(self, timeout_ms)
 
 
 # (a C call from cluster_poll, once per poll; the responses' fields read as

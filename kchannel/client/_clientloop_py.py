@@ -343,7 +343,8 @@ class ClientLoop:
         # result, reported by this poll without delay).
         wait = not self._sent_without_response
         self._sent_without_response = False
-        sel.poll(timeout_ms, wait_after_flush=wait)
+        # (wait_after_flush positionally: no keyword names per poll)
+        sel.poll(timeout_ms, wait)
         now = sel.poll_time_ms      # (the same clock, read as the wait ended)
         for nid in sel.connected:
             node = self._nodes.get(nid)
