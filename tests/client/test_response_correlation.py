@@ -10,7 +10,7 @@ from kchannel.client import network_client
 from kchannel.client.connection_state import ConnectionState
 
 
-class _Selector:
+class _ReceivesSelector:
     """The selector calls poll makes, with the receives a test hands it."""
 
     def __init__(self):
@@ -32,17 +32,17 @@ class _Selector:
         self.closed.append(id)
 
 
-def _client():
+def _ready_node_client():
     net = network_client.NetworkClient({"bootstrap.servers": "127.0.0.1:1"})
     node = network_client._Node(7, "127.0.0.1", 1, 0, 0, 10000)
     node.state = ConnectionState.READY
     net._nodes[7] = node
     real = net.selector
-    net.selector = _Selector()
+    net.selector = _ReceivesSelector()
     return net, node, real
 
 
-def _poll(net, *payloads):
+def _poll_receives(net, *payloads):
     sel = net.selector
     sel.completed_receives = [(7, p) for p in payloads]
     sel.poll_time_ms = net.time()
@@ -50,7 +50,7 @@ def _poll(net, *payloads):
 
 
 def test_matching_responses_take_the_oldest_out_in_order():
-    net, node, real = _client()
+    net, node, real = _ready_node_client()
     try:
         # raw requests: their responses are handed over undecoded
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
@@ -58,11 +58,11 @@ def test_matching_responses_take_the_oldest_out_in_order():
         c3 = net._send(node, 18, 3, (b"c" * 10,), "raw")
         assert list(node.in_flight) == [c1, c2, c3]
         p1 = struct.pack(">i", c1) + b"one"
-        out = _poll(net, p1)
+        out = _poll_receives(net, p1)
         assert [(r.correlation_id, r.body, r.exception) for r in out] == [(c1, p1, None)]
         assert list(node.in_flight) == [c2, c3]
         p2, p3 = struct.pack(">i", c2) + b"two", struct.pack(">i", c3)
-        out = _poll(net, p2, p3)
+        out = _poll_receives(net, p2, p3)
         assert [(r.correlation_id, r.body) for r in out] == [(c2, p2), (c3, p3)]
         assert not node.in_flight
         assert node.stats.rx == 3
@@ -74,11 +74,11 @@ def test_matching_responses_take_the_oldest_out_in_order():
 
 
 def test_mismatched_correlation_fails_every_request_oldest_first():
-    net, node, real = _client()
+    net, node, real = _ready_node_client()
     try:
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
         c2 = net._send(node, 18, 3, (b"b" * 10,), "raw")
-        out = _poll(net, struct.pack(">i", c2) + b"early")
+        out = _poll_receives(net, struct.pack(">i", c2) + b"early")
         assert [r.correlation_id for r in out] == [c1, c2]
         assert all(r.body is None for r in out)
         exc = out[0].exception
