@@ -131,9 +131,9 @@ cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_a
 @cython.locals(state=dict, incomplete=set, batch=BatchState, c_lock=bint)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
-@cython.locals(leaders=dict, batch=BatchState, state=dict, c_lock=bint)
+@cython.locals(leaders=dict, batch=BatchState, state=dict, c_lock=bint, muted=set)
 cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
-@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop, c_lock=bint)
+@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop, c_lock=bint, muted=set)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
 cpdef bint _can_send_more(state, max_in_flight)
 

@@ -662,7 +662,9 @@ def accumulator_ready(acc, cluster, now):
                     unknown = set()
                 unknown.add(tp.topic)
                 continue
-            if leader in ready or tp in muted:
+            # (an empty set is not searched: a TopicPartition's hash is
+            # computed per lookup, ~130 instructions)
+            if leader in ready or (muted and tp in muted):
                 continue
             attempts = batch.attempts
             if attempts > 0:
@@ -730,7 +732,7 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
             size = 0
             ready = []
             for tp in tps:
-                if tp in muted:
+                if muted and tp in muted:      # (see accumulator_ready)
                     continue
                 dq = batches[tp]
                 batch = dq[0]

@@ -98,3 +98,16 @@ def test_a_held_done_lock_is_waited_for(impl):
     (batch,) = sl.accumulator_drain(acc, cluster, {1}, 1 << 20, 10, None)[1]
     _blocks_until_released(DONE_LOCK, lambda: sl.accumulator_complete_batch(acc, batch, 3, None))
     assert batch.done_flag and batch.base_offset == 3
+
+
+def test_a_muted_partition_is_neither_ready_nor_drained(impl):
+    # (the scans skip the lookup in an empty muted set: a non-empty one is
+    # still searched)
+    sl = impl.senderloop
+    acc, cluster = _setup(impl)
+    acc.muted.add(TopicPartition("t", 0))
+    assert sl.accumulator_ready(acc, cluster, 10)[0] == set()
+    assert sl.accumulator_drain(acc, cluster, {1}, 1 << 20, 10, None) == {}
+    acc.muted.clear()
+    assert sl.accumulator_ready(acc, cluster, 10)[0] == {1}
+    assert list(sl.accumulator_drain(acc, cluster, {1}, 1 << 20, 10, None)) == [1]
