@@ -541,6 +541,31 @@ class SequenceState:
                 self._last_acked[tp] = last
 
 
+# (the compiled twin's: the batch type whose slots accumulator_complete_batch
+# reads and writes at their offsets, resolved by _batch_slots for the first
+# batch completed; False: that type's are not plain object slots; None:
+# not yet resolved, or the pure twin, which never reads the offsets)
+_slots_type = None
+_S_CALLBACKS = _S_DONE_FLAG = _S_BASE_OFFSET = _S_LOG_APPEND_TIME = _S_EXCEPTION = -1
+
+
+def _batch_slots(cls):
+    """(compiled twin only) Resolve the offsets of ``cls``'s slots
+    accumulator_complete_batch uses; False when one is not a writable
+    object slot."""
+    global _slots_type, _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, \
+        _S_EXCEPTION
+    offsets = []
+    for name in ("callbacks", "done_flag", "base_offset", "log_append_time", "exception"):
+        offset = _c_slot_offset(getattr(cls, name, None))
+        if offset < 0:
+            _slots_type = False
+            return
+        offsets.append(offset)
+    _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION = offsets
+    _slots_type = cls
+
+
 def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     """``batch.complete(base_offset, log_append_time)`` and then
     ``acc.deallocate(batch)`` (Kafka's order: a flush() woken by the last
@@ -553,16 +578,37 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     accumulator's own ``deallocate`` (accumulator_deallocate), the one
     place that releases it."""
     try:
-        if batch.callbacks is not None or batch.parent is not None or batch.done_flag:
+        # (compiled, on CPython 3.11: the slots at their offsets, see
+        # _batch_slots; a done flag other than False itself takes
+        # batch.complete, which does the same for the usual batch)
+        if _C_LOCKS and _slots_type is None:
+            _batch_slots(type(batch))
+        in_place = _C_LOCKS and type(batch) is _slots_type
+        if in_place:
+            usual = _c_slot_is(batch, _S_CALLBACKS, None) and batch.parent is None and \
+                _c_slot_is(batch, _S_DONE_FLAG, False)
+        else:
+            usual = batch.callbacks is None and batch.parent is None and not batch.done_flag
+        if not usual:
             batch.complete(base_offset, log_append_time)
         else:
-            batch.base_offset = -1 if base_offset is None else base_offset
-            batch.log_append_time = -1 if log_append_time is None else log_append_time
-            batch.exception = None
+            offset = -1 if base_offset is None else base_offset
+            append_time = -1 if log_append_time is None else log_append_time
+            if in_place:
+                _c_slot_put(batch, _S_BASE_OFFSET, offset)
+                _c_slot_put(batch, _S_LOG_APPEND_TIME, append_time)
+                _c_slot_put(batch, _S_EXCEPTION, None)
+            else:
+                batch.base_offset = offset
+                batch.log_append_time = append_time
+                batch.exception = None
             if not (_C_LOCKS and _c_lock_try_acquire(DONE_LOCK)):
                 _done_acquire()
             try:
-                batch.done_flag = True
+                if in_place:
+                    _c_slot_put(batch, _S_DONE_FLAG, True)
+                else:
+                    batch.done_flag = True
                 done_callbacks = batch.done_callbacks
                 batch.done_callbacks = None
                 event = batch.event

@@ -45,7 +45,11 @@ def test_every_section_leaves_its_lock_free(impl):
     sl.accumulator_complete_batch(acc, batch, 7, None)
     _free(acc.lock)
     _free(DONE_LOCK)
-    assert batch.done_flag and batch.base_offset == 7
+    assert batch.done_flag is True and batch.base_offset == 7
+    assert batch.log_append_time == -1 and batch.exception is None
+    # (the compiled twin writes these slots at their offsets: what is read
+    # back through the class's descriptors is the same)
+    assert batch.done_callbacks is None and batch.encoded is None
     assert acc.used_memory == 0 and not acc.incomplete
     # (and again: the C path and the methods see the same lock state)
     acc.append(TP, QueuedRecord(0, None, b"w", ()), 3, None, -1, 1, 0)
@@ -111,3 +115,23 @@ def test_a_muted_partition_is_neither_ready_nor_drained(impl):
     acc.muted.clear()
     assert sl.accumulator_ready(acc, cluster, 10)[0] == {1}
     assert list(sl.accumulator_drain(acc, cluster, {1}, 1 << 20, 10, None)) == [1]
+
+
+def test_completing_batches_keeps_their_results(impl):
+    # Batches completed one after another (the first resolves the slots'
+    # offsets in the compiled twin), with and without a log append time, and
+    # a batch whose future waits (a done callback runs).
+    sl = impl.senderloop
+    acc, cluster = _setup(impl)
+    seen = []
+    for i in range(3):
+        if i:
+            acc.append(TP, QueuedRecord(0, None, b"v", ()), 3, None, -1, 1, 0)
+        (batch,) = sl.accumulator_drain(acc, cluster, {1}, 1 << 20, 10, None)[1]
+        batch.done_callbacks = [(seen.append, i)] if i == 2 else None
+        sl.accumulator_complete_batch(acc, batch, 10 * i, 1234 if i == 1 else None)
+        assert (batch.done_flag, batch.base_offset, batch.log_append_time, batch.exception) == \
+            (True, 10 * i, 1234 if i == 1 else -1, None)
+    assert seen == [2]
+    assert acc.used_memory == 0 and not acc.incomplete
+    _free(DONE_LOCK)
