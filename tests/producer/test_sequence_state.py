@@ -107,8 +107,10 @@ def test_producer_sequences_reads_the_same_books():
     assert seqs.is_current(_drained_batches(TP, 1)[0]) is False
 
 
-@pytest.mark.skipif(kchannel.implementation() != "compiled", reason="compiled twins only")
 def test_the_per_batch_calls_make_no_interpreted_frame():
+    """Compiled, assign/first_unacked/acked are C calls (no frame); with the
+    pure twins the same three are the interpreted frames (so the test checks
+    what it means to on both runs, and never skips)."""
     seqs = ProducerSequences()
     seqs.set_producer_id(7, 3)
     b = _drained_batches(TP, 2)
@@ -126,4 +128,8 @@ def test_the_per_batch_calls_make_no_interpreted_frame():
         sys.setprofile(None)
     assert (assigned, waits) == (True, True)
     assert seqs._last_acked[TP] == b[0].record_count - 1
-    assert not {"assign", "first_unacked", "acked"} & set(calls), calls
+    per_batch = {"assign", "first_unacked", "acked"}
+    if kchannel._impl.loaded_kind("senderloop") == "compiled":
+        assert not per_batch & set(calls), calls
+    else:
+        assert per_batch <= set(calls), calls
