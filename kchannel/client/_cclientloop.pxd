@@ -66,6 +66,8 @@ cdef class ClientLoop:
     cdef public object time
 
     # (a C call from the compiled Sender, once per Produce request)
+    # (node: a _Node or None, its NodeState fields read as C fields)
+    @cython.locals(node=NodeState)
     cpdef send(self, node_id, api_key, body, version=*, expect_response=*, timeout_ms=*)
     # (NetworkClient's ApiVersions exchange calls _send too)
     # (node: a _Node, whose NodeState fields are read as C fields)
@@ -74,6 +76,10 @@ cdef class ClientLoop:
     cpdef _send(self, node, api_key, version, body, internal, expect_response=*)
     @cython.locals(entry=InFlight, resp=ClientResponse, stats=NodeStats, node=NodeState)
     cdef _handle_response(self, node, payload, now, list out)
+    # (cpdef only to type its locals: node, a _Node or None, whose state is
+    # read as a C field per response; called through its Python wrapper)
+    @cython.locals(node=NodeState)
+    cpdef poll(self, timeout_ms)
 
 
 # (a C call from cluster_poll, once per poll; the responses' fields read as

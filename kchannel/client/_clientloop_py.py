@@ -45,6 +45,10 @@ _AUTHENTICATION_FAILED = ConnectionState.AUTHENTICATION_FAILED
 # version) and the correlation id, packed in one call per request.
 _SIZE_HEAD_CORR = struct.Struct(">i4si")
 _I32 = struct.Struct(">i")
+# Their methods bound once: a call per request/response of a module
+# global, not a method lookup on the Struct (~200 instructions) each time.
+_pack_size_head_corr = _SIZE_HEAD_CORR.pack
+_unpack_i32 = _I32.unpack_from
 # (read per request: an Enum member read from its class is a metaclass
 # __getattr__ call, ~850 instructions compiled)
 _READY = ConnectionState.READY
@@ -254,7 +258,13 @@ class ClientLoop:
             raise errors.KChannelError(f"Node {node_id} is not ready")
         if version is None:
             version = self.choose_version(node_id, api_key)
-        corr = self._send(node, int(api_key), int(version), body, internal=False,
+        # (int() only of what is not an int already: the Sender's key and
+        # version are, and int() of an int is still a call)
+        if type(api_key) is not int:
+            api_key = int(api_key)
+        if type(version) is not int:
+            version = int(version)
+        corr = self._send(node, api_key, version, body, internal=False,
                           expect_response=expect_response)
         if timeout_ms is not None and expect_response:
             self._request_timeouts[(node_id, corr)] = int(timeout_ms)
@@ -283,7 +293,7 @@ class ClientLoop:
                 n += len(part)
             if n > 0x7FFFFFFF:
                 raise ValueError(f"frame payload too large ({n} bytes)")
-            frame = (_SIZE_HEAD_CORR.pack(n, head, corr), tail) + body
+            frame = (_pack_size_head_corr(n, head, corr), tail) + body
             stats.tx += 1
             stats.txbytes += n + 4
         else:
@@ -333,7 +343,8 @@ class ClientLoop:
         # result, reported by this poll without delay).
         wait = not self._sent_without_response
         self._sent_without_response = False
-        sel.poll(timeout_ms, wait_after_flush=wait)
+        # (wait_after_flush positionally: no keyword names per poll)
+        sel.poll(timeout_ms, wait)
         now = sel.poll_time_ms      # (the same clock, read as the wait ended)
         for nid in sel.connected:
             node = self._nodes.get(nid)
@@ -400,20 +411,25 @@ class ClientLoop:
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Response of {len(payload)} bytes has no correlation id"), out)
             return
-        corr = _I32.unpack_from(payload)[0]
-        if not node.in_flight:
+        corr = _unpack_i32(payload)[0]
+        in_flight = node.in_flight
+        if not in_flight:
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Received a response (correlation id {corr}) with no request in flight"), out)
             return
-        # the oldest request in flight, taken out in one call; put back in
-        # front on a mismatch (the failure then reports it with the rest)
-        expected, entry = node.in_flight.popitem(last=False)
+        # The oldest request in flight (its first key), taken out only when
+        # it matches: on a mismatch it stays in front and the failure
+        # reports it with the rest.  (Iteration, a subscript and a del: C
+        # slots of the OrderedDict, no popitem(last=False) method call with
+        # a keyword nor a (key, value) tuple per response.)
+        for expected in in_flight:
+            break
         if corr != expected:
-            node.in_flight[expected] = entry
-            node.in_flight.move_to_end(expected, last=False)
             self._protocol_failure(node, errors.InvalidRequestError(
                 f"Correlation id for response ({corr}) does not match request ({expected})"), out)
             return
+        entry = in_flight[expected]
+        del in_flight[expected]
         api_key = entry.api_key
         version = entry.version
         sent = entry.sent_ms
