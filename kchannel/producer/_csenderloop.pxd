@@ -12,6 +12,97 @@ from kchannel.client._cclientloop cimport NodeState, ClientResponse, ClientLoop
 from kchannel._cmetrics cimport Sensor
 
 
+# The accumulator's lock and the done lock (_thread.lock objects) taken and
+# released in C where no thread holds them: CPython 3.11's lockobject read
+# and written as its acquire(blocking=False) and release() do (the pattern
+# of kchannel_ext/_cappender.pyx's kc_lock_try_acquire, copied: this module
+# does not cimport that one), instead of a call of the bound method, whose
+# argument parsing alone is ~150-870 instructions (five pairs per Produce
+# request).  A held lock is still waited for by the method (blocking, as
+# before); on another CPython _c_lock_readable() is 0 and the methods are
+# called.  Pure Python never reads these names (see _C_LOCKS).
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    typedef struct {
+        PyObject_HEAD
+        void *lock_lock;
+        PyObject *in_weakreflist;
+        char locked;
+    } kc_sl_lockobject;
+    #define kc_sl_lock_readable() 1
+    static inline int kc_sl_lock_try_acquire(PyObject *o) {
+        kc_sl_lockobject *l = (kc_sl_lockobject *)o;
+        if (PyThread_acquire_lock_timed((PyThread_type_lock)l->lock_lock, 0, 0)
+                == PY_LOCK_ACQUIRED) {
+            l->locked = 1;
+            return 1;
+        }
+        return 0;
+    }
+    /* (lock.release()'s order: the flag, then the lock) */
+    static inline int kc_sl_lock_release(PyObject *o) {
+        kc_sl_lockobject *l = (kc_sl_lockobject *)o;
+        if (!l->locked) return 0;
+        l->locked = 0;
+        PyThread_release_lock((PyThread_type_lock)l->lock_lock);
+        return 1;
+    }
+    #else
+    #define kc_sl_lock_readable() 0
+    #define kc_sl_lock_try_acquire(o) 0
+    #define kc_sl_lock_release(o) 0
+    #endif
+    """
+    bint _c_lock_readable "kc_sl_lock_readable"() noexcept
+    bint _c_lock_try_acquire "kc_sl_lock_try_acquire"(object o) noexcept
+    bint _c_lock_release "kc_sl_lock_release"(object o) noexcept
+
+# A batch's __slots__ slots read and written at their offsets (the member
+# descriptors' offsets, read once for the first batch's type), as
+# kchannel_ext/_cappender.pyx does: a generic attribute access on a
+# __slots__ class costs a type lookup and a descriptor call (~140
+# instructions); accumulator_complete_batch made six per Produce request.
+cdef extern from *:
+    """
+    #include "structmember.h"
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    /* a writable object slot's offset, -1 for anything else */
+    static Py_ssize_t kc_sl_slot_offset(PyObject *descr) {
+        PyMemberDef *m;
+        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+        m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY) || m->offset <= 0) return -1;
+        return m->offset;
+    }
+    #else
+    static Py_ssize_t kc_sl_slot_offset(PyObject *descr) { return -1; }
+    #endif
+    /* whether the slot holds ``v`` itself (NULL, unset: no) */
+    static inline int kc_sl_slot_is(PyObject *o, Py_ssize_t off, PyObject *v) {
+        return *(PyObject **)((char *)o + off) == v;
+    }
+    static inline void kc_sl_slot_put(PyObject *o, Py_ssize_t off, PyObject *v) {
+        PyObject **slot = (PyObject **)((char *)o + off);
+        PyObject *old = *slot;
+        Py_INCREF(v);
+        *slot = v;
+        Py_XDECREF(old);
+    }
+    """
+    Py_ssize_t _c_slot_offset "kc_sl_slot_offset"(object descr) noexcept
+    bint _c_slot_is "kc_sl_slot_is"(object o, Py_ssize_t off, object v) noexcept
+    void _c_slot_put "kc_sl_slot_put"(object o, Py_ssize_t off, object v) noexcept
+
+cdef object _slots_type
+cdef Py_ssize_t _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION
+
+# (set once at import: whether the C helpers above apply, and the type they
+# read)
+cdef bint _C_LOCKS
+cdef object _LockType
+
+
 cdef class AccumulatorState:
     cdef dict __dict__
     cdef object __weakref__
@@ -74,14 +165,16 @@ cdef class SenderLoop
 # wrappers.
 cpdef tuple _one_partition_parts(version, head, partition, records)
 cdef tuple _one_partition_records(version, head, records)
-@cython.locals(batch=BatchState)
+@cython.locals(batch=BatchState, in_place=bint, usual=bint)
 cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
-@cython.locals(state=dict, incomplete=set, batch=BatchState)
+@cython.locals(offsets=list)
+cdef _batch_slots(cls)
+@cython.locals(state=dict, incomplete=set, batch=BatchState, c_lock=bint)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
-@cython.locals(leaders=dict, batch=BatchState, state=dict)
+@cython.locals(leaders=dict, batch=BatchState, state=dict, c_lock=bint, muted=set)
 cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
-@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop)
+@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop, c_lock=bint, muted=set)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
 cpdef bint _can_send_more(state, max_in_flight)
 

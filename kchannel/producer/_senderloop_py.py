@@ -84,6 +84,15 @@ _wall_time = _time.time
 # per use more (several uses per Produce request).
 _done_acquire = DONE_LOCK.acquire
 _done_release = DONE_LOCK.release
+# The compiled twin on CPython 3.11 takes a free lock and releases it in C
+# (_c_lock_try_acquire and _c_lock_release, see _csenderloop.pxd) instead of
+# calling acquire() and release(): five pairs per Produce request, ~150-870
+# instructions each call.  A held lock is waited for by acquire() as before.
+# The pure twin never reads those names: _C_LOCKS stays False there.
+_LockType = type(DONE_LOCK)
+_C_LOCKS = False
+if __name__.endswith("._csenderloop"):
+    _C_LOCKS = _c_lock_readable()
 
 
 # -- the Produce request body ---------------------------------------------------
@@ -532,6 +541,31 @@ class SequenceState:
                 self._last_acked[tp] = last
 
 
+# (the compiled twin's: the batch type whose slots accumulator_complete_batch
+# reads and writes at their offsets, resolved by _batch_slots for the first
+# batch completed; False: that type's are not plain object slots; None:
+# not yet resolved, or the pure twin, which never reads the offsets)
+_slots_type = None
+_S_CALLBACKS = _S_DONE_FLAG = _S_BASE_OFFSET = _S_LOG_APPEND_TIME = _S_EXCEPTION = -1
+
+
+def _batch_slots(cls):
+    """(compiled twin only) Resolve the offsets of ``cls``'s slots
+    accumulator_complete_batch uses; False when one is not a writable
+    object slot."""
+    global _slots_type, _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, \
+        _S_EXCEPTION
+    offsets = []
+    for name in ("callbacks", "done_flag", "base_offset", "log_append_time", "exception"):
+        offset = _c_slot_offset(getattr(cls, name, None))
+        if offset < 0:
+            _slots_type = False
+            return
+        offsets.append(offset)
+    _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION = offsets
+    _slots_type = cls
+
+
 def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     """``batch.complete(base_offset, log_append_time)`` and then
     ``acc.deallocate(batch)`` (Kafka's order: a flush() woken by the last
@@ -544,20 +578,43 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     accumulator's own ``deallocate`` (accumulator_deallocate), the one
     place that releases it."""
     try:
-        if batch.callbacks is not None or batch.parent is not None or batch.done_flag:
+        # (compiled, on CPython 3.11: the slots at their offsets, see
+        # _batch_slots; a done flag other than False itself takes
+        # batch.complete, which does the same for the usual batch)
+        if _C_LOCKS and _slots_type is None:
+            _batch_slots(type(batch))
+        in_place = _C_LOCKS and type(batch) is _slots_type
+        if in_place:
+            usual = _c_slot_is(batch, _S_CALLBACKS, None) and batch.parent is None and \
+                _c_slot_is(batch, _S_DONE_FLAG, False)
+        else:
+            usual = batch.callbacks is None and batch.parent is None and not batch.done_flag
+        if not usual:
             batch.complete(base_offset, log_append_time)
         else:
-            batch.base_offset = -1 if base_offset is None else base_offset
-            batch.log_append_time = -1 if log_append_time is None else log_append_time
-            batch.exception = None
-            _done_acquire()
+            offset = -1 if base_offset is None else base_offset
+            append_time = -1 if log_append_time is None else log_append_time
+            if in_place:
+                _c_slot_put(batch, _S_BASE_OFFSET, offset)
+                _c_slot_put(batch, _S_LOG_APPEND_TIME, append_time)
+                _c_slot_put(batch, _S_EXCEPTION, None)
+            else:
+                batch.base_offset = offset
+                batch.log_append_time = append_time
+                batch.exception = None
+            if not (_C_LOCKS and _c_lock_try_acquire(DONE_LOCK)):
+                _done_acquire()
             try:
-                batch.done_flag = True
+                if in_place:
+                    _c_slot_put(batch, _S_DONE_FLAG, True)
+                else:
+                    batch.done_flag = True
                 done_callbacks = batch.done_callbacks
                 batch.done_callbacks = None
                 event = batch.event
             finally:
-                _done_release()
+                if not (_C_LOCKS and _c_lock_release(DONE_LOCK)):
+                    _done_release()
             if event is not None:
                 event.set()
             if done_callbacks:
@@ -583,7 +640,11 @@ def accumulator_deallocate(acc, batch):
     incomplete = state["incomplete"]
     # (acc.lock.acquire and .release, bound once: no method lookup per call)
     release = acc._lock_release
-    acc._lock_acquire()
+    lock = acc.lock
+    # (in C when free, see _C_LOCKS; the lock is never replaced)
+    c_lock = _C_LOCKS and type(lock) is _LockType
+    if not (c_lock and _c_lock_try_acquire(lock)):
+        acc._lock_acquire()
     try:
         incomplete.discard(batch)
         state["used_memory"] = state["used_memory"] - batch.allocated
@@ -604,7 +665,8 @@ def accumulator_deallocate(acc, batch):
         if acc.flushes_in_progress and not incomplete:
             acc.memory.notify_all()
     finally:
-        release()
+        if not (c_lock and _c_lock_release(lock)):
+            release()
 
 
 def accumulator_ready(acc, cluster, now):
@@ -623,7 +685,11 @@ def accumulator_ready(acc, cluster, now):
     leaders = cluster.leaders
     # (acc.lock.acquire and .release, bound once: no method lookup per call)
     release = acc._lock_release
-    acc._lock_acquire()
+    lock = acc.lock
+    # (in C when free, see _C_LOCKS; the lock is never replaced)
+    c_lock = _C_LOCKS and type(lock) is _LockType
+    if not (c_lock and _c_lock_try_acquire(lock)):
+        acc._lock_acquire()
     try:
         # Always sendable: memory exhausted (appends wait), closing, flushing.
         # (waiters and closed: instance dict items, see _instance_dict)
@@ -642,7 +708,9 @@ def accumulator_ready(acc, cluster, now):
                     unknown = set()
                 unknown.add(tp.topic)
                 continue
-            if leader in ready or tp in muted:
+            # (an empty set is not searched: a TopicPartition's hash is
+            # computed per lookup, ~130 instructions)
+            if leader in ready or (muted and tp in muted):
                 continue
             attempts = batch.attempts
             if attempts > 0:
@@ -666,7 +734,8 @@ def accumulator_ready(acc, cluster, now):
         state["wakeup_needed"] = True
         acc.expiry_due = expiry_due
     finally:
-        release()
+        if not (c_lock and _c_lock_release(lock)):
+            release()
     return ready, next_check, _NO_TOPICS if unknown is None else unknown
 
 
@@ -680,7 +749,11 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     leaders = cluster.leaders     # (cluster.leader_for's answers)
     # (acc.lock.acquire and .release, bound once: no method lookup per call)
     release = acc._lock_release
-    acc._lock_acquire()
+    lock = acc.lock
+    # (in C when free, see _C_LOCKS; the lock is never replaced)
+    c_lock = _C_LOCKS and type(lock) is _LockType
+    if not (c_lock and _c_lock_try_acquire(lock)):
+        acc._lock_acquire()
     try:
         batches = acc.batches
         by_node = {}
@@ -705,7 +778,7 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
             size = 0
             ready = []
             for tp in tps:
-                if tp in muted:
+                if muted and tp in muted:      # (see accumulator_ready)
                     continue
                 dq = batches[tp]
                 batch = dq[0]
@@ -734,7 +807,8 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
             if ready:
                 out[node] = ready
     finally:
-        release()
+        if not (c_lock and _c_lock_release(lock)):
+            release()
     return out
 
 
