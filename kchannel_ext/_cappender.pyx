@@ -456,53 +456,11 @@ cdef inline Py_ssize_t _as_ssize(object o) except? -1:
     return PyLong_AsSsize_t(o)
 
 
-# Whether a _thread.lock is held, read from the lock object itself (CPython
-# 3.11's lockobject: its ``locked`` byte, set and cleared by acquire and
-# release with the GIL held) instead of a call of its locked() method
-# (~110 instructions a record).  Elsewhere kc_lock_readable() is 0 and the
-# method is called.
-cdef extern from *:
-    """
-    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    typedef struct {
-        PyObject_HEAD
-        void *lock_lock;
-        PyObject *in_weakreflist;
-        char locked;
-    } kc_lockobject;
-    #define kc_lock_readable() 1
-    #define kc_lock_held(o) (((kc_lockobject *)(o))->locked != 0)
-    /* acquire(blocking=False) and release() as the lock's methods do them
-       (the lock's state, then its ``locked`` byte), with no method call:
-       acquire parses its arguments with PyArg_ParseTupleAndKeywords
-       (~150 instructions). */
-    static inline int kc_lock_try_acquire(PyObject *o) {
-        kc_lockobject *l = (kc_lockobject *)o;
-        if (PyThread_acquire_lock_timed((PyThread_type_lock)l->lock_lock, 0, 0)
-                == PY_LOCK_ACQUIRED) {
-            l->locked = 1;
-            return 1;
-        }
-        return 0;
-    }
-    static inline int kc_lock_release(PyObject *o) {
-        kc_lockobject *l = (kc_lockobject *)o;
-        if (!l->locked) return 0;
-        PyThread_release_lock((PyThread_type_lock)l->lock_lock);
-        l->locked = 0;
-        return 1;
-    }
-    #else
-    #define kc_lock_readable() 0
-    #define kc_lock_held(o) 1
-    #define kc_lock_try_acquire(o) 0
-    #define kc_lock_release(o) 0
-    #endif
-    """
-    bint kc_lock_readable() noexcept
-    bint kc_lock_held(object o) noexcept
-    bint kc_lock_try_acquire(PyObject *o) noexcept
-    bint kc_lock_release(PyObject *o) noexcept
+# Whether a _thread.lock is held, and taking / releasing a free one, in C
+# (kchannel_ext/include/kchannel/_pylock.pxd: CPython 3.11's lockobject)
+# instead of calls of its methods (locked(): ~110 instructions a record).
+from kchannel._pylock cimport (kc_lock_readable, kc_lock_held, kc_lock_try_acquire,
+                               kc_lock_release)
 
 
 cdef extern from "Python.h":
@@ -1240,7 +1198,7 @@ cdef class Appender:
                         # (in C when the lock is a _thread.lock read in C;
                         # it is free: no one held it above)
                         if not (self._c_locked and
-                                kc_lock_try_acquire(<PyObject *>self._lock)):
+                                kc_lock_try_acquire(self._lock)):
                             self._acquire()
                         held = True
                     batch = self._open(dq, last, self._tps[p], record, body, callback,
@@ -1253,7 +1211,7 @@ cdef class Appender:
                                 _sticky_add(sticky, p, size, self._sticky_size):
                             sticky = None
             finally:
-                if held and not (self._c_locked and kc_lock_release(<PyObject *>self._lock)):
+                if held and not (self._c_locked and kc_lock_release(self._lock)):
                     self._release()
         if batch is None:
             # A new batch (see the pure twin).
@@ -1282,7 +1240,7 @@ cdef class Appender:
             # (the partitioner's lock, the accumulator's when shared: taken
             # in C when free, as above; once per batch)
             c_held = self._sticky_shared and self._c_locked and \
-                kc_lock_try_acquire(<PyObject *>self._lock)
+                kc_lock_try_acquire(self._lock)
             if not c_held:
                 self._sticky_acquire()
             try:
@@ -1291,7 +1249,7 @@ cdef class Appender:
                          _sticky_move(sticky, p, self._avail, self._choice)):
                     sticky = None
             finally:
-                if not (c_held and kc_lock_release(<PyObject *>self._lock)):
+                if not (c_held and kc_lock_release(self._lock)):
                     self._sticky_release()
             if sticky is not None:
                 self._partitioner.update(topic, p, size, cluster)

@@ -13,50 +13,15 @@ from kchannel._cmetrics cimport Sensor
 
 
 # The accumulator's lock and the done lock (_thread.lock objects) taken and
-# released in C where no thread holds them: CPython 3.11's lockobject read
-# and written as its acquire(blocking=False) and release() do (the pattern
-# of kchannel_ext/_cappender.pyx's kc_lock_try_acquire, copied: this module
-# does not cimport that one), instead of a call of the bound method, whose
-# argument parsing alone is ~150-870 instructions (five pairs per Produce
-# request).  A held lock is still waited for by the method (blocking, as
-# before); on another CPython _c_lock_readable() is 0 and the methods are
-# called.  Pure Python never reads these names (see _C_LOCKS).
-cdef extern from *:
-    """
-    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    typedef struct {
-        PyObject_HEAD
-        void *lock_lock;
-        PyObject *in_weakreflist;
-        char locked;
-    } kc_sl_lockobject;
-    #define kc_sl_lock_readable() 1
-    static inline int kc_sl_lock_try_acquire(PyObject *o) {
-        kc_sl_lockobject *l = (kc_sl_lockobject *)o;
-        if (PyThread_acquire_lock_timed((PyThread_type_lock)l->lock_lock, 0, 0)
-                == PY_LOCK_ACQUIRED) {
-            l->locked = 1;
-            return 1;
-        }
-        return 0;
-    }
-    /* (lock.release()'s order: the flag, then the lock) */
-    static inline int kc_sl_lock_release(PyObject *o) {
-        kc_sl_lockobject *l = (kc_sl_lockobject *)o;
-        if (!l->locked) return 0;
-        l->locked = 0;
-        PyThread_release_lock((PyThread_type_lock)l->lock_lock);
-        return 1;
-    }
-    #else
-    #define kc_sl_lock_readable() 0
-    #define kc_sl_lock_try_acquire(o) 0
-    #define kc_sl_lock_release(o) 0
-    #endif
-    """
-    bint _c_lock_readable "kc_sl_lock_readable"() noexcept
-    bint _c_lock_try_acquire "kc_sl_lock_try_acquire"(object o) noexcept
-    bint _c_lock_release "kc_sl_lock_release"(object o) noexcept
+# released in C where no thread holds them (kchannel_ext/include/kchannel/
+# _pylock.pxd, shared with kchannel._cappender) instead of calls of the
+# bound methods (five pairs per Produce request).  A held lock is still
+# waited for by the method (blocking, as before); on another CPython
+# _c_lock_readable() is 0 and the methods are called.  Pure Python never
+# reads these names (see _C_LOCKS).
+from kchannel._pylock cimport (kc_lock_readable as _c_lock_readable,
+                               kc_lock_try_acquire as _c_lock_try_acquire,
+                               kc_lock_release as _c_lock_release)
 
 # A batch's __slots__ slots read and written at their offsets (the member
 # descriptors' offsets, read once for the first batch's type), as
