@@ -41,8 +41,17 @@ def test_aio_admin_equals_admin_on_the_loop_without_a_thread(kafka_broker):
                 await admin.create_topics([NewTopic(topic, 1, 1)])
             deadline = time.monotonic() + 30
             while True:
-                desc = (await admin.describe_topics([topic]))[topic]
-                if all(p.leader >= 0 for p in desc.partitions) or time.monotonic() > deadline:
+                # (the broker answering may not have replayed the creation
+                # yet: "unknown topic" until it has)
+                try:
+                    desc = (await admin.describe_topics([topic]))[topic]
+                except KafkaError as e:
+                    if e.error_code != Errors.UNKNOWN_TOPIC_OR_PARTITION or \
+                            time.monotonic() > deadline:
+                        raise
+                    desc = None
+                if desc is not None and (all(p.leader >= 0 for p in desc.partitions)
+                                         or time.monotonic() > deadline):
                     break
                 await asyncio.sleep(0.1)
             async with AIOProducer({"bootstrap.servers": b}) as p:

@@ -36,8 +36,12 @@ def test_admin_topics_partitions_configs_cluster(kafka_broker):
             admin.create_topics([NewTopic(topic, 1, 1)])
         assert err.value.error_code == Errors.TOPIC_ALREADY_EXISTS
         assert f"Topic '{topic}' already exists." in str(err.value)
-        assert topic in admin.list_topics()
-        assert "__consumer_offsets" not in admin.list_topics()
+        # (KRaft acknowledges a creation once the controller has committed
+        # it; the broker answering Metadata replays it a moment later, so a
+        # listing right after may not have it yet: Java's Admin alike)
+        listed = wait_until(lambda: (lambda t: t if topic in t else None)(admin.list_topics()),
+                            "the created topic to be listed")
+        assert "__consumer_offsets" not in listed
 
         desc = wait_until(lambda: led_topic(admin, topic, 2), "two led partitions")
         assert [(p.partition, p.leader, p.replicas, p.isr) for p in desc.partitions] == \
