@@ -10,10 +10,12 @@ import time
 import pytest
 
 from kchannel import Consumer, Producer
+from kchannel.client import KafkaClient
 from kchannel.client.metadata import TopicPartition
 from kchannel.errors import IllegalStateError, ProducerFencedError, TransactionAbortedError
 from kchannel.producer.transaction_manager import State
 from tests.fixtures.records import create_topic, topic_name
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.interop]
 
@@ -255,6 +257,25 @@ def _kchannel_transactions(bootstrap, topic, txns):
 _FEATURES = "org.apache.kafka.tools.FeatureCommand"
 
 
+def _finalized_transaction_version(bootstrap):
+    """The transaction.version a new connection's ApiVersions reports
+    finalized (what a producer reads it from)."""
+    with KafkaClient({"bootstrap.servers": bootstrap}) as client:
+        client.connect()
+        for f in client.api_versions_response.get("finalized_features") or ():
+            if f["name"] == "transaction.version":
+                return f["max_version_level"]
+    return 0
+
+
+def _wait_for_transaction_version(bootstrap, level):
+    """UpdateFeatures is answered once the controller has committed the
+    new level; the broker answering ApiVersions replays it a moment later
+    (KRaft): wait until it reports ``level``."""
+    wait_until(lambda: _finalized_transaction_version(bootstrap) == level,
+               f"the broker to replay transaction.version={level}")
+
+
 @pytest.mark.slow
 def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_java):
     """Under transaction version 2 (the broker's default), then version 1
@@ -278,6 +299,7 @@ def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_jav
             dict(features("downgrade", "--feature", "transaction.version=1"), id="tv1"),
         ])
         assert first["tv1"]["ok"] and first["tv1"].get("exit", 0) == 0, first["tv1"]
+        _wait_for_transaction_version(plain, 1)
         # Version 1: AddPartitionsToTxn, Produce v11, EndTxn v4.
         assert not _kchannel_transactions(plain, from_kchannel, [(b"k4", True), (b"k5", False),
                                                                  (b"k6", True)])
@@ -298,13 +320,17 @@ def test_java_and_kchannel_read_each_others_transactions(kafka_broker, kafka_jav
     finally:
         second = kafka_java.probe([
             dict(features("upgrade", "--feature", "transaction.version=2"), id="tv2"),
+            # (its first poll joins a group and fetches within the timeout:
+            # a wait bound a loaded machine's JVM must not miss)
             {"id": "consume", "op": "tool",
              "main": "org.apache.kafka.tools.consumer.ConsoleConsumer",
              "args": ["--bootstrap-server", plain, "--topic", from_kchannel, "--from-beginning",
-                      "--isolation-level", "read_committed", "--timeout-ms", "4000",
+                      "--isolation-level", "read_committed", "--timeout-ms", "15000",
                       "--max-messages", "5"]},
         ])
         assert second["tv2"]["ok"] and second["tv2"].get("exit", 0) == 0, second["tv2"]
+        # (the session broker's later tests expect version 2 again)
+        _wait_for_transaction_version(plain, 2)
     assert first["produce"]["ok"], first["produce"]
     assert first["produce"]["count"] == 4
     # Java's consumer: the committed records, then nothing before its timeout.
