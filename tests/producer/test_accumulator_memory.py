@@ -20,7 +20,7 @@ def _accumulator_of_batches(batches):
     return RecordAccumulator(BATCH, 5, 100, 1000, 120000, batches * BATCH, now_ms)
 
 
-def _new_batch(acc, partition, max_block_ms=10000):
+def _new_batch(acc, partition, max_block_ms=60000):
     """Append a record that opens a batch on ``partition``; the batch."""
     tp = TopicPartition("t", partition)
     acc.append(tp, QueuedRecord(0, None, b"v", ()), 40, None, -1, 1, max_block_ms)
@@ -38,16 +38,16 @@ def test_waiting_appends_are_served_in_arrival_order():
 
     a = threading.Thread(target=append, args=(2,))
     a.start()
-    wait_until(lambda: acc.waiters == 1, "1 waiting", 5.0, 0.002)
+    wait_until(lambda: acc.waiters == 1, "1 waiting", interval_s=0.002)
     b = threading.Thread(target=append, args=(3,))
     b.start()
-    wait_until(lambda: acc.waiters == 2, "2 waiting", 5.0, 0.002)
+    wait_until(lambda: acc.waiters == 2, "2 waiting", interval_s=0.002)
     acc.deallocate(first)           # room for one: the first in line
-    a.join(5)
+    a.join(60)
     assert served == [2] and acc.waiters == 1
     # A newcomer queues behind the waiter even when memory is free for it.
     acc.deallocate(second)
-    b.join(5)
+    b.join(60)
     assert served == [2, 3] and acc.waiters == 0
     assert acc.used_memory == 2 * BATCH
 
@@ -61,7 +61,7 @@ def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
 
     def big():
         tp = TopicPartition("t", 9)
-        acc.append(tp, QueuedRecord(0, None, b"x" * 1500, ()), 1536, None, -1, 1500, 10000)
+        acc.append(tp, QueuedRecord(0, None, b"x" * 1500, ()), 1536, None, -1, 1500, 60000)
         served.append("big")
 
     def small():
@@ -70,19 +70,19 @@ def test_an_append_queues_behind_a_waiter_needing_more_than_is_free():
 
     t1 = threading.Thread(target=big)
     t1.start()
-    wait_until(lambda: acc.waiters == 1, "1 waiting", 5.0, 0.002)
+    wait_until(lambda: acc.waiters == 1, "1 waiting", interval_s=0.002)
     acc.deallocate(batches[0])      # one batch free: not enough for the big one
     t2 = threading.Thread(target=small)
     t2.start()
-    wait_until(lambda: acc.waiters == 2, "2 waiting", 5.0, 0.002)
+    wait_until(lambda: acc.waiters == 2, "2 waiting", interval_s=0.002)
     time.sleep(0.12)                # a few re-check slices: nobody may jump the line
     assert served == []
     acc.deallocate(batches[1])
-    t1.join(5)
-    wait_until(lambda: acc.waiters == 1, "1 waiting", 5.0, 0.002)
+    t1.join(60)
+    wait_until(lambda: acc.waiters == 1, "1 waiting", interval_s=0.002)
     assert served == ["big"]
     acc.deallocate(batches[2])
-    t2.join(5)
+    t2.join(60)
     assert served == ["big", "small"]
 
 
