@@ -284,7 +284,7 @@ def test_a_send_waits_for_the_lock_another_thread_holds(impl):
     def hold():
         with s.acc.lock:
             held.set()
-            release.wait(5)
+            release.wait(60)    # (set below: a bound, not a duration)
             seen.append(len(dq[-1].records))
 
     def send():
@@ -292,14 +292,14 @@ def test_a_send_waits_for_the_lock_another_thread_holds(impl):
         seen.append("sent")
     t = threading.Thread(target=hold)
     t.start()
-    assert held.wait(5)
+    assert held.wait(30)
     u = threading.Thread(target=send)
     u.start()
     u.join(0.3)
     assert seen == []
     release.set()
-    t.join(5)
-    u.join(5)
+    t.join(30)
+    u.join(30)
     assert seen == [2, "sent"]
     assert len(dq[-1].records) == 3
 
