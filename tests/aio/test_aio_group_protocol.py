@@ -40,6 +40,7 @@ def test_aio_members_on_the_consumer_group_protocol(kafka_broker):
             for i in range(40):
                 await p.send(topic, b"%d" % i, partition=i % 4)
         got = {a: [], b: []}
+        deadline = time.monotonic() + 60       # (a bound for each step)
         while len(got[a]) + len(got[b]) < 40:
             assert time.monotonic() < deadline
             for c in (a, b):
@@ -48,16 +49,19 @@ def test_aio_members_on_the_consumer_group_protocol(kafka_broker):
             assert {r.partition for r in got[c]} == {tp.partition for tp in c.assignment()}
         assert sorted(r.value for c in (a, b) for r in got[c]) == sorted(
             b"%d" % i for i in range(40))
-        # Away from both calls for two heartbeat intervals (the broker's
-        # 500 ms): the keep-alive task heartbeats for them.
+        # Away from both calls until each has heartbeated again (the
+        # broker's interval: 500 ms; 30 s a bound a loaded machine does not
+        # reach, not a speed target): the keep-alive task heartbeats for them.
         sent = [c._consumer._group.last_heartbeat_ms for c in (a, b)]
-        for _ in range(30):
+        away_until = time.monotonic() + 30
+        while time.monotonic() < away_until:
             await asyncio.sleep(0.1)
             if all(c._consumer._group.last_heartbeat_ms > ms for c, ms in zip((a, b), sent)):
                 break
         assert all(c._consumer._group.last_heartbeat_ms > ms for c, ms in zip((a, b), sent))
         assert all(c._consumer._group.state is MemberState.STABLE for c in (a, b))
         await b.close()
+        deadline = time.monotonic() + 60
         while len(a.assignment()) < 4 or a._consumer._group.state is not MemberState.STABLE:
             assert time.monotonic() < deadline
             await a.poll(0.05)
