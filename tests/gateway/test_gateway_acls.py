@@ -468,7 +468,7 @@ def request_table(c, who):
         net.send(z.node_id, ApiKey.PRODUCE, {"acks": 0, "timeout_ms": 1000, "topic_data": [
             {"name": P + t, "partition_data": [{"index": 0, "records": _one_batch()}]}
             for t in ("payroll", "orders")]}, 9, expect_response=False)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30     # (closed in the good case: no wait)
         while net.is_ready(z.node_id) and time.monotonic() < deadline:
             net.poll(100)
         add("Produce acks=0 payroll+orders", {"connection open": net.is_ready(z.node_id)})
