@@ -362,11 +362,12 @@ def test_debian_kafka_python_wrong_password(server, pki, legacy_kafka_python, me
     """SaslHandshake v0 carries no error message: the server logs the reason
     and closes the connection, which the client sees at once."""
     mark = server.mark()
-    started = time.monotonic()
     r = legacy_kafka_python_metadata(
-        legacy_configs(server, "SASL_PLAINTEXT", mechanism, pki, password="wrong"), timeout=10)
+        legacy_configs(server, "SASL_PLAINTEXT", mechanism, pki, password="wrong"))
     assert not r["ok"], r
-    assert time.monotonic() - started < 9, r
+    # (the client's own deadline, 30 s, did not end it: the close did; no
+    # wall-clock bound, which a loaded machine's process start-up can miss)
+    assert r["error"] != "Timeout", r
     message = PLAIN_FAILURE if mechanism == "PLAIN" else SCRAM_FAILURE.format(mechanism)
     failure_logged(server, mark, message)
 
