@@ -17,7 +17,7 @@ from tests.fixtures.waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 # Recent timestamps: records older than the broker's retention (7 days) may be
 # deleted while a test reads them.
