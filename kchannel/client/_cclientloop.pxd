@@ -86,10 +86,12 @@ cdef class InFlight:
 
 
 cdef class NodeStats:
-    cdef public object tx
-    cdef public object txbytes
-    cdef public object rx
-    cdef public object rxbytes
+    # (counted per request and per response: C integers, no int object
+    # made per increment)
+    cdef public long long tx
+    cdef public long long txbytes
+    cdef public long long rx
+    cdef public long long rxbytes
     cdef public object connects
     cdef public object disconnects
     cdef public object req_timeouts

@@ -61,6 +61,11 @@ def test_request_head_packed_through_the_correlation_wrap():
             assert struct.unpack_from(">i", joined)[0] == size
             # the rest: the header's tail (client id...) then the body as given
             assert frame[-3:] == body
+        # the node's counters (C integers compiled): requests and bytes with
+        # their size prefixes
+        sizes = [len(b"".join(frame)) for _, frame in net.selector.sent]
+        assert (node.stats.tx, node.stats.txbytes) == (3, sum(sizes))
+        assert type(node.stats.tx) is int and type(node.stats.txbytes) is int
     finally:
         net.selector = real
         net.close()
