@@ -34,7 +34,7 @@ class _Selector:
         self.closed.append(id)
 
 
-def _client():
+def _ready_loop_client():
     net = network_client.NetworkClient({"bootstrap.servers": "127.0.0.1:1",
                                         "client.id": "corr-test"})
     node = network_client._Node(7, "127.0.0.1", 1, 0, 0, 10000)
@@ -46,7 +46,7 @@ def _client():
 
 
 def test_request_head_packed_through_the_correlation_wrap():
-    net, node, real = _client()
+    net, node, real = _ready_loop_client()
     try:
         net._next_corr = 0x7FFFFFFE
         body = (b"body-head", b"x" * 100, b"\x00")
@@ -72,7 +72,7 @@ def test_request_head_packed_through_the_correlation_wrap():
 
 
 def _mismatch(payload):
-    net, node, real = _client()
+    net, node, real = _ready_loop_client()
     try:
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
         sel = net.selector
@@ -102,7 +102,7 @@ def test_response_correlation_id_read_signed_from_every_payload_type():
 
 
 def test_matching_response_from_a_view_completes():
-    net, node, real = _client()
+    net, node, real = _ready_loop_client()
     try:
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
         payload = memoryview(bytearray(struct.pack(">i", c1) + b"ok")).toreadonly()
