@@ -9,44 +9,11 @@ import struct
 
 import pytest
 
-from kchannel import errors
-from kchannel.client import network_client
-from kchannel.client.connection_state import ConnectionState
-
-
-class _Selector:
-    def __init__(self):
-        self.sent = []
-        self.closed = []
-        self.completed_receives = []
-        self.connected = []
-        self.newly_ready = []
-        self.disconnected = {}
-        self.poll_time_ms = 0
-
-    def send(self, id, frame, already_framed=False):
-        self.sent.append((id, frame))
-
-    def poll(self, timeout_ms, wait_after_flush=True):
-        pass
-
-    def close(self, id):
-        self.closed.append(id)
-
-
-def _ready_loop_client():
-    net = network_client.NetworkClient({"bootstrap.servers": "127.0.0.1:1",
-                                        "client.id": "corr-test"})
-    node = network_client._Node(7, "127.0.0.1", 1, 0, 0, 10000)
-    node.state = ConnectionState.READY
-    net._nodes[7] = node
-    real = net.selector
-    net.selector = _Selector()
-    return net, node, real
+from tests.fixtures.selectors import ready_node_client
 
 
 def test_request_head_packed_through_the_correlation_wrap():
-    net, node, real = _ready_loop_client()
+    net, node, real = ready_node_client(**{"client.id": "corr-test"})
     try:
         net._next_corr = 0x7FFFFFFE
         body = (b"body-head", b"x" * 100, b"\x00")
@@ -72,7 +39,7 @@ def test_request_head_packed_through_the_correlation_wrap():
 
 
 def _mismatch(payload):
-    net, node, real = _ready_loop_client()
+    net, node, real = ready_node_client(**{"client.id": "corr-test"})
     try:
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
         sel = net.selector
@@ -102,7 +69,7 @@ def test_response_correlation_id_read_signed_from_every_payload_type():
 
 
 def test_matching_response_from_a_view_completes():
-    net, node, real = _ready_loop_client()
+    net, node, real = ready_node_client(**{"client.id": "corr-test"})
     try:
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
         payload = memoryview(bytearray(struct.pack(">i", c1) + b"ok")).toreadonly()

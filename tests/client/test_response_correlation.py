@@ -6,40 +6,7 @@ oldest first."""
 import struct
 
 from kchannel import errors
-from kchannel.client import network_client
-from kchannel.client.connection_state import ConnectionState
-
-
-class _ReceivesSelector:
-    """The selector calls poll makes, with the receives a test hands it."""
-
-    def __init__(self):
-        self.sent = []
-        self.closed = []
-        self.completed_receives = []
-        self.connected = []
-        self.newly_ready = []
-        self.disconnected = {}
-        self.poll_time_ms = 0
-
-    def send(self, id, frame, already_framed=False):
-        self.sent.append((id, frame))
-
-    def poll(self, timeout_ms, wait_after_flush=True):
-        pass
-
-    def close(self, id):
-        self.closed.append(id)
-
-
-def _ready_node_client():
-    net = network_client.NetworkClient({"bootstrap.servers": "127.0.0.1:1"})
-    node = network_client._Node(7, "127.0.0.1", 1, 0, 0, 10000)
-    node.state = ConnectionState.READY
-    net._nodes[7] = node
-    real = net.selector
-    net.selector = _ReceivesSelector()
-    return net, node, real
+from tests.fixtures.selectors import ready_node_client
 
 
 def _poll_receives(net, *payloads):
@@ -50,7 +17,7 @@ def _poll_receives(net, *payloads):
 
 
 def test_matching_responses_take_the_oldest_out_in_order():
-    net, node, real = _ready_node_client()
+    net, node, real = ready_node_client()
     try:
         # raw requests: their responses are handed over undecoded
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
@@ -74,7 +41,7 @@ def test_matching_responses_take_the_oldest_out_in_order():
 
 
 def test_mismatched_correlation_fails_every_request_oldest_first():
-    net, node, real = _ready_node_client()
+    net, node, real = ready_node_client()
     try:
         c1 = net._send(node, 18, 3, (b"a" * 10,), "raw")
         c2 = net._send(node, 18, 3, (b"b" * 10,), "raw")
