@@ -398,7 +398,8 @@ class AccumulatorState:
                  "batches", "lock", "memory", "muted", "linger_ms", "batch_size",
                  "delivery_timeout_ms", "retry_backoff_ms", "retry_backoff_max_ms",
                  "flushes_in_progress", "_drain_index", "_memory_waiters", "expiry_due",
-                 "_instance_dict", "_lock_acquire", "_lock_release")
+                 "_instance_dict", "_lock_acquire", "_lock_release",
+                 "_scan", "_scan_leaders", "_scan_size")
 
     def __init__(self):
         # (RecordAccumulator.__init__ sets the state up; nothing to do here)
@@ -541,28 +542,34 @@ class SequenceState:
                 self._last_acked[tp] = last
 
 
-# (the compiled twin's: the batch type whose slots accumulator_complete_batch
-# reads and writes at their offsets, resolved by _batch_slots for the first
-# batch completed; False: that type's are not plain object slots; None:
-# not yet resolved, or the pure twin, which never reads the offsets)
+# (the compiled twin's: the batch type whose slots the Sender's side reads
+# and writes at their offsets (_c_slot_* , see _csenderloop.pxd), resolved by
+# _batch_slots for the first batch met; False: that type's are not plain
+# object slots; None: not yet resolved, or the pure twin, which never reads
+# the offsets: _C_SLOTS stays False there)
 _slots_type = None
 _S_CALLBACKS = _S_DONE_FLAG = _S_BASE_OFFSET = _S_LOG_APPEND_TIME = _S_EXCEPTION = -1
+_S_TP = _S_CREATED = _S_CLOSED = _S_ESTIMATED = _S_LAST_ATTEMPT = _S_DRAINED = -1
+_C_SLOTS = __name__.endswith("._csenderloop")
+_SLOT_NAMES = ("callbacks", "done_flag", "base_offset", "log_append_time", "exception", "tp",
+               "created_ms", "closed", "estimated_size", "last_attempt_ms", "drained_ms")
 
 
 def _batch_slots(cls):
-    """(compiled twin only) Resolve the offsets of ``cls``'s slots
-    accumulator_complete_batch uses; False when one is not a writable
-    object slot."""
+    """(compiled twin only) Resolve the offsets of ``cls``'s slots the
+    Sender's side reads and writes; False when one is not a plain object
+    slot of its own."""
     global _slots_type, _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, \
-        _S_EXCEPTION
+        _S_EXCEPTION, _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_LAST_ATTEMPT, _S_DRAINED
     offsets = []
-    for name in ("callbacks", "done_flag", "base_offset", "log_append_time", "exception"):
-        offset = _c_slot_offset(getattr(cls, name, None))
+    for name in _SLOT_NAMES:
+        offset = _c_slot_offset(cls, name)
         if offset < 0:
             _slots_type = False
             return
         offsets.append(offset)
-    _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION = offsets
+    (_S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION, _S_TP,
+     _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_LAST_ATTEMPT, _S_DRAINED) = offsets
     _slots_type = cls
 
 
@@ -578,12 +585,11 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     accumulator's own ``deallocate`` (accumulator_deallocate), the one
     place that releases it."""
     try:
-        # (compiled, on CPython 3.11: the slots at their offsets, see
-        # _batch_slots; a done flag other than False itself takes
+        # (compiled: the slots at their offsets, see _batch_slots; a done flag other than False itself takes
         # batch.complete, which does the same for the usual batch)
-        if _C_LOCKS and _slots_type is None:
+        if _C_SLOTS and _slots_type is None:
             _batch_slots(type(batch))
-        in_place = _C_LOCKS and type(batch) is _slots_type
+        in_place = _C_SLOTS and type(batch) is _slots_type
         if in_place:
             usual = _c_slot_is(batch, _S_CALLBACKS, None) and batch.parent is None and \
                 _c_slot_is(batch, _S_DONE_FLAG, False)
@@ -669,6 +675,26 @@ def accumulator_deallocate(acc, batch):
             release()
 
 
+def leader_scan(acc, leaders):
+    """``acc.batches`` as a list of ``(partition, deque, leader id or
+    None)`` in its order, ``leaders`` a cluster's ``leaders``: what the ready
+    scan and the drain walk (under the accumulator's lock), remade only
+    when the cluster (a new Metadata response: Cluster never changes its
+    ``leaders``, and the list holds it, so ``is`` cannot match a new one) or
+    the partitions (``batches`` only gains keys, each with its deque for
+    good) changed: a ``leaders.get(tp)`` per partition and scan hashed a
+    TopicPartition and compared it with the cluster's own key (~500
+    instructions; a scan or two and a drain per Produce request)."""
+    batches = acc.batches
+    if leaders is acc._scan_leaders and len(batches) == acc._scan_size:
+        return acc._scan
+    scan = [(tp, dq, leaders.get(tp)) for tp, dq in batches.items()]
+    acc._scan = scan
+    acc._scan_leaders = leaders
+    acc._scan_size = len(batches)
+    return scan
+
+
 def accumulator_ready(acc, cluster, now):
     """``(ready leader ids, ms until the next check, topics whose leader
     is unknown)`` (Kafka's ``RecordAccumulator.ready``)."""
@@ -695,14 +721,22 @@ def accumulator_ready(acc, cluster, now):
         # (waiters and closed: instance dict items, see _instance_dict)
         state = acc._instance_dict
         hurry = state["waiters"] > 0 or state["closed"] or acc.flushes_in_progress > 0
-        for tp, dq in acc.batches.items():
+        # (leaders.get(tp) per partition, kept: see leader_scan)
+        for tp, dq, leader in leader_scan(acc, leaders):
             if not dq:
                 continue
             batch = dq[0]
-            created_ms = batch.created_ms
+            # (compiled: the batch's slots read at their offsets, see
+            # _batch_slots)
+            if _C_SLOTS and _slots_type is None:
+                _batch_slots(type(batch))
+            in_place = _C_SLOTS and type(batch) is _slots_type
+            if in_place:
+                created_ms = _c_slot_value(batch, _S_CREATED)
+            else:
+                created_ms = batch.created_ms
             if created_ms <= expire_before:
                 expiry_due = True
-            leader = leaders.get(tp)
             if leader is None:
                 if unknown is None:
                     unknown = set()
@@ -718,19 +752,33 @@ def accumulator_ready(acc, cluster, now):
                 waited = now - batch.last_attempt_ms
                 backing_off = waited < backoff
                 time_to_wait = backoff if backing_off else linger
+            elif hurry:
+                # (sendable: what the test below answers, without the
+                # arithmetic on the millisecond clock's big ints)
+                ready.add(leader)
+                continue
             else:
                 backing_off = False
                 waited = now - created_ms
                 time_to_wait = linger
-            if (not backing_off and (hurry or waited >= time_to_wait or len(dq) > 1
-                                     or batch.closed or batch.estimated_size >= batch_size)):
-                ready.add(leader)
-            else:
-                wait = time_to_wait - waited
-                if wait < 0:
-                    wait = 0
-                if wait < next_check:
-                    next_check = wait
+            if not backing_off:
+                if hurry or waited >= time_to_wait or len(dq) > 1:
+                    ready.add(leader)
+                    continue
+                # (batch.is_full(batch_size), inline)
+                if in_place:
+                    full = _c_slot_value(batch, _S_CLOSED) or \
+                        _c_slot_value(batch, _S_ESTIMATED) >= batch_size
+                else:
+                    full = batch.closed or batch.estimated_size >= batch_size
+                if full:
+                    ready.add(leader)
+                    continue
+            wait = time_to_wait - waited
+            if wait < 0:
+                wait = 0
+            if wait < next_check:
+                next_check = wait
         state["wakeup_needed"] = True
         acc.expiry_due = expiry_due
     finally:
@@ -755,17 +803,18 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     if not (c_lock and _c_lock_try_acquire(lock)):
         acc._lock_acquire()
     try:
-        batches = acc.batches
         by_node = {}
-        for tp, dq in batches.items():
-            if dq:
-                leader = leaders.get(tp)
-                if leader in nodes:
-                    tps = by_node.get(leader)
-                    if tps is None:
-                        by_node[leader] = [tp]
-                    else:
-                        tps.append(tp)
+        # (leaders.get(tp) per partition, kept: see leader_scan; by node
+        # the scan's (partition, deque, leader) entries: no batches[tp]
+        # below)
+        for entry in leader_scan(acc, leaders):
+            if entry[1] and entry[2] in nodes:
+                leader = entry[2]
+                tps = by_node.get(leader)
+                if tps is None:
+                    by_node[leader] = [entry]
+                else:
+                    tps.append(entry)
         acc._drain_index += 1
         drain_index = acc._drain_index
         for node in nodes:
@@ -777,10 +826,9 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                 tps = tps[start:] + tps[:start]
             size = 0
             ready = []
-            for tp in tps:
+            for tp, dq, _ in tps:
                 if muted and tp in muted:      # (see accumulator_ready)
                     continue
-                dq = batches[tp]
                 batch = dq[0]
                 if batch.attempts > 0 and \
                         now - batch.last_attempt_ms < acc.retry_backoff(batch.attempts):
@@ -797,12 +845,25 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                     # (a SenderLoop of the other twin: its bound method)
                     elif not getattr(can_drain, "_can_drain", can_drain)(tp, batch):
                         continue
-                if ready and size + batch.estimated_size > max_size:
+                # (compiled: the batch's slots at their offsets, see
+                # _batch_slots)
+                if _C_SLOTS and _slots_type is None:
+                    _batch_slots(type(batch))
+                in_place = _C_SLOTS and type(batch) is _slots_type
+                if in_place:
+                    estimated = _c_slot_value(batch, _S_ESTIMATED)
+                else:
+                    estimated = batch.estimated_size
+                if ready and size + estimated > max_size:
                     break
                 dq.popleft()
-                batch.closed = True
-                batch.drained_ms = now
-                size += batch.estimated_size
+                if in_place:
+                    _c_slot_put(batch, _S_CLOSED, True)
+                    _c_slot_put(batch, _S_DRAINED, now)
+                else:
+                    batch.closed = True
+                    batch.drained_ms = now
+                size += estimated
                 ready.append(batch)
             if ready:
                 out[node] = ready
