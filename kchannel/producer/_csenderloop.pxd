@@ -127,7 +127,10 @@ cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
 @cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop, c_lock=bint, muted=set,
                in_place=bint, entry=tuple, by_node=dict, tps=list)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
-cpdef bint _can_send_more(state, max_in_flight)
+@cython.locals(flight=list)
+cdef _add_in_flight(dict in_flight, b)
+# (``state``: the network client's node, read as C fields)
+cpdef bint _can_send_more(NodeState state, max_in_flight)
 
 
 cdef class _ProduceCallback
@@ -152,7 +155,7 @@ cdef class SenderLoop:
     cdef public object force_close
     cdef public object fatal_error
     cdef public object sequences
-    cdef public object in_flight
+    cdef public dict in_flight
     cdef public object retrying
     cdef public object sensors
     cdef public object txn
@@ -184,9 +187,10 @@ cdef class SenderLoop:
     # (called by accumulator_drain per partition drained: a C call)
     @cython.locals(sequences=SequenceState)
     cpdef _can_drain(self, tp, batch)
-    @cython.locals(acc=AccumulatorState, head=BatchState)
+    @cython.locals(acc=AccumulatorState, head=BatchState, muted=set, batches=dict, full=bint)
     cpdef _queued_behind(self, dict drained, dict nodes, max_in_flight)
-    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict, state=NodeState)
+    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict, state=NodeState,
+                   ready=set, not_ready=list, extra=Py_ssize_t, _more_pass=Py_ssize_t)
     cpdef send_producer_data(self, now)
 
 

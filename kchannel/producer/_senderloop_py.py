@@ -479,7 +479,9 @@ class SequenceState:
         it must wait: its partition's sequences count under an older epoch
         and batches of that epoch are still in flight (Java's
         ``shouldStopDrainBatchesForPartition``), or a bump is pending."""
-        if tp in self.bump_partitions:
+        # (an empty set is not searched: a TopicPartition's hash is
+        # computed per lookup)
+        if self.bump_partitions and tp in self.bump_partitions:
             return False
         producer_id = self.producer_id
         producer_epoch = self.producer_epoch
@@ -873,6 +875,22 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     return out
 
 
+def _add_in_flight(in_flight, b):
+    """A batch drained joins its partition's batches in flight (the
+    Sender's ``in_flight``: {tp: [batches]}, a partition's list kept once
+    made)."""
+    # (compiled: the batch's tp slot at its offset, see _batch_slots)
+    if _C_SLOTS and type(b) is _slots_type:
+        tp = _c_slot_value(b, _S_TP)
+    else:
+        tp = b.tp
+    flight = in_flight.get(tp)
+    if flight is None:
+        in_flight[tp] = [b]
+    else:
+        flight.append(b)
+
+
 def _can_send_more(state, max_in_flight):
     """ClusterClient.can_send_more of the node whose network client state
     is ``state`` (None: unknown)."""
@@ -980,9 +998,11 @@ class SenderLoop:
             # (a SequenceState: assign and first_unacked are C calls once
             # compiled, see _csenderloop.pxd)
             sequences = self.sequences
-            if tp in sequences.bump_partitions:
+            # (an empty set is not searched: a TopicPartition's hash is
+            # computed per lookup)
+            if sequences.bump_partitions and tp in sequences.bump_partitions:
                 return False
-            if tp in self.retrying:
+            if self.retrying and tp in self.retrying:
                 if flight:
                     return False
                 self.retrying.discard(tp)
@@ -1014,7 +1034,10 @@ class SenderLoop:
         # (the network client's nodes: client.can_send_more and
         # ready_to_send read inline, no call per node and request)
         nodes = client._nodes
-        for node in list(ready):
+        # (the nodes to leave out, discarded after the walk: no copy of the
+        # set per pass)
+        not_ready = None
+        for node in ready:
             # client.ready_to_send(node, now, max_in_flight): ready(node,
             # now) and can_send_more(node, max_in_flight); ready() only for
             # a node not READY (it may start connecting)
@@ -1024,9 +1047,15 @@ class SenderLoop:
                     continue
             else:
                 client.ready(node, now)
-            ready.discard(node)
+            if not_ready is None:
+                not_ready = [node]
+            else:
+                not_ready.append(node)
             not_ready_timeout = min(not_ready_timeout,
                                     max(client.connection_delay(node, now), 0))
+        if not_ready is not None:
+            for node in not_ready:
+                ready.discard(node)
         if ready:
             drained = accumulator_drain(accumulator, cluster, ready, self.max_request_size,
                                         now, can_drain)
@@ -1037,7 +1066,7 @@ class SenderLoop:
         sent = bool(drained)
         for batches in drained.values():
             for b in batches:
-                in_flight[b.tp].append(b)
+                _add_in_flight(in_flight, b)
         # The ready() scan above saw whether any is due: no second scan of
         # every partition under the lock per pass for none.
         if accumulator.expiry_due:
@@ -1053,7 +1082,9 @@ class SenderLoop:
         # up to max.in.flight.requests.per.connection, instead of after a
         # poll each: the same requests in the same order, for one pass of
         # the loop's fixed cost (poll, ready, expiry) instead of one each.
-        for _ in range(max_in_flight - 1):
+        # (a C loop once compiled: no range object per pass)
+        extra = max_in_flight - 1
+        for _more_pass in range(extra):
             # (one look at the partitions just drained: usually nothing
             # more is queued)
             more = self._queued_behind(drained, nodes, max_in_flight)
@@ -1070,7 +1101,7 @@ class SenderLoop:
                                         now, can_drain)
             for node, batches in drained.items():
                 for b in batches:
-                    in_flight[b.tp].append(b)
+                    _add_in_flight(in_flight, b)
                 self._send_produce_request(node, batches, now)
         timeout = min(next_check, not_ready_timeout)
         if sent:
@@ -1139,15 +1170,28 @@ class SenderLoop:
             can_send = _can_send_more(nodes.get(node), max_in_flight)
             known = False
             for b in sent:
-                tp = b.tp
+                # (compiled: the batches' slots at their offsets, see
+                # _batch_slots)
+                if _C_SLOTS and type(b) is _slots_type:
+                    tp = _c_slot_value(b, _S_TP)
+                else:
+                    tp = b.tp
                 dq = batches.get(tp)
                 if not dq:
                     continue
                 head = dq[0]
                 # (head.is_full(size), inline)
-                if len(dq) > 1 or head.closed or head.estimated_size >= size:
+                if len(dq) > 1:
+                    full = True
+                elif _C_SLOTS and type(head) is _slots_type:
+                    full = _c_slot_value(head, _S_CLOSED) or \
+                        _c_slot_value(head, _S_ESTIMATED) >= size
+                else:
+                    full = head.closed or head.estimated_size >= size
+                if full:
                     queued = True
-                    if tp not in muted and head.attempts == 0:
+                    # (an empty set is not searched, see accumulator_ready)
+                    if not (muted and tp in muted) and head.attempts == 0:
                         known = True
                         break
             if can_send:
