@@ -38,7 +38,7 @@ from kchannel._slots cimport (plain_slot_offset as _c_slot_offset, slot_is as _c
 
 cdef object _slots_type
 cdef Py_ssize_t _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION
-cdef Py_ssize_t _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_LAST_ATTEMPT, _S_DRAINED
+cdef Py_ssize_t _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS
 cdef bint _C_SLOTS
 
 # (set once at import: whether the C helpers above apply, and the type they

@@ -551,10 +551,10 @@ class SequenceState:
 # the offsets: _C_SLOTS stays False there)
 _slots_type = None
 _S_CALLBACKS = _S_DONE_FLAG = _S_BASE_OFFSET = _S_LOG_APPEND_TIME = _S_EXCEPTION = -1
-_S_TP = _S_CREATED = _S_CLOSED = _S_ESTIMATED = _S_LAST_ATTEMPT = _S_DRAINED = -1
+_S_TP = _S_CREATED = _S_CLOSED = _S_ESTIMATED = _S_DRAINED = _S_RECORDS = -1
 _C_SLOTS = __name__.endswith("._csenderloop")
 _SLOT_NAMES = ("callbacks", "done_flag", "base_offset", "log_append_time", "exception", "tp",
-               "created_ms", "closed", "estimated_size", "last_attempt_ms", "drained_ms")
+               "created_ms", "closed", "estimated_size", "drained_ms", "records")
 
 
 def _batch_slots(cls):
@@ -562,7 +562,7 @@ def _batch_slots(cls):
     Sender's side reads and writes; False when one is not a plain object
     slot of its own."""
     global _slots_type, _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, \
-        _S_EXCEPTION, _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_LAST_ATTEMPT, _S_DRAINED
+        _S_EXCEPTION, _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS
     offsets = []
     for name in _SLOT_NAMES:
         offset = _c_slot_offset(cls, name)
@@ -571,7 +571,7 @@ def _batch_slots(cls):
             return
         offsets.append(offset)
     (_S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION, _S_TP,
-     _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_LAST_ATTEMPT, _S_DRAINED) = offsets
+     _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS) = offsets
     _slots_type = cls
 
 
@@ -746,7 +746,7 @@ def accumulator_ready(acc, cluster, now):
                 continue
             # (an empty set is not searched: a TopicPartition's hash is
             # computed per lookup, ~130 instructions)
-            if leader in ready or (muted and tp in muted):
+            if (ready and leader in ready) or (muted and tp in muted):
                 continue
             attempts = batch.attempts
             if attempts > 0:
@@ -1207,10 +1207,18 @@ class SenderLoop:
         if batch.encoded is None:
             if self.compression == _NONE:
                 # The common case, header and CRC included in one call.
+                # (compiled: the batch's slots at their offsets, see
+                # _batch_slots)
+                if _C_SLOTS and type(batch) is _slots_type:
+                    records = _c_slot_value(batch, _S_RECORDS)
+                    estimated = _c_slot_value(batch, _S_ESTIMATED)
+                else:
+                    records = batch.records
+                    estimated = batch.estimated_size
                 batch.encoded = encode_plain_batch(
-                    batch.records, _TRANSACTIONAL if self.txn is not None else 0,
+                    records, _TRANSACTIONAL if self.txn is not None else 0,
                     batch.producer_id, batch.producer_epoch, batch.base_sequence, 0, -1,
-                    None, batch.estimated_size)
+                    None, estimated)
                 return batch.encoded
             batch.encoded = encode_batch(
                 batch.records, compression=self.compression, producer_id=batch.producer_id,
@@ -1229,7 +1237,11 @@ class SenderLoop:
                 self._remove_in_flight(b)
                 self._fail_batch(b, exc)
                 continue
-            sendable[b.tp] = b
+            # (compiled: the tp slot at its offset, see _batch_slots)
+            if _C_SLOTS and type(b) is _slots_type:
+                sendable[_c_slot_value(b, _S_TP)] = b
+            else:
+                sendable[b.tp] = b
         if not sendable:
             return
         if self.sensors is not None:
@@ -1239,7 +1251,10 @@ class SenderLoop:
             # each, where a bound method's was a Python call)
             records_sent, batch_size = self._batch_stats
             for b in sendable.values():
-                count = len(b.records)
+                if _C_SLOTS and type(b) is _slots_type:
+                    count = len(_c_slot_value(b, _S_RECORDS))
+                else:
+                    count = len(b.records)
                 for sensor in records_sent:
                     sensor.record(count, now)
                 size = len(b.encoded)
