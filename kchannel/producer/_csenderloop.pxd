@@ -38,7 +38,7 @@ from kchannel._slots cimport (plain_slot_offset as _c_slot_offset, slot_is as _c
 
 cdef object _slots_type
 cdef Py_ssize_t _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION
-cdef Py_ssize_t _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS
+cdef Py_ssize_t _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS, _S_ALLOCATED
 cdef bint _C_SLOTS
 
 # (set once at import: whether the C helpers above apply, and the type they
@@ -117,6 +117,8 @@ cdef tuple _one_partition_records(version, head, records)
 cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
 @cython.locals(offsets=list)
 cdef _batch_slots(cls)
+cdef _batch_tp(b)
+cdef _batch_records(b)
 @cython.locals(state=dict, incomplete=set, batch=BatchState, c_lock=bint)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)

@@ -511,7 +511,7 @@ class SequenceState:
         batch.producer_id = producer_id
         batch.producer_epoch = producer_epoch
         batch.base_sequence = seq
-        self._next[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
+        self._next[tp] = (seq + len(_batch_records(batch))) & 0x7FFFFFFF
         return True
 
     def first_unacked(self, tp, in_flight):
@@ -530,7 +530,7 @@ class SequenceState:
 
     def acked(self, batch):
         """A batch was written: its last sequence is acknowledged."""
-        tp = batch.tp
+        tp = _batch_tp(batch)
         started = self._started.get(tp)
         # (started == (batch.producer_id, batch.producer_epoch), without
         # the tuple per batch)
@@ -538,7 +538,7 @@ class SequenceState:
                 started[1] == batch.producer_epoch:
             # (C integers once compiled: sequences are int32)
             seq = batch.base_sequence
-            last = (seq + len(batch.records) - 1) & 0x7FFFFFFF
+            last = (seq + len(_batch_records(batch)) - 1) & 0x7FFFFFFF
             acked = self._last_acked.get(tp, -1)
             if last > acked:
                 self._last_acked[tp] = last
@@ -551,10 +551,10 @@ class SequenceState:
 # the offsets: _C_SLOTS stays False there)
 _slots_type = None
 _S_CALLBACKS = _S_DONE_FLAG = _S_BASE_OFFSET = _S_LOG_APPEND_TIME = _S_EXCEPTION = -1
-_S_TP = _S_CREATED = _S_CLOSED = _S_ESTIMATED = _S_DRAINED = _S_RECORDS = -1
+_S_TP = _S_CREATED = _S_CLOSED = _S_ESTIMATED = _S_DRAINED = _S_RECORDS = _S_ALLOCATED = -1
 _C_SLOTS = __name__.endswith("._csenderloop")
 _SLOT_NAMES = ("callbacks", "done_flag", "base_offset", "log_append_time", "exception", "tp",
-               "created_ms", "closed", "estimated_size", "drained_ms", "records")
+               "created_ms", "closed", "estimated_size", "drained_ms", "records", "allocated")
 
 
 def _batch_slots(cls):
@@ -562,7 +562,8 @@ def _batch_slots(cls):
     Sender's side reads and writes; False when one is not a plain object
     slot of its own."""
     global _slots_type, _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, \
-        _S_EXCEPTION, _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS
+        _S_EXCEPTION, _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS, \
+        _S_ALLOCATED
     offsets = []
     for name in _SLOT_NAMES:
         offset = _c_slot_offset(cls, name)
@@ -571,8 +572,22 @@ def _batch_slots(cls):
             return
         offsets.append(offset)
     (_S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION, _S_TP,
-     _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS) = offsets
+     _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS, _S_ALLOCATED) = offsets
     _slots_type = cls
+
+
+def _batch_tp(b):
+    """``b.tp`` (compiled: at its slot offset, see _batch_slots)."""
+    if _C_SLOTS and type(b) is _slots_type:
+        return _c_slot_value(b, _S_TP)
+    return b.tp
+
+
+def _batch_records(b):
+    """``b.records`` (compiled: at its slot offset, see _batch_slots)."""
+    if _C_SLOTS and type(b) is _slots_type:
+        return _c_slot_value(b, _S_RECORDS)
+    return b.records
 
 
 def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
@@ -655,8 +670,13 @@ def accumulator_deallocate(acc, batch):
         acc._lock_acquire()
     try:
         incomplete.discard(batch)
-        state["used_memory"] = state["used_memory"] - batch.allocated
-        batch.allocated = 0
+        # (compiled: the allocated slot at its offset, see _batch_slots)
+        if _C_SLOTS and type(batch) is _slots_type:
+            state["used_memory"] = state["used_memory"] - _c_slot_value(batch, _S_ALLOCATED)
+            _c_slot_put(batch, _S_ALLOCATED, 0)
+        else:
+            state["used_memory"] = state["used_memory"] - batch.allocated
+            batch.allocated = 0
         # Its encoded bytes go back with its memory (Kafka's deallocate
         # returns the batch's buffer to the pool): the application may
         # keep a done batch alive for long through its records' futures
@@ -1402,7 +1422,7 @@ class SenderLoop:
         (none of either)."""
         if code == _NO_ERROR or code == _DUPLICATE_SEQUENCE_NUMBER:
             # self._remove_in_flight(batch), inline
-            flight = self.in_flight.get(batch.tp)
+            flight = self.in_flight.get(_batch_tp(batch))
             if flight:
                 if flight[0] is batch:
                     del flight[0]
@@ -1431,7 +1451,7 @@ class SenderLoop:
                     f"{tp.topic}-{tp.partition}"), None, now)
 
     def _remove_in_flight(self, batch):
-        flight = self.in_flight.get(batch.tp)
+        flight = self.in_flight.get(_batch_tp(batch))
         if flight:
             if flight[0] is batch:
                 # The usual case: the oldest batch of the partition.
