@@ -4,8 +4,10 @@ create/delete with Kafka's messages and exit codes."""
 
 import pytest
 
+from kchannel import Admin
 from tests.fixtures.peers import run_kchannel
-from tests.fixtures.records import topic_name
+from tests.fixtures.records import led_topic, topic_name
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -23,6 +25,11 @@ def test_topics_as_kafka_topics_sh(kafka_broker):
                                    f"'{topic}' already exists.")
     assert run_kchannel("topics", "--bootstrap-server", b, "--create", "--topic", topic,
                         "--if-not-exists").returncode == 0
+    # (KRaft acknowledges a creation once the controller committed it; the
+    # broker answering Metadata replays it a moment later: both tools list
+    # and describe it once it has)
+    with Admin({"bootstrap.servers": b}) as admin:
+        wait_until(lambda: led_topic(admin, topic, 3), "the created topic led")
 
     theirs = kafka_broker.run_java("org.apache.kafka.tools.TopicCommand",
                                    "--bootstrap-server", b, "--list")

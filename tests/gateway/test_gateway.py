@@ -27,6 +27,7 @@ from kchannel.server import Server
 
 from tests.fixtures.raw_client import request as raw_request
 from tests.fixtures.peers import run_kchannel, write_properties
+from tests.fixtures.waiting import wait_until
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -323,9 +324,7 @@ def test_per_client_upstream_connections(upstream, kchannel_inprocess_server):
     assert upstream.seen[-2:] == [("User:ANONYMOUS", "app-0"), ("User:ANONYMOUS", "app-1")]
     for c in clients:
         c.close()
-    deadline = time.monotonic() + 10
-    while upstream_connections() != start and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: upstream_connections() == start, "the upstream connections closed")
     assert upstream_connections() == start
 
 

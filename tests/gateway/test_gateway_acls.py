@@ -21,6 +21,7 @@ import uuid
 
 import pytest
 
+from kchannel import Admin
 from kchannel.cli import main as kchannel_main
 from kchannel.client import KafkaClient, RequestTimeoutError
 from kchannel.protocol.api_keys import ApiKey
@@ -30,6 +31,7 @@ from kchannel.protocol.records.batch import encode_batch
 from tests.fixtures.kafka import (ADMIN, PLAIN_MODULE, TOOLS, KafkaBroker, OAuthServer,
                                   free_ports, LISTENERS, require_kafka)
 from tests.fixtures.peers import InProcessServer
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -132,6 +134,36 @@ def kchannel_acls(args):
     return rc, out.getvalue()
 
 
+def acls_of(bootstrap, resource_name=None):
+    """The ACLs ``bootstrap`` describes (all, or on one literal topic), sorted."""
+    from kchannel.security.authorizer.acl import AclBindingFilter, PatternType, ResourceType
+    flt = AclBindingFilter() if resource_name is None else AclBindingFilter(
+        ResourceType.TOPIC, resource_name, PatternType.LITERAL)
+    with Admin(acl_user_configs(bootstrap, "admin")) as admin:
+        return sorted(admin.describe_acls(flt), key=str)
+
+
+def wait_acls_replayed(kafka_bs, gateway_bs, resource_name=None):
+    """Until Kafka's broker describes the ACLs the gateway has (the same
+    commands went to both).  Kafka acknowledges CreateAcls/DeleteAcls once
+    the controller committed them; its broker's authorizer applies them when
+    it replays the record, a moment later (the gateway's store at once)."""
+    wait_until(lambda: acls_of(kafka_bs, resource_name) == acls_of(gateway_bs, resource_name),
+               "Kafka's broker to apply the ACLs")
+
+
+def topics_led(bootstrap, names):
+    """Until ``bootstrap``'s Metadata has every topic of ``names`` led (a
+    created topic reaches the broker when it replays the controller's record)."""
+    def led():
+        with contextlib.closing(connect_as(bootstrap, "admin")) as c:
+            md = c.request(ApiKey.METADATA, {"topics": [{"name": n} for n in names],
+                                             "allow_auto_topic_creation": False}, version=12)
+        return all(t["error_code"] == 0 and t["partitions"] and
+                   all(p["leader_id"] >= 0 for p in t["partitions"]) for t in md["topics"])
+    wait_until(led, f"the topics led at {bootstrap}")
+
+
 def _coordinators_ready(bootstrap, timeout_s=90):
     """Wait until the group and transaction coordinators and the producer id
     manager answer (internal topics created and loaded): a fresh broker says
@@ -176,6 +208,7 @@ def both(acl_kafka, gateway, tmp_path_factory):
                 for t in TOPICS], "timeout_ms": 30000})
             assert {t["error_code"] for t in body["topics"]} == {0}, body
     for bs in (kafka_bs, gw_bs):
+        topics_led(bs, [P + t for t in TOPICS])
         _coordinators_ready(bs)
     outputs = []
     for args in acl_commands():
@@ -186,6 +219,8 @@ def both(acl_kafka, gateway, tmp_path_factory):
                                   "--add", *args])
         assert rc == 0, ours
         outputs.append((java.stdout, ours))
+    # (the request table below needs Kafka's authorizer to have them all)
+    wait_acls_replayed(kafka_bs, gw_bs)
     return {"kafka": kafka_bs, "gateway": gw_bs, "kafka_cfg": kafka_cfg, "gw_cfg": gw_cfg,
             "outputs": outputs}
 
@@ -433,7 +468,7 @@ def request_table(c, who):
         net.send(z.node_id, ApiKey.PRODUCE, {"acks": 0, "timeout_ms": 1000, "topic_data": [
             {"name": P + t, "partition_data": [{"index": 0, "records": _one_batch()}]}
             for t in ("payroll", "orders")]}, 9, expect_response=False)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30     # (closed in the good case: no wait)
         while net.is_ready(z.node_id) and time.monotonic() < deadline:
             net.poll(100)
         add("Produce acks=0 payroll+orders", {"connection open": net.is_ready(z.node_id)})
@@ -536,6 +571,8 @@ def test_remove_with_both_tools(both, acl_kafka):
     listing = ["--list", "--topic", P + "tmp"]
     java = {}
     for step in (add, remove, listing):
+        if step is listing:
+            wait_acls_replayed(both["kafka"], both["gateway"], P + "tmp")
         r = acl_kafka.run_java(TOOLS["kafka-acls.sh"], "--bootstrap-server", both["kafka"],
                                "--command-config", both["kafka_cfg"], *step)
         assert r.returncode == 0, r.stdout

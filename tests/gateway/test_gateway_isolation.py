@@ -38,6 +38,7 @@ from kchannel.utils import now_ms
 
 from tests.fixtures.raw_client import request as raw_request
 from tests.fixtures.peers import free_ports, run_kchannel, write_properties
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.interop]
 
@@ -198,9 +199,8 @@ def test_unread_pipelined_fetches_keep_gateway_memory_bounded(kafka_broker,
         others_served()       # meanwhile (over the total bound no one is read)
     s.close()
     # Memory and upstream connections return when the client goes.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (gateway.downstreams or gateway.queued_bytes):
-        time.sleep(0.05)
+    wait_until(lambda: not (gateway.downstreams or gateway.queued_bytes),
+               "the gone client's memory released")
     assert not gateway.downstreams and gateway.queued_bytes == 0
     assert upstream_connections(gw) == start_connections
     others_served()
@@ -223,9 +223,8 @@ def test_written_responses_leave_no_bytes_counted_while_the_client_stays(
             for i in range(rounds):
                 size = struct.unpack(">i", _recv_exactly(s, 4))[0]
                 assert struct.unpack(">i", _recv_exactly(s, size)[:4])[0] == i
-            deadline = time.monotonic() + 5
-            while gateway.queued_bytes and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_until(lambda: not gateway.queued_bytes, "the written responses uncounted",
+                       interval_s=0.01)
             assert gateway.queued_bytes == 0
             assert len(gateway.downstreams) == 1
         # the responses written straight from the upstream poll (one in

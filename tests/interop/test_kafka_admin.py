@@ -241,6 +241,14 @@ def test_configs_topics_and_brokers_as_kafka_configs_sh(kafka_broker, kafka_java
     # A harmless per-broker dynamic config, removed again at the end.
     assert ours("--alter", "--broker", node, "--add-config", "log.cleaner.backoff.ms=15001") \
         == (0, f"Completed updating config for broker {node}.\n", "")
+    # Kafka acknowledges an alteration once the controller committed it; the
+    # broker's DescribeConfigs follows when it replays the record: both
+    # changes described before Kafka's tool describes them.
+    topic_res, broker_res = ConfigResource("TOPIC", ours_topic), ConfigResource("BROKER", node)
+    with Admin({"bootstrap.servers": b}) as admin:
+        wait_until(lambda: admin.describe_configs([topic_res])[topic_res]["retention.ms"].value
+                   == "123456" and admin.describe_configs([broker_res])[broker_res][
+                       "log.cleaner.backoff.ms"].value == "15001", "the alterations described")
     runs = {
         "topic": ["--describe", "--entity-type", "topics", "--entity-name", ours_topic],
         "topic-all": ["--describe", "--all", "--topic", ours_topic],
@@ -271,9 +279,13 @@ def test_configs_topics_and_brokers_as_kafka_configs_sh(kafka_broker, kafka_java
         assert (code, out) == (java["bad-value"]["exit"], java["bad-value"]["stdout"]) == (1, "")
         # The error line and the cause (Kafka's stack trace follows it).
         assert err.splitlines() == java["bad-value"]["stderr"].splitlines()[:2], err
-        # Kafka's change, seen by kchannel.
+        # Kafka's change, seen by kchannel (once the broker replayed it).
         assert java["java-alter"]["stdout"] == \
             f"Completed updating config for topic {java_topic}.\n"
+        java_res = ConfigResource("TOPIC", java_topic)
+        with Admin({"bootstrap.servers": b}) as admin:
+            wait_until(lambda: admin.describe_configs([java_res])[java_res][
+                "max.message.bytes"].value == "2048", "Kafka's alteration described")
         code, out, _ = ours("--describe", "--topic", java_topic)
         assert "  max.message.bytes=2048 sensitive=false" in out
     finally:

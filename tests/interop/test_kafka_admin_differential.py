@@ -168,6 +168,10 @@ def world(kafka_broker, kafka_java):
         w.listed_internal = w.admin.list_topics(list_internal=True)
         w.token = w.admin.create_delegation_token(renewers=["User:alice"],
                                                   max_lifetime_ms=3_600_000)
+        # (described by the JVM below: wait until the broker replayed it)
+        wait_until(lambda: w.token.token_info.token_id in {
+            t.token_info.token_id for t in w.admin.describe_delegation_token()},
+            "kchannel's token described")
         node = w.admin.describe_cluster().nodes[0].id
         w.node = node
         tp_names = [_tp_name(tp) for tp in w.tps]
@@ -222,8 +226,12 @@ def world(kafka_broker, kafka_java):
                          {"user": w.scram_java + "-empty", "mechanism": "SCRAM-SHA-512",
                           "password": ""}],
              "deletions": [{"user": w.scram_java + "-missing", "mechanism": "SCRAM-SHA-512"}]},
+            # (Kafka answers AlterUserScramCredentials once the controller
+            # committed it; the broker's describe follows when it replays the
+            # record: the JVM describes again until it has Java's upsert)
             {"id": "scram", "op": "describeScram", "config": c,
-             "users": [w.scram_ours, w.scram_java]},
+             "users": [w.scram_ours, w.scram_java],
+             "untilDescribed": [w.scram_ours, w.scram_java]},
             {"id": "scram-missing", "op": "describeScram", "config": c,
              "users": [topic_name("nobody")]},
             {"id": "token-create", "op": "createToken", "config": c,
@@ -481,12 +489,15 @@ def test_delegation_tokens(world):
     created = _ok(w, "token-create")
     expiry = _ok(w, "token-renew")["expiry"]
     # Brokers apply token changes from the metadata log: a describe right
-    # after a create or renew (Java's, in the same JVM) may not show it yet.
-    wait_until(lambda: created["tokenId"] in {
-        t.token_info.token_id for t in w.admin.describe_delegation_token()})
+    # after a create or renew (Java's, in the same JVM) may not show it yet
+    # (the renewal is a later record than the creation: wait for both).
+    mine = w.token.token_info.token_id
+    wait_until(lambda: (lambda d: created["tokenId"] in d and d.get(mine) == expiry)({
+        t.token_info.token_id: t.token_info.expiry_timestamp
+        for t in w.admin.describe_delegation_token()}),
+        "Java's token and its renewal of kchannel's described")
     ours = {t.token_info.token_id: _token(t) for t in w.admin.describe_delegation_token()}
     java = {t["tokenId"]: t for t in _ok(w, "tokens")["tokens"]}
-    mine = w.token.token_info.token_id
     # Java's token as Java created it; kchannel's as Java renewed it.
     assert ours[created["tokenId"]] == {k: v for k, v in created.items()
                                         if k not in ("id", "ok")}

@@ -38,6 +38,7 @@ from tests.fixtures.peers import free_ports, legacy_kafka_python_metadata, start
 from tests.fixtures.rdkafka import rdkafka_brokers
 from tests.fixtures.sasl_servers import start_server, wait_metric
 from tests.fixtures.sasl import unsecured_jws
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
@@ -361,11 +362,12 @@ def test_debian_kafka_python_wrong_password(server, pki, legacy_kafka_python, me
     """SaslHandshake v0 carries no error message: the server logs the reason
     and closes the connection, which the client sees at once."""
     mark = server.mark()
-    started = time.monotonic()
     r = legacy_kafka_python_metadata(
-        legacy_configs(server, "SASL_PLAINTEXT", mechanism, pki, password="wrong"), timeout=10)
+        legacy_configs(server, "SASL_PLAINTEXT", mechanism, pki, password="wrong"))
     assert not r["ok"], r
-    assert time.monotonic() - started < 9, r
+    # (the client's own deadline, 30 s, did not end it: the close did; no
+    # wall-clock bound, which a loaded machine's process start-up can miss)
+    assert r["error"] != "Timeout", r
     message = PLAIN_FAILURE if mechanism == "PLAIN" else SCRAM_FAILURE.format(mechanism)
     failure_logged(server, mark, message)
 
@@ -498,7 +500,7 @@ def test_librdkafka_sees_server_failure_message(inproc_server):
     admin = _rdkafka_admin(inproc_server.port, "PLAIN", "alice", "wrong", error_cb=on_error)
     with pytest.raises(Exception):
         admin.list_topics(timeout=3)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not seen.is_set() and time.monotonic() < deadline:
         admin.poll(0.2)      # error callbacks are served from poll()
     assert any("Invalid username or password" in e for e in errors), errors
@@ -511,11 +513,10 @@ def test_librdkafka_reauthenticates(pki):
                              extra={"connections.max.reauth.ms": "1500"})
     try:
         admin = _rdkafka_admin(port, "SCRAM-SHA-256", "alice", "alice-secret")
-        deadline = time.monotonic() + 20
-        while (srv.metrics.metric("successful-reauthentication-total") < 1
-               and time.monotonic() < deadline):
+        def reauthenticated():
             admin.list_topics(timeout=10)
-            time.sleep(0.1)
+            return srv.metrics.metric("successful-reauthentication-total") >= 1
+        wait_until(reauthenticated, "a re-authentication", timeout_s=60, interval_s=0.1)
         assert srv.metrics.metric("successful-reauthentication-total") >= 1
         assert srv.metrics.metric("failed-reauthentication-total") == 0
     finally:

@@ -21,7 +21,10 @@
  *   describeTokens [owners]              -> tokens [token fields]
  *   renewToken hmac [renewPeriodMs]      -> expiry
  *   expireToken hmac [expiryTimePeriodMs] -> expiry
- *   describeScram [users]                -> users {name: [[mechanism, iterations]]}
+ *   describeScram [users] [untilDescribed [users]] -> users {name: [[mechanism, iterations]]};
+ *                                            untilDescribed: described again (30 s at most)
+ *                                            until each of those users has a credential (the
+ *                                            broker replays an upsert a moment after it answered)
  *   alterScram upserts [{user, mechanism, iterations, password}],
  *              deletions [{user, mechanism}] -> results {user: "ok" | "Class: message"}
  *   repeatDescribeCluster durationMs intervalMs -> calls, failures (one client)
@@ -418,15 +421,23 @@ public class KafkaProbe {
     }
 
     private static void describeScram(Admin admin, JsonNode check, ObjectNode result) throws Exception {
+        List<String> until = new ArrayList<>();
+        for (JsonNode u : check.path("untilDescribed")) {
+            until.add(u.asText());
+        }
+        long deadline = System.nanoTime() + 30_000_000_000L;
         Map<String, UserScramCredentialsDescription> described;
-        if (check.has("users")) {
-            List<String> users = new ArrayList<>();
-            for (JsonNode u : check.get("users")) {
-                users.add(u.asText());
+        while (true) {
+            described = describeScramOnce(admin, check);
+            boolean all = true;
+            for (String user : until) {
+                UserScramCredentialsDescription d = described.get(user);
+                all &= d != null && !d.credentialInfos().isEmpty();
             }
-            described = admin.describeUserScramCredentials(users).all().get();
-        } else {
-            described = admin.describeUserScramCredentials().all().get();
+            if (all || System.nanoTime() > deadline) {
+                break;
+            }
+            Thread.sleep(50);
         }
         ObjectNode users = result.putObject("users");
         for (Map.Entry<String, UserScramCredentialsDescription> e : described.entrySet()) {
@@ -437,6 +448,18 @@ public class KafkaProbe {
                 pair.add(info.iterations());
             }
         }
+    }
+
+    private static Map<String, UserScramCredentialsDescription> describeScramOnce(
+            Admin admin, JsonNode check) throws Exception {
+        if (check.has("users")) {
+            List<String> users = new ArrayList<>();
+            for (JsonNode u : check.get("users")) {
+                users.add(u.asText());
+            }
+            return admin.describeUserScramCredentials(users).all().get();
+        }
+        return admin.describeUserScramCredentials().all().get();
     }
 
     private static void alterScram(Admin admin, JsonNode check, ObjectNode result) throws Exception {

@@ -10,7 +10,7 @@ import pytest
 from tests.fixtures.peers import PLAIN_LOGIN_MODULE as PLAIN, InProcessServer, plain_gateway_props
 from tests.fixtures.records import create_topic, produce_confluent, topic_name
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 
 

@@ -12,7 +12,7 @@ from kchannel.config.properties import format_properties
 from tests.fixtures.records import consume_confluent, create_topic, produce_confluent, topic_name
 from tests.fixtures.spark import PIPELINE, ROOT, readme_command, require_spark
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ import pytest
 
 from tests.fixtures.records import (consume_confluent, consume_kafka_python, create_topic,
                                     expected_rows, produce_confluent, sample, topic_name)
+from tests.fixtures.waiting import wait_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka]
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 # Recent timestamps: records older than the broker's retention (7 days) may be
 # deleted while a test reads them.
@@ -320,6 +321,14 @@ def test_streaming_micro_batches_rate_limit_new_partitions_and_restart(spark, ka
         # a partition added while the query runs is read from its start
         admin = AdminClient({"bootstrap.servers": plain})
         admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+        # (Kafka answers once the controller committed the growth; the broker
+        # learns of partition 3 when it replays the record: a producer asking
+        # before then would fail its record as "unknown partition")
+        wait_until(lambda: (lambda t: t is not None and t.error is None and
+                            len(t.partitions) == 4 and
+                            all(q.leader >= 0 for q in t.partitions.values()))(
+            admin.list_topics(topic, timeout=10).topics.get(topic)),
+            "the fourth partition led")
         p = Producer({"bootstrap.servers": plain})
         for i in range(45, 50):
             p.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=3)

@@ -16,7 +16,7 @@ from kchannel.tokens.admin import DelegationTokenAdmin
 from tests.fixtures.records import consume_confluent, create_topic, produce, topic_name
 from tests.fixtures.spark import require_spark
 
-pytestmark = [pytest.mark.interop, pytest.mark.kafka]
+pytestmark = [pytest.mark.interop, pytest.mark.kafka, pytest.mark.timeout(600)]
 
 
 def _driver(kafka_broker):
