@@ -24,43 +24,22 @@ from kchannel._pylock cimport (kc_lock_readable as _c_lock_readable,
                                kc_lock_release as _c_lock_release)
 
 # A batch's __slots__ slots read and written at their offsets (the member
-# descriptors' offsets, read once for the first batch's type), as
-# kchannel_ext/_cappender.pyx does: a generic attribute access on a
-# __slots__ class costs a type lookup and a descriptor call (~140
-# instructions); accumulator_complete_batch made six per Produce request.
-cdef extern from *:
-    """
-    #include "structmember.h"
-    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    /* a writable object slot's offset, -1 for anything else */
-    static Py_ssize_t kc_sl_slot_offset(PyObject *descr) {
-        PyMemberDef *m;
-        if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
-        m = ((PyMemberDescrObject *)descr)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY) || m->offset <= 0) return -1;
-        return m->offset;
-    }
-    #else
-    static Py_ssize_t kc_sl_slot_offset(PyObject *descr) { return -1; }
-    #endif
-    /* whether the slot holds ``v`` itself (NULL, unset: no) */
-    static inline int kc_sl_slot_is(PyObject *o, Py_ssize_t off, PyObject *v) {
-        return *(PyObject **)((char *)o + off) == v;
-    }
-    static inline void kc_sl_slot_put(PyObject *o, Py_ssize_t off, PyObject *v) {
-        PyObject **slot = (PyObject **)((char *)o + off);
-        PyObject *old = *slot;
-        Py_INCREF(v);
-        *slot = v;
-        Py_XDECREF(old);
-    }
-    """
-    Py_ssize_t _c_slot_offset "kc_sl_slot_offset"(object descr) noexcept
-    bint _c_slot_is "kc_sl_slot_is"(object o, Py_ssize_t off, object v) noexcept
-    void _c_slot_put "kc_sl_slot_put"(object o, Py_ssize_t off, object v) noexcept
+# descriptors' offsets, read once for the first batch's type by
+# _batch_slots), as kchannel_ext/_cappender.pyx and _caiosend.pyx do, with
+# the same helpers (kchannel_ext/include/kchannel/_slots.pxd): a generic
+# attribute access on a __slots__ class costs a type lookup and a descriptor
+# call (~140 instructions); the Sender made ~15 per Produce request.  Not
+# slot_offset, which fails the import: ProducerBatch is defined after this
+# module is imported (accumulator.py derives it from BatchState), so the
+# offsets are read for the first batch met, and a batch type whose members
+# are not plain object slots is read by attribute (plain_slot_offset's -1).
+from kchannel._slots cimport (plain_slot_offset as _c_slot_offset, slot_is as _c_slot_is,
+                              slot_put as _c_slot_put, slot_value as _c_slot_value)
 
 cdef object _slots_type
 cdef Py_ssize_t _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION
+cdef Py_ssize_t _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS, _S_ALLOCATED
+cdef bint _C_SLOTS
 
 # (set once at import: whether the C helpers above apply, and the type they
 # read)
@@ -89,6 +68,10 @@ cdef class AccumulatorState:
     # (lock.acquire and lock.release, bound once)
     cdef public object _lock_acquire
     cdef public object _lock_release
+    # (see leader_scan)
+    cdef public list _scan
+    cdef public object _scan_leaders
+    cdef public Py_ssize_t _scan_size
 
 
 cdef class BatchState:
@@ -134,14 +117,22 @@ cdef tuple _one_partition_records(version, head, records)
 cpdef accumulator_complete_batch(AccumulatorState acc, batch, base_offset, log_append_time)
 @cython.locals(offsets=list)
 cdef _batch_slots(cls)
+cdef _batch_tp(b)
+cdef _batch_records(b)
 @cython.locals(state=dict, incomplete=set, batch=BatchState, c_lock=bint)
 cpdef accumulator_deallocate(AccumulatorState acc, batch)
 # (cluster.leaders: a dict, read with the dict C API)
-@cython.locals(leaders=dict, batch=BatchState, state=dict, c_lock=bint, muted=set)
+@cython.locals(batches=dict)
+cdef list leader_scan(AccumulatorState acc, leaders)
+@cython.locals(leaders=dict, batch=BatchState, state=dict, c_lock=bint, muted=set, in_place=bint)
 cpdef tuple accumulator_ready(AccumulatorState acc, cluster, now)
-@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop, c_lock=bint, muted=set)
+@cython.locals(leaders=dict, batch=BatchState, sender=SenderLoop, c_lock=bint, muted=set,
+               in_place=bint, entry=tuple, by_node=dict, tps=list)
 cpdef dict accumulator_drain(AccumulatorState acc, cluster, nodes, max_size, now, can_drain)
-cpdef bint _can_send_more(state, max_in_flight)
+@cython.locals(flight=list)
+cdef _add_in_flight(dict in_flight, b)
+# (``state``: the network client's node, read as C fields)
+cpdef bint _can_send_more(NodeState state, max_in_flight)
 
 
 cdef class _ProduceCallback
@@ -166,7 +157,7 @@ cdef class SenderLoop:
     cdef public object force_close
     cdef public object fatal_error
     cdef public object sequences
-    cdef public object in_flight
+    cdef public dict in_flight
     cdef public object retrying
     cdef public object sensors
     cdef public object txn
@@ -198,9 +189,10 @@ cdef class SenderLoop:
     # (called by accumulator_drain per partition drained: a C call)
     @cython.locals(sequences=SequenceState)
     cpdef _can_drain(self, tp, batch)
-    @cython.locals(acc=AccumulatorState, head=BatchState)
+    @cython.locals(acc=AccumulatorState, head=BatchState, muted=set, batches=dict, full=bint)
     cpdef _queued_behind(self, dict drained, dict nodes, max_in_flight)
-    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict, state=NodeState)
+    @cython.locals(accumulator=AccumulatorState, nodes=dict, drained=dict, state=NodeState,
+                   ready=set, not_ready=list, extra=Py_ssize_t, _more_pass=Py_ssize_t)
     cpdef send_producer_data(self, now)
 
 

@@ -398,7 +398,8 @@ class AccumulatorState:
                  "batches", "lock", "memory", "muted", "linger_ms", "batch_size",
                  "delivery_timeout_ms", "retry_backoff_ms", "retry_backoff_max_ms",
                  "flushes_in_progress", "_drain_index", "_memory_waiters", "expiry_due",
-                 "_instance_dict", "_lock_acquire", "_lock_release")
+                 "_instance_dict", "_lock_acquire", "_lock_release",
+                 "_scan", "_scan_leaders", "_scan_size")
 
     def __init__(self):
         # (RecordAccumulator.__init__ sets the state up; nothing to do here)
@@ -478,7 +479,9 @@ class SequenceState:
         it must wait: its partition's sequences count under an older epoch
         and batches of that epoch are still in flight (Java's
         ``shouldStopDrainBatchesForPartition``), or a bump is pending."""
-        if tp in self.bump_partitions:
+        # (an empty set is not searched: a TopicPartition's hash is
+        # computed per lookup)
+        if self.bump_partitions and tp in self.bump_partitions:
             return False
         producer_id = self.producer_id
         producer_epoch = self.producer_epoch
@@ -508,7 +511,7 @@ class SequenceState:
         batch.producer_id = producer_id
         batch.producer_epoch = producer_epoch
         batch.base_sequence = seq
-        self._next[tp] = (seq + len(batch.records)) & 0x7FFFFFFF
+        self._next[tp] = (seq + len(_batch_records(batch))) & 0x7FFFFFFF
         return True
 
     def first_unacked(self, tp, in_flight):
@@ -527,7 +530,7 @@ class SequenceState:
 
     def acked(self, batch):
         """A batch was written: its last sequence is acknowledged."""
-        tp = batch.tp
+        tp = _batch_tp(batch)
         started = self._started.get(tp)
         # (started == (batch.producer_id, batch.producer_epoch), without
         # the tuple per batch)
@@ -535,35 +538,56 @@ class SequenceState:
                 started[1] == batch.producer_epoch:
             # (C integers once compiled: sequences are int32)
             seq = batch.base_sequence
-            last = (seq + len(batch.records) - 1) & 0x7FFFFFFF
+            last = (seq + len(_batch_records(batch)) - 1) & 0x7FFFFFFF
             acked = self._last_acked.get(tp, -1)
             if last > acked:
                 self._last_acked[tp] = last
 
 
-# (the compiled twin's: the batch type whose slots accumulator_complete_batch
-# reads and writes at their offsets, resolved by _batch_slots for the first
-# batch completed; False: that type's are not plain object slots; None:
-# not yet resolved, or the pure twin, which never reads the offsets)
+# (the compiled twin's: the batch type whose slots the Sender's side reads
+# and writes at their offsets (_c_slot_* , see _csenderloop.pxd), resolved by
+# _batch_slots for the first batch met; False: that type's are not plain
+# object slots; None: not yet resolved, or the pure twin, which never reads
+# the offsets: _C_SLOTS stays False there)
 _slots_type = None
 _S_CALLBACKS = _S_DONE_FLAG = _S_BASE_OFFSET = _S_LOG_APPEND_TIME = _S_EXCEPTION = -1
+_S_TP = _S_CREATED = _S_CLOSED = _S_ESTIMATED = _S_DRAINED = _S_RECORDS = _S_ALLOCATED = -1
+_C_SLOTS = __name__.endswith("._csenderloop")
+_SLOT_NAMES = ("callbacks", "done_flag", "base_offset", "log_append_time", "exception", "tp",
+               "created_ms", "closed", "estimated_size", "drained_ms", "records", "allocated")
 
 
 def _batch_slots(cls):
-    """(compiled twin only) Resolve the offsets of ``cls``'s slots
-    accumulator_complete_batch uses; False when one is not a writable
-    object slot."""
+    """(compiled twin only) Resolve the offsets of ``cls``'s slots the
+    Sender's side reads and writes; False when one is not a plain object
+    slot of its own."""
     global _slots_type, _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, \
-        _S_EXCEPTION
+        _S_EXCEPTION, _S_TP, _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS, \
+        _S_ALLOCATED
     offsets = []
-    for name in ("callbacks", "done_flag", "base_offset", "log_append_time", "exception"):
-        offset = _c_slot_offset(getattr(cls, name, None))
+    for name in _SLOT_NAMES:
+        offset = _c_slot_offset(cls, name)
         if offset < 0:
             _slots_type = False
             return
         offsets.append(offset)
-    _S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION = offsets
+    (_S_CALLBACKS, _S_DONE_FLAG, _S_BASE_OFFSET, _S_LOG_APPEND_TIME, _S_EXCEPTION, _S_TP,
+     _S_CREATED, _S_CLOSED, _S_ESTIMATED, _S_DRAINED, _S_RECORDS, _S_ALLOCATED) = offsets
     _slots_type = cls
+
+
+def _batch_tp(b):
+    """``b.tp`` (compiled: at its slot offset, see _batch_slots)."""
+    if _C_SLOTS and type(b) is _slots_type:
+        return _c_slot_value(b, _S_TP)
+    return b.tp
+
+
+def _batch_records(b):
+    """``b.records`` (compiled: at its slot offset, see _batch_slots)."""
+    if _C_SLOTS and type(b) is _slots_type:
+        return _c_slot_value(b, _S_RECORDS)
+    return b.records
 
 
 def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
@@ -578,12 +602,11 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     accumulator's own ``deallocate`` (accumulator_deallocate), the one
     place that releases it."""
     try:
-        # (compiled, on CPython 3.11: the slots at their offsets, see
-        # _batch_slots; a done flag other than False itself takes
+        # (compiled: the slots at their offsets, see _batch_slots; a done flag other than False itself takes
         # batch.complete, which does the same for the usual batch)
-        if _C_LOCKS and _slots_type is None:
+        if _C_SLOTS and _slots_type is None:
             _batch_slots(type(batch))
-        in_place = _C_LOCKS and type(batch) is _slots_type
+        in_place = _C_SLOTS and type(batch) is _slots_type
         if in_place:
             usual = _c_slot_is(batch, _S_CALLBACKS, None) and batch.parent is None and \
                 _c_slot_is(batch, _S_DONE_FLAG, False)
@@ -647,8 +670,13 @@ def accumulator_deallocate(acc, batch):
         acc._lock_acquire()
     try:
         incomplete.discard(batch)
-        state["used_memory"] = state["used_memory"] - batch.allocated
-        batch.allocated = 0
+        # (compiled: the allocated slot at its offset, see _batch_slots)
+        if _C_SLOTS and type(batch) is _slots_type:
+            state["used_memory"] = state["used_memory"] - _c_slot_value(batch, _S_ALLOCATED)
+            _c_slot_put(batch, _S_ALLOCATED, 0)
+        else:
+            state["used_memory"] = state["used_memory"] - batch.allocated
+            batch.allocated = 0
         # Its encoded bytes go back with its memory (Kafka's deallocate
         # returns the batch's buffer to the pool): the application may
         # keep a done batch alive for long through its records' futures
@@ -667,6 +695,26 @@ def accumulator_deallocate(acc, batch):
     finally:
         if not (c_lock and _c_lock_release(lock)):
             release()
+
+
+def leader_scan(acc, leaders):
+    """``acc.batches`` as a list of ``(partition, deque, leader id or
+    None)`` in its order, ``leaders`` a cluster's ``leaders``: what the ready
+    scan and the drain walk (under the accumulator's lock), remade only
+    when the cluster (a new Metadata response: Cluster never changes its
+    ``leaders``, and the list holds it, so ``is`` cannot match a new one) or
+    the partitions (``batches`` only gains keys, each with its deque for
+    good) changed: a ``leaders.get(tp)`` per partition and scan hashed a
+    TopicPartition and compared it with the cluster's own key (~500
+    instructions; a scan or two and a drain per Produce request)."""
+    batches = acc.batches
+    if leaders is acc._scan_leaders and len(batches) == acc._scan_size:
+        return acc._scan
+    scan = [(tp, dq, leaders.get(tp)) for tp, dq in batches.items()]
+    acc._scan = scan
+    acc._scan_leaders = leaders
+    acc._scan_size = len(batches)
+    return scan
 
 
 def accumulator_ready(acc, cluster, now):
@@ -695,14 +743,22 @@ def accumulator_ready(acc, cluster, now):
         # (waiters and closed: instance dict items, see _instance_dict)
         state = acc._instance_dict
         hurry = state["waiters"] > 0 or state["closed"] or acc.flushes_in_progress > 0
-        for tp, dq in acc.batches.items():
+        # (leaders.get(tp) per partition, kept: see leader_scan)
+        for tp, dq, leader in leader_scan(acc, leaders):
             if not dq:
                 continue
             batch = dq[0]
-            created_ms = batch.created_ms
+            # (compiled: the batch's slots read at their offsets, see
+            # _batch_slots)
+            if _C_SLOTS and _slots_type is None:
+                _batch_slots(type(batch))
+            in_place = _C_SLOTS and type(batch) is _slots_type
+            if in_place:
+                created_ms = _c_slot_value(batch, _S_CREATED)
+            else:
+                created_ms = batch.created_ms
             if created_ms <= expire_before:
                 expiry_due = True
-            leader = leaders.get(tp)
             if leader is None:
                 if unknown is None:
                     unknown = set()
@@ -710,7 +766,7 @@ def accumulator_ready(acc, cluster, now):
                 continue
             # (an empty set is not searched: a TopicPartition's hash is
             # computed per lookup, ~130 instructions)
-            if leader in ready or (muted and tp in muted):
+            if (ready and leader in ready) or (muted and tp in muted):
                 continue
             attempts = batch.attempts
             if attempts > 0:
@@ -718,19 +774,33 @@ def accumulator_ready(acc, cluster, now):
                 waited = now - batch.last_attempt_ms
                 backing_off = waited < backoff
                 time_to_wait = backoff if backing_off else linger
+            elif hurry:
+                # (sendable: what the test below answers, without the
+                # arithmetic on the millisecond clock's big ints)
+                ready.add(leader)
+                continue
             else:
                 backing_off = False
                 waited = now - created_ms
                 time_to_wait = linger
-            if (not backing_off and (hurry or waited >= time_to_wait or len(dq) > 1
-                                     or batch.closed or batch.estimated_size >= batch_size)):
-                ready.add(leader)
-            else:
-                wait = time_to_wait - waited
-                if wait < 0:
-                    wait = 0
-                if wait < next_check:
-                    next_check = wait
+            if not backing_off:
+                if hurry or waited >= time_to_wait or len(dq) > 1:
+                    ready.add(leader)
+                    continue
+                # (batch.is_full(batch_size), inline)
+                if in_place:
+                    full = _c_slot_value(batch, _S_CLOSED) or \
+                        _c_slot_value(batch, _S_ESTIMATED) >= batch_size
+                else:
+                    full = batch.closed or batch.estimated_size >= batch_size
+                if full:
+                    ready.add(leader)
+                    continue
+            wait = time_to_wait - waited
+            if wait < 0:
+                wait = 0
+            if wait < next_check:
+                next_check = wait
         state["wakeup_needed"] = True
         acc.expiry_due = expiry_due
     finally:
@@ -755,17 +825,18 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
     if not (c_lock and _c_lock_try_acquire(lock)):
         acc._lock_acquire()
     try:
-        batches = acc.batches
         by_node = {}
-        for tp, dq in batches.items():
-            if dq:
-                leader = leaders.get(tp)
-                if leader in nodes:
-                    tps = by_node.get(leader)
-                    if tps is None:
-                        by_node[leader] = [tp]
-                    else:
-                        tps.append(tp)
+        # (leaders.get(tp) per partition, kept: see leader_scan; by node
+        # the scan's (partition, deque, leader) entries: no batches[tp]
+        # below)
+        for entry in leader_scan(acc, leaders):
+            if entry[1] and entry[2] in nodes:
+                leader = entry[2]
+                tps = by_node.get(leader)
+                if tps is None:
+                    by_node[leader] = [entry]
+                else:
+                    tps.append(entry)
         acc._drain_index += 1
         drain_index = acc._drain_index
         for node in nodes:
@@ -777,10 +848,9 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                 tps = tps[start:] + tps[:start]
             size = 0
             ready = []
-            for tp in tps:
+            for tp, dq, _ in tps:
                 if muted and tp in muted:      # (see accumulator_ready)
                     continue
-                dq = batches[tp]
                 batch = dq[0]
                 if batch.attempts > 0 and \
                         now - batch.last_attempt_ms < acc.retry_backoff(batch.attempts):
@@ -797,12 +867,25 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                     # (a SenderLoop of the other twin: its bound method)
                     elif not getattr(can_drain, "_can_drain", can_drain)(tp, batch):
                         continue
-                if ready and size + batch.estimated_size > max_size:
+                # (compiled: the batch's slots at their offsets, see
+                # _batch_slots)
+                if _C_SLOTS and _slots_type is None:
+                    _batch_slots(type(batch))
+                in_place = _C_SLOTS and type(batch) is _slots_type
+                if in_place:
+                    estimated = _c_slot_value(batch, _S_ESTIMATED)
+                else:
+                    estimated = batch.estimated_size
+                if ready and size + estimated > max_size:
                     break
                 dq.popleft()
-                batch.closed = True
-                batch.drained_ms = now
-                size += batch.estimated_size
+                if in_place:
+                    _c_slot_put(batch, _S_CLOSED, True)
+                    _c_slot_put(batch, _S_DRAINED, now)
+                else:
+                    batch.closed = True
+                    batch.drained_ms = now
+                size += estimated
                 ready.append(batch)
             if ready:
                 out[node] = ready
@@ -810,6 +893,22 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
         if not (c_lock and _c_lock_release(lock)):
             release()
     return out
+
+
+def _add_in_flight(in_flight, b):
+    """A batch drained joins its partition's batches in flight (the
+    Sender's ``in_flight``: {tp: [batches]}, a partition's list kept once
+    made)."""
+    # (compiled: the batch's tp slot at its offset, see _batch_slots)
+    if _C_SLOTS and type(b) is _slots_type:
+        tp = _c_slot_value(b, _S_TP)
+    else:
+        tp = b.tp
+    flight = in_flight.get(tp)
+    if flight is None:
+        in_flight[tp] = [b]
+    else:
+        flight.append(b)
 
 
 def _can_send_more(state, max_in_flight):
@@ -919,9 +1018,11 @@ class SenderLoop:
             # (a SequenceState: assign and first_unacked are C calls once
             # compiled, see _csenderloop.pxd)
             sequences = self.sequences
-            if tp in sequences.bump_partitions:
+            # (an empty set is not searched: a TopicPartition's hash is
+            # computed per lookup)
+            if sequences.bump_partitions and tp in sequences.bump_partitions:
                 return False
-            if tp in self.retrying:
+            if self.retrying and tp in self.retrying:
                 if flight:
                     return False
                 self.retrying.discard(tp)
@@ -953,7 +1054,10 @@ class SenderLoop:
         # (the network client's nodes: client.can_send_more and
         # ready_to_send read inline, no call per node and request)
         nodes = client._nodes
-        for node in list(ready):
+        # (the nodes to leave out, discarded after the walk: no copy of the
+        # set per pass)
+        not_ready = None
+        for node in ready:
             # client.ready_to_send(node, now, max_in_flight): ready(node,
             # now) and can_send_more(node, max_in_flight); ready() only for
             # a node not READY (it may start connecting)
@@ -963,9 +1067,15 @@ class SenderLoop:
                     continue
             else:
                 client.ready(node, now)
-            ready.discard(node)
+            if not_ready is None:
+                not_ready = [node]
+            else:
+                not_ready.append(node)
             not_ready_timeout = min(not_ready_timeout,
                                     max(client.connection_delay(node, now), 0))
+        if not_ready is not None:
+            for node in not_ready:
+                ready.discard(node)
         if ready:
             drained = accumulator_drain(accumulator, cluster, ready, self.max_request_size,
                                         now, can_drain)
@@ -976,7 +1086,7 @@ class SenderLoop:
         sent = bool(drained)
         for batches in drained.values():
             for b in batches:
-                in_flight[b.tp].append(b)
+                _add_in_flight(in_flight, b)
         # The ready() scan above saw whether any is due: no second scan of
         # every partition under the lock per pass for none.
         if accumulator.expiry_due:
@@ -992,7 +1102,9 @@ class SenderLoop:
         # up to max.in.flight.requests.per.connection, instead of after a
         # poll each: the same requests in the same order, for one pass of
         # the loop's fixed cost (poll, ready, expiry) instead of one each.
-        for _ in range(max_in_flight - 1):
+        # (a C loop once compiled: no range object per pass)
+        extra = max_in_flight - 1
+        for _more_pass in range(extra):
             # (one look at the partitions just drained: usually nothing
             # more is queued)
             more = self._queued_behind(drained, nodes, max_in_flight)
@@ -1009,7 +1121,7 @@ class SenderLoop:
                                         now, can_drain)
             for node, batches in drained.items():
                 for b in batches:
-                    in_flight[b.tp].append(b)
+                    _add_in_flight(in_flight, b)
                 self._send_produce_request(node, batches, now)
         timeout = min(next_check, not_ready_timeout)
         if sent:
@@ -1078,15 +1190,28 @@ class SenderLoop:
             can_send = _can_send_more(nodes.get(node), max_in_flight)
             known = False
             for b in sent:
-                tp = b.tp
+                # (compiled: the batches' slots at their offsets, see
+                # _batch_slots)
+                if _C_SLOTS and type(b) is _slots_type:
+                    tp = _c_slot_value(b, _S_TP)
+                else:
+                    tp = b.tp
                 dq = batches.get(tp)
                 if not dq:
                     continue
                 head = dq[0]
                 # (head.is_full(size), inline)
-                if len(dq) > 1 or head.closed or head.estimated_size >= size:
+                if len(dq) > 1:
+                    full = True
+                elif _C_SLOTS and type(head) is _slots_type:
+                    full = _c_slot_value(head, _S_CLOSED) or \
+                        _c_slot_value(head, _S_ESTIMATED) >= size
+                else:
+                    full = head.closed or head.estimated_size >= size
+                if full:
                     queued = True
-                    if tp not in muted and head.attempts == 0:
+                    # (an empty set is not searched, see accumulator_ready)
+                    if not (muted and tp in muted) and head.attempts == 0:
                         known = True
                         break
             if can_send:
@@ -1102,10 +1227,18 @@ class SenderLoop:
         if batch.encoded is None:
             if self.compression == _NONE:
                 # The common case, header and CRC included in one call.
+                # (compiled: the batch's slots at their offsets, see
+                # _batch_slots)
+                if _C_SLOTS and type(batch) is _slots_type:
+                    records = _c_slot_value(batch, _S_RECORDS)
+                    estimated = _c_slot_value(batch, _S_ESTIMATED)
+                else:
+                    records = batch.records
+                    estimated = batch.estimated_size
                 batch.encoded = encode_plain_batch(
-                    batch.records, _TRANSACTIONAL if self.txn is not None else 0,
+                    records, _TRANSACTIONAL if self.txn is not None else 0,
                     batch.producer_id, batch.producer_epoch, batch.base_sequence, 0, -1,
-                    None, batch.estimated_size)
+                    None, estimated)
                 return batch.encoded
             batch.encoded = encode_batch(
                 batch.records, compression=self.compression, producer_id=batch.producer_id,
@@ -1124,7 +1257,11 @@ class SenderLoop:
                 self._remove_in_flight(b)
                 self._fail_batch(b, exc)
                 continue
-            sendable[b.tp] = b
+            # (compiled: the tp slot at its offset, see _batch_slots)
+            if _C_SLOTS and type(b) is _slots_type:
+                sendable[_c_slot_value(b, _S_TP)] = b
+            else:
+                sendable[b.tp] = b
         if not sendable:
             return
         if self.sensors is not None:
@@ -1134,7 +1271,10 @@ class SenderLoop:
             # each, where a bound method's was a Python call)
             records_sent, batch_size = self._batch_stats
             for b in sendable.values():
-                count = len(b.records)
+                if _C_SLOTS and type(b) is _slots_type:
+                    count = len(_c_slot_value(b, _S_RECORDS))
+                else:
+                    count = len(b.records)
                 for sensor in records_sent:
                     sensor.record(count, now)
                 size = len(b.encoded)
@@ -1282,7 +1422,7 @@ class SenderLoop:
         (none of either)."""
         if code == _NO_ERROR or code == _DUPLICATE_SEQUENCE_NUMBER:
             # self._remove_in_flight(batch), inline
-            flight = self.in_flight.get(batch.tp)
+            flight = self.in_flight.get(_batch_tp(batch))
             if flight:
                 if flight[0] is batch:
                     del flight[0]
@@ -1311,7 +1451,7 @@ class SenderLoop:
                     f"{tp.topic}-{tp.partition}"), None, now)
 
     def _remove_in_flight(self, batch):
-        flight = self.in_flight.get(batch.tp)
+        flight = self.in_flight.get(_batch_tp(batch))
         if flight:
             if flight[0] is batch:
                 # The usual case: the oldest batch of the partition.

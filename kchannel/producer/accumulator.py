@@ -534,6 +534,11 @@ class RecordAccumulator(_senderloop.AccumulatorState):
         # (expired_batches), instead of a second scan under the lock each
         # pass.
         self.expiry_due = False
+        # The ready scan's and the drain's (partition, deque, leader) list
+        # and what it was made from (see _senderloop.leader_scan)
+        self._scan = []
+        self._scan_leaders = None
+        self._scan_size = -1
         # Called with the partition (under the lock) before a batch is
         # opened for it: a transactional producer's maybeAddPartition, once
         # per batch instead of once per record (every record of a

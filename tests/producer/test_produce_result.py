@@ -115,3 +115,36 @@ def test_a_partition_not_answered_fails_its_batch():
         p.close(10)
         server.shutdown()
     assert got[0] == [0, 1]
+
+
+def test_the_one_batch_of_a_request_is_matched_by_topic_and_partition():
+    # A request of one batch, answered (ProduceResult) for its partition or
+    # for another partition or topic: only its own completes it; any other
+    # answer leaves it unanswered (failed here, no retries).
+    from kchannel.client import ClientResponse
+    from kchannel.client.metadata import TopicPartition
+    from kchannel.protocol.records import QueuedRecord
+
+    p = Producer({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 600000, "retries": 0,
+                  "enable.idempotence": "false", "acks": "1",
+                  "reconnect.backoff.ms": 100000, "reconnect.backoff.max.ms": 100000})
+    try:
+        s, acc = p._sender, p.accumulator
+        result_type = sender_module._senderloop.ProduceResult
+
+        def answer(name, index):
+            tp = TopicPartition("t", 3)
+            future = acc.append(tp, QueuedRecord(0, None, b"v", ()), 9, None, -1, 1, 1000)[0]
+            with acc.lock:
+                batch = acc.batches[tp].popleft()
+            resp = ClientResponse(1, messages.PRODUCE.api_key, 9, 1, body=result_type(
+                9, name, index, 0, 42, -1, 0, 0), request_time_ms=1, receive_time_ms=2)
+            s._handle_produce_response(resp, {tp: batch})
+            return future
+
+        assert answer("t", 3).get(5).offset == 42
+        for name, index in (("t", 4), ("u", 3)):
+            with pytest.raises(Exception, match="did not include partition t-3"):
+                answer(name, index).get(5)
+    finally:
+        p.close(0)
