@@ -209,6 +209,41 @@ cdef class ProduceResult:
     cdef public object throttle_time_ms
 
 
+cdef bint _C_READ
+
+from cpython.bytes cimport PyBytes_AS_STRING as _c_bytes_ptr, PyBytes_GET_SIZE as _c_bytes_len
+from libc.string cimport memcmp as _c_memcmp
+
+
+# Big-endian signed integers at ``pos`` of ``data`` (bounds checked by the
+# caller: the response's length is checked against its layout first).
+cdef inline int _c_be32(bytes data, Py_ssize_t pos):
+    cdef const unsigned char *p = <const unsigned char *>_c_bytes_ptr(data) + pos
+    return <int>((<unsigned int>p[0] << 24) | (<unsigned int>p[1] << 16)
+                 | (<unsigned int>p[2] << 8) | <unsigned int>p[3])
+
+
+cdef inline short _c_be16(bytes data, Py_ssize_t pos):
+    cdef const unsigned char *p = <const unsigned char *>_c_bytes_ptr(data) + pos
+    return <short>((<unsigned int>p[0] << 8) | <unsigned int>p[1])
+
+
+cdef inline long long _c_be64(bytes data, Py_ssize_t pos):
+    cdef const unsigned char *p = <const unsigned char *>_c_bytes_ptr(data) + pos
+    cdef unsigned long long v = 0
+    cdef int k
+    for k in range(8):
+        v = (v << 8) | p[k]
+    return <long long>v
+
+
+# Whether data[start:stop] == name (bytes), without the slice.
+cdef inline bint _c_same(bytes data, Py_ssize_t start, Py_ssize_t stop, object name):
+    if type(name) is not bytes or _c_bytes_len(name) != stop - start:
+        return False
+    return _c_memcmp(_c_bytes_ptr(data) + start, _c_bytes_ptr(name), stop - start) == 0
+
+
 cdef class ProduceResponseDecoder:
     cdef public int version
     cdef public object generic
