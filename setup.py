@@ -23,6 +23,7 @@ the build goes on without that module, unless ``KCHANNEL_REQUIRE_EXTENSIONS=1``
 """
 import glob
 import os
+import re
 import sys
 
 from setuptools import setup
@@ -100,8 +101,35 @@ def _stale_pure_twin(ext):
         return False
     pxd = os.path.join(os.path.dirname(src), ext.name.rsplit(".", 1)[-1] + ".pxd")
     c = src[:-3] + ".c"
-    return (os.path.exists(pxd) and os.path.exists(c)
-            and os.path.getmtime(pxd) > os.path.getmtime(c))
+    if not (os.path.exists(pxd) and os.path.exists(c)):
+        return False
+    # The .pxd's own cimports (another twin's vtable, a shared include)
+    # are not tracked either, for the same reason: any newer one counts.
+    built = os.path.getmtime(c)
+    return any(os.path.getmtime(p) > built for p in _pxd_closure(pxd))
+
+
+_CIMPORT = re.compile(r"^\s*(?:from\s+(kchannel(?:\.\w+)+)\s+cimport|cimport\s+(kchannel(?:\.\w+)+))",
+                      re.M)
+
+
+def _pxd_closure(pxd, seen=None):
+    """``pxd`` and every kchannel .pxd it cimports, transitively (found in
+    the package or on the extensions' include path)."""
+    seen = set() if seen is None else seen
+    if pxd in seen:
+        return seen
+    seen.add(pxd)
+    with open(pxd, encoding="utf-8") as f:
+        text = f.read()
+    for m in _CIMPORT.finditer(text):
+        parts = (m.group(1) or m.group(2)).split(".")
+        for root in (HERE, os.path.join(HERE, EXT_DIR, "include")):
+            dep = os.path.join(root, *parts) + ".pxd"
+            if os.path.exists(dep):
+                _pxd_closure(dep, seen)
+                break
+    return seen
 
 
 class OptionalBuildExt(build_ext):
