@@ -593,6 +593,16 @@ def _batch_slots(cls):
     _slots_type = cls
 
 
+def _in_place(batch):
+    """Whether ``batch``'s slots are read and written at their offsets
+    (compiled twin, a batch of the type resolved; the offsets resolved for
+    the first batch met: ProducerBatch does not exist yet when this module
+    is imported)."""
+    if _C_SLOTS and _slots_type is None:
+        _batch_slots(type(batch))
+    return _C_SLOTS and type(batch) is _slots_type
+
+
 def _batch_tp(b):
     """``b.tp`` (compiled: at its slot offset, see _batch_slots)."""
     if _C_SLOTS and type(b) is _slots_type:
@@ -621,9 +631,7 @@ def accumulator_complete_batch(acc, batch, base_offset, log_append_time):
     try:
         # (compiled: the slots at their offsets, see _batch_slots; a done flag other than False itself takes
         # batch.complete, which does the same for the usual batch)
-        if _C_SLOTS and _slots_type is None:
-            _batch_slots(type(batch))
-        in_place = _C_SLOTS and type(batch) is _slots_type
+        in_place = _in_place(batch)
         if in_place:
             usual = _c_slot_is(batch, _S_CALLBACKS, None) and batch.parent is None and \
                 _c_slot_is(batch, _S_DONE_FLAG, False)
@@ -767,9 +775,7 @@ def accumulator_ready(acc, cluster, now):
             batch = dq[0]
             # (compiled: the batch's slots read at their offsets, see
             # _batch_slots)
-            if _C_SLOTS and _slots_type is None:
-                _batch_slots(type(batch))
-            in_place = _C_SLOTS and type(batch) is _slots_type
+            in_place = _in_place(batch)
             if in_place:
                 created_ms = _c_slot_value(batch, _S_CREATED)
             else:
@@ -886,9 +892,7 @@ def accumulator_drain(acc, cluster, nodes, max_size, now, can_drain):
                         continue
                 # (compiled: the batch's slots at their offsets, see
                 # _batch_slots)
-                if _C_SLOTS and _slots_type is None:
-                    _batch_slots(type(batch))
-                in_place = _C_SLOTS and type(batch) is _slots_type
+                in_place = _in_place(batch)
                 if in_place:
                     estimated = _c_slot_value(batch, _S_ESTIMATED)
                 else:
