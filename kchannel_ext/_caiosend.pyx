@@ -32,6 +32,8 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from kchannel._crecords cimport QueuedRecord
 from kchannel._slots cimport slot_offset
+# (a slot read at its offset, borrowed; written with a new reference)
+from kchannel._slots cimport slot_get as _slot, slot_put as _put
 
 from asyncio import _get_running_loop, get_running_loop as _get_running_loop_or_raise
 
@@ -215,20 +217,6 @@ cdef Py_ssize_t _M_OFFSET = slot_offset(RecordMetadata, "offset")
 cdef Py_ssize_t _M_TIMESTAMP = slot_offset(RecordMetadata, "timestamp")
 cdef Py_ssize_t _M_KEY_SIZE = slot_offset(RecordMetadata, "serialized_key_size")
 cdef Py_ssize_t _M_VALUE_SIZE = slot_offset(RecordMetadata, "serialized_value_size")
-
-
-cdef inline PyObject *_slot(object obj, Py_ssize_t offset) noexcept:
-    """The object in a slot (borrowed; NULL when unset)."""
-    return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
-
-
-cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
-    """Fill an object slot of an object made here (a new reference)."""
-    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
-    cdef PyObject *old = slot[0]
-    Py_INCREF(value)
-    slot[0] = <PyObject *>value
-    Py_XDECREF(old)
 
 
 # Not tracked by the garbage collector (no_gc): made and dropped per record,

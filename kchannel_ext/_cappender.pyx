@@ -32,6 +32,8 @@ from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 from kchannel._crecords cimport QueuedRecord
 from kchannel._murmur2 cimport murmur2_ptr
 from kchannel._slots cimport PyMemberDescr_Type, slot_offset
+# (a slot read at its offset, borrowed; written with a new reference)
+from kchannel._slots cimport slot_get as _slot, slot_put as _put
 
 from kchannel.client.metadata import TopicPartition
 from kchannel.log import get_logger
@@ -96,16 +98,6 @@ cdef _init_md_offsets():
 
 
 _init_md_offsets()
-
-
-cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
-    """Fill an object slot of a RecordMetadata made here (a new reference;
-    the value it replaces, if any, is released)."""
-    cdef PyObject **slot = <PyObject **>((<char *><PyObject *>obj) + offset)
-    cdef PyObject *old = slot[0]
-    Py_INCREF(value)
-    slot[0] = <PyObject *>value
-    Py_XDECREF(old)
 
 
 cdef inline void _put_changed(object obj, Py_ssize_t offset, object value) noexcept:
@@ -339,11 +331,6 @@ cdef _init_batch_defaults():
 
 
 _init_batch_defaults()
-
-
-cdef inline PyObject *_slot(object obj, Py_ssize_t offset) noexcept:
-    """The object in a slot (borrowed; NULL when unset)."""
-    return (<PyObject **>((<char *><PyObject *>obj) + offset))[0]
 
 
 cdef dict _plain_dict(object obj, tuple names):
